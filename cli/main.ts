@@ -1,1 +1,23 @@
-export {};
+#!/usr/bin/env node
+import '../runtime/polyfills.js';
+import { Command, CommanderError } from 'commander';
+import { registerNodeCommands } from './commands/node.js';
+import { describeError } from './context.js';
+
+const program = new Command('dms')
+  .description('DMS: the device management service node of a decentralized compute network')
+  .option('--home <dir>', 'node home directory (default $DMS_HOME or ~/.dms)')
+  .option('--config <file>', 'configuration file (default <home>/dms_config.json, else ./dms_config.json)')
+  .option('--json', 'print data as JSON')
+  .showHelpAfterError()
+  .exitOverride();
+
+registerNodeCommands(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (e) {
+  if (e instanceof CommanderError) process.exit(e.exitCode);
+  process.stderr.write(`dms: ${describeError(e)}\n`);
+  process.exit(1);
+}

@@ -1,0 +1,61 @@
+import { readFileSync } from 'node:fs';
+import type { Actor } from '../runtime/actor.js';
+import { defineBehavior } from '../runtime/behavior.js';
+import type { ActorSystem } from '../runtime/system.js';
+import {
+  EmptyPayload,
+  HELLO_TOPIC,
+  type HelloReply,
+  NodeBehaviors,
+  type PeerListReply,
+  type PeerSelfReply,
+  type StatusReply,
+} from '../behaviors/node.js';
+
+export const ROOT_INBOX = 'root';
+
+const VERSION: string = (() => {
+  try {
+    return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
+  } catch {
+    return JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
+  }
+})();
+
+/** The node's root actor (inbox `root`): identity, health and the peer view of this node. */
+export function spawnRootActor(system: ActorSystem): Actor {
+  const startedAt = Date.now();
+  const hello = (): HelloReply => ({ did: system.key.did });
+
+  return system.spawn({
+    inbox: ROOT_INBOX,
+    topics: [HELLO_TOPIC],
+    behaviors: [
+      defineBehavior({ name: NodeBehaviors.hello, payload: EmptyPayload, handle: hello }),
+      defineBehavior({
+        name: NodeBehaviors.status,
+        payload: EmptyPayload,
+        handle: (): StatusReply => ({
+          status: 'ok',
+          did: system.key.did,
+          peer_id: system.host,
+          version: VERSION,
+          uptime_s: Math.round((Date.now() - startedAt) / 1000),
+          actors: system.listActors().map((a) => a.name),
+          peers: system.network?.peers().length ?? 0,
+        }),
+      }),
+      defineBehavior({ name: NodeBehaviors.broadcastHello, payload: EmptyPayload, handle: hello }),
+      defineBehavior({
+        name: NodeBehaviors.peersSelf,
+        payload: EmptyPayload,
+        handle: (): PeerSelfReply => ({ id: system.host, addrs: system.network?.addrs() ?? [] }),
+      }),
+      defineBehavior({
+        name: NodeBehaviors.peersList,
+        payload: EmptyPayload,
+        handle: (): PeerListReply => ({ peers: system.network?.peers() ?? [] }),
+      }),
+    ],
+  });
+}

@@ -1,0 +1,181 @@
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { type Command, Option } from 'commander';
+import { DmsNode } from '../../daemon/node.js';
+import { loadConfig } from '../../runtime/config.js';
+import { homePaths, initHome } from '../../runtime/home.js';
+import { createLogger } from '../../runtime/log.js';
+import { CliError, globals, homeOf, isAlive, output, runningNode } from '../context.js';
+
+const DETACH_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 20_000;
+
+interface StartOptions {
+  port?: number;
+  host?: string;
+  debug?: boolean;
+  logLevel?: string;
+  detach?: boolean;
+}
+
+const parsePort = (v: string): number => {
+  if (!/^\d+$/.test(v) || Number(v) > 65535) throw new CliError(`--port: '${v}' is not a port number (0-65535)`);
+  return Number(v);
+};
+
+export function registerNodeCommands(program: Command): void {
+  program
+    .command('init')
+    .description('create the node home: configuration directory, node key and operator key (existing keys are kept)')
+    .action((_opts, cmd: Command) => {
+      const home = homeOf(cmd);
+      const r = initHome(home);
+      const data = { home, node_did: r.node.did, peer_id: r.node.peerId, operator_did: r.operator.did, created: r.created };
+      const said = (made: boolean) => (made ? 'created' : 'kept existing');
+      output(
+        cmd,
+        data,
+        [
+          `home      ${home}`,
+          `node      ${r.node.did} (${said(r.created.node)})`,
+          `peer id   ${r.node.peerId}`,
+          `operator  ${r.operator.did} (${said(r.created.operator)})`,
+          'keys are stored unencrypted, readable only by their owner (mode 0600)',
+        ].join('\n'),
+      );
+    });
+
+  program
+    .command('start')
+    .description('run the node in the foreground (logs on stderr); --detach returns once it is healthy')
+    .option('-p, --port <port>', 'REST port (0 picks a free one)', parsePort)
+    .option('--host <addr>', 'REST listen address')
+    .option('--debug', 'debug mode: /config shows the redacted config')
+    .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error', 'silent']))
+    .option('-d, --detach', 'start in the background and return once healthy')
+    .action(async (opts: StartOptions, cmd: Command) => {
+      const home = homeOf(cmd);
+      const running = runningNode(home);
+      if (running) throw new CliError(`a node is already running from ${home} (pid ${running.pid}, ${running.url})`);
+      if (opts.detach) return detach(cmd, home);
+      const config = loadConfig({
+        home,
+        file: globals(cmd).config,
+        flags: {
+          'rest.port': opts.port,
+          'rest.addr': opts.host,
+          'general.debug': opts.debug ? true : undefined,
+          'general.log_level': opts.logLevel,
+        },
+      });
+      const log = createLogger(config.general.log_level);
+      const node = await DmsNode.start({ home, config, log });
+      let stopping = false;
+      const shutdown = (signal: string) => {
+        if (stopping) {
+          log.warn({ signal }, 'second signal: exiting at once');
+          process.exit(130);
+        }
+        stopping = true;
+        log.info({ signal }, 'shutting down');
+        node.stop().then(
+          () => log.flush(() => process.exit(0)),
+          (e) => {
+            log.error({ err: e }, 'shutdown failed');
+            log.flush(() => process.exit(1));
+          },
+        );
+      };
+      process.on('SIGINT', () => shutdown('SIGINT'));
+      process.on('SIGTERM', () => shutdown('SIGTERM'));
+    });
+
+  program
+    .command('stop')
+    .description('stop the node running from this home')
+    .action(async (_opts, cmd: Command) => {
+      const home = homeOf(cmd);
+      const running = runningNode(home);
+      if (!running) throw new CliError(`no node is running from ${home}`);
+      process.kill(running.pid, 'SIGTERM');
+      const deadline = Date.now() + STOP_TIMEOUT_MS;
+      while (isAlive(running.pid)) {
+        if (Date.now() > deadline) throw new CliError(`node (pid ${running.pid}) did not stop within ${STOP_TIMEOUT_MS / 1000} s`);
+        await sleep(100);
+      }
+      output(cmd, { stopped: true, pid: running.pid }, `node stopped (pid ${running.pid})`);
+    });
+
+  program
+    .command('status')
+    .description('is a node running from this home, and is it healthy')
+    .action(async (_opts, cmd: Command) => {
+      const home = homeOf(cmd);
+      const running = runningNode(home);
+      if (!running) throw new CliError(`no node is running from ${home}`);
+      let healthy = false;
+      try {
+        const res = await fetch(`${running.url}/health`, { signal: AbortSignal.timeout(5000) });
+        healthy = res.ok;
+      } catch {
+        healthy = false;
+      }
+      const data = { running: true, healthy, ...running };
+      output(
+        cmd,
+        data,
+        [
+          `node      ${healthy ? 'running, healthy' : 'running, NOT answering /health'}`,
+          `pid       ${running.pid}`,
+          `url       ${running.url}`,
+          `did       ${running.did}`,
+          `peer id   ${running.peer_id}`,
+          `since     ${running.started_at}`,
+        ].join('\n'),
+      );
+      if (!healthy) process.exitCode = 1;
+    });
+}
+
+/** Re-runs `start` in the background with its output in the home's log, and waits until healthy. */
+async function detach(cmd: Command, home: string): Promise<void> {
+  const paths = homePaths(home);
+  mkdirSync(paths.logs, { recursive: true });
+  const logFile = join(paths.logs, 'node.log');
+  const fd = openSync(logFile, 'a');
+  const args = process.argv.slice(2).filter((a) => a !== '--detach' && a !== '-d');
+  const entry = fileURLToPath(new URL('../main.js', import.meta.url));
+  const child = spawn(process.execPath, [...process.execArgv, entry, ...args], {
+    detached: true,
+    stdio: ['ignore', fd, fd],
+    env: { ...process.env, DMS_HOME: home },
+  });
+  closeSync(fd);
+  let exited: number | null = null;
+  child.on('exit', (code) => (exited = code ?? 1));
+  child.unref();
+  const deadline = Date.now() + DETACH_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (exited !== null) {
+      const tail = readFileSync(logFile, 'utf8').trim().split('\n').slice(-5).join('\n');
+      throw new CliError(`node exited during start-up (code ${exited}); last log lines:\n${tail}`);
+    }
+    const info = runningNode(home);
+    if (info && info.pid === child.pid) {
+      try {
+        const res = await fetch(`${info.url}/health`, { signal: AbortSignal.timeout(2000) });
+        if (res.ok) {
+          output(cmd, { ...info, log: logFile }, `node started in the background: ${info.url} (pid ${info.pid}, log ${logFile})`);
+          return;
+        }
+      } catch {
+        // not listening yet
+      }
+    }
+    await sleep(100);
+  }
+  throw new CliError(`node did not become healthy within ${DETACH_TIMEOUT_MS / 1000} s; see ${logFile}`);
+}

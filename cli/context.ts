@@ -1,0 +1,58 @@
+import type { Command } from 'commander';
+import { errorText } from '../runtime/errors.js';
+import { readRuntimeInfo, resolveHome, type RuntimeInfo } from '../runtime/home.js';
+import { loadConfig } from '../runtime/config.js';
+
+/** Options every command accepts (declared once on the program). */
+export interface GlobalOptions {
+  home?: string;
+  config?: string;
+  json?: boolean;
+}
+
+export const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals() as GlobalOptions;
+
+export const homeOf = (cmd: Command): string => resolveHome(globals(cmd).home);
+
+/** A failure the user can act on: one line on stderr, non-zero exit. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The running node of this home, if its process is alive. */
+export function runningNode(home: string): RuntimeInfo | undefined {
+  const info = readRuntimeInfo(home);
+  return info && isAlive(info.pid) ? info : undefined;
+}
+
+/** The REST base URL of this home's node: the running one's, else the configured one. */
+export function nodeUrl(cmd: Command): string {
+  const home = homeOf(cmd);
+  const running = runningNode(home);
+  if (running) return running.url;
+  const config = loadConfig({ home, file: globals(cmd).config });
+  const host = config.rest.addr.includes(':') ? `[${config.rest.addr}]` : config.rest.addr;
+  return `${config.tls.enabled ? 'https' : 'http'}://${host}:${config.rest.port}`;
+}
+
+/** Prints data: JSON with --json (or when it is not text), else the text form. */
+export function output(cmd: Command, data: unknown, text?: string): void {
+  if (globals(cmd).json || text === undefined) process.stdout.write(JSON.stringify(data, null, 2) + '\n');
+  else process.stdout.write(text.endsWith('\n') ? text : text + '\n');
+}
+
+export const describeError = (e: unknown): string => (e instanceof CliError ? e.message : errorText(e));

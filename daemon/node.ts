@@ -1,0 +1,95 @@
+import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawnRootActor, ROOT_INBOX } from '../actors/node.js';
+import { HttpActor, HTTP_INBOX } from '../http/actor.js';
+import { createApp } from '../http/app.js';
+import type { RouteModule } from '../http/routes/types.js';
+import { listen, type Listening } from '../http/server.js';
+import { allowsUnsigned, type Config, isLoopback } from '../runtime/config.js';
+import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
+import type { Logger } from '../runtime/log.js';
+import { ActorSystem } from '../runtime/system.js';
+
+export interface NodeOptions {
+  home: string;
+  config: Config;
+  log: Logger;
+  /** Extra REST route modules (components, plugins). */
+  routes?: RouteModule[];
+}
+
+/**
+ * One running DMS node: the composition root that wires the kernel, the component actors and
+ * the HTTP actor together. Nothing else knows all of them.
+ */
+export class DmsNode {
+  private constructor(
+    readonly system: ActorSystem,
+    readonly http: Listening,
+    readonly config: Config,
+    readonly home: string,
+    private readonly log: Logger,
+  ) {}
+
+  get url(): string {
+    return this.http.url;
+  }
+
+  static async start(opts: NodeOptions): Promise<DmsNode> {
+    const { config, log } = opts;
+    const keys = initHome(opts.home);
+    const system = new ActorSystem({
+      key: keys.node,
+      log,
+      mailbox: { capacity: config.actor.mailbox_capacity, concurrency: config.actor.mailbox_concurrency },
+      replayCapacity: config.actor.replay_capacity,
+    });
+    spawnRootActor(system);
+    const httpActor = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
+      operator: keys.operator,
+      allowUnsigned: allowsUnsigned(config),
+      maxPending: config.rest.max_pending,
+      maxBroadcastReplies: config.rest.max_broadcast_replies,
+      rootInbox: ROOT_INBOX,
+    });
+    if (!isLoopback(config.rest.addr)) {
+      log.warn({ addr: config.rest.addr }, 'REST is bound to a non-loopback address; anyone who can reach it can drive this node');
+    }
+    const app = createApp({ config, system, http: httpActor, log, routes: opts.routes });
+    let http: Listening;
+    try {
+      http = await listen(app, config);
+    } catch (e) {
+      await system.stop();
+      throw e;
+    }
+    const node = new DmsNode(system, http, config, opts.home, log);
+    node.writeRuntimeInfo();
+    log.info({ url: http.url, did: keys.node.did, peer_id: system.host, operator: keys.operator.did }, 'node started');
+    return node;
+  }
+
+  private writeRuntimeInfo(): void {
+    const paths = homePaths(this.home);
+    mkdirSync(paths.root, { recursive: true });
+    const info: RuntimeInfo = {
+      pid: process.pid,
+      url: this.http.url,
+      did: this.system.key.did,
+      peer_id: this.system.host,
+      started_at: new Date().toISOString(),
+    };
+    const tmp = join(paths.root, `.node.json.${process.pid}`);
+    writeFileSync(tmp, JSON.stringify(info, null, 2) + '\n');
+    // Rename is atomic: a reader never sees half a file.
+    renameSync(tmp, paths.runtime);
+  }
+
+  async stop(): Promise<void> {
+    this.log.info('node stopping');
+    await this.http.close();
+    await this.system.stop();
+    rmSync(homePaths(this.home).runtime, { force: true });
+    this.log.info('node stopped');
+  }
+}

@@ -1,0 +1,174 @@
+import type { Actor, Inbox } from '../runtime/actor.js';
+import { signEnvelope } from '../runtime/crypto/signing.js';
+import type { KeyPair } from '../runtime/crypto/keys.js';
+import { DmsError, invalid } from '../runtime/errors.js';
+import type { ActorSystem, Origin } from '../runtime/system.js';
+import { encodeEnvelope, type Envelope, type Handle, isBroadcast, parseEnvelope } from '../runtime/wire/envelope.js';
+
+export const HTTP_INBOX = 'http';
+
+export interface HttpActorOptions {
+  /** The operator identity that signs unsigned envelopes from trusted local callers. */
+  operator: KeyPair;
+  allowUnsigned: boolean;
+  /** REST requests waiting for replies at once. */
+  maxPending: number;
+  maxBroadcastReplies: number;
+  rootInbox: string;
+}
+
+interface OpenInbox {
+  inbox: Inbox;
+  refs: number;
+}
+
+/**
+ * The HTTP layer as an actor: each request becomes an envelope entering the system, and the
+ * replies for a REST client's inbox come back through this actor's mailbox to the request
+ * that waits for them.
+ */
+export class HttpActor {
+  private readonly open = new Map<string, OpenInbox>();
+  private pending = 0;
+
+  constructor(
+    readonly system: ActorSystem,
+    readonly actor: Actor,
+    readonly options: HttpActorOptions,
+  ) {}
+
+  /** The root actor's handle; 500 while the node is not running. */
+  rootHandle(): Handle {
+    const root = this.system.actor(this.options.rootInbox);
+    if (!root || root.state !== 'running') throw new DmsError('unavailable', 'node is not initialized');
+    return root.handle;
+  }
+
+  async send(body: string): Promise<void> {
+    const { env, origin } = await this.admit(body);
+    await this.system.accept(env, origin);
+  }
+
+  async invoke(body: string, abort?: AbortSignal): Promise<Envelope> {
+    const parsed = parseEnvelope(body);
+    if (isBroadcast(parsed)) throw invalid('invoke needs a destination: to is empty (use broadcast)');
+    if (!parsed.opt.cont) throw invalid('opt.cont is required for invoke: it names the behavior the reply goes to');
+    const { env, origin } = await this.admit(parsed);
+    return this.withReplyInbox(env, abort, (inbox, cont) => this.actor.awaitReply(inbox, cont, env.opt.exp).then((r) => r.env), origin);
+  }
+
+  async broadcast(body: string, limit: number | undefined, abort?: AbortSignal): Promise<Envelope[]> {
+    const parsed = parseEnvelope(body);
+    if (!isBroadcast(parsed)) throw invalid('broadcast: to must be {} (a broadcast has no single destination)');
+    if (!parsed.opt.topic) throw invalid('broadcast: opt.topic is required');
+    // An unsigned broadcast is signed here, so the node can give it a reply behavior.
+    if (!parsed.sig && !parsed.opt.cont) parsed.opt.cont = `/private/broadcast/${parsed.nonce}`;
+    const { env, origin } = await this.admit(parsed);
+    if (!env.opt.cont) {
+      // Nobody can reply to a broadcast without opt.cont (WIRE.md): deliver it, collect nothing.
+      await this.system.accept(env, origin);
+      return [];
+    }
+    const max = Math.min(limit ?? Infinity, this.options.maxBroadcastReplies);
+    return this.withReplyInbox(env, abort, (inbox, cont) => this.collect(inbox, cont, env.opt.exp, max), origin);
+  }
+
+  /** Parses (when given text) and, for an unsigned envelope, signs it as the operator. */
+  private async admit(input: string | Envelope): Promise<{ env: Envelope; origin: Origin }> {
+    const env = typeof input === 'string' ? parseEnvelope(input) : input;
+    if (env.sig) return { env, origin: { kind: 'rest', trusted: false } };
+    if (!this.options.allowUnsigned) {
+      throw invalid('sig is required: this node accepts unsigned envelopes only from trusted local callers');
+    }
+    const op = this.options.operator;
+    env.from = { id: op.id, did: op.did, addr: env.from.addr };
+    await signEnvelope(env, op);
+    return { env, origin: { kind: 'rest', trusted: true } };
+  }
+
+  /**
+   * Binds the client's inbox to this actor while `wait` runs, so replies addressed to it land
+   * here; enters the envelope; and always unbinds, whatever happens.
+   */
+  private async withReplyInbox<T>(
+    env: Envelope,
+    abort: AbortSignal | undefined,
+    wait: (inbox: Inbox, cont: string) => Promise<T>,
+    origin: Origin,
+  ): Promise<T> {
+    const name = env.from.addr.inbox;
+    const cont = env.opt.cont!;
+    if (!name) throw invalid('from.addr.inbox is required to receive replies');
+    if (env.from.addr.host && env.from.addr.host !== this.system.host) {
+      throw invalid(`from.addr.host must be this node's host ${this.system.host} (or empty) for replies to reach this request`);
+    }
+    if (this.pending >= this.options.maxPending) {
+      throw new DmsError('overloaded', `too many requests waiting for replies (${this.options.maxPending}); retry later`, { retryAfter: 1 });
+    }
+    const inbox = this.acquire(name);
+    if (inbox.behaviors.has(cont)) {
+      this.release(name);
+      throw new DmsError('conflict', `a request from inbox ${name} is already waiting for replies at ${cont}`);
+    }
+    this.pending++;
+    try {
+      const waiting = wait(inbox, cont);
+      const aborted = new Promise<never>((_, reject) => {
+        abort?.addEventListener('abort', () => reject(new DmsError('invalid', 'request aborted by the client')), { once: true });
+      });
+      aborted.catch(() => {});
+      try {
+        await this.system.accept(env, origin);
+      } catch (e) {
+        inbox.behaviors.remove(cont);
+        throw e;
+      }
+      return await Promise.race([waiting, aborted]);
+    } finally {
+      inbox.behaviors.remove(cont);
+      this.pending--;
+      this.release(name);
+    }
+  }
+
+  private collect(inbox: Inbox, cont: string, exp: bigint, max: number): Promise<Envelope[]> {
+    const replies: Envelope[] = [];
+    return new Promise<Envelope[]>((resolve) => {
+      const done = () => {
+        inbox.behaviors.remove(cont);
+        resolve(replies);
+      };
+      inbox.behaviors.add(
+        {
+          name: cont,
+          noReply: true,
+          handle: ({ env }) => {
+            replies.push(env);
+            if (replies.length >= max) done();
+          },
+        },
+        { expiresAt: Number(exp / 1_000_000n), onExpire: () => resolve(replies) },
+      );
+    });
+  }
+
+  private acquire(name: string): Inbox {
+    let entry = this.open.get(name);
+    if (!entry) {
+      if (this.system.inbox(name)) throw invalid(`from.addr.inbox '${name}' is an actor of this node; pick an inbox of your own`);
+      entry = { inbox: this.actor.openInbox(name), refs: 0 };
+      this.open.set(name, entry);
+    }
+    entry.refs++;
+    return entry.inbox;
+  }
+
+  private release(name: string): void {
+    const entry = this.open.get(name);
+    if (!entry || --entry.refs > 0) return;
+    this.open.delete(name);
+    this.actor.closeInbox(entry.inbox);
+  }
+}
+
+export const envelopeJson = encodeEnvelope;

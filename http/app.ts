@@ -1,0 +1,48 @@
+import { H3, handleCors, type H3Event } from 'h3';
+import type { Config } from '../runtime/config.js';
+import type { Logger } from '../runtime/log.js';
+import type { ActorSystem } from '../runtime/system.js';
+import type { HttpActor } from './actor.js';
+import { jsonResponse } from './errors.js';
+import { actorRoutes } from './routes/actor.js';
+import { systemRoutes } from './routes/system.js';
+import type { RouteModule } from './routes/types.js';
+
+export interface AppOptions {
+  config: Config;
+  system: ActorSystem;
+  http: HttpActor;
+  log: Logger;
+  /** Route modules added by other components (jobs, resources, plugins). */
+  routes?: RouteModule[];
+}
+
+export function createApp(opts: AppOptions): H3 {
+  const { config, log } = opts;
+  const cors = config.rest.cors;
+  const app = new H3({
+    // Whatever h3 itself rejects (unknown route, malformed URL) still answers `{"error": …}`.
+    onError: (error, event: H3Event) => {
+      const status = error.status ?? 500;
+      const text = status === 404 ? `no route ${event.req.method} ${event.url.pathname}` : status >= 500 ? 'internal error' : error.message;
+      if (status >= 500) log.error({ err: error.cause ?? error }, 'unhandled request error');
+      return jsonResponse(JSON.stringify({ error: text }), status);
+    },
+  });
+
+  app.use((event) => {
+    const preflight = handleCors(event, {
+      origin: cors.origins,
+      methods: cors.methods as never,
+      allowHeaders: cors.headers,
+      credentials: cors.credentials,
+      maxAge: String(cors.max_age),
+      preflight: { statusCode: 204 },
+    });
+    if (preflight !== false) return preflight;
+  });
+
+  const ctx = { app, config, system: opts.system, http: opts.http, log };
+  for (const mod of [systemRoutes, actorRoutes, ...(opts.routes ?? [])]) mod(ctx);
+  return app;
+}

@@ -1,0 +1,33 @@
+import { DmsError, type ErrorKind } from '../runtime/errors.js';
+
+const STATUS: Record<ErrorKind, number> = {
+  invalid: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  timeout: 408,
+  conflict: 409,
+  too_large: 413,
+  rate_limited: 429,
+  overloaded: 503,
+  unavailable: 500,
+  unroutable: 500,
+  internal: 500,
+};
+
+export const statusFor = (kind: ErrorKind): number => STATUS[kind];
+
+export function jsonResponse(body: string, status = 200, headers: Record<string, string> = {}): Response {
+  return new Response(body, { status, headers: { 'content-type': 'application/json; charset=utf-8', ...headers } });
+}
+
+/** Every error body is `{"error": "<text>"}`; anything that is not a DmsError is the node's own failure. */
+export function errorResponse(e: unknown, onInternal?: (e: unknown) => void): Response {
+  if (e instanceof DmsError) {
+    const headers: Record<string, string> = {};
+    if (e.retryAfter !== undefined) headers['retry-after'] = String(e.retryAfter);
+    return jsonResponse(JSON.stringify({ error: e.message }), statusFor(e.kind), headers);
+  }
+  onInternal?.(e);
+  return jsonResponse(JSON.stringify({ error: 'internal error' }), 500);
+}

@@ -1,0 +1,44 @@
+import { invalid } from '../../runtime/errors.js';
+import { encodeEnvelope } from '../../runtime/wire/envelope.js';
+import { readBodyText } from '../body.js';
+import { jsonResponse } from '../errors.js';
+import { route } from '../handler.js';
+import type { RouteModule } from './types.js';
+
+function parseLimit(raw: string | null): number | undefined {
+  if (raw === null) return undefined;
+  if (!/^[1-9][0-9]{0,8}$/.test(raw)) throw invalid(`limit must be a positive integer, got '${raw}'`);
+  return Number(raw);
+}
+
+/** The actor message interface: handle, send, invoke, broadcast. */
+export const actorRoutes: RouteModule = ({ app, config, http, log }) => {
+  const limit = config.rest.body_limit;
+
+  app.get('/api/v1/actor/handle', route(log, () => http.rootHandle()));
+
+  app.post(
+    '/api/v1/actor/send',
+    route(log, async (event) => {
+      await http.send(await readBodyText(event, limit));
+      return { message: 'message sent' };
+    }),
+  );
+
+  app.post(
+    '/api/v1/actor/invoke',
+    route(log, async (event) => {
+      const reply = await http.invoke(await readBodyText(event, limit), event.req.signal);
+      return jsonResponse(encodeEnvelope(reply));
+    }),
+  );
+
+  app.post(
+    '/api/v1/actor/broadcast',
+    route(log, async (event) => {
+      const max = parseLimit(event.url.searchParams.get('limit'));
+      const replies = await http.broadcast(await readBodyText(event, limit), max, event.req.signal);
+      return jsonResponse(`[${replies.map(encodeEnvelope).join(',')}]`);
+    }),
+  );
+};

@@ -1,0 +1,52 @@
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { type H3, toNodeHandler } from 'h3';
+import type { Config } from '../runtime/config.js';
+import { DmsError } from '../runtime/errors.js';
+
+export interface Listening {
+  server: Server;
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Serves the app on `rest.addr:rest.port` (port 0 picks a free one); HTTPS only when TLS is on. */
+export async function listen(app: H3, config: Config): Promise<Listening> {
+  const handler = toNodeHandler(app);
+  const tls = config.tls;
+  let server: Server;
+  if (tls.enabled) {
+    if (!tls.cert_file || !tls.key_file) throw new DmsError('invalid', 'tls: enabled needs tls.cert_file and tls.key_file');
+    let cert: Buffer, key: Buffer;
+    try {
+      cert = readFileSync(tls.cert_file);
+      key = readFileSync(tls.key_file);
+    } catch (e) {
+      throw new DmsError('invalid', `tls: cannot read certificate or key (${(e as Error).message})`);
+    }
+    server = createHttpsServer({ cert, key }, handler) as unknown as Server;
+  } else {
+    server = createHttpServer(handler);
+  }
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (e: NodeJS.ErrnoException) =>
+      reject(new DmsError('invalid', `rest: cannot listen on ${config.rest.addr}:${config.rest.port} (${e.code ?? e.message})`)),
+    );
+    server.listen(config.rest.port, config.rest.addr, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const host = config.rest.addr.includes(':') ? `[${config.rest.addr}]` : config.rest.addr;
+  const url = `${tls.enabled ? 'https' : 'http'}://${host}:${port}`;
+  return {
+    server,
+    url,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

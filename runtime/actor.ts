@@ -1,0 +1,245 @@
+import { type AddOptions, type Behavior, BehaviorRegistry } from './behavior.js';
+import { signEnvelope } from './crypto/signing.js';
+import type { KeyPair } from './crypto/keys.js';
+import { DmsError, errorText, invalid } from './errors.js';
+import { createLifecycle, type LifecycleState } from './lifecycle.js';
+import { Mailbox, type MailboxOptions } from './mailbox.js';
+import type { ActorSystem } from './system.js';
+import { msToNs, nextNonce, nowNs, isExpired } from './time.js';
+import { decodePayload, describeIssues, emptyHandle, encodePayload, type Envelope, type Handle } from './wire/envelope.js';
+
+/**
+ * A named address on this node with its own behaviors. An actor owns its primary inbox and
+ * may open more (the HTTP actor opens one per waiting REST client); all of them feed the
+ * actor's one mailbox.
+ */
+export class Inbox {
+  readonly behaviors = new BehaviorRegistry();
+  constructor(
+    readonly name: string,
+    readonly actor: Actor,
+  ) {}
+}
+
+export interface ActorOptions {
+  inbox: string;
+  /** The actor's own key; defaults to the node key. */
+  key?: KeyPair;
+  mailbox?: Partial<MailboxOptions>;
+  behaviors?: Behavior<any, any>[];
+  /** Broadcast topics the primary inbox subscribes to. */
+  topics?: string[];
+}
+
+export interface SendOptions {
+  /** Expiry in ns since the epoch; defaults to now + ttlMs. */
+  exp?: bigint;
+  ttlMs?: number;
+  cont?: string;
+  topic?: string;
+  cap?: Uint8Array;
+}
+
+export interface Reply<T = unknown> {
+  env: Envelope;
+  payload: T;
+}
+
+interface Delivery {
+  env: Envelope;
+  inbox: Inbox;
+}
+
+const DEFAULT_TTL_MS = 30_000;
+
+export class Actor {
+  readonly handle: Handle;
+  readonly primary: Inbox;
+  readonly key: KeyPair;
+  private readonly mailbox: Mailbox<Delivery>;
+  private readonly lifecycle = createLifecycle();
+
+  constructor(
+    readonly system: ActorSystem,
+    readonly options: ActorOptions,
+  ) {
+    this.key = options.key ?? system.key;
+    this.handle = { id: this.key.id, did: this.key.did, addr: { host: system.host, inbox: options.inbox } };
+    this.primary = new Inbox(options.inbox, this);
+    for (const b of options.behaviors ?? []) this.primary.behaviors.add(b);
+    this.mailbox = new Mailbox<Delivery>(
+      options.inbox,
+      { ...system.mailboxDefaults, ...options.mailbox },
+      (d) => this.dispatch(d),
+      (e, d) => system.log.error({ err: e, be: d.env.be, actor: options.inbox }, 'behavior failed outside its handler'),
+    );
+    this.lifecycle.subscribe((s) => system.emit({ type: 'lifecycle', actor: options.inbox, state: s.value as LifecycleState }));
+  }
+
+  get state(): LifecycleState {
+    return this.lifecycle.getSnapshot().value as LifecycleState;
+  }
+
+  get name(): string {
+    return this.options.inbox;
+  }
+
+  /** Envelopes accepted and not yet handled. */
+  get backlog(): number {
+    return this.mailbox.size;
+  }
+
+  start(): void {
+    this.system.bind(this.primary);
+    for (const topic of this.options.topics ?? []) this.system.subscribe(topic, this.primary);
+    this.lifecycle.send({ type: 'started' });
+  }
+
+  async stop(): Promise<void> {
+    if (this.state === 'stopped' || this.state === 'stopping') return;
+    this.lifecycle.send({ type: 'stop' });
+    this.system.unbindAll(this);
+    await this.mailbox.close();
+    this.primary.behaviors.clear();
+    this.lifecycle.send({ type: 'stopped' });
+  }
+
+  // --- behaviors -------------------------------------------------------------------------
+
+  add(behavior: Behavior<any, any>, opts?: AddOptions): void {
+    this.primary.behaviors.add(behavior, opts);
+  }
+
+  remove(name: string): boolean {
+    return this.primary.behaviors.remove(name);
+  }
+
+  /** Opens another inbox on this node that feeds this actor (for replies to REST clients). */
+  openInbox(name: string): Inbox {
+    const inbox = new Inbox(name, this);
+    this.system.bind(inbox);
+    return inbox;
+  }
+
+  closeInbox(inbox: Inbox): void {
+    inbox.behaviors.clear();
+    this.system.unbind(inbox);
+  }
+
+  // --- receiving -------------------------------------------------------------------------
+
+  /** Queues a delivery; throws when the actor is not running or its mailbox is full. */
+  deliver(env: Envelope, inbox: Inbox = this.primary): void {
+    if (this.state !== 'running') throw new DmsError('unavailable', `actor ${this.name} is ${this.state}`);
+    this.mailbox.post({ env, inbox });
+  }
+
+  private async dispatch({ env, inbox }: Delivery): Promise<void> {
+    this.system.emit({ type: 'deliver', actor: inbox.name, env });
+    if (isExpired(env.opt.exp)) {
+      this.system.deadLetter(env, 'expired while queued');
+      return;
+    }
+    const behavior = inbox.behaviors.take(env.be);
+    if (!behavior) {
+      this.system.deadLetter(env, `no behavior ${env.be} at ${inbox.name}`);
+      await this.replyError(env, `no behavior ${env.be} at actor ${inbox.name}`);
+      return;
+    }
+    let payload: unknown = env.msg;
+    try {
+      await this.system.authorize(env, behavior, inbox);
+      if (behavior.payload) {
+        const parsed = behavior.payload.safeParse(decodePayload(env.msg));
+        if (!parsed.success) throw invalid(`invalid payload for ${env.be}: ${describeIssues(parsed.error)}`);
+        payload = parsed.data;
+      }
+    } catch (e) {
+      await this.replyError(env, errorText(e));
+      return;
+    }
+    let result: unknown;
+    try {
+      result = await behavior.handle({ env, payload, actor: this, inbox });
+    } catch (e) {
+      if (!(e instanceof DmsError)) this.system.log.error({ err: e, be: env.be, actor: inbox.name }, 'behavior threw');
+      await this.replyError(env, errorText(e));
+      return;
+    }
+    if (env.opt.cont && !behavior.noReply) await this.reply(env, result ?? {});
+  }
+
+  // --- sending ---------------------------------------------------------------------------
+
+  /** A new unsigned envelope from this actor. */
+  envelope(to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Envelope {
+    const env: Envelope = {
+      to,
+      be,
+      from: this.handle,
+      nonce: nextNonce(),
+      opt: { exp: opts.exp ?? nowNs() + msToNs(opts.ttlMs ?? DEFAULT_TTL_MS) },
+      msg: payload instanceof Uint8Array ? payload : encodePayload(payload),
+    };
+    if (opts.cont) env.opt.cont = opts.cont;
+    if (opts.topic) env.opt.topic = opts.topic;
+    if (opts.cap) env.cap = opts.cap;
+    return env;
+  }
+
+  async send(to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Promise<void> {
+    const env = await signEnvelope(this.envelope(to, be, payload, opts), this.key);
+    await this.system.route(env);
+  }
+
+  /** Sends and waits for the reply until the envelope's expiry. */
+  async invoke<T = unknown>(to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Promise<Reply<T>> {
+    const env = this.envelope(to, be, payload, opts);
+    env.opt.cont = `/private/reply/${env.nonce}`;
+    const reply = this.awaitReply<T>(this.primary, env.opt.cont, env.opt.exp);
+    await signEnvelope(env, this.key);
+    try {
+      await this.system.route(env);
+    } catch (e) {
+      this.primary.behaviors.remove(env.opt.cont);
+      throw e;
+    }
+    return reply;
+  }
+
+  /** Registers a one-shot behavior at `cont` on `inbox` that resolves with the reply or rejects at `exp`. */
+  awaitReply<T>(inbox: Inbox, cont: string, exp: bigint): Promise<Reply<T>> {
+    return new Promise<Reply<T>>((resolve, reject) => {
+      inbox.behaviors.add(
+        {
+          name: cont,
+          noReply: true,
+          handle: ({ env }) => {
+            resolve({ env, payload: decodePayload(env.msg) as T });
+          },
+        },
+        {
+          once: true,
+          expiresAt: Number(exp / 1_000_000n),
+          onExpire: () => reject(new DmsError('timeout', `no reply before opt.exp (${cont})`)),
+        },
+      );
+    });
+  }
+
+  /** Replies to an invoke or broadcast: to its sender, behavior `opt.cont`, same expiry. */
+  async reply(req: Envelope, payload: unknown): Promise<void> {
+    if (!req.opt.cont || isExpired(req.opt.exp)) return;
+    try {
+      await this.send(req.from, req.opt.cont, payload, { exp: req.opt.exp });
+    } catch (e) {
+      this.system.log.warn({ err: errorText(e), be: req.opt.cont, to: req.from.addr }, 'reply not delivered');
+    }
+  }
+
+  private replyError(req: Envelope, error: string): Promise<void> {
+    return this.reply(req, { error });
+  }
+}
+
+export { emptyHandle };

@@ -1,0 +1,110 @@
+import type * as z from 'zod';
+import type { Actor, Inbox } from './actor.js';
+import type { Envelope } from './wire/envelope.js';
+
+/** What a behavior's handler sees: the envelope, its validated payload, and who is handling it. */
+export interface BehaviorContext<P> {
+  env: Envelope;
+  payload: P;
+  actor: Actor;
+  inbox: Inbox;
+}
+
+/**
+ * A named, typed unit of actor behavior. The payload schema is declared once: it validates
+ * incoming payloads, types the handler and words the error a caller gets.
+ */
+export interface Behavior<P = unknown, R = unknown> {
+  /** `/`-separated path, e.g. `/public/hello`. */
+  name: string;
+  /** Schema of the JSON payload; absent means the payload is passed through undecoded. */
+  payload?: z.ZodType<P>;
+  /**
+   * Capability a caller needs (issue: capabilities). Defaults to the behavior's own name;
+   * `/public/*` behaviors need none.
+   */
+  capability?: string;
+  /** One line for catalogues and `--help`. */
+  description?: string;
+  /**
+   * The handler. Its result is the reply payload when the envelope carries `opt.cont`
+   * (undefined replies `{}`); a thrown error replies `{"error": …}`.
+   */
+  handle(ctx: BehaviorContext<P>): R | Promise<R>;
+  /** When true no reply is sent even if the envelope asks for one (the handler replies itself). */
+  noReply?: boolean;
+}
+
+/** Helper that keeps P and R inferred from the schema and handler. */
+export function defineBehavior<P, R>(b: Behavior<P, R>): Behavior<P, R> {
+  return b;
+}
+
+export interface AddOptions {
+  /** Removed after its first delivery (invoke replies). */
+  once?: boolean;
+  /** Removed at this time (ms since epoch); `onExpire` then runs. */
+  expiresAt?: number;
+  onExpire?: () => void;
+}
+
+interface Entry {
+  behavior: Behavior<any, any>;
+  once: boolean;
+  timer?: NodeJS.Timeout;
+}
+
+/** The behaviors bound to one inbox. */
+export class BehaviorRegistry {
+  private readonly entries = new Map<string, Entry>();
+
+  add(behavior: Behavior<any, any>, opts: AddOptions = {}): void {
+    this.remove(behavior.name);
+    const entry: Entry = { behavior, once: opts.once ?? false };
+    if (opts.expiresAt !== undefined) {
+      const delay = Math.min(Math.max(opts.expiresAt - Date.now(), 0), 2_147_483_647);
+      entry.timer = setTimeout(() => {
+        if (this.entries.get(behavior.name) !== entry) return;
+        this.entries.delete(behavior.name);
+        opts.onExpire?.();
+      }, delay);
+      entry.timer.unref();
+    }
+    this.entries.set(behavior.name, entry);
+  }
+
+  remove(name: string): boolean {
+    const entry = this.entries.get(name);
+    if (!entry) return false;
+    if (entry.timer) clearTimeout(entry.timer);
+    return this.entries.delete(name);
+  }
+
+  has(name: string): boolean {
+    return this.entries.has(name);
+  }
+
+  get(name: string): Behavior<any, any> | undefined {
+    return this.entries.get(name)?.behavior;
+  }
+
+  /** The behavior for a delivery; a one-shot behavior is removed as it is taken. */
+  take(name: string): Behavior<any, any> | undefined {
+    const entry = this.entries.get(name);
+    if (!entry) return undefined;
+    if (entry.once) this.remove(name);
+    return entry.behavior;
+  }
+
+  names(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  clear(): void {
+    for (const name of [...this.entries.keys()]) this.remove(name);
+  }
+}

@@ -1,0 +1,284 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as z from 'zod';
+import { DmsError } from './errors.js';
+
+const port = z.number().int().min(0).max(65535);
+const positiveInt = z.number().int().positive();
+
+/**
+ * The whole configuration. Every key has its default here; `dms_config.json` at the
+ * repository root is this object written out (a test keeps the two equal).
+ */
+export const ConfigSchema = z
+  .object({
+    general: z
+      .object({
+        /** Debug mode: `/config` shows the (redacted) config, dev streams are on. */
+        debug: z.boolean().default(false),
+        log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+        /** Device name shown in device status; empty means the machine's hostname. */
+        name: z.string().default(''),
+      })
+      .strict()
+      .prefault({}),
+    rest: z
+      .object({
+        addr: z.string().min(1).default('127.0.0.1'),
+        port: port.default(9999),
+        /** Accept envelopes without `sig` and sign them as the operator; null = only while bound to loopback. */
+        allow_unsigned: z.boolean().nullable().default(null),
+        /** Largest request body in bytes (413 above it). */
+        body_limit: positiveInt.default(1_048_576),
+        /** REST invokes and broadcasts waiting for replies at once (503 above it). */
+        max_pending: positiveInt.default(10_000),
+        /** Most replies one broadcast collects. */
+        max_broadcast_replies: positiveInt.default(1_000),
+        cors: z
+          .object({
+            origins: z.array(z.string()).default(['http://localhost:9991', 'http://localhost:9992']),
+            methods: z.array(z.string()).default(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS']),
+            headers: z.array(z.string()).default(['Access-Control-Allow-Origin', 'Origin', 'Content-Length', 'Content-Type']),
+            credentials: z.boolean().default(false),
+            max_age: z.number().int().nonnegative().default(43_200),
+          })
+          .strict()
+          .prefault({}),
+      })
+      .strict()
+      .prefault({}),
+    tls: z
+      .object({
+        enabled: z.boolean().default(false),
+        cert_file: z.string().default(''),
+        key_file: z.string().default(''),
+      })
+      .strict()
+      .prefault({}),
+    auth: z
+      .object({
+        api_key_enabled: z.boolean().default(false),
+        jwt_secret: z.string().default(''),
+      })
+      .strict()
+      .prefault({}),
+    network: z
+      .object({
+        /** Run the libp2p host. Off, the node serves only local actors. */
+        enabled: z.boolean().default(true),
+        ListenAddresses: z.array(z.string()).default(['/ip4/0.0.0.0/tcp/9000']),
+        BootstrapPeers: z.array(z.string()).default([]),
+        ProtocolID: z.string().min(1).default('/dms/kad/1.0.0'),
+        EnableMDNS: z.boolean().default(false),
+        /** Largest envelope sent or accepted over the network, in bytes. */
+        MaxEnvelopeBytes: positiveInt.default(1_048_576),
+      })
+      .strict()
+      .prefault({}),
+    db: z
+      .object({
+        type: z.enum(['sqlite']).default('sqlite'),
+        /** SQLite file; empty means `dms.sqlite` in the node's home. */
+        path: z.string().default(''),
+      })
+      .strict()
+      .prefault({}),
+    actor: z
+      .object({
+        mailbox_capacity: positiveInt.default(4096),
+        mailbox_concurrency: positiveInt.default(64),
+        replay_capacity: positiveInt.default(1_000_000),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict();
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+/** Keys whose values never leave the node: redacted in `/config`, logs and `dms config`. */
+export const SECRET_KEYS = ['auth.jwt_secret'] as const;
+
+export const defaultConfig = (): Config => ConfigSchema.parse({});
+
+/** The environment variables a node reads, and the config key each one sets. */
+export const ENV_KEYS: Record<string, string> = {
+  DMS_HOST: 'rest.addr',
+  DMS_PORT: 'rest.port',
+  DMS_TLS_ENABLED: 'tls.enabled',
+  DMS_TLS_CERT_FILE: 'tls.cert_file',
+  DMS_TLS_KEY_FILE: 'tls.key_file',
+  DMS_DB_TYPE: 'db.type',
+  DMS_DB_PATH: 'db.path',
+  DMS_NETWORK_LISTEN_ADDRESSES: 'network.ListenAddresses',
+  DMS_NETWORK_BOOTSTRAP_PEERS: 'network.BootstrapPeers',
+  DMS_JWT_SECRET: 'auth.jwt_secret',
+  DMS_API_KEY_ENABLED: 'auth.api_key_enabled',
+  DMS_DEBUG: 'general.debug',
+};
+
+export const CONFIG_FILE = 'dms_config.json';
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+type JsonObject = { [k: string]: Json };
+
+const configError = (source: string, message: string) => new DmsError('invalid', `${source}: ${message}`);
+
+function describe(error: z.ZodError, prefix = ''): string {
+  return error.issues
+    .map((i) => {
+      const key = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
+      if (i.code === 'unrecognized_keys') return `${key ? `${key}: ` : ''}unknown key ${i.keys.map((k) => `'${k}'`).join(', ')}`;
+      return `${key || '(root)'}: ${i.message}`;
+    })
+    .join('; ');
+}
+
+/** The schema of one dotted key (`rest.port`), or undefined when there is no such key. */
+export function schemaAt(key: string): z.ZodType | undefined {
+  let node: z.ZodType = ConfigSchema;
+  for (const part of key.split('.')) {
+    const inner = unwrap(node);
+    if (!(inner instanceof z.ZodObject)) return undefined;
+    const shape = inner.shape as Record<string, z.ZodType>;
+    if (!(part in shape)) return undefined;
+    node = shape[part];
+  }
+  return node;
+}
+
+function unwrap(s: z.ZodType): z.ZodType {
+  let cur: any = s;
+  while (cur instanceof z.ZodDefault || cur instanceof z.ZodPrefault || cur instanceof z.ZodOptional || cur instanceof z.ZodNullable) {
+    cur = cur.def.innerType;
+  }
+  return cur;
+}
+
+/**
+ * Turns a text value (environment, command line) into the JSON type the key takes:
+ * booleans accept true/false/1/0, lists are comma-separated, numbers must be numbers.
+ */
+export function coerceText(key: string, text: string): Json {
+  const schema = schemaAt(key);
+  if (!schema) throw configError(key, 'no such configuration key');
+  const inner = unwrap(schema);
+  if (inner instanceof z.ZodBoolean) {
+    const t = text.trim().toLowerCase();
+    if (['true', '1', 'yes', 'on'].includes(t)) return true;
+    if (['false', '0', 'no', 'off', ''].includes(t)) return false;
+    throw configError(key, `'${text}' is not a boolean (true or false)`);
+  }
+  if (inner instanceof z.ZodNumber) {
+    if (!/^-?\d+(\.\d+)?$/.test(text.trim())) throw configError(key, `'${text}' is not a number`);
+    return Number(text);
+  }
+  if (inner instanceof z.ZodArray) {
+    const t = text.trim();
+    if (t.startsWith('[')) {
+      try {
+        return JSON.parse(t) as Json;
+      } catch {
+        throw configError(key, `'${text}' is not a JSON array`);
+      }
+    }
+    return t === '' ? [] : t.split(',').map((s) => s.trim()).filter(Boolean);
+  }
+  if (inner instanceof z.ZodNull || (schema instanceof z.ZodDefault && text === 'null')) return null;
+  return text;
+}
+
+export function getKey(obj: unknown, key: string): unknown {
+  let cur: any = obj;
+  for (const part of key.split('.')) {
+    if (cur === null || typeof cur !== 'object' || !(part in cur)) return undefined;
+    cur = cur[part];
+  }
+  return cur;
+}
+
+export function setKey(obj: JsonObject, key: string, value: Json): void {
+  const parts = key.split('.');
+  let cur: JsonObject = obj;
+  for (const part of parts.slice(0, -1)) {
+    const next = cur[part];
+    if (next === null || typeof next !== 'object' || Array.isArray(next)) cur[part] = {};
+    cur = cur[part] as JsonObject;
+  }
+  cur[parts[parts.length - 1]] = value;
+}
+
+/** Reads a config file; a missing file is `{}`, a malformed one stops start-up naming the file. */
+export function readConfigFile(path: string): JsonObject {
+  if (!existsSync(path)) return {};
+  let data: unknown;
+  try {
+    data = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (e) {
+    throw configError(path, `not valid JSON (${(e as Error).message})`);
+  }
+  if (data === null || typeof data !== 'object' || Array.isArray(data)) throw configError(path, 'must hold a JSON object');
+  const check = ConfigSchema.safeParse(data);
+  if (!check.success) throw configError(path, describe(check.error));
+  return data as JsonObject;
+}
+
+export interface LoadOptions {
+  /** The node's home directory. */
+  home: string;
+  /** `--config FILE`; otherwise the home's dms_config.json, else the working directory's. */
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Command-line overrides as dotted keys. */
+  flags?: Record<string, Json | undefined>;
+  cwd?: string;
+}
+
+/** Which file a node reads its config from. */
+export function configFilePath(opts: Pick<LoadOptions, 'home' | 'file' | 'cwd'>): string | undefined {
+  if (opts.file) return opts.file;
+  const inHome = join(opts.home, CONFIG_FILE);
+  if (existsSync(inHome)) return inHome;
+  const inCwd = join(opts.cwd ?? process.cwd(), CONFIG_FILE);
+  return existsSync(inCwd) ? inCwd : undefined;
+}
+
+/** defaults < file < DMS_* environment < flags; an invalid value throws naming its key and source. */
+export function loadConfig(opts: LoadOptions): Config {
+  const file = configFilePath(opts);
+  if (opts.file && !existsSync(opts.file)) throw configError(opts.file, 'config file not found');
+  const merged: JsonObject = file ? structuredClone(readConfigFile(file)) : {};
+  const env = opts.env ?? process.env;
+  for (const [name, key] of Object.entries(ENV_KEYS)) {
+    const text = env[name];
+    if (text === undefined) continue;
+    const value = coerceText(key, text);
+    const check = schemaAt(key)!.safeParse(value);
+    if (!check.success) throw configError(name, `'${text}' is not a valid ${key}: ${describe(check.error)}`);
+    setKey(merged, key, value);
+  }
+  for (const [key, value] of Object.entries(opts.flags ?? {})) {
+    if (value === undefined) continue;
+    const schema = schemaAt(key);
+    if (!schema) throw configError(`--${key}`, 'no such configuration key');
+    const check = schema.safeParse(value);
+    if (!check.success) throw configError(`--${key}`, describe(check.error));
+    setKey(merged, key, value);
+  }
+  const result = ConfigSchema.safeParse(merged);
+  if (!result.success) throw configError(file ?? 'config', describe(result.error));
+  return result.data;
+}
+
+/** A deep copy with every secret that is set replaced by "[redacted]". */
+export function redact(config: Config): Config {
+  const copy = structuredClone(config) as unknown as JsonObject;
+  for (const key of SECRET_KEYS) if (getKey(copy, key)) setKey(copy, key, '[redacted]');
+  return copy as unknown as Config;
+}
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|\[::1\]|localhost)$/i;
+export const isLoopback = (addr: string): boolean => LOOPBACK.test(addr);
+
+/** Unsigned REST envelopes: as configured, else only while REST listens on loopback. */
+export const allowsUnsigned = (config: Config): boolean => config.rest.allow_unsigned ?? isLoopback(config.rest.addr);

@@ -1,0 +1,35 @@
+import type { Envelope } from './wire/envelope.js';
+
+/** Where an incoming envelope came from, for the checks that depend on it. */
+export interface Arrival {
+  /** Peer id of the node that handed us the envelope. */
+  peer: string;
+  via: 'unicast' | 'gossip';
+}
+
+/**
+ * The actor system's view of the network. The kernel routes by `to.addr.host`; everything
+ * about libp2p (streams, peer store, DHT, gossipsub) stays behind this seam, so the kernel
+ * runs with no network at all (tests, `network.enabled: false`) and with libp2p alike.
+ */
+export interface Transport {
+  /** This node's peer id (the `addr.host` of its actors). */
+  readonly host: string;
+  /** Multiaddrs this node listens on, each ending in /p2p/<host>. */
+  addrs(): string[];
+  /** Peer ids currently connected. */
+  peers(): string[];
+  /** Delivers a signed envelope to the node `env.to.addr.host`; rejects with a DmsError ('unroutable', 'too_large'). */
+  send(env: Envelope): Promise<void>;
+  /** Publishes a signed broadcast envelope on `env.opt.topic`. */
+  publish(env: Envelope): Promise<void>;
+  subscribe(topic: string): void;
+  unsubscribe(topic: string): void;
+  /** Round-trip time to a peer in ms; rejects with a DmsError when unreachable. */
+  ping(peer: string): Promise<number>;
+  /** Dials a multiaddr; resolves with the peer id reached. */
+  connect(multiaddr: string): Promise<string>;
+  /** Called for every envelope arriving from the network (already parsed, not yet verified). */
+  onEnvelope(handler: (env: Envelope, arrival: Arrival) => void): void;
+  stop(): Promise<void>;
+}
