@@ -9,6 +9,7 @@ import { allowsUnsigned, type Config, isLoopback } from '../runtime/config.js';
 import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ActorSystem } from '../runtime/system.js';
+import { loadPlugins } from './plugins.js';
 
 export interface NodeOptions {
   home: string;
@@ -45,6 +46,13 @@ export class DmsNode {
       replayCapacity: config.actor.replay_capacity,
     });
     spawnRootActor(system);
+    try {
+      const plugins = await loadPlugins(system, config.plugins.modules, opts.home);
+      if (plugins.length) log.info({ plugins: plugins.map((p) => p.name) }, 'plugins loaded');
+    } catch (e) {
+      await system.stop();
+      throw e;
+    }
     const httpActor = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
       operator: keys.operator,
       allowUnsigned: allowsUnsigned(config),

@@ -142,6 +142,7 @@ export class HttpActor {
         {
           name: cont,
           noReply: true,
+          raw: true,
           handle: ({ env }) => {
             replies.push(env);
             if (replies.length >= max) done();

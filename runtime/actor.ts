@@ -149,10 +149,13 @@ export class Actor {
     let payload: unknown = env.msg;
     try {
       await this.system.authorize(env, behavior, inbox);
-      if (behavior.payload) {
-        const parsed = behavior.payload.safeParse(decodePayload(env.msg));
-        if (!parsed.success) throw invalid(`invalid payload for ${env.be}: ${describeIssues(parsed.error)}`);
-        payload = parsed.data;
+      if (!behavior.raw) {
+        payload = decodePayload(env.msg);
+        if (behavior.payload) {
+          const parsed = behavior.payload.safeParse(payload);
+          if (!parsed.success) throw invalid(`invalid payload for ${env.be}: ${describeIssues(parsed.error)}`);
+          payload = parsed.data;
+        }
       }
     } catch (e) {
       await this.replyError(env, errorText(e));
@@ -214,8 +217,14 @@ export class Actor {
         {
           name: cont,
           noReply: true,
+          raw: true,
           handle: ({ env }) => {
-            resolve({ env, payload: decodePayload(env.msg) as T });
+            // The one-shot is gone once taken: settle on every path or the caller waits forever.
+            try {
+              resolve({ env, payload: decodePayload(env.msg) as T });
+            } catch (e) {
+              reject(e);
+            }
           },
         },
         {

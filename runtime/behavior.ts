@@ -17,8 +17,10 @@ export interface BehaviorContext<P> {
 export interface Behavior<P = unknown, R = unknown> {
   /** `/`-separated path, e.g. `/public/hello`. */
   name: string;
-  /** Schema of the JSON payload; absent means the payload is passed through undecoded. */
+  /** Schema of the JSON payload; absent means any JSON value. */
   payload?: z.ZodType<P>;
+  /** Hand the handler the payload bytes undecoded (binary payloads). */
+  raw?: boolean;
   /**
    * Capability a caller needs (issue: capabilities). Defaults to the behavior's own name;
    * `/public/*` behaviors need none.

@@ -83,6 +83,13 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    plugins: z
+      .object({
+        /** Plugin modules to load at start: paths (relative to the node home) or package names. */
+        modules: z.array(z.string().min(1)).default([]),
+      })
+      .strict()
+      .prefault({}),
     actor: z
       .object({
         mailbox_capacity: positiveInt.default(4096),
@@ -159,18 +166,18 @@ function unwrap(s: z.ZodType): z.ZodType {
  * Turns a text value (environment, command line) into the JSON type the key takes:
  * booleans accept true/false/1/0, lists are comma-separated, numbers must be numbers.
  */
-export function coerceText(key: string, text: string): Json {
+export function coerceText(key: string, text: string, source = key): Json {
   const schema = schemaAt(key);
-  if (!schema) throw configError(key, 'no such configuration key');
+  if (!schema) throw configError(source, 'no such configuration key');
   const inner = unwrap(schema);
   if (inner instanceof z.ZodBoolean) {
     const t = text.trim().toLowerCase();
     if (['true', '1', 'yes', 'on'].includes(t)) return true;
     if (['false', '0', 'no', 'off', ''].includes(t)) return false;
-    throw configError(key, `'${text}' is not a boolean (true or false)`);
+    throw configError(source, `'${text}' is not a boolean (true or false)`);
   }
   if (inner instanceof z.ZodNumber) {
-    if (!/^-?\d+(\.\d+)?$/.test(text.trim())) throw configError(key, `'${text}' is not a number`);
+    if (!/^-?\d+(\.\d+)?$/.test(text.trim())) throw configError(source, `'${text}' is not a number`);
     return Number(text);
   }
   if (inner instanceof z.ZodArray) {
@@ -179,7 +186,7 @@ export function coerceText(key: string, text: string): Json {
       try {
         return JSON.parse(t) as Json;
       } catch {
-        throw configError(key, `'${text}' is not a JSON array`);
+        throw configError(source, `'${text}' is not a JSON array`);
       }
     }
     return t === '' ? [] : t.split(',').map((s) => s.trim()).filter(Boolean);
@@ -252,7 +259,7 @@ export function loadConfig(opts: LoadOptions): Config {
   for (const [name, key] of Object.entries(ENV_KEYS)) {
     const text = env[name];
     if (text === undefined) continue;
-    const value = coerceText(key, text);
+    const value = coerceText(key, text, `${name} (${key})`);
     const check = schemaAt(key)!.safeParse(value);
     if (!check.success) throw configError(name, `'${text}' is not a valid ${key}: ${describe(check.error)}`);
     setKey(merged, key, value);

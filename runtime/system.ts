@@ -1,7 +1,7 @@
 import { Subject } from 'rxjs';
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
 import type { Behavior } from './behavior.js';
-import type { KeyPair } from './crypto/keys.js';
+import { isPeerId, type KeyPair } from './crypto/keys.js';
 import { signEnvelope, verifyEnvelope } from './crypto/signing.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
@@ -183,6 +183,7 @@ export class ActorSystem {
     if (isBroadcast(env)) return this.broadcast(env, origin);
     const host = env.to.addr.host;
     if (host === '' || host === this.host) return this.deliverLocal(env);
+    if (!isPeerId(host)) throw invalid(`to.addr.host '${host.slice(0, 80)}' is not a peer id`);
     if (!this.transport) throw new DmsError('unroutable', `cannot reach host ${host}: the network is not running on this node`);
     await this.transport.send(env);
   }

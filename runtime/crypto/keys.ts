@@ -45,6 +45,22 @@ export function peerIdFromPublicKey(publicKey: Uint8Array): string {
   return base58btc.baseEncode(mh);
 }
 
+/**
+ * Whether a string is a libp2p peer id as text: base58btc of an identity multihash (inlined
+ * public key, 0x00) or of a sha2-256 multihash (0x12 0x20, for large keys).
+ */
+export function isPeerId(text: string): boolean {
+  if (text.length < 40 || text.length > 60) return false;
+  let bytes: Uint8Array;
+  try {
+    bytes = base58btc.baseDecode(text);
+  } catch {
+    return false;
+  }
+  if (bytes[0] === 0x00) return bytes.length >= 2 && bytes[1] === bytes.length - 2;
+  return bytes[0] === 0x12 && bytes[1] === 0x20 && bytes.length === 34;
+}
+
 function truncate(s: string): string {
   return s.length > 64 ? `${s.slice(0, 64)}…` : s;
 }

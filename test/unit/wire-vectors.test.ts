@@ -79,3 +79,14 @@ describe('must_fail cases', () => {
     });
   }
 });
+
+describe('peer id syntax', () => {
+  it('accepts the vectors peer ids and rejects near misses', async () => {
+    const { isPeerId } = await import('../../runtime/crypto/keys.js');
+    for (const i of vectors.identities) expect(isPeerId(i.peer_id)).toBe(true);
+    expect(isPeerId('12D3KooWK99VoVxNE7XzyBwXEzW7xhK7Gpv85r9F3V3fyKSUKPH')).toBe(false);
+    expect(isPeerId('not-a-peer-id')).toBe(false);
+    expect(isPeerId('')).toBe(false);
+    expect(isPeerId('12D3KooWK99VoVxNE7XzyBwXEzW7xhK7Gpv85r9F3V3fyKSUKPH0')).toBe(false);
+  });
+});

@@ -1,0 +1,118 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { readKey } from '../../runtime/home.js';
+import type { KeyPair } from '../../runtime/crypto/keys.js';
+
+export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
+export function tempHome(prefix = 'dms-test-'): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export interface NodeProcess {
+  home: string;
+  url: string;
+  pid: number;
+  did: string;
+  peerId: string;
+  proc: ChildProcess;
+  /** Everything the node wrote to stderr so far. */
+  logs(): string;
+  operator(): KeyPair;
+  /** SIGTERM and wait for exit. */
+  stop(): Promise<number | null>;
+  /** SIGKILL, as a crash would. */
+  kill(): Promise<void>;
+}
+
+export interface StartOptions {
+  home?: string;
+  env?: Record<string, string>;
+  args?: string[];
+  /** Leave out `--port 0`, so the port comes from the config or environment. */
+  configuredPort?: boolean;
+  /** Written to <home>/dms_config.json before start. */
+  config?: unknown;
+  timeoutMs?: number;
+}
+
+/** Environment that keeps test nodes on loopback and quiet. */
+export const TEST_ENV: Record<string, string> = {
+  DMS_NETWORK_LISTEN_ADDRESSES: '/ip4/127.0.0.1/tcp/0',
+  DMS_NETWORK_BOOTSTRAP_PEERS: '',
+};
+
+/** Starts `dms start --port 0` as a real process and waits until it answers /health. */
+export async function startNode(opts: StartOptions = {}): Promise<NodeProcess> {
+  const home = opts.home ?? tempHome();
+  if (opts.config !== undefined) writeFileSync(join(home, 'dms_config.json'), JSON.stringify(opts.config));
+  const portArgs = opts.configuredPort ? [] : ['--port', '0'];
+  const proc = spawn(process.execPath, [CLI, '--home', home, 'start', ...portArgs, '--log-level', 'warn', ...(opts.args ?? [])], {
+    env: { ...process.env, ...TEST_ENV, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: home,
+  });
+  let stderr = '';
+  proc.stderr!.on('data', (d) => (stderr += d));
+  proc.stdout!.on('data', (d) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  let exitCode: number | null | undefined;
+  exited.then((c) => (exitCode = c));
+
+  const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
+  const runtimeFile = join(home, 'node.json');
+  for (;;) {
+    if (exitCode !== undefined) throw new Error(`node exited with ${exitCode} during start-up:\n${stderr}`);
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`node did not start within the deadline:\n${stderr}`);
+    }
+    if (existsSync(runtimeFile)) {
+      const info = JSON.parse(readFileSync(runtimeFile, 'utf8'));
+      if (info.pid === proc.pid) {
+        const ok = await fetch(`${info.url}/health`).then((r) => r.ok, () => false);
+        if (ok) {
+          return {
+            home,
+            url: info.url,
+            pid: info.pid,
+            did: info.did,
+            peerId: info.peer_id,
+            proc,
+            logs: () => stderr,
+            operator: () => readKey(join(home, 'keys', 'operator.json')),
+            stop: async () => {
+              if (exitCode === undefined) proc.kill('SIGTERM');
+              return exited;
+            },
+            kill: async () => {
+              if (exitCode === undefined) proc.kill('SIGKILL');
+              await exited;
+            },
+          };
+        }
+      }
+    }
+    await sleep(50);
+  }
+}
+
+/** Runs the CLI to completion. */
+export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...TEST_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (d) => (stdout += d));
+    proc.stderr.on('data', (d) => (stderr += d));
+    proc.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+export function removeHome(home: string): void {
+  rmSync(home, { recursive: true, force: true });
+}

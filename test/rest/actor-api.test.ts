@@ -1,0 +1,326 @@
+import { copyFileSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { nowNs, msToNs } from '../../runtime/time.js';
+import { decodePayload, encodeEnvelope, parseEnvelope, U64_MAX } from '../../runtime/wire/envelope.js';
+import { envelope, newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
+import { type NodeProcess, removeHome, startNode, tempHome } from '../helpers/node.js';
+
+let node: NodeProcess;
+
+beforeAll(async () => {
+  const home = tempHome();
+  copyFileSync(new URL('../fixtures/plugins/slow.mjs', import.meta.url), join(home, 'slow.mjs'));
+  node = await startNode({ home, config: { plugins: { modules: ['./slow.mjs'] } } });
+});
+afterAll(async () => {
+  await node?.stop();
+  removeHome(node.home);
+});
+
+const api = (path: string) => `${node.url}/api/v1/actor/${path}`;
+const root = () => rootOf(node.peerId);
+
+describe('health, config and handle', () => {
+  it('answers /health and /api/v1/health', async () => {
+    for (const p of ['/health', '/api/v1/health']) {
+      const res = await fetch(node.url + p);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ status: 'ok' });
+    }
+  });
+
+  it('hides the config outside debug mode', async () => {
+    for (const p of ['/config', '/api/v1/config']) {
+      const res = await fetch(node.url + p);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ config: 'allowed in debug mode' });
+    }
+  });
+
+  it('returns the root handle, whose host is the peer id of the node did', async () => {
+    const res = await fetch(api('handle'));
+    expect(res.status).toBe(200);
+    const h = await res.json();
+    expect(h).toEqual({ id: node.did.slice('did:key:'.length), did: node.did, addr: { host: node.peerId, inbox: 'root' } });
+  });
+
+  it('answers an unknown route with 404 and an error body', async () => {
+    const res = await fetch(`${node.url}/api/v1/nothing`);
+    expect(res.status).toBe(404);
+    expect((await res.json()).error).toMatch(/no route/);
+  });
+});
+
+describe('invoke', () => {
+  it('returns the signed reply of /public/hello', async () => {
+    const caller = newCaller();
+    const req = envelope(caller, { to: root(), be: '/public/hello', cont: '/private/reply/1', host: node.peerId });
+    const res = await post(api('invoke'), encodeEnvelope(req));
+    expect(res.status).toBe(200);
+    const reply = parseEnvelope(res.text);
+    verifyEnvelopeSync(reply);
+    expect(reply.be).toBe('/private/reply/1');
+    expect(reply.to).toEqual(req.from);
+    expect(reply.from.did).toBe(node.did);
+    expect(reply.from.addr).toEqual({ host: node.peerId, inbox: 'root' });
+    expect(reply.opt.exp).toBe(req.opt.exp);
+    expect(reply.nonce).not.toBe(req.nonce);
+    expect(decodePayload(reply.msg)).toEqual({ did: node.did });
+  });
+
+  it('answers every root behavior', async () => {
+    const caller = newCaller();
+    const ask = async (be: string) => {
+      const res = await post(api('invoke'), wire(caller, { to: root(), be, cont: '/private/r' }));
+      expect(res.status, res.text).toBe(200);
+      return decodePayload(parseEnvelope(res.text).msg) as any;
+    };
+    const status = await ask('/public/status');
+    expect(status).toMatchObject({ status: 'ok', did: node.did, peer_id: node.peerId });
+    expect(status.actors).toContain('root');
+    expect(await ask('/dms/node/peers/self')).toMatchObject({ id: node.peerId });
+    expect(await ask('/dms/node/peers/list')).toHaveProperty('peers');
+    expect(await ask('/broadcast/hello')).toEqual({ did: node.did });
+  });
+
+  it('signs an unsigned envelope from a loopback caller as the operator', async () => {
+    const caller = newCaller(false);
+    const res = await post(api('invoke'), wire(caller, { to: root(), be: '/public/hello', cont: '/private/r' }));
+    expect(res.status, res.text).toBe(200);
+    const reply = parseEnvelope(res.text);
+    expect(reply.to.did).toBe(node.operator().did);
+    expect(reply.to.addr.inbox).toBe(caller.inbox);
+  });
+
+  it('answers 404 at once for an unknown behavior or actor, not a timeout', async () => {
+    const caller = newCaller();
+    const t0 = Date.now();
+    const res = await post(api('invoke'), wire(caller, { to: root(), be: '/public/nope', cont: '/private/r', ttlMs: 10_000 }));
+    expect(res.status).toBe(404);
+    expect(res.json.error).toBe('actor root has no behavior /public/nope');
+    const res2 = await post(api('invoke'), wire(caller, { to: { ...root(), addr: { host: '', inbox: 'ghost' } }, be: '/public/hello', cont: '/private/r' }));
+    expect(res2.status).toBe(404);
+    expect(res2.json.error).toMatch(/no actor with inbox 'ghost'/);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+  });
+
+  it('answers 408 when no reply comes before opt.exp', async () => {
+    const caller = newCaller();
+    const t0 = Date.now();
+    const res = await post(api('invoke'), wire(caller, { to: { ...root(), addr: { host: '', inbox: 'slow' } }, be: '/plugin/slow/wait', payload: { ms: 3_000 }, cont: '/private/r', ttlMs: 600 }));
+    expect(res.status).toBe(408);
+    expect(res.json.error).toMatch(/no reply before opt.exp/);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(500);
+    expect(Date.now() - t0).toBeLessThan(2_500);
+  });
+
+  it('delivers to a plugin behavior', async () => {
+    const caller = newCaller();
+    const res = await post(api('invoke'), wire(caller, { to: { ...root(), addr: { host: '', inbox: 'slow' } }, be: '/plugin/slow/wait', payload: { ms: 5 }, cont: '/private/r' }));
+    expect(res.status).toBe(200);
+    expect(decodePayload(parseEnvelope(res.text).msg)).toEqual({ waited_ms: 5 });
+  });
+
+  it('replies with the validation error for a payload the behavior rejects', async () => {
+    const caller = newCaller();
+    const res = await post(api('invoke'), wire(caller, { to: root(), be: '/public/hello', payload: [1, 2], cont: '/private/r' }));
+    expect(res.status).toBe(200);
+    expect((decodePayload(parseEnvelope(res.text).msg) as any).error).toMatch(/invalid payload for \/public\/hello/);
+  });
+
+  it('keeps uint64 extremes exact', async () => {
+    const caller = newCaller();
+    const req = envelope(caller, { to: root(), be: '/public/hello', cont: '/private/r', nonce: U64_MAX });
+    const res = await post(api('invoke'), encodeEnvelope(req));
+    expect(res.status, res.text).toBe(200);
+    expect(res.text).toContain(`"exp":${req.opt.exp}`);
+    const far = envelope(caller, { to: root(), be: '/public/hello', exp: U64_MAX });
+    expect((await post(api('send'), encodeEnvelope(far))).status).toBe(200);
+  });
+});
+
+describe('send', () => {
+  it('accepts a signed envelope', async () => {
+    const res = await post(api('send'), wire(newCaller(), { to: root(), be: '/public/hello' }));
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({ message: 'message sent' });
+  });
+
+  it('refuses an unknown behavior with 404', async () => {
+    const res = await post(api('send'), wire(newCaller(), { to: root(), be: '/no/such' }));
+    expect(res.status).toBe(404);
+  });
+});
+
+describe('broadcast', () => {
+  const hello = (caller = newCaller(), ttlMs = 3_000) =>
+    wire(caller, { be: '/broadcast/hello', topic: '/dms/hello', cont: '/private/hello', ttlMs });
+
+  it('returns as soon as ?limit replies arrived', async () => {
+    const t0 = Date.now();
+    const res = await post(`${api('broadcast')}?limit=1`, hello(newCaller(), 20_000));
+    expect(res.status).toBe(200);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    const replies = JSON.parse(res.text);
+    expect(replies).toHaveLength(1);
+    const reply = parseEnvelope(JSON.stringify(replies[0]));
+    verifyEnvelopeSync(reply);
+    expect(decodePayload(reply.msg)).toEqual({ did: node.did });
+  });
+
+  it('collects until opt.exp without a limit', async () => {
+    const t0 = Date.now();
+    const res = await post(api('broadcast'), hello(newCaller(), 800));
+    expect(res.status).toBe(200);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(700);
+    expect(JSON.parse(res.text)).toHaveLength(1);
+  });
+
+  it('gives an unsigned broadcast a reply behavior', async () => {
+    const caller = newCaller(false);
+    const res = await post(`${api('broadcast')}?limit=1`, wire(caller, { be: '/broadcast/hello', topic: '/dms/hello', ttlMs: 5_000 }));
+    expect(res.status, res.text).toBe(200);
+    expect(JSON.parse(res.text)).toHaveLength(1);
+  });
+
+  it('returns no replies at once for a signed broadcast without opt.cont', async () => {
+    const res = await post(api('broadcast'), wire(newCaller(), { be: '/broadcast/hello', topic: '/dms/hello', ttlMs: 10_000 }));
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.text)).toEqual([]);
+  });
+
+  it.each([['0'], ['-1'], ['abc'], ['1.5']])('rejects ?limit=%s', async (limit) => {
+    const res = await post(`${api('broadcast')}?limit=${limit}`, hello());
+    expect(res.status).toBe(400);
+    expect(res.json.error).toMatch(/limit must be a positive integer/);
+  });
+
+  it('rejects a broadcast with a destination or without a topic', async () => {
+    const c = newCaller();
+    const withTo = await post(api('broadcast'), wire(c, { to: root(), be: '/broadcast/hello', topic: '/dms/hello', cont: '/x' }));
+    expect(withTo.status).toBe(400);
+    expect(withTo.json.error).toMatch(/to must be \{\}/);
+    const noTopic = await post(api('broadcast'), wire(c, { be: '/broadcast/hello', cont: '/x' }));
+    expect(noTopic.status).toBe(400);
+    expect(noTopic.json.error).toMatch(/opt.topic is required/);
+  });
+});
+
+describe('400 for each kind of invalid input', () => {
+  const valid = () => JSON.parse(wire(newCaller(), { to: root(), be: '/public/hello', cont: '/private/r' }));
+  const raw = (obj: unknown) => JSON.stringify(obj);
+  const expect400 = async (body: string, pattern: RegExp, path = 'invoke') => {
+    const res = await post(api(path), body);
+    expect(res.status, res.text).toBe(400);
+    expect(res.json.error).toMatch(pattern);
+  };
+
+  it('malformed JSON', () => expect400('{"to":', /malformed JSON/));
+  it('empty body', () => expect400('', /malformed JSON/));
+  it('not an object', () => expect400('[1,2]', /invalid envelope/));
+  it.each(['to', 'be', 'from', 'nonce', 'opt', 'msg'])('missing %s', (field) => {
+    const e = valid();
+    delete e[field];
+    return expect400(raw(e), new RegExp(`${field}`));
+  });
+  it('missing opt.exp', () => {
+    const e = valid();
+    delete e.opt.exp;
+    return expect400(raw(e), /opt.exp/);
+  });
+  it('nonce as a string', () => {
+    const e = valid();
+    e.nonce = '12';
+    return expect400(raw(e), /nonce must be an integer/);
+  });
+  it('nonce as a float, negative, or 2^64', async () => {
+    const text = wire(newCaller(), { to: root(), be: '/public/hello', cont: '/r', nonce: 5n });
+    for (const bad of ['1.5', '-1', '18446744073709551616', '1e3']) await expect400(text.replace('"nonce":5', `"nonce":${bad}`), /nonce must be an integer/);
+  });
+  it('exp as a float', () => {
+    const text = wire(newCaller(), { to: root(), be: '/public/hello', cont: '/r', exp: 1n });
+    return expect400(text.replace('"exp":1', '"exp":1.8e18'), /opt.exp must be an integer/);
+  });
+  it('be of the wrong type', () => {
+    const e = valid();
+    e.be = 7;
+    return expect400(raw(e), /be/);
+  });
+  it('bad base64 in msg', () => {
+    const e = valid();
+    e.msg = 'not base64!';
+    return expect400(raw(e), /msg: not valid standard base64/);
+  });
+  it('signature of the wrong length', () => {
+    const e = valid();
+    e.sig = 'AAAA';
+    return expect400(raw(e), /sig: must be 64 bytes/);
+  });
+  it('signature that does not verify', () => {
+    const e = valid();
+    e.be = '/public/status';
+    return expect400(raw(e), /signature does not verify/);
+  });
+  it('from.did not matching from.id', () => {
+    const e = valid();
+    e.from.did = 'did:key:z6MkotherXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX';
+    return expect400(raw(e), /from.did does not match from.id/);
+  });
+  it('expired', () => expect400(wire(newCaller(), { to: root(), be: '/public/hello', cont: '/r', exp: nowNs() - msToNs(1) }), /expired/));
+  it('replayed', async () => {
+    const text = wire(newCaller(), { to: root(), be: '/public/hello', cont: '/r' });
+    expect((await post(api('invoke'), text)).status).toBe(200);
+    await expect400(text, /replayed/);
+  });
+  it('invoke without opt.cont', () => expect400(wire(newCaller(), { to: root(), be: '/public/hello' }), /opt.cont is required/));
+  it('invoke to {}', () => expect400(wire(newCaller(), { be: '/public/hello', cont: '/r' }), /needs a destination/));
+  it('invoke without a reply inbox', () => {
+    const e = valid();
+    delete e.from.addr.inbox;
+    delete e.sig;
+    return expect400(raw(e), /from.addr.inbox is required/);
+  });
+  it('a reply inbox that is a node actor', async () => {
+    const c = newCaller();
+    c.inbox = 'root';
+    await expect400(wire(c, { to: root(), be: '/public/hello', cont: '/r' }), /is an actor of this node/);
+  });
+});
+
+describe('limits and transport', () => {
+  it('answers 413 over the body limit', async () => {
+    const res = await post(api('send'), 'x'.repeat(1_048_577));
+    expect(res.status).toBe(413);
+    expect(res.json.error).toMatch(/larger than the limit/);
+  });
+
+  it('answers 500 for a remote host while the network is off', async () => {
+    const res = await post(api('send'), wire(newCaller(), { to: rootOf('12D3KooWQK1wnefoLrcVHbbnf5tLzbopUd3K3bFAoJpA7YJgL5pV'), be: '/public/hello' }));
+    expect([500]).toContain(res.status);
+    expect(res.json.error).toBeTruthy();
+  });
+});
+
+describe('CORS', () => {
+  it('answers a preflight from an allowed origin', async () => {
+    const res = await fetch(api('invoke'), {
+      method: 'OPTIONS',
+      headers: { origin: 'http://localhost:9991', 'access-control-request-method': 'POST' },
+    });
+    expect(res.status).toBe(204);
+    expect(res.headers.get('access-control-allow-origin')).toBe('http://localhost:9991');
+    expect(res.headers.get('access-control-allow-methods')).toBe('GET,POST,PUT,PATCH,DELETE,HEAD,OPTIONS');
+    expect(res.headers.get('access-control-allow-headers')).toBe('Access-Control-Allow-Origin,Origin,Content-Length,Content-Type');
+    expect(res.headers.get('access-control-max-age')).toBe('43200');
+    expect(res.headers.get('access-control-allow-credentials')).toBeNull();
+  });
+
+  it('does not allow other origins', async () => {
+    const res = await fetch(`${node.url}/health`, { headers: { origin: 'http://evil.example' } });
+    expect(res.headers.get('access-control-allow-origin')).toBeNull();
+    const ok = await fetch(`${node.url}/health`, { headers: { origin: 'http://localhost:9992' } });
+    expect(ok.headers.get('access-control-allow-origin')).toBe('http://localhost:9992');
+  });
+});

@@ -1,0 +1,118 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
+import { type NodeProcess, removeHome, runCli, startNode, tempHome } from '../helpers/node.js';
+
+const started: NodeProcess[] = [];
+const start = async (...args: Parameters<typeof startNode>) => {
+  const n = await startNode(...args);
+  started.push(n);
+  return n;
+};
+afterEach(async () => {
+  for (const n of started.splice(0)) {
+    await n.stop();
+    removeHome(n.home);
+  }
+});
+
+const SECRET = 'jwt-secret-that-must-never-leak-1234';
+
+describe('debug mode', () => {
+  it.each([
+    ['DMS_DEBUG=true', { env: { DMS_DEBUG: 'true', DMS_JWT_SECRET: SECRET } }],
+    ['--debug', { args: ['--debug'], env: { DMS_JWT_SECRET: SECRET } }],
+    ['general.debug in the config file', { config: { general: { debug: true } }, env: { DMS_JWT_SECRET: SECRET } }],
+  ])('%s makes /config return the config with secrets redacted', async (_name, opts) => {
+    const node = await start(opts);
+    for (const p of ['/config', '/api/v1/config']) {
+      const res = await fetch(node.url + p);
+      const text = await res.text();
+      expect(res.status).toBe(200);
+      expect(text).not.toContain(SECRET);
+      const { config } = JSON.parse(text);
+      expect(config.general.debug).toBe(true);
+      expect(config.auth.jwt_secret).toBe('[redacted]');
+      expect(config.rest.addr).toBe('127.0.0.1');
+      expect(config.network.ListenAddresses).toEqual(['/ip4/127.0.0.1/tcp/0']);
+    }
+    expect(node.logs()).not.toContain(SECRET);
+  });
+});
+
+describe('unsigned envelopes', () => {
+  const hello = (node: NodeProcess) => wire(newCaller(false), { to: rootOf(node.peerId), be: '/public/hello', cont: '/private/r' });
+
+  it('are refused when rest.allow_unsigned is false', async () => {
+    const node = await start({ config: { rest: { allow_unsigned: false } } });
+    const res = await post(`${node.url}/api/v1/actor/invoke`, hello(node));
+    expect(res.status).toBe(400);
+    expect(res.json.error).toMatch(/sig is required/);
+    const signed = await post(`${node.url}/api/v1/actor/invoke`, wire(newCaller(), { to: rootOf(node.peerId), be: '/public/hello', cont: '/r' }));
+    expect(signed.status).toBe(200);
+  });
+
+  it('are refused by default when REST is bound to a non-loopback address', async () => {
+    const node = await start({ env: { DMS_HOST: '0.0.0.0' } });
+    const url = node.url.replace('0.0.0.0', '127.0.0.1');
+    const res = await post(`${url}/api/v1/actor/invoke`, hello(node));
+    expect(res.status).toBe(400);
+    expect(res.json.error).toMatch(/sig is required/);
+    expect(node.logs()).toMatch(/non-loopback/);
+  });
+});
+
+describe('configuration errors stop start-up naming the key', () => {
+  it.each([
+    [{ DMS_PORT: 'abc' }, /DMS_PORT.*'abc'.*not a number/],
+    [{ DMS_PORT: '70000' }, /DMS_PORT.*rest.port/],
+    [{ DMS_DEBUG: 'maybe' }, /DMS_DEBUG.*not a boolean/],
+    [{ DMS_API_KEY_ENABLED: 'sure' }, /DMS_API_KEY_ENABLED.*not a boolean/],
+    [{ DMS_DB_TYPE: 'oracle' }, /DMS_DB_TYPE.*db.type/],
+  ])('%o', async (env, pattern) => {
+    const home = tempHome();
+    const r = await runCli(['--home', home, 'start', '--port', '0'], env as Record<string, string>);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(pattern);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    removeHome(home);
+  });
+
+  it('an invalid config file', async () => {
+    const home = tempHome();
+    writeFileSync(join(home, 'dms_config.json'), JSON.stringify({ rest: { port: 'high' }, nonsense: 1 }));
+    const r = await runCli(['--home', home, 'start']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/rest\.port/);
+    expect(r.stderr).toMatch(/nonsense/);
+    writeFileSync(join(home, 'dms_config.json'), '{ not json');
+    const r2 = await runCli(['--home', home, 'start']);
+    expect(r2.stderr).toMatch(/dms_config.json: not valid JSON/);
+    removeHome(home);
+  });
+
+  it('a plugin that is not a plugin', async () => {
+    const home = tempHome();
+    writeFileSync(join(home, 'bad.mjs'), 'export default { name: "Bad Name", behaviors: [] }');
+    writeFileSync(join(home, 'dms_config.json'), JSON.stringify({ plugins: { modules: ['./bad.mjs'] } }));
+    const r = await runCli(['--home', home, 'start', '--port', '0']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/plugins.modules: '.\/bad.mjs' is not a DMS plugin/);
+    removeHome(home);
+  });
+});
+
+describe('environment', () => {
+  it('reads DMS_HOST and DMS_PORT, and --port outranks DMS_PORT', async () => {
+    const probe = await start();
+    const port = Number(new URL(probe.url).port);
+    await probe.stop();
+    started.pop();
+    removeHome(probe.home);
+    const node = await start({ env: { DMS_HOST: '127.0.0.1', DMS_PORT: String(port) }, configuredPort: true });
+    expect(node.url).toBe(`http://127.0.0.1:${port}`);
+    const flagged = await start({ env: { DMS_PORT: String(port) } });
+    expect(Number(new URL(flagged.url).port)).not.toBe(port);
+  });
+});

@@ -1,0 +1,189 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { HttpActor, HTTP_INBOX } from '../../http/actor.js';
+import { createApp } from '../../http/app.js';
+import { BehaviorRegistry } from '../../runtime/behavior.js';
+import { defaultConfig } from '../../runtime/config.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { DmsError } from '../../runtime/errors.js';
+import { silentLogger } from '../../runtime/log.js';
+import { Mailbox } from '../../runtime/mailbox.js';
+import { ReplayCache } from '../../runtime/replay.js';
+import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
+
+const newSystem = (capacity = 16, concurrency = 4) =>
+  new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity, concurrency }, replayCapacity: 1000 });
+
+describe('Mailbox', () => {
+  it('processes everything it accepted and refuses past capacity, never dropping', async () => {
+    const seen: number[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const mb = new Mailbox<number>('t', { capacity: 3, concurrency: 1 }, async (n) => {
+      await gate;
+      seen.push(n);
+    }, () => {});
+    mb.post(1);
+    mb.post(2);
+    mb.post(3);
+    expect(() => mb.post(4)).toThrowError(/mailbox of actor t is full \(3 envelopes\)/);
+    try {
+      mb.post(5);
+    } catch (e) {
+      expect((e as DmsError).kind).toBe('overloaded');
+    }
+    release();
+    await mb.close();
+    expect(seen).toEqual([1, 2, 3]);
+    expect(() => mb.post(6)).toThrowError(/not running/);
+  });
+
+  it('keeps going after a handler throws', async () => {
+    const errors: unknown[] = [];
+    const seen: number[] = [];
+    const mb = new Mailbox<number>('t', { capacity: 10, concurrency: 2 }, (n) => {
+      if (n === 2) throw new Error('boom');
+      seen.push(n);
+    }, (e) => errors.push(e));
+    [1, 2, 3].forEach((n) => mb.post(n));
+    await mb.close();
+    expect(seen.sort()).toEqual([1, 3]);
+    expect(errors).toHaveLength(1);
+  });
+});
+
+describe('BehaviorRegistry', () => {
+  const b = (name: string) => ({ name, handle: () => ({}) });
+
+  it('adds, removes and lists', () => {
+    const r = new BehaviorRegistry();
+    r.add(b('/a'));
+    r.add(b('/b'));
+    expect(r.names()).toEqual(['/a', '/b']);
+    expect(r.remove('/a')).toBe(true);
+    expect(r.remove('/a')).toBe(false);
+    expect(r.has('/b')).toBe(true);
+  });
+
+  it('takes a one-shot behavior once', () => {
+    const r = new BehaviorRegistry();
+    r.add(b('/once'), { once: true });
+    expect(r.take('/once')).toBeDefined();
+    expect(r.take('/once')).toBeUndefined();
+  });
+
+  it('expires a behavior and tells its owner', async () => {
+    const r = new BehaviorRegistry();
+    let expired = 0;
+    r.add(b('/soon'), { expiresAt: Date.now() + 30, onExpire: () => expired++ });
+    expect(r.has('/soon')).toBe(true);
+    await sleep(60);
+    expect(r.has('/soon')).toBe(false);
+    expect(expired).toBe(1);
+  });
+
+  it('does not fire the expiry of a behavior taken before it expired', async () => {
+    const r = new BehaviorRegistry();
+    let expired = 0;
+    r.add(b('/x'), { once: true, expiresAt: Date.now() + 20, onExpire: () => expired++ });
+    r.take('/x');
+    await sleep(40);
+    expect(expired).toBe(0);
+  });
+});
+
+describe('ReplayCache', () => {
+  it('rejects a repeated pair until it expires', () => {
+    const c = new ReplayCache(10);
+    c.admit('a', 1n, 100n, 0n);
+    expect(() => c.admit('a', 1n, 100n, 50n)).toThrow(/replayed/);
+    c.admit('b', 1n, 300n, 50n);
+    c.admit('a', 1n, 200n, 150n); // the first one expired at 100
+    expect(c.size).toBe(2);
+  });
+
+  it('refuses rather than forgets when full of unexpired entries', () => {
+    const c = new ReplayCache(2);
+    c.admit('a', 1n, 100n, 0n);
+    c.admit('a', 2n, 100n, 0n);
+    expect(() => c.admit('a', 3n, 100n, 0n)).toThrow(/replay cache is full/);
+    c.admit('a', 3n, 300n, 150n); // expired entries make room
+  });
+});
+
+describe('Actor', () => {
+  it('walks its lifecycle starting → running → stopping → stopped', async () => {
+    const system = newSystem();
+    const states: string[] = [];
+    system.events.subscribe((e: SystemEvent) => e.type === 'lifecycle' && e.actor === 'a' && states.push(e.state));
+    const actor = system.spawn({ inbox: 'a' });
+    expect(actor.state).toBe('running');
+    await actor.stop();
+    expect(actor.state).toBe('stopped');
+    expect(states).toEqual(['running', 'stopping', 'stopped']);
+    expect(system.inbox('a')).toBeUndefined();
+  });
+
+  it('invokes another actor and gets its signed reply', async () => {
+    const system = newSystem();
+    const echo = system.spawn({ inbox: 'echo', behaviors: [{ name: '/echo', handle: ({ payload }) => ({ echoed: payload }) }] });
+    const caller = system.spawn({ inbox: 'caller' });
+    const reply = await caller.invoke(echo.handle, '/echo', { n: 1 });
+    expect(reply.payload).toEqual({ echoed: { n: 1 } });
+    expect(reply.env.from.addr.inbox).toBe('echo');
+    expect(caller.primary.behaviors.size).toBe(0);
+  });
+
+  it('times out an invoke at its expiry and cleans up', async () => {
+    const system = newSystem();
+    const silent = system.spawn({ inbox: 'silent', behaviors: [{ name: '/x', noReply: true, handle: () => {} }] });
+    const caller = system.spawn({ inbox: 'caller' });
+    await expect(caller.invoke(silent.handle, '/x', {}, { ttlMs: 50 })).rejects.toMatchObject({ kind: 'timeout' });
+    expect(caller.primary.behaviors.size).toBe(0);
+  });
+
+  it('replies with an error to an unknown behavior and to a handler that throws', async () => {
+    const system = newSystem();
+    const a = system.spawn({ inbox: 'a', behaviors: [{ name: '/fail', handle: () => { throw new DmsError('conflict', 'not now'); } }] });
+    const caller = system.spawn({ inbox: 'caller' });
+    expect((await caller.invoke(a.handle, '/fail', {})).payload).toEqual({ error: 'not now' });
+    await expect(caller.invoke(a.handle, '/nope', {})).rejects.toMatchObject({ kind: 'not_found' });
+  });
+
+  it('delivers a local broadcast to every subscriber of the topic', async () => {
+    const system = newSystem();
+    for (const name of ['s1', 's2']) system.spawn({ inbox: name, topics: ['/t'], behaviors: [{ name: '/b', handle: () => ({ from: name }) }] });
+    system.spawn({ inbox: 'other', behaviors: [{ name: '/b', handle: () => ({ from: 'other' }) }] });
+    const caller = system.spawn({ inbox: 'caller' });
+    const got: string[] = [];
+    caller.add({ name: '/replies', noReply: true, handle: ({ payload }) => { got.push((payload as { from: string }).from); } });
+    await caller.send({ id: '', did: '', addr: { host: '', inbox: '' } }, '/b', {}, { topic: '/t', cont: '/replies' });
+    await sleep(50);
+    expect(got.sort()).toEqual(['s1', 's2']);
+  });
+
+  it('refuses to bind an inbox twice', () => {
+    const system = newSystem();
+    system.spawn({ inbox: 'x' });
+    expect(() => system.spawn({ inbox: 'x' })).toThrow(/already bound/);
+  });
+});
+
+describe('HTTP actor before the node is initialized', () => {
+  it('answers /api/v1/actor/handle with 500', async () => {
+    const system = newSystem();
+    const config = defaultConfig();
+    const operator = KeyPair.generate();
+    const http = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
+      operator,
+      allowUnsigned: true,
+      maxPending: 10,
+      maxBroadcastReplies: 10,
+      rootInbox: 'root',
+    });
+    const app = createApp({ config, system, http, log: silentLogger() });
+    const res = await app.fetch(new Request('http://localhost/api/v1/actor/handle'));
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({ error: 'node is not initialized' });
+  });
+});
