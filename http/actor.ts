@@ -17,6 +17,9 @@ export interface HttpActorOptions {
   rootInbox: string;
 }
 
+/** Registers a callback for the client going away; returns its removal. */
+export type AbortHook = (onAbort: () => void) => () => void;
+
 interface OpenInbox {
   inbox: Inbox;
   refs: number;
@@ -49,7 +52,7 @@ export class HttpActor {
     await this.system.accept(env, origin);
   }
 
-  async invoke(body: string, abort?: AbortSignal): Promise<Envelope> {
+  async invoke(body: string, abort?: AbortHook): Promise<Envelope> {
     const parsed = parseEnvelope(body);
     if (isBroadcast(parsed)) throw invalid('invoke needs a destination: to is empty (use broadcast)');
     if (!parsed.opt.cont) throw invalid('opt.cont is required for invoke: it names the behavior the reply goes to');
@@ -57,7 +60,7 @@ export class HttpActor {
     return this.withReplyInbox(env, abort, (inbox, cont) => this.actor.awaitReply(inbox, cont, env.opt.exp).then((r) => r.env), origin);
   }
 
-  async broadcast(body: string, limit: number | undefined, abort?: AbortSignal): Promise<Envelope[]> {
+  async broadcast(body: string, limit: number | undefined, abort?: AbortHook): Promise<Envelope[]> {
     const parsed = parseEnvelope(body);
     if (!isBroadcast(parsed)) throw invalid('broadcast: to must be {} (a broadcast has no single destination)');
     if (!parsed.opt.topic) throw invalid('broadcast: opt.topic is required');
@@ -92,7 +95,7 @@ export class HttpActor {
    */
   private async withReplyInbox<T>(
     env: Envelope,
-    abort: AbortSignal | undefined,
+    abort: AbortHook | undefined,
     wait: (inbox: Inbox, cont: string) => Promise<T>,
     origin: Origin,
   ): Promise<T> {
@@ -113,17 +116,17 @@ export class HttpActor {
     this.pending++;
     try {
       const waiting = wait(inbox, cont);
+      let unhook = () => {};
       const aborted = new Promise<never>((_, reject) => {
-        abort?.addEventListener('abort', () => reject(new DmsError('invalid', 'request aborted by the client')), { once: true });
+        if (abort) unhook = abort(() => reject(new DmsError('invalid', 'request aborted by the client')));
       });
       aborted.catch(() => {});
       try {
         await this.system.accept(env, origin);
-      } catch (e) {
-        inbox.behaviors.remove(cont);
-        throw e;
+        return await Promise.race([waiting, aborted]);
+      } finally {
+        unhook();
       }
-      return await Promise.race([waiting, aborted]);
     } finally {
       inbox.behaviors.remove(cont);
       this.pending--;

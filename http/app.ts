@@ -3,7 +3,7 @@ import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { HttpActor } from './actor.js';
-import { jsonResponse } from './errors.js';
+import { JsonBody, toWebResponse } from './errors.js';
 import { actorRoutes } from './routes/actor.js';
 import { systemRoutes } from './routes/system.js';
 import type { RouteModule } from './routes/types.js';
@@ -26,7 +26,7 @@ export function createApp(opts: AppOptions): H3 {
       const status = error.status ?? 500;
       const text = status === 404 ? `no route ${event.req.method} ${event.url.pathname}` : status >= 500 ? 'internal error' : error.message;
       if (status >= 500) log.error({ err: error.cause ?? error }, 'unhandled request error');
-      return jsonResponse(JSON.stringify({ error: text }), status);
+      return toWebResponse(new JsonBody(JSON.stringify({ error: text }), status));
     },
   });
 

@@ -17,17 +17,25 @@ const STATUS: Record<ErrorKind, number> = {
 
 export const statusFor = (kind: ErrorKind): number => STATUS[kind];
 
-export function jsonResponse(body: string, status = 200, headers: Record<string, string> = {}): Response {
-  return new Response(body, { status, headers: { 'content-type': 'application/json; charset=utf-8', ...headers } });
+/** A JSON response body that is already text (lossless envelopes), with its status and headers. */
+export class JsonBody {
+  constructor(
+    readonly text: string,
+    readonly status = 200,
+    readonly headers: Record<string, string> = {},
+  ) {}
 }
 
 /** Every error body is `{"error": "<text>"}`; anything that is not a DmsError is the node's own failure. */
-export function errorResponse(e: unknown, onInternal?: (e: unknown) => void): Response {
+export function errorBody(e: unknown, onInternal?: (e: unknown) => void): JsonBody {
   if (e instanceof DmsError) {
     const headers: Record<string, string> = {};
     if (e.retryAfter !== undefined) headers['retry-after'] = String(e.retryAfter);
-    return jsonResponse(JSON.stringify({ error: e.message }), statusFor(e.kind), headers);
+    return new JsonBody(JSON.stringify({ error: e.message }), statusFor(e.kind), headers);
   }
   onInternal?.(e);
-  return jsonResponse(JSON.stringify({ error: 'internal error' }), 500);
+  return new JsonBody(JSON.stringify({ error: 'internal error' }), 500);
 }
+
+export const toWebResponse = (b: JsonBody): Response =>
+  new Response(b.text, { status: b.status, headers: { 'content-type': 'application/json; charset=utf-8', ...b.headers } });

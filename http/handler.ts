@@ -1,19 +1,27 @@
 import type { H3Event } from 'h3';
 import type { Logger } from '../runtime/log.js';
-import { errorResponse, jsonResponse } from './errors.js';
+import { errorBody, JsonBody } from './errors.js';
 
 /**
- * Wraps a route so every outcome is a JSON response: values are serialized, strings are
- * taken as ready JSON, and errors become `{"error": …}` with their status.
+ * Wraps a route so every outcome is a JSON response: values are serialized, JsonBody is sent
+ * as it is, errors become `{"error": …}` with their status, and Responses pass through.
+ * Bodies go back as strings with status and headers on `event.res`, which h3 sends without
+ * the web-stream round trip a `Response` object costs.
  */
 export function route(log: Logger, fn: (event: H3Event) => unknown | Promise<unknown>) {
-  return async (event: H3Event): Promise<Response> => {
+  return async (event: H3Event): Promise<string | Response> => {
+    let body: JsonBody;
     try {
       const out = await fn(event);
       if (out instanceof Response) return out;
-      return jsonResponse(JSON.stringify(out));
+      body = out instanceof JsonBody ? out : new JsonBody(JSON.stringify(out));
     } catch (e) {
-      return errorResponse(e, (err) => log.error({ err, path: event.url.pathname }, 'request failed'));
+      body = errorBody(e, (err) => log.error({ err, path: event.url.pathname }, 'request failed'));
     }
+    event.res.status = body.status;
+    const headers = event.res.headers;
+    headers.set('content-type', 'application/json; charset=utf-8');
+    for (const [k, v] of Object.entries(body.headers)) headers.set(k, v);
+    return body.text;
   };
 }

@@ -242,7 +242,9 @@ export class Actor {
     try {
       await this.send(req.from, req.opt.cont, payload, { exp: req.opt.exp });
     } catch (e) {
-      this.system.log.warn({ err: errorText(e), be: req.opt.cont, to: req.from.addr }, 'reply not delivered');
+      // A REST client that gave up has closed its inbox; that is routine, not a warning.
+      const level = e instanceof DmsError && e.kind === 'not_found' ? 'debug' : 'warn';
+      this.system.log[level]({ err: errorText(e), be: req.opt.cont, to: req.from.addr }, 'reply not delivered');
     }
   }
 

@@ -1,7 +1,7 @@
 import { invalid } from '../../runtime/errors.js';
 import { encodeEnvelope } from '../../runtime/wire/envelope.js';
-import { readBodyText } from '../body.js';
-import { jsonResponse } from '../errors.js';
+import { onClientGone, readBodyText } from '../body.js';
+import { JsonBody } from '../errors.js';
 import { route } from '../handler.js';
 import type { RouteModule } from './types.js';
 
@@ -28,8 +28,8 @@ export const actorRoutes: RouteModule = ({ app, config, http, log }) => {
   app.post(
     '/api/v1/actor/invoke',
     route(log, async (event) => {
-      const reply = await http.invoke(await readBodyText(event, limit), event.req.signal);
-      return jsonResponse(encodeEnvelope(reply));
+      const reply = await http.invoke(await readBodyText(event, limit), (f) => onClientGone(event, f));
+      return new JsonBody(encodeEnvelope(reply));
     }),
   );
 
@@ -37,8 +37,8 @@ export const actorRoutes: RouteModule = ({ app, config, http, log }) => {
     '/api/v1/actor/broadcast',
     route(log, async (event) => {
       const max = parseLimit(event.url.searchParams.get('limit'));
-      const replies = await http.broadcast(await readBodyText(event, limit), max, event.req.signal);
-      return jsonResponse(`[${replies.map(encodeEnvelope).join(',')}]`);
+      const replies = await http.broadcast(await readBodyText(event, limit), max, (f) => onClientGone(event, f));
+      return new JsonBody(`[${replies.map(encodeEnvelope).join(',')}]`);
     }),
   );
 };
