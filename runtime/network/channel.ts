@@ -1,0 +1,158 @@
+import type { Stream } from '@libp2p/interface';
+import { DmsError, errorText, isDmsError } from '../errors.js';
+
+interface PendingWrite {
+  frame: Uint8Array;
+  resolve: () => void;
+  reject: (e: DmsError) => void;
+}
+
+// Frames queued behind one another go out as one send: one muxer frame and one syscall
+// instead of many. The cap keeps one batch from hogging the connection.
+const MAX_BATCH_BYTES = 256 * 1024;
+// How long a closing stream may take to flush what was already written to it.
+const CLOSE_FLUSH_MS = 1_000;
+
+export interface ChannelOptions {
+  /** Opens a fresh stream to the peer; rejects with a DmsError when the peer cannot be reached. */
+  open: () => Promise<Stream>;
+  /** Bytes that may wait for this peer before writes are refused as overloaded. */
+  maxQueuedBytes: number;
+  /** Called when opening failed and every queued write was rejected: the channel holds nothing. */
+  onUnreachable: (channel: OutboundChannel) => void;
+}
+
+/**
+ * Everything this node sends to one peer: one long-lived stream reused for every frame
+ * (negotiating a stream costs several times a frame's round trip) behind a FIFO queue that
+ * waits for the stream to drain instead of piling bytes into the muxer.
+ *
+ * A write resolves once its frame is handed to the stream; the protocol has no
+ * acknowledgements, so replies, not writes, confirm delivery.
+ */
+export class OutboundChannel {
+  private stream?: Stream;
+  private readonly queue: PendingWrite[] = [];
+  private queuedBytes = 0;
+  private pumping = false;
+  private closedWith?: DmsError;
+
+  constructor(
+    readonly peer: string,
+    private readonly opts: ChannelOptions,
+  ) {}
+
+  write(frame: Uint8Array): Promise<void> {
+    if (this.closedWith) return Promise.reject(this.closedWith);
+    if (this.queuedBytes + frame.byteLength > this.opts.maxQueuedBytes) {
+      return Promise.reject(
+        new DmsError(
+          'overloaded',
+          `${this.queuedBytes} bytes are already waiting for peer ${this.peer} (limit ${this.opts.maxQueuedBytes})`,
+          { retryAfter: 1 },
+        ),
+      );
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ frame, resolve, reject });
+      this.queuedBytes += frame.byteLength;
+      if (!this.pumping) void this.pump();
+    });
+  }
+
+  /** Rejects what is still queued with `reason`, closes the stream and refuses further writes. */
+  async close(reason: DmsError): Promise<void> {
+    if (this.closedWith) return;
+    this.closedWith = reason;
+    this.rejectQueued(reason);
+    const stream = this.stream;
+    this.stream = undefined;
+    if (!stream) return;
+    try {
+      await stream.close({ signal: AbortSignal.timeout(CLOSE_FLUSH_MS) });
+    } catch {
+      stream.abort(reason);
+    }
+  }
+
+  private async pump(): Promise<void> {
+    this.pumping = true;
+    // A stream that died between two writes fails the next send before any byte leaves,
+    // so that batch goes again on a fresh stream; a second failure in a row is real.
+    let retried = false;
+    try {
+      while (this.queue.length > 0 && !this.closedWith) {
+        let stream: Stream;
+        try {
+          stream = await this.currentStream();
+        } catch (e) {
+          this.rejectQueued(asUnroutable(e, this.peer));
+          this.opts.onUnreachable(this);
+          retried = false;
+          continue;
+        }
+        const batch = this.takeBatch();
+        let ready: boolean;
+        try {
+          ready = stream.send(batch.length === 1 ? batch[0].frame : Buffer.concat(batch.map((w) => w.frame)));
+        } catch (e) {
+          this.dropStream(stream);
+          if (retried) {
+            const err = new DmsError('unroutable', `stream to peer ${this.peer} failed: ${errorText(e)}`, { cause: e });
+            for (const w of batch) w.reject(err);
+          } else {
+            this.requeue(batch);
+          }
+          retried = !retried;
+          continue;
+        }
+        retried = false;
+        for (const w of batch) w.resolve();
+        if (!ready) await stream.onDrain().catch(() => this.dropStream(stream));
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  private async currentStream(): Promise<Stream> {
+    if (this.stream?.writeStatus === 'writable') return this.stream;
+    const stream = await this.opts.open();
+    if (this.closedWith) {
+      stream.abort(this.closedWith);
+      throw this.closedWith;
+    }
+    stream.addEventListener('close', () => this.dropStream(stream), { once: true });
+    this.stream = stream;
+    return stream;
+  }
+
+  private dropStream(stream: Stream): void {
+    if (this.stream === stream) this.stream = undefined;
+  }
+
+  private takeBatch(): PendingWrite[] {
+    let bytes = 0;
+    let n = 0;
+    while (n < this.queue.length && (n === 0 || bytes + this.queue[n].frame.byteLength <= MAX_BATCH_BYTES)) {
+      bytes += this.queue[n].frame.byteLength;
+      n++;
+    }
+    this.queuedBytes -= bytes;
+    return this.queue.splice(0, n);
+  }
+
+  private requeue(batch: PendingWrite[]): void {
+    this.queue.unshift(...batch);
+    for (const w of batch) this.queuedBytes += w.frame.byteLength;
+  }
+
+  private rejectQueued(err: DmsError): void {
+    const pending = this.queue.splice(0);
+    this.queuedBytes = 0;
+    for (const w of pending) w.reject(err);
+  }
+}
+
+const asUnroutable = (e: unknown, peer: string): DmsError =>
+  isDmsError(e) ? e : new DmsError('unroutable', `cannot open a stream to peer ${peer}: ${errorText(e)}`, { cause: e });

@@ -1,0 +1,46 @@
+import { LengthPrefixedDecoder } from '@libp2p/utils';
+
+/**
+ * Unicast framing (WIRE.md "Network transport"): each envelope is its UTF-8 JSON preceded by
+ * its byte length as an unsigned varint, so one stream carries any number of envelopes.
+ */
+
+/** Byte length of the UTF-8 encoding of `text`, without encoding it. */
+export const utf8Length = (text: string): number => Buffer.byteLength(text, 'utf8');
+
+/** One frame holding `text`, encoded straight into its final buffer (no intermediate copy). */
+export function encodeFrame(text: string, byteLength: number = utf8Length(text)): Buffer {
+  const frame = Buffer.allocUnsafe(varintLength(byteLength) + byteLength);
+  let offset = 0;
+  let n = byteLength;
+  while (n >= 0x80) {
+    frame[offset++] = (n & 0x7f) | 0x80;
+    n = Math.floor(n / 0x80);
+  }
+  frame[offset++] = n;
+  frame.write(text, offset, 'utf8');
+  return frame;
+}
+
+function varintLength(n: number): number {
+  let bytes = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    bytes++;
+  }
+  return bytes;
+}
+
+/**
+ * A decoder for one inbound stream. It throws as soon as a length prefix announces more than
+ * `maxFrameBytes`, before the frame's bytes arrive. It gets no separate buffer cap: what it
+ * holds is at most one partial frame plus one read from the stream, and the muxer's receive
+ * window already bounds a read, so a cap would only reject reads the muxer coalesced.
+ */
+export const frameDecoder = (maxFrameBytes: number): LengthPrefixedDecoder =>
+  new LengthPrefixedDecoder({ maxDataLength: maxFrameBytes, maxBufferSize: Number.MAX_SAFE_INTEGER });
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A frame's text; bytes that are not UTF-8 throw, as malformed input. */
+export const frameText = (frame: Uint8Array): string => utf8.decode(frame);

@@ -1,0 +1,134 @@
+import { noise } from '@chainsafe/libp2p-noise';
+import { bootstrap } from '@libp2p/bootstrap';
+import { privateKeyFromRaw } from '@libp2p/crypto/keys';
+import { gossipsub, type GossipSub } from '@libp2p/gossipsub';
+import { identify, type Identify } from '@libp2p/identify';
+import type { Libp2p, PeerDiscovery } from '@libp2p/interface';
+import { kadDHT, passthroughMapper, type KadDHT } from '@libp2p/kad-dht';
+import { mdns } from '@libp2p/mdns';
+import { ping, type Ping } from '@libp2p/ping';
+import { tcp } from '@libp2p/tcp';
+import { yamux } from '@libp2p/yamux';
+import { createLibp2p, type Libp2pOptions } from 'libp2p';
+import { multiaddr } from '@multiformats/multiaddr';
+import type { KeyPair } from '../crypto/keys.js';
+import { DmsError, errorText, invalid } from '../errors.js';
+
+export const DEFAULT_LISTEN = ['/ip4/127.0.0.1/tcp/0'];
+export const DEFAULT_DHT_PROTOCOL = '/dms/kad/1.0.0';
+// DMS nodes on a LAN find each other, not every libp2p node that answers the default tag.
+const MDNS_SERVICE_TAG = '_dms._udp.local';
+// gossipsub's own RPC cap; one RPC can carry several messages (IWANT replies), so it must
+// stay well above the envelope limit.
+const GOSSIP_DEFAULT_RPC_BYTES = 4 * 1024 * 1024;
+
+export interface HostOptions {
+  /** The node key: the libp2p identity is this key, so peer id = the node's `addr.host`. */
+  keyPair: KeyPair;
+  /** Multiaddrs to listen on; default 127.0.0.1 on a free TCP port. */
+  listen?: string[];
+  /** Multiaddrs ending in /p2p/<peer id>, dialled once shortly after start. */
+  bootstrap?: string[];
+  /** kad-dht protocol id; a private id keeps the DMS DHT apart from the public IPFS one. */
+  protocolId?: string;
+  enableMdns?: boolean;
+  /** Largest envelope the node accepts; sizes gossipsub's RPC cap to fit it. */
+  maxEnvelopeBytes?: number;
+  /**
+   * Inbound connections accepted per second from one IP. libp2p's default (5) is a flood
+   * guard that also throttles several nodes started together on one machine.
+   */
+  inboundConnectionThreshold?: number;
+}
+
+export interface DmsServices extends Record<string, unknown> {
+  identify: Identify;
+  ping: Ping;
+  dht: KadDHT;
+  pubsub: GossipSub;
+  mdns?: PeerDiscovery;
+}
+
+export type DmsLibp2p = Libp2p<DmsServices>;
+
+/**
+ * Builds the node's libp2p host, not yet started: whoever wires protocol handlers and event
+ * listeners does so before `start()`, so no early connection or stream goes unseen.
+ */
+export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
+  const { keyPair } = opts;
+  const listen = opts.listen?.length ? opts.listen : DEFAULT_LISTEN;
+  checkAddresses('listen', listen, false);
+  checkAddresses('bootstrap', opts.bootstrap ?? [], true);
+  const raw = new Uint8Array(keyPair.seed.length + keyPair.publicKey.length);
+  raw.set(keyPair.seed, 0);
+  raw.set(keyPair.publicKey, keyPair.seed.length);
+  const privateKey = privateKeyFromRaw(raw);
+
+  const services: Libp2pOptions<DmsServices>['services'] = {
+    identify: identify(),
+    ping: ping(),
+    dht: kadDHT({
+      protocol: opts.protocolId ?? DEFAULT_DHT_PROTOCOL,
+      // Every DMS node serves the private DHT: libp2p's automatic mode would keep nodes
+      // without a public address (a LAN, loopback tests) in client mode, with empty tables.
+      clientMode: false,
+      // The default mapper drops private and loopback addresses, which are exactly the
+      // addresses of a LAN or single-machine network.
+      peerInfoMapper: passthroughMapper,
+    }),
+    pubsub: gossipsub({
+      // A lone node (or the first of a network) must still be able to broadcast.
+      allowPublishToZeroTopicPeers: true,
+      // The kernel delivers a node's own broadcasts locally; an echo would deliver twice.
+      emitSelf: false,
+      maxInboundDataLength: Math.max(GOSSIP_DEFAULT_RPC_BYTES, 2 * (opts.maxEnvelopeBytes ?? 0)),
+    }),
+  };
+  if (opts.enableMdns) services.mdns = mdns({ serviceTag: MDNS_SERVICE_TAG });
+
+  const node = await createLibp2p<DmsServices>({
+    start: false,
+    privateKey,
+    addresses: { listen },
+    transports: [tcp()],
+    connectionEncrypters: [noise()],
+    streamMuxers: [yamux()],
+    connectionManager: { inboundConnectionThreshold: opts.inboundConnectionThreshold },
+    // libp2p waits 1 s before dialling bootstrap peers by default, which only delays joining.
+    peerDiscovery: opts.bootstrap?.length ? [bootstrap({ list: opts.bootstrap, timeout: 100 })] : [],
+    services,
+  });
+
+  if (node.peerId.toString() !== keyPair.peerId) {
+    throw new DmsError('internal', `libp2p peer id ${node.peerId} differs from the node key's ${keyPair.peerId}`);
+  }
+  if (node.services.mdns) dialDiscovered(node, node.services.mdns);
+  return node;
+}
+
+// libp2p reports a bad listen address only when starting, and skips a bad bootstrap address
+// with a debug line: a typo in the config would leave a node silently alone.
+function checkAddresses(kind: 'listen' | 'bootstrap', addresses: string[], needsPeer: boolean): void {
+  for (const address of addresses) {
+    try {
+      multiaddr(address);
+    } catch (e) {
+      throw invalid(`${kind} address '${address}' is not a multiaddr: ${errorText(e)}`);
+    }
+    if (needsPeer && !/\/p2p\/[^/]+$/.test(address)) {
+      throw invalid(`${kind} address '${address}' must end in /p2p/<peer id>`);
+    }
+  }
+}
+
+// libp2p only records discovered peers in the peer store; an mDNS neighbour is worth a
+// connection at once, so gossip reaches it and discovery can greet it.
+function dialDiscovered(node: DmsLibp2p, discovery: PeerDiscovery): void {
+  const log = node.logger.forComponent('dms:host');
+  discovery.addEventListener('peer', (evt) => {
+    const { id, multiaddrs } = evt.detail;
+    if (node.status !== 'started' || id.equals(node.peerId) || node.getConnections(id).length > 0) return;
+    node.dial(multiaddrs.length ? multiaddrs : id).catch((e: unknown) => log('could not dial mDNS peer %p - %e', id, e));
+  });
+}

@@ -1,0 +1,426 @@
+import type { GossipsubMessage } from '@libp2p/gossipsub';
+import type { Connection, PeerId, Stream } from '@libp2p/interface';
+import { peerIdFromString } from '@libp2p/peer-id';
+import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
+import { DmsError, errorText, invalid } from '../errors.js';
+import type { Arrival, Transport } from '../transport.js';
+import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
+import { OutboundChannel } from './channel.js';
+import { encodeFrame, frameDecoder, frameText, utf8Length } from './frames.js';
+import { createHost, type DmsLibp2p, type HostOptions } from './host.js';
+
+/** The unicast stream protocol (WIRE.md "Network transport"). */
+export const ACTOR_PROTOCOL = '/dms/actor/1.0.0';
+export const DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024;
+const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;
+const DEFAULT_DIAL_TIMEOUT_MS = 5_000;
+const DEFAULT_LOOKUP_TIMEOUT_MS = 5_000;
+
+/** The slice of a pino logger the transport uses; a pino logger fits as is. */
+export interface NetworkLog {
+  warn(fields: Record<string, unknown>, msg: string): void;
+  debug(fields: Record<string, unknown>, msg: string): void;
+}
+
+export interface TransportOptions {
+  /** Largest envelope JSON sent or accepted, in bytes (default 1 MiB). */
+  maxEnvelopeBytes?: number;
+  /** Bytes that may wait for one peer before sends to it fail as overloaded (default 16 MiB). */
+  maxQueuedBytes?: number;
+  /** Bound on dialling a peer and opening a stream, in ms (default 5 s). */
+  dialTimeoutMs?: number;
+  /** Bound on a DHT lookup for a peer with no usable address, in ms (default 5 s). */
+  lookupTimeoutMs?: number;
+  /** Defaults to libp2p's debug logger under `dms:transport`. */
+  log?: NetworkLog;
+}
+
+export type EnvelopeHandler = (env: Envelope, arrival: Arrival) => void;
+
+export interface PeerEvent {
+  peer: string;
+  connected: boolean;
+}
+export type PeerHandler = (event: PeerEvent) => void;
+
+export interface TransportStats {
+  /** Outbound streams opened on the actor protocol; stays at one per peer while streams live. */
+  streamsOpened: number;
+  envelopesSent: number;
+  envelopesReceived: number;
+  /** Inbound envelopes or frames thrown away: undecodable, oversized, or on the wrong topic. */
+  dropped: number;
+}
+
+/**
+ * The network side of the actor system over libp2p: unicast envelopes on one reused stream
+ * per peer, broadcasts over gossipsub. It parses what arrives but leaves signature, expiry
+ * and replay checks to the kernel, which applies them to every source alike.
+ */
+export class Libp2pTransport implements Transport {
+  readonly host: string;
+  private readonly maxEnvelopeBytes: number;
+  private readonly maxQueuedBytes: number;
+  private readonly dialTimeoutMs: number;
+  private readonly lookupTimeoutMs: number;
+  private readonly log: NetworkLog;
+  private readonly channels = new Map<string, OutboundChannel>();
+  private readonly envelopeHandlers = new Set<EnvelopeHandler>();
+  private readonly peerHandlers = new Set<PeerHandler>();
+  private readonly counters: TransportStats = { streamsOpened: 0, envelopesSent: 0, envelopesReceived: 0, dropped: 0 };
+  private stopped = false;
+
+  /** Builds the host, wires the transport into it, then starts it. */
+  static async create(opts: HostOptions & TransportOptions): Promise<Libp2pTransport> {
+    const node = await createHost({ ...opts, maxEnvelopeBytes: opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES });
+    const transport = await Libp2pTransport.attach(node, opts);
+    try {
+      await node.start();
+    } catch (e) {
+      // Release whatever did start (a listener, a service) before reporting.
+      await Promise.resolve(node.stop()).catch(() => undefined);
+      throw new DmsError('unavailable', `libp2p did not start: ${withoutStacks(errorText(e))}`, { cause: e });
+    }
+    return transport;
+  }
+
+  /** Wires a transport into a host from `createHost`; call before `node.start()`. */
+  static async attach(node: DmsLibp2p, opts: TransportOptions = {}): Promise<Libp2pTransport> {
+    const transport = new Libp2pTransport(node, opts);
+    await node.handle(ACTOR_PROTOCOL, (stream, connection) => transport.acceptStream(stream, connection));
+    return transport;
+  }
+
+  private constructor(
+    readonly node: DmsLibp2p,
+    opts: TransportOptions,
+  ) {
+    this.host = node.peerId.toString();
+    this.maxEnvelopeBytes = opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES;
+    this.maxQueuedBytes = opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
+    this.dialTimeoutMs = opts.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
+    this.lookupTimeoutMs = opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS;
+    this.log = opts.log ?? libp2pLog(node);
+    node.addEventListener('peer:connect', this.onConnect);
+    node.addEventListener('peer:disconnect', this.onDisconnect);
+    node.services.pubsub.addEventListener('gossipsub:message', this.onGossip);
+  }
+
+  addrs(): string[] {
+    const suffix = `/p2p/${this.host}`;
+    return this.node.getMultiaddrs().map((ma) => {
+      const text = ma.toString();
+      return text.endsWith(suffix) ? text : text + suffix;
+    });
+  }
+
+  peers(): string[] {
+    return this.node.getPeers().map(String);
+  }
+
+  /** Peers known to be subscribed to `topic`, i.e. who a publish on it reaches directly. */
+  topicPeers(topic: string): string[] {
+    return this.node.services.pubsub.getSubscribers(topic).map(String);
+  }
+
+  stats(): TransportStats {
+    return { ...this.counters };
+  }
+
+  async send(env: Envelope): Promise<void> {
+    this.assertRunning();
+    const host = env.to.addr.host;
+    const json = encodeEnvelope(env);
+    const size = this.checkSize(json);
+    const peerId = this.routablePeer(host);
+    let channel = this.channels.get(host);
+    if (!channel) {
+      channel = new OutboundChannel(host, {
+        open: () => this.openStream(peerId),
+        maxQueuedBytes: this.maxQueuedBytes,
+        // Destinations come from callers (REST included): a channel per unreachable peer id
+        // would grow the map without bound.
+        onUnreachable: (failed) => this.forget(host, failed),
+      });
+      this.channels.set(host, channel);
+    }
+    await channel.write(encodeFrame(json, size));
+    this.counters.envelopesSent++;
+  }
+
+  /**
+   * Publishes on `env.opt.topic`. The node's own subscribers do not get it back here
+   * (gossipsub runs with emitSelf off): the kernel delivers broadcasts locally itself.
+   */
+  async publish(env: Envelope): Promise<void> {
+    this.assertRunning();
+    const topic = env.opt.topic;
+    if (!topic) throw invalid('a broadcast envelope needs opt.topic');
+    const json = encodeEnvelope(env);
+    this.checkSize(json);
+    try {
+      await this.node.services.pubsub.publish(topic, Buffer.from(json, 'utf8'));
+    } catch (e) {
+      throw new DmsError('unroutable', `publishing on topic '${topic}' failed: ${errorText(e)}`, { cause: e });
+    }
+    this.counters.envelopesSent++;
+  }
+
+  subscribe(topic: string): void {
+    this.node.services.pubsub.subscribe(topic);
+  }
+
+  unsubscribe(topic: string): void {
+    this.node.services.pubsub.unsubscribe(topic);
+  }
+
+  async ping(peer: string): Promise<number> {
+    this.assertRunning();
+    const peerId = parsePeerId(peer);
+    if (!peerId) throw invalid(`'${peer}' is not a libp2p peer id`);
+    try {
+      return await this.node.services.ping.ping(peerId, { signal: AbortSignal.timeout(this.dialTimeoutMs) });
+    } catch (e) {
+      throw new DmsError('unroutable', `ping to peer ${peer} failed: ${errorText(e)}`, { cause: e });
+    }
+  }
+
+  async connect(address: string): Promise<string> {
+    this.assertRunning();
+    let ma: Multiaddr;
+    try {
+      ma = multiaddr(address);
+    } catch (e) {
+      throw invalid(`'${address}' is not a multiaddr: ${errorText(e)}`);
+    }
+    try {
+      const connection = await this.node.dial(ma, { signal: AbortSignal.timeout(this.dialTimeoutMs) });
+      return connection.remotePeer.toString();
+    } catch (e) {
+      throw new DmsError('unroutable', `cannot connect to ${address}: ${errorText(e)}`, { cause: e });
+    }
+  }
+
+  /** Adds a handler for every envelope from the network; returns its removal. */
+  onEnvelope(handler: EnvelopeHandler): () => void {
+    this.envelopeHandlers.add(handler);
+    return () => this.envelopeHandlers.delete(handler);
+  }
+
+  /** Adds a handler told when a peer gets its first connection or loses its last; returns its removal. */
+  onPeer(handler: PeerHandler): () => void {
+    this.peerHandlers.add(handler);
+    return () => this.peerHandlers.delete(handler);
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.node.removeEventListener('peer:connect', this.onConnect);
+    this.node.removeEventListener('peer:disconnect', this.onDisconnect);
+    this.node.services.pubsub.removeEventListener('gossipsub:message', this.onGossip);
+    const reason = new DmsError('unavailable', 'the network transport stopped');
+    await Promise.all([...this.channels.values()].map((c) => c.close(reason)));
+    this.channels.clear();
+    await this.node.stop();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Outbound
+
+  private assertRunning(): void {
+    if (this.stopped) throw new DmsError('unavailable', 'the network transport is stopped');
+  }
+
+  /** The envelope's UTF-8 size, if within the limit. */
+  private checkSize(json: string): number {
+    const size = utf8Length(json);
+    if (size > this.maxEnvelopeBytes) {
+      throw new DmsError('too_large', `envelope is ${size} bytes, over the ${this.maxEnvelopeBytes}-byte network limit`);
+    }
+    return size;
+  }
+
+  private routablePeer(host: string): PeerId {
+    if (!host || host === this.host) {
+      throw new DmsError('unroutable', `to.addr.host '${host}' is this node: local envelopes are not sent over the network`);
+    }
+    const peerId = parsePeerId(host);
+    if (!peerId) throw new DmsError('unroutable', `to.addr.host '${host}' is not a libp2p peer id`);
+    return peerId;
+  }
+
+  /**
+   * A connection if there is one, else the peer store's addresses, else a DHT lookup. Stale
+   * addresses (a peer that restarted elsewhere) also fall through to the lookup.
+   */
+  private async openStream(peerId: PeerId): Promise<Stream> {
+    const peer = peerId.toString();
+    let dialFailure = 'no connection and no known address';
+    if (this.node.getConnections(peerId).length > 0 || (await this.hasAddresses(peerId))) {
+      try {
+        return this.opened(peer, await this.dialActor(peerId));
+      } catch (e) {
+        if (e instanceof Error && e.name === 'UnsupportedProtocolError') {
+          throw new DmsError('unroutable', `peer ${peer} does not speak ${ACTOR_PROTOCOL}`, { cause: e });
+        }
+        dialFailure = `dial failed (${errorText(e)})`;
+      }
+    }
+    // With no peer to ask, kad-dht would park the query until one connects: fail now instead.
+    if (this.node.getPeers().length === 0) {
+      throw new DmsError('unroutable', `cannot reach peer ${peer}: ${dialFailure}, and no connected peer to look it up through`);
+    }
+    try {
+      // useCache: false, else the DHT answers with the very peer-store entry that just failed.
+      await this.node.peerRouting.findPeer(peerId, { useCache: false, signal: AbortSignal.timeout(this.lookupTimeoutMs) });
+    } catch (e) {
+      throw new DmsError('unroutable', `cannot reach peer ${peer}: ${dialFailure}; DHT lookup found nothing (${errorText(e)})`, {
+        cause: e,
+      });
+    }
+    try {
+      return this.opened(peer, await this.dialActor(peerId));
+    } catch (e) {
+      throw new DmsError('unroutable', `cannot reach peer ${peer} at the addresses the DHT gave: ${errorText(e)}`, { cause: e });
+    }
+  }
+
+  private dialActor(peerId: PeerId): Promise<Stream> {
+    return this.node.dialProtocol(peerId, ACTOR_PROTOCOL, { signal: AbortSignal.timeout(this.dialTimeoutMs) });
+  }
+
+  private opened(peer: string, stream: Stream): Stream {
+    this.counters.streamsOpened++;
+    this.log.debug({ peer, stream: stream.id }, 'actor stream opened');
+    return stream;
+  }
+
+  private async hasAddresses(peerId: PeerId): Promise<boolean> {
+    try {
+      return (await this.node.peerStore.get(peerId)).addresses.length > 0;
+    } catch {
+      return false;
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Inbound
+
+  private acceptStream(stream: Stream, connection: Connection): void {
+    const peer = connection.remotePeer.toString();
+    const decoder = frameDecoder(this.maxEnvelopeBytes);
+    stream.addEventListener('message', (evt) => {
+      try {
+        for (const frame of decoder.decode(evt.data)) this.deliver(frame.subarray(), peer, 'unicast');
+      } catch (e) {
+        // The length prefix is all a receiver can trust about where frames start; past a bad
+        // one the rest of the stream is unreadable, so it goes.
+        this.counters.dropped++;
+        this.log.warn({ peer, err: errorText(e) }, `inbound frame over the ${this.maxEnvelopeBytes}-byte limit; resetting the stream`);
+        stream.abort(new DmsError('too_large', `frame over the ${this.maxEnvelopeBytes}-byte limit`));
+      }
+    });
+    // The sender closed its side; closing ours frees the stream at both ends.
+    stream.addEventListener('remoteCloseWrite', () => {
+      stream.close().catch((e: unknown) => stream.abort(e instanceof Error ? e : new Error(String(e))));
+    });
+  }
+
+  private readonly onGossip = (evt: CustomEvent<GossipsubMessage>): void => {
+    const { msg, propagationSource } = evt.detail;
+    // A signed message names its publisher, whose node the envelope came from; the
+    // propagation source is merely the neighbour that relayed it.
+    const peer = (msg.type === 'signed' ? msg.from : propagationSource).toString();
+    if (msg.data.byteLength > this.maxEnvelopeBytes) {
+      this.counters.dropped++;
+      this.log.warn({ peer, topic: msg.topic, size: msg.data.byteLength }, 'gossip message over the envelope limit dropped');
+      return;
+    }
+    this.deliver(msg.data, peer, 'gossip', msg.topic);
+  };
+
+  private deliver(bytes: Uint8Array, peer: string, via: Arrival['via'], topic?: string): void {
+    let env: Envelope;
+    try {
+      env = parseEnvelope(frameText(bytes));
+    } catch (e) {
+      this.counters.dropped++;
+      this.log.warn({ peer, via, err: errorText(e) }, 'undecodable envelope dropped');
+      return;
+    }
+    // The signature covers opt.topic: an envelope replayed onto another topic would reach
+    // subscribers it was never addressed to.
+    if (topic !== undefined && env.opt.topic !== topic) {
+      this.counters.dropped++;
+      this.log.warn({ peer, topic, envTopic: env.opt.topic }, 'gossip envelope whose opt.topic is not its topic dropped');
+      return;
+    }
+    this.counters.envelopesReceived++;
+    const arrival: Arrival = { peer, via };
+    for (const handler of this.envelopeHandlers) {
+      try {
+        handler(env, arrival);
+      } catch (e) {
+        this.log.warn({ peer, via, err: errorText(e) }, 'envelope handler threw');
+      }
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Peers
+
+  private readonly onConnect = (evt: CustomEvent<PeerId>): void => {
+    this.emitPeer({ peer: evt.detail.toString(), connected: true });
+  };
+
+  private readonly onDisconnect = (evt: CustomEvent<PeerId>): void => {
+    const peer = evt.detail.toString();
+    const channel = this.channels.get(peer);
+    if (channel) {
+      // Its stream died with the connection; a fresh channel will dial again on the next send.
+      this.forget(peer, channel);
+      void channel.close(new DmsError('unroutable', `peer ${peer} disconnected`));
+    }
+    this.emitPeer({ peer, connected: false });
+  };
+
+  private forget(peer: string, channel: OutboundChannel): void {
+    if (this.channels.get(peer) === channel) this.channels.delete(peer);
+  }
+
+  private emitPeer(event: PeerEvent): void {
+    for (const handler of this.peerHandlers) {
+      try {
+        handler(event);
+      } catch (e) {
+        this.log.warn({ peer: event.peer, err: errorText(e) }, 'peer handler threw');
+      }
+    }
+  }
+}
+
+function parsePeerId(text: string): PeerId | undefined {
+  try {
+    return peerIdFromString(text);
+  } catch {
+    return undefined;
+  }
+}
+
+// libp2p's listen failure embeds each address's stack trace in its message; a start-up error
+// is read by a person, on one line.
+const withoutStacks = (message: string): string =>
+  message
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line && !line.startsWith('at '))
+    .join(' ');
+
+function libp2pLog(node: DmsLibp2p): NetworkLog {
+  const log = node.logger.forComponent('dms:transport');
+  return {
+    warn: (fields, msg) => log.error('%s %o', msg, fields),
+    debug: (fields, msg) => log('%s %o', msg, fields),
+  };
+}

@@ -1,0 +1,307 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { DmsError } from '../../runtime/errors.js';
+import { silentLogger } from '../../runtime/log.js';
+import { encodeFrame } from '../../runtime/network/frames.js';
+import type { HostOptions } from '../../runtime/network/host.js';
+import { ACTOR_PROTOCOL, Libp2pTransport, type PeerEvent, type TransportOptions } from '../../runtime/network/transport.js';
+import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
+import type { Arrival } from '../../runtime/transport.js';
+import { decodePayload, emptyHandle, encodeEnvelope, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
+
+const LOOPBACK = '/ip4/127.0.0.1/tcp/0';
+
+interface Received {
+  env: Envelope;
+  arrival: Arrival;
+}
+
+/** A transport on loopback plus everything it received, for assertions. */
+async function startNode(keyPair = KeyPair.generate(), opts: TransportOptions & Omit<HostOptions, 'keyPair'> = {}) {
+  const transport = await Libp2pTransport.create({ keyPair, listen: [LOOPBACK], log: silentLogger(), ...opts });
+  const received: Received[] = [];
+  transport.onEnvelope((env, arrival) => received.push({ env, arrival }));
+  return { keyPair, transport, received };
+}
+type Node = Awaited<ReturnType<typeof startNode>>;
+
+function envelope(from: KeyPair, toHost: string, body: unknown, topic?: string): Envelope {
+  const env: Envelope = {
+    to: topic ? emptyHandle() : { id: '', did: '', addr: { host: toHost, inbox: 'root' } },
+    be: topic ? '/test/broadcast' : '/test/hello',
+    from: { id: from.id, did: from.did, addr: { host: from.peerId, inbox: 'tester' } },
+    nonce: nextNonce(),
+    opt: { exp: nowNs() + msToNs(60_000), ...(topic ? { topic } : {}) },
+    msg: encodePayload(body),
+  };
+  return signEnvelopeSync(env, from);
+}
+
+async function waitFor(what: string, cond: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function rejection(p: Promise<unknown>): Promise<DmsError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  expect(e).toBeInstanceOf(DmsError);
+  return e as DmsError;
+}
+
+const actorStreams = (node: Node, peer: string, direction: 'inbound' | 'outbound') =>
+  node.transport.node
+    .getConnections()
+    .filter((c) => c.remotePeer.toString() === peer)
+    .flatMap((c) => c.streams)
+    .filter((s) => s.protocol === ACTOR_PROTOCOL && s.direction === direction);
+
+describe('Libp2pTransport, two nodes', () => {
+  let a: Node;
+  let b: Node;
+
+  beforeAll(async () => {
+    [a, b] = await Promise.all([startNode(), startNode()]);
+    expect(await a.transport.connect(b.transport.addrs()[0])).toBe(b.transport.host);
+  });
+  afterAll(async () => {
+    await Promise.all([a?.transport.stop(), b?.transport.stop()]);
+  });
+  afterEach(() => {
+    a.received.length = 0;
+    b.received.length = 0;
+  });
+
+  it('runs on the node key and lists addresses and peers', async () => {
+    expect(a.transport.host).toBe(a.keyPair.peerId);
+    for (const addr of a.transport.addrs()) expect(addr).toMatch(new RegExp(`^/ip4/127\\.0\\.0\\.1/tcp/\\d+/p2p/${a.keyPair.peerId}$`));
+    expect(a.transport.peers()).toContain(b.transport.host);
+    // b registers the inbound connection a moment after a's dial resolves.
+    await waitFor('b to list a', () => b.transport.peers().includes(a.transport.host));
+  });
+
+  it('delivers a unicast envelope with the sending peer', async () => {
+    const env = envelope(a.keyPair, b.transport.host, { hello: 'b' });
+    await a.transport.send(env);
+    await waitFor('the envelope at b', () => b.received.length === 1);
+    const [{ env: got, arrival }] = b.received;
+    expect(arrival).toEqual({ peer: a.transport.host, via: 'unicast' });
+    expect(encodeEnvelope(got)).toBe(encodeEnvelope(env));
+    expect(decodePayload(got.msg)).toEqual({ hello: 'b' });
+  });
+
+  it('sends many envelopes in order over one reused stream', async () => {
+    const burst = Array.from({ length: 300 }, (_, i) => envelope(a.keyPair, b.transport.host, { i }));
+    await Promise.all(burst.map((env) => a.transport.send(env)));
+    for (let i = 300; i < 400; i++) await a.transport.send(envelope(a.keyPair, b.transport.host, { i }));
+    await waitFor('400 envelopes at b', () => b.received.length === 400);
+    expect(b.received.map((r) => (decodePayload(r.env.msg) as { i: number }).i)).toEqual(Array.from({ length: 400 }, (_, i) => i));
+    // One stream for everything a has sent b so far, this burst included.
+    expect(a.transport.stats().streamsOpened).toBe(1);
+    expect(actorStreams(b, a.transport.host, 'inbound')).toHaveLength(1);
+  });
+
+  it('refuses an envelope over the size limit, naming size and limit', async () => {
+    const big = envelope(a.keyPair, b.transport.host, { pad: 'x'.repeat(1024 * 1024) });
+    const e = await rejection(a.transport.send(big));
+    expect(e.kind).toBe('too_large');
+    expect(e.message).toMatch(/envelope is \d{7} bytes, over the 1048576-byte network limit/);
+    const gossip = envelope(a.keyPair, '', { pad: 'x'.repeat(1024 * 1024) }, 'big');
+    expect((await rejection(a.transport.publish(gossip))).kind).toBe('too_large');
+  });
+
+  it('drops undecodable frames and keeps reading the stream', async () => {
+    const droppedBefore = b.transport.stats().dropped;
+    const stream = await a.transport.node.dialProtocol(b.transport.node.peerId, ACTOR_PROTOCOL);
+    stream.send(encodeFrame('{"not": "an envelope"}'));
+    stream.send(encodeFrame('\u0000garbage'));
+    stream.send(encodeFrame('{}'));
+    stream.send(encodeFrame(encodeEnvelope(envelope(a.keyPair, b.transport.host, { after: 'garbage' }))));
+    await waitFor('the good envelope', () => b.received.length === 1);
+    expect(b.transport.stats().dropped - droppedBefore).toBe(3);
+    expect(decodePayload(b.received[0].env.msg)).toEqual({ after: 'garbage' });
+    await stream.close();
+  });
+
+  it('pings a peer', async () => {
+    const rtt = await a.transport.ping(b.transport.host);
+    expect(rtt).toBeGreaterThanOrEqual(0);
+    expect(rtt).toBeLessThan(1_000);
+    expect((await rejection(a.transport.ping('nope'))).kind).toBe('invalid');
+  });
+
+  it('rejects unroutable destinations quickly and clearly', async () => {
+    const stranger = KeyPair.generate().peerId;
+    const started = Date.now();
+    const e = await rejection(a.transport.send(envelope(a.keyPair, stranger, {})));
+    expect(e.kind).toBe('unroutable');
+    expect(e.message).toContain(stranger);
+    expect(Date.now() - started).toBeLessThan(5_500);
+
+    const garbage = await rejection(a.transport.send(envelope(a.keyPair, 'not-a-peer', {})));
+    expect(garbage.kind).toBe('unroutable');
+    expect(garbage.message).toContain('not-a-peer');
+    expect((await rejection(a.transport.send(envelope(a.keyPair, a.transport.host, {})))).kind).toBe('unroutable');
+  });
+
+  it('reports bad and unreachable multiaddrs on connect', async () => {
+    expect((await rejection(a.transport.connect('not a multiaddr'))).kind).toBe('invalid');
+    const e = await rejection(a.transport.connect(`/ip4/127.0.0.1/tcp/1/p2p/${KeyPair.generate().peerId}`));
+    expect(e.kind).toBe('unroutable');
+    expect(e.message).toContain('/ip4/127.0.0.1/tcp/1');
+  });
+});
+
+describe('Libp2pTransport, bootstrap', () => {
+  it('connects to its bootstrap peers on start and tells both sides', async () => {
+    const a = await startNode();
+    const joined: PeerEvent[] = [];
+    a.transport.onPeer((e) => joined.push(e));
+    const b = await startNode(undefined, { bootstrap: a.transport.addrs() });
+    try {
+      await waitFor('b to reach a', () => b.transport.peers().includes(a.transport.host));
+      await waitFor('a to hear of b', () => joined.some((e) => e.peer === b.transport.host && e.connected));
+      await b.transport.send(envelope(b.keyPair, a.transport.host, { hi: 'a' }));
+      await waitFor('the envelope at a', () => a.received.length === 1);
+      expect(a.received[0].arrival.peer).toBe(b.transport.host);
+    } finally {
+      await Promise.all([a.transport.stop(), b.transport.stop()]);
+    }
+  });
+});
+
+describe('Libp2pTransport, limits on the receiving side', () => {
+  it('resets a stream carrying an oversized frame, then reopens one for the next envelope', async () => {
+    const [a, small] = await Promise.all([startNode(), startNode(undefined, { maxEnvelopeBytes: 4096 })]);
+    try {
+      await a.transport.connect(small.transport.addrs()[0]);
+      await a.transport.send(envelope(a.keyPair, small.transport.host, { n: 1 }));
+      await waitFor('the first envelope', () => small.received.length === 1);
+
+      // a's limit allows it; small's does not, so small resets the stream.
+      await a.transport.send(envelope(a.keyPair, small.transport.host, { pad: 'x'.repeat(8192) }));
+      await waitFor('the reset', () => small.transport.stats().dropped === 1);
+      // Frames written before the reset reaches a are lost with the stream: the protocol has
+      // no acknowledgements. Only once a's stream is gone is the next send sure to arrive.
+      await waitFor('a to see the reset', () => actorStreams(a, small.transport.host, 'outbound').length === 0);
+
+      await a.transport.send(envelope(a.keyPair, small.transport.host, { n: 2 }));
+      await waitFor('the envelope after the reset', () => small.received.length === 2);
+      expect(decodePayload(small.received[1].env.msg)).toEqual({ n: 2 });
+      expect(a.transport.stats().streamsOpened).toBe(2);
+    } finally {
+      await Promise.all([a.transport.stop(), small.transport.stop()]);
+    }
+  });
+});
+
+describe('Libp2pTransport, the per-peer queue', () => {
+  it('refuses writes past its byte bound instead of buffering without limit', async () => {
+    const [a, b] = await Promise.all([startNode(undefined, { maxQueuedBytes: 8 * 1024 }), startNode()]);
+    try {
+      await a.transport.connect(b.transport.addrs()[0]);
+      // All queued in one tick, before the stream is even open.
+      const results = await Promise.allSettled(
+        Array.from({ length: 40 }, (_, i) => a.transport.send(envelope(a.keyPair, b.transport.host, { i, pad: 'x'.repeat(700) }))),
+      );
+      const refused = results.filter((r) => r.status === 'rejected').map((r) => r.reason as DmsError);
+      expect(refused.length).toBeGreaterThan(0);
+      expect(refused.every((e) => e.kind === 'overloaded')).toBe(true);
+      const accepted = results.length - refused.length;
+      await waitFor('the accepted envelopes', () => b.received.length === accepted);
+      // Once drained, the queue takes writes again.
+      await a.transport.send(envelope(a.keyPair, b.transport.host, { last: true }));
+      await waitFor('the last one', () => b.received.length === accepted + 1);
+    } finally {
+      await Promise.all([a.transport.stop(), b.transport.stop()]);
+    }
+  });
+});
+
+describe('Libp2pTransport, gossip across three nodes', () => {
+  it('reaches subscribers on a chain a - b - c, naming the publisher', async () => {
+    const [a, b, c] = await Promise.all([startNode(), startNode(), startNode()]);
+    try {
+      await a.transport.connect(b.transport.addrs()[0]);
+      await c.transport.connect(b.transport.addrs()[0]);
+      for (const n of [a, b, c]) n.transport.subscribe('jobs');
+      // gossipsub learns subscriptions asynchronously; publish once each hop knows the next.
+      await waitFor('subscriptions to spread', () =>
+        a.transport.topicPeers('jobs').includes(b.transport.host) &&
+        b.transport.topicPeers('jobs').includes(c.transport.host) &&
+        c.transport.topicPeers('jobs').includes(b.transport.host),
+      );
+
+      const env = envelope(a.keyPair, '', { job: 1 }, 'jobs');
+      await a.transport.publish(env);
+      await waitFor('b and c to get it', () => b.received.length === 1 && c.received.length === 1);
+      for (const n of [b, c]) {
+        expect(encodeEnvelope(n.received[0].env)).toBe(encodeEnvelope(env));
+        expect(n.received[0].arrival).toEqual({ peer: a.transport.host, via: 'gossip' });
+      }
+      expect(a.received).toHaveLength(0);
+
+      c.transport.unsubscribe('jobs');
+      await waitFor('c to leave the topic', () => !b.transport.topicPeers('jobs').includes(c.transport.host));
+      await a.transport.publish(envelope(a.keyPair, '', { job: 2 }, 'jobs'));
+      await waitFor('b to get the second', () => b.received.length === 2);
+      expect(c.received).toHaveLength(1);
+    } finally {
+      await Promise.all([a.transport.stop(), b.transport.stop(), c.transport.stop()]);
+    }
+  });
+
+  it('works alone: publishes with nobody subscribed, fails unicast at once', async () => {
+    const lone = await startNode();
+    try {
+      await lone.transport.publish(envelope(lone.keyPair, '', {}, 'nobody-here'));
+      const started = Date.now();
+      const e = await rejection(lone.transport.send(envelope(lone.keyPair, KeyPair.generate().peerId, {})));
+      expect(e.kind).toBe('unroutable');
+      expect(e.message).toMatch(/no connected peer to look it up through/);
+      expect(Date.now() - started).toBeLessThan(500);
+    } finally {
+      await lone.transport.stop();
+    }
+  });
+});
+
+describe('Libp2pTransport, a peer that stops and comes back', () => {
+  it('fails sends while it is gone and reaches it again after a restart with the same key', async () => {
+    const a = await startNode(undefined, { lookupTimeoutMs: 1_000, dialTimeoutMs: 2_000 });
+    let b = await startNode();
+    const bKey = b.keyPair;
+    const bAddr = b.transport.addrs()[0];
+    const events: PeerEvent[] = [];
+    a.transport.onPeer((e) => events.push(e));
+    try {
+      await a.transport.connect(bAddr);
+      await a.transport.send(envelope(a.keyPair, bKey.peerId, { n: 1 }));
+      await waitFor('the first envelope', () => b.received.length === 1);
+
+      await b.transport.stop();
+      await waitFor('a to see b leave', () => events.some((e) => e.peer === bKey.peerId && !e.connected));
+      const started = Date.now();
+      const e = await rejection(a.transport.send(envelope(a.keyPair, bKey.peerId, { n: 2 })));
+      expect(e.kind).toBe('unroutable');
+      expect(e.message).toContain(bKey.peerId);
+      expect(Date.now() - started).toBeLessThan(4_000);
+
+      // Same key, same port: a finds it again through the address it already knows.
+      const port = bAddr.split('/')[4];
+      b = await startNode(bKey, { listen: [`/ip4/127.0.0.1/tcp/${port}`] });
+      await a.transport.send(envelope(a.keyPair, bKey.peerId, { n: 3 }));
+      await waitFor('the envelope after the restart', () => b.received.length === 1);
+      expect(decodePayload(b.received[0].env.msg)).toEqual({ n: 3 });
+      expect(events.filter((e) => e.peer === bKey.peerId).map((e) => e.connected)).toEqual([true, false, true]);
+    } finally {
+      await Promise.all([a.transport.stop(), b.transport.stop()]);
+    }
+  });
+});
