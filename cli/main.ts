@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import '../runtime/polyfills.js';
 import { Command, CommanderError } from 'commander';
+import { registerActorCommands } from './commands/actor.js';
+import { registerConfigCommands } from './commands/config.js';
 import { registerNodeCommands } from './commands/node.js';
 import { describeError } from './context.js';
 
@@ -13,6 +15,8 @@ const program = new Command('dms')
   .exitOverride();
 
 registerNodeCommands(program);
+registerConfigCommands(program);
+registerActorCommands(program);
 
 try {
   await program.parseAsync(process.argv);

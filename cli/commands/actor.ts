@@ -1,0 +1,208 @@
+import { existsSync, readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import { stringify as stringifyLossless } from 'lossless-json';
+import { DmsClient, type Reply } from '../../client/client.js';
+import { ClientError } from '../../client/errors.js';
+import type { Target } from '../../client/target.js';
+import { homePaths, readKey } from '../../runtime/home.js';
+import { encodeEnvelope, type Envelope, type Handle, parseJsonLossless } from '../../runtime/wire/envelope.js';
+import { CliError, globals, homeOf, nodeUrl } from '../context.js';
+
+interface TargetOptions {
+  to?: string;
+  host?: string;
+}
+
+interface CallOptions extends TargetOptions {
+  timeout?: number;
+}
+
+interface BroadcastOptions {
+  topic: string;
+  limit?: number;
+  timeout?: number;
+}
+
+/** Replies to a CLI call wait at most this long unless --timeout says otherwise. */
+const DEFAULT_INVOKE_S = 30;
+const DEFAULT_BROADCAST_S = 5;
+const MAX_TIMEOUT_S = 86_400;
+
+const PAYLOAD_HELP = 'JSON payload (default {}; - reads it from stdin)';
+const TO_HELP = "destination: an inbox name or a handle as JSON (default: the node's root actor)";
+const HOST_HELP = 'peer id of the node the destination inbox lives on (default: this node)';
+
+export function registerActorCommands(program: Command): void {
+  const actor = program
+    .command('actor')
+    .description("talk to actors through the node's REST interface, with envelopes signed by the operator key");
+
+  actor
+    .command('handle')
+    .description("print the handle of the node's root actor")
+    .action(async (_opts, cmd: Command) => {
+      const client = clientFor(cmd);
+      const handle = await call(client, () => client.handle());
+      printJson(handle);
+    });
+
+  actor
+    .command('send')
+    .description('send a message to an actor without waiting for a reply')
+    .argument('<behavior>', 'behavior name, e.g. /public/hello')
+    .argument('[payload-json]', PAYLOAD_HELP)
+    .option('--to <inbox|handle-json>', TO_HELP)
+    .option('--host <peer-id>', HOST_HELP)
+    .option('--timeout <seconds>', `how long the message stays valid (default ${DEFAULT_INVOKE_S})`, parseSeconds)
+    .action(async (be: string, payloadText: string | undefined, opts: CallOptions, cmd: Command) => {
+      const client = clientFor(cmd);
+      const payload = parsePayload(payloadText);
+      const env = await call(client, () => client.send(parseTarget(opts), be, payload, { ttlMs: ttlMs(opts.timeout, DEFAULT_INVOKE_S) }));
+      if (globals(cmd).json) printJson({ sent: true, envelope: envelopeJson(env) });
+      else process.stdout.write(`sent ${be} to ${describeHandle(env.to)}\n`);
+    });
+
+  actor
+    .command('invoke')
+    .description("send a message to an actor and print its reply's payload")
+    .argument('<behavior>', 'behavior name, e.g. /public/hello')
+    .argument('[payload-json]', PAYLOAD_HELP)
+    .option('--to <inbox|handle-json>', TO_HELP)
+    .option('--host <peer-id>', HOST_HELP)
+    .option('--timeout <seconds>', `seconds to wait for the reply (default ${DEFAULT_INVOKE_S})`, parseSeconds)
+    .action(async (be: string, payloadText: string | undefined, opts: CallOptions, cmd: Command) => {
+      const client = clientFor(cmd);
+      const payload = parsePayload(payloadText);
+      const reply = await call(client, () => client.invoke(parseTarget(opts), be, payload, { ttlMs: ttlMs(opts.timeout, DEFAULT_INVOKE_S) }), be);
+      printJson(globals(cmd).json ? replyJson(reply) : reply.payload);
+    });
+
+  actor
+    .command('broadcast')
+    .description('publish a message on a topic and print the replies that arrive in time')
+    .argument('<behavior>', 'behavior name, e.g. /broadcast/hello')
+    .argument('[payload-json]', PAYLOAD_HELP)
+    .requiredOption('--topic <topic>', 'publish/subscribe topic, e.g. /dms/hello')
+    .option('--limit <n>', 'return as soon as this many replies arrived', parseLimit)
+    .option('--timeout <seconds>', `seconds to collect replies (default ${DEFAULT_BROADCAST_S})`, parseSeconds)
+    .action(async (be: string, payloadText: string | undefined, opts: BroadcastOptions, cmd: Command) => {
+      const client = clientFor(cmd);
+      const payload = parsePayload(payloadText);
+      const seconds = opts.timeout ?? DEFAULT_BROADCAST_S;
+      const replies = await call(client, () =>
+        client.broadcast(opts.topic, be, payload, { limit: opts.limit, ttlMs: ttlMs(seconds, DEFAULT_BROADCAST_S) }),
+      );
+      if (globals(cmd).json) return printJson(replies.map(replyJson));
+      if (replies.length === 0) {
+        process.stdout.write(`no replies within ${seconds} s\n`);
+        return;
+      }
+      for (const r of replies) {
+        process.stdout.write(`reply from ${describeHandle(r.env.from)}${r.env.from.did ? ` (${r.env.from.did})` : ''}\n`);
+        if (r.error !== undefined) process.stdout.write(`error: ${r.error}\n`);
+        else printJson(printable(r.payload));
+      }
+    });
+}
+
+/** A client for this home's node, signing as the home's operator: the identity a person acts under. */
+function clientFor(cmd: Command): DmsClient {
+  const home = homeOf(cmd);
+  const keyPath = homePaths(home).operatorKey;
+  if (!existsSync(keyPath)) throw new CliError(`no operator key at ${keyPath}; run \`dms init\` to create the home's keys`);
+  return new DmsClient({ url: nodeUrl(cmd), key: readKey(keyPath) });
+}
+
+/** Runs a client call, turning its failures into one line a person can act on. */
+async function call<T>(client: DmsClient, fn: () => Promise<T>, be?: string): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (!(e instanceof ClientError)) throw e;
+    switch (e.kind) {
+      case 'unreachable':
+        throw new CliError(`${e.message}; is the node running? start it with \`dms start\``);
+      case 'reply':
+        throw new CliError(`${be ?? 'the actor'} answered with an error: ${e.nodeError ?? e.message}`);
+      case 'timeout':
+        throw new CliError(e.status === 408 ? `${e.message}; a longer --timeout may help` : e.message);
+      default:
+        throw new CliError(e.message);
+    }
+  }
+}
+
+function parsePayload(text: string | undefined): unknown {
+  if (text === undefined) return {};
+  const source = text === '-' ? readFileSync(0, 'utf8') : text;
+  try {
+    return JSON.parse(source);
+  } catch (e) {
+    throw new CliError(`payload is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+/** `--to`/`--host` into a client Target: an inbox name, a `{host?, inbox}` object, or a full handle. */
+export function parseTarget(opts: TargetOptions): Target {
+  const host = opts.host?.trim() || undefined;
+  const to = opts.to?.trim();
+  if (!to) return host ? { host, inbox: 'root' } : 'root';
+  if (!to.startsWith('{')) return { host, inbox: to };
+  let value: unknown;
+  try {
+    value = JSON.parse(to);
+  } catch (e) {
+    throw new CliError(`--to: not valid JSON: ${(e as Error).message}`);
+  }
+  const v = value as { id?: unknown; did?: unknown; host?: unknown; inbox?: unknown; addr?: { host?: unknown; inbox?: unknown } };
+  if (v.addr !== undefined) {
+    if (host) throw new CliError('--host cannot be combined with a full handle in --to; put the host in its addr');
+    const a = v.addr;
+    if (!a || typeof a !== 'object' || typeof a.inbox !== 'string' || !a.inbox) throw new CliError('--to: a handle needs addr.inbox');
+    if (!optionalString(a.host) || !optionalString(v.id) || !optionalString(v.did)) {
+      throw new CliError('--to: handle fields id, did and addr.host must be strings');
+    }
+    return { id: v.id ?? '', did: v.did ?? '', addr: { host: a.host ?? '', inbox: a.inbox } };
+  }
+  if (typeof v.inbox !== 'string' || !v.inbox) throw new CliError('--to: expected an inbox name, {"inbox": ...} or a handle with addr');
+  if (!optionalString(v.host)) throw new CliError('--to: host must be a string');
+  return { host: v.host || host, inbox: v.inbox };
+}
+
+const optionalString = (x: unknown): x is string | undefined => x === undefined || typeof x === 'string';
+
+function parseSeconds(text: string): number {
+  const s = Number(text);
+  if (!/^\d+(\.\d+)?$/.test(text.trim()) || !(s > 0) || s > MAX_TIMEOUT_S) {
+    throw new CliError(`--timeout: '${text}' is not a number of seconds (above 0, at most ${MAX_TIMEOUT_S})`);
+  }
+  return s;
+}
+
+function parseLimit(text: string): number {
+  if (!/^[1-9]\d{0,8}$/.test(text.trim())) throw new CliError(`--limit: '${text}' is not a positive integer`);
+  return Number(text);
+}
+
+const ttlMs = (seconds: number | undefined, fallback: number): number => Math.round((seconds ?? fallback) * 1000);
+
+const describeHandle = (h: Handle): string => `${h.addr.host || '(this node)'}/${h.addr.inbox || '(broadcast)'}`;
+
+/** The envelope as its wire JSON, integers kept exact (nonce and exp exceed JavaScript numbers). */
+const envelopeJson = (env: Envelope): unknown => parseJsonLossless(encodeEnvelope(env));
+
+function replyJson<T>(r: Reply<T>): Record<string, unknown> {
+  const out: Record<string, unknown> = { payload: printable(r.payload) };
+  if (r.error !== undefined) out.error = r.error;
+  out.envelope = envelopeJson(r.env);
+  return out;
+}
+
+/** A payload that is not JSON (only possible from broadcast replies) is shown as its base64. */
+const printable = (payload: unknown): unknown =>
+  payload instanceof Uint8Array ? { base64: Buffer.from(payload).toString('base64') } : payload;
+
+/** Pretty JSON that writes bigints as bare integers, as the wire does. */
+function printJson(value: unknown): void {
+  process.stdout.write(`${stringifyLossless(value, null, 2) ?? 'null'}\n`);
+}

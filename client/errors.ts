@@ -1,0 +1,45 @@
+import type { Envelope } from '../runtime/wire/envelope.js';
+
+/**
+ * Why a call failed, so callers can react without parsing messages:
+ * - `unreachable`: no HTTP answer at all (node not running, wrong URL, connection refused);
+ * - `timeout`: the node answered 408 (no reply before `opt.exp`) or the HTTP deadline passed;
+ * - `aborted`: the caller's AbortSignal fired;
+ * - `http`: the node refused the request (4xx/5xx other than 408), `status` and `nodeError` say why;
+ * - `reply`: the request went through but the replying actor answered `{"error": ...}`;
+ * - `protocol`: the node answered something that is not what the REST contract promises.
+ */
+export type ClientErrorKind = 'unreachable' | 'timeout' | 'aborted' | 'http' | 'reply' | 'protocol';
+
+export interface ClientErrorInit {
+  kind: ClientErrorKind;
+  message: string;
+  url: string;
+  /** HTTP status of the node's answer; 0 when there was none. */
+  status?: number;
+  /** The node's (or replying actor's) own error text, verbatim. */
+  nodeError?: string;
+  /** The reply envelope, for `reply` errors. */
+  reply?: Envelope;
+  cause?: unknown;
+}
+
+export class ClientError extends Error {
+  readonly kind: ClientErrorKind;
+  readonly status: number;
+  readonly url: string;
+  readonly nodeError?: string;
+  readonly reply?: Envelope;
+
+  constructor(init: ClientErrorInit) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = 'ClientError';
+    this.kind = init.kind;
+    this.status = init.status ?? 0;
+    this.url = init.url;
+    this.nodeError = init.nodeError;
+    this.reply = init.reply;
+  }
+}
+
+export const isClientError = (e: unknown): e is ClientError => e instanceof ClientError;

@@ -1,0 +1,161 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ClientError, DmsClient } from '../../client/index.js';
+import { verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { initHome, readKey } from '../../runtime/home.js';
+import { envelopeFromJson, parseJsonLossless } from '../../runtime/wire/envelope.js';
+import { assertBuilt, cleanupHomes, dms, freePort, prepareHome, startNode, tempHome, type TestNode } from './helpers.js';
+
+let node: TestNode;
+let home: string;
+
+beforeAll(async () => {
+  assertBuilt();
+  home = prepareHome('actor');
+  node = await startNode(home);
+});
+
+afterAll(async () => {
+  await node?.stop();
+  cleanupHomes();
+});
+
+/** One line `dms: <reason>` on stderr, nothing on stdout, non-zero exit. */
+function expectFailure(r: { code: number; stdout: string; stderr: string }, reason: RegExp | string): void {
+  expect(r.code).not.toBe(0);
+  expect(r.stdout).toBe('');
+  const lines = r.stderr.trim().split('\n');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(/^dms: /);
+  if (typeof reason === 'string') expect(lines[0]).toContain(reason);
+  else expect(lines[0]).toMatch(reason);
+}
+
+describe.concurrent('dms actor', { timeout: 90_000 }, () => {
+  it('handle prints the root handle with the node host', async () => {
+    const r = await dms(home, ['actor', 'handle']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ id: node.info.did.slice('did:key:'.length), did: node.info.did, addr: { host: node.info.peer_id, inbox: 'root' } });
+  });
+
+  it('invoke /public/hello prints the node did', async () => {
+    const r = await dms(home, ['actor', 'invoke', '/public/hello']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ did: node.info.did });
+  });
+
+  it('invoke --json prints the payload and the exact, verifiable reply envelope', async () => {
+    const r = await dms(home, ['--json', 'actor', 'invoke', '/public/status', '{}', '--timeout', '10']);
+    expect(r.code, r.stderr).toBe(0);
+    // nonce and exp are written as bare integers with every digit.
+    expect(r.stdout).toMatch(/"nonce": \d{19,20}\b/);
+    const out = parseJsonLossless(r.stdout) as { payload: { did: string; status: string }; envelope: unknown };
+    expect(out.payload).toMatchObject({ status: 'ok', did: node.info.did });
+    const env = envelopeFromJson(out.envelope);
+    expect(() => verifyEnvelopeSync(env)).not.toThrow();
+    expect(env.from.did).toBe(node.info.did);
+    expect(env.to.did).toBe(readKey(join(home, 'keys', 'operator.json')).did);
+  });
+
+  it('invoke of an unknown behavior exits non-zero with the node error', async () => {
+    expectFailure(await dms(home, ['actor', 'invoke', '/no/such/behavior']), /no behavior \/no\/such\/behavior.*\(HTTP 404\)/);
+  });
+
+  it('invoke to an unknown inbox names it', async () => {
+    expectFailure(await dms(home, ['actor', 'invoke', '/public/hello', '--to', 'nobody']), "no actor with inbox 'nobody'");
+  });
+
+  it('invoke with a payload the behavior refuses reports the actor error', async () => {
+    expectFailure(await dms(home, ['actor', 'invoke', '/public/hello', '[1,2]']), /\/public\/hello answered with an error: invalid payload/);
+  });
+
+  it('invoke reads the payload from stdin with -, and accepts --to as JSON', async () => {
+    const r = await dms(home, ['actor', 'invoke', '/public/hello', '-', '--to', '{"inbox":"root"}'], { input: '{}' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).did).toBe(node.info.did);
+  });
+
+  it('refuses a payload that is not JSON before contacting the node', async () => {
+    expectFailure(await dms(home, ['actor', 'invoke', '/public/hello', '{oops']), 'payload is not valid JSON');
+  });
+
+  it('broadcast /broadcast/hello on /dms/hello collects the node reply', async () => {
+    const r = await dms(home, ['actor', 'broadcast', '/broadcast/hello', '--topic', '/dms/hello', '--limit', '1']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`reply from ${node.info.peer_id}/root`);
+    expect(r.stdout).toContain(`"did": "${node.info.did}"`);
+
+    const j = await dms(home, ['--json', 'actor', 'broadcast', '/broadcast/hello', '{}', '--topic', '/dms/hello', '--limit', '1']);
+    expect(j.code, j.stderr).toBe(0);
+    const replies = parseJsonLossless(j.stdout) as { payload: { did: string }; envelope: unknown }[];
+    expect(replies).toHaveLength(1);
+    expect(replies[0].payload.did).toBe(node.info.did);
+    expect(() => verifyEnvelopeSync(envelopeFromJson(replies[0].envelope))).not.toThrow();
+  });
+
+  it('send delivers and says where', async () => {
+    const r = await dms(home, ['actor', 'send', '/public/hello']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.trim()).toBe(`sent /public/hello to ${node.info.peer_id}/root`);
+    const j = await dms(home, ['--json', 'actor', 'send', '/public/hello', '{}']);
+    expect(j.code, j.stderr).toBe(0);
+    const out = parseJsonLossless(j.stdout) as { sent: boolean; envelope: unknown };
+    expect(out.sent).toBe(true);
+    expect(() => verifyEnvelopeSync(envelopeFromJson(out.envelope))).not.toThrow();
+  });
+
+  it('send of an unknown behavior fails with the node error', async () => {
+    expectFailure(await dms(home, ['actor', 'send', '/nope']), 'no behavior /nope');
+  });
+});
+
+describe.concurrent('dms actor without a usable node', { timeout: 90_000 }, () => {
+  it('says the node is unreachable and how to start it', async () => {
+    const h = tempHome('unreachable');
+    initHome(h);
+    writeFileSync(join(h, 'dms_config.json'), JSON.stringify({ rest: { port: await freePort() } }));
+    expectFailure(await dms(h, ['actor', 'invoke', '/public/hello']), /cannot reach the node at http:\/\/127\.0\.0\.1:\d+: connection refused; .*`dms start`/);
+  });
+
+  it('asks for dms init when the home has no operator key', async () => {
+    expectFailure(await dms(tempHome('nokey'), ['actor', 'handle']), /no operator key at .*run `dms init`/);
+  });
+});
+
+describe.concurrent('DmsClient against a running node', () => {
+  const operator = () => readKey(join(home, 'keys', 'operator.json'));
+
+  it('calls the typed root behaviors', async () => {
+    const client = new DmsClient({ url: node.info.url, key: operator() });
+    expect((await client.handle()).addr.host).toBe(node.info.peer_id);
+    expect(await client.hello()).toEqual({ did: node.info.did });
+    const status = await client.status();
+    expect(status).toMatchObject({ status: 'ok', did: node.info.did, peer_id: node.info.peer_id });
+    expect(status.actors).toContain('root');
+    expect(Array.isArray(await client.peers())).toBe(true);
+    expect((await client.peerSelf()).id).toBe(node.info.peer_id);
+    expect(await client.discover({ limit: 1 })).toEqual([{ did: node.info.did, host: node.info.peer_id }]);
+  });
+
+  it('is accepted unsigned from loopback, the node signing as its operator', async () => {
+    const client = new DmsClient({ url: node.info.url });
+    const reply = await client.invoke<{ did: string }>('root', '/public/hello');
+    expect(reply.payload.did).toBe(node.info.did);
+    expect(reply.env.to.did).toBe(operator().did);
+  });
+
+  it('runs concurrent invokes from one client inbox', async () => {
+    const client = new DmsClient({ url: node.info.url, key: operator() });
+    const replies = await Promise.all(Array.from({ length: 20 }, () => client.hello()));
+    expect(replies.every((r) => r.did === node.info.did)).toBe(true);
+  });
+
+  it('throws ClientError with the status and node text', async () => {
+    const client = new DmsClient({ url: node.info.url, key: operator() });
+    const err = await client.invoke('root', '/nope').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ClientError);
+    expect(err).toMatchObject({ kind: 'http', status: 404 });
+    expect((err as ClientError).nodeError).toContain('no behavior /nope');
+  });
+});

@@ -1,0 +1,32 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { assertBuilt, cleanupHomes, dms, tempHome } from './helpers.js';
+
+beforeAll(assertBuilt);
+afterAll(cleanupHomes);
+
+const COMMANDS = [
+  [],
+  ['init'],
+  ['start'],
+  ['stop'],
+  ['status'],
+  ['config'],
+  ['config', 'get'],
+  ['config', 'set'],
+  ['config', 'list'],
+  ['actor'],
+  ['actor', 'handle'],
+  ['actor', 'send'],
+  ['actor', 'invoke'],
+  ['actor', 'broadcast'],
+];
+
+describe.concurrent('--help', { timeout: 90_000 }, () => {
+  for (const cmd of COMMANDS) {
+    it(`dms ${[...cmd, '--help'].join(' ')} exits 0 with usage`, async () => {
+      const r = await dms(tempHome('help'), [...cmd, '--help']);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain(`Usage: dms${cmd.length ? ` ${cmd.join(' ')}` : ''}`);
+    });
+  }
+});
