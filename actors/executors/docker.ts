@@ -1,0 +1,393 @@
+/**
+ * Runs jobs as Docker containers through the engine's API (dockerode). Containers carry
+ * labels naming the job and the node, which is all a restarted node needs to find its work
+ * again: nothing about a run lives only in this process's memory.
+ */
+import { StringDecoder } from 'node:string_decoder';
+import { Writable } from 'node:stream';
+import Docker from 'dockerode';
+import type { Job } from '../../behaviors/jobs/schema.js';
+import { DmsError, notFound } from '../../runtime/errors.js';
+import { JobLogs, type LogWriter } from './logfile.js';
+import type {
+  ExecutionHandle,
+  ExecutionState,
+  Executor,
+  ExitResult,
+  LogChunk,
+  LogOptions,
+  PullProgress,
+  ReconcileReport,
+  StartOptions,
+} from './types.js';
+
+export const JOB_LABEL = 'dms.job';
+export const NODE_LABEL = 'dms.node';
+
+export interface DockerExecutorOptions {
+  /** Peer id of this node: several nodes may share one engine and must not take each other's containers. */
+  nodeId: string;
+  /** Where job output is written, one file per job. */
+  logsDir: string;
+  /** Defaults to DOCKER_HOST, else /var/run/docker.sock. */
+  docker?: Docker;
+  /** How long a cancelled container gets to exit on SIGTERM before it is killed. */
+  stopGraceSeconds?: number;
+}
+
+interface DockerRun {
+  container: Docker.Container;
+  /** Set before stopping, so the result says the run was cancelled and why. */
+  cancelReason?: string;
+  result: Promise<ExitResult>;
+}
+
+/** An error from the engine: dockerode puts the HTTP status and the engine's message on it. */
+interface EngineError {
+  statusCode?: number;
+  json?: { message?: string } | null;
+  message: string;
+}
+const statusOf = (e: unknown): number | undefined => (e as EngineError).statusCode;
+/** The engine's own words; on streamed requests docker-modem only has them inside its "(HTTP code …) … - " text. */
+const engineMessage = (e: unknown): string =>
+  ((e as EngineError).json?.message ?? String((e as EngineError).message ?? e).replace(/^\(HTTP code \d+\) [^-]*- /, '')).trim();
+
+/** Whether an engine answers, and if not why: for start-up decisions and for tests to skip. */
+export async function probeDocker(docker: Docker = new Docker()): Promise<{ ok: true; version: string } | { ok: false; reason: string }> {
+  try {
+    const version = await docker.version();
+    return { ok: true, version: version.Version };
+  } catch (e) {
+    return { ok: false, reason: `no Docker engine answers (${engineMessage(e)})` };
+  }
+}
+
+/** The container a job becomes. Exported so its mapping of resources can be checked without an engine. */
+export function containerSpec(job: Job, nodeId: string): Docker.ContainerCreateOptions {
+  const { cpu, memory, gpu } = job.resources;
+  return {
+    Image: job.image,
+    // An empty command keeps the image's own CMD.
+    Cmd: job.command.length > 0 ? job.command : undefined,
+    Env: Object.entries(job.environment).map(([name, value]) => `${name}=${value}`),
+    Labels: { [JOB_LABEL]: job.id, [NODE_LABEL]: nodeId },
+    // Without a TTY the engine keeps stdout and stderr apart in one multiplexed stream.
+    Tty: false,
+    OpenStdin: false,
+    AttachStdin: false,
+    AttachStdout: false,
+    AttachStderr: false,
+    HostConfig: {
+      NanoCpus: cpu.cores > 0 ? Math.round(cpu.cores * 1e9) : undefined,
+      Memory: memory.size > 0 ? memory.size : undefined,
+      // Equal to Memory: no swap on top, so a job over its limit is killed rather than slowed.
+      MemorySwap: memory.size > 0 ? memory.size : undefined,
+      DeviceRequests: gpu ? [{ Driver: 'nvidia', Count: gpu.count, Capabilities: [['gpu']] }] : undefined,
+    },
+  };
+}
+
+export class DockerExecutor implements Executor {
+  readonly name = 'docker';
+  private readonly docker: Docker;
+  private readonly nodeId: string;
+  private readonly logStore: JobLogs;
+  private readonly stopGraceSeconds: number;
+  /** Runs this process watches, by container id. */
+  private readonly runs = new Map<string, DockerRun>();
+  /** Pick-ups in progress, so two callers asking at once share one capture. */
+  private readonly attaching = new Map<string, Promise<DockerRun>>();
+
+  constructor(opts: DockerExecutorOptions) {
+    this.docker = opts.docker ?? new Docker();
+    this.nodeId = opts.nodeId;
+    this.logStore = new JobLogs(opts.logsDir);
+    this.stopGraceSeconds = opts.stopGraceSeconds ?? 10;
+  }
+
+  async start(job: Job, opts: StartOptions = {}): Promise<ExecutionHandle> {
+    await this.ensureImage(job.image, opts.onProgress);
+    // The log exists before the container does, so not one byte of output can be missed and
+    // an unwritable logs directory stops the job before it runs.
+    const writer = await this.logStore.create(job.id);
+    let container: Docker.Container | undefined;
+    try {
+      container = await this.docker.createContainer(containerSpec(job, this.nodeId));
+      await container.start();
+    } catch (e) {
+      const message = `job ${job.id} could not start: ${engineMessage(e)}`;
+      writer.append('stderr', `[dms] ${message}\n`);
+      await writer.close();
+      if (container) await this.remove(container);
+      throw new DmsError('unavailable', message, { cause: e });
+    }
+    const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: container.id };
+    this.track(handle, writer);
+    return handle;
+  }
+
+  async wait(handle: ExecutionHandle): Promise<ExitResult> {
+    return (await this.ensureRun(handle)).result;
+  }
+
+  async status(handle: ExecutionHandle): Promise<ExecutionState> {
+    let info: Docker.ContainerInspectInfo;
+    try {
+      info = await this.docker.getContainer(handle.id).inspect();
+    } catch (e) {
+      if (statusOf(e) === 404) return { state: 'missing' };
+      throw e;
+    }
+    const state = info.State;
+    if (state.Status === 'created') return { state: 'created' };
+    if (state.Running || state.Paused || state.Restarting) return { state: 'running' };
+    return { state: 'exited', result: exitResult(info, this.runs.get(handle.id)?.cancelReason) };
+  }
+
+  logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
+    return this.logStore.read(handle.job_id, opts);
+  }
+
+  async cancel(handle: ExecutionHandle, reason: string): Promise<void> {
+    let run: DockerRun;
+    try {
+      run = await this.ensureRun(handle);
+    } catch (e) {
+      // A container that no longer exists no longer runs: there is nothing left to stop.
+      if (e instanceof DmsError && e.kind === 'not_found') return;
+      throw e;
+    }
+    run.cancelReason ??= reason;
+    try {
+      await run.container.stop({ t: this.stopGraceSeconds });
+    } catch (e) {
+      // 304: it had already stopped; 404: it is already gone. Either way it no longer runs.
+      if (statusOf(e) !== 304 && statusOf(e) !== 404) throw e;
+    }
+    await run.result.catch(() => undefined);
+    await this.remove(run.container);
+  }
+
+  async cleanup(handle: ExecutionHandle): Promise<void> {
+    await this.remove(this.docker.getContainer(handle.id));
+    const run = this.runs.get(handle.id);
+    if (run) {
+      await run.result.catch(() => undefined);
+      this.runs.delete(handle.id);
+    }
+  }
+
+  async reconcile(knownJobIds: readonly string[]): Promise<ReconcileReport> {
+    const containers = await this.docker.listContainers({ all: true, filters: { label: [`${NODE_LABEL}=${this.nodeId}`] } });
+    // Newest first, so if a job somehow has several containers the latest attempt wins.
+    containers.sort((a, b) => b.Created - a.Created);
+    const report: ReconcileReport = { reattached: [], missing: [], orphans: [] };
+    const known = new Set(knownJobIds);
+    const claimed = new Set<string>();
+    for (const info of containers) {
+      const jobId = info.Labels[JOB_LABEL] ?? '';
+      const handle: ExecutionHandle = { executor: this.name, job_id: jobId, id: info.Id };
+      if (!known.has(jobId) || claimed.has(jobId)) {
+        report.orphans.push(handle);
+        continue;
+      }
+      claimed.add(jobId);
+      if (info.State === 'created') {
+        // Created but never started: the previous process died in between. Starting it now
+        // could run a job the orchestrator is about to fail, so it is removed instead.
+        await this.remove(this.docker.getContainer(info.Id));
+        report.missing.push({ job_id: jobId, reason: 'its container was created but never started before the node stopped' });
+        continue;
+      }
+      try {
+        await this.ensureRun(handle);
+      } catch (e) {
+        // Listed a moment ago, removed since (e.g. it was being removed).
+        if (!(e instanceof DmsError && e.kind === 'not_found')) throw e;
+        claimed.delete(jobId);
+        continue;
+      }
+      const live = info.State === 'running' || info.State === 'paused' || info.State === 'restarting';
+      report.reattached.push({ handle, state: live ? 'running' : 'exited' });
+    }
+    for (const jobId of knownJobIds) {
+      if (!claimed.has(jobId)) report.missing.push({ job_id: jobId, reason: 'its container no longer exists' });
+    }
+    return report;
+  }
+
+  /** The run watched for `handle`, picking a container back up if this process has not seen it. */
+  private async ensureRun(handle: ExecutionHandle): Promise<DockerRun> {
+    const run = this.runs.get(handle.id);
+    if (run) return run;
+    let pending = this.attaching.get(handle.id);
+    if (!pending) {
+      pending = this.reattach(handle).finally(() => this.attaching.delete(handle.id));
+      this.attaching.set(handle.id, pending);
+    }
+    return pending;
+  }
+
+  private async reattach(handle: ExecutionHandle): Promise<DockerRun> {
+    try {
+      await this.docker.getContainer(handle.id).inspect();
+    } catch (e) {
+      if (statusOf(e) === 404) throw notFound(`container ${handle.id} of job ${handle.job_id} no longer exists`);
+      throw e;
+    }
+    // Docker keeps the whole output, so re-capturing from the start gives a complete log
+    // even for what was written while no node was watching.
+    return this.track(handle, await this.logStore.create(handle.job_id));
+  }
+
+  private track(handle: ExecutionHandle, writer: LogWriter): DockerRun {
+    const container = this.docker.getContainer(handle.id);
+    const captured = this.capture(container, writer);
+    const run: DockerRun = {
+      container,
+      result: this.watch(handle, container, captured, () => run.cancelReason),
+    };
+    // Nobody may ever ask for the result; a failure to learn it must not crash the node.
+    run.result.catch(() => undefined);
+    this.runs.set(handle.id, run);
+    return run;
+  }
+
+  /** The run's result, once it exited and its output is fully in the log. */
+  private async watch(
+    handle: ExecutionHandle,
+    container: Docker.Container,
+    captured: Promise<void>,
+    cancelReason: () => string | undefined,
+  ): Promise<ExitResult> {
+    let statusCode: number;
+    try {
+      // Only ever called after start(): a wait() issued before start returns at once with 0.
+      statusCode = (await container.wait()).StatusCode;
+    } catch (e) {
+      await captured;
+      if (statusOf(e) === 404) throw notFound(`container ${handle.id} of job ${handle.job_id} vanished while it ran`);
+      throw e;
+    }
+    await captured;
+    try {
+      return exitResult(await container.inspect(), cancelReason());
+    } catch (e) {
+      if (statusOf(e) !== 404) throw e;
+      // Removed between exit and inspection (e.g. by hand): the exit code is all there is.
+      const reason = cancelReason();
+      return { exit_code: statusCode, oom_killed: false, ...(reason ? { error: `cancelled: ${reason}` } : {}) };
+    }
+  }
+
+  /**
+   * Copies the container's output into the job log until the container stops. Never rejects:
+   * if capture breaks, the log itself says so, since that is where the reader will look.
+   */
+  private async capture(container: Docker.Container, writer: LogWriter): Promise<void> {
+    try {
+      // timestamps: each frame starts with the time the engine received it, which stays
+      // true when output is re-read after a restart.
+      const stream = await container.logs({ follow: true, stdout: true, stderr: true, timestamps: true });
+      await new Promise<void>((resolve, reject) => {
+        this.docker.modem.demuxStream(stream, frameSink('stdout', writer), frameSink('stderr', writer));
+        stream.on('end', resolve);
+        stream.on('error', reject);
+      });
+    } catch (e) {
+      writer.append('stderr', `[dms] output capture stopped: ${engineMessage(e)}\n`);
+    } finally {
+      await writer.close();
+    }
+  }
+
+  private async ensureImage(image: string, onProgress?: (event: PullProgress) => void): Promise<void> {
+    try {
+      await this.docker.getImage(image).inspect();
+      return;
+    } catch (e) {
+      if (statusOf(e) !== 404) throw e;
+    }
+    const cannotPull = (reason: string) =>
+      new DmsError('unavailable', `image ${image} is not present and could not be pulled: ${reason}`);
+    let stream: NodeJS.ReadableStream;
+    try {
+      stream = await this.docker.pull(image);
+    } catch (e) {
+      throw cannotPull(engineMessage(e));
+    }
+    await new Promise<void>((resolve, reject) => {
+      this.docker.modem.followProgress(
+        stream,
+        (err: unknown, events: PullEvent[]) => {
+          // The engine reports a failed pull inside the stream with a 200 status.
+          const failure = err ? engineMessage(err) : events.find((ev) => ev.error)?.error;
+          if (failure) reject(cannotPull(failure));
+          else resolve();
+        },
+        (ev: PullEvent) => {
+          if (!onProgress || ev.error) return;
+          onProgress({ status: ev.status ?? '', id: ev.id, current: ev.progressDetail?.current, total: ev.progressDetail?.total });
+        },
+      );
+    });
+  }
+
+  private async remove(container: Docker.Container): Promise<void> {
+    try {
+      await container.remove({ force: true });
+    } catch (e) {
+      // 404: already gone; 409: removal already in progress. Both end where we want to be.
+      if (statusOf(e) !== 404 && statusOf(e) !== 409) throw e;
+    }
+  }
+}
+
+interface PullEvent {
+  status?: string;
+  id?: string;
+  progressDetail?: { current?: number; total?: number };
+  error?: string;
+}
+
+function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | undefined): ExitResult {
+  const result: ExitResult = { exit_code: info.State.ExitCode, oom_killed: info.State.OOMKilled };
+  if (cancelReason) return { ...result, error: `cancelled: ${cancelReason}` };
+  if (info.State.OOMKilled) {
+    const limit = info.HostConfig.Memory;
+    return { ...result, error: `killed: out of memory${limit ? ` (limit ${formatBytes(limit)})` : ''}` };
+  }
+  return result;
+}
+
+function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return `${Number.isInteger(n) ? n : n.toFixed(1)} ${units[i]}`;
+}
+
+/**
+ * Receives one demultiplexed frame per write (docker-modem writes frame by frame), strips
+ * the engine's timestamp and appends the rest to the log. The decoder keeps a character the
+ * engine split across two frames (it cuts long lines at 16 KiB) whole.
+ */
+function frameSink(stream: LogChunk['stream'], writer: LogWriter): Writable {
+  const decoder = new StringDecoder('utf8');
+  return new Writable({
+    write(frame: Buffer, _encoding, done) {
+      // The timestamp is ASCII up to the first space; only the rest goes through the decoder,
+      // which may be holding the first bytes of a character from the previous frame.
+      const space = frame.indexOf(0x20);
+      const at = space > 0 ? new Date(frame.subarray(0, space).toString('latin1')) : new Date(NaN);
+      const stamped = !Number.isNaN(at.getTime());
+      const text = decoder.write(stamped ? frame.subarray(space + 1) : frame);
+      writer.append(stream, text, stamped ? at : new Date());
+      done();
+    },
+  });
+}

@@ -1,0 +1,143 @@
+/**
+ * An executor that runs nothing: it plays back what the job's environment tells it to, so
+ * every lifecycle path (output, exit codes, OOM, cancel, start failure) can be driven without
+ * Docker, on any machine. The options travel in `environment` rather than a field of their
+ * own, so a job spec needs no change to be replayed through REST or over the network:
+ *
+ *   DMS_NULL_DURATION_MS  how long the run lasts (default 0)
+ *   DMS_NULL_EXIT_CODE    exit code at the end (default 0)
+ *   DMS_NULL_STDOUT       text written to stdout, one chunk per line, spread over the run
+ *   DMS_NULL_STDERR       the same for stderr, after the stdout lines
+ *   DMS_NULL_OOM          "1": end as if killed for exceeding the memory limit
+ *   DMS_NULL_START_ERROR  start() fails with this message (e.g. an image that cannot be had)
+ */
+import { z } from 'zod';
+import { parseWith, type Job } from '../../behaviors/jobs/schema.js';
+import { DmsError, notFound } from '../../runtime/errors.js';
+import { JobLogs } from './logfile.js';
+import type { ExecutionHandle, ExecutionState, Executor, ExitResult, LogChunk, LogOptions, ReconcileReport } from './types.js';
+
+const count = z.string().regex(/^\d+$/, 'must be a whole number').transform(Number);
+const NullOptionsSchema = z.object({
+  DMS_NULL_DURATION_MS: count.default(0),
+  DMS_NULL_EXIT_CODE: count.pipe(z.int().max(255)).default(0),
+  DMS_NULL_STDOUT: z.string().optional(),
+  DMS_NULL_STDERR: z.string().optional(),
+  DMS_NULL_OOM: z.enum(['0', '1']).default('0'),
+  DMS_NULL_START_ERROR: z.string().optional(),
+});
+
+// What a process killed by a signal reports: 128 + SIGKILL for OOM, 128 + SIGTERM for a stop.
+const OOM_EXIT = 137;
+const CANCEL_EXIT = 143;
+
+interface NullRun {
+  timers: NodeJS.Timeout[];
+  result: Promise<ExitResult>;
+  finish(result: ExitResult): void;
+  finished: ExitResult | null;
+}
+
+export class NullExecutor implements Executor {
+  readonly name = 'null';
+  private readonly runs = new Map<string, NullRun>();
+  private readonly logStore: JobLogs;
+
+  constructor(opts: { logsDir: string }) {
+    this.logStore = new JobLogs(opts.logsDir);
+  }
+
+  async start(job: Job): Promise<ExecutionHandle> {
+    const options = parseWith(NullOptionsSchema, job.environment, 'null executor options');
+    if (options.DMS_NULL_START_ERROR !== undefined) {
+      throw new DmsError('unavailable', options.DMS_NULL_START_ERROR);
+    }
+    if (this.runs.has(job.id)) throw new DmsError('conflict', `job ${job.id} is already running`);
+    const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: job.id };
+    const writer = await this.logStore.create(job.id);
+
+    let finish!: (result: ExitResult) => void;
+    const result = new Promise<ExitResult>((resolve) => (finish = resolve));
+    const run: NullRun = {
+      timers: [],
+      result,
+      finished: null,
+      finish: (r) => {
+        if (run.finished) return;
+        run.finished = r;
+        run.timers.forEach(clearTimeout);
+        // Output is complete before anyone learns the run ended, as with a real container.
+        void writer.close().then(() => finish(r));
+      },
+    };
+    this.runs.set(handle.id, run);
+
+    const duration = options.DMS_NULL_DURATION_MS;
+    const lines = [...chunks('stdout', options.DMS_NULL_STDOUT), ...chunks('stderr', options.DMS_NULL_STDERR)];
+    lines.forEach(([stream, data], i) => {
+      run.timers.push(setTimeout(() => writer.append(stream, data), (duration * i) / lines.length));
+    });
+    const oom = options.DMS_NULL_OOM === '1';
+    run.timers.push(
+      setTimeout(() => {
+        run.finish(
+          oom
+            ? { exit_code: OOM_EXIT, oom_killed: true, error: 'killed: out of memory' }
+            : { exit_code: options.DMS_NULL_EXIT_CODE, oom_killed: false },
+        );
+      }, duration),
+    );
+    return handle;
+  }
+
+  async wait(handle: ExecutionHandle): Promise<ExitResult> {
+    return this.run(handle).result;
+  }
+
+  async status(handle: ExecutionHandle): Promise<ExecutionState> {
+    const run = this.runs.get(handle.id);
+    if (!run) return { state: 'missing' };
+    return run.finished ? { state: 'exited', result: run.finished } : { state: 'running' };
+  }
+
+  logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
+    return this.logStore.read(handle.job_id, opts);
+  }
+
+  async cancel(handle: ExecutionHandle, reason: string): Promise<void> {
+    const run = this.runs.get(handle.id);
+    // An unknown run is not running: there is nothing left to stop.
+    if (!run) return;
+    run.finish({ exit_code: CANCEL_EXIT, oom_killed: false, error: `cancelled: ${reason}` });
+    await run.result;
+  }
+
+  async cleanup(handle: ExecutionHandle): Promise<void> {
+    const run = this.runs.get(handle.id);
+    if (!run) return;
+    if (!run.finished) await this.cancel(handle, 'cleaned up while running');
+    this.runs.delete(handle.id);
+  }
+
+  /** Nothing survives the process that played a run, so every known job is reported missing. */
+  async reconcile(knownJobIds: readonly string[]): Promise<ReconcileReport> {
+    return {
+      reattached: [],
+      missing: knownJobIds
+        .filter((id) => !this.runs.has(id))
+        .map((job_id) => ({ job_id, reason: 'the null executor keeps no run across a restart' })),
+      orphans: [],
+    };
+  }
+
+  private run(handle: ExecutionHandle): NullRun {
+    const run = this.runs.get(handle.id);
+    if (!run) throw notFound(`no null run for job ${handle.job_id}`);
+    return run;
+  }
+}
+
+function chunks(stream: LogChunk['stream'], text: string | undefined): [LogChunk['stream'], string][] {
+  if (text === undefined || text === '') return [];
+  return text.replace(/\n$/, '').split('\n').map((line) => [stream, `${line}\n`]);
+}

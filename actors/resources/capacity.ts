@@ -1,0 +1,80 @@
+/**
+ * What this machine can offer, measured rather than configured: the resource manager
+ * compares allocations against it and the operator onboards a share of it.
+ */
+import { execFile } from 'node:child_process';
+import { statfs } from 'node:fs/promises';
+import os from 'node:os';
+import { dirname } from 'node:path';
+import { promisify } from 'node:util';
+import type { GpuSpec, ResourceCapacity } from '../../behaviors/jobs/schema.js';
+
+const run = promisify(execFile);
+const MIB = 1024 * 1024;
+
+export interface CapacityOptions {
+  /** The node's data directory: jobs' storage comes out of its file system. */
+  dataDir: string;
+  /** The nvidia-smi to ask about GPUs, for machines that keep it off the PATH. */
+  nvidiaSmi?: string;
+}
+
+export interface DiskSpace {
+  /** Bytes an unprivileged process can still write. */
+  free: number;
+  total: number;
+}
+
+/**
+ * Cores, memory, the free space of the data directory's file system, and GPUs when
+ * nvidia-smi answers. Storage is the free space, not the disk size: space other programs
+ * already use cannot be offered to jobs.
+ */
+export async function measureCapacity(opts: CapacityOptions): Promise<ResourceCapacity> {
+  const [disk, gpu] = await Promise.all([diskSpace(opts.dataDir), detectGpus(opts.nvidiaSmi)]);
+  return {
+    cpu: { cores: os.availableParallelism() },
+    memory: { size: os.totalmem() },
+    storage: { size: disk.free },
+    ...(gpu ? { gpu } : {}),
+  };
+}
+
+/** Space on the file system holding `dir`; a directory not created yet is measured at its nearest existing parent. */
+export async function diskSpace(dir: string): Promise<DiskSpace> {
+  for (let path = dir; ; path = dirname(path)) {
+    try {
+      const fs = await statfs(path);
+      return { free: fs.bavail * fs.bsize, total: fs.blocks * fs.bsize };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || dirname(path) === path) throw e;
+    }
+  }
+}
+
+/**
+ * The machine's NVIDIA GPUs as one spec: count, the model (names joined when they differ)
+ * and the smallest card's memory, since a job asking for `vram` needs it on each GPU it gets.
+ * Undefined when nvidia-smi is missing, fails or lists nothing: no GPU is then offered.
+ */
+export async function detectGpus(nvidiaSmi = 'nvidia-smi'): Promise<GpuSpec | undefined> {
+  let stdout: string;
+  try {
+    ({ stdout } = await run(nvidiaSmi, ['--query-gpu=name,memory.total', '--format=csv,noheader,nounits'], {
+      timeout: 5000,
+    }));
+  } catch {
+    return undefined;
+  }
+  const cards = stdout
+    .split('\n')
+    .map((line) => line.split(',').map((field) => field.trim()))
+    .filter((fields) => fields.length === 2 && fields[0] !== '' && /^\d+$/.test(fields[1]))
+    .map(([name, mib]) => ({ name, vram: Number(mib) * MIB }));
+  if (cards.length === 0) return undefined;
+  return {
+    count: cards.length,
+    model: [...new Set(cards.map((c) => c.name))].join(', '),
+    vram: Math.min(...cards.map((c) => c.vram)),
+  };
+}

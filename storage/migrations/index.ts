@@ -1,0 +1,13 @@
+import type { MigrationObject } from '@mikro-orm/core';
+import { InitialSchema } from './0001-initial.js';
+import { QueryIndexes } from './0002-query-indexes.js';
+
+/**
+ * Every migration, oldest first. Listed explicitly instead of found by a glob so the same
+ * list works from the TypeScript sources and from dist/. A name is recorded in the database
+ * once applied: never rename or reorder, only append.
+ */
+export const MIGRATIONS: MigrationObject[] = [
+  { name: '0001-initial', class: InitialSchema },
+  { name: '0002-query-indexes', class: QueryIndexes },
+];

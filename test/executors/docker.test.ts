@@ -1,0 +1,197 @@
+// Against a real Docker engine (.ci/docker-setup.sh starts one and builds the test image).
+// Without an engine these tests skip with the reason, unless DMS_REQUIRE_DOCKER=1 makes
+// its absence a failure, as in CI.
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { containerSpec, DockerExecutor, JOB_LABEL, NODE_LABEL, probeDocker } from '../../actors/executors/docker.js';
+import { outcome } from '../../actors/executors/types.js';
+import { collect, jobOf, text } from './helpers.js';
+
+const IMAGE = 'dms-test/busybox:latest';
+const MiB = 1024 * 1024;
+
+const docker = new Docker();
+async function engineProblem(): Promise<string | null> {
+  const probe = await probeDocker(docker);
+  if (!probe.ok) return probe.reason;
+  try {
+    await docker.getImage(IMAGE).inspect();
+    return null;
+  } catch {
+    return `the test image ${IMAGE} is missing (run .ci/docker-setup.sh)`;
+  }
+}
+const problem = await engineProblem();
+const required = process.env.DMS_REQUIRE_DOCKER === '1';
+if (problem && !required) console.warn(`skipping Docker executor tests: ${problem}`);
+
+it.runIf(problem !== null && required)('has a Docker engine, as DMS_REQUIRE_DOCKER=1 demands', () => {
+  expect.fail(problem ?? '');
+});
+
+describe('container spec', () => {
+  it('maps resources to engine limits and labels the container with job and node', () => {
+    const job = jobOf({
+      executor: 'docker',
+      command: ['echo', 'hi'],
+      environment: { A: '1' },
+      resources: { cpu: { cores: 1.5 }, memory: { size: 16 * MiB }, gpu: { count: 2, model: 'A100' } },
+    });
+    const spec = containerSpec(job, 'peer-x');
+    expect(spec).toMatchObject({
+      Image: 'dms-test/busybox:latest',
+      Cmd: ['echo', 'hi'],
+      Env: ['A=1'],
+      Labels: { [JOB_LABEL]: job.id, [NODE_LABEL]: 'peer-x' },
+      Tty: false,
+      HostConfig: {
+        NanoCpus: 1_500_000_000,
+        Memory: 16 * MiB,
+        MemorySwap: 16 * MiB,
+        DeviceRequests: [{ Driver: 'nvidia', Count: 2, Capabilities: [['gpu']] }],
+      },
+    });
+    const unlimited = containerSpec(jobOf({ executor: 'docker', resources: { cpu: { cores: 0 }, memory: { size: 0 } } }), 'p');
+    expect(unlimited.Cmd).toBeUndefined();
+    expect(unlimited.HostConfig).toEqual({ NanoCpus: undefined, Memory: undefined, MemorySwap: undefined, DeviceRequests: undefined });
+  });
+});
+
+describe.skipIf(problem !== null)('docker executor', () => {
+  // A node id of its own: the cleanup below removes only this run's containers.
+  const nodeId = `test-${randomUUID()}`;
+  let dir: string;
+  let executor: DockerExecutor;
+  const dockerJob = (command: string[], memory = 64 * MiB) =>
+    jobOf({ executor: 'docker', image: IMAGE, command, resources: { cpu: { cores: 0.5 }, memory: { size: memory } } });
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'dms-docker-'));
+    executor = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs'), stopGraceSeconds: 1 });
+  });
+
+  afterAll(async () => {
+    const left = await docker.listContainers({ all: true, filters: { label: [`${NODE_LABEL}=${nodeId}`] } });
+    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('runs a container to exit 0 with stdout and stderr captured apart', async () => {
+    const job = dockerJob(['sh', '-c', 'echo out-1; echo err-1 >&2; echo out-2']);
+    const handle = await executor.start(job);
+    const info = await docker.getContainer(handle.id).inspect();
+    expect(info.Config.Labels).toMatchObject({ [JOB_LABEL]: job.id, [NODE_LABEL]: nodeId });
+    expect(info.HostConfig).toMatchObject({ NanoCpus: 500_000_000, Memory: 64 * MiB });
+
+    const result = await executor.wait(handle);
+    expect(result).toEqual({ exit_code: 0, oom_killed: false });
+    expect(outcome(result).status).toBe('completed');
+    const chunks = await collect(executor, handle);
+    expect(text(chunks, 'stdout')).toBe('out-1\nout-2\n');
+    expect(text(chunks, 'stderr')).toBe('err-1\n');
+    for (const c of chunks) expect(Date.parse(c.at)).toBeGreaterThan(Date.now() - 60_000);
+    expect(await executor.status(handle)).toEqual({ state: 'exited', result });
+    await executor.cleanup(handle);
+    expect(await executor.status(handle)).toEqual({ state: 'missing' });
+  });
+
+  it('follows output live until the container exits', async () => {
+    const handle = await executor.start(dockerJob(['sh', '-c', 'for i in 1 2 3; do echo line-$i; sleep 0.4; done']));
+    expect(await executor.status(handle)).toEqual({ state: 'running' });
+    const arrivals: number[] = [];
+    const chunks = [];
+    for await (const chunk of executor.logs(handle, { follow: true })) {
+      arrivals.push(Date.now());
+      chunks.push(chunk);
+    }
+    const ended = Date.now();
+    expect(text(chunks, 'stdout')).toBe('line-1\nline-2\nline-3\n');
+    expect(ended - arrivals[0]).toBeGreaterThan(600);
+    expect(await executor.wait(handle)).toEqual({ exit_code: 0, oom_killed: false });
+    await executor.cleanup(handle);
+  });
+
+  it('reports a non-zero exit code', async () => {
+    const handle = await executor.start(dockerJob(['sh', '-c', 'echo failing >&2; exit 3']));
+    const result = await executor.wait(handle);
+    expect(result).toEqual({ exit_code: 3, oom_killed: false });
+    expect(outcome(result)).toEqual({ status: 'failed', error: 'exited with code 3' });
+    expect(text(await collect(executor, handle), 'stderr')).toBe('failing\n');
+    await executor.cleanup(handle);
+  });
+
+  it('detects and names a kill for exceeding the memory limit', async () => {
+    // dd allocates its block size at once: a 64 MiB block in a 16 MiB container.
+    const handle = await executor.start(dockerJob(['dd', 'if=/dev/zero', 'of=/dev/null', 'bs=64M', 'count=1'], 16 * MiB));
+    const result = await executor.wait(handle);
+    expect(result).toEqual({ exit_code: 137, oom_killed: true, error: 'killed: out of memory (limit 16 MiB)' });
+    expect(outcome(result)).toEqual({ status: 'failed', error: 'killed: out of memory (limit 16 MiB)' });
+    await executor.cleanup(handle);
+  });
+
+  it('cancel stops and removes the container, and the result names the reason', async () => {
+    const handle = await executor.start(dockerJob(['sleep', '30']));
+    const began = Date.now();
+    await executor.cancel(handle, 'cancelled by user');
+    expect(Date.now() - began).toBeLessThan(5000);
+    const result = await executor.wait(handle);
+    expect(result.error).toBe('cancelled: cancelled by user');
+    expect(outcome(result)).toEqual({ status: 'failed', error: 'cancelled: cancelled by user' });
+    await expect(docker.getContainer(handle.id).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    expect(await executor.status(handle)).toEqual({ state: 'missing' });
+    await executor.cleanup(handle);
+  });
+
+  it('after a restart, reattaches a running container, reports a vanished one and leaves strangers alone', async () => {
+    const survivor = await executor.start(dockerJob(['sh', '-c', 'echo before; sleep 1.5; echo after']));
+    const vanished = await executor.start(dockerJob(['sleep', '30']));
+    const stranger = await executor.start(dockerJob(['true']));
+    await docker.getContainer(vanished.id).remove({ force: true });
+    const neverRan = randomUUID();
+
+    // A new process of the same node: it knows nothing but what the engine has.
+    const restarted = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-after-restart'), stopGraceSeconds: 1 });
+    const report = await restarted.reconcile([survivor.job_id, vanished.job_id, neverRan]);
+    expect(report.reattached).toEqual([{ handle: survivor, state: 'running' }]);
+    expect(report.missing).toEqual(
+      expect.arrayContaining([
+        { job_id: vanished.job_id, reason: 'its container no longer exists' },
+        { job_id: neverRan, reason: 'its container no longer exists' },
+      ]),
+    );
+    expect(report.missing).toHaveLength(2);
+    expect(report.orphans).toEqual([stranger]);
+
+    expect(await restarted.wait(survivor)).toEqual({ exit_code: 0, oom_killed: false });
+    // The log is whole, including what was printed before the restart.
+    expect(text(await collect(restarted, survivor), 'stdout')).toBe('before\nafter\n');
+    await restarted.cleanup(survivor);
+    await restarted.cleanup(stranger);
+    // Nothing left to stop: cancelling a vanished container is not an error.
+    await restarted.cancel(vanished, 'cancelled by user');
+    await executor.cleanup(vanished);
+  });
+
+  it('fails to start a command the image lacks, says why in the log and leaves no container', async () => {
+    const job = dockerJob(['no-such-program']);
+    await expect(executor.start(job)).rejects.toThrow(/could not start: .*no-such-program/);
+    const handle = { executor: 'docker', job_id: job.id, id: 'none' };
+    expect(text(await collect(executor, handle), 'stderr')).toMatch(/^\[dms\] job .* could not start/);
+    expect(await docker.listContainers({ all: true, filters: { label: [`${JOB_LABEL}=${job.id}`] } })).toEqual([]);
+  });
+
+  it('fails with a clear error naming an image that is neither present nor pullable', async () => {
+    const image = `dms-test/not-there-${randomUUID().slice(0, 8)}:latest`;
+    const progress: unknown[] = [];
+    const job = jobOf({ executor: 'docker', image, command: ['true'] });
+    const e = await executor.start(job, { onProgress: (p) => progress.push(p) }).catch((e: unknown) => e as Error);
+    expect(e).toBeInstanceOf(Error);
+    expect((e as Error).message).toContain(`image ${image} is not present and could not be pulled`);
+    const left = await docker.listContainers({ all: true, filters: { label: [`${JOB_LABEL}=${job.id}`] } });
+    expect(left).toEqual([]);
+  });
+});

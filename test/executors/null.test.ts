@@ -1,0 +1,126 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { NullExecutor } from '../../actors/executors/null.js';
+import { ExecutorRegistry } from '../../actors/executors/registry.js';
+import { outcome } from '../../actors/executors/types.js';
+import { DmsError } from '../../runtime/errors.js';
+import { collect, jobOf, text } from './helpers.js';
+
+let dir: string;
+let executor: NullExecutor;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'dms-null-'));
+  executor = new NullExecutor({ logsDir: dir });
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const nullJob = (environment: Record<string, string>) => jobOf({ executor: 'null', environment });
+
+describe('null executor', () => {
+  it('runs for the asked duration and completes with exit code 0', async () => {
+    const job = nullJob({ DMS_NULL_DURATION_MS: '200' });
+    const began = Date.now();
+    const handle = await executor.start(job);
+    expect(handle).toEqual({ executor: 'null', job_id: job.id, id: job.id });
+    expect(await executor.status(handle)).toEqual({ state: 'running' });
+    const result = await executor.wait(handle);
+    expect(Date.now() - began).toBeGreaterThanOrEqual(190);
+    expect(result).toEqual({ exit_code: 0, oom_killed: false });
+    expect(outcome(result)).toEqual({ status: 'completed', error: null });
+    expect(await executor.status(handle)).toEqual({ state: 'exited', result });
+  });
+
+  it('ends with the asked exit code', async () => {
+    const handle = await executor.start(nullJob({ DMS_NULL_EXIT_CODE: '3' }));
+    const result = await executor.wait(handle);
+    expect(result).toEqual({ exit_code: 3, oom_killed: false });
+    expect(outcome(result)).toEqual({ status: 'failed', error: 'exited with code 3' });
+  });
+
+  it('can end as killed for memory', async () => {
+    const result = await executor.wait(await executor.start(nullJob({ DMS_NULL_OOM: '1' })));
+    expect(result).toMatchObject({ exit_code: 137, oom_killed: true });
+    expect(outcome(result).error).toContain('out of memory');
+  });
+
+  it('streams its output while running, stdout and stderr apart, and ends the stream with the run', async () => {
+    const handle = await executor.start(
+      nullJob({ DMS_NULL_DURATION_MS: '300', DMS_NULL_STDOUT: 'one\ntwo\n', DMS_NULL_STDERR: 'oops' }),
+    );
+    const arrivals: number[] = [];
+    const chunks = [];
+    for await (const chunk of executor.logs(handle, { follow: true })) {
+      arrivals.push(Date.now());
+      chunks.push(chunk);
+    }
+    const ended = Date.now();
+    expect(text(chunks, 'stdout')).toBe('one\ntwo\n');
+    expect(text(chunks, 'stderr')).toBe('oops\n');
+    expect(chunks.map((c) => c.stream)).toEqual(['stdout', 'stdout', 'stderr']);
+    // Followed live: the first line came well before the run's end.
+    expect(ended - arrivals[0]).toBeGreaterThan(150);
+    expect(await collect(executor, handle)).toEqual(chunks);
+  });
+
+  it('stops a following reader when its signal aborts', async () => {
+    const handle = await executor.start(nullJob({ DMS_NULL_DURATION_MS: '5000', DMS_NULL_STDOUT: 'first' }));
+    const controller = new AbortController();
+    const seen = [];
+    const began = Date.now();
+    setTimeout(() => controller.abort(), 100);
+    for await (const chunk of executor.logs(handle, { follow: true, signal: controller.signal })) seen.push(chunk.data);
+    expect(seen).toEqual(['first\n']);
+    expect(Date.now() - began).toBeLessThan(2000);
+    await executor.cleanup(handle);
+  });
+
+  it('cancels a run at once, naming the reason', async () => {
+    const handle = await executor.start(nullJob({ DMS_NULL_DURATION_MS: '10000' }));
+    const began = Date.now();
+    await executor.cancel(handle, 'cancelled by user');
+    const result = await executor.wait(handle);
+    expect(Date.now() - began).toBeLessThan(1000);
+    expect(result).toEqual({ exit_code: 143, oom_killed: false, error: 'cancelled: cancelled by user' });
+    await executor.cleanup(handle);
+    expect(await executor.status(handle)).toEqual({ state: 'missing' });
+    await expect(executor.wait(handle)).rejects.toMatchObject({ kind: 'not_found' });
+    // Nothing left to stop: cancelling it again is not an error.
+    await executor.cancel(handle, 'again');
+  });
+
+  it('fails to start when told to, and rejects malformed options', async () => {
+    await expect(executor.start(nullJob({ DMS_NULL_START_ERROR: 'image gone' }))).rejects.toThrow('image gone');
+    const e = await executor.start(nullJob({ DMS_NULL_EXIT_CODE: 'three' })).catch((e: unknown) => e);
+    expect(e).toBeInstanceOf(DmsError);
+    expect((e as DmsError).kind).toBe('invalid');
+    expect((e as DmsError).message).toContain('DMS_NULL_EXIT_CODE');
+  });
+
+  it('reports every known job missing after a restart', async () => {
+    const running = await executor.start(nullJob({ DMS_NULL_DURATION_MS: '10000' }));
+    const restarted = new NullExecutor({ logsDir: dir });
+    const report = await restarted.reconcile([running.job_id]);
+    expect(report.reattached).toEqual([]);
+    expect(report.missing).toEqual([{ job_id: running.job_id, reason: expect.stringContaining('restart') }]);
+    expect((await executor.reconcile([running.job_id])).missing).toEqual([]);
+    await executor.cleanup(running);
+  });
+});
+
+describe('executor registry', () => {
+  it('finds executors by name and refuses a second one with the same name', () => {
+    const registry = new ExecutorRegistry();
+    registry.register(executor);
+    expect(registry.get('null')).toBe(executor);
+    expect(registry.has('docker')).toBe(false);
+    expect(registry.names()).toEqual(['null']);
+    expect(registry.all()).toEqual([executor]);
+    expect(() => registry.register(new NullExecutor({ logsDir: dir }))).toThrow(/already registered/);
+    expect(() => registry.get('docker')).toThrow('no executor named "docker" (available: null)');
+  });
+});

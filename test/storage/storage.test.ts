@@ -1,0 +1,202 @@
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MikroORM } from '@mikro-orm/sqlite';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { JobSpecInput } from '../../behaviors/jobs/schema.js';
+import { DmsError } from '../../runtime/errors.js';
+import { storageConfig } from '../../storage/config.js';
+import { openStorage, type Storage } from '../../storage/index.js';
+
+const spec: JobSpecInput = {
+  name: 'hello',
+  image: 'dms-test/busybox:latest',
+  command: ['echo', 'hi'],
+  environment: { GREETING: 'hi' },
+  resources: { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 } },
+};
+
+let dir: string;
+let path: string;
+let storage: Storage;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'dms-storage-'));
+  path = join(dir, 'nested', 'dms.db');
+  storage = await openStorage(path);
+});
+
+afterEach(async () => {
+  await storage.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function rejection(p: Promise<unknown>): Promise<DmsError> {
+  const e = await p.then(
+    () => expect.fail('expected a rejection'),
+    (e: unknown) => e,
+  );
+  expect(e).toBeInstanceOf(DmsError);
+  return e as DmsError;
+}
+
+describe('jobs', () => {
+  it('creates a pending job with defaults applied and reads it back after reopening', async () => {
+    const job = await storage.jobs.create(spec);
+    expect(job).toMatchObject({
+      name: 'hello',
+      command: ['echo', 'hi'],
+      environment: { GREETING: 'hi' },
+      resources: { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 }, storage: { size: 0 } },
+      executor: 'docker',
+      status: 'pending',
+      node: null,
+      exit_code: null,
+      error: null,
+      timeout_s: null,
+      container_id: null,
+    });
+    expect(job.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(job.created_at).toBe(job.updated_at);
+
+    await storage.close();
+    storage = await openStorage(path);
+    expect(await storage.jobs.get(job.id)).toEqual(job);
+    expect(await storage.events.listFor(job.id)).toMatchObject([{ from_status: null, to_status: 'pending', reason: 'submitted' }]);
+  });
+
+  it('keeps a given id and refuses a spec with a bad field, naming it', async () => {
+    const id = '0b6f8f3e-6c55-4b43-9d0a-6f7e2d4b7a10';
+    expect((await storage.jobs.create(spec, { id, node: 'peer-1' })).id).toBe(id);
+    const e = await rejection(storage.jobs.create({ ...spec, resources: { cpu: { cores: -1 }, memory: { size: 1 } } }));
+    expect(e.kind).toBe('invalid');
+    expect(e.message).toContain('resources.cpu.cores');
+    expect((await rejection(storage.jobs.create(spec, { id: '../etc' }))).kind).toBe('invalid');
+  });
+
+  it('records every change as an event in the same transaction', async () => {
+    const job = await storage.jobs.create(spec, { pending_reason: 'waiting for bids' });
+    expect(job.pending_reason).toBe('waiting for bids');
+    const running = await storage.jobs.update(job.id, { status: 'running', reason: 'started', container_id: 'c1', node: 'peer-1' });
+    expect(running).toMatchObject({ status: 'running', container_id: 'c1', node: 'peer-1', pending_reason: null });
+    const done = await storage.jobs.update(job.id, { status: 'completed', reason: 'exited 0', exit_code: 0 });
+    expect(done).toMatchObject({ status: 'completed', exit_code: 0, error: null });
+    expect(Date.parse(done.updated_at)).toBeGreaterThanOrEqual(Date.parse(job.updated_at));
+
+    const events = await storage.events.listFor(job.id);
+    expect(events.map((e) => [e.from_status, e.to_status, e.reason])).toEqual([
+      [null, 'pending', 'submitted'],
+      ['pending', 'running', 'started'],
+      ['running', 'completed', 'exited 0'],
+    ]);
+  });
+
+  it('refuses transitions the job model forbids and leaves the job and its history untouched', async () => {
+    const job = await storage.jobs.create(spec);
+    expect((await rejection(storage.jobs.update(job.id, { status: 'completed', reason: 'skipped running' }))).kind).toBe('conflict');
+    await storage.jobs.update(job.id, { status: 'failed', reason: 'cancelled by user' });
+    const e = await rejection(storage.jobs.update(job.id, { status: 'running', reason: 'late start' }));
+    expect(e.kind).toBe('conflict');
+    expect(e.message).toContain('failed');
+    expect(await storage.jobs.get(job.id)).toMatchObject({ status: 'failed', error: 'cancelled by user' });
+    expect(await storage.events.listFor(job.id)).toHaveLength(2);
+    expect((await rejection(storage.jobs.update('00000000-0000-4000-8000-000000000000', { reason: 'x' }))).kind).toBe('not_found');
+  });
+
+  it('keeps an explicit error over the reason and notes changes that keep the status', async () => {
+    const job = await storage.jobs.create(spec);
+    await storage.jobs.update(job.id, { reason: 'no node has 64 GiB', pending_reason: 'no node has 64 GiB' });
+    expect((await storage.jobs.get(job.id))?.pending_reason).toBe('no node has 64 GiB');
+    await storage.jobs.update(job.id, { status: 'running', reason: 'started' });
+    const failed = await storage.jobs.update(job.id, { status: 'failed', reason: 'exited', exit_code: 3, error: 'exited with code 3' });
+    expect(failed).toMatchObject({ exit_code: 3, error: 'exited with code 3' });
+    expect((await storage.events.listFor(job.id)).map((e) => e.to_status)).toEqual(['pending', 'pending', 'running', 'failed']);
+  });
+
+  it('lists by status in submission order with paging, and counts', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push((await storage.jobs.create({ ...spec, name: `job-${i}` })).id);
+    await storage.jobs.update(ids[1], { status: 'running', reason: 'r' });
+    await storage.jobs.update(ids[3], { status: 'running', reason: 'r' });
+    await storage.jobs.update(ids[4], { status: 'failed', reason: 'f' });
+
+    expect((await storage.jobs.list()).map((j) => j.name)).toEqual(['job-0', 'job-1', 'job-2', 'job-3', 'job-4']);
+    expect((await storage.jobs.list({ status: 'running' })).map((j) => j.id)).toEqual([ids[1], ids[3]]);
+    expect((await storage.jobs.list({ status: ['pending', 'failed'] })).map((j) => j.id)).toEqual([ids[0], ids[2], ids[4]]);
+    expect((await storage.jobs.list({ limit: 2, offset: 2 })).map((j) => j.name)).toEqual(['job-2', 'job-3']);
+    expect(await storage.jobs.count()).toBe(5);
+    expect(await storage.jobs.count({ status: 'running' })).toBe(2);
+    expect(await storage.jobs.count({ executor: 'null' })).toBe(0);
+    expect(await storage.jobs.get('00000000-0000-4000-8000-000000000000')).toBeNull();
+  });
+
+  it('serialises concurrent writers: of two racing final transitions exactly one wins', async () => {
+    const jobs = await Promise.all(Array.from({ length: 20 }, (_, i) => storage.jobs.create({ ...spec, name: `c-${i}` })));
+    await Promise.all(jobs.map((j) => storage.jobs.update(j.id, { status: 'running', reason: 'started' })));
+    const race = await Promise.allSettled(
+      jobs.flatMap((j) => [
+        storage.jobs.update(j.id, { status: 'completed', reason: 'exited', exit_code: 0 }),
+        storage.jobs.update(j.id, { status: 'failed', reason: 'cancelled by user' }),
+      ]),
+    );
+    expect(race.filter((r) => r.status === 'fulfilled')).toHaveLength(20);
+    for (const r of race) if (r.status === 'rejected') expect((r.reason as DmsError).kind).toBe('conflict');
+    for (const j of jobs) expect(await storage.events.listFor(j.id)).toHaveLength(3);
+    expect(await storage.jobs.count({ status: 'running' })).toBe(0);
+  });
+
+  it('writes through a WAL journal', async () => {
+    await storage.jobs.create(spec);
+    expect(existsSync(`${path}-wal`)).toBe(true);
+  });
+});
+
+describe('allocations', () => {
+  it('creates, lists and releases; a second release keeps the first time', async () => {
+    const job = await storage.jobs.create(spec);
+    const a = await storage.allocations.create({ resources: { cpu: { cores: 1 }, memory: { size: 1024 } }, job_id: job.id });
+    const b = await storage.allocations.create({ resources: { cpu: { cores: 2 }, memory: { size: 2048 }, storage: { size: 10 } } });
+    expect(a).toMatchObject({ job_id: job.id, released_at: null, resources: { storage: { size: 0 } } });
+    expect(b.job_id).toBeNull();
+    expect((await storage.allocations.list({ active: true })).map((x) => x.id)).toEqual([a.id, b.id]);
+
+    const released = await storage.allocations.release(b.id);
+    expect(released.released_at).not.toBeNull();
+    expect((await storage.allocations.release(b.id)).released_at).toBe(released.released_at);
+    expect((await storage.allocations.list({ active: false })).map((x) => x.id)).toEqual([b.id]);
+
+    expect((await storage.allocations.releaseForJob(job.id)).map((x) => x.id)).toEqual([a.id]);
+    expect(await storage.allocations.releaseForJob(job.id)).toEqual([]);
+    expect(await storage.allocations.list({ active: true })).toEqual([]);
+    expect(await storage.allocations.list({ job_id: job.id })).toHaveLength(1);
+    expect((await storage.allocations.get(a.id))?.released_at).not.toBeNull();
+    expect((await rejection(storage.allocations.release('00000000-0000-4000-8000-000000000000'))).kind).toBe('not_found');
+    expect((await rejection(storage.allocations.create({ resources: { cpu: { cores: 1 } } } as never))).kind).toBe('invalid');
+  });
+});
+
+describe('device settings', () => {
+  it('starts empty, merges updates and persists them', async () => {
+    expect(await storage.device.get()).toBeNull();
+    expect(await storage.device.put({ name: 'edge-1' })).toEqual({ name: 'edge-1', location: {}, onboarded: null });
+    const onboarded = { cpu: { cores: 2 }, memory: { size: 4 * 1024 ** 3 }, storage: { size: 10 ** 10 } };
+    await storage.device.put({ location: { region: 'eu', country: 'DE', city: 'Berlin' }, onboarded });
+    await storage.close();
+    storage = await openStorage(path);
+    expect(await storage.device.get()).toEqual({ name: 'edge-1', location: { region: 'eu', country: 'DE', city: 'Berlin' }, onboarded });
+    expect((await rejection(storage.device.put({ location: { planet: 'mars' } } as never))).kind).toBe('invalid');
+  });
+});
+
+describe('schema', () => {
+  it('the migrations build exactly the schema the entities describe', async () => {
+    const orm = await MikroORM.init(storageConfig(path));
+    try {
+      expect(await orm.getMigrator().getPendingMigrations()).toEqual([]);
+      expect((await orm.schema.getUpdateSchemaSQL({ wrap: false })).trim()).toBe('');
+    } finally {
+      await orm.close(true);
+    }
+  });
+});
