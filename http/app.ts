@@ -5,6 +5,7 @@ import type { ActorSystem } from '../runtime/system.js';
 import type { HttpActor } from './actor.js';
 import { JsonBody, toWebResponse } from './errors.js';
 import { actorRoutes } from './routes/actor.js';
+import { devRoutes } from './routes/dev.js';
 import { systemRoutes } from './routes/system.js';
 import type { RouteModule } from './routes/types.js';
 
@@ -43,6 +44,6 @@ export function createApp(opts: AppOptions): H3 {
   });
 
   const ctx = { app, config, system: opts.system, http: opts.http, log };
-  for (const mod of [systemRoutes, actorRoutes, ...(opts.routes ?? [])]) mod(ctx);
+  for (const mod of [systemRoutes, actorRoutes, devRoutes, ...(opts.routes ?? [])]) mod(ctx);
   return app;
 }
