@@ -9,6 +9,7 @@ import { allowsUnsigned, type Config, isLoopback } from '../runtime/config.js';
 import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ActorSystem } from '../runtime/system.js';
+import { Libp2pTransport } from '../runtime/network/transport.js';
 import { loadPlugins } from './plugins.js';
 
 export interface NodeOptions {
@@ -45,6 +46,20 @@ export class DmsNode {
       mailbox: { capacity: config.actor.mailbox_capacity, concurrency: config.actor.mailbox_concurrency },
       replayCapacity: config.actor.replay_capacity,
     });
+    if (config.network.enabled) {
+      const net = config.network;
+      // The network comes up before the actors so their topic subscriptions reach gossipsub.
+      const transport = await Libp2pTransport.create({
+        keyPair: keys.node,
+        listen: net.ListenAddresses,
+        bootstrap: net.BootstrapPeers,
+        protocolId: net.ProtocolID,
+        enableMdns: net.EnableMDNS,
+        maxEnvelopeBytes: net.MaxEnvelopeBytes,
+        log,
+      });
+      system.attachTransport(transport);
+    }
     spawnRootActor(system);
     try {
       const plugins = await loadPlugins(system, config.plugins.modules, opts.home);
@@ -85,6 +100,7 @@ export class DmsNode {
       url: this.http.url,
       did: this.system.key.did,
       peer_id: this.system.host,
+      addrs: this.system.network?.addrs() ?? [],
       started_at: new Date().toISOString(),
     };
     const tmp = join(paths.root, `.node.json.${process.pid}`);

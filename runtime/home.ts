@@ -87,6 +87,8 @@ export interface RuntimeInfo {
   url: string;
   did: string;
   peer_id: string;
+  /** libp2p multiaddrs, each ending in /p2p/<peer_id>; empty when the network is off. */
+  addrs: string[];
   started_at: string;
 }
 

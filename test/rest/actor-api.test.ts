@@ -296,10 +296,17 @@ describe('limits and transport', () => {
     expect(res.json.error).toMatch(/larger than the limit/);
   });
 
-  it('answers 500 for a remote host while the network is off', async () => {
-    const res = await post(api('send'), wire(newCaller(), { to: rootOf('12D3KooWQK1wnefoLrcVHbbnf5tLzbopUd3K3bFAoJpA7YJgL5pV'), be: '/public/hello' }));
-    expect([500]).toContain(res.status);
-    expect(res.json.error).toBeTruthy();
+  it('answers 500 naming the peer for a well-formed peer id this node cannot reach', async () => {
+    const host = '12D3KooWQK1wnefoLrcVHbbnf5tLzbopUd3K3bFAoJpA7YJgL5pV';
+    const res = await post(api('send'), wire(newCaller(), { to: rootOf(host), be: '/public/hello' }));
+    expect(res.status).toBe(500);
+    expect(res.json.error).toMatch(new RegExp(`cannot reach (host|peer) ${host}`));
+  });
+
+  it('answers 400 for a destination host that is not a peer id', async () => {
+    const res = await post(api('send'), wire(newCaller(), { to: rootOf('not-a-peer'), be: '/public/hello' }));
+    expect(res.status).toBe(400);
+    expect(res.json.error).toMatch(/to.addr.host 'not-a-peer' is not a peer id/);
   });
 });
 
