@@ -94,13 +94,6 @@ export const DEFAULT_BROADCAST_TTL_MS = 5_000;
 /** Extra HTTP time past `opt.exp`, so the node's own 408 (with its text) arrives before we give up. */
 const HTTP_GRACE_MS = 5_000;
 
-/**
- * nextNonce is unique within a process but millisecond-grained, so two processes signing as one
- * key (two `dms actor` commands run together under the operator key) could pick the same nonce
- * and the node would refuse the second as a replay. A per-process random offset below 1 ms keeps
- * nonces time-ordered and makes such collisions vanishingly unlikely.
- */
-const NONCE_SALT = BigInt(globalThis.crypto.getRandomValues(new Uint32Array(1))[0] % 1_000_000);
 
 const REPLY_PREFIX = '/private/reply';
 const BROADCAST_PREFIX = '/private/broadcast';
@@ -244,7 +237,7 @@ export class DmsClient {
     defaultTtlMs: number,
     contPrefix?: string,
   ): Promise<Envelope> {
-    const nonce = nextNonce() + NONCE_SALT;
+    const nonce = nextNonce();
     const env: Envelope = {
       to,
       be,

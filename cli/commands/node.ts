@@ -4,7 +4,6 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { type Command, Option } from 'commander';
-import { DmsNode } from '../../daemon/node.js';
 import { loadConfig } from '../../runtime/config.js';
 import { homePaths, initHome } from '../../runtime/home.js';
 import { createLogger } from '../../runtime/log.js';
@@ -72,6 +71,8 @@ export function registerNodeCommands(program: Command): void {
         },
       });
       const log = createLogger(config.general.log_level);
+      // Loaded here so every other command starts without the node's whole dependency tree.
+      const { DmsNode } = await import('../../daemon/node.js');
       const node = await DmsNode.start({ home, config, log });
       let stopping = false;
       const shutdown = (signal: string) => {
