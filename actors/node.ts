@@ -7,8 +7,6 @@ import {
   HELLO_TOPIC,
   type HelloReply,
   NodeBehaviors,
-  type PeerListReply,
-  type PeerSelfReply,
   type StatusReply,
 } from '../behaviors/node.js';
 
@@ -22,7 +20,7 @@ const VERSION: string = (() => {
   }
 })();
 
-/** The node's root actor (inbox `root`): identity, health and the peer view of this node. */
+/** The node's root actor (inbox `root`): identity and health; discovery adds the peer view. */
 export function spawnRootActor(system: ActorSystem): Actor {
   const startedAt = Date.now();
   const hello = (): HelloReply => ({ did: system.key.did });
@@ -46,16 +44,7 @@ export function spawnRootActor(system: ActorSystem): Actor {
         }),
       }),
       defineBehavior({ name: NodeBehaviors.broadcastHello, payload: EmptyPayload, handle: hello }),
-      defineBehavior({
-        name: NodeBehaviors.peersSelf,
-        payload: EmptyPayload,
-        handle: (): PeerSelfReply => ({ id: system.host, addrs: system.network?.addrs() ?? [] }),
-      }),
-      defineBehavior({
-        name: NodeBehaviors.peersList,
-        payload: EmptyPayload,
-        handle: (): PeerListReply => ({ peers: system.network?.peers() ?? [] }),
-      }),
+      // The /dms/node/peers/* behaviors are the discovery actor's, which adds them here too.
     ],
   });
 }

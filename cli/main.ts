@@ -4,6 +4,7 @@ import { Command, CommanderError } from 'commander';
 import { registerActorCommands } from './commands/actor.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerNodeCommands } from './commands/node.js';
+import { registerPeersCommands } from './commands/peers.js';
 import { describeError } from './context.js';
 
 const program = new Command('dms')
@@ -17,6 +18,7 @@ const program = new Command('dms')
 registerNodeCommands(program);
 registerConfigCommands(program);
 registerActorCommands(program);
+registerPeersCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -1,6 +1,7 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnRootActor, ROOT_INBOX } from '../actors/node.js';
+import { spawnDiscoveryActor } from '../actors/discovery.js';
 import { HttpActor, HTTP_INBOX } from '../http/actor.js';
 import { createApp } from '../http/app.js';
 import type { RouteModule } from '../http/routes/types.js';
@@ -46,10 +47,11 @@ export class DmsNode {
       mailbox: { capacity: config.actor.mailbox_capacity, concurrency: config.actor.mailbox_concurrency },
       replayCapacity: config.actor.replay_capacity,
     });
+    let transport: Libp2pTransport | undefined;
     if (config.network.enabled) {
       const net = config.network;
       // The network comes up before the actors so their topic subscriptions reach gossipsub.
-      const transport = await Libp2pTransport.create({
+      transport = await Libp2pTransport.create({
         keyPair: keys.node,
         listen: net.ListenAddresses,
         bootstrap: net.BootstrapPeers,
@@ -60,7 +62,8 @@ export class DmsNode {
       });
       system.attachTransport(transport);
     }
-    spawnRootActor(system);
+    const root = spawnRootActor(system);
+    spawnDiscoveryActor(system, { network: transport, bootstrap: config.network.BootstrapPeers, aliases: [root] });
     try {
       const plugins = await loadPlugins(system, config.plugins.modules, opts.home);
       if (plugins.length) log.info({ plugins: plugins.map((p) => p.name) }, 'plugins loaded');

@@ -1,0 +1,88 @@
+import { existsSync } from 'node:fs';
+import type { Command } from 'commander';
+import type * as z from 'zod';
+import { DmsClient } from '../../client/client.js';
+import { ClientError } from '../../client/errors.js';
+import { ConnectReply, DiscoveryBehaviors, PeerListReply, PeerSelfReply, PingReply } from '../../behaviors/discovery.js';
+import { homePaths, readKey } from '../../runtime/home.js';
+import { CliError, homeOf, nodeUrl, output } from '../context.js';
+
+const DEFAULT_TIMEOUT_S = 30;
+const MAX_TIMEOUT_S = 3_600;
+
+interface TimeoutOption {
+  timeout?: number;
+}
+
+/** `dms peers …`: the discovery actor's behaviors on this home's node, signed by the operator key. */
+export function registerPeersCommands(program: Command): void {
+  const peers = program.command('peers').description("the node's view of the network: its peers, its own addresses, ping and connect");
+
+  peers
+    .command('list')
+    .description('list the peers connected now, with the DID each gave in the hello exchange')
+    .option('--timeout <seconds>', `seconds to wait for the node (default ${DEFAULT_TIMEOUT_S})`, parseSeconds)
+    .action(async (opts: TimeoutOption, cmd: Command) => {
+      const list = await ask(cmd, DiscoveryBehaviors.peersList, {}, PeerListReply, opts);
+      const lines = list.peers.map((p) => `${p}  ${list.dids[p] ?? '(no hello answer yet)'}`);
+      output(cmd, list, lines.length ? lines.join('\n') : 'no peers connected');
+    });
+
+  peers
+    .command('self')
+    .description("print this node's peer id, DID and listen addresses")
+    .option('--timeout <seconds>', `seconds to wait for the node (default ${DEFAULT_TIMEOUT_S})`, parseSeconds)
+    .action(async (opts: TimeoutOption, cmd: Command) => {
+      const self = await ask(cmd, DiscoveryBehaviors.peersSelf, {}, PeerSelfReply, opts);
+      const addrs = self.addrs.length ? self.addrs.map((a) => `  ${a}`).join('\n') : '  (none: the network is off)';
+      output(cmd, self, `peer id: ${self.id}\ndid:     ${self.did}\naddrs:\n${addrs}`);
+    });
+
+  peers
+    .command('ping')
+    .description('measure the round trip to a peer (dialling it if needed)')
+    .argument('<peer-id>', 'libp2p peer id of the peer, 12D3KooW…')
+    .option('--timeout <seconds>', `seconds to wait for the answer (default ${DEFAULT_TIMEOUT_S})`, parseSeconds)
+    .action(async (peer: string, opts: TimeoutOption, cmd: Command) => {
+      const { rtt_ms } = await ask(cmd, DiscoveryBehaviors.peersPing, { host: peer }, PingReply, opts);
+      output(cmd, { peer, rtt_ms }, `${peer}: ${rtt_ms} ms`);
+    });
+
+  peers
+    .command('connect')
+    .description('dial a peer by multiaddr')
+    .argument('<multiaddr>', 'address of the peer, e.g. /ip4/10.0.0.2/tcp/9000/p2p/12D3KooW…')
+    .option('--timeout <seconds>', `seconds to wait for the answer (default ${DEFAULT_TIMEOUT_S})`, parseSeconds)
+    .action(async (address: string, opts: TimeoutOption, cmd: Command) => {
+      const { peer } = await ask(cmd, DiscoveryBehaviors.peersConnect, { address }, ConnectReply, opts);
+      output(cmd, { peer }, `connected to ${peer}`);
+    });
+}
+
+/** Invokes a discovery behavior on the node's root actor and checks the reply's shape. */
+async function ask<S extends z.ZodType>(cmd: Command, be: string, payload: unknown, schema: S, opts: TimeoutOption): Promise<z.infer<S>> {
+  const home = homeOf(cmd);
+  const keyPath = homePaths(home).operatorKey;
+  if (!existsSync(keyPath)) throw new CliError(`no operator key at ${keyPath}; run \`dms init\` to create the home's keys`);
+  const client = new DmsClient({ url: nodeUrl(cmd), key: readKey(keyPath) });
+  let payloadOut: unknown;
+  try {
+    payloadOut = (await client.invoke<unknown>('root', be, payload, { ttlMs: (opts.timeout ?? DEFAULT_TIMEOUT_S) * 1000 })).payload;
+  } catch (e) {
+    if (!(e instanceof ClientError)) throw e;
+    if (e.kind === 'unreachable') throw new CliError(`${e.message}; is the node running? start it with \`dms start\``);
+    if (e.kind === 'reply') throw new CliError(e.nodeError ?? e.message);
+    throw new CliError(e.message);
+  }
+  const parsed = schema.safeParse(payloadOut);
+  if (!parsed.success) throw new CliError(`the node's answer to ${be} is not what this dms expects: ${parsed.error.message}`);
+  return parsed.data;
+}
+
+function parseSeconds(text: string): number {
+  const s = Number(text);
+  if (!/^\d+(\.\d+)?$/.test(text.trim()) || !(s > 0) || s > MAX_TIMEOUT_S) {
+    throw new CliError(`--timeout: '${text}' is not a number of seconds (above 0, at most ${MAX_TIMEOUT_S})`);
+  }
+  return s;
+}

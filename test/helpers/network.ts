@@ -1,0 +1,161 @@
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { errorText } from '../../runtime/errors.js';
+import { type NodeProcess, removeHome, type StartOptions, startNode } from './node.js';
+
+/**
+ * Helpers for tests that run several real node processes on loopback: start a small network
+ * bootstrapped to its first node, poll for conditions instead of sleeping, and watch a node's
+ * dev event stream.
+ */
+
+/** The first listen multiaddr a running node recorded in its node.json (ends in /p2p/<id>). */
+export function listenAddr(node: Pick<NodeProcess, 'home'>): string {
+  const info = JSON.parse(readFileSync(join(node.home, 'node.json'), 'utf8')) as { addrs?: string[] };
+  const addr = info.addrs?.[0];
+  if (!addr) throw new Error(`node at ${node.home} recorded no listen address`);
+  return addr;
+}
+
+/** A TCP port free right now on 127.0.0.1, for a node that must come back on the same address. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+export interface ClusterOptions {
+  /** Extra start options for node i (0-based), merged over the cluster's own. */
+  node?: (i: number) => StartOptions;
+  /** Environment for every node. */
+  env?: Record<string, string>;
+}
+
+/**
+ * Starts `n` nodes: the first alone, the others together, bootstrapped to the first through
+ * DMS_NETWORK_BOOTSTRAP_PEERS (the way an operator would join a network).
+ */
+export async function startCluster(n: number, opts: ClusterOptions = {}): Promise<NodeProcess[]> {
+  const options = (i: number, extraEnv: Record<string, string> = {}): StartOptions => {
+    const own = opts.node?.(i) ?? {};
+    return { timeoutMs: 45_000, ...own, env: { ...opts.env, ...extraEnv, ...own.env } };
+  };
+  const first = await startNode(options(0));
+  const started: NodeProcess[] = [first];
+  try {
+    const bootstrap = { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(first) };
+    const rest = await Promise.allSettled(Array.from({ length: n - 1 }, (_, i) => startNode(options(i + 1, bootstrap))));
+    for (const r of rest) if (r.status === 'fulfilled') started.push(r.value);
+    const failed = rest.find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    return started;
+  } catch (e) {
+    await stopCluster(started);
+    throw e;
+  }
+}
+
+/** Stops every node still running and removes their homes. */
+export async function stopCluster(nodes: (NodeProcess | undefined)[]): Promise<void> {
+  await Promise.all(nodes.map((n) => n?.stop()));
+  for (const n of nodes) if (n) removeHome(n.home);
+}
+
+export interface PollOptions {
+  timeoutMs?: number;
+  intervalMs?: number;
+}
+
+/**
+ * Calls `check` until it returns a value other than undefined/false, and returns that value.
+ * A throw counts as "not yet"; the last reason is in the timeout error, so a failure says why.
+ */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, opts: PollOptions = {}): Promise<T> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+  let last = 'never checked';
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+      last = `got ${String(value)}`;
+    } catch (e) {
+      last = errorText(e);
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${last})`);
+    await sleep(opts.intervalMs ?? 200);
+  }
+}
+
+/** One event of a node's dev stream (`GET /api/v1/dev/events`, debug mode). */
+export interface DevEvent {
+  type: string;
+  actor?: string;
+  reason?: string;
+  origin?: string;
+  envelope?: { be: string; nonce: string; from: { addr?: { host?: string; inbox?: string } }; to: { addr?: { host?: string; inbox?: string } } };
+}
+
+/**
+ * Follows a debug-mode node's dev event stream and keeps every event, so a test can wait for
+ * proof that something happened (a delivery, a dead letter) rather than for time to pass.
+ */
+export class DevEvents {
+  readonly events: DevEvent[] = [];
+  private readonly abort = new AbortController();
+
+  private constructor() {}
+
+  /** Resolves once the node has the subscription open, so no later event is missed. */
+  static async open(url: string, types: string[]): Promise<DevEvents> {
+    const watch = new DevEvents();
+    const res = await fetch(`${url}/api/v1/dev/events?type=${types.join(',')}`, { signal: watch.abort.signal });
+    if (res.status !== 200 || !res.body) throw new Error(`dev events: HTTP ${res.status} ${await res.text()}`);
+    const reader = res.body.getReader();
+    // The node writes a comment as soon as it has subscribed; events published after it reach us.
+    const first = await reader.read();
+    if (first.done) throw new Error('dev events: stream closed at once');
+    void watch.pump(reader, new TextDecoder().decode(first.value));
+    return watch;
+  }
+
+  private async pump(reader: ReadableStreamDefaultReader<Uint8Array>, initial: string): Promise<void> {
+    const decoder = new TextDecoder();
+    let buffer = initial;
+    try {
+      for (;;) {
+        let end: number;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const data = block
+            .split('\n')
+            .filter((l) => l.startsWith('data:'))
+            .map((l) => l.slice(5).trimStart())
+            .join('\n');
+          if (data) this.events.push(JSON.parse(data) as DevEvent);
+        }
+        const { value, done } = await reader.read();
+        if (done) return;
+        buffer += decoder.decode(value, { stream: true });
+      }
+    } catch {
+      // Closed by close() or by the node going away: the events so far stay readable.
+    }
+  }
+
+  find(pred: (e: DevEvent) => boolean): DevEvent | undefined {
+    return this.events.find(pred);
+  }
+
+  waitFor(what: string, pred: (e: DevEvent) => boolean, timeoutMs = 20_000): Promise<DevEvent> {
+    return waitFor(what, () => this.find(pred), { timeoutMs, intervalMs: 50 });
+  }
+
+  close(): void {
+    this.abort.abort();
+  }
+}

@@ -1,0 +1,239 @@
+import { multiaddr } from '@multiformats/multiaddr';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DmsClient } from '../../client/client.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { signEnvelopeSync, verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { encodeFrame } from '../../runtime/network/frames.js';
+import { ACTOR_PROTOCOL, Libp2pTransport } from '../../runtime/network/transport.js';
+import { silentLogger } from '../../runtime/log.js';
+import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
+import { decodePayload, encodeEnvelope, encodePayload, type Envelope, envelopeFromJson, parseEnvelope, parseJsonLossless } from '../../runtime/wire/envelope.js';
+import { envelope, newCaller, post, rootOf } from '../helpers/envelopes.js';
+import { DevEvents, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { type NodeProcess, runCli } from '../helpers/node.js';
+
+// Three real nodes on loopback; 2 and 3 join through 1. Debug mode opens the dev event
+// stream, which is how these tests see deliveries and dead letters on a remote node.
+let nodes: NodeProcess[] = [];
+let n1: NodeProcess;
+let n3: NodeProcess;
+
+beforeAll(async () => {
+  nodes = await startCluster(3, { env: { DMS_DEBUG: 'true' } });
+  [n1, , n3] = nodes;
+});
+afterAll(() => stopCluster(nodes));
+
+const api = (node: NodeProcess, path: string) => `${node.url}/api/v1/actor/${path}`;
+const others = (node: NodeProcess) => nodes.filter((n) => n !== node);
+
+/** Invokes a root behavior of `node` through its own REST interface (unsigned: loopback is trusted). */
+const ask = <T>(node: NodeProcess, be: string, payload: unknown = {}) =>
+  new DmsClient({ url: node.url, timeoutMs: 10_000 }).invoke<T>('root', be, payload, { raw: true });
+
+interface PeerList {
+  peers: string[];
+  dids: Record<string, string>;
+}
+
+describe('discovery across three nodes', () => {
+  it('every node lists the other two, with the DID each gave in the hello exchange', async () => {
+    const lists = await waitFor('every node to list and know the other two', async () => {
+      const all = await Promise.all(nodes.map(async (n) => (await ask<PeerList>(n, '/dms/node/peers/list')).payload));
+      const complete = nodes.every((n, i) => others(n).every((o) => all[i].peers.includes(o.peerId) && all[i].dids[o.peerId] === o.did));
+      return complete && all;
+    });
+    for (const [i, list] of lists.entries()) expect(list.peers.sort()).toEqual(others(nodes[i]).map((o) => o.peerId).sort());
+    // The same view is the discovery actor's own, at its inbox.
+    const client = new DmsClient({ url: n1.url });
+    const direct = await client.invoke<PeerList>({ inbox: 'discovery' }, '/dms/node/peers/list');
+    expect(direct.payload.peers.sort()).toEqual(lists[0].peers.sort());
+    expect(direct.env.from.addr.inbox).toBe('discovery');
+  });
+
+  it('peers/self answers the real listen addresses, the ones in node.json', async () => {
+    const self = (await ask<{ id: string; did: string; addrs: string[] }>(n3, '/dms/node/peers/self')).payload;
+    expect(self.id).toBe(n3.peerId);
+    expect(self.did).toBe(n3.did);
+    expect(self.addrs).toContain(listenAddr(n3));
+    for (const a of self.addrs) expect(a).toMatch(new RegExp(`^/ip4/127\\.0\\.0\\.1/tcp/[1-9]\\d*/p2p/${n3.peerId}$`));
+  });
+
+  it('peers/ping measures a peer and names the problem with a bad or unknown host', async () => {
+    const pong = await ask<{ rtt_ms: number }>(n1, '/dms/node/peers/ping', { host: n3.peerId });
+    expect(pong.error).toBeUndefined();
+    expect(pong.payload.rtt_ms).toBeGreaterThanOrEqual(0);
+    expect(pong.payload.rtt_ms).toBeLessThan(5_000);
+
+    const malformed = await ask(n1, '/dms/node/peers/ping', { host: 'not-a-peer' });
+    expect(malformed.error).toMatch(/invalid payload for \/dms\/node\/peers\/ping: host: must be a libp2p peer id/);
+    const missing = await ask(n1, '/dms/node/peers/ping', {});
+    expect(missing.error).toMatch(/host is required/);
+    expect((await ask(n1, '/dms/node/peers/ping', { host: n1.peerId })).error).toMatch(/is this node/);
+    const stranger = KeyPair.generate().peerId;
+    expect((await ask(n1, '/dms/node/peers/ping', { host: stranger })).error).toContain(stranger);
+  });
+
+  it('dms peers list|self|ping drive the discovery actor, as text and as --json', async () => {
+    const list = await runCli(['--home', n1.home, '--json', 'peers', 'list']);
+    expect(list.code, list.stderr).toBe(0);
+    const parsed = JSON.parse(list.stdout) as PeerList;
+    expect(parsed.peers.sort()).toEqual(others(n1).map((o) => o.peerId).sort());
+    expect(parsed.dids[n3.peerId]).toBe(n3.did);
+
+    const text = await runCli(['--home', n1.home, 'peers', 'list']);
+    expect(text.code, text.stderr).toBe(0);
+    expect(text.stdout).toContain(`${n3.peerId}  ${n3.did}`);
+
+    const self = await runCli(['--home', n3.home, 'peers', 'self']);
+    expect(self.code, self.stderr).toBe(0);
+    expect(self.stdout).toContain(`peer id: ${n3.peerId}`);
+    expect(self.stdout).toContain(listenAddr(n3));
+
+    const ping = await runCli(['--home', n1.home, '--json', 'peers', 'ping', n3.peerId]);
+    expect(ping.code, ping.stderr).toBe(0);
+    expect(JSON.parse(ping.stdout)).toMatchObject({ peer: n3.peerId, rtt_ms: expect.any(Number) });
+
+    const bad = await runCli(['--home', n1.home, 'peers', 'ping', 'nope']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/^dms: .*host: must be a libp2p peer id/);
+    const badAddr = await runCli(['--home', n1.home, 'peers', 'connect', 'not-a-multiaddr']);
+    expect(badAddr.code).toBe(1);
+    expect(badAddr.stderr).toMatch(/address: must be a multiaddr/);
+  });
+});
+
+describe('messages across nodes (REST on node 1)', () => {
+  it('an invoke reaches node 3 and its signed reply verifies', async () => {
+    const caller = newCaller();
+    const req = envelope(caller, { to: rootOf(n3.peerId), be: '/public/hello', cont: '/private/reply/x', host: n1.peerId, ttlMs: 10_000 });
+    const res = await post(api(n1, 'invoke'), encodeEnvelope(req));
+    expect(res.status, res.text).toBe(200);
+    const reply = parseEnvelope(res.text);
+    verifyEnvelopeSync(reply);
+    expect(reply.from.did).toBe(n3.did);
+    expect(reply.from.addr).toEqual({ host: n3.peerId, inbox: 'root' });
+    expect(reply.to).toEqual(req.from);
+    expect(reply.be).toBe('/private/reply/x');
+    expect(reply.opt.exp).toBe(req.opt.exp);
+    expect(decodePayload(reply.msg)).toEqual({ did: n3.did });
+  });
+
+  it('an invoke to an inbox node 3 does not have is answered at once with the reason', async () => {
+    const caller = newCaller();
+    const to = { id: '', did: '', addr: { host: n3.peerId, inbox: 'nobody' } };
+    const req = envelope(caller, { to, be: '/public/hello', cont: '/private/reply/y', host: n1.peerId, ttlMs: 20_000 });
+    const started = Date.now();
+    const res = await post(api(n1, 'invoke'), encodeEnvelope(req));
+    expect(res.status, res.text).toBe(200);
+    const reply = parseEnvelope(res.text);
+    verifyEnvelopeSync(reply);
+    expect(reply.from.addr.host).toBe(n3.peerId);
+    expect(decodePayload(reply.msg)).toEqual({ error: "no actor with inbox 'nobody' on this node" });
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('a send reaches node 3, which delivers it to its root actor', async () => {
+    const watch = await DevEvents.open(n3.url, ['deliver']);
+    try {
+      const req = envelope(newCaller(), { to: rootOf(n3.peerId), be: '/public/hello', host: n1.peerId, ttlMs: 10_000 });
+      const res = await post(api(n1, 'send'), encodeEnvelope(req));
+      expect(res.status, res.text).toBe(200);
+      expect(res.json).toEqual({ message: 'message sent' });
+      const delivered = await watch.waitFor('the send at node 3', (e) => e.envelope?.nonce === String(req.nonce));
+      expect(delivered.actor).toBe('root');
+      expect(delivered.envelope?.be).toBe('/public/hello');
+    } finally {
+      watch.close();
+    }
+  });
+
+  it('a broadcast with ?limit=3 gets replies from all three nodes, as soon as they arrive', async () => {
+    const broadcast = async (ttlMs: number) => {
+      const req = envelope(newCaller(), { be: '/broadcast/hello', topic: '/dms/hello', cont: `/private/b/${nextNonce()}`, host: n1.peerId, ttlMs });
+      const started = Date.now();
+      const res = await post(`${api(n1, 'broadcast')}?limit=3`, encodeEnvelope(req));
+      expect(res.status, res.text).toBe(200);
+      const replies = (parseJsonLossless(res.text) as unknown[]).map(envelopeFromJson);
+      return { replies, elapsed: Date.now() - started };
+    };
+    // Gossipsub builds its mesh over a few heartbeats after peers connect: retry until it spans all three.
+    await waitFor('a broadcast to reach all three nodes', async () => (await broadcast(2_000)).replies.length === 3, { timeoutMs: 40_000 });
+    const { replies, elapsed } = await broadcast(15_000);
+    expect(replies).toHaveLength(3);
+    for (const r of replies) verifyEnvelopeSync(r);
+    expect(replies.map((r) => r.from.did).sort()).toEqual(nodes.map((n) => n.did).sort());
+    for (const r of replies) expect(decodePayload(r.msg)).toEqual({ did: r.from.did });
+    // limit=3 returns on the third reply, long before opt.exp.
+    expect(elapsed).toBeLessThan(10_000);
+  });
+});
+
+describe('a bare libp2p peer', () => {
+  let bare: Libp2pTransport;
+  const arrived: Envelope[] = [];
+
+  beforeAll(async () => {
+    bare = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
+    bare.onEnvelope((env) => arrived.push(env));
+  });
+  afterAll(() => bare?.stop());
+
+  it('is reached by dms peers connect, and greeted with a hello from node 1', async () => {
+    const r = await runCli(['--home', n1.home, '--json', 'peers', 'connect', bare.addrs()[0]]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ peer: bare.host });
+    const hello = await waitFor('the hello exchange from node 1', () => arrived.find((e) => e.be === '/public/hello'));
+    expect(hello.from.addr.host).toBe(n1.peerId);
+    expect(hello.to.addr).toEqual({ host: bare.host, inbox: 'root' });
+    expect(hello.opt.cont).toBeTruthy();
+    const list = (await ask<PeerList>(n1, '/dms/node/peers/list')).payload;
+    expect(list.peers).toContain(bare.host);
+    // It never answered, so it has no DID on record.
+    expect(list.dids[bare.host]).toBeUndefined();
+  });
+
+  it('cannot inject forged envelopes: a bad signature or a from.addr.host not its own is dropped', async () => {
+    const key = KeyPair.generate();
+    const forge = (cont: string, host: string, sign: (env: Envelope) => Envelope): Envelope =>
+      sign({
+        to: rootOf(n1.peerId),
+        be: '/public/hello',
+        from: { id: key.id, did: key.did, addr: { host, inbox: 'forger' } },
+        nonce: nextNonce(),
+        opt: { exp: nowNs() + msToNs(30_000), cont },
+        msg: encodePayload({}),
+      });
+    const honest = forge('/private/r/honest', bare.host, (e) => signEnvelopeSync(e, key));
+    const badSig = forge('/private/r/badsig', bare.host, (e) => {
+      const signed = signEnvelopeSync(e, key);
+      signed.sig = Uint8Array.from(signed.sig!, (b, i) => (i === 0 ? b ^ 0xff : b));
+      return signed;
+    });
+    // Correctly signed by its author, but claiming to come from node 3's host: replies would go there.
+    const spoofed = forge('/private/r/spoofed', n3.peerId, (e) => signEnvelopeSync(e, key));
+
+    const watch = await DevEvents.open(n1.url, ['dead-letter']);
+    try {
+      const stream = await bare.node.dialProtocol(multiaddr(listenAddr(n1)), ACTOR_PROTOCOL);
+      for (const env of [badSig, spoofed, honest]) stream.send(encodeFrame(encodeEnvelope(env)));
+
+      const dropped = (env: Envelope) => watch.waitFor(`the dead letter of ${env.opt.cont}`, (e) => e.envelope?.nonce === String(env.nonce));
+      expect((await dropped(badSig)).reason).toBe('sig: signature does not verify');
+      expect((await dropped(spoofed)).reason).toBe(`from.addr.host ${n3.peerId} is not the sending peer ${bare.host}`);
+      // The honest one, on the same stream, is answered: the stream works, so silence means refusal.
+      const reply = await waitFor('the reply to the honest envelope', () => arrived.find((e) => e.be === '/private/r/honest'));
+      verifyEnvelopeSync(reply);
+      expect(reply.from.did).toBe(n1.did);
+      expect(arrived.filter((e) => e.be === '/private/r/badsig' || e.be === '/private/r/spoofed')).toEqual([]);
+      expect(watch.find((e) => e.envelope?.nonce === String(honest.nonce))).toBeUndefined();
+      await stream.close();
+    } finally {
+      watch.close();
+    }
+    // Still healthy: REST answers and the network path still carries invokes.
+    expect((await fetch(`${n1.url}/health`)).status).toBe(200);
+    const again = await ask<{ did: string }>(n1, '/public/hello');
+    expect(again.payload).toEqual({ did: n1.did });
+  });
+});
