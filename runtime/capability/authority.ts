@@ -1,0 +1,205 @@
+import type { Inbox } from '../actor.js';
+import type { Behavior } from '../behavior.js';
+import { DmsError } from '../errors.js';
+import type { ActorSystem } from '../system.js';
+import { nowNs } from '../time.js';
+import { type Envelope, isBroadcast } from '../wire/envelope.js';
+import type { Anchors } from './anchors.js';
+import { ChainCache, checkChain, type Grant, type TrustView } from './chain.js';
+import { anyImplies, implies, parsePath } from './paths.js';
+import { encodeTokenList, signatureValid, type Token } from './token.js';
+
+/** What a node opens to everyone, beyond `/public` (always open). */
+export interface Policy {
+  /** Broadcast topics anyone may publish on to this node's `/broadcast/*` behaviors. */
+  openTopics: readonly string[];
+  /** Capabilities anyone may use. */
+  openCapabilities: readonly string[];
+}
+
+export const DEFAULT_POLICY: Policy = { openTopics: ['/dms/hello'], openCapabilities: [] };
+
+const PUBLIC = '/public';
+const BROADCAST = '/broadcast';
+
+/** The capability a behavior needs: its declared one, else its name; '' means none. */
+export const capabilityOf = (b: Pick<Behavior, 'name' | 'capability'>): string => b.capability ?? b.name;
+
+const forbidden = (text: string) => new DmsError('forbidden', text);
+
+/**
+ * Decides who may run what on this node. Trusted without tokens: the node's own key and
+ * actors, and the root DIDs. Everyone else needs a grant — from a token chain attached to the
+ * envelope (`cap`) or a `require` anchor naming them — that covers the behavior's capability,
+ * or, for a broadcast, its topic. Verified chains are cached by their bytes.
+ */
+export class Authority implements TrustView {
+  private roots = new Set<string>();
+  private revoked = new Map<string, Set<string>>();
+  private required = new Map<string, Grant[]>();
+  private provided: Token[] = [];
+  private readonly provideMemo = new Map<string, { bytes: Uint8Array | undefined; until: bigint }>();
+  private readonly policy: Policy;
+  readonly cache: ChainCache;
+
+  constructor(
+    anchors: Anchors,
+    policy: Policy = DEFAULT_POLICY,
+    /** Key ids whose envelopes are the node's own (its key, its actors' keys). */
+    private readonly own: (id: string) => boolean = () => false,
+  ) {
+    this.policy = {
+      openTopics: policy.openTopics.map((t) => parsePath(t, 'open topic')),
+      openCapabilities: policy.openCapabilities.map((c) => parsePath(c, 'open capability')),
+    };
+    this.cache = new ChainCache(this);
+    this.load(anchors);
+  }
+
+  /**
+   * Replaces the anchors (file changed). Every cached verdict may depend on roots and
+   * revocations, so the cache starts over. Returns why some `require` tokens grant nothing.
+   */
+  load(a: Anchors): string[] {
+    this.roots = new Set(a.root);
+    const revoked = new Map<string, Set<string>>();
+    // Only signed revocations count; whether the signer may revoke a link is checked per chain.
+    for (const r of a.revoke) {
+      if (r.act !== 'revoke' || !r.rev || !signatureValid(r)) continue;
+      let set = revoked.get(r.rev);
+      if (!set) revoked.set(r.rev, (set = new Set()));
+      set.add(r.iss);
+    }
+    this.revoked = revoked;
+    const problems: string[] = [];
+    const required = new Map<string, Grant[]>();
+    a.require.forEach((t, i) => {
+      const r = checkChain(t, this);
+      if (!r.ok) return problems.push(`require[${i}]: ${r.reason}`);
+      const list = required.get(r.grant.aud) ?? [];
+      list.push(r.grant);
+      required.set(r.grant.aud, list);
+    });
+    this.required = required;
+    this.provided = a.provide;
+    this.provideMemo.clear();
+    this.cache.clear();
+    return problems;
+  }
+
+  isRoot(did: string): boolean {
+    return this.roots.has(did);
+  }
+
+  revokers(id: string): ReadonlySet<string> | undefined {
+    return this.revoked.get(id);
+  }
+
+  private trusted(env: Envelope): boolean {
+    return this.roots.has(env.from.did) || this.own(env.from.id);
+  }
+
+  /** Throws `forbidden` unless `env` may run `behavior` (installed as the system's authorizer). */
+  check(env: Envelope, behavior: Pick<Behavior, 'name' | 'capability'>): void {
+    const need = capabilityOf(behavior);
+    if (need === '') return;
+    const capOpen = implies(PUBLIC, need) || anyImplies(this.policy.openCapabilities, need);
+    if (isBroadcast(env)) return this.checkBroadcast(env, need, capOpen);
+    if (capOpen || this.trusted(env)) return;
+    const now = nowNs();
+    const ok = (g: Grant) => g.aud === env.from.did && g.act !== 'broadcast' && g.exp > now && anyImplies(g.cap, need);
+    if (this.find(env, ok)) return;
+    throw forbidden(this.denial(`capability ${need} not granted to ${env.from.did || '(unsigned sender)'}`, env, now));
+  }
+
+  /**
+   * A broadcast needs its topic (open by policy, or a broadcast/delegate grant naming it); a
+   * behavior outside `/broadcast` and `/public` needs its capability from that same grant.
+   */
+  private checkBroadcast(env: Envelope, need: string, capOpen: boolean): void {
+    const topic = env.opt.topic ?? '';
+    const topicOpen = topic !== '' && anyImplies(this.policy.openTopics, topic);
+    const behaviorOpen = capOpen || implies(BROADCAST, need);
+    if ((topicOpen && behaviorOpen) || this.trusted(env)) return;
+    const now = nowNs();
+    const ok = (g: Grant) =>
+      g.aud === env.from.did &&
+      g.act !== 'invoke' &&
+      g.exp > now &&
+      (topicOpen || anyImplies(g.topic, topic)) &&
+      (behaviorOpen || anyImplies(g.cap, need));
+    if (this.find(env, ok)) return;
+    const what = topicOpen ? `capability ${need}` : behaviorOpen ? `broadcast on topic ${topic}` : `broadcast of ${need} on topic ${topic}`;
+    throw forbidden(this.denial(`${what} not granted to ${env.from.did || '(unsigned sender)'}`, env, now));
+  }
+
+  /** Whether `env`'s sender may publish on its topic at all (REST answers 403 before publishing). */
+  checkTopic(env: Envelope): void {
+    this.checkBroadcast(env, BROADCAST, false);
+  }
+
+  private find(env: Envelope, ok: (g: Grant) => boolean): boolean {
+    const attached = this.cache.check(env.cap);
+    for (const g of attached.grants) if (ok(g)) return true;
+    for (const g of this.required.get(env.from.did) ?? []) if (ok(g)) return true;
+    return false;
+  }
+
+  /** The refusal text: what is missing and, when tokens came along, why they did not help. */
+  private denial(base: string, env: Envelope, now: bigint): string {
+    const { grants, problems } = this.cache.check(env.cap);
+    const notes = [...problems];
+    for (const g of grants) {
+      if (g.aud !== env.from.did) notes.push(`a token is for ${g.aud}, not the sender`);
+      else if (g.exp <= now) notes.push(g.linkExps.length > 1 ? `token chain expired (expired link)` : 'token expired');
+    }
+    return notes.length ? `${base} (${notes.slice(0, 3).join('; ')})` : base;
+  }
+
+  /**
+   * The REST pre-check: refuse at once (403) what this node's actors would refuse anyway, so a
+   * local caller does not wait for a reply that will only say no. Remote destinations decide
+   * for themselves; an unknown inbox or behavior is left to routing (404).
+   */
+  precheck(system: ActorSystem, env: Envelope): void {
+    if (isBroadcast(env)) return this.checkTopic(env);
+    const host = env.to.addr.host;
+    if (host !== '' && host !== system.host) return;
+    const behavior = system.inbox(env.to.addr.inbox)?.behaviors.get(env.be);
+    if (behavior) this.check(env, behavior);
+  }
+
+  /**
+   * The `provide` tokens to attach to an outgoing envelope signed by `did`: those granted to
+   * `did` that cover the behavior (or the topic, for a broadcast) and have not expired.
+   */
+  provideFor(did: string, be: string, topic?: string): Uint8Array | undefined {
+    if (this.provided.length === 0) return undefined;
+    const key = `${did} ${be} ${topic ?? ''}`;
+    const now = nowNs();
+    const memo = this.provideMemo.get(key);
+    if (memo && memo.until > now) return memo.bytes;
+    const fit = this.provided.filter(
+      (t) => t.aud === did && t.exp > now && (topic ? anyImplies(t.topic, topic) : anyImplies(t.cap, be)),
+    );
+    const bytes = fit.length ? encodeTokenList(fit.slice(0, 16)) : undefined;
+    const until = fit.reduce((m, t) => (t.exp < m ? t.exp : m), now + 60_000_000_000n);
+    if (this.provideMemo.size > 1000) this.provideMemo.clear();
+    this.provideMemo.set(key, { bytes, until });
+    return bytes;
+  }
+}
+
+/**
+ * Installs the authority as the system's authorizer: every behavior dispatch, local or from
+ * the network, passes `check`. The node's own key and every actor key of this system count
+ * as the node's own.
+ */
+export function installAuthority(system: ActorSystem, authority: Authority): void {
+  system.setAuthorizer((env: Envelope, behavior: Behavior<any, any>, _inbox: Inbox) => authority.check(env, behavior));
+}
+
+/** Envelopes signed by the node key or by one of its actors' keys are the node's own. */
+export function ownKeys(system: ActorSystem): (id: string) => boolean {
+  return (id) => id === system.key.id || system.listActors().some((a) => a.key.id === id);
+}
