@@ -85,7 +85,10 @@ export class HttpActor {
     }
     const op = this.options.operator;
     env.from = { id: op.id, did: op.did, addr: env.from.addr };
-    await signEnvelope(env, op);
+    // The operator's signature is what other nodes check; an envelope that stays on this node
+    // is trusted as it is, so it is signed only when it will leave (another host, or gossip).
+    const host = env.to.addr.host;
+    if (isBroadcast(env) || (host !== '' && host !== this.system.host)) await signEnvelope(env, op);
     return { env, origin: { kind: 'rest', trusted: true } };
   }
 

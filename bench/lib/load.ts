@@ -36,6 +36,12 @@ export async function startEchoServer(): Promise<{ url: string; proc: ChildProce
   return { url: `http://127.0.0.1:${port}`, proc, stop: () => proc.kill('SIGTERM') };
 }
 
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
 export function printTable(rows: Figures[]): void {
   const line = (cols: string[]) => cols.map((c, i) => (i === 0 ? c.padEnd(44) : c.padStart(10))).join('');
   console.log(line(['case', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors']));
