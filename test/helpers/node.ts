@@ -101,10 +101,14 @@ export async function startNode(opts: StartOptions = {}): Promise<NodeProcess> {
   }
 }
 
-/** Runs the CLI to completion. */
-export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** Runs the CLI to completion, from a neutral directory so no stray ./dms_config.json is read. */
+export function runCli(
+  args: string[],
+  env: Record<string, string> = {},
+  cwd: string = tmpdir(),
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...TEST_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...TEST_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'], cwd });
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (d) => (stdout += d));
