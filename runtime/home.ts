@@ -2,7 +2,9 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import * as z from 'zod';
+import { anchorsPath, ensureAnchors } from './capability/anchors.js';
 import { KeyPair } from './crypto/keys.js';
+import { passphraseFromEnv, Sealed, seal, unseal } from './crypto/sealed.js';
 import { DmsError } from './errors.js';
 
 /** `--home` > `DMS_HOME` > ~/.dms: several nodes can run side by side with their own homes. */
@@ -35,34 +37,59 @@ export function homePaths(root: string): HomePaths {
   };
 }
 
-const KeyFile = z.object({ type: z.literal('ed25519'), seed: z.string().regex(/^[0-9a-f]{64}$/), did: z.string() });
+// A key file holds the seed in plain hex (mode 0600), or sealed under a passphrase (scrypt +
+// AES-256-GCM, runtime/crypto/sealed.ts) with the did as associated data.
+const KeyFile = z.union([
+  z.object({ type: z.literal('ed25519'), seed: z.string().regex(/^[0-9a-f]{64}$/), did: z.string() }),
+  z.object({ type: z.literal('ed25519'), sealed: Sealed, did: z.string() }),
+]);
 
-/** Reads a key file; a damaged file is an error naming the file, never silently replaced. */
-export function readKey(path: string): KeyPair {
-  let parsed: z.infer<typeof KeyFile>;
+function parseKeyFile(path: string): z.infer<typeof KeyFile> {
   try {
-    parsed = KeyFile.parse(JSON.parse(readFileSync(path, 'utf8')));
+    return KeyFile.parse(JSON.parse(readFileSync(path, 'utf8')));
   } catch (e) {
     throw new DmsError('invalid', `${path}: not a valid DMS key file (${(e as Error).message.split('\n')[0]})`);
   }
-  const key = KeyPair.fromSeed(Buffer.from(parsed.seed, 'hex'));
+}
+
+/** Whether a key file is encrypted, so a command can ask for the passphrase before reading it. */
+export function isSealedKey(path: string): boolean {
+  return existsSync(path) && 'sealed' in parseKeyFile(path);
+}
+
+/**
+ * Reads a key file, plain or sealed; a damaged file is an error naming the file, never silently
+ * replaced. A sealed file without a passphrase fails at once (never a prompt: callers that own a
+ * terminal ask first), naming the file and how to unlock it.
+ */
+export function readKey(path: string, passphrase: string | undefined = passphraseFromEnv()): KeyPair {
+  const parsed = parseKeyFile(path);
+  let seed: Uint8Array;
+  if ('sealed' in parsed) {
+    if (!passphrase) throw new DmsError('unauthorized', `${path} is encrypted: set DMS_PASSPHRASE (or run the command in a terminal to be asked)`);
+    seed = unseal(parsed.sealed, passphrase, parsed.did, path);
+  } else {
+    seed = Buffer.from(parsed.seed, 'hex');
+  }
+  const key = KeyPair.fromSeed(seed);
   if (key.did !== parsed.did) throw new DmsError('invalid', `${path}: the seed does not match the recorded did`);
   return key;
 }
 
-/** Writes a new key readable only by its owner; refuses to overwrite an existing one. */
-export function writeKey(path: string, key: KeyPair): void {
+/** Writes a new key readable only by its owner, sealed when a passphrase is given; never overwrites. */
+export function writeKey(path: string, key: KeyPair, passphrase?: string): void {
   if (existsSync(path)) throw new DmsError('conflict', `${path} already exists; refusing to overwrite a key`);
   mkdirSync(join(path, '..'), { recursive: true, mode: 0o700 });
-  const body = JSON.stringify({ type: 'ed25519', seed: Buffer.from(key.seed).toString('hex'), did: key.did }, null, 2);
+  const secret = passphrase ? { sealed: seal(key.seed, passphrase, key.did) } : { seed: Buffer.from(key.seed).toString('hex') };
+  const body = JSON.stringify({ type: 'ed25519', ...secret, did: key.did }, null, 2);
   writeFileSync(path, body + '\n', { mode: 0o600, flag: 'wx' });
   chmodSync(path, 0o600);
 }
 
-export function loadOrCreateKey(path: string): { key: KeyPair; created: boolean } {
-  if (existsSync(path)) return { key: readKey(path), created: false };
+export function loadOrCreateKey(path: string, passphrase: string | undefined = passphraseFromEnv()): { key: KeyPair; created: boolean } {
+  if (existsSync(path)) return { key: readKey(path, passphrase), created: false };
   const key = KeyPair.generate();
-  writeKey(path, key);
+  writeKey(path, key, passphrase);
   return { key, created: true };
 }
 
@@ -71,15 +98,27 @@ export interface InitResult {
   node: KeyPair;
   operator: KeyPair;
   created: { node: boolean; operator: boolean };
+  /** Whether each key is stored sealed under a passphrase. */
+  encrypted: { node: boolean; operator: boolean };
 }
 
-/** Creates the home with its node and operator keys; existing keys are kept as they are. */
-export function initHome(root: string): InitResult {
+/**
+ * Creates the home with its node and operator keys (sealed when a passphrase is given);
+ * existing keys are kept as they are. The operator becomes the home's first root anchor.
+ */
+export function initHome(root: string, passphrase: string | undefined = passphraseFromEnv()): InitResult {
   const paths = homePaths(root);
   for (const dir of [paths.root, paths.keys, paths.logs, paths.data]) mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const node = loadOrCreateKey(paths.nodeKey);
-  const operator = loadOrCreateKey(paths.operatorKey);
-  return { home: root, node: node.key, operator: operator.key, created: { node: node.created, operator: operator.created } };
+  const node = loadOrCreateKey(paths.nodeKey, passphrase);
+  const operator = loadOrCreateKey(paths.operatorKey, passphrase);
+  ensureAnchors(anchorsPath(root), operator.key.did);
+  return {
+    home: root,
+    node: node.key,
+    operator: operator.key,
+    created: { node: node.created, operator: operator.created },
+    encrypted: { node: isSealedKey(paths.nodeKey), operator: isSealedKey(paths.operatorKey) },
+  };
 }
 
 export interface RuntimeInfo {
