@@ -6,12 +6,13 @@ import { HttpActor, HTTP_INBOX } from '../http/actor.js';
 import { createApp } from '../http/app.js';
 import type { RouteModule } from '../http/routes/types.js';
 import { listen, type Listening } from '../http/server.js';
-import { allowsUnsigned, type Config, isLoopback } from '../runtime/config.js';
+import { allowsUnsigned, type Config } from '../runtime/config.js';
 import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ActorSystem } from '../runtime/system.js';
 import { Libp2pTransport } from '../runtime/network/transport.js';
 import { loadPlugins } from './plugins.js';
+import { closeSecurity, setUpSecurity } from './security.js';
 
 export interface NodeOptions {
   home: string;
@@ -47,6 +48,8 @@ export class DmsNode {
       mailbox: { capacity: config.actor.mailbox_capacity, concurrency: config.actor.mailbox_concurrency },
       replayCapacity: config.actor.replay_capacity,
     });
+    // Before the network can deliver anything: every envelope passes the capability checks.
+    const security = setUpSecurity({ system, config, home: opts.home, operator: keys.operator, log });
     let transport: Libp2pTransport | undefined;
     if (config.network.enabled) {
       const net = config.network;
@@ -77,11 +80,10 @@ export class DmsNode {
       maxPending: config.rest.max_pending,
       maxBroadcastReplies: config.rest.max_broadcast_replies,
       rootInbox: ROOT_INBOX,
+      precheck: security.precheck,
+      provide: security.provide,
     });
-    if (!isLoopback(config.rest.addr)) {
-      log.warn({ addr: config.rest.addr }, 'REST is bound to a non-loopback address; anyone who can reach it can drive this node');
-    }
-    const app = createApp({ config, system, http: httpActor, log, routes: opts.routes });
+    const app = createApp({ config, system, http: httpActor, log, routes: opts.routes, apiKeys: security.apiKeys });
     let http: Listening;
     try {
       http = await listen(app, config);
@@ -116,6 +118,7 @@ export class DmsNode {
     this.log.info('node stopping');
     await this.http.close();
     await this.system.stop();
+    closeSecurity(this.system);
     rmSync(homePaths(this.home).runtime, { force: true });
     this.log.info('node stopped');
   }

@@ -1,5 +1,5 @@
 import type { Actor, Inbox } from '../runtime/actor.js';
-import { signEnvelope } from '../runtime/crypto/signing.js';
+import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { DmsError, invalid } from '../runtime/errors.js';
 import type { ActorSystem, Origin } from '../runtime/system.js';
@@ -15,6 +15,13 @@ export interface HttpActorOptions {
   maxPending: number;
   maxBroadcastReplies: number;
   rootInbox: string;
+  /**
+   * Throws `forbidden` when this node would refuse the envelope (capabilities): a local caller
+   * then learns at once (403) instead of waiting for an error reply.
+   */
+  precheck?: (env: Envelope) => void;
+  /** Capability tokens to attach to an unsigned envelope the node signs as the operator. */
+  provide?: (env: Envelope) => Uint8Array | undefined;
 }
 
 /** Registers a callback for the client going away; returns its removal. */
@@ -48,7 +55,8 @@ export class HttpActor {
   }
 
   async send(body: string): Promise<void> {
-    const { env, origin } = await this.admit(body);
+    const { env, origin } = await this.admit(this.provided(parseEnvelope(body)));
+    await this.precheck(env, origin);
     await this.system.accept(env, origin);
   }
 
@@ -56,7 +64,8 @@ export class HttpActor {
     const parsed = parseEnvelope(body);
     if (isBroadcast(parsed)) throw invalid('invoke needs a destination: to is empty (use broadcast)');
     if (!parsed.opt.cont) throw invalid('opt.cont is required for invoke: it names the behavior the reply goes to');
-    const { env, origin } = await this.admit(parsed);
+    const { env, origin } = await this.admit(this.provided(parsed));
+    await this.precheck(env, origin);
     return this.withReplyInbox(env, abort, (inbox, cont) => this.actor.awaitReply(inbox, cont, env.opt.exp).then((r) => r.env), origin);
   }
 
@@ -66,7 +75,8 @@ export class HttpActor {
     if (!parsed.opt.topic) throw invalid('broadcast: opt.topic is required');
     // An unsigned broadcast is signed here, so the node can give it a reply behavior.
     if (!parsed.sig && !parsed.opt.cont) parsed.opt.cont = `/private/broadcast/${parsed.nonce}`;
-    const { env, origin } = await this.admit(parsed);
+    const { env, origin } = await this.admit(this.provided(parsed));
+    await this.precheck(env, origin);
     if (!env.opt.cont) {
       // Nobody can reply to a broadcast without opt.cont (WIRE.md): deliver it, collect nothing.
       await this.system.accept(env, origin);
@@ -147,6 +157,8 @@ export class HttpActor {
       inbox.behaviors.add(
         {
           name: cont,
+          // Replies come from whoever the broadcast reached: the request itself invited them.
+          capability: '',
           noReply: true,
           raw: true,
           handle: ({ env }) => {
@@ -157,6 +169,26 @@ export class HttpActor {
         { expiresAt: Number(exp / 1_000_000n), onExpire: () => resolve(replies) },
       );
     });
+  }
+
+  /** An unsigned envelope, which the node will sign as the operator, gets the operator's provide tokens. */
+  private provided(env: Envelope): Envelope {
+    if (!env.sig && !env.cap && this.options.provide) {
+      const cap = this.options.provide(env);
+      if (cap) env.cap = cap;
+    }
+    return env;
+  }
+
+  private async precheck(env: Envelope, origin: Origin): Promise<void> {
+    if (!this.options.precheck) return;
+    try {
+      this.options.precheck(env);
+    } catch (e) {
+      // Refusals go to envelopes that are what they claim to be: a forged one is invalid (400) first.
+      if (origin.kind === 'rest' && !origin.trusted) await verifyEnvelope(env);
+      throw e;
+    }
   }
 
   private acquire(name: string): Inbox {

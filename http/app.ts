@@ -3,7 +3,9 @@ import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { HttpActor } from './actor.js';
+import { type ApiKeyStore, restAuth } from './auth.js';
 import { JsonBody, toWebResponse } from './errors.js';
+import { actorLimits } from './limits.js';
 import { actorRoutes } from './routes/actor.js';
 import { devRoutes } from './routes/dev.js';
 import { systemRoutes } from './routes/system.js';
@@ -16,6 +18,8 @@ export interface AppOptions {
   log: Logger;
   /** Route modules added by other components (jobs, resources, plugins). */
   routes?: RouteModule[];
+  /** The home's API keys; required when `auth.api_key_enabled` is on. */
+  apiKeys?: ApiKeyStore;
 }
 
 export function createApp(opts: AppOptions): H3 {
@@ -42,6 +46,11 @@ export function createApp(opts: AppOptions): H3 {
     });
     if (preflight !== false) return preflight;
   });
+  // Credentials first (401/403), then per-client limits, which count by the principal found.
+  if (config.auth.api_key_enabled && !opts.apiKeys) throw new Error('auth.api_key_enabled needs the home API key store');
+  app.use(restAuth({ apiKeys: config.auth.api_key_enabled ? opts.apiKeys : undefined, jwtSecret: config.auth.jwt_secret || undefined }));
+  const rl = config.rest.rate_limit;
+  app.use(actorLimits({ perSecond: rl.per_second, burst: rl.burst, loopback: rl.loopback, maxPendingPerClient: config.rest.max_pending_per_client }));
 
   const ctx = { app, config, system: opts.system, http: opts.http, log };
   for (const mod of [systemRoutes, actorRoutes, devRoutes, ...(opts.routes ?? [])]) mod(ctx);

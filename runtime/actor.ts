@@ -216,6 +216,8 @@ export class Actor {
       inbox.behaviors.add(
         {
           name: cont,
+          // The reply to our own invoke: the request invited it, so it needs no capability.
+          capability: '',
           noReply: true,
           raw: true,
           handle: ({ env }) => {

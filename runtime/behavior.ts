@@ -22,8 +22,9 @@ export interface Behavior<P = unknown, R = unknown> {
   /** Hand the handler the payload bytes undecoded (binary payloads). */
   raw?: boolean;
   /**
-   * Capability a caller needs (issue: capabilities). Defaults to the behavior's own name;
-   * `/public/*` behaviors need none.
+   * Capability a caller needs (docs/CAPABILITIES.md). Defaults to the behavior's own name;
+   * `/public/*` behaviors need none, and neither does `''` (reply waiters: the request invited
+   * whoever answers it).
    */
   capability?: string;
   /** One line for catalogues and `--help`. */

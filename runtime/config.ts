@@ -1,10 +1,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
+import { isPath } from './capability/paths.js';
 import { DmsError } from './errors.js';
 
 const port = z.number().int().min(0).max(65535);
 const positiveInt = z.number().int().positive();
+const capabilityPath = z.string().refine(isPath, { error: 'must be a path like /dms/job (leading /, no empty segments)' });
 
 /**
  * The whole configuration. Every key has its default here; `dms_config.json` at the
@@ -34,6 +36,20 @@ export const ConfigSchema = z
         max_pending: positiveInt.default(10_000),
         /** Most replies one broadcast collects. */
         max_broadcast_replies: positiveInt.default(1_000),
+        /** Invokes and broadcasts one REST client may have waiting at once (429 above it). */
+        max_pending_per_client: positiveInt.default(256),
+        /** Requests per client to /api/v1/actor/* (token bucket; 429 with Retry-After above it). */
+        rate_limit: z
+          .object({
+            /** Sustained requests per second; 0 turns the limit off. */
+            per_second: z.number().nonnegative().default(100),
+            /** Requests allowed in a burst above the sustained rate. */
+            burst: positiveInt.default(200),
+            /** Limit loopback clients too (off: the local operator is not throttled). */
+            loopback: z.boolean().default(false),
+          })
+          .strict()
+          .prefault({}),
         cors: z
           .object({
             origins: z.array(z.string()).default(['http://localhost:9991', 'http://localhost:9992']),
@@ -59,6 +75,16 @@ export const ConfigSchema = z
       .object({
         api_key_enabled: z.boolean().default(false),
         jwt_secret: z.string().default(''),
+      })
+      .strict()
+      .prefault({}),
+    /** Capability policy (docs/CAPABILITIES.md); trust anchors live in <home>/anchors.json. */
+    capabilities: z
+      .object({
+        /** Broadcast topics anyone may publish on to this node's /broadcast/* behaviors. */
+        open_topics: z.array(capabilityPath).default(['/dms/hello']),
+        /** Capabilities anyone may use without a token (/public is always open). */
+        open_capabilities: z.array(capabilityPath).default([]),
       })
       .strict()
       .prefault({}),

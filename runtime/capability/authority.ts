@@ -41,6 +41,8 @@ export class Authority implements TrustView {
   private readonly provideMemo = new Map<string, { bytes: Uint8Array | undefined; until: bigint }>();
   private readonly policy: Policy;
   readonly cache: ChainCache;
+  /** Why some `require` anchors of the last load grant nothing (for the node's log). */
+  problems: readonly string[] = [];
 
   constructor(
     anchors: Anchors,
@@ -84,6 +86,7 @@ export class Authority implements TrustView {
     this.provided = a.provide;
     this.provideMemo.clear();
     this.cache.clear();
+    this.problems = problems;
     return problems;
   }
 

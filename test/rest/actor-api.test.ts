@@ -21,6 +21,7 @@ afterAll(async () => {
 
 const api = (path: string) => `${node.url}/api/v1/actor/${path}`;
 const root = () => rootOf(node.peerId);
+const operatorCaller = () => ({ ...newCaller(), key: node.operator() });
 
 describe('health, config and handle', () => {
   it('answers /health and /api/v1/health', async () => {
@@ -71,7 +72,8 @@ describe('invoke', () => {
   });
 
   it('answers every root behavior', async () => {
-    const caller = newCaller();
+    // Non-public behaviors need a capability: the operator, a root of its node, holds them all.
+    const caller = operatorCaller();
     const ask = async (be: string) => {
       const res = await post(api('invoke'), wire(caller, { to: root(), be, cont: '/private/r' }));
       expect(res.status, res.text).toBe(200);
@@ -107,7 +109,7 @@ describe('invoke', () => {
   });
 
   it('answers 408 when no reply comes before opt.exp', async () => {
-    const caller = newCaller();
+    const caller = operatorCaller();
     const t0 = Date.now();
     const res = await post(api('invoke'), wire(caller, { to: { ...root(), addr: { host: '', inbox: 'slow' } }, be: '/plugin/slow/wait', payload: { ms: 3_000 }, cont: '/private/r', ttlMs: 600 }));
     expect(res.status).toBe(408);
@@ -117,7 +119,7 @@ describe('invoke', () => {
   });
 
   it('delivers to a plugin behavior', async () => {
-    const caller = newCaller();
+    const caller = operatorCaller();
     const res = await post(api('invoke'), wire(caller, { to: { ...root(), addr: { host: '', inbox: 'slow' } }, be: '/plugin/slow/wait', payload: { ms: 5 }, cont: '/private/r' }));
     expect(res.status).toBe(200);
     expect(decodePayload(parseEnvelope(res.text).msg)).toEqual({ waited_ms: 5 });

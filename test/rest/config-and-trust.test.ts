@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { SignJWT } from 'jose';
 import { afterEach, describe, expect, it } from 'vitest';
 import { newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
 import { type NodeProcess, removeHome, runCli, startNode, tempHome } from '../helpers/node.js';
@@ -26,8 +27,10 @@ describe('debug mode', () => {
     ['general.debug in the config file', { config: { general: { debug: true } }, env: { DMS_JWT_SECRET: SECRET } }],
   ])('%s makes /config return the config with secrets redacted', async (_name, opts) => {
     const node = await start(opts);
+    // A JWT secret turns REST auth on: the caller needs a token signed with it.
+    const jwt = await new SignJWT({ role: 'viewer' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode(SECRET));
     for (const p of ['/config', '/api/v1/config']) {
-      const res = await fetch(node.url + p);
+      const res = await fetch(node.url + p, { headers: { authorization: `Bearer ${jwt}` } });
       const text = await res.text();
       expect(res.status).toBe(200);
       expect(text).not.toContain(SECRET);

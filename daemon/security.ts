@@ -1,0 +1,98 @@
+import { ApiKeyStore, apiKeysPath } from '../http/auth.js';
+import { anchorsPath, ensureAnchors, watchAnchors } from '../runtime/capability/anchors.js';
+import { Authority, installAuthority, ownKeys } from '../runtime/capability/authority.js';
+import { type Config, isLoopback } from '../runtime/config.js';
+import type { KeyPair } from '../runtime/crypto/keys.js';
+import { errorText } from '../runtime/errors.js';
+import type { Logger } from '../runtime/log.js';
+import type { ActorSystem } from '../runtime/system.js';
+import { type Envelope, isBroadcast } from '../runtime/wire/envelope.js';
+
+export interface SecurityOptions {
+  system: ActorSystem;
+  config: Config;
+  home: string;
+  operator: KeyPair;
+  log: Logger;
+}
+
+/** What the composition root wires into the HTTP actor and the app, and closes on stop. */
+export interface Security {
+  authority: Authority;
+  apiKeys?: ApiKeyStore;
+  /** HttpActor `precheck`: 403 at once for what this node's actors would refuse. */
+  precheck(env: Envelope): void;
+  /** HttpActor `provide`: the operator's provide tokens for envelopes that leave the node. */
+  provide(env: Envelope): Uint8Array | undefined;
+  close(): void;
+}
+
+/** JWT secrets shorter than this can be brute-forced offline from any one token. */
+const MIN_JWT_SECRET = 32;
+
+/**
+ * Capabilities and REST auth for one node: the authority from the home's anchors (re-read when
+ * `dms cap` changes them) installed as the system's authorizer, the API keys, and the start-up
+ * warnings about exposure. Secrets are never logged, only whether they are set.
+ */
+export function setUpSecurity(o: SecurityOptions): Security {
+  const { system, config, log } = o;
+  const path = anchorsPath(o.home);
+  const policy = { openTopics: config.capabilities.open_topics, openCapabilities: config.capabilities.open_capabilities };
+  const authority = new Authority(ensureAnchors(path, o.operator.did), policy, ownKeys(system));
+  const report = (problems: readonly string[]) => {
+    for (const p of problems) log.warn({ anchors: path, problem: p }, 'require anchor grants nothing');
+  };
+  report(authority.problems);
+  installAuthority(system, authority);
+  const unwatch = watchAnchors(
+    path,
+    (a) => {
+      report(authority.load(a));
+      log.info({ anchors: path, roots: a.root.length, require: a.require.length, revoke: a.revoke.length }, 'trust anchors reloaded');
+    },
+    (e) => log.warn({ anchors: path, err: errorText(e) }, 'trust anchors unreadable; keeping the ones loaded before'),
+  );
+
+  let apiKeys: ApiKeyStore | undefined;
+  if (config.auth.api_key_enabled) {
+    apiKeys = new ApiKeyStore(apiKeysPath(o.home), log);
+    apiKeys.watch();
+  }
+
+  const restAuth = Boolean(apiKeys || config.auth.jwt_secret);
+  if (!isLoopback(config.rest.addr) && !restAuth) {
+    log.warn(
+      { addr: config.rest.addr },
+      'REST is bound to a non-loopback address without authentication: anyone who can reach it can use the REST interface (set DMS_API_KEY_ENABLED=true or DMS_JWT_SECRET)',
+    );
+  } else if (!isLoopback(config.rest.addr) && !config.tls.enabled) {
+    log.warn({ addr: config.rest.addr }, 'REST is bound to a non-loopback address without TLS: credentials cross the network in clear text (set DMS_TLS_ENABLED)');
+  }
+  if (config.auth.jwt_secret && config.auth.jwt_secret.length < MIN_JWT_SECRET) {
+    log.warn({ min_length: MIN_JWT_SECRET }, 'auth.jwt_secret is short: tokens signed with it can be forged after an offline search');
+  }
+
+  const operatorDid = o.operator.did;
+  const close = () => {
+    unwatch();
+    apiKeys?.close();
+  };
+  opened.set(system, close);
+  const leaves = (env: Envelope) => isBroadcast(env) || (env.to.addr.host !== '' && env.to.addr.host !== system.host);
+  return {
+    authority,
+    apiKeys,
+    precheck: (env) => authority.precheck(system, env),
+    provide: (env) => (leaves(env) ? authority.provideFor(operatorDid, env.be, env.opt.topic) : undefined),
+    close,
+  };
+}
+
+const opened = new WeakMap<ActorSystem, () => void>();
+
+/** Stops watching the home's anchors and API keys of the node whose system this is. */
+export function closeSecurity(system: ActorSystem): void {
+  opened.get(system)?.();
+  opened.delete(system);
+}

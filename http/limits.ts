@@ -1,0 +1,94 @@
+import { getRequestIP, type H3Event, type Middleware } from 'h3';
+import { isLoopback } from '../runtime/config.js';
+import { DmsError } from '../runtime/errors.js';
+import { principalOf } from './auth.js';
+import { errorBody, toWebResponse } from './errors.js';
+
+/**
+ * Per-client limits on the actor interface: a token bucket on requests (429 with Retry-After)
+ * and a cap on invokes/broadcasts one client has waiting (429), so one client can neither
+ * flood the node nor hold every pending slot (`rest.max_pending` bounds them all, 503).
+ */
+
+/** A token bucket per key: `burst` requests at once, refilled at `perSecond`. */
+export class RateLimiter {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+
+  constructor(
+    readonly perSecond: number,
+    readonly burst: number,
+    private readonly maxClients = 100_000,
+  ) {}
+
+  /** Takes one token; returns 0 when allowed, else the seconds until one is available. */
+  take(key: string, now = Date.now()): number {
+    let b = this.buckets.get(key);
+    if (!b) {
+      if (this.buckets.size >= this.maxClients) this.prune(now);
+      b = { tokens: this.burst, at: now };
+      this.buckets.set(key, b);
+    } else {
+      b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.perSecond);
+      b.at = now;
+    }
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return 0;
+    }
+    return Math.max(1, Math.ceil((1 - b.tokens) / this.perSecond));
+  }
+
+  /** Drops buckets that have refilled completely: they hold nothing a new bucket would not. */
+  private prune(now: number): void {
+    for (const [k, b] of this.buckets) if (b.tokens + ((now - b.at) / 1000) * this.perSecond >= this.burst) this.buckets.delete(k);
+    // Still full of active clients: forget the oldest rather than grow without bound.
+    while (this.buckets.size >= this.maxClients) this.buckets.delete(this.buckets.keys().next().value!);
+  }
+}
+
+export interface LimitOptions {
+  perSecond: number;
+  burst: number;
+  /** Throttle loopback clients too. */
+  loopback: boolean;
+  maxPendingPerClient: number;
+}
+
+const ACTOR_PREFIX = '/api/v1/actor/';
+const WAITING = new Set(['/api/v1/actor/invoke', '/api/v1/actor/broadcast']);
+
+/** The client a request counts against: its authenticated principal, else its address. */
+export function clientOf(event: H3Event): { key: string; loopback: boolean } {
+  const ip = getRequestIP(event) ?? 'unknown';
+  const plain = ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+  const p = principalOf(event);
+  return { key: p ? p.id : `ip:${plain}`, loopback: isLoopback(plain) };
+}
+
+const refuse = (text: string, retryAfter: number) => toWebResponse(errorBody(new DmsError('rate_limited', text, { retryAfter })));
+
+export function actorLimits(o: LimitOptions): Middleware {
+  const limiter = o.perSecond > 0 ? new RateLimiter(o.perSecond, o.burst) : undefined;
+  const waiting = new Map<string, number>();
+  return async (event, next) => {
+    const path = event.url.pathname;
+    if (!path.startsWith(ACTOR_PREFIX)) return undefined;
+    const client = clientOf(event);
+    if (client.loopback && !o.loopback) return undefined;
+    if (limiter) {
+      const wait = limiter.take(client.key);
+      if (wait) return refuse(`rate limit: at most ${o.perSecond} requests per second (burst ${o.burst}) to the actor interface; retry in ${wait} s`, wait);
+    }
+    if (!WAITING.has(path)) return undefined;
+    const n = waiting.get(client.key) ?? 0;
+    if (n >= o.maxPendingPerClient) return refuse(`too many requests of yours waiting for replies (${o.maxPendingPerClient}); retry later`, 1);
+    waiting.set(client.key, n + 1);
+    try {
+      return await next();
+    } finally {
+      const left = (waiting.get(client.key) ?? 1) - 1;
+      if (left > 0) waiting.set(client.key, left);
+      else waiting.delete(client.key);
+    }
+  };
+}
