@@ -132,9 +132,11 @@ export class Libp2pTransport implements Transport {
     const host = env.to.addr.host;
     const json = encodeEnvelope(env);
     const size = this.checkSize(json);
-    const peerId = this.routablePeer(host);
     let channel = this.channels.get(host);
     if (!channel) {
+      // Parsing a peer id costs tens of µs (it rebuilds the public key); a live channel
+      // already stands for a checked, routable host, so only a new one pays for it.
+      const peerId = this.routablePeer(host);
       channel = new OutboundChannel(host, {
         open: () => this.openStream(peerId),
         maxQueuedBytes: this.maxQueuedBytes,
