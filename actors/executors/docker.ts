@@ -272,7 +272,9 @@ export class DockerExecutor implements Executor {
     }
     await captured;
     try {
-      return exitResult(await container.inspect(), cancelReason());
+      const reason = cancelReason();
+      // A cancelled container was killed by us, not by the OOM killer: nothing to wait for.
+      return exitResult(await inspectAfterExit(container, reason ? 0 : statusCode), reason);
     } catch (e) {
       if (statusOf(e) !== 404) throw e;
       // Removed between exit and inspection (e.g. by hand): the exit code is all there is.
@@ -349,6 +351,21 @@ interface PullEvent {
   id?: string;
   progressDetail?: { current?: number; total?: number };
   error?: string;
+}
+
+// The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
+// has returned: a memory-limited container that died by SIGKILL (137) is re-inspected briefly
+// before concluding that it was not the OOM killer.
+const OOM_SETTLE_TRIES = 10;
+const OOM_SETTLE_MS = 100;
+
+async function inspectAfterExit(container: Docker.Container, statusCode: number): Promise<Docker.ContainerInspectInfo> {
+  let info = await container.inspect();
+  for (let i = 0; i < OOM_SETTLE_TRIES && statusCode === 137 && info.HostConfig.Memory && !info.State.OOMKilled; i++) {
+    await new Promise((resolve) => setTimeout(resolve, OOM_SETTLE_MS));
+    info = await container.inspect();
+  }
+  return info;
 }
 
 function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | undefined): ExitResult {
