@@ -1,0 +1,161 @@
+/**
+ * npm run bench:net — what the network costs a REST caller, in one run:
+ *  (a) raw libp2p request/reply on one reused stream between two bare hosts (the floor)
+ *  (b) REST invoke of /public/hello on node A's own root (local)
+ *  (c) REST invoke on node A of /public/hello on node B's root (cross-node)
+ *  (d) with 5 nodes, REST broadcast on A with ?limit=5 (latency until the fifth reply)
+ * (b) and (c) run at concurrency 1 and 16 under autocannon for req/s and p99; autocannon
+ * records whole milliseconds, too coarse for sub-ms p50s, so a sequential keep-alive client
+ * also times each concurrency-1 request to the microsecond. The ratio
+ * cross p50 / (local p50 + raw p50) uses those; target <= 1.5.
+ */
+import '../runtime/polyfills.js';
+import { Agent, request } from 'node:http';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { DmsClient } from '../client/client.js';
+import { msToNs, nowNs } from '../runtime/time.js';
+import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js';
+import { listenAddr, waitFor } from '../test/helpers/network.js';
+import { type Figures, measure, printTable } from './lib/load.js';
+import { rawLibp2pRoundTrips } from './lib/raw-libp2p.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 1500);
+const BROADCASTS = Number(process.env.BENCH_BROADCASTS ?? 50);
+const TARGET = 1.5;
+const headers = { 'content-type': 'application/json' };
+
+interface Latency {
+  name: string;
+  p50_ms: number;
+  p99_ms: number;
+  samples: number;
+}
+
+// One socket, one request at a time: the latency a single caller sees, timed to the microsecond.
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+
+function post(url: string, body: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', agent, headers: { ...headers, 'content-length': Buffer.byteLength(body) } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => (res.statusCode === 200 ? resolve(text) : reject(new Error(`HTTP ${res.statusCode}: ${text}`))));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+interface Case {
+  name: string;
+  body: () => string;
+}
+
+/**
+ * Times each case's requests one at a time, alternating the cases in blocks: the machine's
+ * load drifts (other processes share the cores), and alternation spreads the drift evenly
+ * instead of charging it to whichever case ran last.
+ */
+async function sequential(url: string, cases: Case[], blocks = 6): Promise<Latency[]> {
+  for (const c of cases) for (let i = 0; i < 200; i++) await post(url, c.body());
+  const times = cases.map((): number[] => []);
+  const perBlock = Math.ceil(SAMPLES / blocks);
+  for (let b = 0; b < blocks; b++) {
+    for (const [i, c] of cases.entries()) {
+      for (let k = 0; k < perBlock; k++) {
+        const text = c.body();
+        const t0 = performance.now();
+        await post(url, text);
+        times[i].push(performance.now() - t0);
+      }
+    }
+  }
+  return cases.map((c, i) => summarize(c.name, times[i]));
+}
+
+function summarize(name: string, times: number[]): Latency {
+  const sorted = [...times].sort((x, y) => x - y);
+  const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] * 1000) / 1000;
+  return { name, p50_ms: at(0.5), p99_ms: at(0.99), samples: sorted.length };
+}
+
+const nodes: NodeProcess[] = [];
+const started = Date.now();
+try {
+  // (a) the floor, before any node process competes for the CPU.
+  const raw = await rawLibp2pRoundTrips({ requests: 3000, warmup: 300 });
+  console.log(`(a) raw libp2p: p50 ${raw.p50_ms} ms, p99 ${raw.p99_ms} ms, ${raw.rps} req/s (concurrency 1, ${raw.payload_bytes}-byte frames)`);
+
+  const a = await startNode({ timeoutMs: 45_000 });
+  nodes.push(a);
+  const join = () => startNode({ timeoutMs: 45_000, env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(a) } });
+  const b = await join();
+  nodes.push(b);
+  await waitFor('A to be connected to B', async () => (await new DmsClient({ url: a.url }).peers()).includes(b.peerId));
+
+  // Unsigned envelopes (A signs them as its operator, as for any trusted local caller), each
+  // with its own nonce (replay) and cont (one waiter per cont); the counter spans every case.
+  let n = Date.now() * 1000;
+  const invokeBody = (to: NodeProcess) => () => {
+    n++;
+    return `{"to":{"addr":{"host":"${to.peerId}","inbox":"root"}},"be":"/public/hello","from":{"addr":{"host":"${a.peerId}","inbox":"bench"}},"nonce":${n},"opt":{"exp":${nowNs() + msToNs(60_000)},"cont":"/private/r/${n}"},"msg":"e30="}`;
+  };
+  const invokeUrl = `${a.url}/api/v1/actor/invoke`;
+  const load = (name: string, to: NodeProcess, connections: number) => {
+    const body = invokeBody(to);
+    return measure(name, { url: invokeUrl, connections, requests: [{ method: 'POST', headers, setupRequest: (r) => ({ ...r, body: body() }) }] }, SECONDS, 1);
+  };
+
+  const [local, cross] = await sequential(invokeUrl, [
+    { name: '(b) local invoke, precise', body: invokeBody(a) },
+    { name: '(c) cross-node invoke, precise', body: invokeBody(b) },
+  ]);
+  const loads: Figures[] = [];
+  loads.push(await load('(b) local invoke, concurrency 1', a, 1));
+  loads.push(await load('(b) local invoke, concurrency 16', a, 16));
+  loads.push(await load('(c) cross-node invoke, concurrency 1', b, 1));
+  loads.push(await load('(c) cross-node invoke, concurrency 16', b, 16));
+
+  // (d) three more nodes join through A.
+  nodes.push(...(await Promise.all([join(), join(), join()])));
+  const broadcastUrl = `${a.url}/api/v1/actor/broadcast?limit=5`;
+  const broadcastBody = () => {
+    n++;
+    return `{"to":{},"be":"/broadcast/hello","from":{"addr":{"host":"${a.peerId}","inbox":"bench-b"}},"nonce":${n},"opt":{"exp":${nowNs() + msToNs(5_000)},"cont":"/private/b/${n}","topic":"/dms/hello"},"msg":"e30="}`;
+  };
+  const replies = async (): Promise<number> => (JSON.parse(await post(broadcastUrl, broadcastBody())) as unknown[]).length;
+  // Gossipsub builds its mesh over a few heartbeats: measure only once every node answers.
+  await waitFor('a broadcast to reach all 5 nodes', async () => (await replies()) === 5, { timeoutMs: 60_000, intervalMs: 500 });
+  const broadcastTimes: number[] = [];
+  let short = 0;
+  for (let i = 0; i < BROADCASTS; i++) {
+    const t0 = performance.now();
+    const got = await replies();
+    broadcastTimes.push(performance.now() - t0);
+    if (got < 5) short++;
+  }
+  const broadcast = summarize('(d) broadcast ?limit=5, 5 nodes', broadcastTimes);
+
+  console.log('');
+  printTable(loads);
+  console.log('');
+  for (const l of [local, cross, broadcast]) console.log(`${l.name.padEnd(44)} p50 ${l.p50_ms} ms  p99 ${l.p99_ms} ms  (${l.samples} requests)`);
+  if (short) console.log(`warning: ${short} of ${BROADCASTS} broadcasts ended at opt.exp with fewer than 5 replies`);
+
+  const ratio = cross.p50_ms / (local.p50_ms + raw.p50_ms);
+  console.log(
+    `\ncross-node p50 / (local p50 + raw libp2p p50) = ${cross.p50_ms} / (${local.p50_ms} + ${raw.p50_ms}) = ${ratio.toFixed(3)}` +
+      ` (target <= ${TARGET}: ${ratio <= TARGET ? 'holds' : 'MISSED'})`,
+  );
+  console.log(`bench took ${Math.round((Date.now() - started) / 1000)} s`);
+  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+  writeFileSync(
+    new URL('./results/net.json', import.meta.url),
+    JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, raw, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET }, null, 2),
+  );
+} finally {
+  await Promise.all(nodes.map((node) => node.stop()));
+  for (const node of nodes) removeHome(node.home);
+}
