@@ -53,7 +53,8 @@ async function restart(old: NodeProcess, env: Record<string, string> = {}): Prom
 describe('faults', () => {
   it('a peer that dies mid-invoke: the waiting REST call ends at opt.exp with 408, and its reply slot is freed', async () => {
     await waitFor('node 1 to be connected to node 3', async () => (await peersOf(n1)).includes(n3.peerId));
-    const caller = newCaller();
+    // Signed by node 3's operator, whom node 3 trusts to run its non-public behaviors.
+    const caller: Caller = { key: n3.operator(), inbox: newCaller().inbox };
     const { env, expMs } = request(caller, n3.peerId, '/plugin/slow/wait', 6_000, 'slow', { ms: 60_000 });
     const watch = await DevEvents.open(n3.url, ['deliver']);
     const pending = post(invokeUrl(), encodeEnvelope(env));
