@@ -2,6 +2,9 @@
 import '../runtime/polyfills.js';
 import { Command, CommanderError } from 'commander';
 import { registerActorCommands } from './commands/actor.js';
+import { registerAuthCommands } from './commands/auth.js';
+import { registerCapCommands } from './commands/cap.js';
+import { registerKeyCommands } from './commands/key.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerNodeCommands } from './commands/node.js';
 import { registerPeersCommands } from './commands/peers.js';
@@ -18,6 +21,9 @@ const program = new Command('dms')
 registerNodeCommands(program);
 registerConfigCommands(program);
 registerActorCommands(program);
+registerCapCommands(program);
+registerKeyCommands(program);
+registerAuthCommands(program);
 registerPeersCommands(program);
 
 try {

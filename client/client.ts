@@ -7,6 +7,8 @@ import {
   PeerSelfReply,
   StatusReply,
 } from '../behaviors/node.js';
+import { anyImplies } from '../runtime/capability/paths.js';
+import { encodeTokenList, LIMITS, type Token } from '../runtime/capability/token.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
 import { errorText } from '../runtime/errors.js';
@@ -40,6 +42,11 @@ export interface DmsClientOptions {
   verifyReplies?: boolean;
   /** The fetch to use (default the global one): proxies, instrumentation, tests. */
   fetch?: typeof fetch;
+  /**
+   * Capability tokens granted to `key` (e.g. the home's `provide` anchors): each envelope carries
+   * those that cover its behavior (or, for a broadcast, its topic), unless the call passes `cap`.
+   */
+  provide?: readonly Token[];
 }
 
 export interface EnvelopeOptions {
@@ -50,7 +57,7 @@ export interface EnvelopeOptions {
   /** Behavior the reply goes to. invoke/broadcast pick a unique one when left out. */
   cont?: string;
   topic?: string;
-  /** Capability tokens, as the node's README defines them. */
+  /** Capability tokens (docs/CAPABILITIES.md): `encodeTokenList` of the tokens to attach. */
   cap?: Uint8Array;
 }
 
@@ -111,6 +118,8 @@ export class DmsClient {
   private readonly timeoutMs: number;
   private readonly verifyReplies: boolean;
   private readonly fetchImpl: typeof fetch;
+  private readonly provide: readonly Token[];
+  private readonly capMemo = new Map<string, { bytes: Uint8Array | undefined; until: bigint }>();
   private nodeHandle?: Promise<Handle>;
 
   constructor(opts: DmsClientOptions) {
@@ -121,6 +130,7 @@ export class DmsClient {
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.verifyReplies = opts.verifyReplies ?? true;
     this.fetchImpl = opts.fetch ?? globalThis.fetch;
+    this.provide = opts.provide ?? [];
   }
 
   /** The node's root actor handle, fetched once: it does not change while the node runs. */
@@ -250,8 +260,25 @@ export class DmsClient {
     const cont = opts.cont ?? (contPrefix ? `${contPrefix}/${nonce}` : undefined);
     if (cont) env.opt.cont = cont;
     if (opts.topic) env.opt.topic = opts.topic;
-    if (opts.cap && opts.cap.length) env.cap = opts.cap;
+    const cap = opts.cap ?? this.provided(be, opts.topic);
+    if (cap && cap.length) env.cap = cap;
     return this.key ? signEnvelope(env, this.key) : env;
+  }
+
+  /** The provide tokens for `be` (or `topic`): granted to this client's key, unexpired, covering it. */
+  private provided(be: string, topic?: string): Uint8Array | undefined {
+    if (!this.key || this.provide.length === 0) return undefined;
+    const memoKey = `${be} ${topic ?? ''}`;
+    const now = nowNs();
+    const memo = this.capMemo.get(memoKey);
+    if (memo && memo.until > now) return memo.bytes;
+    const did = this.key.did;
+    const fit = this.provide.filter((t) => t.aud === did && t.exp > now && (topic ? anyImplies(t.topic, topic) : anyImplies(t.cap, be)));
+    const bytes = fit.length ? encodeTokenList(fit.slice(0, LIMITS.listTokens)) : undefined;
+    // Re-chosen when the first of them expires, or after a minute at most.
+    const until = fit.reduce((m, t) => (t.exp < m ? t.exp : m), now + msToNs(60_000));
+    this.capMemo.set(memoKey, { bytes, until });
+    return bytes;
   }
 
   private async readEnvelope(parse: () => Envelope): Promise<Envelope> {

@@ -1,4 +1,4 @@
-import { ApiKeyStore, apiKeysPath } from '../http/auth.js';
+import { ApiKeyStore, apiKeysPath } from '../http/apikeys.js';
 import { anchorsPath, ensureAnchors, watchAnchors } from '../runtime/capability/anchors.js';
 import { Authority, installAuthority, ownKeys } from '../runtime/capability/authority.js';
 import { type Config, isLoopback } from '../runtime/config.js';

@@ -4,9 +4,13 @@ import { stringify as stringifyLossless } from 'lossless-json';
 import { DmsClient, type Reply } from '../../client/client.js';
 import { ClientError } from '../../client/errors.js';
 import type { Target } from '../../client/target.js';
-import { homePaths, readKey } from '../../runtime/home.js';
+import { anchorsPath, readAnchors } from '../../runtime/capability/anchors.js';
+import { readKey } from '../../runtime/home.js';
 import { encodeEnvelope, type Envelope, type Handle, parseJsonLossless } from '../../runtime/wire/envelope.js';
 import { CliError, globals, homeOf, nodeUrl } from '../context.js';
+import { unlockKeys } from '../passphrase.js';
+import { restCredentials } from './auth.js';
+import { keyPath, readToken } from './cap.js';
 
 interface TargetOptions {
   to?: string;
@@ -36,6 +40,8 @@ export function registerActorCommands(program: Command): void {
   const actor = program
     .command('actor')
     .description("talk to actors through the node's REST interface, with envelopes signed by the operator key");
+  // Sealed keys are unlocked before any action runs: asked at a terminal, else DMS_PASSPHRASE.
+  actor.hook('preAction', (_actor, action) => unlockKeys([keyPath(homeOf(action), (action.opts() as KeyOptions).key)]));
 
   actor
     .command('handle')
@@ -54,6 +60,8 @@ export function registerActorCommands(program: Command): void {
     .option('--to <inbox|handle-json>', TO_HELP)
     .option('--host <peer-id>', HOST_HELP)
     .option('--timeout <seconds>', `how long the message stays valid (default ${DEFAULT_INVOKE_S})`, parseSeconds)
+    .option('--key <name|file>', KEY_HELP)
+    .option('--cap <token>', CAP_HELP, collectCaps, [])
     .action(async (be: string, payloadText: string | undefined, opts: CallOptions, cmd: Command) => {
       const client = clientFor(cmd);
       const payload = parsePayload(payloadText);
@@ -70,6 +78,8 @@ export function registerActorCommands(program: Command): void {
     .option('--to <inbox|handle-json>', TO_HELP)
     .option('--host <peer-id>', HOST_HELP)
     .option('--timeout <seconds>', `seconds to wait for the reply (default ${DEFAULT_INVOKE_S})`, parseSeconds)
+    .option('--key <name|file>', KEY_HELP)
+    .option('--cap <token>', CAP_HELP, collectCaps, [])
     .action(async (be: string, payloadText: string | undefined, opts: CallOptions, cmd: Command) => {
       const client = clientFor(cmd);
       const payload = parsePayload(payloadText);
@@ -85,6 +95,8 @@ export function registerActorCommands(program: Command): void {
     .requiredOption('--topic <topic>', 'publish/subscribe topic, e.g. /dms/hello')
     .option('--limit <n>', 'return as soon as this many replies arrived', parseLimit)
     .option('--timeout <seconds>', `seconds to collect replies (default ${DEFAULT_BROADCAST_S})`, parseSeconds)
+    .option('--key <name|file>', KEY_HELP)
+    .option('--cap <token>', CAP_HELP, collectCaps, [])
     .action(async (be: string, payloadText: string | undefined, opts: BroadcastOptions, cmd: Command) => {
       const client = clientFor(cmd);
       const payload = parsePayload(payloadText);
@@ -105,13 +117,28 @@ export function registerActorCommands(program: Command): void {
     });
 }
 
-/** A client for this home's node, signing as the home's operator: the identity a person acts under. */
+/**
+ * A client for this home's node, signing as the home's operator (the identity a person acts
+ * under) or --key. Envelopes carry the --cap tokens and the home's provide anchors that fit
+ * them; DMS_API_KEY / DMS_TOKEN authenticate to a node with REST auth on.
+ */
 function clientFor(cmd: Command): DmsClient {
   const home = homeOf(cmd);
-  const keyPath = homePaths(home).operatorKey;
-  if (!existsSync(keyPath)) throw new CliError(`no operator key at ${keyPath}; run \`dms init\` to create the home's keys`);
-  return new DmsClient({ url: nodeUrl(cmd), key: readKey(keyPath) });
+  const opts = cmd.opts() as KeyOptions;
+  const path = keyPath(home, opts.key);
+  if (!existsSync(path)) throw new CliError(`no operator key at ${path}; run \`dms init\` to create the home's keys`);
+  const provide = [...(opts.cap ?? []).map((c) => readToken(c, '--cap')), ...readAnchors(anchorsPath(home)).provide];
+  return new DmsClient({ url: nodeUrl(cmd), key: readKey(path), provide, headers: restCredentials() });
 }
+
+interface KeyOptions {
+  key?: string;
+  cap?: string[];
+}
+
+const KEY_HELP = 'sign as this key: a name under <home>/keys or a key file (default: the operator)';
+const CAP_HELP = 'attach this capability token (text, a file, or -); repeatable. The home\'s provide anchors that fit are attached too';
+const collectCaps = (v: string, prev: string[]) => [...prev, v];
 
 /** Runs a client call, turning its failures into one line a person can act on. */
 async function call<T>(client: DmsClient, fn: () => Promise<T>, be?: string): Promise<T> {

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -7,7 +7,9 @@ import { type Command, Option } from 'commander';
 import { loadConfig } from '../../runtime/config.js';
 import { homePaths, initHome } from '../../runtime/home.js';
 import { createLogger } from '../../runtime/log.js';
+import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
 import { CliError, globals, homeOf, isAlive, output, runningNode } from '../context.js';
+import { newKeyPassphrase, unlockKeys } from '../passphrase.js';
 
 const DETACH_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 20_000;
@@ -29,10 +31,15 @@ export function registerNodeCommands(program: Command): void {
   program
     .command('init')
     .description('create the node home: configuration directory, node key and operator key (existing keys are kept)')
-    .action((_opts, cmd: Command) => {
+    .action(async (_opts, cmd: Command) => {
       const home = homeOf(cmd);
-      const r = initHome(home);
-      const data = { home, node_did: r.node.did, peer_id: r.node.peerId, operator_did: r.operator.did, created: r.created };
+      const paths = homePaths(home);
+      // Sealed existing keys need their passphrase; new keys get DMS_PASSPHRASE, a passphrase
+      // asked at a terminal, or none (stored 0600) when nobody can be asked.
+      await unlockKeys([paths.nodeKey, paths.operatorKey]);
+      const making = !existsSync(paths.nodeKey) || !existsSync(paths.operatorKey);
+      const r = initHome(home, making ? await newKeyPassphrase() : passphraseFromEnv());
+      const data = { home, node_did: r.node.did, peer_id: r.node.peerId, operator_did: r.operator.did, created: r.created, encrypted: r.encrypted };
       const said = (made: boolean) => (made ? 'created' : 'kept existing');
       output(
         cmd,
@@ -42,7 +49,7 @@ export function registerNodeCommands(program: Command): void {
           `node      ${r.node.did} (${said(r.created.node)})`,
           `peer id   ${r.node.peerId}`,
           `operator  ${r.operator.did} (${said(r.created.operator)})`,
-          'keys are stored unencrypted, readable only by their owner (mode 0600)',
+          keysAtRest(r.encrypted),
         ].join('\n'),
       );
     });
@@ -59,6 +66,8 @@ export function registerNodeCommands(program: Command): void {
       const home = homeOf(cmd);
       const running = runningNode(home);
       if (running) throw new CliError(`a node is already running from ${home} (pid ${running.pid}, ${running.url})`);
+      // Asked here, before anything runs in the background: a node never waits on a prompt.
+      await unlockKeys([homePaths(home).nodeKey, homePaths(home).operatorKey]);
       if (opts.detach) return detach(cmd, home);
       const config = loadConfig({
         home,
@@ -139,6 +148,14 @@ export function registerNodeCommands(program: Command): void {
       );
       if (!healthy) process.exitCode = 1;
     });
+}
+
+/** How the keys are kept, in words: whether a passphrase protects them. */
+function keysAtRest(e: { node: boolean; operator: boolean }): string {
+  if (e.node && e.operator) return 'keys are encrypted with the passphrase (scrypt + AES-256-GCM); `dms start` needs DMS_PASSPHRASE or a terminal to ask on';
+  const plain = 'stored unencrypted, readable only by their owner (mode 0600); set DMS_PASSPHRASE (or run `dms init` at a terminal) to encrypt new keys';
+  if (!e.node && !e.operator) return `keys are ${plain}`;
+  return `the ${e.node ? 'operator' : 'node'} key is ${plain}; the other is encrypted`;
 }
 
 /** Re-runs `start` in the background with its output in the home's log, and waits until healthy. */

@@ -96,7 +96,8 @@ export function checkTokenList(bytes: Uint8Array, trust: TrustView): CheckedList
   try {
     tokens = decodeTokenList(bytes);
   } catch (e) {
-    return { grants: [], problems: [errorText(e)] };
+    const why = errorText(e);
+    return { grants: [], problems: [why.startsWith('cap') ? why : `cap: ${why}`] };
   }
   const out: CheckedList = { grants: [], problems: [] };
   tokens.forEach((t, i) => {
