@@ -10,7 +10,7 @@ import { DeviceRepository } from './device.js';
 import { JobEventRepository, JobRepository } from './jobs.js';
 
 export type { AllocationFilter } from './allocations.js';
-export type { JobChange, JobCreateOptions, JobFilter, JobListOptions } from './jobs.js';
+export type { JobChange, JobCreateOptions, JobFilter, JobListOptions, JobWrite, JobWriteResult } from './jobs.js';
 export { AllocationRepository, DeviceRepository, JobEventRepository, JobRepository };
 
 export interface Storage {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { InferEntity } from '@mikro-orm/core';
-import type { MikroORM } from '@mikro-orm/sqlite';
+import type { EntityManager, MikroORM } from '@mikro-orm/sqlite';
 import { z } from 'zod';
 import {
   isTerminal,
@@ -39,6 +39,14 @@ export interface JobChange {
   container_id?: string | null;
 }
 
+/** One write of a group commit (JobRepository.commitAll). */
+export type JobWrite =
+  | { op: 'create'; spec: JobSpecInput; opts?: JobCreateOptions }
+  | { op: 'update'; id: string; change: JobChange };
+
+/** What became of one write of a group commit: the job as that write left it, or why it was refused. */
+export type JobWriteResult = { ok: true; job: Job } | { ok: false; error: DmsError };
+
 export interface JobFilter {
   status?: JobStatus | JobStatus[];
   executor?: string;
@@ -63,28 +71,8 @@ export class JobRepository {
 
   /** Stores a new pending job and its first event; resolves once both are committed. */
   async create(spec: JobSpecInput, opts: JobCreateOptions = {}): Promise<Job> {
-    const valid = parseWith(JobSpecSchema, spec, 'job spec');
     const em = this.orm.em.fork();
-    const now = new Date();
-    const row = em.create(JobEntity, {
-      id: opts.id === undefined ? randomUUID() : parseWith(z.uuid(), opts.id, 'job id'),
-      name: valid.name,
-      image: valid.image,
-      command: valid.command,
-      environment: valid.environment,
-      resources: valid.resources,
-      executor: valid.executor,
-      status: 'pending',
-      node: opts.node ?? null,
-      exit_code: null,
-      error: null,
-      pending_reason: opts.pending_reason ?? null,
-      timeout_s: valid.timeout_s ?? null,
-      container_id: null,
-      created_at: now,
-      updated_at: now,
-    });
-    em.create(JobEventEntity, { job_id: row.id, at: now, from_status: null, to_status: 'pending', reason: 'submitted' });
+    const row = insertJob(em, spec, opts, new Date());
     // One flush is one transaction: the job never exists without its creation event.
     await em.flush();
     return toJob(row);
@@ -117,28 +105,98 @@ export class JobRepository {
     const row = await this.orm.em.fork().transactional(async (em) => {
       const row = await em.findOne(JobEntity, { id });
       if (!row) throw notFound(`job ${id} not found`);
-      const from = row.status;
-      const to = change.status ?? from;
-      if (!NEXT[from].includes(to)) {
-        const why = isTerminal(from) ? `has already ${from}` : `is ${from} and cannot become ${to}`;
-        throw new DmsError('conflict', `job ${id} ${why}`);
-      }
-      const now = new Date();
-      if (change.node !== undefined) row.node = change.node;
-      if (change.exit_code !== undefined) row.exit_code = change.exit_code;
-      if (change.container_id !== undefined) row.container_id = change.container_id;
-      if (change.pending_reason !== undefined) row.pending_reason = change.pending_reason;
-      if (change.error !== undefined) row.error = change.error;
-      // A reason only describes a wait; once the job left pending it would mislead.
-      if (to !== 'pending') row.pending_reason = null;
-      if (to === 'failed') row.error ??= change.reason;
-      row.status = to;
-      row.updated_at = now;
-      em.create(JobEventEntity, { job_id: id, at: now, from_status: from, to_status: to, reason: change.reason });
+      applyChange(em, row, change, new Date());
       return row;
     });
     return toJob(row);
   }
+
+  /**
+   * Group commit: applies `writes` in order in one transaction, so many callers share one
+   * commit (one fsync) instead of paying one each. A write the job model refuses (invalid
+   * spec, unknown id, forbidden transition) is reported in its slot and leaves the job as it
+   * was; the other writes still commit. A failure of the database itself rejects the whole
+   * batch and stores none of it. Later writes to a job see the earlier ones of the batch.
+   */
+  async commitAll(writes: readonly JobWrite[]): Promise<JobWriteResult[]> {
+    if (writes.length === 0) return [];
+    return this.orm.em.fork().transactional(async (em) => {
+      const wanted = new Set<string>();
+      for (const w of writes) {
+        if (w.op === 'update') wanted.add(w.id);
+        else if (w.opts?.id !== undefined) wanted.add(w.opts.id);
+      }
+      const rows = new Map<string, JobRow>();
+      if (wanted.size > 0) for (const row of await em.find(JobEntity, { id: { $in: [...wanted] } })) rows.set(row.id, row);
+      const now = new Date();
+      return writes.map((w): JobWriteResult => {
+        try {
+          if (w.op === 'create') {
+            if (w.opts?.id !== undefined && rows.has(w.opts.id)) throw new DmsError('conflict', `job ${w.opts.id} already exists`);
+            const row = insertJob(em, w.spec, w.opts ?? {}, now);
+            rows.set(row.id, row);
+            return { ok: true, job: toJob(row) };
+          }
+          const row = rows.get(w.id);
+          if (!row) throw notFound(`job ${w.id} not found`);
+          applyChange(em, row, w.change, now);
+          return { ok: true, job: toJob(row) };
+        } catch (e) {
+          if (e instanceof DmsError) return { ok: false, error: e };
+          throw e;
+        }
+      });
+    });
+  }
+}
+
+/** A new pending job and its creation event, staged in `em`; throws invalid naming bad fields. */
+function insertJob(em: EntityManager, spec: JobSpecInput, opts: JobCreateOptions, now: Date): JobRow {
+  const valid = parseWith(JobSpecSchema, spec, 'job spec');
+  const row = em.create(JobEntity, {
+    id: opts.id === undefined ? randomUUID() : parseWith(z.uuid(), opts.id, 'job id'),
+    name: valid.name,
+    image: valid.image,
+    command: valid.command,
+    environment: valid.environment,
+    resources: valid.resources,
+    executor: valid.executor,
+    status: 'pending',
+    node: opts.node ?? null,
+    exit_code: null,
+    error: null,
+    pending_reason: opts.pending_reason ?? null,
+    timeout_s: valid.timeout_s ?? null,
+    container_id: null,
+    created_at: now,
+    updated_at: now,
+  });
+  em.create(JobEventEntity, { job_id: row.id, at: now, from_status: null, to_status: 'pending', reason: 'submitted' });
+  return row;
+}
+
+/**
+ * Applies `change` to a loaded row and stages its event; throws conflict, touching nothing,
+ * for a transition the job model forbids.
+ */
+function applyChange(em: EntityManager, row: JobRow, change: JobChange, now: Date): void {
+  const from = row.status;
+  const to = change.status ?? from;
+  if (!NEXT[from].includes(to)) {
+    const why = isTerminal(from) ? `has already ${from}` : `is ${from} and cannot become ${to}`;
+    throw new DmsError('conflict', `job ${row.id} ${why}`);
+  }
+  if (change.node !== undefined) row.node = change.node;
+  if (change.exit_code !== undefined) row.exit_code = change.exit_code;
+  if (change.container_id !== undefined) row.container_id = change.container_id;
+  if (change.pending_reason !== undefined) row.pending_reason = change.pending_reason;
+  if (change.error !== undefined) row.error = change.error;
+  // A reason only describes a wait; once the job left pending it would mislead.
+  if (to !== 'pending') row.pending_reason = null;
+  if (to === 'failed') row.error ??= change.reason;
+  row.status = to;
+  row.updated_at = now;
+  em.create(JobEventEntity, { job_id: row.id, at: now, from_status: from, to_status: to, reason: change.reason });
 }
 
 export class JobEventRepository {
