@@ -1,0 +1,235 @@
+/**
+ * The resource manager actor (inbox `resources`): the machine's capacity, the share of it the
+ * operator onboarded, and everything reserved against that share, by allocations (stored, so
+ * they survive restarts) and by running jobs (held in memory: a job's reservation lives exactly
+ * as long as its run, which the orchestrator re-establishes after a restart). Every check and
+ * reservation happens synchronously inside one handler, so two requests can never both take
+ * the last of a resource.
+ */
+import { randomUUID } from 'node:crypto';
+import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
+import { localHandle, replyingKinds } from '../../behaviors/jobs/replies.js';
+import {
+  AllocatePayload,
+  AllocationListPayload,
+  ConfigurePayload,
+  DeallocatePayload,
+  type Device,
+  DeviceBehaviors,
+  EmptyPayload,
+  formatBytes as bytes,
+  ReleasePayload,
+  ReservePayload,
+  type ReserveReply,
+  ResourceBehaviors,
+  RESOURCES_INBOX,
+  type Usage,
+} from '../../behaviors/jobs/resources.js';
+import type { Allocation, DeviceSettings, DeviceSettingsPatch, ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
+import type { Actor } from '../../runtime/actor.js';
+import { defineBehavior } from '../../runtime/behavior.js';
+import { DmsError, errorText, invalid } from '../../runtime/errors.js';
+import type { Logger } from '../../runtime/log.js';
+import type { ActorSystem } from '../../runtime/system.js';
+import type { Storage } from '../../storage/index.js';
+import { fitsWithin, ResourceLedger } from './ledger.js';
+
+export interface ResourceManagerOptions {
+  storage: Storage;
+  /** What the machine has (measureCapacity). */
+  capacity: ResourceCapacity;
+  /** The device name until the operator sets one. */
+  defaultName: string;
+  log: Logger;
+}
+
+const NO_SETTINGS: DeviceSettings = { name: '', location: {}, onboarded: null };
+
+const jobKey = (jobId: string) => `job:${jobId}`;
+const allocationKey = (id: string) => `allocation:${id}`;
+
+export class ResourceManager {
+  readonly actor: Actor;
+  private readonly ledger: ResourceLedger;
+  /** Held allocations made for a job, by job id: the job runs on its allocation. */
+  private readonly forJobs = new Map<string, Allocation>();
+  /** Jobs running on an allocation made for them, rather than on a reservation of their own. */
+  private readonly covered = new Set<string>();
+
+  private constructor(
+    system: ActorSystem,
+    private readonly opts: ResourceManagerOptions,
+    private settings: DeviceSettings,
+    held: Allocation[],
+  ) {
+    this.ledger = new ResourceLedger(settings.onboarded ?? opts.capacity);
+    // Stored allocations were granted before; a smaller share since then does not revoke them.
+    for (const a of held) this.hold(a, true);
+    this.actor = system.spawn({ inbox: RESOURCES_INBOX, behaviors: this.behaviors() });
+  }
+
+  /** Loads the device settings and the allocations still held, then starts the actor. */
+  static async spawn(system: ActorSystem, opts: ResourceManagerOptions): Promise<ResourceManager> {
+    const settings = (await opts.storage.device.get()) ?? NO_SETTINGS;
+    const held = await opts.storage.allocations.list({ active: true });
+    return new ResourceManager(system, opts, settings, held);
+  }
+
+  usage(): Usage {
+    return {
+      capacity: this.opts.capacity,
+      onboarded: this.ledger.offering,
+      allocated: this.ledger.allocated(),
+      free: this.ledger.free(),
+    };
+  }
+
+  device(): Device {
+    return {
+      id: this.actor.system.key.did,
+      name: this.settings.name || this.opts.defaultName,
+      // Online and answering; busy while any job holds resources here.
+      status: this.ledger.holders('job:').length > 0 || this.covered.size > 0 ? 'busy' : 'online',
+      resources: this.ledger.offering,
+      location: this.settings.location,
+      last_seen: new Date().toISOString(),
+    };
+  }
+
+  private behaviors() {
+    return [
+      defineBehavior({ name: ResourceBehaviors.usage, payload: EmptyPayload, handle: () => this.usage() }),
+      defineBehavior({ name: ResourceBehaviors.reserve, payload: ReservePayload, handle: replyingKinds(({ payload }) => this.reserve(payload)) }),
+      defineBehavior({
+        name: ResourceBehaviors.release,
+        payload: ReleasePayload,
+        handle: replyingKinds(async ({ payload }) => ({ released: await this.releaseJobs(payload.job_ids) })),
+      }),
+      defineBehavior({ name: ResourceBehaviors.allocate, payload: AllocatePayload, handle: replyingKinds(({ payload }) => this.allocate(payload)) }),
+      defineBehavior({
+        name: ResourceBehaviors.allocations,
+        payload: AllocationListPayload,
+        handle: ({ payload }) => this.opts.storage.allocations.list(payload.all ? {} : { active: true }),
+      }),
+      defineBehavior({ name: ResourceBehaviors.deallocate, payload: DeallocatePayload, handle: replyingKinds(({ payload }) => this.deallocate(payload.id)) }),
+      defineBehavior({ name: DeviceBehaviors.status, payload: EmptyPayload, handle: () => this.device() }),
+      defineBehavior({ name: DeviceBehaviors.configure, payload: ConfigurePayload, handle: replyingKinds(({ payload }) => this.configure(payload)) }),
+    ];
+  }
+
+  // --- jobs ------------------------------------------------------------------------------
+
+  private reserve(request: { jobs: { job_id: string; resources: ResourceSpec }[]; force: boolean }): ReserveReply {
+    const reply: ReserveReply = { granted: [], refused: [] };
+    for (const { job_id, resources } of request.jobs) {
+      // Asking again for a job that already holds its share is not asking for more.
+      if (this.ledger.has(jobKey(job_id)) || this.covered.has(job_id)) {
+        reply.granted.push(job_id);
+        continue;
+      }
+      const own = this.forJobs.get(job_id);
+      if (own && fitsWithin(resources, own.resources)) {
+        this.covered.add(job_id);
+        reply.granted.push(job_id);
+        continue;
+      }
+      const reason = request.force ? null : this.ledger.shortfall(resources);
+      if (reason) {
+        reply.refused.push({ job_id, reason });
+        continue;
+      }
+      this.ledger.reserve(jobKey(job_id), resources, true);
+      reply.granted.push(job_id);
+    }
+    return reply;
+  }
+
+  /** Frees what the jobs hold; an allocation made for one of them ends with it. */
+  private async releaseJobs(jobIds: string[]): Promise<number> {
+    let released = 0;
+    const ended: Allocation[] = [];
+    for (const id of jobIds) {
+      if (this.ledger.release(jobKey(id))) released++;
+      if (this.covered.delete(id)) {
+        const allocation = this.forJobs.get(id)!;
+        this.unhold(allocation);
+        ended.push(allocation);
+        released++;
+      }
+    }
+    // Stored after the fact: were this lost in a crash, the allocation would only stay
+    // reserved until released by hand, which errs on the side of never over-committing.
+    await Promise.all(ended.map((a) => this.opts.storage.allocations.release(a.id)));
+    return released;
+  }
+
+  // --- allocations -----------------------------------------------------------------------
+
+  private async allocate(request: { resources: ResourceSpec; job_id?: string }): Promise<Allocation> {
+    if (request.job_id && this.forJobs.has(request.job_id)) {
+      throw new DmsError('conflict', `job ${request.job_id} already has allocation ${this.forJobs.get(request.job_id)!.id}`);
+    }
+    // Reserved before the write so no other request can take the same resources meanwhile.
+    const claim = allocationKey(`claim-${randomUUID()}`);
+    this.ledger.reserve(claim, request.resources);
+    let allocation: Allocation;
+    try {
+      allocation = await this.opts.storage.allocations.create(request);
+    } finally {
+      this.ledger.release(claim);
+    }
+    this.hold(allocation, true);
+    return allocation;
+  }
+
+  private async deallocate(id: string): Promise<Allocation> {
+    const allocation = await this.opts.storage.allocations.release(id);
+    if (this.unhold(allocation)) this.resourcesFreed();
+    return allocation;
+  }
+
+  private hold(a: Allocation, force: boolean): void {
+    this.ledger.reserve(allocationKey(a.id), a.resources, force);
+    if (a.job_id) this.forJobs.set(a.job_id, a);
+  }
+
+  private unhold(a: Allocation): boolean {
+    if (a.job_id && this.forJobs.get(a.job_id)?.id === a.id) {
+      this.forJobs.delete(a.job_id);
+      this.covered.delete(a.job_id);
+    }
+    return this.ledger.release(allocationKey(a.id));
+  }
+
+  // --- device ----------------------------------------------------------------------------
+
+  private async configure(patch: DeviceSettingsPatch): Promise<DeviceSettings> {
+    if (patch.onboarded) this.checkOnboarded(patch.onboarded);
+    const next = await this.opts.storage.device.put(patch);
+    const grew = next.onboarded === null || !fitsWithin(next.onboarded, this.ledger.offering);
+    this.settings = next;
+    this.ledger.offer(next.onboarded ?? this.opts.capacity);
+    if (grew) this.resourcesFreed();
+    return next;
+  }
+
+  /** The share offered can be at most what the machine has. */
+  private checkOnboarded(share: DeviceSettingsPatch['onboarded'] & object): void {
+    const cap = this.opts.capacity;
+    const over = (what: string, asked: string, has: string) =>
+      invalid(`onboarded.${what}: ${asked} is more than this machine has (${has})`);
+    if (share.cpu.cores > cap.cpu.cores) throw over('cpu.cores', `${share.cpu.cores} cores`, `${cap.cpu.cores} cores`);
+    if (share.memory.size > cap.memory.size) throw over('memory.size', bytes(share.memory.size), bytes(cap.memory.size));
+    const storage = share.storage?.size ?? 0;
+    if (storage > cap.storage.size) throw over('storage.size', bytes(storage), bytes(cap.storage.size));
+    if (share.gpu && share.gpu.count > (cap.gpu?.count ?? 0)) throw over('gpu.count', `${share.gpu.count} GPUs`, `${cap.gpu?.count ?? 0}`);
+  }
+
+  /** Tells the orchestrator that pending jobs may fit now. */
+  private resourcesFreed(): void {
+    const to = localHandle(this.actor, ORCHESTRATOR_INBOX);
+    this.actor.send(to, JobBehaviors.schedule, {}).catch((e: unknown) => {
+      this.opts.log.debug({ err: errorText(e) }, 'orchestrator not told about freed resources');
+    });
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * The orchestrator's behaviors: the catalogue other nodes, clients and the REST routes call to
+ * submit, inspect, cancel and read jobs. Payloads are validated by these schemas before a
+ * handler runs; failures answer an ErrorReply (./replies.ts).
+ */
+import { z } from 'zod';
+import { JobSchema, JobSpecSchema, JobStatusSchema } from './schema.js';
+
+/** Inbox of the orchestrator actor on every node. */
+export const ORCHESTRATOR_INBOX = 'orchestrator';
+
+export const JobBehaviors = {
+  submit: '/dms/job/submit',
+  status: '/dms/job/status',
+  list: '/dms/job/list',
+  cancel: '/dms/job/cancel',
+  logs: '/dms/job/logs',
+  /** Resources were freed elsewhere (an allocation released, a bigger share onboarded): try pending jobs again. */
+  schedule: '/dms/job/schedule',
+} as const;
+
+/** Most jobs one list answers; page with offset beyond it. */
+export const MAX_LIST_LIMIT = 1000;
+export const DEFAULT_LIST_LIMIT = 100;
+/** Longest a logs call may wait for new output; below the default invoke expiry. */
+export const MAX_LOGS_WAIT_MS = 20_000;
+
+const jobId = z.string().min(1).max(100);
+
+export const SubmitPayload = JobSpecSchema;
+
+export const JobIdPayload = z.strictObject({ id: jobId });
+
+export const ListPayload = z.strictObject({
+  status: z.array(JobStatusSchema).optional(),
+  limit: z.int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
+  offset: z.int().nonnegative().default(0),
+});
+export type ListPayload = z.input<typeof ListPayload>;
+
+export const CancelPayload = z.strictObject({
+  id: jobId,
+  /** Recorded as the job's error after "cancelled: ". */
+  reason: z.string().min(1).max(500).optional(),
+});
+
+export const LogsPayload = z.strictObject({
+  id: jobId,
+  /** Chunks already seen: the answer starts after them. */
+  from: z.int().nonnegative().default(0),
+  /** When there is nothing after `from` yet and the job has not ended, wait this long for more. */
+  wait_ms: z.int().min(0).max(MAX_LOGS_WAIT_MS).default(0),
+});
+export type LogsPayload = z.input<typeof LogsPayload>;
+
+export const LogChunkSchema = z.object({
+  stream: z.enum(['stdout', 'stderr']),
+  data: z.string(),
+  at: z.string(),
+});
+
+export const LogsReply = z.object({
+  id: z.string(),
+  status: JobStatusSchema,
+  exit_code: z.int().nullable(),
+  error: z.string().nullable(),
+  pending_reason: z.string().nullable(),
+  chunks: z.array(LogChunkSchema),
+  /** Pass as `from` to continue after these chunks. */
+  next: z.int().nonnegative(),
+  /** The job has ended and every chunk of its output has been given. */
+  done: z.boolean(),
+});
+export type LogsReply = z.output<typeof LogsReply>;
+
+export const JobReply = JobSchema;
+export const JobListReply = z.array(JobSchema);

@@ -1,0 +1,106 @@
+/**
+ * The resource manager's behaviors: what this device offers, what is reserved, and the
+ * device's own settings. Allocations are reservations made by people or other nodes; jobs
+ * reserve through /dms/resources/reserve while they run.
+ */
+import { z } from 'zod';
+import {
+  AllocationRequestSchema,
+  AllocationSchema,
+  DeviceSettingsPatchSchema,
+  DeviceSettingsSchema,
+  LocationSchema,
+  ResourceSpecSchema,
+} from './schema.js';
+
+/** Inbox of the resource manager actor on every node. */
+export const RESOURCES_INBOX = 'resources';
+
+export const ResourceBehaviors = {
+  usage: '/dms/resources/usage',
+  /** Reserve resources for jobs about to run (the orchestrator). */
+  reserve: '/dms/resources/reserve',
+  /** Give back what jobs reserved (the orchestrator, when they end). */
+  release: '/dms/resources/release',
+  allocate: '/dms/allocations/create',
+  allocations: '/dms/allocations/list',
+  deallocate: '/dms/allocations/release',
+} as const;
+
+export const DeviceBehaviors = {
+  status: '/dms/device/status',
+  configure: '/dms/device/config',
+} as const;
+
+export const EmptyPayload = z.strictObject({});
+
+export const UsageReply = z.object({
+  /** What the machine has. */
+  capacity: ResourceSpecSchema,
+  /** The share of it offered to jobs and allocations (the whole machine until the operator sets one). */
+  onboarded: ResourceSpecSchema,
+  /** Held by allocations and running jobs. */
+  allocated: ResourceSpecSchema,
+  /** Onboarded minus allocated: what a new job or allocation can still get. */
+  free: ResourceSpecSchema,
+});
+export type Usage = z.output<typeof UsageReply>;
+
+const jobId = z.string().min(1).max(100);
+
+export const ReservePayload = z.strictObject({
+  /** In priority order; each is granted if it fits what the ones before it left. */
+  jobs: z.array(z.strictObject({ job_id: jobId, resources: ResourceSpecSchema })).max(1000),
+  /** Grant even beyond the onboarded share: jobs found still running after a restart already hold it. */
+  force: z.boolean().default(false),
+});
+export type ReservePayload = z.input<typeof ReservePayload>;
+
+export const ReserveReply = z.object({
+  granted: z.array(z.string()),
+  /** Jobs that do not fit now, each with the resource that is short. */
+  refused: z.array(z.object({ job_id: z.string(), reason: z.string() })),
+});
+export type ReserveReply = z.output<typeof ReserveReply>;
+
+export const ReleasePayload = z.strictObject({ job_ids: z.array(jobId).max(10_000) });
+export const ReleaseReply = z.object({ released: z.int().nonnegative() });
+
+export const AllocatePayload = AllocationRequestSchema;
+export const AllocationListPayload = z.strictObject({
+  /** Also list released allocations (default: only those still held). */
+  all: z.boolean().default(false),
+});
+export const DeallocatePayload = z.strictObject({ id: z.string().min(1).max(100) });
+export const AllocationReply = AllocationSchema;
+export const AllocationListReply = z.array(AllocationSchema);
+
+export const DEVICE_STATUSES = ['online', 'busy', 'offline'] as const;
+
+/** DESIGN.md "Job model": Device. */
+export const DeviceSchema = z.object({
+  /** The node's DID. */
+  id: z.string(),
+  name: z.string(),
+  status: z.enum(DEVICE_STATUSES),
+  /** The onboarded capacity (ResourceCapacity). */
+  resources: ResourceSpecSchema,
+  location: LocationSchema,
+  last_seen: z.iso.datetime({ offset: true }),
+});
+export type Device = z.output<typeof DeviceSchema>;
+
+export const ConfigurePayload = DeviceSettingsPatchSchema;
+export const DeviceSettingsReply = DeviceSettingsSchema;
+
+/** Bytes for people: 1.5 GiB, 64 MiB. */
+export function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${Number.isInteger(v) ? v : v.toFixed(1)} ${units[i]}`;
+}
