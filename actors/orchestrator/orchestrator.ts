@@ -1,0 +1,421 @@
+/**
+ * The orchestrator actor (inbox `orchestrator`): accepts jobs, places them on this node when
+ * the resource manager grants their resources, runs them through their executor and records
+ * every step. Each job is a JobRun driven by the job machine (./machine.ts); this class
+ * supplies the machine's effects. What a caller is told always comes from the database, and
+ * every write goes through the journal (group commit), so nothing is acknowledged before it
+ * is durable.
+ */
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import {
+  CancelPayload,
+  JobBehaviors,
+  JobIdPayload,
+  ListPayload,
+  LogsPayload,
+  type LogsReply,
+  ORCHESTRATOR_INBOX,
+  SubmitPayload,
+} from '../../behaviors/jobs/jobs.js';
+import { callBehavior, localHandle, replyingKinds, replyWhenDone } from '../../behaviors/jobs/replies.js';
+import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
+import { isTerminal, type Job, type JobSpec } from '../../behaviors/jobs/schema.js';
+import type { Actor } from '../../runtime/actor.js';
+import { defineBehavior } from '../../runtime/behavior.js';
+import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
+import type { Logger } from '../../runtime/log.js';
+import type { ActorSystem } from '../../runtime/system.js';
+import type { Handle } from '../../runtime/wire/envelope.js';
+import type { JobChange, Storage } from '../../storage/index.js';
+import type { ExecutorRegistry } from '../executors/registry.js';
+import type { ExecutionHandle, Executor, PullProgress } from '../executors/types.js';
+import { JobJournal } from './journal.js';
+import { aborted, chunksAfter, type LogSource, outputBeyond } from './logs.js';
+import { type JobMachineContext, jobMachine } from './machine.js';
+import { type ExecutorFindings, planRecovery } from './recovery.js';
+import { type JobMachine, JobRun } from './run.js';
+import { Scheduler } from './scheduler.js';
+
+export interface OrchestratorOptions {
+  storage: Storage;
+  executors: ExecutorRegistry;
+  log: Logger;
+}
+
+/** Most job ids one release message carries. */
+const MAX_RELEASE = 5000;
+
+export class Orchestrator {
+  readonly actor: Actor;
+  readonly journal: JobJournal;
+  private readonly storage: Storage;
+  private readonly executors: ExecutorRegistry;
+  private readonly log: Logger;
+  private readonly machine: JobMachine;
+  private readonly scheduler: Scheduler;
+  /** Jobs not yet finished, by id. A job leaves once its final state is committed. */
+  private readonly runs = new Map<string, JobRun>();
+  private readonly manager: Handle;
+  /** Jobs whose resources go back to the manager with the next release message. */
+  private readonly toRelease = new Set<string>();
+  private releasing: Promise<void> | null = null;
+  private stopping = false;
+
+  private constructor(system: ActorSystem, opts: OrchestratorOptions) {
+    this.storage = opts.storage;
+    this.executors = opts.executors;
+    this.log = opts.log;
+    this.journal = new JobJournal(opts.storage.jobs);
+    this.machine = jobMachine.provide({
+      actions: {
+        start: ({ context }) => this.start(context),
+        persistRunning: ({ context }) => this.persistRunning(context),
+        watch: ({ context }) => this.watch(context),
+        stop: ({ context }) => this.stop(context),
+        finish: ({ context }, { status }) => this.finish(context, status),
+      },
+    });
+    this.scheduler = new Scheduler(
+      {
+        reserve: (jobs) => callBehavior(this.actor, this.manager, ResourceBehaviors.reserve, { jobs }, ReserveReply),
+        granted: (run) => run.send({ type: 'reserved' }),
+        unwanted: (id) => this.release(id),
+        refused: (run, reason) => this.noteWaiting(run, reason),
+      },
+      opts.log,
+    );
+    this.actor = system.spawn({ inbox: ORCHESTRATOR_INBOX, behaviors: this.behaviors() });
+    this.manager = localHandle(this.actor, RESOURCES_INBOX);
+  }
+
+  /**
+   * Starts the actor and recovers what a previous process left: runs still going are followed
+   * again, runs that vanished fail with the reason, jobs that never started wait again. The
+   * resource manager must already be running.
+   */
+  static async spawn(system: ActorSystem, opts: OrchestratorOptions): Promise<Orchestrator> {
+    const orchestrator = new Orchestrator(system, opts);
+    await orchestrator.recover();
+    return orchestrator;
+  }
+
+  /** Stops placing and following jobs and waits for every write made so far. Runs are left running. */
+  async halt(): Promise<void> {
+    this.stopping = true;
+    this.scheduler.halt();
+    for (const run of this.runs.values()) run.halt();
+    await this.journal.drain();
+    await this.releasing;
+  }
+
+  // --- behaviors -------------------------------------------------------------------------
+
+  private behaviors() {
+    const onFault = (e: unknown) => this.log.error({ err: e }, 'job behavior failed');
+    return [
+      defineBehavior({ name: JobBehaviors.submit, payload: SubmitPayload, handle: replyingKinds(({ payload }) => this.submit(payload)) }),
+      defineBehavior({ name: JobBehaviors.status, payload: JobIdPayload, handle: replyingKinds(({ payload }) => this.status(payload.id)) }),
+      defineBehavior({
+        name: JobBehaviors.list,
+        payload: ListPayload,
+        handle: ({ payload }) => this.storage.jobs.list({ status: payload.status, limit: payload.limit, offset: payload.offset }),
+      }),
+      // Both wait (for a container to stop, for output): they answer later and free the mailbox meanwhile.
+      defineBehavior({
+        name: JobBehaviors.cancel,
+        payload: CancelPayload,
+        noReply: true,
+        handle: (ctx) => replyWhenDone(ctx, () => this.cancel(ctx.payload.id, ctx.payload.reason), onFault),
+      }),
+      defineBehavior({
+        name: JobBehaviors.logs,
+        payload: LogsPayload,
+        noReply: true,
+        handle: (ctx) => replyWhenDone(ctx, () => this.logs(ctx.payload), onFault),
+      }),
+      defineBehavior({
+        name: JobBehaviors.schedule,
+        payload: EmptyPayload,
+        handle: () => {
+          this.scheduler.freed();
+          return {};
+        },
+      }),
+    ];
+  }
+
+  private async submit(spec: JobSpec): Promise<Job> {
+    if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
+    if (!this.executors.has(spec.executor)) {
+      throw invalid(`executor: no executor named "${spec.executor}" on this node (available: ${this.executors.names().join(', ')})`);
+    }
+    const job = await this.journal.create(spec);
+    this.scheduler.add(this.track(job));
+    return job;
+  }
+
+  private async status(id: string): Promise<Job> {
+    const job = await this.storage.jobs.get(id);
+    if (!job) throw notFound(`job ${id} not found`);
+    return job;
+  }
+
+  /** Resolves with the failed job once its end is committed. */
+  private async cancel(id: string, reason?: string): Promise<Job> {
+    const why = reason ? `cancelled: ${reason}` : 'cancelled';
+    const run = this.runs.get(id);
+    if (run) {
+      if (!run.finished) {
+        this.scheduler.remove(id);
+        run.send({ type: 'cancel', reason: why });
+        return run.settled;
+      }
+      const job = await run.settled;
+      throw new DmsError('conflict', `job ${id} has already ${job.status}`);
+    }
+    const job = await this.storage.jobs.get(id);
+    if (!job) throw notFound(`job ${id} not found`);
+    if (isTerminal(job.status)) throw new DmsError('conflict', `job ${id} has already ${job.status}`);
+    // Unfinished but not followed: its executor could not be asked after a restart. Stop
+    // what can still be stopped, and record the end.
+    const source = this.logSource(job, undefined);
+    await source?.executor.cancel(source.handle, why).catch((e: unknown) => this.log.warn({ job: id, err: errorText(e) }, 'could not stop run'));
+    return this.journal.change(id, { status: 'failed', reason: why, error: why });
+  }
+
+  /**
+   * Output after the first `from` chunks. With `wait_ms`, an answer that would be empty waits
+   * for output, a state change or the end of the job, whichever comes first.
+   */
+  private async logs(p: { id: string; from: number; wait_ms: number }): Promise<LogsReply> {
+    const deadline = Date.now() + p.wait_ms;
+    for (;;) {
+      const run = this.runs.get(p.id);
+      const job = await this.storage.jobs.get(p.id);
+      if (!job) throw notFound(`job ${p.id} not found`);
+      // Decided before reading: a job already finished has every chunk of its output stored.
+      const done = run === undefined && isTerminal(job.status);
+      const source = this.logSource(job, run);
+      const chunks = source ? await chunksAfter(source, p.from) : [];
+      const left = deadline - Date.now();
+      if (chunks.length > 0 || done || left <= 0) {
+        const { id, status, exit_code, error, pending_reason } = job;
+        return { id, status, exit_code, error, pending_reason, chunks, next: p.from + chunks.length, done };
+      }
+      await this.news(run, source, p.from, left);
+    }
+  }
+
+  /** Waits up to `ms` for more than `from` chunks of output or a change of the run. */
+  private async news(run: JobRun | undefined, source: LogSource | null, from: number, ms: number): Promise<void> {
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), ms);
+    try {
+      const waits = [aborted(ac.signal)];
+      if (run) {
+        waits.push(run.nextChange(ac.signal));
+        if (source) waits.push(outputBeyond(source, from, ac.signal).then((found) => (found ? undefined : aborted(ac.signal))));
+      }
+      await Promise.race(waits);
+    } finally {
+      clearTimeout(timer);
+      ac.abort();
+    }
+  }
+
+  private logSource(job: Job, run: JobRun | undefined): LogSource | null {
+    if (!this.executors.has(job.executor)) return null;
+    const handle: ExecutionHandle = run?.handle ?? { executor: job.executor, job_id: job.id, id: job.container_id ?? job.id };
+    return { executor: this.executors.get(job.executor), handle };
+  }
+
+  // --- the machine's effects -------------------------------------------------------------
+
+  private track(job: Job): JobRun {
+    const run = new JobRun(job, this.machine);
+    this.runs.set(job.id, run);
+    return run.start();
+  }
+
+  private run(ctx: JobMachineContext): JobRun {
+    return this.runs.get(ctx.jobId)!;
+  }
+
+  private executorOf(run: JobRun): Executor {
+    return this.executors.get(run.job.executor);
+  }
+
+  private start(ctx: JobMachineContext): void {
+    const run = this.run(ctx);
+    const onProgress = (p: PullProgress) => this.notePull(run, p);
+    Promise.resolve()
+      .then(() => this.executorOf(run).start(run.job, { onProgress }))
+      .then(
+        (handle) => run.send({ type: 'started', handle }),
+        (e: unknown) => run.send({ type: 'start_failed', error: errorText(e) }),
+      );
+  }
+
+  private persistRunning(ctx: JobMachineContext): void {
+    const run = this.run(ctx);
+    const change: JobChange = { status: 'running', reason: ctx.reason, container_id: ctx.handle!.id, node: this.actor.system.host };
+    this.journal.change(ctx.jobId, change).then(
+      (job) => (run.job = job),
+      (e: unknown) => this.log.error({ job: ctx.jobId, err: errorText(e) }, 'running state not stored'),
+    );
+  }
+
+  /** Follows the run to its end, and stops it at its timeout. */
+  private watch(ctx: JobMachineContext): void {
+    const run = this.run(ctx);
+    const handle = ctx.handle!;
+    Promise.resolve()
+      .then(() => this.executorOf(run).wait(handle))
+      .then(
+        (result) => run.send({ type: 'exited', result }),
+        (e: unknown) => run.send({ type: 'lost', reason: `lost track of its run: ${errorText(e)}` }),
+      );
+    const timeout = run.job.timeout_s;
+    if (timeout) {
+      run.deadline ??= Date.now() + timeout * 1000;
+      run.timer = setTimeout(() => run.send({ type: 'timed_out', after_s: timeout }), Math.max(0, run.deadline - Date.now()));
+    }
+  }
+
+  private stop(ctx: JobMachineContext): void {
+    const run = this.run(ctx);
+    Promise.resolve()
+      .then(() => this.executorOf(run).cancel(ctx.handle!, ctx.stopReason!))
+      .catch((e: unknown) => this.log.warn({ job: ctx.jobId, err: errorText(e) }, 'could not stop run'));
+  }
+
+  /** Records the end; then the run's resources, container and waiters are let go. */
+  private finish(ctx: JobMachineContext, status: 'completed' | 'failed'): void {
+    const run = this.run(ctx);
+    if (run.timer) clearTimeout(run.timer);
+    this.scheduler.remove(ctx.jobId);
+    this.release(ctx.jobId);
+    const change: JobChange = {
+      status,
+      reason: ctx.reason,
+      exit_code: ctx.exitCode,
+      error: status === 'failed' ? (ctx.error ?? ctx.reason) : null,
+    };
+    this.journal.change(ctx.jobId, change).then(
+      (job) => {
+        this.runs.delete(ctx.jobId);
+        run.end({ job });
+        // Only now: removing the container before the end is stored could make a crash in
+        // between look like a vanished run.
+        if (ctx.handle) this.cleanup(run, ctx.handle);
+      },
+      (e: unknown) => {
+        this.runs.delete(ctx.jobId);
+        run.end({ error: e });
+        this.log.error({ job: ctx.jobId, err: errorText(e) }, 'final state not stored');
+      },
+    );
+  }
+
+  private cleanup(run: JobRun, handle: ExecutionHandle): void {
+    Promise.resolve()
+      .then(() => this.executorOf(run).cleanup(handle))
+      .catch((e: unknown) => this.log.warn({ job: run.id, err: errorText(e) }, 'run not cleaned up'));
+  }
+
+  /** A job that does not fit keeps waiting, and says what for. */
+  private noteWaiting(run: JobRun, reason: string): void {
+    const text = `waiting for resources: ${reason}`;
+    if (run.job.pending_reason === text) return;
+    run.job = { ...run.job, pending_reason: text };
+    this.journal.change(run.id, { pending_reason: text, reason: text }).catch((e: unknown) => {
+      // A job that ended meanwhile has nothing to wait for: its refusal is moot.
+      if (!(e instanceof DmsError && e.kind === 'conflict')) this.log.warn({ job: run.id, err: errorText(e) }, 'pending reason not stored');
+    });
+  }
+
+  /** Image pulls report their steps in the job's events (progress ticks are left out). */
+  private notePull(run: JobRun, p: PullProgress): void {
+    if (p.current !== undefined || !p.status) return;
+    const reason = `pulling image ${run.job.image}: ${p.status}${p.id ? ` (${p.id})` : ''}`;
+    this.journal.change(run.id, { reason }).catch((e: unknown) => this.log.debug({ job: run.id, err: errorText(e) }, 'pull step not stored'));
+  }
+
+  // --- resources -------------------------------------------------------------------------
+
+  /** Gives a job's resources back; releases of one moment travel in one message. */
+  private release(jobId: string): void {
+    this.toRelease.add(jobId);
+    this.releasing ??= this.sendReleases();
+  }
+
+  private async sendReleases(): Promise<void> {
+    await nextTurn();
+    while (this.toRelease.size > 0) {
+      const ids = [...this.toRelease].slice(0, MAX_RELEASE);
+      for (const id of ids) this.toRelease.delete(id);
+      try {
+        await callBehavior(this.actor, this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
+      } catch (e) {
+        this.log.warn({ err: errorText(e), jobs: ids.length }, 'resources not released');
+      }
+      this.scheduler.freed();
+    }
+    this.releasing = null;
+  }
+
+  // --- start-up --------------------------------------------------------------------------
+
+  private async recover(): Promise<void> {
+    const open = await this.storage.jobs.list({ status: ['pending', 'running'] });
+    const findings = new Map<string, ExecutorFindings>();
+    for (const name of new Set(open.map((j) => j.executor))) if (!this.executors.has(name)) findings.set(name, { absent: true });
+    for (const executor of this.executors.all()) {
+      const ids = open.filter((j) => j.executor === executor.name).map((j) => j.id);
+      try {
+        const report = await executor.reconcile(ids);
+        findings.set(executor.name, { report });
+        await this.removeOrphans(executor, report.orphans);
+      } catch (e) {
+        findings.set(executor.name, { error: errorText(e) });
+        if (ids.length > 0) this.log.warn({ executor: executor.name, jobs: ids.length, err: errorText(e) }, 'cannot recover runs: executor unavailable');
+      }
+    }
+    const plan = planRecovery(open, findings);
+    for (const job of plan.untracked) this.log.warn({ job: job.id }, 'running job left as it is: its executor cannot be asked now');
+
+    if (plan.reattach.length > 0) {
+      // They run already, so they hold their share whatever the manager would say now.
+      const jobs = plan.reattach.map(({ job }) => ({ job_id: job.id, resources: job.resources }));
+      await callBehavior(this.actor, this.manager, ResourceBehaviors.reserve, { jobs, force: true }, ReserveReply);
+    }
+    for (const { job, handle } of plan.reattach) {
+      const run = this.track(job);
+      if (job.timeout_s) run.deadline = (await this.runningSince(job)) + job.timeout_s * 1000;
+      run.send({ type: 'reattached', handle });
+    }
+    for (const { job, reason } of plan.lose) this.track(job).send({ type: 'lost', reason });
+    for (const job of plan.queue) this.scheduler.add(this.track(job));
+    if (open.length > 0) {
+      this.log.info({ reattached: plan.reattach.length, failed: plan.lose.length, pending: plan.queue.length }, 'jobs recovered');
+    }
+    this.scheduler.resume();
+  }
+
+  /** When the job last started running (now if it never did): its timeout counts from there. */
+  private async runningSince(job: Job): Promise<number> {
+    const events = await this.storage.events.listFor(job.id);
+    const started = events.findLast((e) => e.to_status === 'running' && e.from_status === 'pending');
+    return started ? Date.parse(started.at) : Date.now();
+  }
+
+  /** Runs left over from finished jobs (a crash between the end and the clean-up) are removed. */
+  private async removeOrphans(executor: Executor, orphans: ExecutionHandle[]): Promise<void> {
+    for (const handle of orphans) {
+      const job = await this.storage.jobs.get(handle.job_id);
+      if (job && isTerminal(job.status)) await executor.cleanup(handle);
+      else this.log.info({ executor: executor.name, run: handle.id, job: handle.job_id }, 'left alone a run of an unknown job');
+    }
+  }
+}
+

@@ -1,0 +1,109 @@
+/**
+ * One job the orchestrator is responsible for, from submission until its final state is
+ * committed: the job machine's actor, the job record as last committed, and what waits on it
+ * (a cancel waiting for the end, log readers waiting for news).
+ */
+import { type Actor, createActor } from 'xstate';
+import type { Job, JobStatus } from '../../behaviors/jobs/schema.js';
+import type { ExecutionHandle } from '../executors/types.js';
+import { type JobMachineEvent, jobMachine, statusOf } from './machine.js';
+
+export type JobMachine = typeof jobMachine;
+
+export class JobRun {
+  readonly id: string;
+  readonly machine: Actor<JobMachine>;
+  /** The reservation epoch this job was last refused in (see Scheduler); -1 before its first try. */
+  refusedIn = -1;
+  /** When a timeout, if the job has one, stops the run (ms since the epoch); set when it starts running. */
+  deadline: number | null = null;
+  timer: NodeJS.Timeout | null = null;
+  /** Resolves with the final job once its final state is committed. */
+  readonly settled: Promise<Job>;
+  private settle!: (job: Job) => void;
+  private fail!: (e: unknown) => void;
+  private readonly waiters = new Set<() => void>();
+  private ended = false;
+
+  constructor(
+    /** The job as last committed: its spec, and its pending reason. */
+    public job: Job,
+    machine: JobMachine,
+  ) {
+    this.id = job.id;
+    this.settled = new Promise<Job>((resolve, reject) => {
+      this.settle = resolve;
+      this.fail = reject;
+    });
+    // A cancel is usually waiting; when none is, a failed final write must not go unhandled.
+    this.settled.catch(() => undefined);
+    this.machine = createActor(machine, { input: { jobId: job.id } });
+    this.machine.subscribe(() => this.wake());
+  }
+
+  start(): this {
+    this.machine.start();
+    return this;
+  }
+
+  /** Events that arrive after the machine stopped (a run ending during shutdown) are dropped. */
+  send(event: JobMachineEvent): void {
+    if (this.machine.getSnapshot().status === 'active') this.machine.send(event);
+  }
+
+  get status(): JobStatus {
+    return statusOf(this.machine.getSnapshot());
+  }
+
+  /** In the machine's `pending` state proper: not yet granted resources. */
+  get waitingForResources(): boolean {
+    return this.machine.getSnapshot().matches('pending');
+  }
+
+  /** The machine reached completed or failed (its final write may still be in flight). */
+  get finished(): boolean {
+    return this.machine.getSnapshot().status === 'done';
+  }
+
+  get handle(): ExecutionHandle | null {
+    return this.machine.getSnapshot().context.handle;
+  }
+
+  /** The final state is committed: wakes everyone still waiting. */
+  end(result: { job: Job } | { error: unknown }): void {
+    this.ended = true;
+    if ('job' in result) {
+      this.job = result.job;
+      this.settle(result.job);
+    } else {
+      this.fail(result.error);
+    }
+    this.wake();
+  }
+
+  /** Resolves at the run's next transition, when it ends, or when `signal` aborts. */
+  nextChange(signal: AbortSignal): Promise<void> {
+    if (this.ended || signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        this.waiters.delete(done);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      this.waiters.add(done);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** Stops the machine: no transition, and so no effect, happens after this. */
+  halt(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.machine.stop();
+    this.wake();
+  }
+
+  private wake(): void {
+    for (const w of [...this.waiters]) w();
+  }
+}
