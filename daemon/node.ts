@@ -12,6 +12,10 @@ import type { Logger } from '../runtime/log.js';
 import { ActorSystem } from '../runtime/system.js';
 import { Libp2pTransport } from '../runtime/network/transport.js';
 import { loadPlugins } from './plugins.js';
+import { deviceRoutes } from '../http/routes/device.js';
+import { jobRoutes } from '../http/routes/jobs.js';
+import { resourceRoutes } from '../http/routes/resources.js';
+import { type Jobs, startJobs } from './jobs.js';
 import { closeSecurity, setUpSecurity } from './security.js';
 
 export interface NodeOptions {
@@ -33,6 +37,7 @@ export class DmsNode {
     readonly config: Config,
     readonly home: string,
     private readonly log: Logger,
+    private readonly jobs: Jobs,
   ) {}
 
   get url(): string {
@@ -74,6 +79,13 @@ export class DmsNode {
       await system.stop();
       throw e;
     }
+    let jobs: Jobs;
+    try {
+      jobs = await startJobs({ system, config, home: opts.home, log });
+    } catch (e) {
+      await system.stop();
+      throw e;
+    }
     const httpActor = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
       operator: keys.operator,
       allowUnsigned: allowsUnsigned(config),
@@ -83,15 +95,17 @@ export class DmsNode {
       precheck: security.precheck,
       provide: security.provide,
     });
-    const app = createApp({ config, system, http: httpActor, log, routes: opts.routes, apiKeys: security.apiKeys });
+    const routes = [jobRoutes, resourceRoutes, deviceRoutes, ...(opts.routes ?? [])];
+    const app = createApp({ config, system, http: httpActor, log, routes, apiKeys: security.apiKeys });
     let http: Listening;
     try {
       http = await listen(app, config);
     } catch (e) {
+      await jobs.stop();
       await system.stop();
       throw e;
     }
-    const node = new DmsNode(system, http, config, opts.home, log);
+    const node = new DmsNode(system, http, config, opts.home, log, jobs);
     node.writeRuntimeInfo();
     log.info({ url: http.url, did: keys.node.did, peer_id: system.host, operator: keys.operator.did }, 'node started');
     return node;
@@ -117,6 +131,7 @@ export class DmsNode {
   async stop(): Promise<void> {
     this.log.info('node stopping');
     await this.http.close();
+    await this.jobs.stop();
     await this.system.stop();
     closeSecurity(this.system);
     rmSync(homePaths(this.home).runtime, { force: true });

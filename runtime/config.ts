@@ -124,6 +124,13 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    jobs: z
+      .object({
+        /** Seconds a cancelled or timed-out container gets to exit on SIGTERM before it is killed. */
+        stop_grace_s: z.number().int().nonnegative().default(10),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

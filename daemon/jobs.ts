@@ -1,0 +1,63 @@
+/**
+ * The part of the composition root that makes a node run jobs: its database, the executors,
+ * the resource manager and the orchestrator, started in the order they depend on each other
+ * and stopped so that every write made is committed before the database closes.
+ */
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { DockerExecutor } from '../actors/executors/docker.js';
+import { NullExecutor } from '../actors/executors/null.js';
+import { ExecutorRegistry } from '../actors/executors/registry.js';
+import { Orchestrator } from '../actors/orchestrator/orchestrator.js';
+import { measureCapacity } from '../actors/resources/capacity.js';
+import { ResourceManager } from '../actors/resources/manager.js';
+import type { Config } from '../runtime/config.js';
+import { homePaths } from '../runtime/home.js';
+import type { Logger } from '../runtime/log.js';
+import type { ActorSystem } from '../runtime/system.js';
+import { openStorage, type Storage } from '../storage/index.js';
+
+export interface JobsOptions {
+  system: ActorSystem;
+  config: Config;
+  home: string;
+  log: Logger;
+}
+
+export interface Jobs {
+  storage: Storage;
+  resources: ResourceManager;
+  orchestrator: Orchestrator;
+  /** Stops placing and following jobs (their runs go on), commits what is pending, closes the database. */
+  stop(): Promise<void>;
+}
+
+/** The database file: `db.path`, else dms.sqlite in the node's home. */
+export const databasePath = (config: Config, home: string): string => config.db.path || join(homePaths(home).root, 'dms.sqlite');
+
+export async function startJobs({ system, config, home, log }: JobsOptions): Promise<Jobs> {
+  const paths = homePaths(home);
+  const storage = await openStorage(databasePath(config, home));
+  try {
+    // Both executors keep output in one directory: job ids are unique across them.
+    const logsDir = join(paths.data, 'job-logs');
+    const executors = new ExecutorRegistry();
+    executors.register(new DockerExecutor({ nodeId: system.host, logsDir, stopGraceSeconds: config.jobs.stop_grace_s }));
+    executors.register(new NullExecutor({ logsDir }));
+    const capacity = await measureCapacity({ dataDir: paths.data });
+    const resources = await ResourceManager.spawn(system, { storage, capacity, defaultName: config.general.name || hostname(), log });
+    const orchestrator = await Orchestrator.spawn(system, { storage, executors, log });
+    return {
+      storage,
+      resources,
+      orchestrator,
+      stop: async () => {
+        await orchestrator.halt();
+        await storage.close();
+      },
+    };
+  } catch (e) {
+    await storage.close();
+    throw e;
+  }
+}

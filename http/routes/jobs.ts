@@ -1,0 +1,136 @@
+/**
+ * /api/v1/jobs: submit, list, inspect, cancel and read the output of jobs. Each request is an
+ * envelope to the orchestrator's behaviors; following a job's output is a series of long
+ * polls of /dms/job/logs streamed to the client as server-sent events.
+ */
+import { createEventStream, type EventStream, type EventStreamMessage, type H3Event } from 'h3';
+import {
+  JobBehaviors,
+  LogsReply,
+  MAX_LIST_LIMIT,
+  MAX_LOGS_WAIT_MS,
+  ORCHESTRATOR_INBOX,
+  type ListPayload,
+} from '../../behaviors/jobs/jobs.js';
+import { JobSpecSchema, JobStatusSchema, parseWith } from '../../behaviors/jobs/schema.js';
+import { errorText, invalid } from '../../runtime/errors.js';
+import type { Logger } from '../../runtime/log.js';
+import type { HttpActor } from '../actor.js';
+import { errorBody, JsonBody, toWebResponse } from '../errors.js';
+import { route } from '../handler.js';
+import { callActor, param, readJson } from './behavior-call.js';
+import type { RouteModule } from './types.js';
+
+/** How long one poll of a followed job waits for news before the stream asks again. */
+const FOLLOW_POLL_MS = 15_000;
+/** The envelope of a poll outlives its wait, so a reply that comes at the last moment is still taken. */
+const FOLLOW_TTL_MS = MAX_LOGS_WAIT_MS + 10_000;
+
+export const jobRoutes: RouteModule = ({ app, config, http, log }) => {
+  const call = (be: string, payload: unknown, ttlMs?: number) => callActor(http, ORCHESTRATOR_INBOX, be, payload, ttlMs);
+
+  app.post(
+    '/api/v1/jobs',
+    route(log, async (event) => {
+      const spec = parseWith(JobSpecSchema, await readJson(event, config.rest.body_limit, 'job spec'), 'job spec');
+      return new JsonBody(JSON.stringify(await call(JobBehaviors.submit, spec)), 201);
+    }),
+  );
+
+  app.get(
+    '/api/v1/jobs',
+    route(log, (event) => call(JobBehaviors.list, listQuery(event.url.searchParams))),
+  );
+
+  app.get(
+    '/api/v1/jobs/:id',
+    route(log, (event) => call(JobBehaviors.status, { id: param(event, 'id') })),
+  );
+
+  // A cancel answers once the run has stopped, which can take the whole stop grace period.
+  const cancelTtlMs = (config.jobs.stop_grace_s + 30) * 1000;
+  app.delete(
+    '/api/v1/jobs/:id',
+    route(log, (event) => call(JobBehaviors.cancel, { id: param(event, 'id') }, cancelTtlMs)),
+  );
+
+  const output = route(log, (event) => call(JobBehaviors.logs, { id: param(event, 'id') }));
+  app.get('/api/v1/jobs/:id/logs', async (event) => {
+    const follow = event.url.searchParams.get('follow');
+    if (follow !== 'true' && follow !== '1') return output(event);
+    return followLogs(event, http, log);
+  });
+};
+
+/** `?status=a,b&limit=n&offset=m`, each checked: a bad one is a 400 naming it. */
+function listQuery(q: URLSearchParams): ListPayload {
+  const query: ListPayload = {};
+  const status = q.get('status');
+  if (status) {
+    query.status = status.split(',').map((s) => {
+      const parsed = JobStatusSchema.safeParse(s.trim());
+      if (!parsed.success) throw invalid(`status: '${s}' is not one of ${JobStatusSchema.options.join(', ')}`);
+      return parsed.data;
+    });
+  }
+  const limit = q.get('limit');
+  if (limit !== null) {
+    if (!/^\d{1,9}$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_LIST_LIMIT) {
+      throw invalid(`limit: '${limit}' is not a whole number from 1 to ${MAX_LIST_LIMIT}`);
+    }
+    query.limit = Number(limit);
+  }
+  const offset = q.get('offset');
+  if (offset !== null) {
+    if (!/^\d{1,9}$/.test(offset)) throw invalid(`offset: '${offset}' is not a whole number`);
+    query.offset = Number(offset);
+  }
+  return query;
+}
+
+/**
+ * Server-sent events until the job ends: `status` when its status or pending reason changes,
+ * `log` for each chunk of output ({stream, data, at}), then `end` with the final job fields.
+ * An unknown job is still an ordinary 404, since the first poll happens before the stream opens.
+ */
+async function followLogs(event: H3Event, http: HttpActor, log: Logger): Promise<Response | EventStream> {
+  const poll = async (id: string, from: number, wait: number) =>
+    LogsReply.parse(await callActor(http, ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, wait_ms: wait }, FOLLOW_TTL_MS));
+  let id: string;
+  let reply: LogsReply;
+  try {
+    id = param(event, 'id');
+    reply = await poll(id, 0, 0);
+  } catch (e) {
+    return toWebResponse(errorBody(e, (err) => log.error({ err, path: event.url.pathname }, 'request failed')));
+  }
+  const stream = createEventStream(event);
+  let open = true;
+  stream.onClosed(() => (open = false));
+  void (async () => {
+    let shown = '';
+    try {
+      for (;;) {
+        const messages: EventStreamMessage[] = [];
+        const state = `${reply.status}|${reply.pending_reason ?? ''}`;
+        if (state !== shown) {
+          shown = state;
+          messages.push({ event: 'status', data: JSON.stringify({ status: reply.status, pending_reason: reply.pending_reason }) });
+        }
+        for (const chunk of reply.chunks) messages.push({ event: 'log', data: JSON.stringify(chunk) });
+        if (reply.done) {
+          const { status, exit_code, error } = reply;
+          messages.push({ event: 'end', data: JSON.stringify({ id: reply.id, status, exit_code, error }) });
+        }
+        if (messages.length > 0) await stream.push(messages);
+        if (reply.done || !open) break;
+        reply = await poll(id, reply.next, FOLLOW_POLL_MS);
+      }
+    } catch (e) {
+      if (open) await stream.push({ event: 'error', data: JSON.stringify({ error: errorText(e) }) }).catch(() => undefined);
+    } finally {
+      await stream.close().catch(() => undefined);
+    }
+  })();
+  return stream;
+}

@@ -1,0 +1,135 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
+import { type NodeProcess, startNode, type StartOptions } from '../helpers/node.js';
+
+export const MiB = 1024 * 1024;
+export const GiB = 1024 * MiB;
+
+/** A real node process that runs jobs: network off (parallel test files), short stop grace. */
+export function startJobNode(opts: StartOptions & { jobs?: Record<string, unknown> } = {}): Promise<NodeProcess> {
+  return startNode({
+    ...opts,
+    config: { network: { enabled: false }, general: { log_level: 'warn' }, jobs: { stop_grace_s: 1, ...opts.jobs } },
+  });
+}
+
+export interface Answer<T = any> {
+  status: number;
+  body: T;
+}
+
+/** The node's REST interface, answers as status and parsed body. */
+export class Rest {
+  constructor(readonly url: string) {}
+
+  get<T = any>(path: string): Promise<Answer<T>> {
+    return this.call('GET', path);
+  }
+
+  post<T = any>(path: string, body: unknown): Promise<Answer<T>> {
+    return this.call('POST', path, typeof body === 'string' ? body : JSON.stringify(body));
+  }
+
+  put<T = any>(path: string, body: unknown): Promise<Answer<T>> {
+    return this.call('PUT', path, JSON.stringify(body));
+  }
+
+  delete<T = any>(path: string): Promise<Answer<T>> {
+    return this.call('DELETE', path);
+  }
+
+  async submit(spec: JobSpecInput): Promise<Job> {
+    const { status, body } = await this.post<Job>('/api/v1/jobs', spec);
+    if (status !== 201) throw new Error(`submit answered ${status}: ${JSON.stringify(body)}`);
+    return body;
+  }
+
+  async job(id: string): Promise<Job> {
+    const { status, body } = await this.get<Job>(`/api/v1/jobs/${id}`);
+    if (status !== 200) throw new Error(`job ${id}: ${status} ${JSON.stringify(body)}`);
+    return body;
+  }
+
+  /** Polls until the job is in one of `statuses` (default: ended). */
+  async waitFor(id: string, statuses: Job['status'][] = ['completed', 'failed'], timeoutMs = 30_000): Promise<Job> {
+    return until(`job ${id} to be ${statuses.join(' or ')}`, async () => {
+      const job = await this.job(id);
+      return statuses.includes(job.status) ? job : undefined;
+    }, timeoutMs);
+  }
+
+  /** The whole server-sent event stream of `path`, read until the node ends it. */
+  async events(path: string): Promise<{ event: string; data: any }[]> {
+    const res = await fetch(this.url + path);
+    if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+    const text = await res.text();
+    return text
+      .split('\n\n')
+      .filter((block) => block.includes('data:'))
+      .map((block) => {
+        const lines = block.split('\n');
+        const event = lines.find((l) => l.startsWith('event:'))?.slice(6).trim() ?? 'message';
+        const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+        return { event, data: JSON.parse(data) };
+      });
+  }
+
+  private async call<T>(method: string, path: string, body?: string): Promise<Answer<T>> {
+    const res = await fetch(this.url + path, { method, body, headers: body ? { 'content-type': 'application/json' } : {} });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  }
+}
+
+/** Polls `probe` until it returns something other than undefined/false, or fails naming `what`. */
+export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== false) return value;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
+    await sleep(50);
+  }
+}
+
+/** A job for the null executor, which plays back what it is told (actors/executors/null.ts). */
+export function nullJob(opts: {
+  name?: string;
+  durationMs?: number;
+  exitCode?: number;
+  stdout?: string;
+  stderr?: string;
+  oom?: boolean;
+  startError?: string;
+  timeout_s?: number;
+  cores?: number;
+  memory?: number;
+} = {}): JobSpecInput {
+  const env: Record<string, string> = {};
+  if (opts.durationMs !== undefined) env.DMS_NULL_DURATION_MS = String(opts.durationMs);
+  if (opts.exitCode !== undefined) env.DMS_NULL_EXIT_CODE = String(opts.exitCode);
+  if (opts.stdout !== undefined) env.DMS_NULL_STDOUT = opts.stdout;
+  if (opts.stderr !== undefined) env.DMS_NULL_STDERR = opts.stderr;
+  if (opts.oom) env.DMS_NULL_OOM = '1';
+  if (opts.startError !== undefined) env.DMS_NULL_START_ERROR = opts.startError;
+  return {
+    name: opts.name ?? 'null-job',
+    image: 'none',
+    executor: 'null',
+    environment: env,
+    resources: { cpu: { cores: opts.cores ?? 0.1 }, memory: { size: opts.memory ?? 16 * MiB } },
+    ...(opts.timeout_s ? { timeout_s: opts.timeout_s } : {}),
+  };
+}
+
+/** Output text of one stream from a logs answer or an event list. */
+export const textOf = (chunks: { stream: string; data: string }[], stream: 'stdout' | 'stderr' = 'stdout'): string =>
+  chunks
+    .filter((c) => c.stream === stream)
+    .map((c) => c.data)
+    .join('');
