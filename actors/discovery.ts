@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { multiaddr } from '@multiformats/multiaddr';
 import {
   ConnectPayload,
@@ -43,6 +44,9 @@ export interface DiscoveryOptions {
 
 // A peer that stays silent after this many hellos is not a DMS node (or is wedged): stop asking.
 const HELLO_ATTEMPTS = 3;
+// Pause before the next hello, times the attempt: a failure that came fast (a stream reset
+// while the peer starts up) should not use up every attempt at once.
+const HELLO_RETRY_MS = 1_000;
 
 /**
  * The discovery actor (inbox `discovery`): answers what this node knows about its peers,
@@ -74,7 +78,7 @@ export class DiscoveryActor extends Actor {
             new BootstrapKeeper(address, network, {
               minMs: opts.redialMinMs ?? 1_000,
               maxMs: opts.redialMaxMs ?? 30_000,
-              log: (fields, msg) => system.log.debug(fields, msg),
+              log: (level, fields, msg) => system.log[level](fields, msg),
             }),
         )
       : [];
@@ -172,6 +176,7 @@ export class DiscoveryActor extends Actor {
           this.system.log.debug({ peer, attempt, err: errorText(e) }, 'hello exchange failed');
           // A peer that does not speak the actor protocol never will; anything else may be transient.
           if (e instanceof DmsError && e.kind === 'unroutable' && /does not speak/.test(e.message)) return;
+          if (attempt < HELLO_ATTEMPTS) await sleep(HELLO_RETRY_MS * attempt, undefined, { ref: false });
         }
       }
     } finally {
@@ -211,7 +216,7 @@ function peerOfDid(did: string): string | undefined {
 interface KeeperOptions {
   minMs: number;
   maxMs: number;
-  log: (fields: Record<string, unknown>, msg: string) => void;
+  log: (level: 'warn' | 'debug', fields: Record<string, unknown>, msg: string) => void;
 }
 
 /**
@@ -252,7 +257,7 @@ class BootstrapKeeper {
       clearTimeout(this.timer);
       this.timer = undefined;
     } else {
-      this.opts.log({ peer }, 'bootstrap peer lost; redialling');
+      this.opts.log('debug', { peer }, 'bootstrap peer lost; redialling');
       this.schedule(this.opts.minMs);
     }
   }
@@ -275,7 +280,9 @@ class BootstrapKeeper {
     } catch (e) {
       this.failures++;
       const delay = Math.min(this.opts.minMs * 2 ** this.failures, this.opts.maxMs);
-      this.opts.log({ peer: this.peer, failures: this.failures, retryMs: delay, err: errorText(e) }, 'bootstrap peer unreachable');
+      // Warn once per outage: an operator should learn the node is cut off, not every 30 s.
+      const level = this.failures === 1 ? 'warn' : 'debug';
+      this.opts.log(level, { peer: this.peer, address: this.address, failures: this.failures, retryMs: delay, err: errorText(e) }, 'bootstrap peer unreachable; will redial');
       this.schedule(delay);
     } finally {
       this.dialing = false;
