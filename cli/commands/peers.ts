@@ -4,8 +4,11 @@ import type * as z from 'zod';
 import { DmsClient } from '../../client/client.js';
 import { ClientError } from '../../client/errors.js';
 import { ConnectReply, DiscoveryBehaviors, PeerListReply, PeerSelfReply, PingReply } from '../../behaviors/discovery.js';
+import { anchorsPath, readAnchors } from '../../runtime/capability/anchors.js';
 import { homePaths, readKey } from '../../runtime/home.js';
 import { CliError, homeOf, nodeUrl, output } from '../context.js';
+import { unlockKeys } from '../passphrase.js';
+import { restCredentials } from './auth.js';
 
 const DEFAULT_TIMEOUT_S = 30;
 const MAX_TIMEOUT_S = 3_600;
@@ -17,6 +20,8 @@ interface TimeoutOption {
 /** `dms peers …`: the discovery actor's behaviors on this home's node, signed by the operator key. */
 export function registerPeersCommands(program: Command): void {
   const peers = program.command('peers').description("the node's view of the network: its peers, its own addresses, ping and connect");
+  // A sealed operator key is unlocked before any action runs: asked at a terminal, else DMS_PASSPHRASE.
+  peers.hook('preAction', (_peers, action) => unlockKeys([homePaths(homeOf(action)).operatorKey]));
 
   peers
     .command('list')
@@ -64,7 +69,8 @@ async function ask<S extends z.ZodType>(cmd: Command, be: string, payload: unkno
   const home = homeOf(cmd);
   const keyPath = homePaths(home).operatorKey;
   if (!existsSync(keyPath)) throw new CliError(`no operator key at ${keyPath}; run \`dms init\` to create the home's keys`);
-  const client = new DmsClient({ url: nodeUrl(cmd), key: readKey(keyPath) });
+  // Signed as the operator, with the home's REST credentials and provide tokens, like `dms actor`.
+  const client = new DmsClient({ url: nodeUrl(cmd), key: readKey(keyPath), provide: readAnchors(anchorsPath(home)).provide, headers: restCredentials() });
   let payloadOut: unknown;
   try {
     payloadOut = (await client.invoke<unknown>('root', be, payload, { ttlMs: (opts.timeout ?? DEFAULT_TIMEOUT_S) * 1000 })).payload;
