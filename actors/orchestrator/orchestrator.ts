@@ -284,7 +284,7 @@ export class Orchestrator {
 
   private stop(ctx: JobMachineContext): void {
     const run = this.run(ctx);
-    Promise.resolve()
+    run.stopped = Promise.resolve()
       .then(() => this.executorOf(run).cancel(ctx.handle!, ctx.stopReason!))
       .catch((e: unknown) => this.log.warn({ job: ctx.jobId, err: errorText(e) }, 'could not stop run'));
   }
@@ -302,7 +302,9 @@ export class Orchestrator {
       error: status === 'failed' ? (ctx.error ?? ctx.reason) : null,
     };
     this.journal.change(ctx.jobId, change).then(
-      (job) => {
+      async (job) => {
+        // A cancel answers once the run is really gone, not merely told to go.
+        await run.stopped;
         this.runs.delete(ctx.jobId);
         run.end({ job });
         // Only now: removing the container before the end is stored could make a crash in

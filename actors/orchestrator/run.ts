@@ -18,6 +18,8 @@ export class JobRun {
   /** When a timeout, if the job has one, stops the run (ms since the epoch); set when it starts running. */
   deadline: number | null = null;
   timer: NodeJS.Timeout | null = null;
+  /** The executor stopping the run (cancel, timeout); the job is reported ended only after it. */
+  stopped: Promise<void> | null = null;
   /** Resolves with the final job once its final state is committed. */
   readonly settled: Promise<Job>;
   private settle!: (job: Job) => void;

@@ -194,7 +194,7 @@ describe('device', () => {
 
 describe('listing', () => {
   it('lists jobs in submission order, filtered by status, with limit and offset', async () => {
-    const ids = [];
+    const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await rest.submit(nullJob({ name: `listed-${i}` }))).id);
     for (const id of ids) await rest.waitFor(id);
     const all = (await rest.get<Job[]>('/api/v1/jobs?limit=1000')).body;

@@ -1,0 +1,161 @@
+// Jobs in real containers, through a real node process and the real Docker engine
+// (.ci/docker-setup.sh starts one and builds the test image). Without an engine these tests
+// skip with the reason, unless DMS_REQUIRE_DOCKER=1 makes its absence a failure, as in CI.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { probeDocker } from '../../actors/executors/docker.js';
+import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
+import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
+import { MiB, Rest, startJobNode, textOf, until } from './helpers.js';
+
+const IMAGE = 'dms-test/busybox:latest';
+const docker = new Docker();
+
+async function engineProblem(): Promise<string | null> {
+  const probe = await probeDocker(docker);
+  if (!probe.ok) return probe.reason;
+  try {
+    await docker.getImage(IMAGE).inspect();
+    return null;
+  } catch {
+    return `the test image ${IMAGE} is missing (run .ci/docker-setup.sh)`;
+  }
+}
+const problem = await engineProblem();
+const required = process.env.DMS_REQUIRE_DOCKER === '1';
+if (problem && !required) console.warn(`skipping Docker job tests: ${problem}`);
+
+it.runIf(problem !== null && required)('has a Docker engine, as DMS_REQUIRE_DOCKER=1 demands', () => {
+  expect.fail(problem ?? '');
+});
+
+const container = (command: string[], opts: { cores?: number; memory?: number; name?: string } = {}): JobSpecInput => ({
+  name: opts.name ?? 'container-job',
+  image: IMAGE,
+  command,
+  resources: { cpu: { cores: opts.cores ?? 0.5 }, memory: { size: opts.memory ?? 64 * MiB } },
+});
+
+/** Containers of this node's job, by their label; [] once the node removed them. */
+const containersOf = (job: Job) => docker.listContainers({ all: true, filters: { label: [`dms.job=${job.id}`] } });
+
+describe.skipIf(problem !== null)('docker jobs on a node', () => {
+  let node: NodeProcess;
+  let rest: Rest;
+  const nodes: NodeProcess[] = [];
+
+  beforeAll(async () => {
+    node = await startJobNode();
+    nodes.push(node);
+    rest = new Rest(node.url);
+  });
+
+  afterAll(async () => {
+    for (const n of nodes) {
+      await n.stop();
+      const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
+      await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+      removeHome(n.home);
+    }
+  });
+
+  it('completes a job that prints and exits 0, keeps its output, and removes its container', async () => {
+    const job = await rest.submit(container(['sh', '-c', 'echo hello from a container; echo to stderr >&2']));
+    const done = await rest.waitFor(job.id);
+    expect(done).toMatchObject({ status: 'completed', exit_code: 0, error: null, node: node.peerId });
+    expect(done.container_id).toMatch(/^[0-9a-f]{64}$/);
+    const logs = (await rest.get(`/api/v1/jobs/${job.id}/logs`)).body;
+    expect(textOf(logs.chunks)).toBe('hello from a container\n');
+    expect(textOf(logs.chunks, 'stderr')).toBe('to stderr\n');
+    await until('its container to be removed', async () => (await containersOf(job)).length === 0);
+  });
+
+  it('dms jobs submit --follow shows progress and output, and exits with the job\'s exit code', async () => {
+    const spec = join(node.home, 'exit3.yaml');
+    writeFileSync(spec, `name: exit3\nimage: ${IMAGE}\ncommand: [sh, -c, "echo before exit; exit 3"]\nresources:\n  cpu: {cores: 0.5}\n  memory: {size: ${64 * MiB}}\n`);
+    const failed = await runCli(['--home', node.home, 'jobs', 'submit', spec, '--follow']);
+    expect(failed.code).toBe(3);
+    expect(failed.stdout).toBe('before exit\n');
+    expect(failed.stderr).toMatch(/\[dms\] job [0-9a-f-]{36}: running\n/);
+    expect(failed.stderr).toMatch(/\[dms\] job [0-9a-f-]{36} failed \(exit code 3\): exited with code 3\n/);
+    const id = /job ([0-9a-f-]{36})/.exec(failed.stderr)![1];
+    expect(await rest.job(id)).toMatchObject({ status: 'failed', exit_code: 3, error: 'exited with code 3' });
+
+    const ok = join(node.home, 'ok.json');
+    writeFileSync(ok, JSON.stringify(container(['echo', 'followed'])));
+    const completed = await runCli(['--home', node.home, 'jobs', 'submit', ok, '--follow']);
+    expect(completed).toMatchObject({ code: 0, stdout: 'followed\n' });
+    const again = await runCli(['--home', node.home, 'jobs', 'logs', /job ([0-9a-f-]{36})/.exec(completed.stderr)![1], '--follow']);
+    expect(again).toMatchObject({ code: 0, stdout: 'followed\n' });
+  });
+
+  it('fails a job that exits 3 with exit code 3, and one over its memory limit as OOM', async () => {
+    const exit3 = await rest.submit(container(['sh', '-c', 'exit 3']));
+    // dd allocates its whole block at once: 64 MiB in a 16 MiB container.
+    const oom = await rest.submit(container(['dd', 'if=/dev/zero', 'of=/dev/null', 'bs=64M', 'count=1'], { memory: 16 * MiB }));
+    expect(await rest.waitFor(exit3.id)).toMatchObject({ status: 'failed', exit_code: 3, error: 'exited with code 3' });
+    expect(await rest.waitFor(oom.id)).toMatchObject({ status: 'failed', exit_code: 137, error: 'killed: out of memory (limit 16 MiB)' });
+  });
+
+  it('cancel of a running job stops its container and frees its resources', async () => {
+    const before = (await rest.get('/api/v1/resources/usage')).body;
+    const job = await rest.submit(container(['sleep', '600'], { cores: 1, memory: 128 * MiB }));
+    const running = await rest.waitFor(job.id, ['running']);
+    const during = (await rest.get('/api/v1/resources/usage')).body;
+    expect(during.allocated.cpu.cores).toBeCloseTo(before.allocated.cpu.cores + 1);
+    expect(during.allocated.memory.size).toBe(before.allocated.memory.size + 128 * MiB);
+    expect((await docker.getContainer(running.container_id!).inspect()).State.Running).toBe(true);
+
+    const cancelled = await rest.delete<Job>(`/api/v1/jobs/${job.id}`);
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body).toMatchObject({ status: 'failed', error: 'cancelled' });
+    await expect(docker.getContainer(running.container_id!).inspect()).rejects.toMatchObject({ statusCode: 404 });
+    expect((await rest.get('/api/v1/resources/usage')).body).toEqual(before);
+  });
+
+  it('keeps a job that does not fit pending with the reason, and starts it when resources free up', async () => {
+    await rest.put('/api/v1/device/config', { onboarded: { cpu: { cores: 1 }, memory: { size: 512 * MiB } } });
+    try {
+      const first = await rest.submit(container(['sleep', '600'], { cores: 1 }));
+      await rest.waitFor(first.id, ['running']);
+      const second = await rest.submit(container(['echo', 'my turn'], { cores: 1 }));
+      const waiting = await until('the second job to say why it waits', async () => {
+        const job = await rest.job(second.id);
+        return job.pending_reason ? job : undefined;
+      });
+      expect(waiting).toMatchObject({ status: 'pending', pending_reason: 'waiting for resources: not enough cpu: 1 cores asked, 0 cores free of 1 cores onboarded' });
+      expect(await containersOf(second)).toEqual([]);
+
+      await rest.delete(`/api/v1/jobs/${first.id}`);
+      expect(await rest.waitFor(second.id)).toMatchObject({ status: 'completed', exit_code: 0 });
+      expect(textOf((await rest.get(`/api/v1/jobs/${second.id}/logs`)).body.chunks)).toBe('my turn\n');
+    } finally {
+      await rest.put('/api/v1/device/config', { onboarded: null });
+    }
+  });
+
+  it('after kill -9 and a restart, follows the container that kept running and fails the one that vanished', async () => {
+    const crashing = await startJobNode();
+    nodes.push(crashing);
+    const before = new Rest(crashing.url);
+    const survivor = await before.submit(container(['sh', '-c', 'echo started; sleep 4; echo survived'], { cores: 0.5 }));
+    const doomed = await before.submit(container(['sleep', '600'], { cores: 0.5 }));
+    await before.waitFor(survivor.id, ['running']);
+    const { container_id: doomedContainer } = await before.waitFor(doomed.id, ['running']);
+
+    await crashing.kill();
+    await docker.getContainer(doomedContainer!).remove({ force: true });
+    const restarted = await startJobNode({ home: crashing.home });
+    nodes.push(restarted);
+    const after = new Rest(restarted.url);
+
+    expect(await after.waitFor(doomed.id)).toMatchObject({ status: 'failed', error: 'its container no longer exists' });
+    const done = await after.waitFor(survivor.id);
+    expect(done).toMatchObject({ status: 'completed', exit_code: 0 });
+    // Docker kept the whole output, including what was written while no node watched.
+    expect(textOf((await after.get(`/api/v1/jobs/${survivor.id}/logs`)).body.chunks)).toBe('started\nsurvived\n');
+    expect((await after.get('/api/v1/resources/usage')).body.allocated.cpu.cores).toBe(0);
+  });
+});
