@@ -7,6 +7,8 @@ import { registerCapCommands } from './commands/cap.js';
 import { registerKeyCommands } from './commands/key.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerNodeCommands } from './commands/node.js';
+import { registerJobCommands } from './commands/jobs.js';
+import { registerResourceCommands } from './commands/resources.js';
 import { registerPeersCommands } from './commands/peers.js';
 import { describeError } from './context.js';
 
@@ -24,6 +26,8 @@ registerActorCommands(program);
 registerCapCommands(program);
 registerKeyCommands(program);
 registerAuthCommands(program);
+registerJobCommands(program);
+registerResourceCommands(program);
 registerPeersCommands(program);
 
 try {
