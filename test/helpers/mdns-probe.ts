@@ -50,7 +50,8 @@ try {
       const [la, lb] = await Promise.all([list(a), list(b)]);
       return la.payload.dids[b.peerId] === b.did && lb.payload.dids[a.peerId] === a.did;
     },
-    { timeoutMs: 40_000 },
+    // mDNS asks again every 10 s, so a first query lost while a neighbour was still starting costs one round.
+    { timeoutMs: 60_000 },
   );
   const found_ms = Date.now() - started;
   const seen = await Promise.all(nodes.map(list));

@@ -29,7 +29,7 @@ const others = (node: NodeProcess) => nodes.filter((n) => n !== node);
 
 /** Invokes a root behavior of `node` through its own REST interface (unsigned: loopback is trusted). */
 const ask = <T>(node: NodeProcess, be: string, payload: unknown = {}) =>
-  new DmsClient({ url: node.url, timeoutMs: 10_000 }).invoke<T>('root', be, payload, { raw: true });
+  new DmsClient({ url: node.url, timeoutMs: 20_000 }).invoke<T>('root', be, payload, { raw: true });
 
 interface PeerList {
   peers: string[];
@@ -74,30 +74,34 @@ describe('discovery across three nodes', () => {
     expect((await ask(n1, '/dms/node/peers/ping', { host: stranger })).error).toContain(stranger);
   });
 
-  it('dms peers list|self|ping drive the discovery actor, as text and as --json', async () => {
-    const list = await runCli(['--home', n1.home, '--json', 'peers', 'list']);
+  // Each command is a process start: on a busy machine that is seconds, so they run side by side.
+  it('dms peers list|self|ping drive the discovery actor, as text and as --json', { timeout: 90_000 }, async () => {
+    await waitFor('node 1 to know node 3', async () => (await ask<PeerList>(n1, '/dms/node/peers/list')).payload.dids[n3.peerId] === n3.did);
+    const [list, text, self, ping, bad, badAddr] = await Promise.all([
+      runCli(['--home', n1.home, '--json', 'peers', 'list']),
+      runCli(['--home', n1.home, 'peers', 'list']),
+      runCli(['--home', n3.home, 'peers', 'self']),
+      runCli(['--home', n1.home, '--json', 'peers', 'ping', n3.peerId]),
+      runCli(['--home', n1.home, 'peers', 'ping', 'nope']),
+      runCli(['--home', n1.home, 'peers', 'connect', 'not-a-multiaddr']),
+    ]);
     expect(list.code, list.stderr).toBe(0);
     const parsed = JSON.parse(list.stdout) as PeerList;
     expect(parsed.peers.sort()).toEqual(others(n1).map((o) => o.peerId).sort());
     expect(parsed.dids[n3.peerId]).toBe(n3.did);
 
-    const text = await runCli(['--home', n1.home, 'peers', 'list']);
     expect(text.code, text.stderr).toBe(0);
     expect(text.stdout).toContain(`${n3.peerId}  ${n3.did}`);
 
-    const self = await runCli(['--home', n3.home, 'peers', 'self']);
     expect(self.code, self.stderr).toBe(0);
     expect(self.stdout).toContain(`peer id: ${n3.peerId}`);
     expect(self.stdout).toContain(listenAddr(n3));
 
-    const ping = await runCli(['--home', n1.home, '--json', 'peers', 'ping', n3.peerId]);
     expect(ping.code, ping.stderr).toBe(0);
     expect(JSON.parse(ping.stdout)).toMatchObject({ peer: n3.peerId, rtt_ms: expect.any(Number) });
 
-    const bad = await runCli(['--home', n1.home, 'peers', 'ping', 'nope']);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/^dms: .*host: must be a libp2p peer id/);
-    const badAddr = await runCli(['--home', n1.home, 'peers', 'connect', 'not-a-multiaddr']);
     expect(badAddr.code).toBe(1);
     expect(badAddr.stderr).toMatch(/address: must be a multiaddr/);
   });
@@ -179,7 +183,7 @@ describe('a bare libp2p peer', () => {
   });
   afterAll(() => bare?.stop());
 
-  it('is reached by dms peers connect, and greeted with a hello from node 1', async () => {
+  it('is reached by dms peers connect, and greeted with a hello from node 1', { timeout: 60_000 }, async () => {
     const r = await runCli(['--home', n1.home, '--json', 'peers', 'connect', bare.addrs()[0]]);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ peer: bare.host });

@@ -24,7 +24,7 @@ const unavailable = namespaceUnavailable();
 if (unavailable) console.log(`mDNS test skipped: ${unavailable}`);
 
 describe.skipIf(unavailable !== undefined)('mDNS inside a network namespace', () => {
-  it('two nodes with EnableMDNS and no bootstrap peers find each other; a node without mDNS stays alone', { timeout: 60_000 }, async () => {
+  it('two nodes with EnableMDNS and no bootstrap peers find each other; a node without mDNS stays alone', { timeout: 120_000 }, async () => {
     expect(existsSync(CLI), `${CLI} is missing: run npm run build first`).toBe(true);
     const proc = spawn('unshare', ['-rn', process.execPath, '--import', 'tsx', PROBE], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
