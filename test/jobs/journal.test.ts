@@ -24,9 +24,11 @@ afterEach(async () => {
 
 describe('group commit (JobRepository.commitAll)', () => {
   it('applies writes in order, later ones seeing earlier ones, and refuses only the bad ones', async () => {
-    const [created] = await storage.jobs.commitAll([{ op: 'create', spec }]);
+    const [created] = await storage.jobs.commitAll([{ op: 'create', spec: { ...spec, command: ['echo', 'ü'], environment: { A: '1' }, timeout_s: 5 } }]);
     if (!created.ok) return expect.fail(created.error.message);
     const id = created.job.id;
+    // What the batch wrote reads back through the ORM exactly as the batch reported it.
+    expect(await storage.jobs.get(id)).toEqual(created.job);
     const results = await storage.jobs.commitAll([
       { op: 'update', id, change: { status: 'running', reason: 'started', container_id: 'c-1' } },
       { op: 'create', spec: { ...spec, name: '' } },
@@ -43,7 +45,8 @@ describe('group commit (JobRepository.commitAll)', () => {
       'completed',
       `conflict: job ${id} already exists`,
     ]);
-    expect(await storage.jobs.get(id)).toMatchObject({ status: 'completed', exit_code: 0, container_id: 'c-1' });
+    expect(await storage.jobs.get(id)).toEqual((results[4] as { job: unknown }).job);
+    expect(await storage.jobs.get(id)).toMatchObject({ status: 'completed', exit_code: 0, container_id: 'c-1', command: ['echo', 'ü'], timeout_s: 5 });
     expect((await storage.events.listFor(id)).map((e) => `${e.from_status}→${e.to_status}: ${e.reason}`)).toEqual([
       'null→pending: submitted',
       'pending→running: started',

@@ -1,0 +1,123 @@
+/**
+ * What a job row is and how it may change, free of any way of storing it: the repository's
+ * ORM writes and the group commit's SQL (./job-batch.ts) both apply exactly these rules.
+ */
+import { randomUUID } from 'node:crypto';
+import type { InferEntity } from '@mikro-orm/core';
+import { z } from 'zod';
+import { isTerminal, JobSpecSchema, parseWith, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
+import { DmsError } from '../runtime/errors.js';
+import type { JobEntity, JobEventEntity } from './entities.js';
+
+export type JobRow = InferEntity<typeof JobEntity>;
+export type JobEventRow = InferEntity<typeof JobEventEntity>;
+/** An event before it is stored (the database numbers it). */
+export type NewJobEvent = Omit<JobEventRow, 'id'>;
+
+export interface JobCreateOptions {
+  /** Keep the id a job already has (e.g. one submitted on another node); a new uuid otherwise. */
+  id?: string;
+  node?: string | null;
+  pending_reason?: string | null;
+}
+
+/**
+ * A change to a job, recorded as one event. Without `status` the job keeps its status and the
+ * event notes why the other fields changed (e.g. a new pending reason, a reattached container).
+ */
+export interface JobChange {
+  status?: JobStatus;
+  /** Why: stored on the event, and as `error` when the job fails without an explicit one. */
+  reason: string;
+  node?: string | null;
+  exit_code?: number | null;
+  error?: string | null;
+  pending_reason?: string | null;
+  container_id?: string | null;
+}
+
+// pending → running → completed | failed; a pending job can also fail (cancelled, never
+// scheduled). Terminal jobs never change, so a late executor report cannot resurrect one.
+const NEXT: Record<JobStatus, readonly JobStatus[]> = {
+  pending: ['pending', 'running', 'failed'],
+  running: ['running', 'completed', 'failed'],
+  completed: [],
+  failed: [],
+};
+
+/** The row of a new pending job; throws invalid naming every bad field of the spec. */
+export function newJobRow(spec: JobSpecInput, opts: JobCreateOptions, now: Date): JobRow {
+  const valid = parseWith(JobSpecSchema, spec, 'job spec');
+  return {
+    id: opts.id === undefined ? randomUUID() : parseWith(z.uuid(), opts.id, 'job id'),
+    name: valid.name,
+    image: valid.image,
+    command: valid.command,
+    environment: valid.environment,
+    resources: valid.resources,
+    executor: valid.executor,
+    status: 'pending',
+    node: opts.node ?? null,
+    exit_code: null,
+    error: null,
+    pending_reason: opts.pending_reason ?? null,
+    timeout_s: valid.timeout_s ?? null,
+    container_id: null,
+    created_at: now,
+    updated_at: now,
+  };
+}
+
+/** The event that records a job's creation: a job never exists without it. */
+export const creationEvent = (row: JobRow): NewJobEvent => ({
+  job_id: row.id,
+  at: row.created_at,
+  from_status: null,
+  to_status: 'pending',
+  reason: 'submitted',
+});
+
+/**
+ * Applies `change` to `row` in place and returns the event recording it; throws conflict,
+ * touching nothing, for a transition the job model forbids.
+ */
+export function transition(row: JobRow, change: JobChange, now: Date): NewJobEvent {
+  const from = row.status;
+  const to = change.status ?? from;
+  if (!NEXT[from].includes(to)) {
+    const why = isTerminal(from) ? `has already ${from}` : `is ${from} and cannot become ${to}`;
+    throw new DmsError('conflict', `job ${row.id} ${why}`);
+  }
+  if (change.node !== undefined) row.node = change.node;
+  if (change.exit_code !== undefined) row.exit_code = change.exit_code;
+  if (change.container_id !== undefined) row.container_id = change.container_id;
+  if (change.pending_reason !== undefined) row.pending_reason = change.pending_reason;
+  if (change.error !== undefined) row.error = change.error;
+  // A reason only describes a wait; once the job left pending it would mislead.
+  if (to !== 'pending') row.pending_reason = null;
+  if (to === 'failed') row.error ??= change.reason;
+  row.status = to;
+  row.updated_at = now;
+  return { job_id: row.id, at: now, from_status: from, to_status: to, reason: change.reason };
+}
+
+export function toJob(row: JobRow): Job {
+  return {
+    id: row.id,
+    name: row.name,
+    image: row.image,
+    command: row.command,
+    environment: row.environment,
+    resources: row.resources,
+    executor: row.executor,
+    status: row.status,
+    node: row.node ?? null,
+    exit_code: row.exit_code ?? null,
+    error: row.error ?? null,
+    pending_reason: row.pending_reason ?? null,
+    timeout_s: row.timeout_s ?? null,
+    container_id: row.container_id ?? null,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
