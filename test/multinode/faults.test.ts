@@ -50,7 +50,8 @@ async function restart(old: NodeProcess, env: Record<string, string> = {}): Prom
   return node;
 }
 
-describe('faults', () => {
+// Restarts and expiries add up to tens of seconds on a loaded machine; the waits inside are bounded.
+describe('faults', { timeout: 90_000 }, () => {
   it('a peer that dies mid-invoke: the waiting REST call ends at opt.exp with 408, and its reply slot is freed', async () => {
     await waitFor('node 1 to be connected to node 3', async () => (await peersOf(n1)).includes(n3.peerId));
     // Signed by node 3's operator, whom node 3 trusts to run its non-public behaviors.
