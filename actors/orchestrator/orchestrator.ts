@@ -189,9 +189,12 @@ export class Orchestrator {
    */
   private async logs(p: { id: string; from: number; wait_ms: number }): Promise<LogsReply> {
     const deadline = Date.now() + p.wait_ms;
+    let followed: JobRun | undefined;
     for (;;) {
       const run = this.runs.get(p.id);
-      const job = await this.storage.jobs.get(p.id);
+      // A run that ended while we waited hands over its committed final state: no need to read it back.
+      const job = (!run && followed?.final) || (await this.storage.jobs.get(p.id));
+      followed = run;
       if (!job) throw notFound(`job ${p.id} not found`);
       // Decided before reading: a job already finished has every chunk of its output stored.
       const done = run === undefined && isTerminal(job.status);

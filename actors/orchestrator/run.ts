@@ -71,11 +71,15 @@ export class JobRun {
     return this.machine.getSnapshot().context.handle;
   }
 
+  /** The committed final state, once there is one. */
+  final: Job | null = null;
+
   /** The final state is committed: wakes everyone still waiting. */
   end(result: { job: Job } | { error: unknown }): void {
     this.ended = true;
     if ('job' in result) {
       this.job = result.job;
+      this.final = result.job;
       this.settle(result.job);
     } else {
       this.fail(result.error);

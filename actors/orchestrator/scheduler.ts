@@ -8,6 +8,7 @@
  * pokes meanwhile make one more pass. A refused job is asked about again only after
  * resources were freed since its refusal: until then the answer cannot change.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ReserveReply } from '../../behaviors/jobs/resources.js';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
@@ -77,7 +78,11 @@ export class Scheduler {
       return;
     }
     this.passing = true;
-    void this.passes().finally(() => (this.passing = false));
+    // One turn of the event loop first: the jobs of one group commit are admitted one
+    // microtask after another, and then travel in one reservation request.
+    void nextTurn()
+      .then(() => this.passes())
+      .finally(() => (this.passing = false));
   }
 
   private async passes(): Promise<void> {
