@@ -3,6 +3,7 @@
  * server-sent events for following, and failures turned into one line a person can act on.
  */
 import type { Command } from 'commander';
+import { restCredentials } from './commands/auth.js';
 import { CliError, nodeUrl } from './context.js';
 
 export interface ServerEvent {
@@ -11,7 +12,11 @@ export interface ServerEvent {
 }
 
 export class NodeRest {
-  constructor(readonly url: string) {}
+  constructor(
+    readonly url: string,
+    /** REST credentials (API key, bearer token) sent with every request. */
+    private readonly credentials: Record<string, string> = {},
+  ) {}
 
   get<T>(path: string): Promise<T> {
     return this.request<T>('GET', path);
@@ -62,7 +67,7 @@ export class NodeRest {
     try {
       return await fetch(this.url + path, {
         method,
-        headers: body === undefined ? { accept } : { accept, 'content-type': 'application/json' },
+        headers: { ...this.credentials, accept, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (e) {
@@ -72,7 +77,8 @@ export class NodeRest {
   }
 }
 
-export const restFor = (cmd: Command): NodeRest => new NodeRest(nodeUrl(cmd));
+/** The node of the command's home, with the credentials `dms actor` sends too (DMS_API_KEY, DMS_TOKEN). */
+export const restFor = (cmd: Command): NodeRest => new NodeRest(nodeUrl(cmd), restCredentials());
 
 function parseEvent(block: string): ServerEvent | null {
   let event = 'message';
