@@ -3,13 +3,18 @@
  *  (a) bare node:http JSON echo
  *  (b) POST /api/v1/actor/invoke of /public/hello with unsigned envelopes (node signs as operator)
  *  (c) the same with client-signed envelopes, unique nonces
- * autocannon, 16 connections. Targets: b/a >= 0.15, c/a >= 0.08.
+ *  (d) as (c), with a capability token attached that the call needs: /broadcast/hello invoked
+ *      directly (same handler and reply as /public/hello, but not public), granted to the client
+ *      by the operator (a root of the node), as `dms cap new` makes it
+ *  (e) as (d), the grant reaching the client through a two-link delegation chain
+ * autocannon, 16 connections. Targets: b/a >= 0.15, c/a >= 0.08, d/c >= 0.90 (e/c is shown).
  *
  * The cases are interleaved over several rounds and each ratio is the median of its rounds'
  * ratios, so load drift on a shared machine hits baseline and subject alike.
  */
 import '../runtime/polyfills.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { encodeTokenList, issueToken } from '../runtime/capability/token.js';
 import { KeyPair } from '../runtime/crypto/keys.js';
 import { signEnvelopeSync } from '../runtime/crypto/signing.js';
 import { msToNs, nowNs } from '../runtime/time.js';
@@ -57,6 +62,43 @@ function signBodies(count: number): void {
   next = 0;
 }
 
+// Capabilities: the operator (a root of the node) grants /broadcast/hello to one client (d),
+// and delegates /broadcast to a lead who grants it to another (e). The node verifies a token
+// list on first sight and caches the verdict by its bytes.
+const capExp = nowNs() + msToNs(3_600_000);
+class CappedBodies {
+  readonly key = KeyPair.generate();
+  bodies: string[] = [];
+  next = 0;
+  private nonce = 0;
+  constructor(readonly cap: (aud: string) => Uint8Array) {}
+
+  sign(count: number): void {
+    const cap = this.cap(this.key.did);
+    this.bodies = new Array(count);
+    for (let i = 0; i < count; i++) {
+      const env: Envelope = {
+        to,
+        be: '/broadcast/hello',
+        from: { id: this.key.id, did: this.key.did, addr: { host: node.peerId, inbox: `bench-cap-${this.key.id.slice(-6)}` } },
+        nonce: BigInt(++this.nonce),
+        opt: { exp: exp(), cont: `/private/r/${this.nonce}` },
+        msg: encodePayload({}),
+        cap,
+      };
+      this.bodies[i] = encodeEnvelope(signEnvelopeSync(env, this.key));
+    }
+    this.next = 0;
+  }
+}
+const operator = node.operator();
+const lead = KeyPair.generate();
+const granted = new CappedBodies((aud) => encodeTokenList([issueToken(operator, { act: 'invoke', aud, cap: ['/broadcast/hello'], exp: capExp })]));
+const delegated = new CappedBodies((aud) => {
+  const delegation = issueToken(operator, { act: 'delegate', aud: lead.did, cap: ['/broadcast'], exp: capExp, depth: 1 });
+  return encodeTokenList([issueToken(lead, { act: 'invoke', aud, cap: ['/broadcast/hello'], exp: capExp, chain: delegation })]);
+});
+
 const cases = {
   a: { name: '(a) bare node:http JSON echo', opts: () => ({ url: echo.url, connections: CONNECTIONS, method: 'POST', body: '{"hello":"world"}', headers }) },
   b: {
@@ -67,35 +109,53 @@ const cases = {
     name: '(c) REST invoke, client-signed envelopes',
     opts: () => ({ url, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: signed[next++] ?? unsignedBody() }) }] }),
   },
+  d: {
+    name: '(d) REST invoke, signed + capability token',
+    opts: () => ({ url, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: granted.bodies[granted.next++] ?? unsignedBody() }) }] }),
+  },
+  e: {
+    name: '(e) REST invoke, signed + delegation chain',
+    opts: () => ({ url, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: delegated.bodies[delegated.next++] ?? unsignedBody() }) }] }),
+  },
 };
 
-const rounds: Record<'a' | 'b' | 'c', Figures>[] = [];
+type Case = keyof typeof cases;
+const rounds: Record<Case, Figures>[] = [];
 let perSecond = 4000;
 for (let r = 0; r < ROUNDS; r++) {
   signBodies(Math.ceil(perSecond * (SECONDS + 2) * 2));
-  const round = {} as Record<'a' | 'b' | 'c', Figures>;
-  for (const key of ['a', 'b', 'c'] as const) round[key] = await measure(cases[key].name, cases[key].opts(), SECONDS, r === 0 ? 2 : 1);
+  for (const capped of [granted, delegated]) capped.sign(Math.ceil(perSecond * (SECONDS + 2) * 2));
+  const round = {} as Record<Case, Figures>;
+  for (const key of ['a', 'b', 'c', 'd', 'e'] as const) round[key] = await measure(cases[key].name, cases[key].opts(), SECONDS, r === 0 ? 2 : 1);
   if (next > signed.length) console.log(`round ${r + 1}: signed bodies ran out (${next} > ${signed.length}); raise the batch`);
-  perSecond = Math.max(perSecond, round.c.rps);
+  for (const [key, capped] of [['d', granted], ['e', delegated]] as const) {
+    if (capped.next > capped.bodies.length) console.log(`round ${r + 1}: (${key}) bodies ran out (${capped.next} > ${capped.bodies.length}); raise the batch`);
+    if (round[key].non2xx) console.log(`round ${r + 1}: (${key}) ${round[key].non2xx} requests refused: the token did not authorize`);
+  }
+  perSecond = Math.max(perSecond, round.c.rps, round.d.rps, round.e.rps);
   rounds.push(round);
-  console.log(`round ${r + 1}: a ${round.a.rps} req/s, b ${round.b.rps} req/s, c ${round.c.rps} req/s`);
+  console.log(`round ${r + 1}: ${(['a', 'b', 'c', 'd', 'e'] as const).map((k) => `${k} ${round[k].rps}`).join(', ')} req/s`);
 }
 echo.stop();
 await node.stop();
 removeHome(node.home);
 
-const mid = (key: 'a' | 'b' | 'c'): Figures => {
+const mid = (key: Case): Figures => {
   const sorted = [...rounds].sort((x, y) => x[key].rps - y[key].rps);
   return sorted[Math.floor(sorted.length / 2)][key];
 };
 console.log();
-printTable([mid('a'), mid('b'), mid('c')]);
+printTable([mid('a'), mid('b'), mid('c'), mid('d'), mid('e')]);
 const ratios = {
   'b/a': median(rounds.map((r) => r.b.rps / r.a.rps)),
   'c/a': median(rounds.map((r) => r.c.rps / r.a.rps)),
+  'd/c': median(rounds.map((r) => r.d.rps / r.c.rps)),
+  'e/c': median(rounds.map((r) => r.e.rps / r.c.rps)),
 };
 console.log(`\nmedian of ${ROUNDS} rounds (${SECONDS} s per case per round):`);
 console.log(`b/a = ${ratios['b/a'].toFixed(3)} (target >= 0.15: ${ratios['b/a'] >= 0.15 ? 'holds' : 'MISSED'})`);
 console.log(`c/a = ${ratios['c/a'].toFixed(3)} (target >= 0.08: ${ratios['c/a'] >= 0.08 ? 'holds' : 'MISSED'})`);
+console.log(`d/c = ${ratios['d/c'].toFixed(3)} (target >= 0.90: ${ratios['d/c'] >= 0.9 ? 'holds' : 'MISSED'})`);
+console.log(`e/c = ${ratios['e/c'].toFixed(3)} (two-link chain, for information)`);
 mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
 writeFileSync(new URL('./results/invoke.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, rounds, ratios }, null, 2));

@@ -43,6 +43,11 @@ export class Authority implements TrustView {
   readonly cache: ChainCache;
   /** Why some `require` anchors of the last load grant nothing (for the node's log). */
   problems: readonly string[] = [];
+  /**
+   * Envelopes a grant already let through, with what it let them do and until when: the REST
+   * pre-check and the dispatch check see the same envelope, and the second costs nothing.
+   */
+  private passed = new WeakMap<Envelope, { need: string; exp: bigint }>();
 
   constructor(
     anchors: Anchors,
@@ -86,6 +91,7 @@ export class Authority implements TrustView {
     this.provided = a.provide;
     this.provideMemo.clear();
     this.cache.clear();
+    this.passed = new WeakMap();
     this.problems = problems;
     return problems;
   }
@@ -110,8 +116,9 @@ export class Authority implements TrustView {
     if (isBroadcast(env)) return this.checkBroadcast(env, need, capOpen);
     if (capOpen || this.trusted(env)) return;
     const now = nowNs();
+    if (this.passedBefore(env, need, now)) return;
     const ok = (g: Grant) => g.aud === env.from.did && g.act !== 'broadcast' && g.exp > now && anyImplies(g.cap, need);
-    if (this.find(env, ok)) return;
+    if (this.find(env, need, ok)) return;
     throw forbidden(this.denial(`capability ${need} not granted to ${env.from.did || '(unsigned sender)'}`, env, now));
   }
 
@@ -125,13 +132,14 @@ export class Authority implements TrustView {
     const behaviorOpen = capOpen || implies(BROADCAST, need);
     if ((topicOpen && behaviorOpen) || this.trusted(env)) return;
     const now = nowNs();
+    if (this.passedBefore(env, need, now)) return;
     const ok = (g: Grant) =>
       g.aud === env.from.did &&
       g.act !== 'invoke' &&
       g.exp > now &&
       (topicOpen || anyImplies(g.topic, topic)) &&
       (behaviorOpen || anyImplies(g.cap, need));
-    if (this.find(env, ok)) return;
+    if (this.find(env, need, ok)) return;
     const what = topicOpen ? `capability ${need}` : behaviorOpen ? `broadcast on topic ${topic}` : `broadcast of ${need} on topic ${topic}`;
     throw forbidden(this.denial(`${what} not granted to ${env.from.did || '(unsigned sender)'}`, env, now));
   }
@@ -141,11 +149,17 @@ export class Authority implements TrustView {
     this.checkBroadcast(env, BROADCAST, false);
   }
 
-  private find(env: Envelope, ok: (g: Grant) => boolean): boolean {
+  private passedBefore(env: Envelope, need: string, now: bigint): boolean {
+    const p = this.passed.get(env);
+    return p !== undefined && p.need === need && p.exp > now;
+  }
+
+  private find(env: Envelope, need: string, ok: (g: Grant) => boolean): boolean {
     const attached = this.cache.check(env.cap);
-    for (const g of attached.grants) if (ok(g)) return true;
-    for (const g of this.required.get(env.from.did) ?? []) if (ok(g)) return true;
-    return false;
+    let hit = attached.grants.find(ok);
+    if (!hit) hit = this.required.get(env.from.did)?.find(ok);
+    if (hit) this.passed.set(env, { need, exp: hit.exp });
+    return hit !== undefined;
   }
 
   /** The refusal text: what is missing and, when tokens came along, why they did not help. */
