@@ -19,6 +19,21 @@ const COMMANDS = [
   ['actor', 'send'],
   ['actor', 'invoke'],
   ['actor', 'broadcast'],
+  ['cap'],
+  ['cap', 'new'],
+  ['cap', 'grant'],
+  ['cap', 'delegate'],
+  ['cap', 'anchor'],
+  ['cap', 'list'],
+  ['cap', 'revoke'],
+  ['key'],
+  ['key', 'new'],
+  ['key', 'did'],
+  ['auth'],
+  ['auth', 'apikey', 'create'],
+  ['auth', 'apikey', 'list'],
+  ['auth', 'apikey', 'revoke'],
+  ['auth', 'token'],
 ];
 
 describe.concurrent('--help', { timeout: 90_000 }, () => {

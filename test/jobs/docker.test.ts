@@ -78,7 +78,8 @@ describe.skipIf(problem !== null)('docker jobs on a node', () => {
     const failed = await runCli(['--home', node.home, 'jobs', 'submit', spec, '--follow']);
     expect(failed.code).toBe(3);
     expect(failed.stdout).toBe('before exit\n');
-    expect(failed.stderr).toMatch(/\[dms\] job [0-9a-f-]{36}: running\n/);
+    // Progress is what the follower saw before the end; a fast container may skip 'running'.
+    expect(failed.stderr).toMatch(/\[dms\] job [0-9a-f-]{36}: (pending|running)\n/);
     expect(failed.stderr).toMatch(/\[dms\] job [0-9a-f-]{36} failed \(exit code 3\): exited with code 3\n/);
     const id = /job ([0-9a-f-]{36})/.exec(failed.stderr)![1];
     expect(await rest.job(id)).toMatchObject({ status: 'failed', exit_code: 3, error: 'exited with code 3' });
