@@ -99,9 +99,14 @@ export function tokenId(t: Token): string {
 
 /** The key id behind a did:key, or an error naming the field. */
 export function idFromDid(did: string, field = 'did'): string {
-  if (!did.startsWith('did:key:')) throw invalid(`${field}: '${did.slice(0, 80)}' is not a did:key`);
+  const notKey = () => invalid(`${field}: '${did.slice(0, 80)}' is not an Ed25519 did:key`);
+  if (!did.startsWith('did:key:')) throw notKey();
   const id = did.slice('did:key:'.length);
-  publicKeyFromId(id);
+  try {
+    publicKeyFromId(id);
+  } catch {
+    throw notKey();
+  }
   return id;
 }
 
@@ -277,6 +282,3 @@ export function linksOf(t: Token): Token[] {
   for (let cur: Token | undefined = t; cur; cur = cur.chain) links.push(cur);
   return links;
 }
-
-/** Writes a token list as standard base64, as it appears in an envelope's `cap` on the wire. */
-export const tokenListBase64 = (tokens: readonly Token[]): string => encodeBase64(encodeTokenList(tokens));
