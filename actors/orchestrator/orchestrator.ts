@@ -106,6 +106,8 @@ export class Orchestrator {
     for (const run of this.runs.values()) run.halt();
     await this.journal.drain();
     await this.releasing;
+    const { writes, commits } = this.journal.stats;
+    this.log.info({ writes, commits }, 'job journal drained');
   }
 
   // --- behaviors -------------------------------------------------------------------------
