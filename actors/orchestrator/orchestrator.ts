@@ -219,7 +219,11 @@ export class Orchestrator {
       const waits = [aborted(ac.signal)];
       if (run) {
         waits.push(run.nextChange(ac.signal));
-        if (source) waits.push(outputBeyond(source, from, ac.signal).then((found) => (found ? undefined : aborted(ac.signal))));
+        if (source) {
+          // Output that ended or cannot be read is no news: the other waits decide.
+          const quiet = () => aborted(ac.signal);
+          waits.push(outputBeyond(source, from, ac.signal).then((found) => (found ? undefined : quiet()), quiet));
+        }
       }
       await Promise.race(waits);
     } finally {
