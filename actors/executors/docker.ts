@@ -354,9 +354,10 @@ interface PullEvent {
 }
 
 // The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
-// has returned: a memory-limited container that died by SIGKILL (137) is re-inspected briefly
-// before concluding that it was not the OOM killer.
-const OOM_SETTLE_TRIES = 10;
+// has returned (seen to take over a second on a loaded machine): a memory-limited container
+// that died by SIGKILL (137) is re-inspected for up to 3 s before concluding that it was not
+// the OOM killer.
+const OOM_SETTLE_TRIES = 30;
 const OOM_SETTLE_MS = 100;
 
 async function inspectAfterExit(container: Docker.Container, statusCode: number): Promise<Docker.ContainerInspectInfo> {

@@ -51,8 +51,21 @@ export class LogWriter {
 
 export class JobLogs {
   private readonly live = new Map<string, LogWriter>();
+  // Made once, not per job: on a busy node a mkdir per job is a measurable share of its cost.
+  private dirReady?: Promise<void>;
 
   constructor(readonly dir: string) {}
+
+  private ensureDir(): Promise<void> {
+    this.dirReady ??= mkdir(this.dir, { recursive: true }).then(
+      () => undefined,
+      (e) => {
+        this.dirReady = undefined;
+        throw e;
+      },
+    );
+    return this.dirReady;
+  }
 
   path(jobId: string): string {
     // The id becomes a file name: refuse anything that could leave the directory.
@@ -63,7 +76,7 @@ export class JobLogs {
   /** Starts the job's log afresh (a rerun or a re-capture replaces the old one). */
   async create(jobId: string): Promise<LogWriter> {
     if (this.live.has(jobId)) throw new DmsError('conflict', `output of job ${jobId} is already being captured`);
-    await mkdir(this.dir, { recursive: true });
+    await this.ensureDir();
     const file = await open(this.path(jobId), 'w');
     const writer = new LogWriter(file.createWriteStream(), () => this.live.delete(jobId));
     this.live.set(jobId, writer);
