@@ -7,7 +7,7 @@ import { type Envelope, isBroadcast } from '../wire/envelope.js';
 import type { Anchors } from './anchors.js';
 import { ChainCache, checkChain, type Grant, type TrustView } from './chain.js';
 import { anyImplies, implies, parsePath } from './paths.js';
-import { encodeTokenList, signatureValid, type Token } from './token.js';
+import { encodeTokenList, LIMITS, signatureValid, type Token } from './token.js';
 
 /** What a node opens to everyone, beyond `/public` (always open). */
 export interface Policy {
@@ -199,7 +199,7 @@ export class Authority implements TrustView {
     const fit = this.provided.filter(
       (t) => t.aud === did && t.exp > now && (topic ? anyImplies(t.topic, topic) : anyImplies(t.cap, be)),
     );
-    const bytes = fit.length ? encodeTokenList(fit.slice(0, 16)) : undefined;
+    const bytes = fit.length ? encodeTokenList(fit.slice(0, LIMITS.listTokens)) : undefined;
     const until = fit.reduce((m, t) => (t.exp < m ? t.exp : m), now + 60_000_000_000n);
     if (this.provideMemo.size > 1000) this.provideMemo.clear();
     this.provideMemo.set(key, { bytes, until });
