@@ -34,6 +34,23 @@ const COMMANDS = [
   ['auth', 'apikey', 'list'],
   ['auth', 'apikey', 'revoke'],
   ['auth', 'token'],
+  ['peers'],
+  ['peers', 'list'],
+  ['peers', 'self'],
+  ['peers', 'ping'],
+  ['peers', 'connect'],
+  ['jobs'],
+  ['jobs', 'list'],
+  ['jobs', 'submit'],
+  ['jobs', 'status'],
+  ['jobs', 'logs'],
+  ['jobs', 'cancel'],
+  ['resources'],
+  ['resources', 'show'],
+  ['allocations'],
+  ['allocations', 'list'],
+  ['allocations', 'create'],
+  ['allocations', 'release'],
 ];
 
 describe.concurrent('--help', { timeout: 90_000 }, () => {
