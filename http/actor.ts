@@ -1,4 +1,5 @@
 import type { Actor, Inbox } from '../runtime/actor.js';
+import { replyWaiter } from '../runtime/behavior.js';
 import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { DmsError, invalid } from '../runtime/errors.js';
@@ -155,17 +156,10 @@ export class HttpActor {
         resolve(replies);
       };
       inbox.behaviors.add(
-        {
-          name: cont,
-          // Replies come from whoever the broadcast reached: the request itself invited them.
-          capability: '',
-          noReply: true,
-          raw: true,
-          handle: ({ env }) => {
-            replies.push(env);
-            if (replies.length >= max) done();
-          },
-        },
+        replyWaiter(cont, (env) => {
+          replies.push(env);
+          if (replies.length >= max) done();
+        }),
         { expiresAt: Number(exp / 1_000_000n), onExpire: () => resolve(replies) },
       );
     });

@@ -43,6 +43,15 @@ export function defineBehavior<P, R>(b: Behavior<P, R>): Behavior<P, R> {
   return b;
 }
 
+/**
+ * The behavior at an invoke's or broadcast's `opt.cont` that takes its replies: it needs no
+ * capability (the request itself invited whoever answers), sends no reply of its own, and
+ * sees the envelope as it came.
+ */
+export function replyWaiter(cont: string, take: (env: Envelope) => void): Behavior<Uint8Array, void> {
+  return { name: cont, capability: '', noReply: true, raw: true, handle: ({ env }) => take(env) };
+}
+
 export interface AddOptions {
   /** Removed after its first delivery (invoke replies). */
   once?: boolean;

@@ -87,7 +87,8 @@ export async function callBehavior<S extends z.ZodType>(
   schema: S,
   opts: SendOptions = {},
 ): Promise<z.output<S>> {
-  const reply = isLocal(actor, to) ? await invokeLocally(actor, to, be, payload, opts) : await actor.invoke<unknown>(to, be, payload, opts);
+  // A job's trip through this node's actors need not pay for a signature on every hop.
+  const reply = await actor.invoke<unknown>(to, be, payload, { ...opts, unsigned: isLocal(actor, to) });
   const error = replyError(reply.payload);
   if (error) throw error;
   const parsed = schema.safeParse(reply.payload);
@@ -96,24 +97,6 @@ export async function callBehavior<S extends z.ZodType>(
 }
 
 const isLocal = (actor: Actor, to: Handle) => to.addr.host === '' || to.addr.host === actor.system.host;
-
-/**
- * Actor.invoke without the signature: the kernel checks signatures only where envelopes enter
- * the node, so one that never leaves it is trusted as it is (the HTTP actor does the same),
- * and a job's trip through its actors need not pay for signing on every hop.
- */
-async function invokeLocally(actor: Actor, to: Handle, be: string, payload: unknown, opts: SendOptions): Promise<Reply<unknown>> {
-  const env = actor.envelope(to, be, payload, opts);
-  env.opt.cont = `/private/reply/${env.nonce}`;
-  const reply = actor.awaitReply<unknown>(actor.primary, env.opt.cont, env.opt.exp);
-  try {
-    await actor.system.route(env);
-  } catch (e) {
-    actor.primary.behaviors.remove(env.opt.cont);
-    throw e;
-  }
-  return reply;
-}
 
 /** The handle of an actor of this node, by inbox: what a local caller addresses. */
 export const localHandle = (self: Actor, inbox: string): Handle => ({
