@@ -5,33 +5,15 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { containerSpec, DockerExecutor, JOB_LABEL, NODE_LABEL, probeDocker } from '../../actors/executors/docker.js';
+import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { containerSpec, DockerExecutor, JOB_LABEL, NODE_LABEL } from '../../actors/executors/docker.js';
 import { outcome } from '../../actors/executors/types.js';
 import { collect, jobOf, text } from './helpers.js';
 
-const IMAGE = 'dms-test/busybox:latest';
 const MiB = 1024 * 1024;
-
-const docker = new Docker();
-async function engineProblem(): Promise<string | null> {
-  const probe = await probeDocker(docker);
-  if (!probe.ok) return probe.reason;
-  try {
-    await docker.getImage(IMAGE).inspect();
-    return null;
-  } catch {
-    return `the test image ${IMAGE} is missing (run .ci/docker-setup.sh)`;
-  }
-}
-const problem = await engineProblem();
-const required = process.env.DMS_REQUIRE_DOCKER === '1';
-if (problem && !required) console.warn(`skipping Docker executor tests: ${problem}`);
-
-it.runIf(problem !== null && required)('has a Docker engine, as DMS_REQUIRE_DOCKER=1 demands', () => {
-  expect.fail(problem ?? '');
-});
+const IMAGE = TEST_IMAGE;
+const { docker, problem } = await dockerForTests('Docker executor tests');
 
 describe('container spec', () => {
   it('maps resources to engine limits and labels the container with job and node', () => {

@@ -3,33 +3,14 @@
 // skip with the reason, unless DMS_REQUIRE_DOCKER=1 makes its absence a failure, as in CI.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { probeDocker } from '../../actors/executors/docker.js';
+import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
 import { MiB, Rest, startJobNode, textOf, until } from './helpers.js';
 
-const IMAGE = 'dms-test/busybox:latest';
-const docker = new Docker();
-
-async function engineProblem(): Promise<string | null> {
-  const probe = await probeDocker(docker);
-  if (!probe.ok) return probe.reason;
-  try {
-    await docker.getImage(IMAGE).inspect();
-    return null;
-  } catch {
-    return `the test image ${IMAGE} is missing (run .ci/docker-setup.sh)`;
-  }
-}
-const problem = await engineProblem();
-const required = process.env.DMS_REQUIRE_DOCKER === '1';
-if (problem && !required) console.warn(`skipping Docker job tests: ${problem}`);
-
-it.runIf(problem !== null && required)('has a Docker engine, as DMS_REQUIRE_DOCKER=1 demands', () => {
-  expect.fail(problem ?? '');
-});
+const IMAGE = TEST_IMAGE;
+const { docker, problem } = await dockerForTests('Docker job tests');
 
 const container = (command: string[], opts: { cores?: number; memory?: number; name?: string } = {}): JobSpecInput => ({
   name: opts.name ?? 'container-job',

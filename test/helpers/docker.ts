@@ -1,0 +1,33 @@
+import Docker from 'dockerode';
+import { expect, it } from 'vitest';
+import { probeDocker } from '../../actors/executors/docker.js';
+
+/** Built by .ci/docker-setup.sh with `docker import`: no registry is reachable. */
+export const TEST_IMAGE = 'dms-test/busybox:latest';
+
+async function engineProblem(docker: Docker): Promise<string | null> {
+  const probe = await probeDocker(docker);
+  if (!probe.ok) return probe.reason;
+  try {
+    await docker.getImage(TEST_IMAGE).inspect();
+    return null;
+  } catch {
+    return `the test image ${TEST_IMAGE} is missing (run .ci/docker-setup.sh)`;
+  }
+}
+
+/**
+ * Whether this machine can run the Docker tests of a file. Without an engine they are skipped
+ * with the reason printed, unless DMS_REQUIRE_DOCKER=1 (as in CI), where a test registered
+ * here fails instead: a missing engine must not pass as a green run.
+ */
+export async function dockerForTests(what: string): Promise<{ docker: Docker; problem: string | null }> {
+  const docker = new Docker();
+  const problem = await engineProblem(docker);
+  const required = process.env.DMS_REQUIRE_DOCKER === '1';
+  if (problem && !required) console.warn(`skipping ${what}: ${problem}`);
+  it.runIf(problem !== null && required)('has a Docker engine, as DMS_REQUIRE_DOCKER=1 demands', () => {
+    expect.fail(problem ?? '');
+  });
+  return { docker, problem };
+}
