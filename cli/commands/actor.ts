@@ -122,7 +122,7 @@ export function registerActorCommands(program: Command): void {
  * under) or --key. Envelopes carry the --cap tokens and the home's provide anchors that fit
  * them; DMS_API_KEY / DMS_TOKEN authenticate to a node with REST auth on.
  */
-function clientFor(cmd: Command): DmsClient {
+export function clientFor(cmd: Command): DmsClient {
   const home = homeOf(cmd);
   const opts = cmd.opts() as KeyOptions;
   const path = keyPath(home, opts.key);

@@ -1,14 +1,11 @@
-import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import type * as z from 'zod';
-import { DmsClient } from '../../client/client.js';
 import { ClientError } from '../../client/errors.js';
 import { ConnectReply, DiscoveryBehaviors, PeerListReply, PeerSelfReply, PingReply } from '../../behaviors/discovery.js';
-import { anchorsPath, readAnchors } from '../../runtime/capability/anchors.js';
-import { homePaths, readKey } from '../../runtime/home.js';
-import { CliError, homeOf, nodeUrl, output } from '../context.js';
+import { homePaths } from '../../runtime/home.js';
+import { CliError, homeOf, output } from '../context.js';
 import { unlockKeys } from '../passphrase.js';
-import { restCredentials } from './auth.js';
+import { clientFor } from './actor.js';
 
 const DEFAULT_TIMEOUT_S = 30;
 const MAX_TIMEOUT_S = 3_600;
@@ -66,11 +63,8 @@ export function registerPeersCommands(program: Command): void {
 
 /** Invokes a discovery behavior on the node's root actor and checks the reply's shape. */
 async function ask<S extends z.ZodType>(cmd: Command, be: string, payload: unknown, schema: S, opts: TimeoutOption): Promise<z.infer<S>> {
-  const home = homeOf(cmd);
-  const keyPath = homePaths(home).operatorKey;
-  if (!existsSync(keyPath)) throw new CliError(`no operator key at ${keyPath}; run \`dms init\` to create the home's keys`);
   // Signed as the operator, with the home's REST credentials and provide tokens, like `dms actor`.
-  const client = new DmsClient({ url: nodeUrl(cmd), key: readKey(keyPath), provide: readAnchors(anchorsPath(home)).provide, headers: restCredentials() });
+  const client = clientFor(cmd);
   let payloadOut: unknown;
   try {
     payloadOut = (await client.invoke<unknown>('root', be, payload, { ttlMs: (opts.timeout ?? DEFAULT_TIMEOUT_S) * 1000 })).payload;
