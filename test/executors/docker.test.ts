@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { containerSpec, DockerExecutor, JOB_LABEL, NODE_LABEL } from '../../actors/executors/docker.js';
 import { outcome } from '../../actors/executors/types.js';
-import { collect, jobOf, text } from './helpers.js';
+import { collect, followTimed, jobOf, text } from './helpers.js';
 
 const MiB = 1024 * 1024;
 const IMAGE = TEST_IMAGE;
@@ -84,13 +84,7 @@ describe.skipIf(problem !== null)('docker executor', () => {
   it('follows output live until the container exits', async () => {
     const handle = await executor.start(dockerJob(['sh', '-c', 'for i in 1 2 3; do echo line-$i; sleep 0.4; done']));
     expect(await executor.status(handle)).toEqual({ state: 'running' });
-    const arrivals: number[] = [];
-    const chunks = [];
-    for await (const chunk of executor.logs(handle, { follow: true })) {
-      arrivals.push(Date.now());
-      chunks.push(chunk);
-    }
-    const ended = Date.now();
+    const { chunks, arrivals, ended } = await followTimed(executor, handle);
     expect(text(chunks, 'stdout')).toBe('line-1\nline-2\nline-3\n');
     expect(ended - arrivals[0]).toBeGreaterThan(600);
     expect(await executor.wait(handle)).toEqual({ exit_code: 0, oom_killed: false });

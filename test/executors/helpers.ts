@@ -31,6 +31,23 @@ export async function collect(executor: Executor, handle: ExecutionHandle, follo
   return chunks;
 }
 
+/**
+ * Follows a run's output to its end, noting when each chunk arrived: proof that chunks
+ * streamed while the run went on instead of arriving together at the end.
+ */
+export async function followTimed(
+  executor: Executor,
+  handle: ExecutionHandle,
+): Promise<{ chunks: LogChunk[]; arrivals: number[]; ended: number }> {
+  const chunks: LogChunk[] = [];
+  const arrivals: number[] = [];
+  for await (const chunk of executor.logs(handle, { follow: true })) {
+    arrivals.push(Date.now());
+    chunks.push(chunk);
+  }
+  return { chunks, arrivals, ended: Date.now() };
+}
+
 export const text = (chunks: LogChunk[], stream: LogChunk['stream']): string =>
   chunks
     .filter((c) => c.stream === stream)

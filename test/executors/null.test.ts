@@ -6,7 +6,7 @@ import { NullExecutor } from '../../actors/executors/null.js';
 import { ExecutorRegistry } from '../../actors/executors/registry.js';
 import { outcome } from '../../actors/executors/types.js';
 import { DmsError } from '../../runtime/errors.js';
-import { collect, jobOf, text } from './helpers.js';
+import { collect, followTimed, jobOf, text } from './helpers.js';
 
 let dir: string;
 let executor: NullExecutor;
@@ -52,13 +52,7 @@ describe('null executor', () => {
     const handle = await executor.start(
       nullJob({ DMS_NULL_DURATION_MS: '300', DMS_NULL_STDOUT: 'one\ntwo\n', DMS_NULL_STDERR: 'oops' }),
     );
-    const arrivals: number[] = [];
-    const chunks = [];
-    for await (const chunk of executor.logs(handle, { follow: true })) {
-      arrivals.push(Date.now());
-      chunks.push(chunk);
-    }
-    const ended = Date.now();
+    const { chunks, arrivals, ended } = await followTimed(executor, handle);
     expect(text(chunks, 'stdout')).toBe('one\ntwo\n');
     expect(text(chunks, 'stderr')).toBe('oops\n');
     expect(chunks.map((c) => c.stream)).toEqual(['stdout', 'stdout', 'stderr']);
