@@ -38,6 +38,42 @@ export const ConfigSchema = z
         max_broadcast_replies: positiveInt.default(1_000),
         /** Invokes and broadcasts one REST client may have waiting at once (429 above it). */
         max_pending_per_client: positiveInt.default(256),
+        /** Bytes of replies one broadcast collects; collection stops there. */
+        max_broadcast_bytes: positiveInt.default(8 * 1024 * 1024),
+        /** Bytes of replies one REST client's waiting requests may hold at once. */
+        max_pending_bytes_per_client: positiveInt.default(64 * 1024 * 1024),
+        /**
+         * Host names (the `Host` header, without port) this node answers besides loopback
+         * addresses, `localhost` and `rest.addr`: a browser page that rebinds its own DNS name
+         * to this node is refused (403).
+         */
+        allowed_hosts: z.array(z.string().min(1)).default([]),
+        /** Serve a non-loopback `rest.addr` without API keys or JWTs, accepting that anyone who reaches it can use it. */
+        insecure: z.boolean().default(false),
+        /**
+         * What the node signs on a REST caller's behalf (unsigned envelopes), by the caller's
+         * role: the capability paths each role may use that way.
+         */
+        roles: z
+          .object({
+            admin: z.array(capabilityPath).default(['/']),
+            operator: z.array(capabilityPath).default(['/public', '/broadcast', '/dms/job', '/dms/node/peers']),
+            viewer: z
+              .array(capabilityPath)
+              .default([
+                '/public',
+                '/dms/job/status',
+                '/dms/job/list',
+                '/dms/job/logs',
+                '/dms/resources/usage',
+                '/dms/allocations/list',
+                '/dms/device/status',
+                '/dms/node/peers/list',
+                '/dms/node/peers/self',
+              ]),
+          })
+          .strict()
+          .prefault({}),
         /** Requests per client to /api/v1/actor/* (token bucket; 429 with Retry-After above it). */
         rate_limit: z
           .object({
@@ -75,6 +111,12 @@ export const ConfigSchema = z
       .object({
         api_key_enabled: z.boolean().default(false),
         jwt_secret: z.string().default(''),
+        /** Longest lifetime (`exp` − `iat`, or `exp` − now without `iat`) a bearer JWT may have, in seconds. */
+        jwt_max_lifetime_s: positiveInt.default(86_400),
+        /** When set, a bearer JWT must carry this `iss`. */
+        jwt_issuer: z.string().default(''),
+        /** When set, a bearer JWT must carry this `aud`. */
+        jwt_audience: z.string().default(''),
       })
       .strict()
       .prefault({}),
@@ -121,6 +163,10 @@ export const ConfigSchema = z
         mailbox_capacity: positiveInt.default(4096),
         mailbox_concurrency: positiveInt.default(64),
         replay_capacity: positiveInt.default(1_000_000),
+        /** Most unexpired (from.id, nonce) entries one sender may hold in the replay cache. */
+        replay_per_sender: positiveInt.default(50_000),
+        /** How far ahead `opt.exp` may be, in seconds (400 naming opt.exp beyond it). */
+        max_ttl_s: positiveInt.default(900),
       })
       .strict()
       .prefault({}),
@@ -128,6 +174,20 @@ export const ConfigSchema = z
       .object({
         /** Seconds a cancelled or timed-out container gets to exit on SIGTERM before it is killed. */
         stop_grace_s: z.number().int().nonnegative().default(10),
+        /** What a job gets when its spec asks for zero cores or zero memory (a limit always applies). */
+        default_resources: z
+          .object({
+            cores: z.number().positive().default(1),
+            memory_bytes: positiveInt.default(512 * 1024 * 1024),
+          })
+          .strict()
+          .prefault({}),
+        /** Most processes a Docker job may run at once (PidsLimit). */
+        pids_limit: positiveInt.default(1024),
+        /** Output kept per job, in bytes; the log is cut there and the cut is marked. */
+        max_log_bytes: positiveInt.default(64 * 1024 * 1024),
+        /** Registry hosts (host[:port]) on loopback, link-local or private ranges that images may come from. */
+        allowed_registries: z.array(z.string().min(1)).default([]),
       })
       .strict()
       .prefault({}),
