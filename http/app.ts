@@ -5,6 +5,7 @@ import type { ActorSystem } from '../runtime/system.js';
 import type { HttpActor } from './actor.js';
 import { type ApiKeyStore, restAuth } from './auth.js';
 import { JsonBody, toWebResponse } from './errors.js';
+import { requestGuards } from './guard.js';
 import { actorLimits } from './limits.js';
 import { actorRoutes } from './routes/actor.js';
 import { devRoutes } from './routes/dev.js';
@@ -35,6 +36,8 @@ export function createApp(opts: AppOptions): H3 {
     },
   });
 
+  // Before anything else: a request a web page forged is refused before it has any effect.
+  for (const guard of requestGuards({ addr: config.rest.addr, allowedHosts: config.rest.allowed_hosts, origins: cors.origins })) app.use(guard);
   app.use((event) => {
     const preflight = handleCors(event, {
       origin: cors.origins,
