@@ -42,8 +42,10 @@ export function hostName(header: string): string {
 export function hostGuard(addr: string, allowedHosts: readonly string[]): Middleware {
   const allowed = new Set([hostName(addr), ...allowedHosts.map(hostName)]);
   return (event) => {
-    const header = event.req.headers.get('host');
-    if (header === null || header.trim() === '') return refuse(403, 'a Host header is required');
+    // Browsers always send Host; a request without one (HTTP/1.0, an in-process fetch) is
+    // checked by the host its URL was resolved to.
+    const header = event.req.headers.get('host') ?? event.url.host;
+    if (header.trim() === '') return refuse(403, 'a Host header is required');
     const host = hostName(header);
     if (isLoopback(host) || allowed.has(host)) return undefined;
     return refuse(403, `host ${shown(host)} is not allowed: use a loopback address, localhost or ${addr}, or add it to rest.allowed_hosts`);
