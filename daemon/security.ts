@@ -3,7 +3,7 @@ import { anchorsPath, ensureAnchors, watchAnchors } from '../runtime/capability/
 import { Authority, installAuthority, ownKeys } from '../runtime/capability/authority.js';
 import { type Config, isLoopback } from '../runtime/config.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
-import { errorText } from '../runtime/errors.js';
+import { DmsError, errorText } from '../runtime/errors.js';
 import type { Logger } from '../runtime/log.js';
 import type { ActorSystem } from '../runtime/system.js';
 import { type Envelope, isBroadcast } from '../runtime/wire/envelope.js';
@@ -27,6 +27,19 @@ export interface Security {
   close(): void;
 }
 
+/**
+ * Refuses a REST server anyone on the network could drive: bound to a non-loopback address
+ * with neither API keys nor JWTs, every request would run as admin (jobs, device settings).
+ * A warning was not enough; `rest.insecure: true` is the explicit way to accept that.
+ */
+export function checkExposure(config: Config): void {
+  if (isLoopback(config.rest.addr) || config.auth.api_key_enabled || config.auth.jwt_secret || config.rest.insecure) return;
+  throw new DmsError(
+    'invalid',
+    `REST is bound to the non-loopback address ${config.rest.addr} without credentials: turn on API keys (DMS_API_KEY_ENABLED=true) or JWT (DMS_JWT_SECRET), or set rest.insecure: true to accept the risk`,
+  );
+}
+
 /** JWT secrets shorter than this can be brute-forced offline from any one token. */
 const MIN_JWT_SECRET = 32;
 
@@ -37,6 +50,7 @@ const MIN_JWT_SECRET = 32;
  */
 export function setUpSecurity(o: SecurityOptions): Security {
   const { system, config, log } = o;
+  checkExposure(config);
   const path = anchorsPath(o.home);
   const policy = { openTopics: config.capabilities.open_topics, openCapabilities: config.capabilities.open_capabilities };
   const authority = new Authority(ensureAnchors(path, o.operator.did), policy, ownKeys(system));
@@ -62,9 +76,10 @@ export function setUpSecurity(o: SecurityOptions): Security {
 
   const restAuth = Boolean(apiKeys || config.auth.jwt_secret);
   if (!isLoopback(config.rest.addr) && !restAuth) {
+    // Only reached with rest.insecure: checkExposure refused the start otherwise.
     log.warn(
       { addr: config.rest.addr },
-      'REST is bound to a non-loopback address without authentication: anyone who can reach it can use the REST interface (set DMS_API_KEY_ENABLED=true or DMS_JWT_SECRET)',
+      'REST is bound to a non-loopback address without authentication (rest.insecure): anyone who can reach it can use the REST interface',
     );
   } else if (!isLoopback(config.rest.addr) && !config.tls.enabled) {
     log.warn({ addr: config.rest.addr }, 'REST is bound to a non-loopback address without TLS: credentials cross the network in clear text (set DMS_TLS_ENABLED)');

@@ -4,7 +4,8 @@ import type { Logger } from '../runtime/log.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { HttpActor } from './actor.js';
 import { type ApiKeyStore, restAuth } from './auth.js';
-import { JsonBody, toWebResponse } from './errors.js';
+import { errorId, internalErrorBody, JsonBody, toWebResponse } from './errors.js';
+import { requestGuards } from './guard.js';
 import { actorLimits } from './limits.js';
 import { actorRoutes } from './routes/actor.js';
 import { devRoutes } from './routes/dev.js';
@@ -29,12 +30,18 @@ export function createApp(opts: AppOptions): H3 {
     // Whatever h3 itself rejects (unknown route, malformed URL) still answers `{"error": …}`.
     onError: (error, event: H3Event) => {
       const status = error.status ?? 500;
-      const text = status === 404 ? `no route ${event.req.method} ${event.url.pathname}` : status >= 500 ? 'internal error' : error.message;
-      if (status >= 500) log.error({ err: error.cause ?? error }, 'unhandled request error');
+      if (status >= 500) {
+        const id = errorId();
+        log.error({ err: error.cause ?? error, error_id: id, path: event.url.pathname }, 'unhandled request error');
+        return toWebResponse(internalErrorBody(id));
+      }
+      const text = status === 404 ? `no route ${event.req.method} ${event.url.pathname}` : error.message;
       return toWebResponse(new JsonBody(JSON.stringify({ error: text }), status));
     },
   });
 
+  // Before anything else: a request a web page forged is refused before it has any effect.
+  for (const guard of requestGuards({ addr: config.rest.addr, allowedHosts: config.rest.allowed_hosts, origins: cors.origins })) app.use(guard);
   app.use((event) => {
     const preflight = handleCors(event, {
       origin: cors.origins,

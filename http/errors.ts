@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { DmsError, type ErrorKind } from '../runtime/errors.js';
 
 const STATUS: Record<ErrorKind, number> = {
@@ -26,15 +27,26 @@ export class JsonBody {
   ) {}
 }
 
-/** Every error body is `{"error": "<text>"}`; anything that is not a DmsError is the node's own failure. */
-export function errorBody(e: unknown, onInternal?: (e: unknown) => void): JsonBody {
-  if (e instanceof DmsError) {
+/** A short random id tying an "internal error" answer to its log line. */
+export const errorId = (): string => randomBytes(4).toString('hex');
+
+/** The body of an internal failure: the caller gets an id to quote, never the raw message. */
+export const internalErrorBody = (id: string): JsonBody => new JsonBody(JSON.stringify({ error: `internal error (id ${id})` }), 500);
+
+/**
+ * Every error body is `{"error": "<text>"}`. A DmsError says what the caller did or what the
+ * node refused; anything else (and a DmsError of kind `internal`) is the node's own failure,
+ * whose text may name paths or internals: `onInternal` logs it under the id the caller sees.
+ */
+export function errorBody(e: unknown, onInternal?: (e: unknown, id: string) => void): JsonBody {
+  if (e instanceof DmsError && e.kind !== 'internal') {
     const headers: Record<string, string> = {};
     if (e.retryAfter !== undefined) headers['retry-after'] = String(e.retryAfter);
     return new JsonBody(JSON.stringify({ error: e.message }), statusFor(e.kind), headers);
   }
-  onInternal?.(e);
-  return new JsonBody(JSON.stringify({ error: 'internal error' }), 500);
+  const id = errorId();
+  onInternal?.(e, id);
+  return internalErrorBody(id);
 }
 
 export const toWebResponse = (b: JsonBody): Response =>

@@ -16,7 +16,7 @@ export function route(log: Logger, fn: (event: H3Event) => unknown | Promise<unk
       if (out instanceof Response) return out;
       body = out instanceof JsonBody ? out : new JsonBody(JSON.stringify(out));
     } catch (e) {
-      body = errorBody(e, (err) => log.error({ err, path: event.url.pathname }, 'request failed'));
+      body = errorBody(e, (err, id) => log.error({ err, error_id: id, path: event.url.pathname }, 'request failed'));
     }
     event.res.status = body.status;
     const headers = event.res.headers;

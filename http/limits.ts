@@ -49,7 +49,7 @@ export class RateLimiter {
 export interface LimitOptions {
   perSecond: number;
   burst: number;
-  /** Throttle loopback clients too. */
+  /** Throttle loopback clients too (the pending cap applies to them regardless). */
   loopback: boolean;
   maxPendingPerClient: number;
 }
@@ -74,8 +74,9 @@ export function actorLimits(o: LimitOptions): Middleware {
     const path = event.url.pathname;
     if (!path.startsWith(ACTOR_PREFIX)) return undefined;
     const client = clientOf(event);
-    if (client.loopback && !o.loopback) return undefined;
-    if (limiter) {
+    // The local operator is not throttled unless asked; the pending cap applies to everyone,
+    // since a loopback caller may be a page or process the operator did not start.
+    if (limiter && !(client.loopback && !o.loopback)) {
       const wait = limiter.take(client.key);
       if (wait) return refuse(`rate limit: at most ${o.perSecond} requests per second (burst ${o.burst}) to the actor interface; retry in ${wait} s`, wait);
     }

@@ -1,6 +1,7 @@
 import { invalid } from '../../runtime/errors.js';
 import { encodeEnvelope } from '../../runtime/wire/envelope.js';
 import { onClientGone, readBodyText } from '../body.js';
+import { restCaller } from '../caller.js';
 import { JsonBody } from '../errors.js';
 import { route } from '../handler.js';
 import type { RouteModule } from './types.js';
@@ -20,7 +21,7 @@ export const actorRoutes: RouteModule = ({ app, config, http, log }) => {
   app.post(
     '/api/v1/actor/send',
     route(log, async (event) => {
-      await http.send(await readBodyText(event, limit));
+      await http.send(await readBodyText(event, limit), restCaller(event));
       return { message: 'message sent' };
     }),
   );
@@ -28,7 +29,7 @@ export const actorRoutes: RouteModule = ({ app, config, http, log }) => {
   app.post(
     '/api/v1/actor/invoke',
     route(log, async (event) => {
-      const reply = await http.invoke(await readBodyText(event, limit), (f) => onClientGone(event, f));
+      const reply = await http.invoke(await readBodyText(event, limit), (f) => onClientGone(event, f), restCaller(event));
       return new JsonBody(encodeEnvelope(reply));
     }),
   );
@@ -37,7 +38,7 @@ export const actorRoutes: RouteModule = ({ app, config, http, log }) => {
     '/api/v1/actor/broadcast',
     route(log, async (event) => {
       const max = parseLimit(event.url.searchParams.get('limit'));
-      const replies = await http.broadcast(await readBodyText(event, limit), max, (f) => onClientGone(event, f));
+      const replies = await http.broadcast(await readBodyText(event, limit), max, (f) => onClientGone(event, f), restCaller(event));
       return new JsonBody(`[${replies.map(encodeEnvelope).join(',')}]`);
     }),
   );

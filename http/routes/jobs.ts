@@ -102,7 +102,7 @@ async function followLogs(event: H3Event, http: HttpActor, log: Logger): Promise
     id = param(event, 'id');
     reply = await poll(id, 0, 0);
   } catch (e) {
-    return toWebResponse(errorBody(e, (err) => log.error({ err, path: event.url.pathname }, 'request failed')));
+    return toWebResponse(errorBody(e, (err, id) => log.error({ err, error_id: id, path: event.url.pathname }, 'request failed')));
   }
   const stream = createEventStream(event);
   let open = true;

@@ -57,7 +57,8 @@ describe('unsigned envelopes', () => {
   });
 
   it('are refused by default when REST is bound to a non-loopback address', async () => {
-    const node = await start({ env: { DMS_HOST: '0.0.0.0' } });
+    // Without credentials such a node starts only with rest.insecure (test/security/rest-hardening.test.ts).
+    const node = await start({ env: { DMS_HOST: '0.0.0.0' }, config: { rest: { insecure: true } } });
     const url = node.url.replace('0.0.0.0', '127.0.0.1');
     const res = await post(`${url}/api/v1/actor/invoke`, hello(node));
     expect(res.status).toBe(400);

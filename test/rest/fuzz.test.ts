@@ -76,7 +76,7 @@ describe('fuzzed bodies', () => {
         : wire(caller, { to: rootOf(node.peerId), be: '/public/hello', cont: '/r', ttlMs: 300 });
       const body = mutate(rand, base);
       const path = paths[i % paths.length];
-      const res = await fetch(`${node.url}/api/v1/actor/${path}`, { method: 'POST', body });
+      const res = await fetch(`${node.url}/api/v1/actor/${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
       const text = await res.text();
       // The one 500 the contract allows for input: a well-formed peer id this node cannot reach.

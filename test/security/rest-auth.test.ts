@@ -203,8 +203,8 @@ describe('secrets', () => {
 });
 
 describe('exposure warnings', () => {
-  it('warn about REST on a non-loopback address without auth, and without TLS when auth is on', async () => {
-    const open = await start({ env: { DMS_HOST: '0.0.0.0' } });
+  it('warn about REST on a non-loopback address without auth (accepted by rest.insecure), and without TLS when auth is on', async () => {
+    const open = await start({ env: { DMS_HOST: '0.0.0.0' }, config: { rest: { insecure: true } } });
     expect(open.logs()).toMatch(/non-loopback address without authentication/);
     const authed = await start({ env: { DMS_HOST: '0.0.0.0', DMS_JWT_SECRET: SECRET } });
     expect(authed.logs()).not.toMatch(/without authentication/);
