@@ -55,4 +55,11 @@ export function output(cmd: Command, data: unknown, text?: string): void {
   else process.stdout.write(text.endsWith('\n') ? text : text + '\n');
 }
 
+/**
+ * The second half of "cannot reach the node at URL: reason": which home's node was looked for,
+ * and the two ways out, since the usual cause is a node that is not started or another home.
+ */
+export const noNodeHint = (home: string): string =>
+  `no node answers there (home ${home}): start one with \`dms start\`, or pick another with --home`;
+
 export const describeError = (e: unknown): string => (e instanceof CliError ? e.message : errorText(e));

@@ -3,8 +3,9 @@
  * server-sent events for following, and failures turned into one line a person can act on.
  */
 import type { Command } from 'commander';
+import { networkReason } from '../client/client.js';
 import { restCredentials } from './commands/auth.js';
-import { CliError, nodeUrl } from './context.js';
+import { CliError, homeOf, noNodeHint, nodeUrl } from './context.js';
 
 export interface ServerEvent {
   event: string;
@@ -16,6 +17,8 @@ export class NodeRest {
     readonly url: string,
     /** REST credentials (API key, bearer token) sent with every request. */
     private readonly credentials: Record<string, string> = {},
+    /** The home whose node this is, named when it does not answer. */
+    readonly home = '',
   ) {}
 
   get<T>(path: string): Promise<T> {
@@ -71,14 +74,13 @@ export class NodeRest {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (e) {
-      const code = (e as { cause?: { code?: string } }).cause?.code;
-      throw new CliError(`cannot reach the node at ${this.url} (${code ?? (e as Error).message}); is it running? start it with \`dms start\``);
+      throw new CliError(`cannot reach the node at ${this.url}: ${networkReason(e)}; ${noNodeHint(this.home)}`);
     }
   }
 }
 
 /** The node of the command's home, with the credentials `dms actor` sends too (DMS_API_KEY, DMS_TOKEN). */
-export const restFor = (cmd: Command): NodeRest => new NodeRest(nodeUrl(cmd), restCredentials());
+export const restFor = (cmd: Command): NodeRest => new NodeRest(nodeUrl(cmd), restCredentials(), homeOf(cmd));
 
 function parseEvent(block: string): ServerEvent | null {
   let event = 'message';

@@ -397,7 +397,7 @@ function asHandle(v: unknown): Handle | undefined {
 }
 
 /** fetch hides the socket error in `cause`; its code says more than "fetch failed". */
-function networkReason(e: unknown): string {
+export function networkReason(e: unknown): string {
   const cause = (e as { cause?: { code?: unknown; message?: unknown } }).cause;
   const code = typeof cause?.code === 'string' ? cause.code : undefined;
   const known: Record<string, string> = {

@@ -7,7 +7,7 @@ import type { Target } from '../../client/target.js';
 import { anchorsPath, readAnchors } from '../../runtime/capability/anchors.js';
 import { readKey } from '../../runtime/home.js';
 import { encodeEnvelope, type Envelope, type Handle, parseJsonLossless } from '../../runtime/wire/envelope.js';
-import { CliError, globals, homeOf, nodeUrl } from '../context.js';
+import { CliError, globals, homeOf, noNodeHint, nodeUrl } from '../context.js';
 import { unlockKeys } from '../passphrase.js';
 import { restCredentials } from './auth.js';
 import { keyPath, readToken } from './cap.js';
@@ -48,7 +48,7 @@ export function registerActorCommands(program: Command): void {
     .description("print the handle of the node's root actor")
     .action(async (_opts, cmd: Command) => {
       const client = clientFor(cmd);
-      const handle = await call(client, () => client.handle());
+      const handle = await call(homeOf(cmd), () => client.handle());
       printJson(handle);
     });
 
@@ -65,7 +65,7 @@ export function registerActorCommands(program: Command): void {
     .action(async (be: string, payloadText: string | undefined, opts: CallOptions, cmd: Command) => {
       const client = clientFor(cmd);
       const payload = parsePayload(payloadText);
-      const env = await call(client, () => client.send(parseTarget(opts), be, payload, { ttlMs: ttlMs(opts.timeout, DEFAULT_INVOKE_S) }));
+      const env = await call(homeOf(cmd), () => client.send(parseTarget(opts), be, payload, { ttlMs: ttlMs(opts.timeout, DEFAULT_INVOKE_S) }));
       if (globals(cmd).json) printJson({ sent: true, envelope: envelopeJson(env) });
       else process.stdout.write(`sent ${be} to ${describeHandle(env.to)}\n`);
     });
@@ -83,7 +83,7 @@ export function registerActorCommands(program: Command): void {
     .action(async (be: string, payloadText: string | undefined, opts: CallOptions, cmd: Command) => {
       const client = clientFor(cmd);
       const payload = parsePayload(payloadText);
-      const reply = await call(client, () => client.invoke(parseTarget(opts), be, payload, { ttlMs: ttlMs(opts.timeout, DEFAULT_INVOKE_S) }), be);
+      const reply = await call(homeOf(cmd), () => client.invoke(parseTarget(opts), be, payload, { ttlMs: ttlMs(opts.timeout, DEFAULT_INVOKE_S) }), be);
       printJson(globals(cmd).json ? replyJson(reply) : reply.payload);
     });
 
@@ -101,7 +101,7 @@ export function registerActorCommands(program: Command): void {
       const client = clientFor(cmd);
       const payload = parsePayload(payloadText);
       const seconds = opts.timeout ?? DEFAULT_BROADCAST_S;
-      const replies = await call(client, () =>
+      const replies = await call(homeOf(cmd), () =>
         client.broadcast(opts.topic, be, payload, { limit: opts.limit, ttlMs: ttlMs(seconds, DEFAULT_BROADCAST_S) }),
       );
       if (globals(cmd).json) return printJson(replies.map(replyJson));
@@ -141,14 +141,14 @@ const CAP_HELP = 'attach this capability token (text, a file, or -); repeatable.
 const collectCaps = (v: string, prev: string[]) => [...prev, v];
 
 /** Runs a client call, turning its failures into one line a person can act on. */
-async function call<T>(client: DmsClient, fn: () => Promise<T>, be?: string): Promise<T> {
+async function call<T>(home: string, fn: () => Promise<T>, be?: string): Promise<T> {
   try {
     return await fn();
   } catch (e) {
     if (!(e instanceof ClientError)) throw e;
     switch (e.kind) {
       case 'unreachable':
-        throw new CliError(`${e.message}; is the node running? start it with \`dms start\``);
+        throw new CliError(`${e.message}; ${noNodeHint(home)}`);
       case 'reply':
         throw new CliError(`${be ?? 'the actor'} answered with an error: ${e.nodeError ?? e.message}`);
       case 'timeout':

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { apiKeysPath, createApiKey, isRole, readApiKeys, revokeApiKey, ROLES } from '../../http/apikeys.js';
 import { loadConfig } from '../../runtime/config.js';
 import { CliError, globals, homeOf, output, runningNode } from '../context.js';
+import { pickByPrefix, shortId } from '../ids.js';
 
 /**
  * `dms auth …`: REST credentials. API keys live hashed in <home>/apikeys.json; a running node
@@ -34,17 +35,21 @@ export function registerAuthCommands(program: Command): void {
   apikey
     .command('list')
     .description('list API keys: id, name, role, creation time (never the keys)')
-    .action((_opts, cmd: Command) => {
+    .option('--wide', 'print whole ids (default: their first 8 characters)')
+    .action((opts: { wide?: boolean }, cmd: Command) => {
       const keys = readApiKeys(apiKeysPath(homeOf(cmd))).map(({ sha256: _hash, ...k }) => k);
-      output(cmd, keys, keys.length ? keys.map((k) => `${k.id}  ${k.role.padEnd(8)}  ${k.created_at}  ${k.name}`).join('\n') : 'no API keys');
+      const id = (x: string) => (opts.wide ? x : shortId(x));
+      output(cmd, keys, keys.length ? keys.map((k) => `${id(k.id)}  ${k.role.padEnd(8)}  ${k.created_at}  ${k.name}`).join('\n') : 'no API keys');
     });
 
   apikey
     .command('revoke')
     .description('revoke an API key by its id')
-    .argument('<id>', 'the key id shown by `create` and `list`')
-    .action((id: string, _opts, cmd: Command) => {
-      if (!revokeApiKey(apiKeysPath(homeOf(cmd)), id.trim())) throw new CliError(`no API key with id ${id}`);
+    .argument('<id>', 'the key id shown by `create` and `list`, or any unique prefix of it')
+    .action((given: string, _opts, cmd: Command) => {
+      const path = apiKeysPath(homeOf(cmd));
+      const id = pickByPrefix('API key', given, readApiKeys(path).map((k) => k.id));
+      if (!revokeApiKey(path, id)) throw new CliError(`no API key with id ${id}`);
       output(cmd, { revoked: id }, `API key ${id} revoked`);
     });
 

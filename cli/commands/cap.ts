@@ -140,13 +140,12 @@ export function registerCapCommands(program: Command): void {
   cap
     .command('revoke')
     .description('revoke a token (and every token delegated from it): signs a revocation as the operator and anchors it here; prints it for other nodes')
-    .argument('<token-or-id>', 'the token (text, a file, or -) or its 64-hex id')
+    .argument('<token-or-id>', 'the token (text, a file, or -), its 64-hex id, or a unique prefix of the id of an anchored token (as `cap list` prints)')
     .option('--key <name|file>', 'sign as this key instead of the operator (only its own grants, or those below them, can be revoked by it)')
     .action(async (what: string, flags: { key?: string }, cmd: Command) => {
       const home = homeOf(cmd);
-      const isId = /^[0-9a-f]{64}$/.test(what.trim());
-      const target = isId ? undefined : readToken(what, 'token');
-      const id = target ? tokenId(target) : what.trim();
+      const target = isTokenId(what) ? undefined : readToken(what, 'token');
+      const id = target ? tokenId(target) : anchoredTokenId(readAnchors(anchorsPath(home)), what);
       const key = await signingKey(cmd, flags.key);
       const r = issueRevocation(key, id, target?.exp ?? U64_MAX);
       let dropped = 0;
@@ -246,6 +245,23 @@ function pickParent(a: Anchors, did: string, flags: IssueFlags): Token {
 }
 
 // --- keys and tokens from arguments -------------------------------------------------------------
+
+/** Hex of at most a token id's length, and not a file: an id or the prefix of one, never a token text. */
+const isTokenId = (arg: string): boolean => /^[0-9a-f]{1,64}$/i.test(arg.trim()) && !existsSync(arg);
+
+/**
+ * The id of a token to revoke: a whole 64-hex id as given (the token may be anchored on other
+ * nodes only), else the one anchored token (or link of one's chain) whose id starts with it.
+ */
+function anchoredTokenId(a: Anchors, given: string): string {
+  const prefix = given.trim().toLowerCase();
+  const ids = [...new Set([...a.require, ...a.provide].flatMap((t) => linksOf(t).map(tokenId)))];
+  const matches = ids.filter((id) => id.startsWith(prefix));
+  if (matches.length === 1) return matches[0];
+  if (prefix.length === 64) return prefix;
+  if (matches.length === 0) throw new CliError(`no anchored token id starts with '${prefix}'; \`dms cap list\` shows them (a token anchored elsewhere needs its whole 64-hex id, or the token itself)`);
+  throw new CliError(`'${prefix}' matches ${matches.length} anchored tokens: ${matches.join(', ')}; give more characters`);
+}
 
 /** A key by name under <home>/keys (operator, node, or one made by `dms key new`), or a file. */
 export function keyPath(home: string, nameOrFile: string | undefined): string {

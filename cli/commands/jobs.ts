@@ -1,18 +1,32 @@
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { parse as parseYaml } from 'yaml';
-import type { Job, JobStatus } from '../../behaviors/jobs/schema.js';
+import type { Job } from '../../behaviors/jobs/schema.js';
 import { JOB_STATUSES } from '../../behaviors/jobs/schema.js';
 import type { LogsReply } from '../../behaviors/jobs/jobs.js';
+import { formatBytes } from '../../client/sizes.js';
 import { CliError, globals, output } from '../context.js';
-import { type NodeRest, restFor } from '../rest.js';
+import { followJob } from '../follow.js';
+import { resolveJobId, shortId } from '../ids.js';
+import { restFor } from '../rest.js';
+import { submitJob } from '../submit.js';
+import { grid } from '../table.js';
 
 interface ListOptions {
   status?: string;
   limit?: string;
   offset?: string;
+  wide?: boolean;
 }
+
+interface SubmitOptions {
+  follow?: boolean;
+  wait?: boolean;
+  idOnly?: boolean;
+}
+
+const ID_ARG = 'job id, or any unique prefix of it (as `jobs list` prints)';
 
 export function registerJobCommands(program: Command): void {
   const jobs = program.command('jobs').description('submit jobs to the node and follow them');
@@ -23,13 +37,14 @@ export function registerJobCommands(program: Command): void {
     .option('--status <statuses>', `only these statuses, comma-separated (${JOB_STATUSES.join(', ')})`)
     .option('--limit <n>', 'at most this many (default 100, at most 1000)')
     .option('--offset <n>', 'skip this many first')
+    .option('--wide', 'print whole ids (default: their first 8 characters)')
     .action(async (opts: ListOptions, cmd: Command) => {
       const query = new URLSearchParams();
       if (opts.status) query.set('status', opts.status);
       if (opts.limit) query.set('limit', opts.limit);
       if (opts.offset) query.set('offset', opts.offset);
       const list = await restFor(cmd).get<Job[]>(`/api/v1/jobs${query.size ? `?${query}` : ''}`);
-      output(cmd, list, list.length === 0 ? 'no jobs' : table(list));
+      output(cmd, list, list.length === 0 ? 'no jobs' : table(list, opts.wide ?? false));
     });
 
   jobs
@@ -37,35 +52,42 @@ export function registerJobCommands(program: Command): void {
     .description('submit a job from a JSON or YAML spec file (- reads stdin)')
     .argument('<spec>', 'spec file: name, image, command, environment, resources, executor, timeout_s')
     .option('-f, --follow', "show the job's progress and output until it ends, and exit with its exit code")
-    .action(async (file: string, opts: { follow?: boolean }, cmd: Command) => {
-      const rest = restFor(cmd);
-      const job = await rest.post<Job>('/api/v1/jobs', readSpec(file));
-      if (!opts.follow) {
-        output(cmd, job, `submitted job ${job.id} (${job.name}): ${job.status}`);
-        return;
-      }
-      process.stderr.write(`[dms] submitted job ${job.id} (${job.name})\n`);
-      process.exitCode = await follow(rest, job.id, globals(cmd).json ?? false);
+    .addOption(new Option('--wait', "wait for the job's end without printing its output, and exit with its exit code").conflicts('follow'))
+    .option('-q, --id-only', "print only the job's id")
+    .action(async (file: string, opts: SubmitOptions, cmd: Command) => {
+      await submitJob(cmd, readSpec(file), opts);
     });
 
   jobs
     .command('status')
     .description("show a job's record")
-    .argument('<id>', 'job id')
-    .action(async (id: string, _opts, cmd: Command) => {
-      const job = await restFor(cmd).get<Job>(`/api/v1/jobs/${encodeURIComponent(id)}`);
+    .argument('<id>', ID_ARG)
+    .action(async (given: string, _opts, cmd: Command) => {
+      const rest = restFor(cmd);
+      const job = await rest.get<Job>(`/api/v1/jobs/${encodeURIComponent(await resolveJobId(rest, given))}`);
+      output(cmd, job, summary(job));
+    });
+
+  jobs
+    .command('describe')
+    .description('show everything the node keeps about a job: what it runs, where, with what, and how it went')
+    .argument('<id>', ID_ARG)
+    .action(async (given: string, _opts, cmd: Command) => {
+      const rest = restFor(cmd);
+      const job = await rest.get<Job>(`/api/v1/jobs/${encodeURIComponent(await resolveJobId(rest, given))}`);
       output(cmd, job, describe(job));
     });
 
   jobs
     .command('logs')
     .description("print a job's output (stdout to stdout, stderr to stderr)")
-    .argument('<id>', 'job id')
-    .option('-f, --follow', 'keep printing until the job ends, and exit with its exit code')
-    .action(async (id: string, opts: { follow?: boolean }, cmd: Command) => {
+    .argument('<id>', ID_ARG)
+    .option('-f, --follow', 'keep printing until the job ends, and exit with its exit code (Ctrl-C stops following, not the job)')
+    .action(async (given: string, opts: { follow?: boolean }, cmd: Command) => {
       const rest = restFor(cmd);
+      const id = await resolveJobId(rest, given);
       if (opts.follow) {
-        process.exitCode = await follow(rest, id, globals(cmd).json ?? false, false);
+        process.exitCode = await followJob(rest, id, { output: true, progress: false, json: globals(cmd).json ?? false });
         return;
       }
       const logs = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs`);
@@ -76,9 +98,10 @@ export function registerJobCommands(program: Command): void {
   jobs
     .command('cancel')
     .description('stop a job; it ends failed with the reason "cancelled"')
-    .argument('<id>', 'job id')
-    .action(async (id: string, _opts, cmd: Command) => {
-      const job = await restFor(cmd).delete<Job>(`/api/v1/jobs/${encodeURIComponent(id)}`);
+    .argument('<id>', ID_ARG)
+    .action(async (given: string, _opts, cmd: Command) => {
+      const rest = restFor(cmd);
+      const job = await rest.delete<Job>(`/api/v1/jobs/${encodeURIComponent(await resolveJobId(rest, given))}`);
       output(cmd, job, `job ${job.id}: ${job.status} (${job.error ?? 'cancelled'})`);
     });
 }
@@ -98,58 +121,73 @@ function readSpec(file: string): unknown {
   }
 }
 
-/**
- * Streams the job's output (and, with `progress`, its status changes on stderr) until it ends.
- * Returns the exit code to leave with: the job's own, else 1 for a job that failed without one.
- */
-async function follow(rest: NodeRest, id: string, json: boolean, progress = true): Promise<number> {
-  for await (const ev of rest.events(`/api/v1/jobs/${encodeURIComponent(id)}/logs?follow=true`)) {
-    const data = JSON.parse(ev.data) as Record<string, unknown>;
-    if (ev.event === 'log') {
-      const chunk = data as { stream: string; data: string };
-      (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
-    } else if (ev.event === 'status' && progress) {
-      const reason = data.pending_reason ? ` (${data.pending_reason})` : '';
-      process.stderr.write(`[dms] job ${id}: ${data.status}${reason}\n`);
-    } else if (ev.event === 'end') {
-      const end = data as { status: JobStatus; exit_code: number | null; error: string | null };
-      if (json) process.stdout.write(JSON.stringify(end) + '\n');
-      const code = end.exit_code === null ? '' : ` (exit code ${end.exit_code})`;
-      process.stderr.write(`[dms] job ${id} ${end.status}${code}${end.error ? `: ${end.error}` : ''}\n`);
-      if (end.status === 'completed') return 0;
-      return end.exit_code !== null && end.exit_code > 0 ? Math.min(end.exit_code, 255) : 1;
-    } else if (ev.event === 'error') {
-      throw new CliError(`following job ${id} stopped: ${String(data.error)}`);
-    }
-  }
-  throw new CliError(`following job ${id} stopped before it ended (did the node stop?)`);
+function table(list: Job[], wide: boolean): string {
+  const rows = list.map((j) => [wide ? j.id : shortId(j.id), j.status, j.executor, j.exit_code === null ? '-' : String(j.exit_code), j.created_at, j.name]);
+  return grid(['ID', 'STATUS', 'EXECUTOR', 'EXIT', 'CREATED', 'NAME'], rows);
 }
 
-function table(list: Job[]): string {
-  const rows = list.map((j) => [j.id, j.status, j.executor, j.exit_code === null ? '-' : String(j.exit_code), j.created_at, j.name]);
-  const head = ['ID', 'STATUS', 'EXECUTOR', 'EXIT', 'CREATED', 'NAME'];
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cols: string[]) => cols.map((c, i) => (i === cols.length - 1 ? c : c.padEnd(widths[i]))).join('  ');
-  return [line(head), ...rows.map(line)].join('\n');
-}
-
-function describe(job: Job): string {
-  const lines: [string, string | number | null][] = [
-    ['id', job.id],
-    ['name', job.name],
-    ['status', job.status],
-    ['waiting', job.pending_reason],
-    ['exit code', job.exit_code],
-    ['error', job.error],
-    ['executor', job.executor],
-    ['image', job.image],
-    ['command', job.command.length ? job.command.join(' ') : null],
-    ['node', job.node],
-    ['created', job.created_at],
-    ['updated', job.updated_at],
-  ];
+/** `label  value` lines, leaving out what the job does not have. */
+function fields(lines: [string, string | number | null][], width: number): string {
   return lines
     .filter(([, v]) => v !== null)
-    .map(([k, v]) => `${k.padEnd(10)}${v}`)
+    .map(([k, v]) => `${k.padEnd(width)}${v}`)
     .join('\n');
 }
+
+/** The short record of `jobs status`. */
+function summary(job: Job): string {
+  return fields(
+    [
+      ['id', job.id],
+      ['name', job.name],
+      ['status', job.status],
+      ['waiting', job.pending_reason],
+      ['exit code', job.exit_code],
+      ['error', job.error],
+      ['executor', job.executor],
+      ['image', job.image],
+      ['command', job.command.length ? job.command.join(' ') : null],
+      ['node', job.node],
+      ['created', job.created_at],
+      ['updated', job.updated_at],
+    ],
+    10,
+  );
+}
+
+/**
+ * Everything of the job record, in the order a person asks about it: what, where, how it
+ * went, with what, when. The node's REST interface exposes no per-job transition history
+ * (storage keeps one), so "when" is the submission and the last change.
+ */
+function describe(job: Job): string {
+  const r = job.resources;
+  const resources = [`${r.cpu.cores} cores`, `${formatBytes(r.memory.size)} memory`, `${formatBytes(r.storage.size)} storage`];
+  if (r.gpu) resources.push(`${r.gpu.count} GPU${r.gpu.model ? ` ${r.gpu.model}` : ''}${r.gpu.vram ? ` with ${formatBytes(r.gpu.vram)} each` : ''}`);
+  const env = Object.entries(job.environment).map(([k, v]) => `${k}=${v}`);
+  const width = 13;
+  return fields(
+    [
+      ['id', job.id],
+      ['name', job.name],
+      ['image', job.image],
+      ['command', job.command.length ? job.command.map(shellWord).join(' ') : '(the image\'s default)'],
+      ['executor', job.executor],
+      ['status', job.status],
+      ['waiting', job.pending_reason],
+      ['node', job.node ?? '(not placed yet)'],
+      ['exit code', job.exit_code],
+      ['error', job.error],
+      ['resources', resources.join(', ')],
+      ['environment', env.length ? env.join(`\n${' '.repeat(width)}`) : null],
+      ['timeout', job.timeout_s === null ? 'none' : `${job.timeout_s} s`],
+      ['container', job.container_id],
+      ['submitted', job.created_at],
+      ['last change', job.updated_at],
+    ],
+    width,
+  );
+}
+
+/** An argument as a shell would need it, so the command line can be read (and pasted) as one. */
+const shellWord = (arg: string): string => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`);

@@ -3,7 +3,7 @@ import type * as z from 'zod';
 import { ClientError } from '../../client/errors.js';
 import { ConnectReply, DiscoveryBehaviors, PeerListReply, PeerSelfReply, PingReply } from '../../behaviors/discovery.js';
 import { homePaths } from '../../runtime/home.js';
-import { CliError, homeOf, output } from '../context.js';
+import { CliError, homeOf, noNodeHint, output } from '../context.js';
 import { unlockKeys } from '../passphrase.js';
 import { clientFor } from './actor.js';
 
@@ -70,7 +70,7 @@ async function ask<S extends z.ZodType>(cmd: Command, be: string, payload: unkno
     payloadOut = (await client.invoke<unknown>('root', be, payload, { ttlMs: (opts.timeout ?? DEFAULT_TIMEOUT_S) * 1000 })).payload;
   } catch (e) {
     if (!(e instanceof ClientError)) throw e;
-    if (e.kind === 'unreachable') throw new CliError(`${e.message}; is the node running? start it with \`dms start\``);
+    if (e.kind === 'unreachable') throw new CliError(`${e.message}; ${noNodeHint(homeOf(cmd))}`);
     if (e.kind === 'reply') throw new CliError(e.nodeError ?? e.message);
     throw new CliError(e.message);
   }

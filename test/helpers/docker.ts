@@ -1,6 +1,7 @@
 import Docker from 'dockerode';
 import { expect, it } from 'vitest';
 import { probeDocker } from '../../actors/executors/docker.js';
+import { dockerSkipLine } from '../support/docker-skips.js';
 
 /** Built by .ci/docker-setup.sh with `docker import`: no registry is reachable. */
 export const TEST_IMAGE = 'dms-test/busybox:latest';
@@ -25,7 +26,7 @@ export async function dockerForTests(what: string): Promise<{ docker: Docker; pr
   const docker = new Docker();
   const problem = await engineProblem(docker);
   const required = process.env.DMS_REQUIRE_DOCKER === '1';
-  if (problem && !required) console.warn(`skipping ${what}: ${problem}`);
+  if (problem && !required) console.warn(dockerSkipLine(what, problem));
   it.runIf(problem !== null && required)('has a Docker engine, as DMS_REQUIRE_DOCKER=1 demands', () => {
     expect.fail(problem ?? '');
   });

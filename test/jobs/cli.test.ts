@@ -63,7 +63,8 @@ describe('dms jobs', () => {
     const list = await dms('jobs', 'list', '--status', 'completed');
     expect(list.code).toBe(0);
     expect(list.stdout.split('\n')[0]).toMatch(/^ID\s+STATUS\s+EXECUTOR\s+EXIT\s+CREATED\s+NAME$/);
-    expect(list.stdout).toMatch(new RegExp(`${id}\\s+completed\\s+null\\s+0\\s+\\S+\\s+from-yaml`));
+    expect(list.stdout).toMatch(new RegExp(`${id.slice(0, 8)}\\s+completed\\s+null\\s+0\\s+\\S+\\s+from-yaml`));
+    expect((await dms('jobs', 'list', '--status', 'completed', '--wide')).stdout).toMatch(new RegExp(`${id}\\s+completed\\s+null\\s+0\\s+\\S+\\s+from-yaml`));
     const listed = JSON.parse((await dms('--json', 'jobs', 'list', '--limit', '1000')).stdout) as Job[];
     expect(listed.map((j) => j.id)).toContain(id);
   });
@@ -127,11 +128,12 @@ describe('dms resources and allocations', () => {
     expect(usage.allocated).toMatchObject({ cpu: { cores: 0.5 }, memory: { size: 64 * MiB }, storage: { size: 1024 * MiB } });
 
     const listed = await dms('allocations', 'list');
-    expect(listed.stdout).toMatch(new RegExp(`${id}\\s+0.5 cores\\s+64 MiB\\s+1 GiB`));
+    expect(listed.stdout).toMatch(new RegExp(`${id.slice(0, 8)}\\s+0.5 cores\\s+64 MiB\\s+1 GiB`));
     const released = await dms('allocations', 'release', id);
     expect(released.stdout).toMatch(new RegExp(`^allocation ${id} released at \\S+\\n$`));
     expect((await dms('allocations', 'list')).stdout).toBe('no allocations\n');
-    expect((await dms('allocations', 'list', '--all')).stdout).toContain(id);
+    expect((await dms('allocations', 'list', '--all')).stdout).toContain(id.slice(0, 8));
+    expect((await dms('allocations', 'list', '--all', '--wide')).stdout).toContain(id);
   });
 
   it('says which resource is short when an allocation does not fit, and refuses sizes it cannot read', async () => {
@@ -139,6 +141,6 @@ describe('dms resources and allocations', () => {
     expect(tooMuch.code).toBe(1);
     expect(tooMuch.stderr).toMatch(/^dms: not enough cpu: 100000 cores asked, .* \(HTTP 409\)\n$/);
     const badSize = await dms('allocations', 'create', '--cpu', '1', '--memory', 'lots');
-    expect(badSize).toMatchObject({ code: 1, stderr: "dms: --memory: 'lots' is not a size (e.g. 512MiB, 2GiB, 1000000)\n" });
+    expect(badSize).toMatchObject({ code: 1, stderr: "dms: --memory: 'lots' is not a size (e.g. 512MiB, 2GiB, 10GB)\n" });
   });
 });

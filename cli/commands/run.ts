@@ -1,0 +1,86 @@
+import { type Command, Option } from 'commander';
+import type { JobSpecInput } from '../../behaviors/jobs/schema.js';
+import { CliError } from '../context.js';
+import { sizeArg } from '../sizes.js';
+import { submitJob } from '../submit.js';
+
+/** What a job gets when `run` is not told: enough for a small tool, and said in --help. */
+const DEFAULT_CORES = 1;
+const DEFAULT_MEMORY = '512MiB';
+
+interface RunOptions {
+  cpu?: string;
+  memory?: string;
+  env?: string[];
+  timeout?: string;
+  executor?: string;
+  name?: string;
+  detach?: boolean;
+  idOnly?: boolean;
+  wait?: boolean;
+}
+
+// No default given to commander, which would print `(default: [])` in --help.
+const collect = (v: string, prev: string[] | undefined) => [...(prev ?? []), v];
+
+/**
+ * `dms run IMAGE [CMD…]`: submit and follow a job in one line, as `docker run` does. The
+ * command's own flags (`sh -c …`) are left to it: options `run` does not know are taken as
+ * part of the command rather than refused. A command flag spelled like one of run's own goes
+ * after `--`.
+ */
+export function registerRunCommand(program: Command): void {
+  program
+    .command('run')
+    .description("run a job and follow its output until it ends, exiting with the job's exit code (Ctrl-C stops following, not the job)")
+    .argument('<image>', 'container image, e.g. busybox:latest')
+    .argument('[command...]', "the command and its arguments (default: the image's own); put it after -- if it has flags run also has")
+    .option('--cpu <cores>', `cores, e.g. 0.5 (default ${DEFAULT_CORES})`)
+    .option('--memory <size>', `memory, e.g. 256MiB or 2GB (default ${DEFAULT_MEMORY})`)
+    .option('-e, --env <NAME=value>', 'environment variable for the job (repeatable)', collect)
+    .option('--timeout <seconds>', 'stop the job, failed, after this many seconds (default: no limit)')
+    .option('--executor <name>', "executor to run it with: docker, null, or a plugin's (default: the node's, docker)")
+    .option('--name <name>', 'a name for the job (default: the image)')
+    .addOption(new Option('-d, --detach', 'submit, print the job id, and return').conflicts('wait'))
+    .option('-q, --id-only', 'print only the job id (and return, unless --wait)')
+    .option('--wait', "wait for the end without printing the job's output; exit 0 if it completed, non-zero if it failed")
+    .allowUnknownOption()
+    .action(async (image: string, command: string[], opts: RunOptions, cmd: Command) => {
+      // An unknown option before the image lands here as the "image": a typo of one of run's.
+      if (image.startsWith('-')) throw new CliError(`unknown option '${image}'; see \`dms run --help\``);
+      const spec: JobSpecInput = {
+        name: (opts.name ?? image).slice(0, 200),
+        image,
+        command,
+        environment: environment(opts.env ?? []),
+        resources: {
+          cpu: { cores: cores(opts.cpu ?? String(DEFAULT_CORES)) },
+          memory: { size: sizeArg('--memory', opts.memory ?? DEFAULT_MEMORY) },
+        },
+        ...(opts.executor ? { executor: opts.executor } : {}),
+        ...(opts.timeout !== undefined ? { timeout_s: seconds(opts.timeout) } : {}),
+      };
+      const detach = opts.detach || (opts.idOnly && !opts.wait);
+      await submitJob(cmd, spec, { idOnly: opts.idOnly, wait: opts.wait, follow: !detach && !opts.wait });
+    });
+}
+
+function environment(pairs: string[]): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new CliError(`--env: '${pair}' is not NAME=value`);
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return env;
+}
+
+function cores(text: string): number {
+  if (!/^\d+(\.\d+)?$/.test(text.trim())) throw new CliError(`--cpu: '${text}' is not a number of cores`);
+  return Number(text);
+}
+
+function seconds(text: string): number {
+  if (!/^\d+$/.test(text.trim()) || Number(text) === 0) throw new CliError(`--timeout: '${text}' is not a whole number of seconds above 0`);
+  return Number(text);
+}

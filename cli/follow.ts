@@ -1,0 +1,69 @@
+/**
+ * Following a job to its end over the node's server-sent events: its output as it comes, its
+ * status changes, and the exit code to leave with. Shared by `jobs submit --follow|--wait`,
+ * `jobs logs --follow` and `run`.
+ */
+import type { JobStatus } from '../behaviors/jobs/schema.js';
+import { CliError } from './context.js';
+import type { NodeRest } from './rest.js';
+
+export interface FollowOptions {
+  /** Print the job's output (stdout to stdout, stderr to stderr); off for --wait. */
+  output: boolean;
+  /** Print status changes on stderr ("[dms] job … running"). */
+  progress: boolean;
+  /** Print the end as one JSON line on stdout. */
+  json: boolean;
+}
+
+/** Exit status of a shell whose command was interrupted by SIGINT (128 + 2). */
+export const INTERRUPTED_EXIT = 130;
+
+/**
+ * Streams the job until it ends and returns the exit code to leave with: 0 when it completed,
+ * its own exit code when it failed with one, else 1.
+ *
+ * Ctrl-C stops the following, not the job: a person pressing it may well mean either, so the
+ * job is left alone and the way to stop it is said.
+ */
+export async function followJob(rest: NodeRest, id: string, opts: FollowOptions): Promise<number> {
+  const onInterrupt = () => {
+    process.stderr.write(`\njob ${id} keeps running; \`dms jobs cancel ${id}\` stops it\n`);
+    process.exit(INTERRUPTED_EXIT);
+  };
+  process.once('SIGINT', onInterrupt);
+  try {
+    return await stream(rest, id, opts);
+  } finally {
+    process.off('SIGINT', onInterrupt);
+  }
+}
+
+async function stream(rest: NodeRest, id: string, opts: FollowOptions): Promise<number> {
+  for await (const ev of rest.events(`/api/v1/jobs/${encodeURIComponent(id)}/logs?follow=true`)) {
+    const data = JSON.parse(ev.data) as Record<string, unknown>;
+    if (ev.event === 'log') {
+      if (!opts.output) continue;
+      const chunk = data as { stream: string; data: string };
+      (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
+    } else if (ev.event === 'status' && opts.progress) {
+      const reason = data.pending_reason ? ` (${data.pending_reason})` : '';
+      process.stderr.write(`[dms] job ${id}: ${data.status}${reason}\n`);
+    } else if (ev.event === 'end') {
+      const end = data as { status: JobStatus; exit_code: number | null; error: string | null };
+      if (opts.json) process.stdout.write(JSON.stringify(end) + '\n');
+      const code = end.exit_code === null ? '' : ` (exit code ${end.exit_code})`;
+      process.stderr.write(`[dms] job ${id} ${end.status}${code}${end.error ? `: ${end.error}` : ''}\n`);
+      return exitCodeOf(end);
+    } else if (ev.event === 'error') {
+      throw new CliError(`following job ${id} stopped: ${String(data.error)}`);
+    }
+  }
+  throw new CliError(`following job ${id} stopped before it ended (did the node stop?)`);
+}
+
+/** What a process following the job exits with: a failed job is never 0. */
+export function exitCodeOf(end: { status: JobStatus; exit_code: number | null }): number {
+  if (end.status === 'completed') return 0;
+  return end.exit_code !== null && end.exit_code > 0 ? Math.min(end.exit_code, 255) : 1;
+}

@@ -1,0 +1,51 @@
+/**
+ * Short ids: wherever the CLI takes the id of a job, an allocation or an API key, any unique
+ * prefix of it will do, as lists print only the first characters. The node has no prefix
+ * look-up, so the ids are listed and matched here.
+ */
+import { CliError } from './context.js';
+import type { NodeRest } from './rest.js';
+
+/** How many characters of an id lists print (the whole id with --wide or --json). */
+export const SHORT_ID_LENGTH = 8;
+
+export const shortId = (id: string): string => id.slice(0, SHORT_ID_LENGTH);
+
+/** The one id of `ids` that starts with `given`; refused when none or several do. */
+export function pickByPrefix(kind: string, given: string, ids: readonly string[]): string {
+  const prefix = given.trim().toLowerCase();
+  if (!prefix) throw new CliError(`give a ${kind} id`);
+  const exact = ids.find((id) => id === prefix);
+  if (exact) return exact;
+  const matches = [...new Set(ids.filter((id) => id.startsWith(prefix)))];
+  if (matches.length === 1) return matches[0];
+  if (matches.length === 0) throw new CliError(`no ${kind} id starts with '${prefix}'`);
+  return ambiguous(prefix, `${kind}s`, matches);
+}
+
+function ambiguous(prefix: string, kinds: string, matches: string[]): never {
+  throw new CliError(`'${prefix}' matches ${matches.length} ${kinds}: ${matches.join(', ')}; give more characters`);
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** The node's list pages are at most this long (MAX_LIST_LIMIT of the jobs behaviors). */
+const PAGE = 1000;
+
+/** A whole job id is used as given (an unknown one is the node's 404); a prefix is looked up. */
+export async function resolveJobId(rest: NodeRest, given: string): Promise<string> {
+  if (UUID.test(given.trim())) return given.trim();
+  const ids: string[] = [];
+  for (let offset = 0; ; offset += PAGE) {
+    const page = await rest.get<{ id: string }[]>(`/api/v1/jobs?limit=${PAGE}&offset=${offset}`);
+    ids.push(...page.map((j) => j.id));
+    if (page.length < PAGE) break;
+  }
+  return pickByPrefix('job', given, ids);
+}
+
+/** Held and released allocations both count: releasing a released one is the node's to refuse. */
+export async function resolveAllocationId(rest: NodeRest, given: string): Promise<string> {
+  if (UUID.test(given.trim())) return given.trim();
+  const list = await rest.get<{ id: string }[]>('/api/v1/allocations?all=true');
+  return pickByPrefix('allocation', given, list.map((a) => a.id));
+}
