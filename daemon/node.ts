@@ -9,6 +9,7 @@ import { listen, type Listening } from '../http/server.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
 import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
+import { ReplayLog } from '../runtime/replay-log.js';
 import { ActorSystem } from '../runtime/system.js';
 import { Libp2pTransport } from '../runtime/network/transport.js';
 import { loadPlugins } from './plugins.js';
@@ -51,7 +52,8 @@ export class DmsNode {
       key: keys.node,
       log,
       mailbox: { capacity: config.actor.mailbox_capacity, concurrency: config.actor.mailbox_concurrency },
-      replayCapacity: config.actor.replay_capacity,
+      replay: ReplayLog.open(homePaths(opts.home).replayLog, { capacity: config.actor.replay_capacity, perSender: config.actor.replay_per_sender }),
+      maxTtlS: config.actor.max_ttl_s,
     });
     // Before the network can deliver anything: every envelope passes the capability checks.
     const security = setUpSecurity({ system, config, home: opts.home, operator: keys.operator, log });

@@ -1,4 +1,5 @@
-import { type AddOptions, type Behavior, BehaviorRegistry, replyWaiter } from './behavior.js';
+import { randomBytes } from 'node:crypto';
+import { type AddOptions, type Behavior, BehaviorRegistry, isReplyWaiter, notWaiting, replyWaiter } from './behavior.js';
 import { signEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
 import { DmsError, errorText, invalid } from './errors.js';
@@ -53,6 +54,8 @@ export interface Reply<T = unknown> {
 interface Delivery {
   env: Envelope;
   inbox: Inbox;
+  /** A reply the kernel routed (Actor.reply, refusals): only a reply waiter may take it. */
+  reply: boolean;
 }
 
 const DEFAULT_TTL_MS = 30_000;
@@ -134,15 +137,21 @@ export class Actor {
   // --- receiving -------------------------------------------------------------------------
 
   /** Queues a delivery; throws when the actor is not running or its mailbox is full. */
-  deliver(env: Envelope, inbox: Inbox = this.primary): void {
+  deliver(env: Envelope, inbox: Inbox = this.primary, reply = false): void {
     if (this.state !== 'running') throw new DmsError('unavailable', `actor ${this.name} is ${this.state}`);
-    this.mailbox.post({ env, inbox });
+    this.mailbox.post({ env, inbox, reply });
   }
 
-  private async dispatch({ env, inbox }: Delivery): Promise<void> {
+  private async dispatch({ env, inbox, reply }: Delivery): Promise<void> {
     this.system.emit({ type: 'deliver', actor: inbox.name, env });
     if (isExpired(env.opt.exp)) {
       this.system.deadLetter(env, 'expired while queued');
+      return;
+    }
+    // Checked again here: the waiter may have gone, and another behavior taken its name, while queued.
+    const waiting = inbox.behaviors.get(env.be);
+    if (reply && waiting && !isReplyWaiter(waiting)) {
+      this.system.deadLetter(env, notWaiting(inbox.name, env.be));
       return;
     }
     const behavior = inbox.behaviors.take(env.be);
@@ -163,15 +172,14 @@ export class Actor {
         }
       }
     } catch (e) {
-      await this.replyError(env, errorText(e));
+      await this.replyError(env, this.callerText(e, env, inbox));
       return;
     }
     let result: unknown;
     try {
       result = await behavior.handle({ env, payload, actor: this, inbox });
     } catch (e) {
-      if (!(e instanceof DmsError)) this.system.log.error({ err: e, be: env.be, actor: inbox.name }, 'behavior threw');
-      await this.replyError(env, errorText(e));
+      await this.replyError(env, this.callerText(e, env, inbox));
       return;
     }
     if (env.opt.cont && !behavior.noReply) await this.reply(env, result ?? {});
@@ -240,11 +248,15 @@ export class Actor {
     });
   }
 
-  /** Replies to an invoke or broadcast: to its sender, behavior `opt.cont`, same expiry. */
+  /**
+   * Replies to an invoke or broadcast: to its sender, behavior `opt.cont`, same expiry. Routed
+   * as a reply, so on this node it reaches only a reply waiter, never an ordinary behavior.
+   */
   async reply(req: Envelope, payload: unknown): Promise<void> {
     if (!req.opt.cont || isExpired(req.opt.exp)) return;
     try {
-      await this.send(req.from, req.opt.cont, payload, { exp: req.opt.exp });
+      const env = await signEnvelope(this.envelope(req.from, req.opt.cont, payload, { exp: req.opt.exp }), this.key);
+      await this.system.route(env, { kind: 'local' }, { reply: true });
     } catch (e) {
       // A REST client that gave up has closed its inbox; that is routine, not a warning.
       const level = e instanceof DmsError && e.kind === 'not_found' ? 'debug' : 'warn';
@@ -254,6 +266,18 @@ export class Actor {
 
   private replyError(req: Envelope, error: string): Promise<void> {
     return this.reply(req, { error });
+  }
+
+  /**
+   * What the caller is told about a failure. A DmsError is meant for callers; anything else is
+   * a fault of the node whose text may show internals (paths, secrets, stack details), so the
+   * caller gets a short random id and the log line carries the same id with the real error.
+   */
+  private callerText(e: unknown, env: Envelope, inbox: Inbox): string {
+    if (e instanceof DmsError) return e.message;
+    const id = randomBytes(4).toString('hex');
+    this.system.log.error({ err: e, error_id: id, be: env.be, actor: inbox.name }, `behavior failed: internal error (id ${id})`);
+    return `internal error (id ${id})`;
   }
 }
 

@@ -43,14 +43,24 @@ export function defineBehavior<P, R>(b: Behavior<P, R>): Behavior<P, R> {
   return b;
 }
 
+/** Brands the behaviors made by `replyWaiter`: the only ones the kernel delivers its own replies to. */
+const REPLY_WAITER = Symbol('dms.replyWaiter');
+
 /**
  * The behavior at an invoke's or broadcast's `opt.cont` that takes its replies: it needs no
  * capability (the request itself invited whoever answers), sends no reply of its own, and
- * sees the envelope as it came.
+ * sees the envelope as it came. Register it one-shot or expiring: it waits for one request's replies.
  */
 export function replyWaiter(cont: string, take: (env: Envelope) => void): Behavior<Uint8Array, void> {
-  return { name: cont, capability: '', noReply: true, raw: true, handle: ({ env }) => take(env) };
+  const waiter: Behavior<Uint8Array, void> = { name: cont, capability: '', noReply: true, raw: true, handle: ({ env }) => take(env) };
+  return Object.assign(waiter, { [REPLY_WAITER]: true });
 }
+
+/** Whether `b` waits for replies (made by `replyWaiter`), as opposed to an ordinary behavior. */
+export const isReplyWaiter = (b: Behavior<any, any>): boolean => (b as { [REPLY_WAITER]?: boolean })[REPLY_WAITER] === true;
+
+/** Why a reply was dropped: the behavior it names is not a continuation waiting for it. */
+export const notWaiting = (inbox: string, be: string): string => `reply to ${be} at ${inbox} dropped: no reply waiter there`;
 
 export interface AddOptions {
   /** Removed after its first delivery (invoke replies). */

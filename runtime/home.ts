@@ -22,6 +22,8 @@ export interface HomePaths {
   runtime: string;
   logs: string;
   data: string;
+  /** The replay cache's append-only log: envelopes accepted stay refused across restarts. */
+  replayLog: string;
 }
 
 export function homePaths(root: string): HomePaths {
@@ -34,6 +36,7 @@ export function homePaths(root: string): HomePaths {
     runtime: join(root, 'node.json'),
     logs: join(root, 'logs'),
     data: join(root, 'data'),
+    replayLog: join(root, 'replay.log'),
   };
 }
 

@@ -1,13 +1,13 @@
 import { Subject } from 'rxjs';
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
-import type { Behavior } from './behavior.js';
+import { type Behavior, isReplyWaiter, notWaiting } from './behavior.js';
 import { isPeerId, type KeyPair } from './crypto/keys.js';
 import { signEnvelope, verifyEnvelope } from './crypto/signing.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
 import type { MailboxOptions } from './mailbox.js';
 import { ReplayCache } from './replay.js';
-import { isExpired, nextNonce } from './time.js';
+import { isExpired, nextNonce, nowNs } from './time.js';
 import type { Arrival, Transport } from './transport.js';
 import { encodePayload, type Envelope, isBroadcast } from './wire/envelope.js';
 
@@ -28,12 +28,30 @@ export type Origin =
 /** Decides whether an envelope may run a behavior; throws a `forbidden` DmsError if not. */
 export type Authorizer = (env: Envelope, behavior: Behavior<any, any>, inbox: Inbox) => void | Promise<void>;
 
+/** Whether a verified envelope's sender is trusted (the node's own keys, its roots): it may use the replay reserve. */
+export type SenderTrust = (env: Envelope) => boolean;
+
+/**
+ * How an envelope is routed: a reply (made by the kernel for a request's `opt.cont`) may only
+ * reach a behavior that waits for replies, never an ordinary one (see `deliverLocal`).
+ */
+export interface RouteOptions {
+  reply?: boolean;
+}
+
 export interface SystemOptions {
   key: KeyPair;
   log: Logger;
   mailbox: MailboxOptions;
-  replayCapacity: number;
+  /** The replay cache, persistent or not; defaults to an in-memory one of `replayCapacity` entries. */
+  replay?: ReplayCache;
+  replayCapacity?: number;
+  /** How far ahead `opt.exp` may be, in seconds (`actor.max_ttl_s`); default 900. */
+  maxTtlS?: number;
 }
+
+const DEFAULT_MAX_TTL_S = 900;
+const DEFAULT_REPLAY_CAPACITY = 1_000_000;
 
 /**
  * The node's actor kernel: binds inboxes to actors, checks every envelope that enters from
@@ -51,13 +69,18 @@ export class ActorSystem {
   private readonly actors = new Map<string, Actor>();
   private transport?: Transport;
   private authorizer: Authorizer = () => {};
+  private senderTrust: SenderTrust = () => false;
+  private readonly maxTtlS: number;
+  private readonly maxTtlNs: bigint;
 
   constructor(opts: SystemOptions) {
     this.key = opts.key;
     this.host = opts.key.peerId;
     this.log = opts.log;
     this.mailboxDefaults = opts.mailbox;
-    this.replay = new ReplayCache(opts.replayCapacity);
+    this.replay = opts.replay ?? new ReplayCache({ capacity: opts.replayCapacity ?? DEFAULT_REPLAY_CAPACITY, perSender: opts.replayCapacity ?? DEFAULT_REPLAY_CAPACITY });
+    this.maxTtlS = opts.maxTtlS ?? DEFAULT_MAX_TTL_S;
+    this.maxTtlNs = BigInt(this.maxTtlS) * 1_000_000_000n;
   }
 
   // --- actors and inboxes ----------------------------------------------------------------
@@ -84,6 +107,13 @@ export class ActorSystem {
 
   listActors(): Actor[] {
     return [...this.actors.values()];
+  }
+
+  /** Whether `id` is the node key's or one of its actors' (no allocation: it runs per envelope). */
+  ownsKey(id: string): boolean {
+    if (id === this.key.id) return true;
+    for (const a of this.actors.values()) if (a.key.id === id) return true;
+    return false;
   }
 
   bind(inbox: Inbox): void {
@@ -139,6 +169,11 @@ export class ActorSystem {
     return this.authorizer(env, behavior, inbox);
   }
 
+  /** Installs who counts as trusted for the replay cache's reserve (the capability authority knows). */
+  setSenderTrust(trust: SenderTrust): void {
+    this.senderTrust = trust;
+  }
+
   attachTransport(transport: Transport): void {
     this.transport = transport;
     for (const topic of this.topics.keys()) transport.subscribe(topic);
@@ -167,33 +202,50 @@ export class ActorSystem {
    * Throws an `invalid` DmsError when it must not be delivered (WIRE.md "Delivery rules").
    */
   async accept(env: Envelope, origin: Origin): Promise<void> {
-    if (isExpired(env.opt.exp)) throw invalid('envelope expired: opt.exp is in the past');
+    const now = nowNs();
+    if (isExpired(env.opt.exp, now)) throw invalid('envelope expired: opt.exp is in the past');
+    // Every accepted envelope holds a replay-cache entry until its exp: an unbounded exp would
+    // hold it for good.
+    if (env.opt.exp - now > this.maxTtlNs) throw invalid(`opt.exp is more than actor.max_ttl_s (${this.maxTtlS} s) ahead`);
     const trusted = origin.kind === 'local' || (origin.kind === 'rest' && origin.trusted);
     if (!trusted) await verifyEnvelope(env);
-    if (origin.kind === 'network' && origin.arrival.via === 'unicast' && env.from.addr.host !== origin.arrival.peer) {
-      throw invalid(`from.addr.host ${env.from.addr.host || '(empty)'} is not the sending peer ${origin.arrival.peer}`);
+    // Replies go to from.addr.host: on gossip as on unicast it must be the node the envelope
+    // came from (for gossip the signed publisher), or anyone could aim replies at a third node.
+    if (origin.kind === 'network' && env.from.addr.host !== origin.arrival.peer) {
+      const role = origin.arrival.via === 'unicast' ? 'sending' : 'publishing';
+      throw invalid(`from.addr.host ${env.from.addr.host || '(empty)'} is not the ${role} peer ${origin.arrival.peer}`);
     }
-    this.replay.admit(env.from.id, env.nonce, env.opt.exp);
+    this.replay.admit(env.from.id, env.nonce, env.opt.exp, now, trusted || this.senderTrust(env));
     await this.route(env, origin);
   }
 
   /** Delivers a checked envelope: locally, to its remote host, or to every subscriber of its topic. */
-  async route(env: Envelope, origin: Origin = { kind: 'local' }): Promise<void> {
+  async route(env: Envelope, origin: Origin = { kind: 'local' }, opts: RouteOptions = {}): Promise<void> {
     this.emit({ type: 'route', env, origin: origin.kind });
     if (isBroadcast(env)) return this.broadcast(env, origin);
     const host = env.to.addr.host;
-    if (host === '' || host === this.host) return this.deliverLocal(env);
+    if (host === '' || host === this.host) return this.deliverLocal(env, opts);
     if (!isPeerId(host)) throw invalid(`to.addr.host '${host.slice(0, 80)}' is not a peer id`);
     if (!this.transport) throw new DmsError('unroutable', `cannot reach host ${host}: the network is not running on this node`);
     await this.transport.send(env);
   }
 
-  /** Queues an envelope for a local inbox; throws `not_found` at once for an unknown inbox or behavior. */
-  deliverLocal(env: Envelope): void {
+  /**
+   * Queues an envelope for a local inbox; throws `not_found` at once for an unknown inbox or
+   * behavior. A reply the node made itself is signed with a key the node trusts as its own:
+   * delivered to an ordinary behavior it would run that behavior with the node's authority
+   * (reply reflection), so it is dropped unless a reply waiter expects it.
+   */
+  deliverLocal(env: Envelope, opts: RouteOptions = {}): void {
     const inbox = this.routes.get(env.to.addr.inbox);
     if (!inbox) throw new DmsError('not_found', `no actor with inbox '${env.to.addr.inbox}' on this node`);
-    if (!inbox.behaviors.has(env.be)) throw new DmsError('not_found', `actor ${inbox.name} has no behavior ${env.be}`);
-    inbox.actor.deliver(env, inbox);
+    const behavior = inbox.behaviors.get(env.be);
+    if (!behavior) throw new DmsError('not_found', `actor ${inbox.name} has no behavior ${env.be}`);
+    if (opts.reply && !isReplyWaiter(behavior)) {
+      this.deadLetter(env, notWaiting(inbox.name, env.be));
+      return;
+    }
+    inbox.actor.deliver(env, inbox, opts.reply);
   }
 
   private async broadcast(env: Envelope, origin: Origin): Promise<void> {
@@ -231,12 +283,13 @@ export class ActorSystem {
       msg: encodePayload({ error: reason }),
     };
     signEnvelope(reply, this.key)
-      .then((signed) => this.route(signed))
+      .then((signed) => this.route(signed, { kind: 'local' }, { reply: true }))
       .catch((err) => this.log.debug({ err: errorText(err) }, 'refusal not delivered'));
   }
 
   async stop(): Promise<void> {
     await Promise.all([...this.actors.values()].map((a) => a.stop()));
     await this.transport?.stop();
+    this.replay.close();
   }
 }

@@ -104,7 +104,8 @@ export class Authority implements TrustView {
     return this.revoked.get(id);
   }
 
-  private trusted(env: Envelope): boolean {
+  /** Whether the (verified) sender is trusted without tokens: a root DID or one of the node's own keys. */
+  trusted(env: Envelope): boolean {
     return this.roots.has(env.from.did) || this.own(env.from.id);
   }
 
@@ -209,14 +210,16 @@ export class Authority implements TrustView {
 
 /**
  * Installs the authority as the system's authorizer: every behavior dispatch, local or from
- * the network, passes `check`. The node's own key and every actor key of this system count
- * as the node's own.
+ * the network, passes `check`; and its trusted senders are the ones the replay cache keeps a
+ * reserve for. The node's own key and every actor key of this system count as the node's own.
  */
 export function installAuthority(system: ActorSystem, authority: Authority): void {
   system.setAuthorizer((env: Envelope, behavior: Behavior<any, any>, _inbox: Inbox) => authority.check(env, behavior));
+  // The same senders may use the replay cache's reserve, which throwaway keys cannot fill.
+  system.setSenderTrust((env) => authority.trusted(env));
 }
 
 /** Envelopes signed by the node key or by one of its actors' keys are the node's own. */
 export function ownKeys(system: ActorSystem): (id: string) => boolean {
-  return (id) => id === system.key.id || system.listActors().some((a) => a.key.id === id);
+  return (id) => system.ownsKey(id);
 }

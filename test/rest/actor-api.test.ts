@@ -138,8 +138,10 @@ describe('invoke', () => {
     const res = await post(api('invoke'), encodeEnvelope(req));
     expect(res.status, res.text).toBe(200);
     expect(res.text).toContain(`"exp":${req.opt.exp}`);
-    const far = envelope(caller, { to: root(), be: '/public/hello', exp: U64_MAX });
-    expect((await post(api('send'), encodeEnvelope(far))).status).toBe(200);
+    // An exp that far ahead parses exactly, and is refused: it is beyond actor.max_ttl_s.
+    const far = await post(api('send'), encodeEnvelope(envelope(caller, { to: root(), be: '/public/hello', exp: U64_MAX })));
+    expect(far.status).toBe(400);
+    expect(far.json.error).toBe('opt.exp is more than actor.max_ttl_s (900 s) ahead');
   });
 });
 

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { HttpActor, HTTP_INBOX } from '../../http/actor.js';
 import { createApp } from '../../http/app.js';
-import { BehaviorRegistry } from '../../runtime/behavior.js';
+import { BehaviorRegistry, replyWaiter } from '../../runtime/behavior.js';
 import { defaultConfig } from '../../runtime/config.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { DmsError } from '../../runtime/errors.js';
@@ -10,6 +10,7 @@ import { silentLogger } from '../../runtime/log.js';
 import { Mailbox } from '../../runtime/mailbox.js';
 import { ReplayCache } from '../../runtime/replay.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
+import { decodePayload } from '../../runtime/wire/envelope.js';
 
 const newSystem = (capacity = 16, concurrency = 4) =>
   new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity, concurrency }, replayCapacity: 1000 });
@@ -156,7 +157,8 @@ describe('Actor', () => {
     system.spawn({ inbox: 'other', behaviors: [{ name: '/b', handle: () => ({ from: 'other' }) }] });
     const caller = system.spawn({ inbox: 'caller' });
     const got: string[] = [];
-    caller.add({ name: '/replies', noReply: true, handle: ({ payload }) => { got.push((payload as { from: string }).from); } });
+    // Replies reach only a behavior that waits for them (an ordinary one would be reflection).
+    caller.add(replyWaiter('/replies', (env) => got.push((decodePayload(env.msg) as { from: string }).from)), { expiresAt: Date.now() + 5_000 });
     await caller.send({ id: '', did: '', addr: { host: '', inbox: '' } }, '/b', {}, { topic: '/t', cont: '/replies' });
     await sleep(50);
     expect(got.sort()).toEqual(['s1', 's2']);

@@ -1,0 +1,78 @@
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { silentLogger } from '../../runtime/log.js';
+import { Libp2pTransport } from '../../runtime/network/transport.js';
+import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
+import { emptyHandle, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
+import { listenAddr, waitFor } from './network.js';
+import type { NodeProcess } from './node.js';
+
+/**
+ * A foreign libp2p peer that is not a DMS node: it speaks the actor protocol and gossipsub
+ * directly, so a test can hand a real node exactly the envelopes an attacker would, bypassing
+ * every REST check, and see the replies that come back.
+ */
+export class ForeignPeer {
+  readonly arrived: Envelope[] = [];
+  /** The key it signs envelopes with (a throwaway identity, not its libp2p key). */
+  readonly key = KeyPair.generate();
+
+  private constructor(readonly transport: Libp2pTransport) {
+    transport.onEnvelope((env) => this.arrived.push(env));
+  }
+
+  static async start(): Promise<ForeignPeer> {
+    const transport = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
+    return new ForeignPeer(transport);
+  }
+
+  get host(): string {
+    return this.transport.host;
+  }
+
+  async connect(node: NodeProcess): Promise<void> {
+    await this.transport.connect(listenAddr(node));
+  }
+
+  /**
+   * A signed envelope from this peer (from.addr.host = its own peer id unless `host` says
+   * otherwise), to `inbox` on `node`, or a broadcast on `topic` when `topic` is given.
+   */
+  envelope(node: NodeProcess | undefined, b: { be: string; inbox?: string; cont?: string; exp?: bigint; ttlMs?: number; topic?: string; host?: string; fromInbox?: string; key?: KeyPair; payload?: unknown }): Envelope {
+    const key = b.key ?? this.key;
+    const env: Envelope = {
+      to: b.topic || !node ? emptyHandle() : { id: '', did: '', addr: { host: node.peerId, inbox: b.inbox ?? 'root' } },
+      be: b.be,
+      from: { id: key.id, did: key.did, addr: { host: b.host ?? this.host, inbox: b.fromInbox ?? 'foreign' } },
+      nonce: nextNonce(),
+      opt: { exp: b.exp ?? nowNs() + msToNs(b.ttlMs ?? 30_000) },
+      msg: encodePayload(b.payload ?? {}),
+    };
+    if (b.cont) env.opt.cont = b.cont;
+    if (b.topic) env.opt.topic = b.topic;
+    return signEnvelopeSync(env, key);
+  }
+
+  /** Sends over the actor protocol (one stream per peer, reused). */
+  send(env: Envelope): Promise<void> {
+    return this.transport.send(env);
+  }
+
+  /** Publishes on gossipsub once some peer is known to be subscribed to the envelope's topic. */
+  async publish(env: Envelope): Promise<void> {
+    await waitFor(`a peer subscribed to ${env.opt.topic}`, () => this.transport.topicPeers(env.opt.topic!).length > 0);
+    await this.transport.publish(env);
+  }
+
+  replies(be: string): Envelope[] {
+    return this.arrived.filter((e) => e.be === be);
+  }
+
+  waitReply(be: string, timeoutMs = 20_000): Promise<Envelope> {
+    return waitFor(`a reply at ${be}`, () => this.arrived.find((e) => e.be === be), { timeoutMs, intervalMs: 50 });
+  }
+
+  stop(): Promise<void> {
+    return this.transport.stop();
+  }
+}

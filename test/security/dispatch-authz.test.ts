@@ -1,0 +1,88 @@
+import { copyFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DmsClient } from '../../client/client.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { decodePayload } from '../../runtime/wire/envelope.js';
+import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { type NodeProcess, tempHome } from '../helpers/node.js';
+import { ForeignPeer } from '../helpers/peer.js';
+
+/**
+ * The capability check where an actor runs a behavior (Actor.dispatch), for envelopes that
+ * never pass the REST pre-check: from a foreign libp2p peer, relayed by a plugin on the
+ * caller's behalf, and from an actor of another node. Each is refused with a forbidden error
+ * reply and the behavior (a probe plugin counting its runs) does not run.
+ */
+
+let a: NodeProcess;
+let b: NodeProcess;
+let nodes: NodeProcess[] = [];
+let peer: ForeignPeer;
+
+beforeAll(async () => {
+  const home = tempHome();
+  copyFileSync(new URL('../fixtures/plugins/probe.mjs', import.meta.url), join(home, 'probe.mjs'));
+  nodes = await startCluster(2, { node: (i) => (i === 0 ? { home, config: { plugins: { modules: ['./probe.mjs'] } } } : {}) });
+  [a, b] = nodes;
+  peer = await ForeignPeer.start();
+  await peer.connect(a);
+}, 120_000);
+afterAll(async () => {
+  await peer?.stop();
+  await stopCluster(nodes);
+});
+
+const TTL_MS = 20_000;
+const denied = (did: string) => `capability /plugin/probe/poke not granted to ${did}`;
+const pokes = async () => (await new DmsClient({ url: a.url, timeoutMs: TTL_MS }).invoke<{ pokes: number }>({ inbox: 'probe' }, '/public/probe/count', {})).payload.pokes;
+
+describe('the dispatch-time capability check', () => {
+  it('refuses a foreign peer’s signed envelope from the network', async () => {
+    const env = peer.envelope(a, { be: '/plugin/probe/poke', inbox: 'probe', cont: '/private/r/poke' });
+    await peer.send(env);
+    const reply = await peer.waitReply('/private/r/poke');
+    expect(decodePayload(reply.msg)).toEqual({ error: denied(peer.key.did) });
+    expect(reply.from.addr.host).toBe(a.peerId);
+    expect(await pokes()).toBe(0);
+  });
+
+  it('refuses a caller’s envelope that a plugin relays to the behavior', async () => {
+    const stranger = KeyPair.generate();
+    // /public/probe/relay is open, so the REST pre-check lets the request in; the relayed copy keeps the stranger's from.
+    const reply = await new DmsClient({ url: a.url, key: stranger, timeoutMs: TTL_MS }).invoke<{ error?: string }>({ inbox: 'probe' }, '/public/probe/relay', {}, { raw: true, ttlMs: TTL_MS });
+    expect(reply.payload).toEqual({ error: denied(stranger.did) });
+    expect(reply.env.from.addr.inbox).toBe('probe');
+    expect(await pokes()).toBe(0);
+  });
+
+  it('refuses an actor of another node (its REST pre-check does not judge remote destinations)', async () => {
+    const bOperator = b.operator().did;
+    const client = new DmsClient({ url: b.url, timeoutMs: TTL_MS });
+    const reply = await waitFor('B to reach A', async () => {
+      const r = await client.invoke<{ error?: string }>({ host: a.peerId, inbox: 'probe' }, '/plugin/probe/poke', {}, { raw: true, ttlMs: TTL_MS });
+      return r.payload;
+    }, { timeoutMs: 45_000 });
+    expect(reply).toEqual({ error: denied(bOperator) });
+    expect(await pokes()).toBe(0);
+  });
+
+  it('lets the node’s own operator run it, so the zero counts above are refusals', async () => {
+    const reply = await new DmsClient({ url: a.url, timeoutMs: TTL_MS }).invoke<{ pokes: number }>({ inbox: 'probe' }, '/plugin/probe/poke', {}, { raw: true });
+    expect(reply.payload).toEqual({ pokes: 1 });
+    expect(await pokes()).toBe(1);
+    expect((await fetch(`${a.url}/health`)).status).toBe(200);
+  });
+});
+
+describe('a behavior that fails with a non-DMS error', () => {
+  it('answers "internal error (id …)" and the node logs that id, never the caller the raw message', async () => {
+    const reply = await new DmsClient({ url: a.url, timeoutMs: TTL_MS }).invoke<{ error: string }>({ inbox: 'probe' }, '/public/probe/crash', {}, { raw: true });
+    const id = /^internal error \(id ([0-9a-f]{8})\)$/.exec(reply.payload.error)?.[1];
+    expect(id, reply.payload.error).toBeDefined();
+    expect(JSON.stringify(reply.payload)).not.toContain('secret-token');
+    const line = await waitFor('the log line with the error id', () => a.logs().split('\n').find((l) => l.includes(`"error_id":"${id}"`)));
+    expect(line).toContain('secret-token-1234');
+    expect(line).toContain(`internal error (id ${id})`);
+  });
+});
