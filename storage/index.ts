@@ -3,7 +3,8 @@
  * write resolves only after its transaction committed, so whatever a caller was answered
  * survives a crash.
  */
-import { chmodSync, closeSync, openSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRepository } from './allocations.js';
 import { storageConfig } from './config.js';
@@ -33,7 +34,10 @@ export async function openStorage(path: string): Promise<Storage> {
   const onDisk = path !== ':memory:' && !path.startsWith('file:');
   // Created here with the mode, before SQLite opens it: SQLite gives the -wal and -shm files
   // it creates the database file's mode, so no moment exists where any of them is world-readable.
-  if (onDisk) closeSync(openSync(path, 'a', DB_FILE_MODE));
+  if (onDisk) {
+    mkdirSync(dirname(path), { recursive: true });
+    closeSync(openSync(path, 'a', DB_FILE_MODE));
+  }
   const orm = await MikroORM.init(storageConfig(path));
   try {
     await orm.getMigrator().up();
