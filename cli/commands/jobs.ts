@@ -68,9 +68,20 @@ export function registerJobCommands(program: Command): void {
         process.exitCode = await follow(rest, id, globals(cmd).json ?? false, false);
         return;
       }
-      const logs = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs`);
-      if (globals(cmd).json) return output(cmd, logs);
-      for (const chunk of logs.chunks) (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
+      // Page by page (each read is bounded by the node), until what is stored so far is shown.
+      const json = globals(cmd).json;
+      const pages: LogsReply[] = [];
+      let from = 0;
+      for (;;) {
+        const page = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs?from=${from}`);
+        if (json) pages.push(page);
+        else for (const chunk of page.chunks) (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
+        if (!page.more || page.next === from) {
+          if (json) output(cmd, { ...page, chunks: pages.flatMap((p) => p.chunks) });
+          return;
+        }
+        from = page.next;
+      }
     });
 
   jobs
@@ -103,7 +114,8 @@ function readSpec(file: string): unknown {
  * Returns the exit code to leave with: the job's own, else 1 for a job that failed without one.
  */
 async function follow(rest: NodeRest, id: string, json: boolean, progress = true): Promise<number> {
-  for await (const ev of rest.events(`/api/v1/jobs/${encodeURIComponent(id)}/logs?follow=true`)) {
+  // from=0: the whole output, not only what comes after the stream opens.
+  for await (const ev of rest.events(`/api/v1/jobs/${encodeURIComponent(id)}/logs?follow=true&from=0`)) {
     const data = JSON.parse(ev.data) as Record<string, unknown>;
     if (ev.event === 'log') {
       const chunk = data as { stream: string; data: string };
