@@ -32,5 +32,10 @@ export async function readJson(event: H3Event, limit: number, what: string): Pro
 export function param(event: H3Event, name: string): string {
   const value = (event.context.params as Record<string, string> | undefined)?.[name];
   if (!value) throw invalid(`missing ${name} in the path`);
-  return decodeURIComponent(value);
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    // A malformed %-escape is the caller's mistake, not the node's.
+    throw invalid(`${name} in the path is not valid percent-encoding`);
+  }
 }
