@@ -93,7 +93,7 @@ async function nullJobs(): Promise<Record<string, number>> {
 async function dmsRun(): Promise<number> {
   const t0 = performance.now();
   const job = await submit({ name: 'echo', image: IMAGE, command: ['echo', 'hi'], resources: { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 } } });
-  const res = await fetch(api(`/jobs/${job.id}/logs?follow=true`));
+  const res = await fetch(api(`/jobs/${job.id}/logs?follow=true&from=0`));
   const text = await res.text();
   const elapsed = performance.now() - t0;
   if (!text.includes('event: end') || !text.includes('"status":"completed"') || !text.includes('hi\\n')) throw new Error(`job ${job.id} did not complete with its output:\n${text}`);

@@ -83,7 +83,7 @@ export class DmsNode {
     }
     let jobs: Jobs;
     try {
-      jobs = await startJobs({ system, config, home: opts.home, log });
+      jobs = await startJobs({ system, config, home: opts.home, log, authority: security.authority });
     } catch (e) {
       await system.stop();
       throw e;

@@ -3,6 +3,8 @@
  * write resolves only after its transaction committed, so whatever a caller was answered
  * survives a crash.
  */
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRepository } from './allocations.js';
 import { storageConfig } from './config.js';
@@ -21,11 +23,26 @@ export interface Storage {
   close(): Promise<void>;
 }
 
-/** Opens (creating if needed) the database at `path` and applies pending migrations. */
+/** Owner-only: the database holds job environments, which carry secrets. */
+const DB_FILE_MODE = 0o600;
+
+/**
+ * Opens (creating if needed) the database at `path` and applies pending migrations. The file
+ * and its -wal and -shm companions are readable by the node's user only.
+ */
 export async function openStorage(path: string): Promise<Storage> {
+  const onDisk = path !== ':memory:' && !path.startsWith('file:');
+  // Created here with the mode, before SQLite opens it: SQLite gives the -wal and -shm files
+  // it creates the database file's mode, so no moment exists where any of them is world-readable.
+  if (onDisk) {
+    mkdirSync(dirname(path), { recursive: true });
+    closeSync(openSync(path, 'a', DB_FILE_MODE));
+  }
   const orm = await MikroORM.init(storageConfig(path));
   try {
     await orm.getMigrator().up();
+    // Files made by an older release (with the umask's mode) are tightened too.
+    if (onDisk) for (const file of [path, `${path}-wal`, `${path}-shm`]) chmodIfPresent(file);
   } catch (e) {
     await orm.close(true);
     throw e;
@@ -37,4 +54,12 @@ export async function openStorage(path: string): Promise<Storage> {
     device: new DeviceRepository(orm),
     close: () => orm.close(true),
   };
+}
+
+function chmodIfPresent(file: string): void {
+  try {
+    chmodSync(file, DB_FILE_MODE);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
 }

@@ -6,8 +6,9 @@
 import { StringDecoder } from 'node:string_decoder';
 import { Writable } from 'node:stream';
 import Docker from 'dockerode';
+import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
-import { DmsError, notFound } from '../../runtime/errors.js';
+import { DmsError, invalid, notFound } from '../../runtime/errors.js';
 import { JobLogs, type LogWriter } from './logfile.js';
 import type {
   ExecutionHandle,
@@ -16,6 +17,7 @@ import type {
   ExitResult,
   LogChunk,
   LogOptions,
+  LogPage,
   PullProgress,
   ReconcileReport,
   StartOptions,
@@ -29,11 +31,34 @@ export interface DockerExecutorOptions {
   nodeId: string;
   /** Where job output is written, one file per job. */
   logsDir: string;
+  /** Output kept per job (`jobs.max_log_bytes`). */
+  maxLogBytes?: number;
   /** Defaults to DOCKER_HOST, else /var/run/docker.sock. */
   docker?: Docker;
   /** How long a cancelled container gets to exit on SIGTERM before it is killed. */
   stopGraceSeconds?: number;
+  /** Limits every container gets, whatever its job asked for. */
+  limits?: Partial<ContainerLimits>;
 }
+
+/** What bounds every container (`jobs.default_resources`, `jobs.pids_limit`, `jobs.max_log_bytes`). */
+export interface ContainerLimits {
+  /** Cores for a job that asks for none. */
+  defaultCores: number;
+  /** Memory for a job that asks for none: no container runs without a memory limit. */
+  defaultMemoryBytes: number;
+  /** Most processes at once: a fork bomb stops there instead of exhausting the host's pids. */
+  pids: number;
+  /** The engine's own copy of the output (json-file) is kept to about this size too. */
+  logBytes: number;
+}
+
+export const DEFAULT_CONTAINER_LIMITS: ContainerLimits = {
+  defaultCores: 1,
+  defaultMemoryBytes: 512 * 1024 * 1024,
+  pids: 1024,
+  logBytes: 64 * 1024 * 1024,
+};
 
 interface DockerRun {
   container: Docker.Container;
@@ -64,8 +89,11 @@ export async function probeDocker(docker: Docker = new Docker()): Promise<{ ok: 
 }
 
 /** The container a job becomes. Exported so its mapping of resources can be checked without an engine. */
-export function containerSpec(job: Job, nodeId: string): Docker.ContainerCreateOptions {
-  const { cpu, memory, gpu } = job.resources;
+export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS): Docker.ContainerCreateOptions {
+  const { gpu } = job.resources;
+  // The orchestrator stores jobs with defaults filled in; a job stored before that still gets them.
+  const cores = job.resources.cpu.cores > 0 ? job.resources.cpu.cores : limits.defaultCores;
+  const memory = job.resources.memory.size > 0 ? job.resources.memory.size : limits.defaultMemoryBytes;
   return {
     Image: job.image,
     // An empty command keeps the image's own CMD.
@@ -79,10 +107,15 @@ export function containerSpec(job: Job, nodeId: string): Docker.ContainerCreateO
     AttachStdout: false,
     AttachStderr: false,
     HostConfig: {
-      NanoCpus: cpu.cores > 0 ? Math.round(cpu.cores * 1e9) : undefined,
-      Memory: memory.size > 0 ? memory.size : undefined,
+      NanoCpus: Math.round(cores * 1e9),
+      Memory: memory,
       // Equal to Memory: no swap on top, so a job over its limit is killed rather than slowed.
-      MemorySwap: memory.size > 0 ? memory.size : undefined,
+      MemorySwap: memory,
+      PidsLimit: limits.pids,
+      // A setuid binary in the image cannot give the job more privileges than it started with.
+      SecurityOpt: ['no-new-privileges'],
+      // The engine keeps its own copy of the output; without a bound it grows with the output.
+      LogConfig: { Type: 'json-file', Config: { 'max-size': String(limits.logBytes), 'max-file': '2' } },
       DeviceRequests: gpu ? [{ Driver: 'nvidia', Count: gpu.count, Capabilities: [['gpu']] }] : undefined,
     },
   };
@@ -94,6 +127,7 @@ export class DockerExecutor implements Executor {
   private readonly nodeId: string;
   private readonly logStore: JobLogs;
   private readonly stopGraceSeconds: number;
+  private readonly limits: ContainerLimits;
   /** Runs this process watches, by container id. */
   private readonly runs = new Map<string, DockerRun>();
   /** Pick-ups in progress, so two callers asking at once share one capture. */
@@ -102,18 +136,23 @@ export class DockerExecutor implements Executor {
   constructor(opts: DockerExecutorOptions) {
     this.docker = opts.docker ?? new Docker();
     this.nodeId = opts.nodeId;
-    this.logStore = new JobLogs(opts.logsDir);
+    this.logStore = new JobLogs(opts.logsDir, opts.maxLogBytes);
     this.stopGraceSeconds = opts.stopGraceSeconds ?? 10;
+    this.limits = { ...DEFAULT_CONTAINER_LIMITS, ...opts.limits };
   }
 
   async start(job: Job, opts: StartOptions = {}): Promise<ExecutionHandle> {
+    // The name becomes part of engine URL paths: nothing outside the reference grammar may get there,
+    // whoever stored the job and whatever they checked.
+    const ref = parseImageReference(job.image);
+    if ('error' in ref) throw invalid(`image ${JSON.stringify(job.image)} is not a Docker image reference: ${ref.error}`);
     await this.ensureImage(job.image, opts.onProgress);
     // The log exists before the container does, so not one byte of output can be missed and
     // an unwritable logs directory stops the job before it runs.
     const writer = await this.logStore.create(job.id);
     let container: Docker.Container | undefined;
     try {
-      container = await this.docker.createContainer(containerSpec(job, this.nodeId));
+      container = await this.docker.createContainer(containerSpec(job, this.nodeId, this.limits));
       await container.start();
     } catch (e) {
       const message = `job ${job.id} could not start: ${engineMessage(e)}`;
@@ -147,6 +186,14 @@ export class DockerExecutor implements Executor {
 
   logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
     return this.logStore.read(handle.job_id, opts);
+  }
+
+  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
+    return this.logStore.readPage(handle.job_id, from, limit);
+  }
+
+  waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean> {
+    return this.logStore.waitBeyond(handle.job_id, from, signal);
   }
 
   async cancel(handle: ExecutionHandle, reason: string): Promise<void> {

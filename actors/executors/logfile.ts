@@ -2,24 +2,41 @@
  * A job's output on disk: one JSON line per chunk ({stream, data, at}) in <dir>/<job id>.log,
  * so stdout and stderr keep their interleaving and timestamps, the output outlives the
  * process that captured it, and a reader can follow a run while it writes.
+ *
+ * Each log is capped (`jobs.max_log_bytes`): past the cap the writer drops output and ends the
+ * file with one marker chunk saying where it cut. Readers address the file by byte offset, so a
+ * page costs a read of that page, never of everything before it.
  */
 import { EventEmitter, once } from 'node:events';
-import { mkdir, open, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
 import type { WriteStream } from 'node:fs';
 import { DmsError, invalid } from '../../runtime/errors.js';
-import type { LogChunk, LogOptions } from './types.js';
+import type { LogChunk, LogOptions, LogPage } from './types.js';
+
+/** Output kept per job when no cap is given (`jobs.max_log_bytes`'s default). */
+export const DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024;
+/** Most bytes one page read may take, whatever the caller asks: the memory a read may cost. */
+export const MAX_PAGE_BYTES = 8 * 1024 * 1024;
+
+/** The text of the marker chunk that ends a log cut at `limit` bytes. */
+export const cutNotice = (limit: number): string => `[dms] output cut at ${limit} bytes\n`;
 
 export class LogWriter {
   /** Bumped whenever new bytes reached the file or it closed: readers compare to skip waits. */
   version = 0;
   closed = false;
   readonly changes = new EventEmitter();
+  /** Bytes handed to the file so far. */
+  private written = 0;
+  /** The cap was reached: the marker is written and nothing more is. */
+  private cut = false;
 
   constructor(
     private readonly stream: WriteStream,
     private readonly onClosed: () => void,
+    private readonly maxBytes: number = DEFAULT_MAX_LOG_BYTES,
   ) {
     // Readers wait on this emitter; many concurrent followers of one job are expected.
     this.changes.setMaxListeners(0);
@@ -29,8 +46,17 @@ export class LogWriter {
   }
 
   append(stream: LogChunk['stream'], data: string, at: Date = new Date()): void {
-    if (this.closed || data === '') return;
+    if (this.closed || this.cut || data === '') return;
     const line = JSON.stringify({ stream, data, at: at.toISOString() } satisfies LogChunk) + '\n';
+    const size = Buffer.byteLength(line);
+    if (this.written + size > this.maxBytes) {
+      // Whole chunks only, so every line stays readable; the marker is the one line past the cap.
+      this.cut = true;
+      const notice = JSON.stringify({ stream: 'stderr', data: cutNotice(this.maxBytes), at: new Date().toISOString() } satisfies LogChunk) + '\n';
+      this.stream.write(notice, () => this.changed());
+      return;
+    }
+    this.written += size;
     this.stream.write(line, () => this.changed());
   }
 
@@ -54,7 +80,10 @@ export class JobLogs {
   // Made once, not per job: on a busy node a mkdir per job is a measurable share of its cost.
   private dirReady?: Promise<void>;
 
-  constructor(readonly dir: string) {}
+  constructor(
+    readonly dir: string,
+    private readonly maxBytes: number = DEFAULT_MAX_LOG_BYTES,
+  ) {}
 
   private ensureDir(): Promise<void> {
     this.dirReady ??= mkdir(this.dir, { recursive: true }).then(
@@ -78,7 +107,7 @@ export class JobLogs {
     if (this.live.has(jobId)) throw new DmsError('conflict', `output of job ${jobId} is already being captured`);
     await this.ensureDir();
     const file = await open(this.path(jobId), 'w');
-    const writer = new LogWriter(file.createWriteStream(), () => this.live.delete(jobId));
+    const writer = new LogWriter(file.createWriteStream(), () => this.live.delete(jobId), this.maxBytes);
     this.live.set(jobId, writer);
     return writer;
   }
@@ -119,6 +148,99 @@ export class JobLogs {
       await file.close();
     }
   }
+
+  /**
+   * Whole chunks stored from byte `from` on, reading at most `limit` bytes (more only when one
+   * chunk is longer, up to MAX_PAGE_BYTES). `from` past the end is taken as the end; `from`
+   * inside a chunk starts at the next one. `next` is where the following page starts.
+   */
+  async readPage(jobId: string, from: number, limit: number): Promise<LogPage> {
+    let file: FileHandle;
+    try {
+      file = await open(this.path(jobId), 'r');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { chunks: [], next: 0, size: 0 };
+      throw e;
+    }
+    try {
+      const size = (await file.stat()).size;
+      let start = Math.min(from, size);
+      // Not at a chunk's start (the byte before is not a newline): skip to the next chunk.
+      if (start > 0 && start < size && (await byteAt(file, start - 1)) !== 0x0a) {
+        const newline = await findNewline(file, start, size);
+        start = newline < 0 ? size : newline + 1;
+      }
+      const want = Math.min(size - start, Math.max(1, Math.min(limit, MAX_PAGE_BYTES)));
+      let buffer = await readAt(file, start, want);
+      let end = buffer.lastIndexOf(0x0a);
+      if (end < 0 && start + buffer.length < size) {
+        // One chunk longer than the page: that chunk alone, whole, if it fits the hard bound.
+        buffer = await readAt(file, start, Math.min(size - start, MAX_PAGE_BYTES));
+        end = buffer.indexOf(0x0a);
+        if (end < 0) return { chunks: [], next: start + buffer.length, size };
+      }
+      // A last line without its newline is still being written: it belongs to the next page.
+      const chunks: LogChunk[] = [];
+      let at = 0;
+      for (let nl = buffer.indexOf(0x0a); nl >= 0 && nl <= end; nl = buffer.indexOf(0x0a, at)) {
+        const chunk = parse(buffer.subarray(at, nl));
+        if (chunk) chunks.push(chunk);
+        at = nl + 1;
+      }
+      return { chunks, next: start + end + 1, size };
+    } finally {
+      await file.close();
+    }
+  }
+
+  /**
+   * Resolves true once the log holds more than `from` bytes; false when it does not and no
+   * capture is writing it any more, or when `signal` aborts.
+   */
+  async waitBeyond(jobId: string, from: number, signal: AbortSignal): Promise<boolean> {
+    for (;;) {
+      // The writer first: if it closes during the stat, the next pass sees both.
+      const writer = this.live.get(jobId);
+      const seen = writer?.version;
+      if ((await this.size(jobId)) > from) return true;
+      if (!writer || writer.closed || signal.aborted) return false;
+      if (writer.version === seen) await nextChange(writer, signal);
+    }
+  }
+
+  private async size(jobId: string): Promise<number> {
+    try {
+      return (await stat(this.path(jobId))).size;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+      throw e;
+    }
+  }
+}
+
+async function readAt(file: FileHandle, position: number, length: number): Promise<Buffer> {
+  const buffer = Buffer.alloc(length);
+  let filled = 0;
+  while (filled < length) {
+    const { bytesRead } = await file.read(buffer, filled, length - filled, position + filled);
+    if (bytesRead === 0) break;
+    filled += bytesRead;
+  }
+  return buffer.subarray(0, filled);
+}
+
+async function byteAt(file: FileHandle, position: number): Promise<number> {
+  return (await readAt(file, position, 1))[0];
+}
+
+/** Offset of the first newline at or after `from`, -1 if none before `size`. */
+async function findNewline(file: FileHandle, from: number, size: number): Promise<number> {
+  for (let position = from; position < size; position += 64 * 1024) {
+    const block = await readAt(file, position, Math.min(64 * 1024, size - position));
+    const i = block.indexOf(0x0a);
+    if (i >= 0) return position + i;
+  }
+  return -1;
 }
 
 async function nextChange(writer: LogWriter, signal?: AbortSignal): Promise<void> {
@@ -129,10 +251,13 @@ async function nextChange(writer: LogWriter, signal?: AbortSignal): Promise<void
   }
 }
 
-/** A line cut short by a crash mid-write is dropped rather than failing the whole read. */
+/** A line cut short by a crash mid-write, or anything else that is not a chunk, is dropped rather than failing the read. */
 function parse(line: Buffer): LogChunk | null {
   try {
-    return JSON.parse(line.toString('utf8')) as LogChunk;
+    const value = JSON.parse(line.toString('utf8')) as Partial<LogChunk> | null;
+    if (!value || typeof value !== 'object' || typeof value.data !== 'string' || typeof value.at !== 'string') return null;
+    if (value.stream !== 'stdout' && value.stream !== 'stderr') return null;
+    return value as LogChunk;
   } catch {
     return null;
   }

@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { parseWith, type Job } from '../../behaviors/jobs/schema.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
 import { JobLogs } from './logfile.js';
-import type { ExecutionHandle, ExecutionState, Executor, ExitResult, LogChunk, LogOptions, ReconcileReport } from './types.js';
+import type { ExecutionHandle, ExecutionState, Executor, ExitResult, LogChunk, LogOptions, LogPage, ReconcileReport } from './types.js';
 
 const count = z.string().regex(/^\d+$/, 'must be a whole number').transform(Number);
 const NullOptionsSchema = z.object({
@@ -43,8 +43,8 @@ export class NullExecutor implements Executor {
   private readonly runs = new Map<string, NullRun>();
   private readonly logStore: JobLogs;
 
-  constructor(opts: { logsDir: string }) {
-    this.logStore = new JobLogs(opts.logsDir);
+  constructor(opts: { logsDir: string; maxLogBytes?: number }) {
+    this.logStore = new JobLogs(opts.logsDir, opts.maxLogBytes);
   }
 
   async start(job: Job): Promise<ExecutionHandle> {
@@ -105,6 +105,14 @@ export class NullExecutor implements Executor {
 
   logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
     return this.logStore.read(handle.job_id, opts);
+  }
+
+  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
+    return this.logStore.readPage(handle.job_id, from, limit);
+  }
+
+  waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean> {
+    return this.logStore.waitBeyond(handle.job_id, from, signal);
   }
 
   async cancel(handle: ExecutionHandle, reason: string): Promise<void> {

@@ -34,6 +34,15 @@ export interface LogChunk {
   at: string;
 }
 
+/** A page of stored output, addressed by byte offsets into the job's log. */
+export interface LogPage {
+  chunks: LogChunk[];
+  /** Where the next page starts. */
+  next: number;
+  /** Bytes stored so far: `next < size` means there is more to read now. */
+  size: number;
+}
+
 export interface LogOptions {
   /** Keep yielding until the run ends, instead of stopping at the output so far. */
   follow?: boolean;
@@ -72,6 +81,10 @@ export interface Executor {
   status(handle: ExecutionHandle): Promise<ExecutionState>;
   /** Output so far; with `follow`, keeps yielding until the run ends. */
   logs(handle: ExecutionHandle, opts?: LogOptions): AsyncIterable<LogChunk>;
+  /** Whole chunks from byte `from` on, reading about `limit` bytes: a page, never the whole log. */
+  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage>;
+  /** True once output extends past byte `from`; false when no more is coming or `signal` aborts. */
+  waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean>;
   /** Stops the run; wait() then resolves with `error` naming `reason`. */
   cancel(handle: ExecutionHandle, reason: string): Promise<void>;
   /** Releases what the run holds (e.g. removes the container). Logs are kept. */

@@ -19,20 +19,24 @@ import {
 } from '../../behaviors/jobs/jobs.js';
 import { callBehavior, localHandle, replyingKinds, replyWhenDone } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
-import { isTerminal, type Job, type JobSpec } from '../../behaviors/jobs/schema.js';
+import { redactJob } from '../../behaviors/jobs/redaction.js';
+import { isTerminal, type Job, type JobSpec, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
 import type { ActorSystem } from '../../runtime/system.js';
-import type { Handle } from '../../runtime/wire/envelope.js';
+import type { Envelope, Handle } from '../../runtime/wire/envelope.js';
+import { ownKeys } from '../../runtime/capability/authority.js';
 import type { JobChange, Storage } from '../../storage/index.js';
+import { withinJob } from '../executors/guard.js';
 import type { ExecutorRegistry } from '../executors/registry.js';
 import type { ExecutionHandle, Executor, PullProgress } from '../executors/types.js';
 import { JobJournal } from './journal.js';
-import { aborted, chunksAfter, type LogSource, outputBeyond } from './logs.js';
+import { aborted, type LogSource } from './logs.js';
 import { type JobMachineContext, jobMachine } from './machine.js';
 import { type ExecutorFindings, planRecovery } from './recovery.js';
+import { refusedRegistry } from './registries.js';
 import { type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
 
@@ -40,7 +44,19 @@ export interface OrchestratorOptions {
   storage: Storage;
   executors: ExecutorRegistry;
   log: Logger;
+  /** What a job gets when it asks for zero cores or memory (`jobs.default_resources`). */
+  defaultResources?: { cores: number; memory_bytes: number };
+  /** Private registry hosts images may name (`jobs.allowed_registries`). */
+  allowedRegistries?: readonly string[];
+  /**
+   * Whether an envelope's sender may see job environments: the node's own keys and its root
+   * identities. Defaults to the node's own keys only.
+   */
+  trusted?: (env: Envelope) => boolean;
 }
+
+/** `jobs.default_resources` as shipped, for orchestrators built without a config (tests, benches). */
+const DEFAULT_RESOURCES = { cores: 1, memory_bytes: 512 * 1024 * 1024 };
 
 /** Most job ids one release message carries. */
 const MAX_RELEASE = 5000;
@@ -60,11 +76,18 @@ export class Orchestrator {
   private readonly toRelease = new Set<string>();
   private releasing: Promise<void> | null = null;
   private stopping = false;
+  private readonly defaults: { cores: number; memory_bytes: number };
+  private readonly allowedRegistries: readonly string[];
+  private readonly trusted: (env: Envelope) => boolean;
 
   private constructor(system: ActorSystem, opts: OrchestratorOptions) {
     this.storage = opts.storage;
     this.executors = opts.executors;
     this.log = opts.log;
+    this.defaults = opts.defaultResources ?? DEFAULT_RESOURCES;
+    this.allowedRegistries = opts.allowedRegistries ?? [];
+    const own = ownKeys(system);
+    this.trusted = opts.trusted ?? ((env) => own(env.from.id));
     this.journal = new JobJournal(opts.storage.jobs);
     this.machine = jobMachine.provide({
       actions: {
@@ -114,20 +137,31 @@ export class Orchestrator {
 
   private behaviors() {
     const onFault = (e: unknown) => this.log.error({ err: e }, 'job behavior failed');
+    // Senders that are not this node or its roots get jobs without their environment values.
+    const shown = (env: Envelope) => (this.trusted(env) ? (job: Job) => job : redactJob);
     return [
-      defineBehavior({ name: JobBehaviors.submit, payload: SubmitPayload, handle: replyingKinds(({ payload }) => this.submit(payload)) }),
-      defineBehavior({ name: JobBehaviors.status, payload: JobIdPayload, handle: replyingKinds(({ payload }) => this.status(payload.id)) }),
+      defineBehavior({
+        name: JobBehaviors.submit,
+        payload: SubmitPayload,
+        handle: replyingKinds(async ({ env, payload }) => shown(env)(await this.submit(payload))),
+      }),
+      defineBehavior({
+        name: JobBehaviors.status,
+        payload: JobIdPayload,
+        handle: replyingKinds(async ({ env, payload }) => shown(env)(await this.status(payload.id))),
+      }),
       defineBehavior({
         name: JobBehaviors.list,
         payload: ListPayload,
-        handle: ({ payload }) => this.storage.jobs.list({ status: payload.status, limit: payload.limit, offset: payload.offset }),
+        handle: async ({ env, payload }) =>
+          (await this.storage.jobs.list({ status: payload.status, limit: payload.limit, offset: payload.offset })).map(shown(env)),
       }),
       // Both wait (for a container to stop, for output): they answer later and free the mailbox meanwhile.
       defineBehavior({
         name: JobBehaviors.cancel,
         payload: CancelPayload,
         noReply: true,
-        handle: (ctx) => replyWhenDone(ctx, () => this.cancel(ctx.payload.id, ctx.payload.reason), onFault),
+        handle: (ctx) => replyWhenDone(ctx, async () => shown(ctx.env)(await this.cancel(ctx.payload.id, ctx.payload.reason)), onFault),
       }),
       defineBehavior({
         name: JobBehaviors.logs,
@@ -151,7 +185,10 @@ export class Orchestrator {
     if (!this.executors.has(spec.executor)) {
       throw invalid(`executor: no executor named "${spec.executor}" on this node (available: ${this.executors.names().join(', ')})`);
     }
-    const job = await this.journal.create(spec);
+    const refused = refusedRegistry(spec.image, this.allowedRegistries);
+    if (refused) throw invalid(refused);
+    // Stored with the defaults filled in: what the job holds, and is limited to, is on its record.
+    const job = await this.journal.create({ ...spec, resources: this.withDefaults(spec.resources) });
     this.scheduler.add(this.track(job));
     return job;
   }
@@ -186,11 +223,13 @@ export class Orchestrator {
   }
 
   /**
-   * Output after the first `from` chunks. With `wait_ms`, an answer that would be empty waits
-   * for output, a state change or the end of the job, whichever comes first.
+   * A page of output from byte `from` ('end': the current end). With `wait_ms`, an answer that
+   * would be empty waits for output, a state change or the end of the job, whichever comes first.
    */
-  private async logs(p: { id: string; from: number; wait_ms: number }): Promise<LogsReply> {
+  private async logs(p: { id: string; from: number | 'end'; limit: number; wait_ms: number }): Promise<LogsReply> {
     const deadline = Date.now() + p.wait_ms;
+    // Past the end reads as the end, which is what 'end' asks for.
+    let from = p.from === 'end' ? Number.MAX_SAFE_INTEGER : p.from;
     let followed: JobRun | undefined;
     for (;;) {
       const run = this.runs.get(p.id);
@@ -199,19 +238,22 @@ export class Orchestrator {
       followed = run;
       if (!job) throw notFound(`job ${p.id} not found`);
       // Decided before reading: a job already finished has every chunk of its output stored.
-      const done = run === undefined && isTerminal(job.status);
+      const ended = run === undefined && isTerminal(job.status);
       const source = this.logSource(job, run);
-      const chunks = source ? await chunksAfter(source, p.from) : [];
+      const page = source ? await source.executor.readLogs(source.handle, from, p.limit) : { chunks: [], next: 0, size: 0 };
+      from = page.next;
+      const more = page.next < page.size;
+      const done = ended && !more;
       const left = deadline - Date.now();
-      if (chunks.length > 0 || done || left <= 0) {
+      if (page.chunks.length > 0 || more || done || left <= 0) {
         const { id, status, exit_code, error, pending_reason } = job;
-        return { id, status, exit_code, error, pending_reason, chunks, next: p.from + chunks.length, done };
+        return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done };
       }
-      await this.news(run, source, p.from, left);
+      await this.news(run, source, from, left);
     }
   }
 
-  /** Waits up to `ms` for more than `from` chunks of output or a change of the run. */
+  /** Waits up to `ms` for output beyond byte `from` or a change of the run. */
   private async news(run: JobRun | undefined, source: LogSource | null, from: number, ms: number): Promise<void> {
     const ac = new AbortController();
     const timer = setTimeout(() => ac.abort(), ms);
@@ -222,7 +264,7 @@ export class Orchestrator {
         if (source) {
           // Output that ended or cannot be read is no news: the other waits decide.
           const quiet = () => aborted(ac.signal);
-          waits.push(outputBeyond(source, from, ac.signal).then((found) => (found ? undefined : quiet()), quiet));
+          waits.push(source.executor.waitForLogs(source.handle, from, ac.signal).then((found) => (found ? undefined : quiet()), quiet));
         }
       }
       await Promise.race(waits);
@@ -238,10 +280,39 @@ export class Orchestrator {
     return { executor: this.executors.get(job.executor), handle };
   }
 
+  /**
+   * Zero cores or memory gets `jobs.default_resources`: every job is accounted against the
+   * onboarded share and runs under limits, whatever it asked for.
+   */
+  private withDefaults(resources: ResourceSpec): ResourceSpec {
+    const cores = resources.cpu.cores > 0 ? resources.cpu.cores : this.defaults.cores;
+    const size = resources.memory.size > 0 ? resources.memory.size : this.defaults.memory_bytes;
+    return { ...resources, cpu: { cores }, memory: { size } };
+  }
+
+  /** Why a stored job may no longer be started (a release that admitted it checked less); null when it may. */
+  private unstartable(job: Job): string | null {
+    const image = SubmitPayload.shape.image.safeParse(job.image);
+    if (!image.success) return `image: ${image.error.issues[0].message}`;
+    return refusedRegistry(job.image, this.allowedRegistries);
+  }
+
+  /**
+   * Runs an executor call for `run` under the executor guard: a fault the call sets off where
+   * nobody listens fails this job instead of the node.
+   */
+  private guarded<T>(run: JobRun, fn: () => Promise<T>): Promise<T> {
+    return withinJob(run.id, (reason) => {
+      run.send({ type: 'start_failed', error: reason });
+      run.send({ type: 'lost', reason });
+    }, fn);
+  }
+
   // --- the machine's effects -------------------------------------------------------------
 
   private track(job: Job): JobRun {
-    const run = new JobRun(job, this.machine);
+    // Jobs stored before defaults applied still reserve (and are limited to) them.
+    const run = new JobRun({ ...job, resources: this.withDefaults(job.resources) }, this.machine);
     this.runs.set(job.id, run);
     return run.start();
   }
@@ -257,12 +328,15 @@ export class Orchestrator {
   private start(ctx: JobMachineContext): void {
     const run = this.run(ctx);
     const onProgress = (p: PullProgress) => this.notePull(run, p);
-    Promise.resolve()
-      .then(() => this.executorOf(run).start(run.job, { onProgress }))
-      .then(
-        (handle) => run.send({ type: 'started', handle }),
-        (e: unknown) => run.send({ type: 'start_failed', error: errorText(e) }),
-      );
+    // A turn later: the machine is still in its transition while this action runs.
+    this.guarded(run, () => Promise.resolve().then(() => this.executorOf(run).start(run.job, { onProgress }))).then(
+      (handle) => {
+        run.send({ type: 'started', handle });
+        // The job was failed meanwhile (an executor fault): nothing may keep running for it.
+        if (run.finished && run.handle === null) this.cleanup(run, handle);
+      },
+      (e: unknown) => run.send({ type: 'start_failed', error: errorText(e) }),
+    );
   }
 
   private persistRunning(ctx: JobMachineContext): void {
@@ -278,8 +352,7 @@ export class Orchestrator {
   private watch(ctx: JobMachineContext): void {
     const run = this.run(ctx);
     const handle = ctx.handle!;
-    Promise.resolve()
-      .then(() => this.executorOf(run).wait(handle))
+    this.guarded(run, () => Promise.resolve().then(() => this.executorOf(run).wait(handle)))
       .then(
         (result) => run.send({ type: 'exited', result }),
         (e: unknown) => run.send({ type: 'lost', reason: `lost track of its run: ${errorText(e)}` }),
@@ -293,8 +366,7 @@ export class Orchestrator {
 
   private stop(ctx: JobMachineContext): void {
     const run = this.run(ctx);
-    run.stopped = Promise.resolve()
-      .then(() => this.executorOf(run).cancel(ctx.handle!, ctx.stopReason!))
+    run.stopped = this.guarded(run, () => Promise.resolve().then(() => this.executorOf(run).cancel(ctx.handle!, ctx.stopReason!)))
       .catch((e: unknown) => this.log.warn({ job: ctx.jobId, err: errorText(e) }, 'could not stop run'));
   }
 
@@ -392,7 +464,7 @@ export class Orchestrator {
         if (ids.length > 0) this.log.warn({ executor: executor.name, jobs: ids.length, err: errorText(e) }, 'cannot recover runs: executor unavailable');
       }
     }
-    const plan = planRecovery(open, findings);
+    const plan = planRecovery(open, findings, (job) => this.unstartable(job));
     for (const job of plan.untracked) this.log.warn({ job: job.id }, 'running job left as it is: its executor cannot be asked now');
 
     if (plan.reattach.length > 0) {

@@ -20,8 +20,16 @@ export interface RecoveryPlan {
   untracked: Job[];
 }
 
-/** `open` in submission order; `findings` by executor name. */
-export function planRecovery(open: readonly Job[], findings: ReadonlyMap<string, ExecutorFindings>): RecoveryPlan {
+/**
+ * `open` in submission order; `findings` by executor name. `unstartable` says why a job that
+ * never started must not be tried again (e.g. an image this release refuses): queueing it
+ * would only retry, at every restart, a start that cannot be allowed.
+ */
+export function planRecovery(
+  open: readonly Job[],
+  findings: ReadonlyMap<string, ExecutorFindings>,
+  unstartable: (job: Job) => string | null = () => null,
+): RecoveryPlan {
   const plan: RecoveryPlan = { reattach: [], lose: [], queue: [], untracked: [] };
   const found = new Map<string, ExecutionHandle>();
   const gone = new Map<string, string>();
@@ -41,7 +49,11 @@ export function planRecovery(open: readonly Job[], findings: ReadonlyMap<string,
     // A pending job whose run exists was started just before the node stopped, before it was
     // recorded as running: it is followed like any other.
     if (handle) plan.reattach.push({ job, handle });
-    else if (job.status === 'pending') plan.queue.push(job);
+    else if (job.status === 'pending') {
+      const why = unstartable(job);
+      if (why) plan.lose.push({ job, reason: `not started: ${why}` });
+      else plan.queue.push(job);
+    }
     else if ('error' in f) plan.untracked.push(job);
     else plan.lose.push({ job, reason: gone.get(job.id) ?? 'its run was not found after the node restarted' });
   }

@@ -24,11 +24,15 @@ export const MAX_LIST_LIMIT = 1000;
 export const DEFAULT_LIST_LIMIT = 100;
 /** Longest a logs call may wait for new output; below the default invoke expiry. */
 export const MAX_LOGS_WAIT_MS = 20_000;
+/** Bytes of stored output one logs call reads unless it asks otherwise, and the most it may ask for. */
+export const DEFAULT_LOGS_LIMIT = 1024 * 1024;
+export const MAX_LOGS_LIMIT = 8 * 1024 * 1024;
 
 const jobId = z.string().min(1).max(100);
 
 export const SubmitPayload = JobSpecSchema;
 
+export const JobIdSchema = jobId;
 export const JobIdPayload = z.strictObject({ id: jobId });
 
 export const ListPayload = z.strictObject({
@@ -44,10 +48,15 @@ export const CancelPayload = z.strictObject({
   reason: z.string().min(1).max(500).optional(),
 });
 
+/** Where a logs read starts: a byte offset into the job's stored output (a `next` from before), or its current end. */
+export const LogsFromSchema = z.union([z.int().nonnegative(), z.literal('end')]);
+
 export const LogsPayload = z.strictObject({
   id: jobId,
-  /** Chunks already seen: the answer starts after them. */
-  from: z.int().nonnegative().default(0),
+  /** Byte offset to read from (0: the start; 'end': only what comes after this call). */
+  from: LogsFromSchema.default(0),
+  /** Bytes of stored output to read at most (whole chunks: one longer chunk is still given whole). */
+  limit: z.int().min(1).max(MAX_LOGS_LIMIT).default(DEFAULT_LOGS_LIMIT),
   /** When there is nothing after `from` yet and the job has not ended, wait this long for more. */
   wait_ms: z.int().min(0).max(MAX_LOGS_WAIT_MS).default(0),
 });
@@ -66,8 +75,10 @@ export const LogsReply = z.object({
   error: z.string().nullable(),
   pending_reason: z.string().nullable(),
   chunks: z.array(LogChunkSchema),
-  /** Pass as `from` to continue after these chunks. */
+  /** Byte offset to pass as `from` to continue after these chunks. */
   next: z.int().nonnegative(),
+  /** More output is stored beyond `next` already: ask again without waiting. */
+  more: z.boolean(),
   /** The job has ended and every chunk of its output has been given. */
   done: z.boolean(),
 });

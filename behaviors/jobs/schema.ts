@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { invalid } from '../../runtime/errors.js';
+import { ImageReferenceSchema } from './image-ref.js';
 
 /**
  * Parse or throw a DmsError of kind 'invalid' naming every bad field, so REST answers 400 and
@@ -53,7 +54,8 @@ const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment names 
 /** What POST /api/v1/jobs accepts. Unknown fields are rejected so a typo is not silently ignored. */
 export const JobSpecSchema = z.strictObject({
   name: z.string().min(1).max(200),
-  image: z.string().min(1).max(500),
+  /** Checked against Docker's reference grammar (./image-ref.ts) before any engine sees it. */
+  image: ImageReferenceSchema,
   command: z.array(z.string()).default([]),
   environment: z.record(envName, z.string()).default({}),
   resources: ResourceSpecSchema,

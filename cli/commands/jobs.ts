@@ -90,9 +90,20 @@ export function registerJobCommands(program: Command): void {
         process.exitCode = await followJob(rest, id, { output: true, progress: false, json: globals(cmd).json ?? false });
         return;
       }
-      const logs = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs`);
-      if (globals(cmd).json) return output(cmd, logs);
-      for (const chunk of logs.chunks) (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
+      // Page by page (each read is bounded by the node), until what is stored so far is shown.
+      const json = globals(cmd).json;
+      const pages: LogsReply[] = [];
+      let from = 0;
+      for (;;) {
+        const page = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs?from=${from}`);
+        if (json) pages.push(page);
+        else for (const chunk of page.chunks) (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
+        if (!page.more || page.next === from) {
+          if (json) output(cmd, { ...page, chunks: pages.flatMap((p) => p.chunks) });
+          return;
+        }
+        from = page.next;
+      }
     });
 
   jobs

@@ -6,19 +6,29 @@
 import { createEventStream, type EventStream, type EventStreamMessage, type H3Event } from 'h3';
 import {
   JobBehaviors,
+  JobIdSchema,
   LogsReply,
   MAX_LIST_LIMIT,
+  MAX_LOGS_LIMIT,
   MAX_LOGS_WAIT_MS,
   ORCHESTRATOR_INBOX,
   type ListPayload,
 } from '../../behaviors/jobs/jobs.js';
-import { JobSpecSchema, JobStatusSchema, parseWith } from '../../behaviors/jobs/schema.js';
+import { redactJob } from '../../behaviors/jobs/redaction.js';
+import { type Job, JobSpecSchema, JobStatusSchema, parseWith } from '../../behaviors/jobs/schema.js';
+import { principalOf } from '../auth.js';
 import { errorText, invalid } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
 import type { HttpActor } from '../actor.js';
 import { errorBody, JsonBody, toWebResponse } from '../errors.js';
 import { route } from '../handler.js';
 import { callActor, param, readJson } from './behavior-call.js';
+
+/** The job id of the path, checked as the behaviors check it: a bad one is a 400, not a refusal from the kernel. */
+const jobIdOf = (event: H3Event): string => parseWith(JobIdSchema, param(event, 'id'), 'job id');
+
+/** The REST `viewer` role reads jobs without their environment values (secrets). */
+const forCaller = (event: H3Event) => (principalOf(event)?.role === 'viewer' ? redactJob : (job: Job) => job);
 import type { RouteModule } from './types.js';
 
 /** How long one poll of a followed job waits for news before the stream asks again. */
@@ -39,28 +49,53 @@ export const jobRoutes: RouteModule = ({ app, config, http, log }) => {
 
   app.get(
     '/api/v1/jobs',
-    route(log, (event) => call(JobBehaviors.list, listQuery(event.url.searchParams))),
+    route(log, async (event) => ((await call(JobBehaviors.list, listQuery(event.url.searchParams))) as Job[]).map(forCaller(event))),
   );
 
   app.get(
     '/api/v1/jobs/:id',
-    route(log, (event) => call(JobBehaviors.status, { id: param(event, 'id') })),
+    route(log, async (event) => forCaller(event)((await call(JobBehaviors.status, { id: jobIdOf(event) })) as Job)),
   );
 
   // A cancel answers once the run has stopped, which can take the whole stop grace period.
   const cancelTtlMs = (config.jobs.stop_grace_s + 30) * 1000;
   app.delete(
     '/api/v1/jobs/:id',
-    route(log, (event) => call(JobBehaviors.cancel, { id: param(event, 'id') }, cancelTtlMs)),
+    route(log, async (event) => forCaller(event)((await call(JobBehaviors.cancel, { id: jobIdOf(event) }, cancelTtlMs)) as Job)),
   );
 
-  const output = route(log, (event) => call(JobBehaviors.logs, { id: param(event, 'id') }));
+  const output = route(log, (event) => {
+    const { from, limit } = logsQuery(event.url.searchParams) as { from?: number; limit?: number };
+    return call(JobBehaviors.logs, { id: jobIdOf(event), from: from ?? 0, limit });
+  });
   app.get('/api/v1/jobs/:id/logs', async (event) => {
     const follow = event.url.searchParams.get('follow');
     if (follow !== 'true' && follow !== '1') return output(event);
     return followLogs(event, http, log);
   });
 };
+
+/**
+ * `?from=<byte offset>&limit=<bytes>`: a page of stored output, from the beginning unless `from`
+ * says otherwise; `next` of an answer continues it. A follow may also start at `from=end`.
+ */
+function logsQuery(q: URLSearchParams, follow = false): { from?: number | 'end'; limit?: number } {
+  const query: { from?: number | 'end'; limit?: number } = {};
+  const from = q.get('from');
+  if (from === 'end' && follow) query.from = 'end';
+  else if (from !== null) {
+    if (!/^\d{1,15}$/.test(from)) throw invalid(`from: '${from.slice(0, 40)}' is not a byte offset (a whole number${follow ? ', or end' : ''})`);
+    query.from = Number(from);
+  }
+  const limit = q.get('limit');
+  if (limit !== null) {
+    if (!/^\d{1,9}$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_LOGS_LIMIT) {
+      throw invalid(`limit: '${limit.slice(0, 40)}' is not a whole number of bytes from 1 to ${MAX_LOGS_LIMIT}`);
+    }
+    query.limit = Number(limit);
+  }
+  return query;
+}
 
 /** `?status=a,b&limit=n&offset=m`, each checked: a bad one is a 400 naming it. */
 function listQuery(q: URLSearchParams): ListPayload {
@@ -90,17 +125,23 @@ function listQuery(q: URLSearchParams): ListPayload {
 
 /**
  * Server-sent events until the job ends: `status` when its status or pending reason changes,
- * `log` for each chunk of output ({stream, data, at}), then `end` with the final job fields.
+ * `log` for each chunk of output ({stream, data, at}) from `?from` (default: the beginning, as
+ * `docker logs -f` shows it; `from=end` for only what comes next),
+ * then `end` with the final job fields.
  * An unknown job is still an ordinary 404, since the first poll happens before the stream opens.
  */
 async function followLogs(event: H3Event, http: HttpActor, log: Logger): Promise<Response | EventStream> {
-  const poll = async (id: string, from: number, wait: number) =>
-    LogsReply.parse(await callActor(http, ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, wait_ms: wait }, FOLLOW_TTL_MS));
   let id: string;
   let reply: LogsReply;
+  let limit: number | undefined;
+  const poll = async (from: number | 'end', wait: number) =>
+    LogsReply.parse(await callActor(http, ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, limit, wait_ms: wait }, FOLLOW_TTL_MS));
   try {
-    id = param(event, 'id');
-    reply = await poll(id, 0, 0);
+    id = jobIdOf(event);
+    const query = logsQuery(event.url.searchParams, true);
+    limit = query.limit;
+    // Each poll reads on from the offset the last one ended at: the output is never read twice.
+    reply = await poll(query.from ?? 0, 0);
   } catch (e) {
     return toWebResponse(errorBody(e, (err, id) => log.error({ err, error_id: id, path: event.url.pathname }, 'request failed')));
   }
@@ -124,7 +165,8 @@ async function followLogs(event: H3Event, http: HttpActor, log: Logger): Promise
         }
         if (messages.length > 0) await stream.push(messages);
         if (reply.done || !open) break;
-        reply = await poll(id, reply.next, FOLLOW_POLL_MS);
+        // From where the last answer ended: nothing is read twice. More stored already: no wait.
+        reply = await poll(reply.next, reply.more ? 0 : FOLLOW_POLL_MS);
       }
     } catch (e) {
       if (open) await stream.push({ event: 'error', data: JSON.stringify({ error: errorText(e) }) }).catch(() => undefined);

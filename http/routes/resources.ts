@@ -1,6 +1,6 @@
 /** /api/v1/resources/usage and /api/v1/allocations: envelopes to the resource manager's behaviors. */
 import { AllocationRequestSchema, parseWith } from '../../behaviors/jobs/schema.js';
-import { ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
+import { DeallocatePayload, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { invalid } from '../../runtime/errors.js';
 import { JsonBody } from '../errors.js';
 import { route } from '../handler.js';
@@ -35,6 +35,7 @@ export const resourceRoutes: RouteModule = ({ app, config, http, log }) => {
 
   app.delete(
     '/api/v1/allocations/:id',
-    route(log, (event) => call(ResourceBehaviors.deallocate, { id: param(event, 'id') })),
+    // Checked as the behavior checks it: a bad id is a 400, not a refusal from the kernel.
+    route(log, (event) => call(ResourceBehaviors.deallocate, { id: parseWith(DeallocatePayload.shape.id, param(event, 'id'), 'allocation id') })),
   );
 };

@@ -37,9 +37,20 @@ describe('container spec', () => {
         DeviceRequests: [{ Driver: 'nvidia', Count: 2, Capabilities: [['gpu']] }],
       },
     });
-    const unlimited = containerSpec(jobOf({ executor: 'docker', resources: { cpu: { cores: 0 }, memory: { size: 0 } } }), 'p');
-    expect(unlimited.Cmd).toBeUndefined();
-    expect(unlimited.HostConfig).toEqual({ NanoCpus: undefined, Memory: undefined, MemorySwap: undefined, DeviceRequests: undefined });
+    // No container runs unbounded: a job asking for nothing gets the defaults, and every one a pids limit and no-new-privileges.
+    const limits = { defaultCores: 0.5, defaultMemoryBytes: 32 * MiB, pids: 99, logBytes: 4 * MiB };
+    const bounded = containerSpec(jobOf({ executor: 'docker', resources: { cpu: { cores: 0 }, memory: { size: 0 } } }), 'p', limits);
+    expect(bounded.Cmd).toBeUndefined();
+    expect(bounded.HostConfig).toEqual({
+      NanoCpus: 500_000_000,
+      Memory: 32 * MiB,
+      MemorySwap: 32 * MiB,
+      PidsLimit: 99,
+      SecurityOpt: ['no-new-privileges'],
+      LogConfig: { Type: 'json-file', Config: { 'max-size': String(4 * MiB), 'max-file': '2' } },
+      DeviceRequests: undefined,
+    });
+    expect(containerSpec(job, 'peer-x', limits).HostConfig).toMatchObject({ NanoCpus: 1_500_000_000, Memory: 16 * MiB, PidsLimit: 99 });
   });
 });
 

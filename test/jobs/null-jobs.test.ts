@@ -1,4 +1,6 @@
 // Every job path through a real node process, with the null executor: no Docker needed.
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { type NodeProcess, removeHome } from '../helpers/node.js';
@@ -25,8 +27,8 @@ describe('job lifecycle', () => {
     expect(submitted).toMatchObject({ name: 'hello', status: 'pending', executor: 'null', exit_code: null, error: null });
     expect(submitted.id).toMatch(/^[0-9a-f-]{36}$/);
 
-    // Followed from submission: progress, then every chunk, then the end.
-    const events = await rest.events(`/api/v1/jobs/${submitted.id}/logs?follow=true`);
+    // Followed from submission (from=0: from the first byte): progress, then every chunk, then the end.
+    const events = await rest.events(`/api/v1/jobs/${submitted.id}/logs?follow=true&from=0`);
     const statuses = events.filter((e) => e.event === 'status').map((e) => e.data.status);
     const order = ['pending', 'running', 'completed'];
     expect(statuses.at(-1)).toBe('completed');
@@ -42,11 +44,24 @@ describe('job lifecycle', () => {
 
     const { status, body } = await rest.get(`/api/v1/jobs/${submitted.id}/logs`);
     expect(status).toBe(200);
-    expect(body).toMatchObject({ id: submitted.id, status: 'completed', done: true, next: 3 });
+    // `next` is a byte offset: all of the stored log, three chunks of it.
+    const stored = statSync(join(node.home, 'data', 'job-logs', `${submitted.id}.log`)).size;
+    expect(body).toMatchObject({ id: submitted.id, status: 'completed', done: true, more: false, next: stored });
+    expect(body.chunks).toHaveLength(3);
     expect(textOf(body.chunks)).toBe('hello\nworld\n');
-    // Following a job that already ended replays its output and ends at once.
+    // Following a job that already ended from the start (the default) replays its output and
+    // ends at once; from its end it only ends.
     const replay = await rest.events(`/api/v1/jobs/${submitted.id}/logs?follow=true`);
     expect(replay.map((e) => e.event)).toEqual(['status', 'log', 'log', 'log', 'end']);
+    const tail = await rest.events(`/api/v1/jobs/${submitted.id}/logs?follow=true&from=end`);
+    expect(tail.map((e) => e.event)).toEqual(['status', 'end']);
+    // A page starting after the first chunk holds the other two.
+    const first = await rest.get(`/api/v1/jobs/${submitted.id}/logs?limit=1`);
+    expect(first.body).toMatchObject({ more: true, done: false });
+    expect(first.body.chunks).toHaveLength(1);
+    const rest2 = await rest.get(`/api/v1/jobs/${submitted.id}/logs?from=${first.body.next}`);
+    expect(rest2.body).toMatchObject({ next: stored, more: false, done: true });
+    expect(rest2.body.chunks).toHaveLength(2);
   });
 
   it('fails a job that exits 3 with exit code 3, one over its memory limit as OOM, and one that cannot start with the reason', async () => {
@@ -140,15 +155,16 @@ describe('resources', () => {
   it('keeps a job that does not fit pending with the reason, lets smaller ones pass, and starts it when resources free up', async () => {
     await rest.put('/api/v1/device/config', { onboarded: { cpu: { cores: 1 }, memory: { size: 512 * MiB } } });
     try {
-      const big = await rest.submit(nullJob({ name: 'big', durationMs: 60_000, cores: 1 }));
+      // Every job holds some cpu (zero asks get jobs.default_resources): 'small' fits what 'big' leaves.
+      const big = await rest.submit(nullJob({ name: 'big', durationMs: 60_000, cores: 0.75 }));
       await rest.waitFor(big.id, ['running']);
       const next = await rest.submit(nullJob({ name: 'next', cores: 0.5, stdout: 'done' }));
       const waiting = await until('the pending reason', async () => {
         const job = await rest.job(next.id);
         return job.pending_reason ? job : undefined;
       });
-      expect(waiting).toMatchObject({ status: 'pending', pending_reason: 'waiting for resources: not enough cpu: 0.5 cores asked, 0 cores free of 1 cores onboarded' });
-      const small = await rest.submit(nullJob({ name: 'small', cores: 0, memory: 16 * MiB }));
+      expect(waiting).toMatchObject({ status: 'pending', pending_reason: 'waiting for resources: not enough cpu: 0.5 cores asked, 0.25 cores free of 1 cores onboarded' });
+      const small = await rest.submit(nullJob({ name: 'small', cores: 0.25, memory: 16 * MiB }));
       expect(await rest.waitFor(small.id)).toMatchObject({ status: 'completed' });
       expect(await rest.job(next.id)).toMatchObject({ status: 'pending' });
 

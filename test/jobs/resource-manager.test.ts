@@ -29,8 +29,8 @@ let caller: Actor;
 /** Wake-ups the manager sent to the orchestrator's inbox. */
 let wakeUps: number;
 
-async function spawnManager(): Promise<ResourceManager> {
-  return ResourceManager.spawn(system, { storage, capacity, defaultName: 'test-device', log: silentLogger() });
+async function spawnManager(machine: ResourceSpec = capacity): Promise<ResourceManager> {
+  return ResourceManager.spawn(system, { storage, capacity: machine, defaultName: 'test-device', log: silentLogger() });
 }
 
 const call = <S extends z.ZodType>(be: string, payload: unknown, schema: S) =>
@@ -133,5 +133,45 @@ describe('resource manager', () => {
     // Each freed something a waiting job might fit in; the wake-ups are sends, so they may trail the replies.
     await expect.poll(() => wakeUps).toBe(2);
     expect((await usage()).onboarded).toEqual(capacity);
+  });
+
+  it('does not let a job on its own allocation use more than the allocation holds: the excess comes from the share', async () => {
+    await spawnManager();
+    const ReserveReply = z.object({ granted: z.array(z.string()), refused: z.array(z.object({ job_id: z.string(), reason: z.string() })) });
+    const small = randomUUID();
+    await call(ResourceBehaviors.allocate, { resources: spec(0.5, GiB), job_id: small }, z.object({ id: z.string() }));
+    // Asks for twice its allocation: reserved on its own against the share, not covered.
+    expect((await call(ResourceBehaviors.reserve, { jobs: [{ job_id: small, resources: spec(1, GiB) }] }, ReserveReply)).granted).toEqual([small]);
+    expect((await usage()).allocated).toEqual(spec(1.5, 2 * GiB));
+
+    const big = randomUUID();
+    await call(ResourceBehaviors.allocate, { resources: spec(0.25), job_id: big }, z.object({ id: z.string() }));
+    const reply = await call(ResourceBehaviors.reserve, { jobs: [{ job_id: big, resources: spec(1) }] }, ReserveReply);
+    expect(reply).toEqual({ granted: [], refused: [{ job_id: big, reason: 'not enough cpu: 1 cores asked, 0.25 cores free of 2 cores onboarded' }] });
+    expect((await usage()).allocated).toEqual(spec(1.75, 2 * GiB));
+  });
+
+  it('checks GPUs: an allocation covers only the GPUs it holds, and the share refuses a wrong model, too little vram or too many', async () => {
+    const machine: ResourceSpec = { ...capacity, gpu: { count: 2, model: 'NVIDIA A100', vram: 40 * GiB } };
+    await spawnManager(machine);
+    const ReserveReply = z.object({ granted: z.array(z.string()), refused: z.array(z.object({ job_id: z.string(), reason: z.string() })) });
+    const withGpus = (count: number, extra: { model?: string; vram?: number } = {}): ResourceSpec => ({ ...spec(0.1), gpu: { count, ...extra } });
+    const reserve = (job_id: string, resources: ResourceSpec) => call(ResourceBehaviors.reserve, { jobs: [{ job_id, resources }] }, ReserveReply);
+
+    const job = randomUUID();
+    await call(ResourceBehaviors.allocate, { resources: withGpus(1), job_id: job }, z.object({ id: z.string() }));
+    // Two GPUs on a one-GPU allocation: not covered, and the share has only one left.
+    expect(await reserve(job, withGpus(2))).toEqual({ granted: [], refused: [{ job_id: job, reason: 'not enough gpu: 2 GPUs asked, 1 free of 2 onboarded' }] });
+    expect(await reserve(job, withGpus(1))).toEqual({ granted: [job], refused: [] });
+    expect((await usage()).allocated.gpu?.count).toBe(1);
+
+    const other = randomUUID();
+    expect((await reserve(other, withGpus(1, { model: 'H100' }))).refused).toEqual([{ job_id: other, reason: 'no gpu of model H100: this node offers NVIDIA A100' }]);
+    expect((await reserve(other, withGpus(1, { vram: 80 * GiB }))).refused).toEqual([
+      { job_id: other, reason: 'not enough gpu memory: 80 GiB asked per GPU, this node\'s GPUs have 40 GiB' },
+    ]);
+    expect(await reserve(other, withGpus(1, { model: 'a100', vram: 40 * GiB }))).toEqual({ granted: [other], refused: [] });
+    const third = randomUUID();
+    expect((await reserve(third, withGpus(1))).refused).toEqual([{ job_id: third, reason: 'not enough gpu: 1 GPUs asked, 0 free of 2 onboarded' }]);
   });
 });

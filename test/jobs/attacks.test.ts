@@ -1,0 +1,174 @@
+// Attacks on a running node, each reproduced through its REST interface against a real node
+// process: bad image references, private registries, environment secrets, file modes, bad ids,
+// and output that would not fit in memory.
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Job } from '../../behaviors/jobs/schema.js';
+import { apiKeysPath, createApiKey } from '../../http/apikeys.js';
+import { type NodeProcess, removeHome, startNode, tempHome } from '../helpers/node.js';
+import { MiB, nullJob, Rest, startJobNode, until } from './helpers.js';
+
+const nodes: NodeProcess[] = [];
+afterAll(async () => {
+  for (const n of nodes) {
+    await n.stop();
+    removeHome(n.home);
+  }
+});
+
+const healthy = async (node: NodeProcess) => (await fetch(`${node.url}/health`)).status === 200;
+
+describe('image references at submit', () => {
+  let node: NodeProcess;
+  let rest: Rest;
+  beforeAll(async () => {
+    node = await startJobNode({ jobs: { allowed_registries: ['10.1.2.3:5000'] } });
+    nodes.push(node);
+    rest = new Rest(node.url);
+  });
+
+  it.each(['//x/y', '../../containers/json?all=1#', 'UPPER/Case', 'a/b:tag@sha256:xyz', 'x/../../y'])(
+    'answers 400 naming image for %j and stays up',
+    async (image) => {
+      const before = (await rest.get<Job[]>('/api/v1/jobs?limit=1000')).body.length;
+      const answer = await rest.post('/api/v1/jobs', { name: 'evil', image, command: ['true'], resources: { cpu: { cores: 0.1 }, memory: { size: 16 * MiB } } });
+      expect(answer.status).toBe(400);
+      expect(answer.body.error).toMatch(/^invalid job spec: image: not a Docker image reference: /);
+      expect((await rest.get<Job[]>('/api/v1/jobs?limit=1000')).body.length).toBe(before);
+      expect(await healthy(node)).toBe(true);
+    },
+  );
+
+  it.each(['127.0.0.1:5000/x', 'localhost/x', '[::1]:5000/x', '169.254.169.254/latest', '10.0.0.1/x', '172.16.5.4/x', '192.168.0.1/x', '[fe80::1]/x', '[fd00::1]/x', '0.0.0.0/x'])(
+    'refuses the private registry of %s with 400 naming image',
+    async (image) => {
+      const answer = await rest.post('/api/v1/jobs', { ...nullJob(), image });
+      expect(answer.status).toBe(400);
+      expect(answer.body.error).toMatch(/^image: registry .* list it in jobs\.allowed_registries to pull from it$/);
+    },
+  );
+
+  it('accepts a private registry listed in jobs.allowed_registries, and public ones', async () => {
+    for (const image of ['10.1.2.3:5000/team/app:1', 'ghcr.io/org/app', 'busybox']) {
+      const job = await rest.submit({ ...nullJob(), image });
+      expect(job.image).toBe(image);
+    }
+    const other = await rest.post('/api/v1/jobs', { ...nullJob(), image: '10.1.2.3:6000/team/app' });
+    expect(other.status).toBe(400);
+  });
+});
+
+describe('input errors are 4xx', () => {
+  let rest: Rest;
+  beforeAll(async () => {
+    const node = await startJobNode();
+    nodes.push(node);
+    rest = new Rest(node.url);
+  });
+
+  it('answers 400 for a 200-character job or allocation id, 400 for bad escapes, 404 for unknown ids, never 500', async () => {
+    const long = 'a'.repeat(200);
+    for (const path of [`/api/v1/jobs/${long}`, `/api/v1/jobs/${long}/logs`, `/api/v1/jobs/${long}/logs?follow=true`]) {
+      const answer = await rest.get(path);
+      expect(answer.status, path).toBe(400);
+      expect(answer.body.error).toMatch(/^invalid job id: /);
+    }
+    expect((await rest.delete(`/api/v1/jobs/${long}`)).status).toBe(400);
+    const allocation = await rest.delete(`/api/v1/allocations/${long}`);
+    expect(allocation.status).toBe(400);
+    expect(allocation.body.error).toMatch(/^invalid allocation id: /);
+    for (const path of ['/api/v1/jobs/%E0%A4%A', '/api/v1/jobs/%E0%A4%A/logs']) expect((await rest.get(path)).status, path).toBe(400);
+    expect((await rest.delete('/api/v1/allocations/%zz')).status).toBe(400);
+    expect((await rest.get('/api/v1/jobs/x.y')).status).toBe(404);
+    expect((await rest.get('/api/v1/jobs/x/logs?from=-1')).status).toBe(400);
+    expect((await rest.get('/api/v1/jobs/x/logs?limit=0')).status).toBe(400);
+    expect((await rest.get(`/api/v1/jobs/x/logs?limit=${9 * MiB}`)).status).toBe(400);
+  });
+});
+
+describe('default resources', () => {
+  let rest: Rest;
+  beforeAll(async () => {
+    const node = await startJobNode({ jobs: { default_resources: { cores: 0.25, memory_bytes: 48 * MiB } } });
+    nodes.push(node);
+    rest = new Rest(node.url);
+  });
+
+  it('gives a job asking for zero cores and memory the defaults, and holds them against the share while it runs', async () => {
+    const before = (await rest.get('/api/v1/resources/usage')).body;
+    const job = await rest.submit(nullJob({ cores: 0, memory: 0, durationMs: 60_000 }));
+    expect(job.resources).toEqual({ cpu: { cores: 0.25 }, memory: { size: 48 * MiB }, storage: { size: 0 } });
+    await rest.waitFor(job.id, ['running']);
+    const during = (await rest.get('/api/v1/resources/usage')).body;
+    expect(during.allocated.cpu.cores).toBeCloseTo(before.allocated.cpu.cores + 0.25);
+    expect(during.allocated.memory.size).toBe(before.allocated.memory.size + 48 * MiB);
+    await rest.delete(`/api/v1/jobs/${job.id}`);
+    expect((await rest.get('/api/v1/resources/usage')).body).toEqual(before);
+  });
+
+  it('keeps a zero-resource job waiting when the share is used up instead of running it outside the share', async () => {
+    await rest.put('/api/v1/device/config', { onboarded: { cpu: { cores: 1 }, memory: { size: 512 * MiB } } });
+    try {
+      const hog = await rest.post('/api/v1/allocations', { resources: { cpu: { cores: 1 }, memory: { size: 0 } } });
+      const job = await rest.submit(nullJob({ cores: 0, memory: 0 }));
+      const waiting = await until('the pending reason', async () => {
+        const j = await rest.job(job.id);
+        return j.pending_reason ? j : undefined;
+      });
+      expect(waiting.pending_reason).toBe('waiting for resources: not enough cpu: 0.25 cores asked, 0 cores free of 1 cores onboarded');
+      await rest.delete(`/api/v1/allocations/${hog.body.id}`);
+      expect(await rest.waitFor(job.id)).toMatchObject({ status: 'completed' });
+    } finally {
+      await rest.put('/api/v1/device/config', { onboarded: null });
+    }
+  });
+});
+
+describe('environment secrets and file modes', () => {
+  let node: NodeProcess;
+  let adminKey: string;
+  let viewerKey: string;
+  beforeAll(async () => {
+    const home = tempHome();
+    // Keys are minted into the home before the node starts, as `dms keys create` would.
+    adminKey = createApiKey(apiKeysPath(home), 'admin', 'admin').key;
+    viewerKey = createApiKey(apiKeysPath(home), 'viewer', 'viewer').key;
+    node = await startNode({ home, config: { network: { enabled: false }, auth: { api_key_enabled: true }, jobs: { stop_grace_s: 1 } } });
+    nodes.push(node);
+  });
+
+  const as = (key: string) => async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(node.url + path, {
+      method,
+      headers: { 'x-api-key': key, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    return { status: res.status, body: await res.json() };
+  };
+
+  it('shows environment values to admins and "[redacted]" to viewers, on one job and in lists', async () => {
+    const admin = as(adminKey);
+    const viewer = as(viewerKey);
+    const spec = { ...nullJob({ stdout: 'x' }), environment: { ...nullJob({ stdout: 'x' }).environment, API_TOKEN: 's3cret' } };
+    const created = await admin('POST', '/api/v1/jobs', spec);
+    expect(created.status).toBe(201);
+    expect(created.body.environment.API_TOKEN).toBe('s3cret');
+    expect((await admin('GET', `/api/v1/jobs/${created.body.id}`)).body.environment.API_TOKEN).toBe('s3cret');
+
+    const one = await viewer('GET', `/api/v1/jobs/${created.body.id}`);
+    expect(one.status).toBe(200);
+    expect(one.body.environment).toEqual({ DMS_NULL_STDOUT: '[redacted]', API_TOKEN: '[redacted]' });
+    const list = await viewer('GET', '/api/v1/jobs?limit=1000');
+    expect(list.status).toBe(200);
+    const listed = list.body.find((j: Job) => j.id === created.body.id);
+    expect(listed.environment).toEqual({ DMS_NULL_STDOUT: '[redacted]', API_TOKEN: '[redacted]' });
+    expect(JSON.stringify(list.body)).not.toContain('s3cret');
+  });
+
+  it('creates dms.sqlite and its -wal and -shm files readable by the owner only', async () => {
+    for (const file of ['dms.sqlite', 'dms.sqlite-wal', 'dms.sqlite-shm']) {
+      expect((statSync(join(node.home, file)).mode & 0o777).toString(8), file).toBe('600');
+    }
+  });
+});

@@ -1,0 +1,113 @@
+// The image reference grammar and the registry policy, as tables: each row is a case an
+// attacker or a user wrote.
+import { describe, expect, it } from 'vitest';
+import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
+import { JobSpecSchema } from '../../behaviors/jobs/schema.js';
+import { numericIPv4, refusedRegistry } from '../../actors/orchestrator/registries.js';
+
+const hex64 = 'a'.repeat(64);
+
+describe('image references', () => {
+  it.each([
+    ['busybox', { path: 'busybox' }],
+    ['busybox:latest', { path: 'busybox', tag: 'latest' }],
+    ['dms-test/busybox:latest', { path: 'dms-test/busybox', tag: 'latest' }],
+    ['library/ubuntu:22.04', { path: 'library/ubuntu', tag: '22.04' }],
+    ['ghcr.io/org/app:v1.2.3-rc_1', { domain: 'ghcr.io', path: 'org/app', tag: 'v1.2.3-rc_1' }],
+    ['registry.example.com:5000/team/app', { domain: 'registry.example.com:5000', path: 'team/app' }],
+    ['localhost/app', { domain: 'localhost', path: 'app' }],
+    ['localhost:5000/app:1', { domain: 'localhost:5000', path: 'app', tag: '1' }],
+    ['[::1]:5000/app', { domain: '[::1]:5000', path: 'app' }],
+    ['Registry.Example/app', { domain: 'Registry.Example', path: 'app' }],
+    ['a__b/c.d/e--f_g', { path: 'a__b/c.d/e--f_g' }],
+    [`app@sha256:${hex64}`, { path: 'app', digest: `sha256:${hex64}` }],
+    [`app:1@sha256:${hex64}`, { path: 'app', tag: '1', digest: `sha256:${hex64}` }],
+    [`a/b@sha512+b64u:${'0'.repeat(32)}`, { path: 'a/b', digest: `sha512+b64u:${'0'.repeat(32)}` }],
+    ['none', { path: 'none' }],
+  ])('accepts %s', (ref, parts) => {
+    expect(parseImageReference(ref)).toEqual(parts);
+    expect(JobSpecSchema.shape.image.safeParse(ref).success).toBe(true);
+  });
+
+  it.each([
+    ['', /is empty/],
+    ['//x/y', /repository '\/\/x\/y' is not/],
+    ['/x', /registry|repository/],
+    ['../../containers/json?all=1#', /registry '\.\.' is not host/],
+    ['../x', /registry '\.\.' is not host/],
+    ['x/../y', /repository 'x\/..\/y'/],
+    ['UPPER', /repository 'UPPER'/],
+    ['app:', /tag '' is not/],
+    ['app:-bad', /tag '-bad' is not/],
+    [`app:${'t'.repeat(129)}`, /tag/],
+    ['app@sha256:abc', /digest 'sha256:abc'/],
+    ['app@', /digest '' is not/],
+    ['a/b?x=1', /repository 'b\?x=1'|tag|repository/],
+    ['a#b', /repository 'a#b'/],
+    ['a b', /repository 'a b'/],
+    ['a_-b', /repository/],
+    ['a/', /repository 'a\/'/],
+    ['bad_host:5000:1/x', /registry 'bad_host:5000:1' is not host/],
+    ['-host.com/x', /registry '-host.com' is not host/],
+    [hex64, /image id/],
+    [`${'a'.repeat(256)}`, /longer than 255/],
+    ['app%2F..%2Fx', /repository/],
+  ])('refuses %j', (ref, why) => {
+    const parsed = parseImageReference(ref);
+    expect(parsed).toHaveProperty('error');
+    expect((parsed as { error: string }).error).toMatch(why);
+    const result = JobSpecSchema.shape.image.safeParse(ref);
+    expect(result.success).toBe(false);
+    expect(result.error!.issues[0].message).toMatch(/^not a Docker image reference: /);
+  });
+});
+
+describe('registry hosts', () => {
+  it.each([
+    ['127.0.0.1:5000/x', 'is a loopback, link-local or private address'],
+    ['127.9.9.9/x', 'is a loopback, link-local or private address'],
+    ['localhost/x', 'names this machine'],
+    ['localhost:5000/x', 'names this machine'],
+    ['LOCALHOST:5000/x', 'names this machine'],
+    ['registry.localhost/x', 'names this machine'],
+    ['[::1]:5000/x', 'is a loopback'],
+    ['[::ffff:7f00:1]/x', 'is a loopback'],
+    ['[fe80::1]/x', 'is a loopback'],
+    ['[fd12:3456::1]/x', 'is a loopback'],
+    ['[::]/x', 'is a loopback'],
+    ['169.254.169.254/x', 'is a loopback'],
+    ['10.1.2.3/x', 'is a loopback'],
+    ['172.16.0.1/x', 'is a loopback'],
+    ['172.31.255.255/x', 'is a loopback'],
+    ['192.168.1.1:443/x', 'is a loopback'],
+    ['0.0.0.0:5000/x', 'is a loopback'],
+    ['127.1:5000/x', 'is a loopback'],
+    ['0x7f.0.0.1/x', 'is a loopback'],
+    ['2130706433:5000/x', 'is a loopback'],
+  ])('refuses %s unless allowed', (image, why) => {
+    expect(refusedRegistry(image, [])).toContain(why);
+    expect(refusedRegistry(image, [])).toMatch(/^image: registry .* list it in jobs\.allowed_registries/);
+    const domain = image.slice(0, image.indexOf('/'));
+    expect(refusedRegistry(image, [domain])).toBeNull();
+  });
+
+  it('allows public registries, Docker Hub names, and a listed host on any port only when listed without one', () => {
+    for (const image of ['busybox', 'library/busybox', 'ghcr.io/a/b', '8.8.8.8/x', '172.32.0.1/x', '[2001:db8::1]/x', 'dms-test/busybox:latest']) {
+      expect(refusedRegistry(image, [])).toBeNull();
+    }
+    expect(refusedRegistry('127.0.0.1:5000/x', ['127.0.0.1'])).toBeNull();
+    expect(refusedRegistry('127.0.0.1:5000/x', ['127.0.0.1:6000'])).not.toBeNull();
+    expect(refusedRegistry('[::1]:5000/x', ['[::1]:5000'])).toBeNull();
+  });
+
+  it('reads numeric hosts as inet_aton does', () => {
+    expect(numericIPv4('127.1')).toBe('127.0.0.1');
+    expect(numericIPv4('2130706433')).toBe('127.0.0.1');
+    expect(numericIPv4('0x7f.1')).toBe('127.0.0.1');
+    expect(numericIPv4('0177.0.0.1')).toBe('127.0.0.1');
+    expect(numericIPv4('10.0.258')).toBe('10.0.1.2');
+    expect(numericIPv4('256.0.0.1')).toBeNull();
+    expect(numericIPv4('example.com')).toBeNull();
+    expect(numericIPv4('08.1.1.1')).toBeNull();
+  });
+});

@@ -1,0 +1,77 @@
+// Job environments through the orchestrator's behaviors, in-process: the node's own actors see
+// the values, a sender that is neither the node nor one of its roots sees them redacted.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { NullExecutor } from '../../actors/executors/null.js';
+import { ExecutorRegistry } from '../../actors/executors/registry.js';
+import { Orchestrator } from '../../actors/orchestrator/orchestrator.js';
+import { ResourceManager } from '../../actors/resources/manager.js';
+import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
+import { callBehavior, localHandle } from '../../behaviors/jobs/replies.js';
+import type { Job } from '../../behaviors/jobs/schema.js';
+import type { Actor } from '../../runtime/actor.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { silentLogger } from '../../runtime/log.js';
+import { ActorSystem } from '../../runtime/system.js';
+import { openStorage, type Storage } from '../../storage/index.js';
+import { envelope, newCaller } from '../helpers/envelopes.js';
+import { nullJob } from './helpers.js';
+
+const GiB = 1024 ** 3;
+let dir: string;
+let storage: Storage;
+let system: ActorSystem;
+let orchestrator: Orchestrator;
+let local: Actor;
+const root = KeyPair.generate();
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'dms-redaction-'));
+  storage = await openStorage(join(dir, 'dms.sqlite'));
+  system = new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 64, concurrency: 8 }, replayCapacity: 1000 });
+  const executors = new ExecutorRegistry();
+  executors.register(new NullExecutor({ logsDir: join(dir, 'logs') }));
+  await ResourceManager.spawn(system, { storage, capacity: { cpu: { cores: 4 }, memory: { size: 4 * GiB }, storage: { size: 0 } }, defaultName: 't', log: silentLogger() });
+  const own = (id: string) => id === system.key.id || system.listActors().some((a) => a.key.id === id);
+  orchestrator = await Orchestrator.spawn(system, { storage, executors, log: silentLogger(), trusted: (env) => own(env.from.id) || env.from.did === root.did });
+  local = system.spawn({ inbox: 'local-caller' });
+});
+
+afterEach(async () => {
+  await orchestrator.halt();
+  await system.stop();
+  await storage.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Sends `be` as a foreign, signed sender (as one arriving from another node) and returns the reply. */
+async function asStranger(be: string, payload: unknown, key = KeyPair.generate()): Promise<any> {
+  const caller = { ...newCaller(), key };
+  const cont = `/reply/${Math.random().toString(16).slice(2)}`;
+  const reply = new Promise((resolve) => {
+    system.spawn({ inbox: caller.inbox, behaviors: [{ name: cont, capability: '', noReply: true, handle: ({ payload }) => resolve(payload) }] });
+  });
+  const env = envelope(caller, { to: localHandle(local, ORCHESTRATOR_INBOX), be, payload, cont });
+  await system.accept(env, { kind: 'network', arrival: { peer: 'elsewhere', via: 'gossip' } });
+  return reply;
+}
+
+describe('environment redaction in the job behaviors', () => {
+  it('gives values to the node itself and roots, and "[redacted]" to other senders, in status, list and cancel', async () => {
+    const job = await callBehavior(local, localHandle(local, ORCHESTRATOR_INBOX), JobBehaviors.submit, { ...nullJob({ durationMs: 60_000 }), environment: { DMS_NULL_DURATION_MS: '60000', TOKEN: 'hunter2' } }, z.custom<Job>());
+    expect(job.environment.TOKEN).toBe('hunter2');
+    const mine = await callBehavior(local, localHandle(local, ORCHESTRATOR_INBOX), JobBehaviors.status, { id: job.id }, z.custom<Job>());
+    expect(mine.environment).toEqual({ DMS_NULL_DURATION_MS: '60000', TOKEN: 'hunter2' });
+
+    const status = await asStranger(JobBehaviors.status, { id: job.id });
+    expect(status.environment).toEqual({ DMS_NULL_DURATION_MS: '[redacted]', TOKEN: '[redacted]' });
+    const list = await asStranger(JobBehaviors.list, {});
+    expect(list.map((j: Job) => j.environment)).toEqual([{ DMS_NULL_DURATION_MS: '[redacted]', TOKEN: '[redacted]' }]);
+    expect((await asStranger(JobBehaviors.status, { id: job.id }, root)).environment.TOKEN).toBe('hunter2');
+    const cancelled = await asStranger(JobBehaviors.cancel, { id: job.id });
+    expect(cancelled).toMatchObject({ status: 'failed', environment: { TOKEN: '[redacted]' } });
+  });
+});
