@@ -18,6 +18,7 @@ import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { encodeEnvelope, encodePayload, type Envelope, U64_MAX } from '../../runtime/wire/envelope.js';
 import { envelope, newCaller, rootOf } from '../helpers/envelopes.js';
 import { listenAddr, waitFor } from '../helpers/network.js';
+import { raw } from '../helpers/raw-http.js';
 import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
 
 const SECONDS = Number(process.env.DMS_SOAK_SECONDS ?? 60);
@@ -49,18 +50,35 @@ interface Answer {
 }
 
 /** A raw HTTP request, so the test controls every header a browser or attacker would (Host included). */
-function raw(method: string, path: string, headers: Record<string, string>, body?: string | Buffer): Promise<Answer> {
+const send = (method: string, path: string, headers: Record<string, string>, body?: string): Promise<Answer> =>
+  raw(`${node.url}${path}`, { method, headers, body });
+
+/**
+ * A body over the limit, streamed: the node answers 413 as soon as it has read past the limit
+ * and may close the connection under the rest, so writing stops once the answer is in.
+ */
+function oversized(path: string, bytes: number): Promise<Answer> {
   const url = new URL(node.url);
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: url.hostname, port: url.port, method, path, headers, agent: false }, (res) => {
+    let answered = false;
+    const req = httpRequest({ host: url.hostname, port: url.port, method: 'POST', path, headers: json, agent: false }, (res) => {
+      answered = true;
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (d) => (text += d));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
     });
-    req.on('error', reject);
-    if (body !== undefined) req.write(body);
-    req.end();
+    req.on('error', (e) => {
+      if (!answered) reject(e);
+    });
+    const chunk = Buffer.alloc(64 * 1024, 0x20);
+    const pump = async () => {
+      for (let sent = 0; sent < bytes && !answered && !req.destroyed; sent += chunk.length) {
+        if (!req.write(chunk)) await new Promise((r) => req.once('drain', r));
+      }
+      if (!answered && !req.destroyed) req.end();
+    };
+    void pump();
   });
 }
 
@@ -81,29 +99,29 @@ function restAttacks(): Hostile[] {
   const replayed = encodeEnvelope(envelope(attacker, { to: rootOf(node.peerId), be: '/public/hello', cont: '/private/replay' }));
   let replayedOnce = false;
   return [
-    { name: 'text/plain job submission (no preflight)', expect: [415], send: () => raw('POST', '/api/v1/jobs', { 'content-type': 'text/plain' }, JSON.stringify(jobSpec)) },
+    { name: 'text/plain job submission (no preflight)', expect: [415], send: () => send('POST', '/api/v1/jobs', { 'content-type': 'text/plain' }, JSON.stringify(jobSpec)) },
     {
       name: 'unsigned envelope from a foreign origin',
       expect: [403],
-      send: () => raw('POST', '/api/v1/actor/invoke', { ...json, origin: 'http://evil.example' }, encodeEnvelope(hello())),
+      send: () => send('POST', '/api/v1/actor/invoke', { ...json, origin: 'http://evil.example' }, encodeEnvelope(hello())),
     },
     {
       name: 'unsigned envelope from a browser on an allowed origin',
       expect: [403],
-      send: () => raw('POST', '/api/v1/actor/invoke', { ...json, origin: 'http://localhost:9991', 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'cors' }, encodeEnvelope(hello())),
+      send: () => send('POST', '/api/v1/actor/invoke', { ...json, origin: 'http://localhost:9991', 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'cors' }, encodeEnvelope(hello())),
     },
-    { name: 'DNS-rebound Host', expect: [403], send: () => raw('GET', '/api/v1/actor/handle', { host: 'evil.example:9999' }) },
-    { name: 'malformed JSON', expect: [400], send: () => raw('POST', '/api/v1/actor/invoke', json, '{"to":') },
+    { name: 'DNS-rebound Host', expect: [403], send: () => send('GET', '/api/v1/actor/handle', { host: 'evil.example:9999' }) },
+    { name: 'malformed JSON', expect: [400], send: () => send('POST', '/api/v1/actor/invoke', json, '{"to":') },
     {
       name: 'opt.exp at 2^64-1',
       expect: [400],
-      send: () => raw('POST', '/api/v1/actor/send', json, encodeEnvelope(envelope(newCaller(true), { to: rootOf(node.peerId), be: '/public/hello', exp: U64_MAX }))),
+      send: () => send('POST', '/api/v1/actor/send', json, encodeEnvelope(envelope(newCaller(true), { to: rootOf(node.peerId), be: '/public/hello', exp: U64_MAX }))),
     },
     {
       name: 'replayed envelope',
       expect: [200, 400],
       send: async () => {
-        const a = await raw('POST', '/api/v1/actor/invoke', json, replayed);
+        const a = await send('POST', '/api/v1/actor/invoke', json, replayed);
         // Only the first copy is ever delivered; every later one is a replay.
         if (replayedOnce && a.status !== 400) return a;
         replayedOnce = true;
@@ -116,24 +134,24 @@ function restAttacks(): Hostile[] {
       send: () => {
         const env = envelope(newCaller(true), { to: rootOf(node.peerId), be: '/public/hello', cont: '/private/r' });
         env.sig = Uint8Array.from(env.sig!, (b, i) => (i === 3 ? b ^ 0x55 : b));
-        return raw('POST', '/api/v1/actor/invoke', json, encodeEnvelope(env));
+        return send('POST', '/api/v1/actor/invoke', json, encodeEnvelope(env));
       },
     },
-    { name: 'body over the limit', expect: [413], send: () => raw('POST', '/api/v1/actor/send', json, Buffer.alloc(2 * 1024 * 1024, 0x20)) },
+    { name: 'body over the limit', expect: [413], send: () => oversized('/api/v1/actor/send', 4 * 1024 * 1024) },
     {
       name: 'image that walks the Docker API',
       expect: [400],
-      send: () => raw('POST', '/api/v1/jobs', json, JSON.stringify({ ...jobSpec, image: '../../containers/json?all=1#' })),
+      send: () => send('POST', '/api/v1/jobs', json, JSON.stringify({ ...jobSpec, image: '../../containers/json?all=1#' })),
     },
-    { name: 'image //x/y', expect: [400], send: () => raw('POST', '/api/v1/jobs', json, JSON.stringify({ ...jobSpec, image: '//x/y' })) },
-    { name: '200-character job id', expect: [400, 404], send: () => raw('GET', `/api/v1/jobs/${'a'.repeat(200)}`, {}) },
-    { name: 'broadcast without a topic', expect: [400], send: () => raw('POST', '/api/v1/actor/broadcast', json, encodeEnvelope(hello())) },
+    { name: 'image //x/y', expect: [400], send: () => send('POST', '/api/v1/jobs', json, JSON.stringify({ ...jobSpec, image: '//x/y' })) },
+    { name: '200-character job id', expect: [400, 404], send: () => send('GET', `/api/v1/jobs/${'a'.repeat(200)}`, {}) },
+    { name: 'broadcast without a topic', expect: [400], send: () => send('POST', '/api/v1/actor/broadcast', json, encodeEnvelope(hello())) },
     {
       name: 'envelope whose from.addr.host is another node',
       expect: [400],
       send: () => {
         const env = envelope(newCaller(true), { to: rootOf(node.peerId), be: '/public/hello', host: KeyPair.generate().peerId });
-        return raw('POST', '/api/v1/actor/send', json, encodeEnvelope(env));
+        return send('POST', '/api/v1/actor/send', json, encodeEnvelope(env));
       },
     },
   ];
