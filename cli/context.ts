@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { errorText } from '../runtime/errors.js';
 import { readRuntimeInfo, resolveHome, type RuntimeInfo } from '../runtime/home.js';
-import { loadConfig } from '../runtime/config.js';
+import { type IgnoredConfigFile, ignoredConfigText, loadConfig } from '../runtime/config.js';
 
 /** Options every command accepts (declared once on the program). */
 export interface GlobalOptions {
@@ -13,6 +13,14 @@ export interface GlobalOptions {
 export const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals() as GlobalOptions;
 
 export const homeOf = (cmd: Command): string => resolveHome(globals(cmd).home);
+
+/**
+ * A working-directory config file that was not read: said on stderr in one line, whatever the
+ * log level, since the user meant that file to count.
+ */
+export const warnIgnoredConfig = (file: IgnoredConfigFile): void => {
+  process.stderr.write(`dms: warning: ${ignoredConfigText(file)}\n`);
+};
 
 /** A failure the user can act on: one line on stderr, non-zero exit. */
 export class CliError extends Error {
@@ -44,7 +52,7 @@ export function nodeUrl(cmd: Command): string {
   const home = homeOf(cmd);
   const running = runningNode(home);
   if (running) return running.url;
-  const config = loadConfig({ home, file: globals(cmd).config });
+  const config = loadConfig({ home, file: globals(cmd).config, onIgnored: warnIgnoredConfig });
   const host = config.rest.addr.includes(':') ? `[${config.rest.addr}]` : config.rest.addr;
   return `${config.tls.enabled ? 'https' : 'http'}://${host}:${config.rest.port}`;
 }

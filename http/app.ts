@@ -55,7 +55,14 @@ export function createApp(opts: AppOptions): H3 {
   });
   // Credentials first (401/403), then per-client limits, which count by the principal found.
   if (config.auth.api_key_enabled && !opts.apiKeys) throw new Error('auth.api_key_enabled needs the home API key store');
-  app.use(restAuth({ apiKeys: config.auth.api_key_enabled ? opts.apiKeys : undefined, jwtSecret: config.auth.jwt_secret || undefined }));
+  const { auth } = config;
+  app.use(
+    restAuth({
+      apiKeys: auth.api_key_enabled ? opts.apiKeys : undefined,
+      jwtSecret: auth.jwt_secret || undefined,
+      jwt: { maxLifetimeS: auth.jwt_max_lifetime_s, issuer: auth.jwt_issuer, audience: auth.jwt_audience },
+    }),
+  );
   const rl = config.rest.rate_limit;
   app.use(actorLimits({ perSecond: rl.per_second, burst: rl.burst, loopback: rl.loopback, maxPendingPerClient: config.rest.max_pending_per_client }));
 

@@ -53,7 +53,20 @@ class JwtCache {
 export interface RestAuthOptions {
   apiKeys?: ApiKeyStore;
   jwtSecret?: string;
+  /** Bounds on bearer JWTs beyond signature and expiry (config `auth.jwt_*`). */
+  jwt?: JwtBounds;
 }
+
+export interface JwtBounds {
+  /** Longest lifetime accepted: `exp` − `iat`, counting from now when `iat` is absent or ahead. */
+  maxLifetimeS: number;
+  /** When set, the `iss` a token must carry. */
+  issuer?: string;
+  /** When set, an `aud` a token must carry. */
+  audience?: string;
+}
+
+const DEFAULT_JWT_BOUNDS: JwtBounds = { maxLifetimeS: 86_400 };
 
 export const restAuthEnabled = (o: RestAuthOptions): boolean => Boolean(o.apiKeys || o.jwtSecret);
 
@@ -61,6 +74,7 @@ const unauthorized = (text: string) => new DmsError('unauthorized', text);
 
 /** Authenticates a request; throws `unauthorized` (401) or `forbidden` (a token without a role). */
 async function authenticate(event: H3Event, o: RestAuthOptions, jwts: JwtCache, secret?: Uint8Array): Promise<Principal> {
+  const bounds = o.jwt ?? DEFAULT_JWT_BOUNDS;
   const apiKey = event.req.headers.get('x-api-key');
   const authz = event.req.headers.get('authorization');
   if (apiKey !== null) {
@@ -73,13 +87,13 @@ async function authenticate(event: H3Event, o: RestAuthOptions, jwts: JwtCache, 
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authz);
     if (!m) throw unauthorized('Authorization must be "Bearer <JWT>"');
     if (!secret) throw unauthorized('bearer tokens are not enabled on this node; send X-API-Key');
-    return verifyJwt(m[1], secret, jwts);
+    return verifyJwt(m[1], secret, jwts, bounds);
   }
   const how = [o.apiKeys ? 'X-API-Key' : '', secret ? 'Authorization: Bearer <JWT>' : ''].filter(Boolean).join(' or ');
   throw unauthorized(`missing credentials: send ${how}`);
 }
 
-async function verifyJwt(token: string, secret: Uint8Array, cache: JwtCache): Promise<Principal> {
+async function verifyJwt(token: string, secret: Uint8Array, cache: JwtCache, bounds: JwtBounds): Promise<Principal> {
   const hit = cache.get(token);
   if (hit) {
     if (!hit.principal) throw new DmsError('forbidden', `bearer token carries no role (${ROLES.join(', ')})`);
@@ -87,12 +101,26 @@ async function verifyJwt(token: string, secret: Uint8Array, cache: JwtCache): Pr
   }
   let payload;
   try {
-    ({ payload } = await jwtVerify(token, secret, { algorithms: ['HS256'], requiredClaims: ['exp'] }));
+    ({ payload } = await jwtVerify(token, secret, {
+      algorithms: ['HS256'],
+      requiredClaims: ['exp'],
+      issuer: bounds.issuer || undefined,
+      audience: bounds.audience || undefined,
+    }));
   } catch (e) {
     // Never echo the token or jose's internals: say what is wrong in general terms.
     if (e instanceof joseErrors.JWTExpired) throw unauthorized('bearer token expired');
     if (e instanceof joseErrors.JWTClaimValidationFailed) throw unauthorized(`bearer token rejected: ${e.claim} claim invalid`);
     throw unauthorized('invalid bearer token');
+  }
+  // A token valid for years is a password that cannot be rotated: whoever mints one (or steals
+  // the secret once) keeps access. An iat ahead of the clock would shorten the apparent
+  // lifetime, so the lifetime counts from now at the latest.
+  const now = Math.floor(Date.now() / 1000);
+  const from = typeof payload.iat === 'number' ? Math.min(payload.iat, now) : now;
+  const lifetime = Number(payload.exp) - from;
+  if (lifetime > bounds.maxLifetimeS) {
+    throw unauthorized(`bearer token lifetime of ${lifetime} s exceeds the ${bounds.maxLifetimeS} s this node accepts (auth.jwt_max_lifetime_s)`);
   }
   const principal: Principal | undefined = isRole(payload.role)
     ? { id: `jwt:${typeof payload.sub === 'string' ? payload.sub.slice(0, 128) : 'anonymous'}`, role: payload.role, via: 'jwt' }

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as z from 'zod';
 import { isPath } from './capability/paths.js';
@@ -311,9 +311,13 @@ export function setKey(obj: JsonObject, key: string, value: Json): void {
 /** Reads a config file; a missing file is `{}`, a malformed one stops start-up naming the file. */
 export function readConfigFile(path: string): JsonObject {
   if (!existsSync(path)) return {};
+  return parseConfigText(path, readFileSync(path, 'utf8'));
+}
+
+function parseConfigText(path: string, text: string): JsonObject {
   let data: unknown;
   try {
-    data = JSON.parse(readFileSync(path, 'utf8'));
+    data = JSON.parse(text);
   } catch (e) {
     throw configError(path, `not valid JSON (${(e as Error).message})`);
   }
@@ -321,6 +325,47 @@ export function readConfigFile(path: string): JsonObject {
   const check = ConfigSchema.safeParse(data);
   if (!check.success) throw configError(path, describe(check.error));
   return data as JsonObject;
+}
+
+/**
+ * Why a dms_config.json found in the working directory must not be read, if it must not. The
+ * working directory is wherever `dms` happens to be run (a shared or downloaded directory, /tmp):
+ * a file there that someone else owns, or could have written, would let them choose the node's
+ * listen address, credentials policy or plugins. The home's file and `--config` are the user's
+ * own choice and are read as they are.
+ */
+export function distrustReason(st: Pick<Stats, 'uid' | 'mode'>, uid: number | undefined = process.getuid?.()): string | undefined {
+  if (uid === undefined) return undefined; // no owners to compare (Windows)
+  if (st.uid !== uid) return `owned by uid ${st.uid}, not by the user running dms (uid ${uid})`;
+  const mode = `mode ${(st.mode & 0o777).toString(8).padStart(4, '0')}`;
+  if (st.mode & 0o002) return `writable by others (${mode})`;
+  if (st.mode & 0o020) return `writable by its group (${mode})`;
+  return undefined;
+}
+
+/** A working-directory config file that was not read, and why. */
+export interface IgnoredConfigFile {
+  path: string;
+  reason: string;
+}
+
+/** The one line telling the user a working-directory config file was ignored. */
+export const ignoredConfigText = (i: IgnoredConfigFile): string =>
+  `ignoring ${i.path}: ${i.reason}; a ${CONFIG_FILE} in the working directory is read only when owned by you and writable by nobody else`;
+
+/**
+ * Reads the working directory's config file through one open descriptor, so the file checked
+ * is the file read (no swapping it between the two in a shared directory).
+ */
+function readWorkingDirFile(path: string): { data: JsonObject } | { ignored: IgnoredConfigFile } {
+  const fd = openSync(path, 'r');
+  try {
+    const reason = distrustReason(fstatSync(fd));
+    if (reason) return { ignored: { path, reason } };
+    return { data: parseConfigText(path, readFileSync(fd, 'utf8')) };
+  } finally {
+    closeSync(fd);
+  }
 }
 
 export interface LoadOptions {
@@ -332,22 +377,41 @@ export interface LoadOptions {
   /** Command-line overrides as dotted keys. */
   flags?: Record<string, Json | undefined>;
   cwd?: string;
+  /** Told when a dms_config.json in the working directory is not read, and why. */
+  onIgnored?: (file: IgnoredConfigFile) => void;
 }
 
-/** Which file a node reads its config from. */
-export function configFilePath(opts: Pick<LoadOptions, 'home' | 'file' | 'cwd'>): string | undefined {
-  if (opts.file) return opts.file;
+type Source = { kind: 'explicit' | 'home' | 'cwd'; path: string } | { kind: 'none' };
+
+function configSource(opts: Pick<LoadOptions, 'home' | 'file' | 'cwd'>): Source {
+  if (opts.file) return { kind: 'explicit', path: opts.file };
   const inHome = join(opts.home, CONFIG_FILE);
-  if (existsSync(inHome)) return inHome;
+  if (existsSync(inHome)) return { kind: 'home', path: inHome };
   const inCwd = join(opts.cwd ?? process.cwd(), CONFIG_FILE);
-  return existsSync(inCwd) ? inCwd : undefined;
+  return existsSync(inCwd) ? { kind: 'cwd', path: inCwd } : { kind: 'none' };
+}
+
+/** Which file a node reads its config from (a working-directory file it may not trust is none). */
+export function configFilePath(opts: Pick<LoadOptions, 'home' | 'file' | 'cwd'>): string | undefined {
+  const source = configSource(opts);
+  if (source.kind === 'none') return undefined;
+  if (source.kind === 'cwd' && distrustReason(statSync(source.path))) return undefined;
+  return source.path;
 }
 
 /** defaults < file < DMS_* environment < flags; an invalid value throws naming its key and source. */
 export function loadConfig(opts: LoadOptions): Config {
-  const file = configFilePath(opts);
   if (opts.file && !existsSync(opts.file)) throw configError(opts.file, 'config file not found');
-  const merged: JsonObject = file ? structuredClone(readConfigFile(file)) : {};
+  const source = configSource(opts);
+  let file: string | undefined;
+  let merged: JsonObject = {};
+  if (source.kind === 'cwd') {
+    const read = readWorkingDirFile(source.path);
+    if ('ignored' in read) opts.onIgnored?.(read.ignored);
+    else [file, merged] = [source.path, structuredClone(read.data)];
+  } else if (source.kind !== 'none') {
+    [file, merged] = [source.path, structuredClone(readConfigFile(source.path))];
+  }
   const env = opts.env ?? process.env;
   for (const [name, key] of Object.entries(ENV_KEYS)) {
     const text = env[name];

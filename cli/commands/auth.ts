@@ -62,16 +62,19 @@ export function registerAuthCommands(program: Command): void {
     .action(async (opts: { role: string; subject: string; expiry: string }, cmd: Command) => {
       if (!isRole(opts.role)) throw new CliError(`--role: '${opts.role}' is not one of ${ROLES.join(', ')}`);
       if (!/^\d+[smhd]$/.test(opts.expiry)) throw new CliError(`--expiry: '${opts.expiry}' is not a duration like 15m, 1h or 7d`);
-      const secret = loadConfig({ home: homeOf(cmd), file: globals(cmd).config }).auth.jwt_secret;
-      if (!secret) throw new CliError('no JWT secret: set DMS_JWT_SECRET (or auth.jwt_secret) as the node has it');
+      const auth = loadConfig({ home: homeOf(cmd), file: globals(cmd).config }).auth;
+      if (!auth.jwt_secret) throw new CliError('no JWT secret: set DMS_JWT_SECRET (or auth.jwt_secret) as the node has it');
+      // The node refuses a longer-lived token; better to say so here than hand out one that never works.
+      const lifetimeS = Number(opts.expiry.slice(0, -1)) * { s: 1, m: 60, h: 3600, d: 86_400 }[opts.expiry.slice(-1) as 's' | 'm' | 'h' | 'd'];
+      if (lifetimeS > auth.jwt_max_lifetime_s) {
+        throw new CliError(`--expiry: ${opts.expiry} is longer than the ${auth.jwt_max_lifetime_s} s auth.jwt_max_lifetime_s allows`);
+      }
       // Loaded here: every other command starts without jose.
       const { SignJWT } = await import('jose');
-      const jwt = await new SignJWT({ role: opts.role })
-        .setProtectedHeader({ alg: 'HS256' })
-        .setSubject(opts.subject)
-        .setIssuedAt()
-        .setExpirationTime(opts.expiry)
-        .sign(new TextEncoder().encode(secret));
+      const token = new SignJWT({ role: opts.role }).setProtectedHeader({ alg: 'HS256' }).setSubject(opts.subject).setIssuedAt().setExpirationTime(opts.expiry);
+      if (auth.jwt_issuer) token.setIssuer(auth.jwt_issuer);
+      if (auth.jwt_audience) token.setAudience(auth.jwt_audience);
+      const jwt = await token.sign(new TextEncoder().encode(auth.jwt_secret));
       output(cmd, { token: jwt, role: opts.role, subject: opts.subject }, jwt);
     });
 }

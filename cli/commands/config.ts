@@ -16,7 +16,7 @@ import {
 } from '../../runtime/config.js';
 import { errorText } from '../../runtime/errors.js';
 import { homePaths } from '../../runtime/home.js';
-import { CliError, globals, homeOf, output, runningNode } from '../context.js';
+import { CliError, globals, homeOf, output, runningNode, warnIgnoredConfig } from '../context.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type JsonObject = { [k: string]: Json };
@@ -85,7 +85,7 @@ export function registerConfigCommands(program: Command): void {
 }
 
 function effectiveConfig(cmd: Command) {
-  return redact(loadConfig({ home: homeOf(cmd), file: globals(cmd).config }));
+  return redact(loadConfig({ home: homeOf(cmd), file: globals(cmd).config, onIgnored: warnIgnoredConfig }));
 }
 
 /** Unknown keys name the nearest section's keys, since the usual mistake is a typo. */

@@ -8,7 +8,7 @@ import { loadConfig } from '../../runtime/config.js';
 import { homePaths, initHome } from '../../runtime/home.js';
 import { createLogger } from '../../runtime/log.js';
 import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
-import { CliError, globals, homeOf, isAlive, output, runningNode } from '../context.js';
+import { CliError, globals, homeOf, isAlive, output, runningNode, warnIgnoredConfig } from '../context.js';
 import { newKeyPassphrase, unlockKeys } from '../passphrase.js';
 
 const DETACH_TIMEOUT_MS = 30_000;
@@ -68,10 +68,11 @@ export function registerNodeCommands(program: Command): void {
       if (running) throw new CliError(`a node is already running from ${home} (pid ${running.pid}, ${running.url})`);
       // Asked here, before anything runs in the background: a node never waits on a prompt.
       await unlockKeys([homePaths(home).nodeKey, homePaths(home).operatorKey]);
-      if (opts.detach) return detach(cmd, home);
+      // Read before detaching too, so whoever starts the node sees an ignored file and a bad value.
       const config = loadConfig({
         home,
         file: globals(cmd).config,
+        onIgnored: warnIgnoredConfig,
         flags: {
           'rest.port': opts.port,
           'rest.addr': opts.host,
@@ -79,6 +80,7 @@ export function registerNodeCommands(program: Command): void {
           'general.log_level': opts.logLevel,
         },
       });
+      if (opts.detach) return detach(cmd, home);
       const log = createLogger(config.general.log_level);
       // Loaded here so every other command starts without the node's whole dependency tree.
       const { DmsNode } = await import('../../daemon/node.js');

@@ -5,7 +5,8 @@ import type { ActorSystem } from '../system.js';
 import { nowNs } from '../time.js';
 import { type Envelope, isBroadcast } from '../wire/envelope.js';
 import type { Anchors } from './anchors.js';
-import { ChainCache, checkChain, type Grant, type TrustView } from './chain.js';
+import { ChainCache } from './cache.js';
+import { checkChain, type Grant, type TrustView } from './chain.js';
 import { anyImplies, implies, parsePath } from './paths.js';
 import { encodeTokenList, LIMITS, signatureValid, type Token } from './token.js';
 
@@ -31,7 +32,7 @@ const forbidden = (text: string) => new DmsError('forbidden', text);
  * Decides who may run what on this node. Trusted without tokens: the node's own key and
  * actors, and the root DIDs. Everyone else needs a grant — from a token chain attached to the
  * envelope (`cap`) or a `require` anchor naming them — that covers the behavior's capability,
- * or, for a broadcast, its topic. Verified chains are cached by their bytes.
+ * or, for a broadcast, its topic. Verdicts on tokens are cached (ChainCache).
  */
 export class Authority implements TrustView {
   private roots = new Set<string>();

@@ -7,6 +7,7 @@ import type { Arrival, Transport } from '../transport.js';
 import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
 import { OutboundChannel } from './channel.js';
 import { encodeFrame, frameDecoder, frameText, utf8Length } from './frames.js';
+import { GossipValidator, scoreTopic } from './gossip.js';
 import { createHost, type DmsLibp2p, type HostOptions } from './host.js';
 
 /** The unicast stream protocol (WIRE.md "Network transport"). */
@@ -55,7 +56,8 @@ export interface TransportStats {
 /**
  * The network side of the actor system over libp2p: unicast envelopes on one reused stream
  * per peer, broadcasts over gossipsub. It parses what arrives but leaves signature, expiry
- * and replay checks to the kernel, which applies them to every source alike.
+ * and replay checks to the kernel, which applies them to every source alike; gossip is also
+ * validated before gossipsub relays it (GossipValidator), so a forgery stops at the first hop.
  */
 export class Libp2pTransport implements Transport {
   readonly host: string;
@@ -68,6 +70,7 @@ export class Libp2pTransport implements Transport {
   private readonly envelopeHandlers = new Set<EnvelopeHandler>();
   private readonly peerHandlers = new Set<PeerHandler>();
   private readonly counters: TransportStats = { streamsOpened: 0, envelopesSent: 0, envelopesReceived: 0, dropped: 0 };
+  private readonly gossip: GossipValidator;
   private stopped = false;
 
   /** Builds the host, wires the transport into it, then starts it. */
@@ -101,6 +104,11 @@ export class Libp2pTransport implements Transport {
     this.dialTimeoutMs = opts.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.lookupTimeoutMs = opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS;
     this.log = opts.log ?? libp2pLog(node);
+    this.gossip = new GossipValidator(this.maxEnvelopeBytes, (peer, topic, why) => {
+      this.counters.dropped++;
+      // Debug only: a peer flooding forgeries must not flood the log as well.
+      this.log.debug({ peer, topic, why }, 'gossip message rejected before relay');
+    });
     node.addEventListener('peer:connect', this.onConnect);
     node.addEventListener('peer:disconnect', this.onDisconnect);
     node.services.pubsub.addEventListener('gossipsub:message', this.onGossip);
@@ -168,12 +176,18 @@ export class Libp2pTransport implements Transport {
     this.counters.envelopesSent++;
   }
 
+  /** Subscribes with the gossip validator and peer scoring in place before the first message. */
   subscribe(topic: string): void {
-    this.node.services.pubsub.subscribe(topic);
+    const pubsub = this.node.services.pubsub;
+    pubsub.topicValidators.set(topic, this.gossip.validate);
+    if (!scoreTopic(pubsub, topic)) this.log.warn({ topic }, 'gossipsub keeps no per-topic score weights here: forgers are not scored down');
+    pubsub.subscribe(topic);
   }
 
   unsubscribe(topic: string): void {
-    this.node.services.pubsub.unsubscribe(topic);
+    const pubsub = this.node.services.pubsub;
+    pubsub.unsubscribe(topic);
+    pubsub.topicValidators.delete(topic);
   }
 
   async ping(peer: string): Promise<number> {
@@ -339,17 +353,22 @@ export class Libp2pTransport implements Transport {
       this.log.warn({ peer, topic: msg.topic, size: msg.data.byteLength }, 'gossip message over the envelope limit dropped');
       return;
     }
-    this.deliver(msg.data, peer, 'gossip', msg.topic);
+    this.deliver(this.gossip.envelopeOf(msg) ?? msg.data, peer, 'gossip', msg.topic);
   };
 
-  private deliver(bytes: Uint8Array, peer: string, via: Arrival['via'], topic?: string): void {
+  /** Delivers an envelope, or the bytes of one, to the handlers. */
+  private deliver(data: Uint8Array | Envelope, peer: string, via: Arrival['via'], topic?: string): void {
     let env: Envelope;
-    try {
-      env = parseEnvelope(frameText(bytes));
-    } catch (e) {
-      this.counters.dropped++;
-      this.log.warn({ peer, via, err: errorText(e) }, 'undecodable envelope dropped');
-      return;
+    if (data instanceof Uint8Array) {
+      try {
+        env = parseEnvelope(frameText(data));
+      } catch (e) {
+        this.counters.dropped++;
+        this.log.warn({ peer, via, err: errorText(e) }, 'undecodable envelope dropped');
+        return;
+      }
+    } else {
+      env = data;
     }
     // The signature covers opt.topic: an envelope replayed onto another topic would reach
     // subscribers it was never addressed to.

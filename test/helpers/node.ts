@@ -37,6 +37,8 @@ export interface StartOptions {
   configuredPort?: boolean;
   /** Written to <home>/dms_config.json before start. */
   config?: unknown;
+  /** Working directory of the node process (default: its home). */
+  cwd?: string;
   timeoutMs?: number;
 }
 
@@ -54,7 +56,7 @@ export async function startNode(opts: StartOptions = {}): Promise<NodeProcess> {
   const proc = spawn(process.execPath, [CLI, '--home', home, 'start', ...portArgs, '--log-level', 'warn', ...(opts.args ?? [])], {
     env: { ...process.env, ...TEST_ENV, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
-    cwd: home,
+    cwd: opts.cwd ?? home,
   });
   let stderr = '';
   proc.stderr!.on('data', (d) => (stderr += d));

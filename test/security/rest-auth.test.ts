@@ -193,7 +193,7 @@ describe('secrets', () => {
     const admin = { 'x-api-key': key };
     const config = await call(node, 'GET', '/config', admin);
     expect(config.status).toBe(200);
-    expect(JSON.parse(config.text).config.auth).toEqual({ api_key_enabled: true, jwt_secret: '[redacted]' });
+    expect(JSON.parse(config.text).config.auth).toEqual({ api_key_enabled: true, jwt_secret: '[redacted]', jwt_max_lifetime_s: 86_400, jwt_issuer: '', jwt_audience: '' });
     const secrets = [SECRET, key, key.slice('dms_'.length + 17), passphrase];
     await invoke(node, { 'x-api-key': `${key}x` });
     await invoke(node, { authorization: `Bearer ${await jwt({ role: 'admin' }, { secret: 'x'.repeat(40) })}` });

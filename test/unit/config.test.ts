@@ -45,7 +45,7 @@ describe('config', () => {
     expect(c.db).toEqual({ type: 'sqlite', path: '/tmp/x.sqlite' });
     expect(c.network.ListenAddresses).toEqual(['/ip4/127.0.0.1/tcp/1', '/ip4/127.0.0.1/tcp/2']);
     expect(c.network.BootstrapPeers).toHaveLength(1);
-    expect(c.auth).toEqual({ jwt_secret: 's3cret', api_key_enabled: true });
+    expect(c.auth).toEqual({ jwt_secret: 's3cret', api_key_enabled: true, jwt_max_lifetime_s: 86_400, jwt_issuer: '', jwt_audience: '' });
     expect(c.general.debug).toBe(true);
     expect(redact(c).auth.jwt_secret).toBe('[redacted]');
     expect(allowsUnsigned(c)).toBe(false);
