@@ -401,10 +401,11 @@ interface PullEvent {
 }
 
 // The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
-// has returned (seen to take over a second on a loaded machine): a memory-limited container
-// that died by SIGKILL (137) is re-inspected for up to 3 s before concluding that it was not
-// the OOM killer.
-const OOM_SETTLE_TRIES = 30;
+// has returned (seen to take over 3 s on a heavily loaded machine): a memory-limited container
+// that died by SIGKILL (137) without being cancelled is re-inspected for up to 10 s before
+// concluding that it was not the OOM killer. Only such deaths wait; they are rare, and naming
+// an OOM as such is worth the delay.
+const OOM_SETTLE_TRIES = 100;
 const OOM_SETTLE_MS = 100;
 
 async function inspectAfterExit(container: Docker.Container, statusCode: number): Promise<Docker.ContainerInspectInfo> {

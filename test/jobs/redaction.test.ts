@@ -13,9 +13,11 @@ import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { callBehavior, localHandle } from '../../behaviors/jobs/replies.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
+import { replyWaiter } from '../../runtime/behavior.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { silentLogger } from '../../runtime/log.js';
 import { ActorSystem } from '../../runtime/system.js';
+import { decodePayload } from '../../runtime/wire/envelope.js';
 import { openStorage, type Storage } from '../../storage/index.js';
 import { envelope, newCaller } from '../helpers/envelopes.js';
 import { nullJob } from './helpers.js';
@@ -52,10 +54,12 @@ async function asStranger(be: string, payload: unknown, key = KeyPair.generate()
   const caller = { ...newCaller(), key };
   const cont = `/reply/${Math.random().toString(16).slice(2)}`;
   const reply = new Promise((resolve) => {
-    system.spawn({ inbox: caller.inbox, behaviors: [{ name: cont, capability: '', noReply: true, handle: ({ payload }) => resolve(payload) }] });
+    // A reply reaches only a behavior that waits for one.
+    system.spawn({ inbox: caller.inbox, behaviors: [replyWaiter(cont, (env) => resolve(decodePayload(env.msg)))] });
   });
   const env = envelope(caller, { to: localHandle(local, ORCHESTRATOR_INBOX), be, payload, cont });
-  await system.accept(env, { kind: 'network', arrival: { peer: 'elsewhere', via: 'gossip' } });
+  // A signed envelope from outside the node's own actors; its reply stays on this node.
+  await system.accept(env, { kind: 'rest', trusted: false });
   return reply;
 }
 
