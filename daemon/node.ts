@@ -1,6 +1,7 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { spawnRootActor, ROOT_INBOX } from '../actors/node.js';
+import { NODE_VERSION, spawnRootActor, ROOT_INBOX } from '../actors/node.js';
 import { spawnDiscoveryActor } from '../actors/discovery.js';
 import { HttpActor, HTTP_INBOX } from '../http/actor.js';
 import { createApp } from '../http/app.js';
@@ -80,7 +81,6 @@ export class DmsNode {
       system.attachTransport(transport);
     }
     const root = spawnRootActor(system);
-    spawnDiscoveryActor(system, { network: transport, bootstrap: config.network.BootstrapPeers, aliases: [root] });
     try {
       const plugins = await loadPlugins(system, config.plugins.modules, opts.home);
       if (plugins.length) log.info({ plugins: plugins.map((p) => p.name) }, 'plugins loaded');
@@ -95,6 +95,14 @@ export class DmsNode {
       await system.stop();
       throw e;
     }
+    // After the jobs component, whose executors the node's profile names. Peers that connected
+    // meanwhile are greeted when it starts.
+    spawnDiscoveryActor(system, {
+      network: transport,
+      bootstrap: config.network.BootstrapPeers,
+      aliases: [root],
+      profile: { version: NODE_VERSION, executors: jobs.executors.names(), fallbackName: config.general.name || hostname() },
+    });
     const httpActor = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
       operator: keys.operator,
       allowUnsigned: allowsUnsigned(config),
