@@ -3,11 +3,15 @@ import { multiaddr } from '@multiformats/multiaddr';
 import {
   ConnectPayload,
   type ConnectReply,
+  DescribePayload,
   DiscoveryBehaviors,
+  type NodeProfile,
   PeerListPayload,
   type PeerListReply,
   PeerSelfPayload,
   type PeerSelfReply,
+  PeersDescribePayload,
+  type PeersDescribeReply,
   PingPayload,
   type PingReply,
 } from '../behaviors/discovery.js';
@@ -18,6 +22,8 @@ import { peerIdFromPublicKey, publicKeyFromId } from '../runtime/crypto/keys.js'
 import { DmsError, errorText, invalid } from '../runtime/errors.js';
 import type { Libp2pTransport } from '../runtime/network/transport.js';
 import type { ActorSystem } from '../runtime/system.js';
+import { PeerProfiles } from './peer-profiles.js';
+import { describeSelf, type ProfileSource } from './profile.js';
 
 export const DISCOVERY_INBOX = 'discovery';
 
@@ -40,6 +46,12 @@ export interface DiscoveryOptions {
   redialMaxMs?: number;
   /** How long one hello invoke waits for its reply (default 10 s). */
   helloTtlMs?: number;
+  /** What this node publishes at /public/describe besides its device facts (default: nothing more). */
+  profile?: Omit<ProfileSource, 'addrs'>;
+  /** A peer profile younger than this is not asked for again when someone reads the list (default 5 s). */
+  profileFreshMs?: number;
+  /** Longest /dms/node/peers/describe waits for peers' answers (default 3 s). */
+  profileWaitMs?: number;
 }
 
 // A peer that stays silent after this many hellos is not a DMS node (or is wedged): stop asking.
@@ -60,12 +72,22 @@ export class DiscoveryActor extends Actor {
   private readonly greeting = new Set<string>();
   private readonly keepers: BootstrapKeeper[];
   private readonly helloTtlMs: number;
+  private readonly profile: ProfileSource;
+  private readonly profiles: PeerProfiles;
   private unsubscribe = () => {};
 
   constructor(system: ActorSystem, opts: DiscoveryOptions = {}) {
     super(system, { inbox: DISCOVERY_INBOX });
     this.network = opts.network;
     this.helloTtlMs = opts.helloTtlMs ?? 10_000;
+    this.profile = { version: '', executors: [], fallbackName: '', ...opts.profile, addrs: () => this.network?.addrs() ?? [] };
+    this.profiles = new PeerProfiles({
+      ask: async (peer) => this.askProfile(peer),
+      connected: (peer) => this.network?.peers().includes(peer) ?? false,
+      freshMs: opts.profileFreshMs ?? 5_000,
+      waitMs: opts.profileWaitMs ?? 3_000,
+      log: (fields, msg) => system.log.debug(fields, msg),
+    });
     for (const b of this.behaviors()) {
       this.add(b);
       // The same handlers on another inbox: their state lives here, not in the actor that runs them.
@@ -93,6 +115,7 @@ export class DiscoveryActor extends Actor {
       } else {
         // A peer's DID cannot change, but the map must not grow with every peer ever seen.
         this.dids.delete(peer);
+        this.profiles.forget(peer);
       }
       for (const keeper of this.keepers) keeper.peerChanged(peer, connected);
     });
@@ -126,6 +149,24 @@ export class DiscoveryActor extends Actor {
         payload: PeerListPayload,
         description: 'peers connected now, with the DID each gave in the hello exchange',
         handle: (): PeerListReply => ({ peers: this.network?.peers() ?? [], dids: this.knownDids() }),
+      }),
+      defineBehavior({
+        name: DiscoveryBehaviors.peersDescribe,
+        payload: PeersDescribePayload,
+        description: 'peers connected now, each with the profile it published: name, addresses, resources, executors, last seen',
+        handle: async (): Promise<PeersDescribeReply> => {
+          const peers = this.network?.peers() ?? [];
+          const dids = this.knownDids();
+          // Only peers that answered the hello exchange speak DMS; asking the others would only wait.
+          await this.profiles.refreshStale(peers.filter((p) => dids[p]));
+          return { peers, dids, nodes: peers.map((id) => ({ id, did: dids[id] ?? null, ...this.profiles.get(id) })) };
+        },
+      }),
+      defineBehavior({
+        name: DiscoveryBehaviors.describe,
+        payload: DescribePayload,
+        description: "this node's published profile: name, location, addresses, onboarded and free resources, executors, version",
+        handle: (): Promise<NodeProfile> => describeSelf(this, this.profile),
       }),
       defineBehavior({
         name: DiscoveryBehaviors.peersSelf,
@@ -170,7 +211,8 @@ export class DiscoveryActor extends Actor {
             {},
             { ttlMs: this.helloTtlMs },
           );
-          this.record(peer, reply.payload);
+          // Described as soon as it is known, so the first list already shows it.
+          if (this.record(peer, reply.payload)) void this.profiles.refresh(peer);
           return;
         } catch (e) {
           this.system.log.debug({ peer, attempt, err: errorText(e) }, 'hello exchange failed');
@@ -184,19 +226,28 @@ export class DiscoveryActor extends Actor {
     }
   }
 
-  private record(peer: string, payload: unknown): void {
+  private record(peer: string, payload: unknown): boolean {
     const hello = HelloReply.safeParse(payload);
     if (!hello.success) {
       this.system.log.warn({ peer }, 'hello reply is not {"did": ...}; DID not recorded');
-      return;
+      return false;
     }
     const did = hello.data.did;
     // The DID is the node key, and so is the peer id: a mismatch means the reply is not the peer's own.
     if (peerOfDid(did) !== peer) {
       this.system.log.warn({ peer, did }, 'peer answered hello with a DID that is not its own key; DID not recorded');
-      return;
+      return false;
     }
-    if (this.network?.peers().includes(peer)) this.dids.set(peer, did);
+    if (!this.network?.peers().includes(peer)) return false;
+    this.dids.set(peer, did);
+    return true;
+  }
+
+  /** Asks a peer's root actor for its profile; the answer counts only if the peer's own key signed it. */
+  private async askProfile(peer: string): Promise<unknown> {
+    const reply = await this.invoke<unknown>({ id: '', did: '', addr: { host: peer, inbox: 'root' } }, DiscoveryBehaviors.describe, {}, { ttlMs: this.helloTtlMs });
+    if (peerOfDid(reply.env.from.did) !== peer) throw invalid(`the answer for ${peer} is signed by ${reply.env.from.did}, not by that peer`);
+    return reply.payload;
   }
 }
 

@@ -12,7 +12,8 @@ import {
 
 export const ROOT_INBOX = 'root';
 
-const VERSION: string = (() => {
+/** This node's software version (package.json), as /public/status and /public/describe say it. */
+export const NODE_VERSION: string = (() => {
   try {
     return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
   } catch {
@@ -37,7 +38,7 @@ export function spawnRootActor(system: ActorSystem): Actor {
           status: 'ok',
           did: system.key.did,
           peer_id: system.host,
-          version: VERSION,
+          version: NODE_VERSION,
           uptime_s: Math.round((Date.now() - startedAt) / 1000),
           actors: system.listActors().map((a) => a.name),
           peers: system.network?.peers().length ?? 0,

@@ -1,6 +1,7 @@
 import { multiaddr } from '@multiformats/multiaddr';
 import * as z from 'zod';
 import { isPeerId } from '../runtime/crypto/keys.js';
+import { LocationSchema, ResourceSpecSchema } from './jobs/schema.js';
 import { EmptyPayload, NodeBehaviors } from './node.js';
 
 /**
@@ -12,6 +13,10 @@ export const DiscoveryBehaviors = {
   peersSelf: NodeBehaviors.peersSelf,
   peersPing: '/dms/node/peers/ping',
   peersConnect: '/dms/node/peers/connect',
+  /** The peers connected now, each with the profile it last published. */
+  peersDescribe: '/dms/node/peers/describe',
+  /** This node's published profile: open to anyone (`/public`), so it holds only what an operator would publish. */
+  describe: '/public/describe',
 } as const;
 
 export const PeerListPayload = EmptyPayload;
@@ -58,3 +63,54 @@ export const ConnectPayload = z.object({ address: MultiaddrText }).strict();
 export type ConnectPayload = z.infer<typeof ConnectPayload>;
 export const ConnectReply = z.object({ peer: z.string() });
 export type ConnectReply = z.infer<typeof ConnectReply>;
+
+// Bounds on what one peer's profile may hold: it is stored per connected peer and repeated in
+// every describe reply, so a peer must not be able to make either large.
+const MAX_NAME = 200;
+const MAX_TEXT = 100;
+const MAX_ADDRS = 8;
+const MAX_ADDR = 256;
+const MAX_EXECUTORS = 16;
+const MAX_EXECUTOR = 64;
+/** The whole profile as JSON; also caps what the shared schemas leave open (a GPU model). */
+export const MAX_PROFILE_BYTES = 8 * 1024;
+
+const text = (max: number) => z.string().max(max);
+
+/**
+ * What a node publishes about itself at /public/describe, and what its peers keep of it.
+ * `onboarded` is the share offered to the network and `free` what of it is not reserved;
+ * both are null on a node that runs no resource manager.
+ */
+export const NodeProfile = z
+  .object({
+    name: text(MAX_NAME),
+    version: text(MAX_TEXT),
+    /** Listen multiaddrs, each ending in /p2p/<id>. */
+    addrs: z.array(text(MAX_ADDR)).max(MAX_ADDRS),
+    location: LocationSchema.extend({ region: text(MAX_TEXT).optional(), country: text(MAX_TEXT).optional(), city: text(MAX_TEXT).optional() }),
+    onboarded: ResourceSpecSchema.nullable(),
+    free: ResourceSpecSchema.nullable(),
+    executors: z.array(text(MAX_EXECUTOR)).max(MAX_EXECUTORS),
+  })
+  .strict()
+  .refine((p) => new TextEncoder().encode(JSON.stringify(p)).length <= MAX_PROFILE_BYTES, { error: `a profile is at most ${MAX_PROFILE_BYTES} bytes of JSON` });
+export type NodeProfile = z.infer<typeof NodeProfile>;
+
+export const DescribePayload = EmptyPayload;
+export const PeersDescribePayload = EmptyPayload;
+
+export const PeerDescription = z.object({
+  id: z.string(),
+  /** From the hello exchange; null until the peer answered it. */
+  did: z.string().nullable(),
+  /** The profile the peer last answered with; null until it answered one. */
+  profile: NodeProfile.nullable(),
+  /** When that answer came (ISO 8601); null with no profile. */
+  last_seen: z.string().nullable(),
+});
+export type PeerDescription = z.infer<typeof PeerDescription>;
+
+/** The peer list (same `peers` and `dids` as /dms/node/peers/list) with each peer described. */
+export const PeersDescribeReply = PeerListReply.extend({ nodes: z.array(PeerDescription) });
+export type PeersDescribeReply = z.infer<typeof PeersDescribeReply>;

@@ -33,6 +33,8 @@ export interface Jobs {
   storage: Storage;
   resources: ResourceManager;
   orchestrator: Orchestrator;
+  /** The executors jobs can run with, which the node's profile publishes. */
+  executors: ExecutorRegistry;
   /** Stops placing and following jobs (their runs go on), commits what is pending, closes the database. */
   stop(): Promise<void>;
 }
@@ -85,6 +87,7 @@ export async function startJobs({ system, config, home, log, authority }: JobsOp
       storage,
       resources,
       orchestrator,
+      executors,
       stop: async () => {
         await orchestrator.halt();
         await storage.close();

@@ -1,16 +1,19 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { spawnRootActor, ROOT_INBOX } from '../actors/node.js';
+import { NODE_VERSION, spawnRootActor, ROOT_INBOX } from '../actors/node.js';
 import { spawnDiscoveryActor } from '../actors/discovery.js';
 import { HttpActor, HTTP_INBOX } from '../http/actor.js';
 import { createApp } from '../http/app.js';
 import type { RouteModule } from '../http/routes/types.js';
 import { listen, type Listening } from '../http/server.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
+import { DmsError } from '../runtime/errors.js';
 import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ReplayLog } from '../runtime/replay-log.js';
 import { ActorSystem } from '../runtime/system.js';
+import { listenFailures } from '../runtime/network/listen-failure.js';
 import { Libp2pTransport } from '../runtime/network/transport.js';
 import { loadPlugins } from './plugins.js';
 import { deviceRoutes } from '../http/routes/device.js';
@@ -61,19 +64,23 @@ export class DmsNode {
     if (config.network.enabled) {
       const net = config.network;
       // The network comes up before the actors so their topic subscriptions reach gossipsub.
-      transport = await Libp2pTransport.create({
-        keyPair: keys.node,
-        listen: net.ListenAddresses,
-        bootstrap: net.BootstrapPeers,
-        protocolId: net.ProtocolID,
-        enableMdns: net.EnableMDNS,
-        maxEnvelopeBytes: net.MaxEnvelopeBytes,
-        log,
-      });
+      try {
+        transport = await Libp2pTransport.create({
+          keyPair: keys.node,
+          listen: net.ListenAddresses,
+          bootstrap: net.BootstrapPeers,
+          protocolId: net.ProtocolID,
+          enableMdns: net.EnableMDNS,
+          maxEnvelopeBytes: net.MaxEnvelopeBytes,
+          log,
+        });
+      } catch (e) {
+        await system.stop();
+        throw listenError(e) ?? e;
+      }
       system.attachTransport(transport);
     }
     const root = spawnRootActor(system);
-    spawnDiscoveryActor(system, { network: transport, bootstrap: config.network.BootstrapPeers, aliases: [root] });
     try {
       const plugins = await loadPlugins(system, config.plugins.modules, opts.home);
       if (plugins.length) log.info({ plugins: plugins.map((p) => p.name) }, 'plugins loaded');
@@ -88,6 +95,14 @@ export class DmsNode {
       await system.stop();
       throw e;
     }
+    // After the jobs component, whose executors the node's profile names. Peers that connected
+    // meanwhile are greeted when it starts.
+    spawnDiscoveryActor(system, {
+      network: transport,
+      bootstrap: config.network.BootstrapPeers,
+      aliases: [root],
+      profile: { version: NODE_VERSION, executors: jobs.executors.names(), fallbackName: config.general.name || hostname() },
+    });
     const httpActor = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
       operator: keys.operator,
       allowUnsigned: allowsUnsigned(config),
@@ -143,4 +158,20 @@ export class DmsNode {
     rmSync(homePaths(this.home).runtime, { force: true });
     this.log.info('node stopped');
   }
+}
+
+/**
+ * A libp2p listen failure said in the node's own terms: the setting to change, the address
+ * that failed and why, and how to pick another (the same address on a free port). Two nodes
+ * on one machine both asking for the default port is the usual cause.
+ */
+function listenError(e: unknown): DmsError | undefined {
+  const [failed] = listenFailures(e);
+  if (!failed) return undefined;
+  const instead = /\/tcp\/\d+/.test(failed.address) ? failed.address.replace(/\/tcp\/\d+/, '/tcp/0') : '/ip4/0.0.0.0/tcp/0';
+  return new DmsError(
+    'unavailable',
+    `network.ListenAddresses: cannot listen on ${failed.address} (${failed.reason}); pick another with DMS_NETWORK_LISTEN_ADDRESSES=${instead} or --listen`,
+    { cause: e },
+  );
 }

@@ -1,10 +1,40 @@
-import { destination, pino, type Logger } from 'pino';
+import { destination, type DestinationStream, pino, type Logger } from 'pino';
+import { prettyFactory } from 'pino-pretty';
 
 export type { Logger };
 
+/** JSON lines for machines and files; pretty for a person at a terminal. */
+export const LOG_FORMATS = ['pretty', 'json'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+export interface LoggerOptions {
+  name?: string;
+  /** Default: pretty when stderr is a terminal, JSON otherwise (pipes, files, log collectors). */
+  format?: LogFormat;
+}
+
 /** Structured logs on stderr (stdout stays for command output); `silent` for tests and benches. */
-export function createLogger(level: string = 'info', name = 'dms'): Logger {
-  return pino({ name, level, base: { pid: process.pid } }, destination({ fd: 2, sync: false }));
+export function createLogger(level: string = 'info', opts: LoggerOptions = {}): Logger {
+  const stderr = destination({ fd: 2, sync: false });
+  const format = opts.format ?? (process.stderr.isTTY ? 'pretty' : 'json');
+  return pino({ name: opts.name ?? 'dms', level, base: { pid: process.pid } }, format === 'pretty' ? prettyStream(stderr) : stderr);
+}
+
+/**
+ * Formats each JSON line in this process, synchronously, onto the same stderr destination.
+ * pino's transport would run pino-pretty in a worker thread, whose last lines can be lost
+ * when the node exits right after logging (a failed start, a shutdown).
+ */
+function prettyStream(out: ReturnType<typeof destination>): DestinationStream & { flush(cb: (err?: Error) => void): void } {
+  const prettify = prettyFactory({
+    colorize: Boolean(process.stderr.isTTY),
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'hostname',
+  });
+  return {
+    write: (line: string) => out.write(prettify(line)),
+    flush: (cb) => out.flush(cb),
+  };
 }
 
 export const silentLogger = (): Logger => pino({ level: 'silent' });

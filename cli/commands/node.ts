@@ -1,24 +1,30 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { type Command, Option } from 'commander';
-import { loadConfig } from '../../runtime/config.js';
+import { coerceText, loadConfig } from '../../runtime/config.js';
 import { homePaths, initHome } from '../../runtime/home.js';
-import { createLogger } from '../../runtime/log.js';
+import { createLogger, LOG_FORMATS, type LogFormat } from '../../runtime/log.js';
 import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
 import { CliError, globals, homeOf, isAlive, output, runningNode, warnIgnoredConfig } from '../context.js';
 import { newKeyPassphrase, unlockKeys } from '../passphrase.js';
 
 const DETACH_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 20_000;
+// Lines of this run's log shown when a detached start fails; the whole log stays in the file.
+const DETACH_LOG_LINES = 10;
+// Bytes of this run's log read for them: a start-up that logs more is cut to its end.
+const DETACH_LOG_BYTES = 64 * 1024;
 
 interface StartOptions {
   port?: number;
   host?: string;
   debug?: boolean;
   logLevel?: string;
+  logFormat?: LogFormat;
+  listen?: string[];
   detach?: boolean;
 }
 
@@ -26,6 +32,9 @@ const parsePort = (v: string): number => {
   if (!/^\d+$/.test(v) || Number(v) > 65535) throw new CliError(`--port: '${v}' is not a port number (0-65535)`);
   return Number(v);
 };
+
+// Comma-separated like DMS_NETWORK_LISTEN_ADDRESSES; each is checked as a multiaddr at start.
+const parseListen = (v: string): string[] => coerceText('network.ListenAddresses', v, '--listen') as string[];
 
 export function registerNodeCommands(program: Command): void {
   program
@@ -59,8 +68,10 @@ export function registerNodeCommands(program: Command): void {
     .description('run the node in the foreground (logs on stderr); --detach returns once it is healthy')
     .option('-p, --port <port>', 'REST port (0 picks a free one)', parsePort)
     .option('--host <addr>', 'REST listen address')
+    .option('--listen <multiaddrs>', 'libp2p listen addresses, comma-separated (network.ListenAddresses), e.g. /ip4/0.0.0.0/tcp/9001', parseListen)
     .option('--debug', 'debug mode: /config shows the redacted config')
     .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error', 'silent']))
+    .addOption(new Option('--log-format <format>', 'log lines: pretty (default at a terminal) or json (default otherwise)').choices(LOG_FORMATS))
     .option('-d, --detach', 'start in the background and return once healthy')
     .action(async (opts: StartOptions, cmd: Command) => {
       const home = homeOf(cmd);
@@ -76,12 +87,13 @@ export function registerNodeCommands(program: Command): void {
         flags: {
           'rest.port': opts.port,
           'rest.addr': opts.host,
+          'network.ListenAddresses': opts.listen,
           'general.debug': opts.debug ? true : undefined,
           'general.log_level': opts.logLevel,
         },
       });
       if (opts.detach) return detach(cmd, home);
-      const log = createLogger(config.general.log_level);
+      const log = createLogger(config.general.log_level, { format: opts.logFormat });
       // Loaded here so every other command starts without the node's whole dependency tree.
       const { DmsNode } = await import('../../daemon/node.js');
       const node = await DmsNode.start({ home, config, log });
@@ -165,6 +177,8 @@ async function detach(cmd: Command, home: string): Promise<void> {
   const paths = homePaths(home);
   mkdirSync(paths.logs, { recursive: true });
   const logFile = join(paths.logs, 'node.log');
+  // Earlier runs stay in the file; a failure of this one shows only what this one wrote.
+  const runStart = existsSync(logFile) ? statSync(logFile).size : 0;
   const fd = openSync(logFile, 'a');
   const args = process.argv.slice(2).filter((a) => a !== '--detach' && a !== '-d');
   const entry = fileURLToPath(new URL('../main.js', import.meta.url));
@@ -180,8 +194,8 @@ async function detach(cmd: Command, home: string): Promise<void> {
   const deadline = Date.now() + DETACH_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (exited !== null) {
-      const tail = readFileSync(logFile, 'utf8').trim().split('\n').slice(-5).join('\n');
-      throw new CliError(`node exited during start-up (code ${exited}); last log lines:\n${tail}`);
+      const tail = logSince(logFile, runStart);
+      throw new CliError(`node exited during start-up (code ${exited})${tail ? `; last log lines:\n${tail}` : `; see ${logFile}`}`);
     }
     const info = runningNode(home);
     if (info && info.pid === child.pid) {
@@ -198,4 +212,21 @@ async function detach(cmd: Command, home: string): Promise<void> {
     await sleep(100);
   }
   throw new CliError(`node did not become healthy within ${DETACH_TIMEOUT_MS / 1000} s; see ${logFile}`);
+}
+
+/** The last lines written to `file` after byte `offset`: what one detached run logged. */
+function logSince(file: string, offset: number): string {
+  const end = statSync(file).size;
+  const from = Math.max(offset, end - DETACH_LOG_BYTES);
+  const buf = Buffer.alloc(Math.max(0, end - from));
+  const fd = openSync(file, 'r');
+  try {
+    readSync(fd, buf, 0, buf.length, from);
+  } finally {
+    closeSync(fd);
+  }
+  const lines = buf.toString('utf8').split('\n').filter((l) => l.trim());
+  // A cut at DETACH_LOG_BYTES can start mid-line: that first piece is not a line.
+  if (from > offset) lines.shift();
+  return lines.slice(-DETACH_LOG_LINES).join('\n');
 }

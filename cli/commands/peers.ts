@@ -1,10 +1,13 @@
 import type { Command } from 'commander';
 import type * as z from 'zod';
 import { ClientError } from '../../client/errors.js';
-import { ConnectReply, DiscoveryBehaviors, PeerListReply, PeerSelfReply, PingReply } from '../../behaviors/discovery.js';
+import { ConnectReply, DiscoveryBehaviors, type PeerDescription, PeersDescribeReply, PeerSelfReply, PingReply } from '../../behaviors/discovery.js';
+import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { formatBytes } from '../../client/sizes.js';
 import { homePaths } from '../../runtime/home.js';
 import { CliError, homeOf, noNodeHint, output } from '../context.js';
 import { unlockKeys } from '../passphrase.js';
+import { grid } from '../table.js';
 import { clientFor } from './actor.js';
 
 const DEFAULT_TIMEOUT_S = 30;
@@ -14,6 +17,13 @@ interface TimeoutOption {
   timeout?: number;
 }
 
+interface ListOptions extends TimeoutOption {
+  wide?: boolean;
+}
+
+// Peer ids all begin 12D3KooW; their ends tell them apart.
+const SHORT_PEER_CHARS = 8;
+
 /** `dms peers …`: the discovery actor's behaviors on this home's node, signed by the operator key. */
 export function registerPeersCommands(program: Command): void {
   const peers = program.command('peers').description("the node's view of the network: its peers, its own addresses, ping and connect");
@@ -22,12 +32,12 @@ export function registerPeersCommands(program: Command): void {
 
   peers
     .command('list')
-    .description('list the peers connected now, with the DID each gave in the hello exchange')
+    .description('list the peers connected now: name, address, onboarded and free resources, executors, last seen')
+    .option('--wide', 'print whole peer ids, DIDs and addresses')
     .option('--timeout <seconds>', `seconds to wait for the node (default ${DEFAULT_TIMEOUT_S})`, parseSeconds)
-    .action(async (opts: TimeoutOption, cmd: Command) => {
-      const list = await ask(cmd, DiscoveryBehaviors.peersList, {}, PeerListReply, opts);
-      const lines = list.peers.map((p) => `${p}  ${list.dids[p] ?? '(no hello answer yet)'}`);
-      output(cmd, list, lines.length ? lines.join('\n') : 'no peers connected');
+    .action(async (opts: ListOptions, cmd: Command) => {
+      const list = await ask(cmd, DiscoveryBehaviors.peersDescribe, {}, PeersDescribeReply, opts);
+      output(cmd, list, list.nodes.length ? peerTable(list.nodes, Boolean(opts.wide)) : 'no peers connected');
     });
 
   peers
@@ -85,4 +95,48 @@ function parseSeconds(text: string): number {
     throw new CliError(`--timeout: '${text}' is not a number of seconds (above 0, at most ${MAX_TIMEOUT_S})`);
   }
   return s;
+}
+
+/** One row per peer; a peer that has not described itself yet shows `-` in what it did not say. */
+function peerTable(nodes: PeerDescription[], wide: boolean): string {
+  const now = Date.now();
+  const head = wide
+    ? ['PEER', 'DID', 'NAME', 'ADDRESS', 'ONBOARDED', 'FREE', 'EXECUTORS', 'LAST SEEN']
+    : ['PEER', 'NAME', 'ADDRESS', 'ONBOARDED', 'FREE', 'EXECUTORS', 'LAST SEEN'];
+  const rows = nodes.map((n) => {
+    const p = n.profile;
+    const cells = [
+      wide ? n.id : `…${n.id.slice(-SHORT_PEER_CHARS)}`,
+      ...(wide ? [n.did ?? '(no hello answer yet)'] : []),
+      p?.name || '-',
+      address(p?.addrs ?? [], n.id, wide),
+      figures(p?.onboarded ?? null),
+      figures(p?.free ?? null),
+      p?.executors.length ? p.executors.join(',') : '-',
+      n.last_seen ? ago(now - Date.parse(n.last_seen)) : 'never',
+    ];
+    return cells;
+  });
+  return grid(head, rows);
+}
+
+/** The address to show: one reachable from elsewhere when the peer has one, else its first. */
+function address(addrs: string[], id: string, wide: boolean): string {
+  const pick = addrs.find((a) => !/^\/ip[46]\/(127\.|::1\/)/.test(a)) ?? addrs[0];
+  if (!pick) return '-';
+  return wide ? pick : pick.replace(`/p2p/${id}`, '');
+}
+
+function figures(r: ResourceSpec | null): string {
+  if (!r) return '-';
+  const parts = [`${r.cpu.cores} cpu`, formatBytes(r.memory.size)];
+  if (r.gpu) parts.push(`${r.gpu.count} gpu`);
+  return parts.join(', ');
+}
+
+function ago(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  return `${Math.round(s / 3600)}h ago`;
 }

@@ -79,7 +79,7 @@ describe('discovery across three nodes', () => {
     await waitFor('node 1 to know node 3', async () => (await ask<PeerList>(n1, '/dms/node/peers/list')).payload.dids[n3.peerId] === n3.did);
     const [list, text, self, ping, bad, badAddr] = await Promise.all([
       runCli(['--home', n1.home, '--json', 'peers', 'list']),
-      runCli(['--home', n1.home, 'peers', 'list']),
+      runCli(['--home', n1.home, 'peers', 'list', '--wide']),
       runCli(['--home', n3.home, 'peers', 'self']),
       runCli(['--home', n1.home, '--json', 'peers', 'ping', n3.peerId]),
       runCli(['--home', n1.home, 'peers', 'ping', 'nope']),

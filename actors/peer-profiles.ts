@@ -1,0 +1,81 @@
+/**
+ * The profiles this node's peers published (/public/describe), kept for the peers connected
+ * now and asked again when a reader wants them and they are older than `freshMs`. Asking on
+ * demand keeps a quiet network quiet, and a reader never waits longer than `waitMs`: a peer
+ * that is slow to answer shows what it said last time.
+ */
+import { NodeProfile } from '../behaviors/discovery.js';
+import { errorText } from '../runtime/errors.js';
+
+export interface PeerProfilesOptions {
+  /** Asks `peer` for its profile; resolves with the reply's payload, unchecked. */
+  ask: (peer: string) => Promise<unknown>;
+  /** Whether `peer` is connected now: an answer arriving after it left is not kept. */
+  connected: (peer: string) => boolean;
+  /** A profile younger than this is not asked for again (ms). */
+  freshMs: number;
+  /** Longest a reader waits for answers before taking what is known (ms). */
+  waitMs: number;
+  log: (fields: Record<string, unknown>, msg: string) => void;
+}
+
+interface Known {
+  profile: NodeProfile | null;
+  /** When the profile came (ms since the epoch). */
+  seenAt: number | null;
+  /** When it was last asked for, answered or not: a peer that cannot answer is not asked on every read. */
+  askedAt: number;
+}
+
+export class PeerProfiles {
+  // One entry per connected peer at most: forget() runs on every disconnect.
+  private readonly known = new Map<string, Known>();
+  private readonly asking = new Map<string, Promise<void>>();
+
+  constructor(private readonly opts: PeerProfilesOptions) {}
+
+  /** The last profile of `peer` and when it came, if it ever answered. */
+  get(peer: string): { profile: NodeProfile | null; last_seen: string | null } {
+    const k = this.known.get(peer);
+    return { profile: k?.profile ?? null, last_seen: k?.seenAt ? new Date(k.seenAt).toISOString() : null };
+  }
+
+  forget(peer: string): void {
+    this.known.delete(peer);
+  }
+
+  /** Asks `peer` now, unless a question to it is already on its way. */
+  refresh(peer: string): Promise<void> {
+    const pending = this.asking.get(peer);
+    if (pending) return pending;
+    const asked = this.ask(peer).finally(() => this.asking.delete(peer));
+    this.asking.set(peer, asked);
+    return asked;
+  }
+
+  /** Refreshes the stale profiles among `peers`, waiting at most `waitMs` for the answers. */
+  async refreshStale(peers: string[]): Promise<void> {
+    const now = Date.now();
+    const stale = peers.filter((p) => now - (this.known.get(p)?.askedAt ?? 0) >= this.opts.freshMs);
+    if (!stale.length) return;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.opts.waitMs)));
+    await Promise.race([Promise.all(stale.map((p) => this.refresh(p))), deadline]);
+    clearTimeout(timer);
+  }
+
+  private async ask(peer: string): Promise<void> {
+    const askedAt = Date.now();
+    let profile: NodeProfile | undefined;
+    try {
+      const parsed = NodeProfile.safeParse(await this.opts.ask(peer));
+      if (parsed.success) profile = parsed.data;
+      else this.opts.log({ peer, err: parsed.error.message.slice(0, 500) }, 'peer profile not recorded: not a valid profile');
+    } catch (e) {
+      this.opts.log({ peer, err: errorText(e) }, 'peer profile not recorded: no answer');
+    }
+    if (!this.opts.connected(peer)) return;
+    const before = this.known.get(peer);
+    this.known.set(peer, profile ? { profile, seenAt: Date.now(), askedAt } : { profile: before?.profile ?? null, seenAt: before?.seenAt ?? null, askedAt });
+  }
+}

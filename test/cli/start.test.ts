@@ -1,0 +1,143 @@
+import { createServer, type Server } from 'node:net';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listenAddr } from '../helpers/network.js';
+import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
+import { assertBuilt, cleanupHomes, dms, freePort, prepareHome, tempHome } from './helpers.js';
+
+beforeAll(assertBuilt);
+afterAll(cleanupHomes);
+
+/** A home whose node runs the network on loopback (port chosen per test), quietly. */
+function networkHome(label: string): string {
+  const home = tempHome(label);
+  const config = { general: { log_level: 'warn' }, network: { ListenAddresses: ['/ip4/127.0.0.1/tcp/0'] } };
+  writeFileSync(join(home, 'dms_config.json'), JSON.stringify(config));
+  return home;
+}
+
+/** The libp2p TCP port of a multiaddr such as /ip4/127.0.0.1/tcp/41234/p2p/12D3… */
+const tcpPort = (addr: string): number => Number(/\/tcp\/(\d+)/.exec(addr)![1]);
+
+describe('dms start: libp2p listen addresses (--listen, and a clear error when taken)', { timeout: 90_000 }, () => {
+  let first: NodeProcess;
+  let taken: string;
+
+  beforeAll(async () => {
+    first = await startNode();
+    taken = `/ip4/127.0.0.1/tcp/${tcpPort(listenAddr(first))}`;
+  });
+  afterAll(async () => {
+    await first?.stop();
+    if (first) removeHome(first.home);
+  });
+
+  const expected = (addr: string) =>
+    new RegExp(
+      `^dms: network\\.ListenAddresses: cannot listen on ${addr.replace(/[./]/g, '\\$&')} \\(address in use\\); ` +
+        `pick another with DMS_NETWORK_LISTEN_ADDRESSES=\\S+/tcp/0 or --listen\\n$`,
+    );
+
+  it('a second node on the first one\'s port (--listen) exits non-zero with one line naming the setting and the address', async () => {
+    const r = await dms(networkHome('listen-flag'), ['start', '--port', '0', '--listen', taken]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(expected(taken));
+    expect(r.stderr).not.toMatch(/faultTolerance|\n\s+at /);
+  });
+
+  it('the same through DMS_NETWORK_LISTEN_ADDRESSES, and with several addresses only the failing one is named', async () => {
+    const other = `/ip4/127.0.0.1/tcp/${await freePort()}`;
+    const r = await dms(networkHome('listen-env'), ['start', '--port', '0'], { env: { DMS_NETWORK_LISTEN_ADDRESSES: `${other},${taken}` } });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(expected(taken));
+    expect(r.stderr).not.toContain(other);
+  });
+
+  it('--listen sets the libp2p addresses (over the environment), comma-separated', async () => {
+    const port = await freePort();
+    const node = await startNode({ args: ['--listen', `/ip4/127.0.0.1/tcp/${port}`] });
+    try {
+      expect(tcpPort(listenAddr(node))).toBe(port);
+    } finally {
+      await node.stop();
+      removeHome(node.home);
+    }
+    const bad = await dms(networkHome('listen-bad'), ['start', '--port', '0', '--listen', 'nonsense']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/^dms: .*'nonsense' is not a multiaddr/);
+  });
+});
+
+describe('dms start --detach: a failure shows only this run\'s log lines', { timeout: 90_000 }, () => {
+  const servers: Server[] = [];
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+  });
+
+  /** A REST port some other program holds, so `dms start --port <it>` fails. */
+  async function busyPort(): Promise<number> {
+    const server = createServer();
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return (server.address() as { port: number }).port;
+  }
+
+  it('the second failing start prints its own error, not the first one\'s', async () => {
+    const home = prepareHome('detach-logs');
+    const [p1, p2] = [await busyPort(), await busyPort()];
+    const one = await dms(home, ['start', '--detach', '--port', String(p1)]);
+    expect(one.code).not.toBe(0);
+    expect(one.stderr).toContain(String(p1));
+
+    const two = await dms(home, ['start', '--detach', '--port', String(p2)]);
+    expect(two.code).not.toBe(0);
+    expect(two.stderr).toContain(String(p2));
+    expect(two.stderr).not.toContain(String(p1));
+    // The log file keeps both runs: only what is shown is limited to this one.
+    const log = readFileSync(join(home, 'logs', 'node.log'), 'utf8');
+    expect(log).toContain(String(p1));
+    expect(log).toContain(String(p2));
+  });
+});
+
+describe('dms start --log-format', { timeout: 90_000 }, () => {
+  /** Starts a node at info level with `args`, stops it, and returns what it wrote. */
+  async function logsOf(args: string[]): Promise<string> {
+    const node = await startNode({ args: ['--log-level', 'info', ...args] });
+    await node.stop();
+    removeHome(node.home);
+    return node.logs();
+  }
+
+  const lines = (text: string) => text.split('\n').filter((l) => l.trim());
+  const isJson = (line: string) => {
+    try {
+      return typeof JSON.parse(line) === 'object';
+    } catch {
+      return false;
+    }
+  };
+
+  it('pretty prints human-readable lines, not JSON', async () => {
+    const out = await logsOf(['--log-format', 'pretty']);
+    const started = lines(out).find((l) => l.includes('node started'));
+    expect(started, out).toBeDefined();
+    expect(started).toMatch(/INFO/);
+    expect(lines(out).filter(isJson)).toEqual([]);
+  });
+
+  it('without a terminal the default stays JSON lines, as does --log-format json', async () => {
+    for (const args of [[], ['--log-format', 'json']]) {
+      const out = await logsOf(args);
+      const started = lines(out).filter(isJson).map((l) => JSON.parse(l) as { msg?: string; level?: number });
+      expect(started.find((l) => l.msg === 'node started'), out).toMatchObject({ level: 30 });
+    }
+  });
+
+  it('an unknown format is refused naming the choices', async () => {
+    const r = await dms(prepareHome('log-format-bad'), ['start', '--port', '0', '--log-format', 'xml']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/--log-format.*'xml'.*(pretty, json|json, pretty)/);
+  });
+});

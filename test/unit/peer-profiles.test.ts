@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import { PeerProfiles } from '../../actors/peer-profiles.js';
+import { NodeProfile } from '../../behaviors/discovery.js';
+
+const spec = { cpu: { cores: 2 }, memory: { size: 1024 }, storage: { size: 0 } };
+const profile = (over: Record<string, unknown> = {}) => ({
+  name: 'a',
+  version: '0.1.0',
+  addrs: ['/ip4/127.0.0.1/tcp/1/p2p/x'],
+  location: {},
+  onboarded: spec,
+  free: spec,
+  executors: ['null'],
+  ...over,
+});
+
+describe('NodeProfile: what a peer may make this node keep', () => {
+  it('accepts a profile and refuses every unbounded part', () => {
+    expect(NodeProfile.safeParse(profile()).success).toBe(true);
+    for (const bad of [
+      { name: 'x'.repeat(201) },
+      { executors: Array.from({ length: 17 }, (_, i) => `e${i}`) },
+      { addrs: Array.from({ length: 9 }, () => '/ip4/1.2.3.4/tcp/1') },
+      { location: { city: 'x'.repeat(101) } },
+      // The shared resource schema leaves a GPU model open; the byte cap closes it.
+      { onboarded: { ...spec, gpu: { count: 1, model: 'x'.repeat(9000) } } },
+      { secret: 'extra field' },
+    ]) {
+      expect(NodeProfile.safeParse(profile(bad)).success, JSON.stringify(bad).slice(0, 80)).toBe(false);
+    }
+  });
+});
+
+describe('PeerProfiles', () => {
+  const make = (ask: (peer: string) => Promise<unknown>, connected = () => true) =>
+    new PeerProfiles({ ask, connected, freshMs: 60_000, waitMs: 200, log: () => undefined });
+
+  it('a reader waits at most waitMs for a peer that does not answer', async () => {
+    const profiles = make(() => new Promise(() => undefined));
+    const started = Date.now();
+    await profiles.refreshStale(['p']);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(profiles.get('p')).toEqual({ profile: null, last_seen: null });
+  });
+
+  it('keeps the last good profile when a later answer is invalid, and nothing of a peer that left', async () => {
+    let answer: unknown = profile({ name: 'first' });
+    let connected = true;
+    const profiles = make(async () => answer, () => connected);
+    await profiles.refresh('p');
+    expect(profiles.get('p').profile?.name).toBe('first');
+    answer = { name: 42 };
+    await profiles.refresh('p');
+    expect(profiles.get('p').profile?.name).toBe('first');
+    connected = false;
+    profiles.forget('p');
+    answer = profile({ name: 'late' });
+    await profiles.refresh('p');
+    expect(profiles.get('p').profile).toBeNull();
+  });
+});
