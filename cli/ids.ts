@@ -36,9 +36,10 @@ export async function resolveJobId(rest: NodeRest, given: string): Promise<strin
   if (UUID.test(given.trim())) return given.trim();
   const ids: string[] = [];
   for (let offset = 0; ; offset += PAGE) {
-    const page = await rest.get<{ id: string }[]>(`/api/v1/jobs?limit=${PAGE}&offset=${offset}`);
-    ids.push(...page.map((j) => j.id));
-    if (page.length < PAGE) break;
+    // Oldest first: a job submitted meanwhile lands after the pages already read, not in them.
+    const page = await rest.get<{ jobs: { id: string }[] }>(`/api/v1/jobs?limit=${PAGE}&offset=${offset}&order=asc`);
+    ids.push(...page.jobs.map((j) => j.id));
+    if (page.jobs.length < PAGE) break;
   }
   return pickByPrefix('job', given, ids);
 }

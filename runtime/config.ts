@@ -65,6 +65,7 @@ export const ConfigSchema = z
                 '/dms/job/status',
                 '/dms/job/list',
                 '/dms/job/logs',
+                '/dms/job/events',
                 '/dms/resources/usage',
                 '/dms/allocations/list',
                 '/dms/device/status',

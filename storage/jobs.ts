@@ -16,6 +16,8 @@ export interface JobFilter {
 export interface JobListOptions extends JobFilter {
   limit?: number;
   offset?: number;
+  /** By submission: oldest first unless asked (recovery re-queues in that order). */
+  order?: 'asc' | 'desc';
 }
 
 export class JobRepository {
@@ -36,10 +38,11 @@ export class JobRepository {
     return row ? toJob(row) : null;
   }
 
-  /** Jobs in submission order. */
+  /** Jobs in submission order, or its reverse. */
   async list(opts: JobListOptions = {}): Promise<Job[]> {
+    const order = opts.order ?? 'asc';
     const rows = await this.orm.em.fork().find(JobEntity, where(opts), {
-      orderBy: { created_at: 'asc', id: 'asc' },
+      orderBy: { created_at: order, id: order },
       limit: opts.limit,
       offset: opts.offset,
     });

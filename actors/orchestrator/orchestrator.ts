@@ -10,7 +10,9 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   CancelPayload,
   JobBehaviors,
+  type JobEventsReply,
   JobIdPayload,
+  type JobListReply,
   ListPayload,
   LogsPayload,
   type LogsReply,
@@ -18,9 +20,9 @@ import {
   SubmitPayload,
 } from '../../behaviors/jobs/jobs.js';
 import { callBehavior, localHandle, replyingKinds, replyWhenDone } from '../../behaviors/jobs/replies.js';
-import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
+import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
-import { isTerminal, type Job, type JobSpec, type ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { isTerminal, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
@@ -37,6 +39,7 @@ import { aborted, type LogSource } from './logs.js';
 import { type JobMachineContext, jobMachine } from './machine.js';
 import { type ExecutorFindings, planRecovery } from './recovery.js';
 import { refusedRegistry } from './registries.js';
+import { whyNoNodeCouldHold } from './placement.js';
 import { type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
 
@@ -79,6 +82,8 @@ export class Orchestrator {
   private readonly defaults: { cores: number; memory_bytes: number };
   private readonly allowedRegistries: readonly string[];
   private readonly trusted: (env: Envelope) => boolean;
+  /** This machine's capacity, as the resource manager measured it at start (it does not change while the node runs). */
+  private capacity: Promise<ResourceCapacity> | null = null;
 
   private constructor(system: ActorSystem, opts: OrchestratorOptions) {
     this.storage = opts.storage;
@@ -153,8 +158,16 @@ export class Orchestrator {
       defineBehavior({
         name: JobBehaviors.list,
         payload: ListPayload,
-        handle: async ({ env, payload }) =>
-          (await this.storage.jobs.list({ status: payload.status, limit: payload.limit, offset: payload.offset })).map(shown(env)),
+        handle: async ({ env, payload }) => {
+          const reply = await this.list(payload);
+          return { ...reply, jobs: reply.jobs.map(shown(env)) };
+        },
+      }),
+      defineBehavior({
+        name: JobBehaviors.events,
+        payload: JobIdPayload,
+        // Events carry statuses and reasons, never the environment: nothing to redact.
+        handle: replyingKinds(({ payload }) => this.events(payload.id)),
       }),
       // Both wait (for a container to stop, for output): they answer later and free the mailbox meanwhile.
       defineBehavior({
@@ -187,10 +200,39 @@ export class Orchestrator {
     }
     const refused = refusedRegistry(spec.image, this.allowedRegistries);
     if (refused) throw invalid(refused);
+    const resources = this.withDefaults(spec.resources);
+    // A job that could wait for resources to be freed is accepted; one no machine could ever hold would wait forever.
+    const never = whyNoNodeCouldHold(resources, [{ label: 'this node', capacity: await this.machineCapacity() }]);
+    if (never) throw new DmsError('conflict', never);
     // Stored with the defaults filled in: what the job holds, and is limited to, is on its record.
-    const job = await this.journal.create({ ...spec, resources: this.withDefaults(spec.resources) });
+    const job = await this.journal.create({ ...spec, resources });
     this.scheduler.add(this.track(job));
     return job;
+  }
+
+  /** What the resource manager measured this machine to have; asked once, as it is fixed for the life of the node. */
+  private machineCapacity(): Promise<ResourceCapacity> {
+    this.capacity ??= callBehavior(this.actor, this.manager, ResourceBehaviors.usage, {}, UsageReply).then(
+      (usage) => usage.capacity,
+      (e: unknown) => {
+        // Not kept: the next submission asks again.
+        this.capacity = null;
+        throw e;
+      },
+    );
+    return this.capacity;
+  }
+
+  private async list(p: { status?: Job['status'][]; limit: number; offset: number; order: 'asc' | 'desc' }): Promise<JobListReply> {
+    const [jobs, total] = await Promise.all([this.storage.jobs.list(p), this.storage.jobs.count({ status: p.status })]);
+    return { jobs, total };
+  }
+
+  /** Every stored transition of the job, oldest first. */
+  private async events(id: string): Promise<JobEventsReply> {
+    if (!(await this.storage.jobs.get(id))) throw notFound(`job ${id} not found`);
+    const events = await this.storage.events.listFor(id);
+    return { id, events: events.map((e) => ({ at: e.at, from: e.from_status, to: e.to_status, reason: e.reason })) };
   }
 
   private async status(id: string): Promise<Job> {

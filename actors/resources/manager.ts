@@ -25,7 +25,7 @@ import {
   RESOURCES_INBOX,
   type Usage,
 } from '../../behaviors/jobs/resources.js';
-import type { Allocation, DeviceSettings, DeviceSettingsPatch, ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
+import type { Allocation, DeviceSettings, DeviceSettingsChanges, ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
@@ -203,7 +203,7 @@ export class ResourceManager {
 
   // --- device ----------------------------------------------------------------------------
 
-  private async configure(patch: DeviceSettingsPatch): Promise<DeviceSettings> {
+  private async configure(patch: DeviceSettingsChanges): Promise<DeviceSettings> {
     if (patch.onboarded) this.checkOnboarded(patch.onboarded);
     const next = await this.opts.storage.device.put(patch);
     const grew = next.onboarded === null || !fitsWithin(next.onboarded, this.ledger.offering);
@@ -214,7 +214,7 @@ export class ResourceManager {
   }
 
   /** The share offered can be at most what the machine has. */
-  private checkOnboarded(share: DeviceSettingsPatch['onboarded'] & object): void {
+  private checkOnboarded(share: ResourceSpec): void {
     const cap = this.opts.capacity;
     const over = (what: string, asked: string, has: string) =>
       invalid(`onboarded.${what}: ${asked} is more than this machine has (${has})`);

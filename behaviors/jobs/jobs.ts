@@ -15,6 +15,8 @@ export const JobBehaviors = {
   list: '/dms/job/list',
   cancel: '/dms/job/cancel',
   logs: '/dms/job/logs',
+  /** A job's stored history: every transition with its time and reason. */
+  events: '/dms/job/events',
   /** Resources were freed elsewhere (an allocation released, a bigger share onboarded): try pending jobs again. */
   schedule: '/dms/job/schedule',
 } as const;
@@ -35,10 +37,14 @@ export const SubmitPayload = JobSpecSchema;
 export const JobIdSchema = jobId;
 export const JobIdPayload = z.strictObject({ id: jobId });
 
+export const LIST_ORDERS = ['asc', 'desc'] as const;
+
 export const ListPayload = z.strictObject({
   status: z.array(JobStatusSchema).optional(),
   limit: z.int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),
   offset: z.int().nonnegative().default(0),
+  /** By submission time: newest first (what a person looks for), or `asc` for oldest first. */
+  order: z.enum(LIST_ORDERS).default('desc'),
 });
 export type ListPayload = z.input<typeof ListPayload>;
 
@@ -85,4 +91,19 @@ export const LogsReply = z.object({
 export type LogsReply = z.output<typeof LogsReply>;
 
 export const JobReply = JobSchema;
-export const JobListReply = z.array(JobSchema);
+export const JobListReply = z.object({
+  jobs: z.array(JobSchema),
+  /** Jobs matching the filter, all pages together: more exist beyond this page when offset + jobs.length < total. */
+  total: z.int().nonnegative(),
+});
+export type JobListReply = z.output<typeof JobListReply>;
+
+/** One stored transition. `from` is null for the event that created the job; equal to `to` for a change without a new status (a pending reason). */
+export const JobHistoryEventSchema = z.object({
+  at: z.iso.datetime({ offset: true }),
+  from: JobStatusSchema.nullable(),
+  to: JobStatusSchema,
+  reason: z.string(),
+});
+export const JobEventsReply = z.object({ id: z.string(), events: z.array(JobHistoryEventSchema) });
+export type JobEventsReply = z.output<typeof JobEventsReply>;

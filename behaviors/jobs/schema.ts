@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { invalid } from '../../runtime/errors.js';
+import { parseSize, SizeError } from '../../client/sizes.js';
 import { ImageReferenceSchema } from './image-ref.js';
 
 /**
@@ -18,25 +19,78 @@ export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: 
   throw invalid(`invalid ${what}: ${problems.join('; ')}`);
 }
 
-const bytes = z.int().nonnegative();
+/*
+ * Sizes, cores and commands as people write them. Each field accepts a short form and the
+ * canonical one, and is normalised here (z.preprocess) to the canonical form, which is what is
+ * stored and answered: validation, the inferred types and the error messages all come from
+ * these declarations. The canonical form parses to itself, so stored records and older
+ * clients (sizes as numbers of bytes, `{"cpu": {"cores": 1}}`) keep working.
+ */
 
-export const GpuSpecSchema = z.strictObject({
-  count: z.int().positive(),
-  model: z.string().min(1).optional(),
-  /** Memory of each GPU in bytes, not the sum: a job needing `vram` needs it on every GPU it gets. */
-  vram: bytes.optional(),
-});
+const SIZE_FORMS = 'a size: bytes as a whole number, or a string with a unit ("512MiB", "2GB")';
+
+/**
+ * Bytes: a number is bytes (what clients always sent); a string carries its unit and is read
+ * by client/sizes.ts parseSize, the same reader as the CLI's --memory and --storage flags.
+ */
+export const SizeSchema = z.preprocess(
+  (value: number | string, ctx) => {
+    if (typeof value !== 'string') return value;
+    try {
+      return parseSize(value);
+    } catch (e) {
+      if (!(e instanceof SizeError)) throw e;
+      ctx.addIssue({ code: 'custom', message: e.message, input: value });
+      return z.NEVER;
+    }
+  },
+  z.int({ error: SIZE_FORMS }).nonnegative({ error: SIZE_FORMS }),
+);
+
+/** `{"size": …}`, or the size alone. */
+const sized = () =>
+  z.preprocess(
+    (value: number | string | { size: number | string }) => (typeof value === 'number' || typeof value === 'string' ? { size: value } : value),
+    z.strictObject({ size: SizeSchema }, { error: (issue) => (issue.code === 'invalid_type' ? `${SIZE_FORMS}; or {"size": one of those}` : undefined) }),
+  );
+
+const CORES_FORMS = 'cores as a number (0.5, 2) or {"cores": a number}';
+
+/** `{"cores": …}`, or the number alone. */
+const CpuSchema = z.preprocess(
+  (value: number | { cores: number }) => (typeof value === 'number' ? { cores: value } : value),
+  z.strictObject({ cores: z.number({ error: CORES_FORMS }).nonnegative() }, { error: (issue) => (issue.code === 'invalid_type' ? CORES_FORMS : undefined) }),
+);
+
+const GPU_FORMS = 'a number of GPUs, or {"count", "model", "vram"}';
+
+/** `{"count", "model", "vram"}`, or the count alone. */
+export const GpuSpecSchema = z.preprocess(
+  (value: number | { count: number; model?: string; vram?: number | string }) => (typeof value === 'number' ? { count: value } : value),
+  z.strictObject(
+    {
+      count: z.int().positive(),
+      model: z.string().min(1).optional(),
+      /** Memory of each GPU in bytes, not the sum: a job needing `vram` needs it on every GPU it gets. */
+      vram: SizeSchema.optional(),
+    },
+    { error: (issue) => (issue.code === 'invalid_type' ? GPU_FORMS : undefined) },
+  ),
+);
+
+const resourceFields = {
+  cpu: CpuSchema,
+  memory: sized(),
+  storage: sized().default({ size: 0 }),
+  gpu: GpuSpecSchema.optional(),
+};
 
 /**
  * What a job asks for, an allocation reserves and a machine offers (ResourceCapacity is the
  * same shape). Zero cores or zero memory means "no limit asked"; `gpu` is left out when none.
+ * Each field may be written short: `{"cpu": 0.5, "memory": "512MiB", "storage": "10GB", "gpu": 1}`.
  */
-export const ResourceSpecSchema = z.strictObject({
-  cpu: z.strictObject({ cores: z.number().nonnegative() }),
-  memory: z.strictObject({ size: bytes }),
-  storage: z.strictObject({ size: bytes }).default({ size: 0 }),
-  gpu: GpuSpecSchema.optional(),
-});
+export const ResourceSpecSchema = z.strictObject(resourceFields);
 export type ResourceSpec = z.output<typeof ResourceSpecSchema>;
 export type ResourceCapacity = ResourceSpec;
 export type GpuSpec = z.output<typeof GpuSpecSchema>;
@@ -51,14 +105,37 @@ export const isTerminal = (status: JobStatus): boolean => status === 'completed'
 // Docker passes the environment as NAME=value strings, so a name holding '=' would be cut.
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment names are letters, digits and _');
 
+/**
+ * A job's resources: as ResourceSpecSchema, but every field may be left out, as may
+ * `resources` itself. What is left out is asked as zero, which the orchestrator replaces with
+ * `jobs.default_resources` (1 core, 512 MiB as shipped) before storing the job.
+ */
+export const JobResourcesSchema = z.strictObject({
+  ...resourceFields,
+  cpu: CpuSchema.default({ cores: 0 }),
+  memory: sized().default({ size: 0 }),
+});
+
+const COMMAND_FORMS = 'a string (run as sh -c <string>) or an array of strings';
+
+/**
+ * The command: an array is the argv as it is; a string is given to `sh -c`, so it reads as it
+ * would at a shell prompt (quotes, &&, pipes) without this node splitting it. The image must
+ * then have a shell. Empty or left out: the image's own command.
+ */
+const CommandSchema = z.preprocess(
+  (value: string | string[]) => (typeof value === 'string' && value !== '' ? ['sh', '-c', value] : value),
+  z.array(z.string({ error: COMMAND_FORMS }), { error: COMMAND_FORMS }),
+);
+
 /** What POST /api/v1/jobs accepts. Unknown fields are rejected so a typo is not silently ignored. */
 export const JobSpecSchema = z.strictObject({
   name: z.string().min(1).max(200),
   /** Checked against Docker's reference grammar (./image-ref.ts) before any engine sees it. */
   image: ImageReferenceSchema,
-  command: z.array(z.string()).default([]),
+  command: CommandSchema.default([]),
   environment: z.record(envName, z.string()).default({}),
-  resources: ResourceSpecSchema,
+  resources: JobResourcesSchema.default({ cpu: { cores: 0 }, memory: { size: 0 }, storage: { size: 0 } }),
   executor: z.string().min(1).max(64).default('docker'),
   timeout_s: z.int().positive().optional(),
 });
@@ -136,3 +213,5 @@ export const DeviceSettingsSchema = z.strictObject({
 export type DeviceSettings = z.output<typeof DeviceSettingsSchema>;
 export const DeviceSettingsPatchSchema = DeviceSettingsSchema.partial();
 export type DeviceSettingsPatch = z.input<typeof DeviceSettingsPatchSchema>;
+/** A patch once parsed: sizes in bytes, every resource in its canonical form. */
+export type DeviceSettingsChanges = z.output<typeof DeviceSettingsPatchSchema>;

@@ -4,7 +4,7 @@ import { type Command, Option } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { JOB_STATUSES } from '../../behaviors/jobs/schema.js';
-import type { LogsReply } from '../../behaviors/jobs/jobs.js';
+import { type JobEventsReply, type JobListReply, type LogsReply, MAX_LIST_LIMIT } from '../../behaviors/jobs/jobs.js';
 import { formatBytes } from '../../client/sizes.js';
 import { CliError, globals, output } from '../context.js';
 import { followJob } from '../follow.js';
@@ -17,6 +17,8 @@ interface ListOptions {
   status?: string;
   limit?: string;
   offset?: string;
+  all?: boolean;
+  oldestFirst?: boolean;
   wide?: boolean;
 }
 
@@ -33,18 +35,20 @@ export function registerJobCommands(program: Command): void {
 
   jobs
     .command('list')
-    .description('list jobs, oldest first')
+    .description('list jobs, newest first')
     .option('--status <statuses>', `only these statuses, comma-separated (${JOB_STATUSES.join(', ')})`)
-    .option('--limit <n>', 'at most this many (default 100, at most 1000)')
+    .option('--limit <n>', `at most this many (default 100, at most ${MAX_LIST_LIMIT})`)
     .option('--offset <n>', 'skip this many first')
+    .addOption(new Option('--all', 'every job, however many (pages through them)').conflicts(['limit', 'offset']))
+    .option('--oldest-first', 'oldest first instead')
     .option('--wide', 'print whole ids (default: their first 8 characters)')
     .action(async (opts: ListOptions, cmd: Command) => {
-      const query = new URLSearchParams();
-      if (opts.status) query.set('status', opts.status);
-      if (opts.limit) query.set('limit', opts.limit);
-      if (opts.offset) query.set('offset', opts.offset);
-      const list = await restFor(cmd).get<Job[]>(`/api/v1/jobs${query.size ? `?${query}` : ''}`);
-      output(cmd, list, list.length === 0 ? 'no jobs' : table(list, opts.wide ?? false));
+      const list = await listJobs(cmd, opts);
+      output(cmd, list, list.jobs.length === 0 ? (list.total === 0 ? 'no jobs' : `no jobs at offset ${opts.offset}`) : table(list.jobs, opts.wide ?? false));
+      // On stderr: the table on stdout stays only rows, for grep and friends.
+      const offset = Number(opts.offset ?? 0);
+      const more = list.total - offset - list.jobs.length;
+      if (more > 0 && !globals(cmd).json) process.stderr.write(`${more} more; use --limit/--offset (or --all)\n`);
     });
 
   jobs
@@ -74,8 +78,10 @@ export function registerJobCommands(program: Command): void {
     .argument('<id>', ID_ARG)
     .action(async (given: string, _opts, cmd: Command) => {
       const rest = restFor(cmd);
-      const job = await rest.get<Job>(`/api/v1/jobs/${encodeURIComponent(await resolveJobId(rest, given))}`);
-      output(cmd, job, describe(job));
+      const path = `/api/v1/jobs/${encodeURIComponent(await resolveJobId(rest, given))}`;
+      const job = await rest.get<Job>(path);
+      const { events } = await rest.get<JobEventsReply>(`${path}/events`);
+      output(cmd, { ...job, events }, describe(job, events));
     });
 
   jobs
@@ -115,6 +121,28 @@ export function registerJobCommands(program: Command): void {
       const job = await rest.delete<Job>(`/api/v1/jobs/${encodeURIComponent(await resolveJobId(rest, given))}`);
       output(cmd, job, `job ${job.id}: ${job.status} (${job.error ?? 'cancelled'})`);
     });
+}
+
+/** One page as asked, or with --all every page (newest first unless --oldest-first), and the total. */
+async function listJobs(cmd: Command, opts: ListOptions): Promise<JobListReply> {
+  const rest = restFor(cmd);
+  const query = new URLSearchParams();
+  if (opts.status) query.set('status', opts.status);
+  if (opts.oldestFirst) query.set('order', 'asc');
+  if (!opts.all) {
+    if (opts.limit) query.set('limit', opts.limit);
+    if (opts.offset) query.set('offset', opts.offset);
+    return rest.get<JobListReply>(`/api/v1/jobs${query.size ? `?${query}` : ''}`);
+  }
+  query.set('limit', String(MAX_LIST_LIMIT));
+  const jobs: Job[] = [];
+  for (;;) {
+    query.set('offset', String(jobs.length));
+    const page = await rest.get<JobListReply>(`/api/v1/jobs?${query}`);
+    jobs.push(...page.jobs);
+    // Jobs submitted meanwhile shift the pages: stop at the total, or at a short page.
+    if (page.jobs.length < MAX_LIST_LIMIT || jobs.length >= page.total) return { jobs, total: Math.max(page.total, jobs.length) };
+  }
 }
 
 /** A spec file as JSON or YAML (YAML also reads JSON, so an unknown extension is read as YAML). */
@@ -168,10 +196,9 @@ function summary(job: Job): string {
 
 /**
  * Everything of the job record, in the order a person asks about it: what, where, how it
- * went, with what, when. The node's REST interface exposes no per-job transition history
- * (storage keeps one), so "when" is the submission and the last change.
+ * went, with what, when; then its history, every stored transition with its reason.
  */
-function describe(job: Job): string {
+function describe(job: Job, events: JobEventsReply['events']): string {
   const r = job.resources;
   const resources = [`${r.cpu.cores} cores`, `${formatBytes(r.memory.size)} memory`, `${formatBytes(r.storage.size)} storage`];
   if (r.gpu) resources.push(`${r.gpu.count} GPU${r.gpu.model ? ` ${r.gpu.model}` : ''}${r.gpu.vram ? ` with ${formatBytes(r.gpu.vram)} each` : ''}`);
@@ -197,7 +224,18 @@ function describe(job: Job): string {
       ['last change', job.updated_at],
     ],
     width,
-  );
+  ) + `\n\nhistory\n${timeline(events)}`;
+}
+
+/**
+ * `  <time>  <status change>  <reason>`, one line per stored event, the change column as wide
+ * as its widest entry. A change that kept the status (a pending reason, an image pull step)
+ * shows the status alone, as does the job's creation.
+ */
+function timeline(events: JobEventsReply['events']): string {
+  const changes = events.map((e) => (e.from === null || e.from === e.to ? e.to : `${e.from} → ${e.to}`));
+  const width = Math.max(0, ...changes.map((c) => c.length));
+  return events.map((e, i) => `  ${e.at}  ${changes[i].padEnd(width)}  ${e.reason}`).join('\n');
 }
 
 /** An argument as a shell would need it, so the command line can be read (and pasted) as one. */

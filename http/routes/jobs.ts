@@ -7,6 +7,8 @@ import { createEventStream, type EventStream, type EventStreamMessage, type H3Ev
 import {
   JobBehaviors,
   JobIdSchema,
+  type JobListReply,
+  LIST_ORDERS,
   LogsReply,
   MAX_LIST_LIMIT,
   MAX_LOGS_LIMIT,
@@ -49,12 +51,20 @@ export const jobRoutes: RouteModule = ({ app, config, http, log }) => {
 
   app.get(
     '/api/v1/jobs',
-    route(log, async (event) => ((await call(JobBehaviors.list, listQuery(event.url.searchParams))) as Job[]).map(forCaller(event))),
+    route(log, async (event) => {
+      const reply = (await call(JobBehaviors.list, listQuery(event.url.searchParams))) as JobListReply;
+      return { ...reply, jobs: reply.jobs.map(forCaller(event)) };
+    }),
   );
 
   app.get(
     '/api/v1/jobs/:id',
     route(log, async (event) => forCaller(event)((await call(JobBehaviors.status, { id: jobIdOf(event) })) as Job)),
+  );
+
+  app.get(
+    '/api/v1/jobs/:id/events',
+    route(log, async (event) => call(JobBehaviors.events, { id: jobIdOf(event) })),
   );
 
   // A cancel answers once the run has stopped, which can take the whole stop grace period.
@@ -97,7 +107,7 @@ function logsQuery(q: URLSearchParams, follow = false): { from?: number | 'end';
   return query;
 }
 
-/** `?status=a,b&limit=n&offset=m`, each checked: a bad one is a 400 naming it. */
+/** `?status=a,b&limit=n&offset=m&order=asc|desc`, each checked: a bad one is a 400 naming it. */
 function listQuery(q: URLSearchParams): ListPayload {
   const query: ListPayload = {};
   const status = q.get('status');
@@ -119,6 +129,12 @@ function listQuery(q: URLSearchParams): ListPayload {
   if (offset !== null) {
     if (!/^\d{1,9}$/.test(offset)) throw invalid(`offset: '${offset}' is not a whole number`);
     query.offset = Number(offset);
+  }
+  const order = q.get('order');
+  if (order !== null) {
+    const known = LIST_ORDERS.find((o) => o === order);
+    if (!known) throw invalid(`order: '${order.slice(0, 40)}' is not ${LIST_ORDERS.join(' or ')}`);
+    query.order = known;
   }
   return query;
 }

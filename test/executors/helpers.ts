@@ -1,9 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
+import type { Job, JobSpec, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Executor, ExecutionHandle, LogChunk } from '../../actors/executors/types.js';
 
 /** A job record as storage would hand it to an executor. */
-export function jobOf(spec: Partial<JobSpecInput> & { executor: string }): Job {
+/** A spec in its canonical (parsed) form, as executors get it; storage may be left out. */
+type TestSpec = Partial<Omit<JobSpec, 'resources'>> & { executor: string; resources?: Omit<ResourceSpec, 'storage'> & Partial<Pick<ResourceSpec, 'storage'>> };
+
+export function jobOf(spec: TestSpec): Job {
   const now = new Date().toISOString();
   return {
     id: randomUUID(),

@@ -73,7 +73,7 @@ describe('environment redaction in the job behaviors', () => {
     const status = await asStranger(JobBehaviors.status, { id: job.id });
     expect(status.environment).toEqual({ DMS_NULL_DURATION_MS: '[redacted]', TOKEN: '[redacted]' });
     const list = await asStranger(JobBehaviors.list, {});
-    expect(list.map((j: Job) => j.environment)).toEqual([{ DMS_NULL_DURATION_MS: '[redacted]', TOKEN: '[redacted]' }]);
+    expect(list.jobs.map((j: Job) => j.environment)).toEqual([{ DMS_NULL_DURATION_MS: '[redacted]', TOKEN: '[redacted]' }]);
     expect((await asStranger(JobBehaviors.status, { id: job.id }, root)).environment.TOKEN).toBe('hunter2');
     const cancelled = await asStranger(JobBehaviors.cancel, { id: job.id });
     expect(cancelled).toMatchObject({ status: 'failed', environment: { TOKEN: '[redacted]' } });

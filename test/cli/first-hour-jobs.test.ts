@@ -1,0 +1,234 @@
+// The first hour with jobs, as a user types it, against a real node: job specs people can
+// write (sizes with units, a command string, no resources at all), a job no node could ever
+// hold refused at once, `jobs list` newest first saying how many more there are, and a job's
+// whole history through GET /api/v1/jobs/{id}/events and `dms jobs describe`.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Job } from '../../behaviors/jobs/schema.js';
+import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
+import { MiB, nullJob, Rest, startJobNode, until } from '../jobs/helpers.js';
+
+let node: NodeProcess;
+let rest: Rest;
+const dms = (...args: string[]) => runCli(['--home', node.home, ...args]);
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
+/** What the machine has, as the node measured it. */
+let capacity: { cpu: { cores: number }; memory: { size: number }; gpu?: { count: number } };
+
+beforeAll(async () => {
+  node = await startJobNode();
+  rest = new Rest(node.url);
+  capacity = (await rest.get('/api/v1/resources/usage')).body.capacity;
+});
+
+afterAll(async () => {
+  await node?.stop();
+  if (node) removeHome(node.home);
+});
+
+function specFile(name: string, text: string): string {
+  const path = join(node.home, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+type Listing = { jobs: Job[]; total: number };
+
+describe('job specs people can write', () => {
+  it('takes sizes with units, cores as a number, a command string, and the short resource form', async () => {
+    const spec = specFile(
+      'short.yaml',
+      [
+        'name: short-form',
+        'image: none',
+        'executor: "null"',
+        'command: echo "hello world" && exit 0',
+        'resources: {cpu: 0.5, memory: 64MiB, storage: 1GB}',
+      ].join('\n'),
+    );
+    const r = await dms('jobs', 'submit', spec, '--id-only');
+    expect(r.code, r.stderr).toBe(0);
+    const job = await rest.job(r.stdout.trim());
+    expect(job.command).toEqual(['sh', '-c', 'echo "hello world" && exit 0']);
+    expect(job.resources).toEqual({ cpu: { cores: 0.5 }, memory: { size: 64 * MiB }, storage: { size: 1e9 } });
+  });
+
+  it('takes the long form with sizes as strings, and numbers as bytes as before', async () => {
+    const long = await rest.post('/api/v1/jobs', { ...nullJob(), resources: { cpu: { cores: 0.25 }, memory: { size: '0.5GiB' }, storage: { size: 1024 } } });
+    expect(long.status, JSON.stringify(long.body)).toBe(201);
+    expect(long.body.resources).toEqual({ cpu: { cores: 0.25 }, memory: { size: 512 * MiB }, storage: { size: 1024 } });
+    // The same forms hold wherever resources are written, allocations included.
+    const allocation = await rest.post('/api/v1/allocations', { resources: { cpu: 0.1, memory: '1MiB' } });
+    expect(allocation.status, JSON.stringify(allocation.body)).toBe(201);
+    expect(allocation.body.resources).toEqual({ cpu: { cores: 0.1 }, memory: { size: MiB }, storage: { size: 0 } });
+    expect((await rest.delete(`/api/v1/allocations/${allocation.body.id}`)).status).toBe(200);
+  });
+
+  it('gives a spec without resources the documented defaults: 1 core, 512 MiB', async () => {
+    const spec = specFile('bare.json', JSON.stringify({ name: 'bare', image: 'none', executor: 'null' }));
+    const r = await dms('--json', 'jobs', 'submit', spec);
+    expect(r.code, r.stderr).toBe(0);
+    const job = JSON.parse(r.stdout) as Job;
+    expect(job.resources).toEqual({ cpu: { cores: 1 }, memory: { size: 512 * MiB }, storage: { size: 0 } });
+    expect(job.command).toEqual([]);
+    expect((await rest.waitFor(job.id)).status).toBe('completed');
+  });
+
+  it('names the field and the accepted forms when a spec is wrong', async () => {
+    const bad = async (spec: unknown) => {
+      const answer = await rest.post('/api/v1/jobs', spec);
+      expect(answer.status, JSON.stringify(answer.body)).toBe(400);
+      return answer.body.error as string;
+    };
+    expect(await bad({ ...nullJob(), resources: { memory: '512' } })).toBe('invalid job spec: resources.memory.size: 512 has no unit; write 512MiB or 512MB');
+    expect(await bad({ ...nullJob(), resources: { memory: '512M' } })).toBe(
+      'invalid job spec: resources.memory.size: 512M is ambiguous; write 512MiB (powers of 1024) or 512MB (powers of 1000)',
+    );
+    expect(await bad({ ...nullJob(), resources: { memory: true } })).toBe(
+      'invalid job spec: resources.memory: a size: bytes as a whole number, or a string with a unit ("512MiB", "2GB"); or {"size": one of those}',
+    );
+    expect(await bad({ ...nullJob(), resources: { memory: { size: -1 } } })).toBe(
+      'invalid job spec: resources.memory.size: a size: bytes as a whole number, or a string with a unit ("512MiB", "2GB")',
+    );
+    expect(await bad({ ...nullJob(), resources: { cpu: 'two' } })).toBe('invalid job spec: resources.cpu: cores as a number (0.5, 2) or {"cores": a number}');
+    expect(await bad({ ...nullJob(), command: 3 })).toBe('invalid job spec: command: a string (run as sh -c <string>) or an array of strings');
+    expect(await bad({ ...nullJob(), command: ['echo', 3] })).toBe('invalid job spec: command.1: a string (run as sh -c <string>) or an array of strings');
+
+    const unit = await dms('jobs', 'submit', specFile('badunit.yaml', 'name: x\nimage: none\nresources: {memory: 2 gigs}\n'));
+    expect(unit).toMatchObject({ code: 1, stdout: '' });
+    expect(unit.stderr).toBe("dms: invalid job spec: resources.memory.size: 'gigs' is not a size unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB) (HTTP 400)\n");
+  });
+});
+
+describe('a job no node could ever hold', () => {
+  it('is refused at submission with 409 naming the resource, and not stored', async () => {
+    const before = (await rest.get<Listing>('/api/v1/jobs')).body.total;
+    const cores = await rest.post('/api/v1/jobs', { ...nullJob(), resources: { cpu: 1000 } });
+    expect(cores).toEqual({
+      status: 409,
+      body: { error: `needs 1000 cores; this node has at most ${capacity.cpu.cores} (no known node could hold it)` },
+    });
+    const memory = await rest.post('/api/v1/jobs', { ...nullJob(), resources: { memory: '64TiB' } });
+    expect(memory.status).toBe(409);
+    expect(memory.body.error).toMatch(/^needs 64 TiB of memory; this node has at most \d+(\.\d)? [GMT]iB \(no known node could hold it\)$/);
+    if (!capacity.gpu) {
+      const gpu = await rest.post('/api/v1/jobs', { ...nullJob(), resources: { gpu: 1 } });
+      expect(gpu).toEqual({ status: 409, body: { error: 'needs 1 GPU; this node has none (no known node could hold it)' } });
+    }
+    expect((await rest.get<Listing>('/api/v1/jobs')).body.total).toBe(before);
+  });
+
+  it('dms run says so in one line', async () => {
+    const r = await dms('run', 'none', '--executor', 'null', '--cpu', '1000');
+    expect(r).toMatchObject({ code: 1, stdout: '' });
+    expect(r.stderr).toBe(`dms: needs 1000 cores; this node has at most ${capacity.cpu.cores} (no known node could hold it) (HTTP 409)\n`);
+  });
+
+  it('a job that could fit once resources free up is accepted and waits, saying why', async () => {
+    await rest.put('/api/v1/device/config', { onboarded: { cpu: 0.25, memory: '64MiB' } });
+    try {
+      const job = await rest.submit({ ...nullJob(), resources: { cpu: 0.5, memory: '16MiB' } });
+      const waiting = await until('a pending reason', async () => {
+        const j = await rest.job(job.id);
+        return j.pending_reason ? j : undefined;
+      });
+      expect(waiting).toMatchObject({
+        status: 'pending',
+        pending_reason: 'waiting for resources: not enough cpu: 0.5 cores asked, 0.25 cores free of 0.25 cores onboarded',
+      });
+      await rest.put('/api/v1/device/config', { onboarded: null });
+      expect((await rest.waitFor(job.id)).status).toBe('completed');
+    } finally {
+      await rest.put('/api/v1/device/config', { onboarded: null });
+    }
+  });
+});
+
+describe('jobs list', () => {
+  it('REST: newest first with the total; ?order=asc for oldest first', async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await rest.submit(nullJob({ name: `order-${i}` }))).id);
+    for (const id of ids) await rest.waitFor(id);
+    const { status, body } = await rest.get<Listing>('/api/v1/jobs?limit=3');
+    expect(status).toBe(200);
+    expect(body.jobs.map((j) => j.id)).toEqual([...ids].reverse());
+    const all = (await rest.get<Listing>('/api/v1/jobs?limit=1000')).body;
+    expect(all.total).toBe(all.jobs.length);
+    const asc = (await rest.get<Listing>('/api/v1/jobs?limit=1000&order=asc')).body;
+    expect(asc.jobs.map((j) => j.id)).toEqual(all.jobs.map((j) => j.id).reverse());
+    const completed = (await rest.get<Listing>('/api/v1/jobs?status=completed&limit=1')).body;
+    expect(completed.jobs).toHaveLength(1);
+    expect(completed.total).toBe(all.jobs.filter((j) => j.status === 'completed').length);
+    expect((await rest.get('/api/v1/jobs?order=sideways')).body).toEqual({ error: "order: 'sideways' is not asc or desc" });
+  });
+
+  it('dms jobs list: newest first, says how many more there are, --all shows them all', async () => {
+    const total = (await rest.get<Listing>('/api/v1/jobs')).body.total;
+    const newest = await rest.submit(nullJob({ name: 'the-newest' }));
+    await rest.waitFor(newest.id);
+    const page = await dms('jobs', 'list', '--limit', '2');
+    expect(page.code, page.stderr).toBe(0);
+    const rows = page.stdout.trim().split('\n');
+    expect(rows).toHaveLength(3);
+    expect(rows[1]).toMatch(new RegExp(`^${newest.id.slice(0, 8)}\\s+completed\\s+null\\s+0\\s+\\S+\\s+the-newest$`));
+    expect(page.stderr).toBe(`${total + 1 - 2} more; use --limit/--offset (or --all)\n`);
+
+    const all = await dms('jobs', 'list', '--all');
+    expect(all.code, all.stderr).toBe(0);
+    expect(all.stdout.trim().split('\n')).toHaveLength(total + 2);
+    expect(all.stderr).toBe('');
+
+    const json = JSON.parse((await dms('--json', 'jobs', 'list', '--limit', '1')).stdout) as Listing;
+    expect(json.total).toBe(total + 1);
+    expect(json.jobs.map((j) => j.id)).toEqual([newest.id]);
+  });
+});
+
+describe("a job's history", () => {
+  it('REST: GET /api/v1/jobs/{id}/events lists every stored transition', async () => {
+    const job = await rest.submit(nullJob({ exitCode: 2 }));
+    await rest.waitFor(job.id);
+    const { status, body } = await rest.get(`/api/v1/jobs/${job.id}/events`);
+    expect(status).toBe(200);
+    expect(body.id).toBe(job.id);
+    expect(body.events.map((e: { from: string | null; to: string; reason: string }) => [e.from, e.to, e.reason])).toEqual([
+      [null, 'pending', 'submitted'],
+      ['pending', 'running', 'started'],
+      ['running', 'failed', 'exited with code 2'],
+    ]);
+    for (const e of body.events) expect(Object.keys(e).sort()).toEqual(['at', 'from', 'reason', 'to']);
+    expect(Date.parse(body.events[0].at)).toBe(Date.parse(job.created_at));
+
+    expect(await rest.get('/api/v1/jobs/00000000-0000-4000-8000-000000000000/events')).toEqual({
+      status: 404,
+      body: { error: 'job 00000000-0000-4000-8000-000000000000 not found' },
+    });
+    expect((await rest.get(`/api/v1/jobs/${'a'.repeat(200)}/events`)).status).toBe(400);
+  });
+
+  it('dms jobs describe prints the timeline, where it ran, its exit code and resources', async () => {
+    const run = await dms('run', 'none', '--executor', 'null', '--cpu', '0.25', '--memory', '32MiB', '--env', 'DMS_NULL_EXIT_CODE=3', '--wait', '--id-only');
+    expect(run.code).toBe(3);
+    const id = run.stdout.trim();
+    expect(id).toMatch(UUID);
+    const { body } = await rest.get(`/api/v1/jobs/${id}/events`);
+    const r = await dms('jobs', 'describe', id.slice(0, 8));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^node\\s+${node.peerId}$`, 'm'));
+    expect(r.stdout).toMatch(/^exit code\s+3$/m);
+    expect(r.stdout).toMatch(/^resources\s+0.25 cores, 32 MiB memory, 0 B storage$/m);
+    const history = r.stdout.slice(r.stdout.indexOf('\nhistory\n') + 1).split('\n');
+    expect(history[0]).toBe('history');
+    // time, status change, reason: the change column as wide as its widest entry.
+    expect(history.slice(1, 5)).toEqual([
+      `  ${body.events[0].at}  pending            submitted`,
+      `  ${body.events[1].at}  pending → running  started`,
+      `  ${body.events[2].at}  running → failed   exited with code 3`,
+      '',
+    ]);
+    const json = JSON.parse((await dms('--json', 'jobs', 'describe', id)).stdout);
+    expect(json).toMatchObject({ id, status: 'failed', exit_code: 3 });
+    expect(json.events).toEqual(body.events);
+  });
+});
