@@ -93,9 +93,9 @@ describe('BehaviorRegistry', () => {
     let controlExpired = false;
     const at = Date.now() + 20;
     r.add(b('/x'), { once: true, expiresAt: at, onExpire: () => expired++ });
-    // A twin added after it, with the same expiry and not taken: once its expiry has fired,
-    // the taken one's would have too.
-    r.add(b('/control'), { expiresAt: at, onExpire: () => (controlExpired = true) });
+    // A twin expiring a little later and not taken: once its expiry has fired, the taken one's
+    // would have too.
+    r.add(b('/control'), { expiresAt: at + 20, onExpire: () => (controlExpired = true) });
     r.take('/x');
     await waitFor('the twin to expire', () => controlExpired, { intervalMs: 10 });
     expect(expired).toBe(0);
