@@ -9,11 +9,21 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { containerSpec, DockerExecutor, JOB_LABEL, NODE_LABEL } from '../../actors/executors/docker.js';
 import { outcome } from '../../actors/executors/types.js';
-import { collect, followTimed, jobOf, text } from './helpers.js';
+import { waitFor } from '../helpers/network.js';
+import { collect, followLive, jobOf, text } from './helpers.js';
 
 const MiB = 1024 * 1024;
 const IMAGE = TEST_IMAGE;
 const { docker, problem } = await dockerForTests('Docker executor tests');
+
+/**
+ * A shell script that prints `before`, then waits until it gets SIGUSR1 (see `release`), then
+ * runs `after`: a container that is sure to be running until the test lets it go on, however
+ * slow the machine.
+ */
+const untilReleased = (before: string, after: string) =>
+  `trap 'go=1' USR1; ${before}; while [ -z "$go" ]; do sleep 0.1; done; ${after}`;
+const release = (id: string) => docker.getContainer(id).kill({ signal: 'SIGUSR1' });
 
 describe('container spec', () => {
   it('maps resources to engine limits and labels the container with job and node', () => {
@@ -93,11 +103,12 @@ describe.skipIf(problem !== null)('docker executor', () => {
   });
 
   it('follows output live until the container exits', async () => {
-    const handle = await executor.start(dockerJob(['sh', '-c', 'for i in 1 2 3; do echo line-$i; sleep 0.4; done']));
+    const handle = await executor.start(dockerJob(['sh', '-c', untilReleased('echo line-1', 'echo line-2; sleep 0.4; echo line-3')]));
     expect(await executor.status(handle)).toEqual({ state: 'running' });
-    const { chunks, arrivals, ended } = await followTimed(executor, handle);
+    // The container prints its second line only once the first has reached the follower.
+    const { chunks, stateAtFirstChunk } = await followLive(executor, handle, () => release(handle.id));
     expect(text(chunks, 'stdout')).toBe('line-1\nline-2\nline-3\n');
-    expect(ended - arrivals[0]).toBeGreaterThan(600);
+    expect(stateAtFirstChunk).toBe('running');
     expect(await executor.wait(handle)).toEqual({ exit_code: 0, oom_killed: false });
     await executor.cleanup(handle);
   });
@@ -121,10 +132,11 @@ describe.skipIf(problem !== null)('docker executor', () => {
   });
 
   it('cancel stops and removes the container, and the result names the reason', async () => {
-    const handle = await executor.start(dockerJob(['sleep', '30']));
+    const handle = await executor.start(dockerJob(['sleep', '300']));
     const began = Date.now();
     await executor.cancel(handle, 'cancelled by user');
-    expect(Date.now() - began).toBeLessThan(5000);
+    // Stopped after the 1 s grace, not at the container's own end; the margin is for a loaded machine.
+    expect(Date.now() - began).toBeLessThan(20_000);
     const result = await executor.wait(handle);
     expect(result.error).toBe('cancelled: cancelled by user');
     expect(outcome(result)).toEqual({ status: 'failed', error: 'cancelled: cancelled by user' });
@@ -134,11 +146,13 @@ describe.skipIf(problem !== null)('docker executor', () => {
   });
 
   it('after a restart, reattaches a running container, reports a vanished one and leaves strangers alone', async () => {
-    const survivor = await executor.start(dockerJob(['sh', '-c', 'echo before; sleep 1.5; echo after']));
+    // The survivor runs until released below, so it is running at the restart whatever the machine's pace.
+    const survivor = await executor.start(dockerJob(['sh', '-c', untilReleased('echo before', 'echo after')]));
     const vanished = await executor.start(dockerJob(['sleep', '30']));
     const stranger = await executor.start(dockerJob(['true']));
     await docker.getContainer(vanished.id).remove({ force: true });
     const neverRan = randomUUID();
+    await waitFor('the survivor to print before the restart', async () => text(await collect(executor, survivor), 'stdout') === 'before\n');
 
     // A new process of the same node: it knows nothing but what the engine has.
     const restarted = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-after-restart'), stopGraceSeconds: 1 });
@@ -153,6 +167,7 @@ describe.skipIf(problem !== null)('docker executor', () => {
     expect(report.missing).toHaveLength(2);
     expect(report.orphans).toEqual([stranger]);
 
+    await release(survivor.id);
     expect(await restarted.wait(survivor)).toEqual({ exit_code: 0, oom_killed: false });
     // The log is whole, including what was printed before the restart.
     expect(text(await collect(restarted, survivor), 'stdout')).toBe('before\nafter\n');

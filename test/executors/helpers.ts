@@ -35,20 +35,26 @@ export async function collect(executor: Executor, handle: ExecutionHandle, follo
 }
 
 /**
- * Follows a run's output to its end, noting when each chunk arrived: proof that chunks
- * streamed while the run went on instead of arriving together at the end.
+ * Follows a run's output to its end, noting the run's state when the first chunk arrived:
+ * `running` there is proof that chunks streamed while the run went on instead of arriving
+ * together at the end. `onFirstChunk` runs after that state is read, so a test can let the
+ * run go on only once its first output was seen (no race with the clock).
  */
-export async function followTimed(
+export async function followLive(
   executor: Executor,
   handle: ExecutionHandle,
-): Promise<{ chunks: LogChunk[]; arrivals: number[]; ended: number }> {
+  onFirstChunk: () => Promise<void> | void = () => {},
+): Promise<{ chunks: LogChunk[]; stateAtFirstChunk: string | undefined }> {
   const chunks: LogChunk[] = [];
-  const arrivals: number[] = [];
+  let stateAtFirstChunk: string | undefined;
   for await (const chunk of executor.logs(handle, { follow: true })) {
-    arrivals.push(Date.now());
     chunks.push(chunk);
+    if (chunks.length === 1) {
+      stateAtFirstChunk = (await executor.status(handle)).state;
+      await onFirstChunk();
+    }
   }
-  return { chunks, arrivals, ended: Date.now() };
+  return { chunks, stateAtFirstChunk };
 }
 
 export const text = (chunks: LogChunk[], stream: LogChunk['stream']): string =>

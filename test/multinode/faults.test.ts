@@ -69,9 +69,10 @@ describe('faults', { timeout: 90_000 }, () => {
     const ended = Date.now();
     expect(res.status, res.text).toBe(408);
     expect(res.json.error).toMatch(/no reply before opt\.exp/);
-    // Not before the expiry, and not long after it: the request never hangs.
+    // Not before the expiry, and not long after it: the request never hangs (the behavior
+    // would answer 60 s in; the margin past the expiry is for a loaded machine).
     expect(ended).toBeGreaterThanOrEqual(expMs - 50);
-    expect(ended - expMs).toBeLessThan(3_000);
+    expect(ended - expMs).toBeLessThan(15_000);
     // The same inbox and reply behavior are free again: node 1 let go of the pending reply.
     const retry = envelope(caller, { to: rootOf(n2.peerId), be: '/public/hello', cont: '/private/reply/fault', host: n1.peerId, ttlMs: 10_000 });
     const ok = await post(invokeUrl(), encodeEnvelope(retry));
@@ -86,7 +87,8 @@ describe('faults', { timeout: 90_000 }, () => {
     expect([408, 500], res.text).toContain(res.status);
     expect(typeof res.json.error).toBe('string');
     expect(res.json.error).toContain(res.status === 408 ? 'no reply before opt.exp' : n3.peerId);
-    expect(Date.now() - expMs).toBeLessThan(3_000);
+    // Ends by its expiry, not hanging on the dead peer: the margin is for a loaded machine.
+    expect(Date.now() - expMs).toBeLessThan(15_000);
     // Node 1 notices the loss: node 3 drops off its peer list.
     await waitFor('node 1 to drop node 3', async () => !(await peersOf(n1)).includes(n3.peerId));
   });

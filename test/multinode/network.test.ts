@@ -62,6 +62,8 @@ describe('discovery across three nodes', () => {
   it('peers/ping measures a peer and names the problem with a bad or unknown host', async () => {
     const pong = await ask<{ rtt_ms: number }>(n1, '/dms/node/peers/ping', { host: n3.peerId });
     expect(pong.error).toBeUndefined();
+    // Milliseconds, not a speed claim (bench:net measures the network): a ping gives up at the
+    // 5 s dial timeout, so a slow machine fails the ping rather than this bound.
     expect(pong.payload.rtt_ms).toBeGreaterThanOrEqual(0);
     expect(pong.payload.rtt_ms).toBeLessThan(5_000);
 
@@ -123,10 +125,11 @@ describe('messages across nodes (REST on node 1)', () => {
     expect(decodePayload(reply.msg)).toEqual({ did: n3.did });
   });
 
-  it('an invoke to an inbox node 3 does not have is answered at once with the reason', async () => {
+  it('an invoke to an inbox node 3 does not have is answered at once with the reason', { timeout: 90_000 }, async () => {
+    const TTL_MS = 60_000;
     const caller = newCaller();
     const to = { id: '', did: '', addr: { host: n3.peerId, inbox: 'nobody' } };
-    const req = envelope(caller, { to, be: '/public/hello', cont: '/private/reply/y', host: n1.peerId, ttlMs: 20_000 });
+    const req = envelope(caller, { to, be: '/public/hello', cont: '/private/reply/y', host: n1.peerId, ttlMs: TTL_MS });
     const started = Date.now();
     const res = await post(api(n1, 'invoke'), encodeEnvelope(req));
     expect(res.status, res.text).toBe(200);
@@ -134,7 +137,8 @@ describe('messages across nodes (REST on node 1)', () => {
     verifyEnvelopeSync(reply);
     expect(reply.from.addr.host).toBe(n3.peerId);
     expect(decodePayload(reply.msg)).toEqual({ error: "no actor with inbox 'nobody' on this node" });
-    expect(Date.now() - started).toBeLessThan(10_000);
+    // Long before opt.exp (a timeout would take the whole TTL); the margin is for a loaded machine.
+    expect(Date.now() - started).toBeLessThan(TTL_MS / 3);
   });
 
   it('a send reaches node 3, which delivers it to its root actor', async () => {
@@ -152,7 +156,7 @@ describe('messages across nodes (REST on node 1)', () => {
     }
   });
 
-  it('a broadcast with ?limit=3 gets replies from all three nodes, as soon as they arrive', async () => {
+  it('a broadcast with ?limit=3 gets replies from all three nodes, as soon as they arrive', { timeout: 120_000 }, async () => {
     const broadcast = async (ttlMs: number) => {
       const req = envelope(newCaller(), { be: '/broadcast/hello', topic: '/dms/hello', cont: `/private/b/${nextNonce()}`, host: n1.peerId, ttlMs });
       const started = Date.now();
@@ -163,13 +167,14 @@ describe('messages across nodes (REST on node 1)', () => {
     };
     // Gossipsub builds its mesh over a few heartbeats after peers connect: retry until it spans all three.
     await waitFor('a broadcast to reach all three nodes', async () => (await broadcast(2_000)).replies.length === 3, { timeoutMs: 40_000 });
-    const { replies, elapsed } = await broadcast(15_000);
+    const TTL_MS = 60_000;
+    const { replies, elapsed } = await broadcast(TTL_MS);
     expect(replies).toHaveLength(3);
     for (const r of replies) verifyEnvelopeSync(r);
     expect(replies.map((r) => r.from.did).sort()).toEqual(nodes.map((n) => n.did).sort());
     for (const r of replies) expect(decodePayload(r.msg)).toEqual({ did: r.from.did });
-    // limit=3 returns on the third reply, long before opt.exp.
-    expect(elapsed).toBeLessThan(10_000);
+    // limit=3 returns on the third reply, long before opt.exp (the margin is for a loaded machine).
+    expect(elapsed).toBeLessThan(TTL_MS / 3);
   });
 });
 

@@ -148,16 +148,14 @@ describe('a node sent junk chains', () => {
     // a cache of whole lists never hits, so only the order of the checks can help.
     const junk = junkList(() => KeyPair.generate());
     const bodies = Array.from({ length: 150 }, () => invoke(stranger, '/dms/node/peers/list', encodeTokenList(shuffled(junk.list))));
-    const t0 = performance.now();
     const answers = await Promise.all(bodies.map((b) => post(`${node.url}/api/v1/actor/invoke`, b)));
-    const elapsed = performance.now() - t0;
     for (const a of answers) {
       expect(a.status, a.text).toBe(403);
       expect(a.json.error).toMatch(/^capability \/dms\/node\/peers\/list not granted to did:key:\S+ \(cap\[0\]: link 1 of \d+: issuer did:key:\S+ is not trusted by this node \(wrong issuer\)/);
     }
-    // ~26,000 links in all. Verifying them took this node ~9 s on a quiet 2-core machine;
-    // refusing them by their root is parsing only (1-3 s here, loaded or not).
-    expect(elapsed).toBeLessThan(6_000);
+    // ~26,000 links in all. That refusing them costs no signature verification, in any order,
+    // is counted above ('chain verification cost'); how long the node takes is a speed claim,
+    // not timed here, where the machine's load decides it.
     expect((await fetch(`${node.url}/health`)).status).toBe(200);
     const hello = await post(`${node.url}/api/v1/actor/invoke`, invoke(stranger, '/public/hello'));
     expect(hello.status, hello.text).toBe(200);

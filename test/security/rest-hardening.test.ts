@@ -184,12 +184,13 @@ describe('reply bytes a broadcast may hold (7)', () => {
 
   const sizesOf = (answer: RawAnswer) => (answer.json as unknown[]).map((e) => (decodePayload(parseEnvelope(JSON.stringify(e)).msg) as { text?: string }).text?.length ?? 0);
 
-  it('stops collecting at rest.max_broadcast_bytes, drops a reply bigger than that, and stays healthy', async () => {
+  it('stops collecting at rest.max_broadcast_bytes, drops a reply bigger than that, and stays healthy', { timeout: 90_000 }, async () => {
     const node = await start({ config: { rest: { max_broadcast_bytes: CAP, max_pending_bytes_per_client: PER_CLIENT } } });
     const victim = newCaller();
     const attacker = newCaller();
+    const TTL_MS = 60_000;
     const started = Date.now();
-    const answer = waitingBroadcast(node, victim, '/private/b1', 20_000);
+    const answer = waitingBroadcast(node, victim, '/private/b1', TTL_MS);
     await firstReply(node, attacker, victim, '/private/b1', HUGE);
     for (let i = 0; i < 3; i++) {
       const r = await reply(node, attacker, victim, '/private/b1', MEDIUM);
@@ -202,8 +203,8 @@ describe('reply bytes a broadcast may hold (7)', () => {
     expect(sizes).not.toContain(HUGE.length);
     expect(sizes.filter((n) => n === MEDIUM.length)).toHaveLength(2);
     expect(got.text.length).toBeLessThanOrEqual(CAP);
-    // It answered when the cap was reached, not at opt.exp 20 s later.
-    expect(Date.now() - started).toBeLessThan(15_000);
+    // It answered when the cap was reached, not at opt.exp a minute later (the margin is for a loaded machine).
+    expect(Date.now() - started).toBeLessThan(TTL_MS / 3);
     await healthy(node);
   });
 

@@ -2,9 +2,9 @@ import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
+import { DevEvents, waitFor } from '../helpers/network.js';
 import { CLI, type NodeProcess, removeHome, startNode, TEST_ENV, tempHome } from '../helpers/node.js';
 
 const started: NodeProcess[] = [];
@@ -61,17 +61,15 @@ describe('TLS', () => {
     });
 
     const ca = readFileSync(cert, 'utf8');
-    const deadline = Date.now() + 20_000;
-    let url = '';
-    for (;;) {
-      expect(Date.now(), `node did not come up:\n${stderr}`).toBeLessThan(deadline);
-      const info = existsSync(join(home, 'node.json')) ? JSON.parse(readFileSync(join(home, 'node.json'), 'utf8')) : undefined;
-      if (info?.pid === proc.pid) {
-        url = info.url;
-        if (await httpsGet(`${url}/health`, ca).then((r) => r.status === 200, () => false)) break;
-      }
-      await sleep(100);
-    }
+    const url = await waitFor(
+      'the HTTPS node to come up',
+      async () => {
+        const info = existsSync(join(home, 'node.json')) ? JSON.parse(readFileSync(join(home, 'node.json'), 'utf8')) : undefined;
+        if (info?.pid !== proc.pid) return false;
+        return (await httpsGet(`${info.url}/health`, ca)).status === 200 && (info.url as string);
+      },
+      { timeoutMs: 20_000, intervalMs: 100 },
+    ).catch((e: unknown) => expect.fail(`${String(e)}\nnode stderr:\n${stderr}`));
     expect(url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
     const handle = await httpsGet(`${url}/api/v1/actor/handle`, ca);
     expect(handle.status).toBe(200);
@@ -118,10 +116,11 @@ describe('limits', () => {
     }
   });
 
+  /** A node with the slow plugin, in debug mode for its dev event stream (which shows deliveries). */
   async function slowNode(rest: object): Promise<NodeProcess> {
     const home = tempHome();
     copyFileSync(new URL('../fixtures/plugins/slow.mjs', import.meta.url), join(home, 'slow.mjs'));
-    return start({ home, config: { network: { enabled: false }, plugins: { modules: ['./slow.mjs'] }, rest } });
+    return start({ home, env: { DMS_DEBUG: 'true' }, config: { network: { enabled: false }, plugins: { modules: ['./slow.mjs'] }, rest } });
   }
 
   /** Invokes the slow plugin as the operator (non-public behaviors need a capability). */
@@ -137,11 +136,28 @@ describe('limits', () => {
       }));
   };
 
-  it('bounds invokes one client has waiting: 429 with Retry-After', async () => {
+  /**
+   * Starts two slow invokes and resolves once the slow actor has both: the node counts an
+   * invoke as waiting before it delivers it, so both are pending then, for `ms`.
+   */
+  async function twoWaiting(node: NodeProcess, slow: (ms: number) => ReturnType<typeof post>, ms: number) {
+    const watch = await DevEvents.open(node.url, ['deliver']);
+    try {
+      const waiting = [slow(ms), slow(ms)];
+      await waitFor('both invokes to reach the slow actor', () => watch.events.filter((e) => e.actor === 'slow').length >= 2, { intervalMs: 20 });
+      return waiting;
+    } finally {
+      watch.close();
+    }
+  }
+
+  // Long enough for the third request to arrive while both still wait, on a loaded machine.
+  const SLOW_MS = 8_000;
+
+  it('bounds invokes one client has waiting: 429 with Retry-After', { timeout: 60_000 }, async () => {
     const node = await slowNode({ max_pending_per_client: 2, rate_limit: { per_second: 0, loopback: true } });
     const slow = slowCall(node);
-    const waiting = [slow(4_000), slow(4_000)];
-    await sleep(500);
+    const waiting = await twoWaiting(node, slow, SLOW_MS);
     const third = await slow(10);
     expect(third.status).toBe(429);
     expect(third.headers.get('retry-after')).toBe('1');
@@ -150,11 +166,10 @@ describe('limits', () => {
     expect((await slow(10)).status).toBe(200);
   });
 
-  it('bounds invokes waiting in all: 503 with Retry-After', async () => {
+  it('bounds invokes waiting in all: 503 with Retry-After', { timeout: 60_000 }, async () => {
     const node = await slowNode({ max_pending: 2 });
     const slow = slowCall(node);
-    const waiting = [slow(4_000), slow(4_000)];
-    await sleep(500);
+    const waiting = await twoWaiting(node, slow, SLOW_MS);
     const third = await slow(10);
     expect(third.status).toBe(503);
     expect(third.headers.get('retry-after')).toBe('1');

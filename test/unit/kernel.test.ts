@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { HttpActor, HTTP_INBOX } from '../../http/actor.js';
 import { createApp } from '../../http/app.js';
@@ -11,6 +10,7 @@ import { Mailbox } from '../../runtime/mailbox.js';
 import { ReplayCache } from '../../runtime/replay.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
+import { waitFor } from '../helpers/network.js';
 
 const newSystem = (capacity = 16, concurrency = 4) =>
   new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity, concurrency }, replayCapacity: 1000 });
@@ -28,11 +28,15 @@ describe('Mailbox', () => {
     mb.post(2);
     mb.post(3);
     expect(() => mb.post(4)).toThrowError(/mailbox of actor t is full \(3 envelopes\)/);
+    let refused: unknown;
     try {
       mb.post(5);
     } catch (e) {
-      expect((e as DmsError).kind).toBe('overloaded');
+      refused = e;
     }
+    // Fails if the post was accepted: the mailbox is still full.
+    expect(refused).toBeInstanceOf(DmsError);
+    expect((refused as DmsError).kind).toBe('overloaded');
     release();
     await mb.close();
     expect(seen).toEqual([1, 2, 3]);
@@ -78,7 +82,7 @@ describe('BehaviorRegistry', () => {
     let expired = 0;
     r.add(b('/soon'), { expiresAt: Date.now() + 30, onExpire: () => expired++ });
     expect(r.has('/soon')).toBe(true);
-    await sleep(60);
+    await waitFor('the expiry', () => expired > 0, { intervalMs: 10 });
     expect(r.has('/soon')).toBe(false);
     expect(expired).toBe(1);
   });
@@ -86,9 +90,14 @@ describe('BehaviorRegistry', () => {
   it('does not fire the expiry of a behavior taken before it expired', async () => {
     const r = new BehaviorRegistry();
     let expired = 0;
-    r.add(b('/x'), { once: true, expiresAt: Date.now() + 20, onExpire: () => expired++ });
+    let controlExpired = false;
+    const at = Date.now() + 20;
+    r.add(b('/x'), { once: true, expiresAt: at, onExpire: () => expired++ });
+    // A twin expiring a little later and not taken: once its expiry has fired, the taken one's
+    // would have too.
+    r.add(b('/control'), { expiresAt: at + 20, onExpire: () => (controlExpired = true) });
     r.take('/x');
-    await sleep(40);
+    await waitFor('the twin to expire', () => controlExpired, { intervalMs: 10 });
     expect(expired).toBe(0);
   });
 });
@@ -160,7 +169,7 @@ describe('Actor', () => {
     // Replies reach only a behavior that waits for them (an ordinary one would be reflection).
     caller.add(replyWaiter('/replies', (env) => got.push((decodePayload(env.msg) as { from: string }).from)), { expiresAt: Date.now() + 5_000 });
     await caller.send({ id: '', did: '', addr: { host: '', inbox: '' } }, '/b', {}, { topic: '/t', cont: '/replies' });
-    await sleep(50);
+    await waitFor('two replies', () => got.length >= 2, { intervalMs: 10 });
     expect(got.sort()).toEqual(['s1', 's2']);
   });
 

@@ -39,7 +39,8 @@ describe('PeerProfiles', () => {
     const profiles = make(() => new Promise(() => undefined));
     const started = Date.now();
     await profiles.refreshStale(['p']);
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // The answer never comes: returning at all shows the bound; the margin over waitMs is for a loaded machine.
+    expect(Date.now() - started).toBeLessThan(10_000);
     expect(profiles.get('p')).toEqual({ profile: null, last_seen: null });
   });
 

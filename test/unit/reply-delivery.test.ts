@@ -14,7 +14,8 @@ const newSystem = (log: Logger = silentLogger()) => new ActorSystem({ key: KeyPa
 
 function nextEvent(system: ActorSystem, pred: (e: SystemEvent) => boolean): Promise<SystemEvent> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('no such event within 5 s')), 5_000);
+    // A bound for a loaded machine: the event normally comes within milliseconds.
+    const timer = setTimeout(() => reject(new Error('no such event within 20 s')), 20_000);
     const sub = system.events.subscribe((e) => {
       if (!pred(e)) return;
       clearTimeout(timer);
