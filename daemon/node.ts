@@ -5,7 +5,6 @@ import { NODE_VERSION, spawnRootActor, ROOT_INBOX } from '../actors/node.js';
 import { spawnDiscoveryActor } from '../actors/discovery.js';
 import { HttpActor, HTTP_INBOX } from '../http/actor.js';
 import { createApp } from '../http/app.js';
-import type { RouteModule } from '../http/routes/types.js';
 import { listen, type Listening } from '../http/server.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
@@ -26,8 +25,6 @@ export interface NodeOptions {
   home: string;
   config: Config;
   log: Logger;
-  /** Extra REST route modules (components, plugins). */
-  routes?: RouteModule[];
 }
 
 /**
@@ -116,7 +113,7 @@ export class DmsNode {
       precheck: security.precheck,
       provide: security.provide,
     });
-    const routes = [jobRoutes, resourceRoutes, deviceRoutes, ...(opts.routes ?? [])];
+    const routes = [jobRoutes, resourceRoutes, deviceRoutes, ];
     const app = createApp({ config, system, http: httpActor, log, routes, apiKeys: security.apiKeys });
     let http: Listening;
     try {

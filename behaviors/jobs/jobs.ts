@@ -4,7 +4,7 @@
  * handler runs; failures answer an ErrorReply (./replies.ts).
  */
 import { z } from 'zod';
-import { JobSchema, JobSpecSchema, JobStatusSchema } from './schema.js';
+import { JobSpecSchema, JobStatusSchema } from './schema.js';
 
 /** Inbox of the orchestrator actor on every node. */
 export const ORCHESTRATOR_INBOX = 'orchestrator';
@@ -83,6 +83,3 @@ export const LogsReply = z.object({
   done: z.boolean(),
 });
 export type LogsReply = z.output<typeof LogsReply>;
-
-export const JobReply = JobSchema;
-export const JobListReply = z.array(JobSchema);

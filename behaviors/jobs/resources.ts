@@ -6,9 +6,7 @@
 import { z } from 'zod';
 import {
   AllocationRequestSchema,
-  AllocationSchema,
   DeviceSettingsPatchSchema,
-  DeviceSettingsSchema,
   LocationSchema,
   ResourceSpecSchema,
 } from './schema.js';
@@ -72,8 +70,6 @@ export const AllocationListPayload = z.strictObject({
   all: z.boolean().default(false),
 });
 export const DeallocatePayload = z.strictObject({ id: z.string().min(1).max(100) });
-export const AllocationReply = AllocationSchema;
-export const AllocationListReply = z.array(AllocationSchema);
 
 export const DEVICE_STATUSES = ['online', 'busy', 'offline'] as const;
 
@@ -91,7 +87,6 @@ export const DeviceSchema = z.object({
 export type Device = z.output<typeof DeviceSchema>;
 
 export const ConfigurePayload = DeviceSettingsPatchSchema;
-export const DeviceSettingsReply = DeviceSettingsSchema;
 
 /** Bytes for people: 1.5 GiB, 64 MiB. */
 export function formatBytes(n: number): string {
