@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { invalid } from '../../runtime/errors.js';
+import { describeIssues } from '../../runtime/issues.js';
 import { ImageReferenceSchema } from './image-ref.js';
 
 /**
@@ -14,8 +15,7 @@ import { ImageReferenceSchema } from './image-ref.js';
 export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const problems = result.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`);
-  throw invalid(`invalid ${what}: ${problems.join('; ')}`);
+  throw invalid(`invalid ${what}: ${describeIssues(result.error)}`);
 }
 
 const bytes = z.int().nonnegative();

@@ -16,6 +16,7 @@ import {
 } from '../../runtime/config.js';
 import { errorText } from '../../runtime/errors.js';
 import { homePaths } from '../../runtime/home.js';
+import { describeIssues } from '../../runtime/issues.js';
 import { CliError, globals, homeOf, output, runningNode, warnIgnoredConfig } from '../context.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -124,7 +125,7 @@ function parseValue(key: string, text: string): Json {
     }
   }
   const check = schema.safeParse(value);
-  if (!check.success) throw new CliError(describeIssues(check.error, key));
+  if (!check.success) throw new CliError(describeIssues(check.error, { prefix: key }));
   return value;
 }
 
@@ -134,16 +135,6 @@ function objectShape(schema: z.ZodType): Record<string, z.ZodType> | undefined {
     cur = cur.unwrap() as z.ZodType;
   }
   return cur instanceof z.ZodObject ? (cur.shape as Record<string, z.ZodType>) : undefined;
-}
-
-function describeIssues(error: z.ZodError, prefix = ''): string {
-  return error.issues
-    .map((i) => {
-      const key = [prefix, ...i.path.map(String)].filter(Boolean).join('.') || '(root)';
-      if (i.code === 'unrecognized_keys') return `${key}: unknown key ${i.keys.map((k) => `'${k}'`).join(', ')}`;
-      return `${key}: ${i.message}`;
-    })
-    .join('; ');
 }
 
 const isSecret = (key: string): boolean => (SECRET_KEYS as readonly string[]).some((s) => s === key || s.startsWith(`${key}.`));
