@@ -45,15 +45,5 @@ export function parseSize(text: string): number {
   return bytes;
 }
 
-const BINARY = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-
 /** Bytes for people, in binary units parseSize reads back: `64 MiB`, `1.5 GiB`. */
-export function formatBytes(n: number): string {
-  let i = 0;
-  let v = n;
-  while (v >= 1024 && i < BINARY.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${Number.isInteger(v) ? v : v.toFixed(1)} ${BINARY[i]}`;
-}
+export { formatBytes } from '../runtime/bytes.js';

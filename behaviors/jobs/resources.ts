@@ -87,15 +87,3 @@ export const DeviceSchema = z.object({
 export type Device = z.output<typeof DeviceSchema>;
 
 export const ConfigurePayload = DeviceSettingsPatchSchema;
-
-/** Bytes for people: 1.5 GiB, 64 MiB. */
-export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-  let i = 0;
-  let v = n;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${Number.isInteger(v) ? v : v.toFixed(1)} ${units[i]}`;
-}
