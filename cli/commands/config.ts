@@ -1,5 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Command } from 'commander';
 import * as z from 'zod';
 import {
@@ -16,6 +15,7 @@ import {
 } from '../../runtime/config.js';
 import { errorText } from '../../runtime/errors.js';
 import { homePaths } from '../../runtime/home.js';
+import { writeJsonAtomic } from '../../runtime/files.js';
 import { describeIssues } from '../../runtime/issues.js';
 import { CliError, globals, homeOf, output, runningNode, warnIgnoredConfig } from '../context.js';
 
@@ -156,13 +156,7 @@ function readSettings(path: string): JsonObject {
 
 /** Atomic replace, so a node starting meanwhile never reads half a file; secrets make it owner-only by default. */
 function writeSettings(path: string, settings: JsonObject): void {
-  const dir = dirname(path);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const mode = existsSync(path) ? statSync(path).mode & 0o777 : 0o600;
-  const tmp = join(dir, `.dms_config.${process.pid}.tmp`);
-  writeFileSync(tmp, JSON.stringify(settings, null, 2) + '\n', { mode });
-  chmodSync(tmp, mode);
-  renameSync(tmp, path);
+  writeJsonAtomic(path, settings, existsSync(path) ? statSync(path).mode & 0o777 : 0o600);
 }
 
 /** Leaf keys in schema order; arrays are values, not sections. */
