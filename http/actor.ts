@@ -120,7 +120,7 @@ export class HttpActor {
     const { env, origin } = await this.admit(this.provided(parsed), caller);
     await this.precheck(env, origin);
     if (!env.opt.cont) {
-      // Nobody can reply to a broadcast without opt.cont (WIRE.md): deliver it, collect nothing.
+      // Nobody can reply to a broadcast without opt.cont: deliver it, collect nothing.
       await this.system.accept(env, origin);
       return [];
     }

@@ -73,7 +73,7 @@ export const DeallocatePayload = z.strictObject({ id: z.string().min(1).max(100)
 
 export const DEVICE_STATUSES = ['online', 'busy', 'offline'] as const;
 
-/** DESIGN.md "Job model": Device. */
+/** A node as the resource manager reports it (`/dms/device/status`). */
 export const DeviceSchema = z.object({
   /** The node's DID. */
   id: z.string(),

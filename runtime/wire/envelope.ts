@@ -147,7 +147,7 @@ function writeHandle(h: Handle): string {
   return `{${parts.join(',')}}`;
 }
 
-/** The canonical JSON of an envelope without `sig` (WIRE.md "What is signed"). */
+/** The canonical JSON of an envelope without `sig` (README "Wire format"; test/fixtures/wire-vectors.json holds signing inputs). */
 export function canonicalJson(env: Envelope): string {
   let opt = `{"exp":${env.opt.exp}`;
   if (env.opt.cont) opt += `,"cont":${str(env.opt.cont)}`;
