@@ -1,14 +1,13 @@
-import { mkdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
 import { NODE_VERSION, spawnRootActor, ROOT_INBOX } from '../actors/node.js';
 import { spawnDiscoveryActor } from '../actors/discovery.js';
 import { HttpActor, HTTP_INBOX } from '../http/actor.js';
 import { createApp } from '../http/app.js';
-import type { RouteModule } from '../http/routes/types.js';
 import { listen, type Listening } from '../http/server.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
+import { writeJsonAtomic } from '../runtime/files.js';
 import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ReplayLog } from '../runtime/replay-log.js';
@@ -26,8 +25,6 @@ export interface NodeOptions {
   home: string;
   config: Config;
   log: Logger;
-  /** Extra REST route modules (components, plugins). */
-  routes?: RouteModule[];
 }
 
 /**
@@ -116,7 +113,7 @@ export class DmsNode {
       precheck: security.precheck,
       provide: security.provide,
     });
-    const routes = [jobRoutes, resourceRoutes, deviceRoutes, ...(opts.routes ?? [])];
+    const routes = [jobRoutes, resourceRoutes, deviceRoutes, ];
     const app = createApp({ config, system, http: httpActor, log, routes, apiKeys: security.apiKeys });
     let http: Listening;
     try {
@@ -143,10 +140,7 @@ export class DmsNode {
       addrs: this.system.network?.addrs() ?? [],
       started_at: new Date().toISOString(),
     };
-    const tmp = join(paths.root, `.node.json.${process.pid}`);
-    writeFileSync(tmp, JSON.stringify(info, null, 2) + '\n');
-    // Rename is atomic: a reader never sees half a file.
-    renameSync(tmp, paths.runtime);
+    writeJsonAtomic(paths.runtime, info);
   }
 
   async stop(): Promise<void> {

@@ -1,7 +1,7 @@
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { describeIssues } from '../runtime/wire/envelope.js';
 import { DmsError } from '../runtime/errors.js';
+import { describeIssues } from '../runtime/issues.js';
 import type { ActorSystem } from '../runtime/system.js';
 import { type Plugin, PluginShape } from '../behaviors/plugin.js';
 

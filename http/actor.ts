@@ -5,7 +5,7 @@ import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { DmsError, invalid } from '../runtime/errors.js';
 import type { ActorSystem, Origin } from '../runtime/system.js';
-import { encodeEnvelope, type Envelope, type Handle, isBroadcast, parseEnvelope } from '../runtime/wire/envelope.js';
+import { type Envelope, type Handle, isBroadcast, parseEnvelope } from '../runtime/wire/envelope.js';
 import type { Role } from './apikeys.js';
 import { ClientBytes, envelopeBytes, type ByteClaim } from './reply-bytes.js';
 import { checkRoleScope, type RolePaths } from './role-scope.js';
@@ -120,7 +120,7 @@ export class HttpActor {
     const { env, origin } = await this.admit(this.provided(parsed), caller);
     await this.precheck(env, origin);
     if (!env.opt.cont) {
-      // Nobody can reply to a broadcast without opt.cont (WIRE.md): deliver it, collect nothing.
+      // Nobody can reply to a broadcast without opt.cont: deliver it, collect nothing.
       await this.system.accept(env, origin);
       return [];
     }
@@ -266,5 +266,3 @@ export class HttpActor {
     this.actor.closeInbox(entry.inbox);
   }
 }
-
-export const envelopeJson = encodeEnvelope;

@@ -1,8 +1,9 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, unwatchFile, watchFile, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, readFileSync, unwatchFile, watchFile } from 'node:fs';
+import { join } from 'node:path';
 import * as z from 'zod';
 import { DmsError } from '../runtime/errors.js';
+import { writeJsonAtomic } from '../runtime/files.js';
 import type { Logger } from '../runtime/log.js';
 
 /** REST roles and the API keys of a home: what `dms auth` edits and the auth middleware checks. */
@@ -50,11 +51,7 @@ export function readApiKeys(path: string): ApiKeyRecord[] {
 }
 
 function writeApiKeys(path: string, keys: ApiKeyRecord[]): void {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify({ version: 1, keys }, null, 2) + '\n', { mode: 0o600 });
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, path);
+  writeJsonAtomic(path, { version: 1, keys }, 0o600);
 }
 
 /** Creates a key; the returned `key` is the only time the secret exists outside the caller's hands. */

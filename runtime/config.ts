@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import * as z from 'zod';
 import { isPath } from './capability/paths.js';
 import { DmsError } from './errors.js';
+import { describeIssues } from './issues.js';
 
 const port = z.number().int().min(0).max(65535);
 const positiveInt = z.number().int().positive();
@@ -225,16 +226,6 @@ type JsonObject = { [k: string]: Json };
 
 const configError = (source: string, message: string) => new DmsError('invalid', `${source}: ${message}`);
 
-function describe(error: z.ZodError, prefix = ''): string {
-  return error.issues
-    .map((i) => {
-      const key = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
-      if (i.code === 'unrecognized_keys') return `${key ? `${key}: ` : ''}unknown key ${i.keys.map((k) => `'${k}'`).join(', ')}`;
-      return `${key || '(root)'}: ${i.message}`;
-    })
-    .join('; ');
-}
-
 /** The schema of one dotted key (`rest.port`), or undefined when there is no such key. */
 export function schemaAt(key: string): z.ZodType | undefined {
   let node: z.ZodType = ConfigSchema;
@@ -324,7 +315,7 @@ function parseConfigText(path: string, text: string): JsonObject {
   }
   if (data === null || typeof data !== 'object' || Array.isArray(data)) throw configError(path, 'must hold a JSON object');
   const check = ConfigSchema.safeParse(data);
-  if (!check.success) throw configError(path, describe(check.error));
+  if (!check.success) throw configError(path, describeIssues(check.error));
   return data as JsonObject;
 }
 
@@ -419,7 +410,7 @@ export function loadConfig(opts: LoadOptions): Config {
     if (text === undefined) continue;
     const value = coerceText(key, text, `${name} (${key})`);
     const check = schemaAt(key)!.safeParse(value);
-    if (!check.success) throw configError(name, `'${text}' is not a valid ${key}: ${describe(check.error)}`);
+    if (!check.success) throw configError(name, `'${text}' is not a valid ${key}: ${describeIssues(check.error)}`);
     setKey(merged, key, value);
   }
   for (const [key, value] of Object.entries(opts.flags ?? {})) {
@@ -427,11 +418,11 @@ export function loadConfig(opts: LoadOptions): Config {
     const schema = schemaAt(key);
     if (!schema) throw configError(`--${key}`, 'no such configuration key');
     const check = schema.safeParse(value);
-    if (!check.success) throw configError(`--${key}`, describe(check.error));
+    if (!check.success) throw configError(`--${key}`, describeIssues(check.error));
     setKey(merged, key, value);
   }
   const result = ConfigSchema.safeParse(merged);
-  if (!result.success) throw configError(file ?? 'config', describe(result.error));
+  if (!result.success) throw configError(file ?? 'config', describeIssues(result.error));
   return result.data;
 }
 

@@ -26,7 +26,7 @@ export interface ReplayJournal {
 const REPLAYED = 'replayed envelope: this (from.id, nonce) was already delivered';
 
 /**
- * Remembers (from.id, nonce) of delivered envelopes until their exp (WIRE.md "Delivery rules").
+ * Remembers (from.id, nonce) of delivered envelopes until their exp (README "Replay protection").
  * Bounded: when full of unexpired entries it refuses new envelopes (503) rather than forgetting
  * one, since a forgotten entry is a replay window. Entries are recorded before authorization
  * (that happens at dispatch), so the bounds are per sender, with a reserve for trusted senders.

@@ -199,7 +199,7 @@ export class ActorSystem {
 
   /**
    * Admits an envelope from outside the node's own actors (REST, network) and routes it.
-   * Throws an `invalid` DmsError when it must not be delivered (WIRE.md "Delivery rules").
+   * Throws an `invalid` DmsError when it must not be delivered (README "How a request flows").
    */
   async accept(env: Envelope, origin: Origin): Promise<void> {
     const now = nowNs();

@@ -1,11 +1,14 @@
 /**
  * What a job row is and how it may change, free of any way of storing it: the repository's
- * ORM writes and the group commit's SQL (./job-batch.ts) both apply exactly these rules.
+ * ORM writes and the group commit's SQL (./job-batch.ts) both apply exactly these rules. Which
+ * status may follow which is the job model's (behaviors/jobs/transitions.ts), shared with the
+ * orchestrator's job machine.
  */
 import { randomUUID } from 'node:crypto';
 import type { InferEntity } from '@mikro-orm/core';
 import { z } from 'zod';
-import { isTerminal, JobSpecSchema, parseWith, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
+import { JobSpecSchema, parseWith, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
+import { refusedTransition } from '../behaviors/jobs/transitions.js';
 import { DmsError } from '../runtime/errors.js';
 import type { JobEntity, JobEventEntity } from './entities.js';
 
@@ -35,15 +38,6 @@ export interface JobChange {
   pending_reason?: string | null;
   container_id?: string | null;
 }
-
-// pending → running → completed | failed; a pending job can also fail (cancelled, never
-// scheduled). Terminal jobs never change, so a late executor report cannot resurrect one.
-const NEXT: Record<JobStatus, readonly JobStatus[]> = {
-  pending: ['pending', 'running', 'failed'],
-  running: ['running', 'completed', 'failed'],
-  completed: [],
-  failed: [],
-};
 
 /** The row of a new pending job; throws invalid naming every bad field of the spec. */
 export function newJobRow(spec: JobSpecInput, opts: JobCreateOptions, now: Date): JobRow {
@@ -84,10 +78,8 @@ export const creationEvent = (row: JobRow): NewJobEvent => ({
 export function transition(row: JobRow, change: JobChange, now: Date): NewJobEvent {
   const from = row.status;
   const to = change.status ?? from;
-  if (!NEXT[from].includes(to)) {
-    const why = isTerminal(from) ? `has already ${from}` : `is ${from} and cannot become ${to}`;
-    throw new DmsError('conflict', `job ${row.id} ${why}`);
-  }
+  const refused = refusedTransition(from, to);
+  if (refused) throw new DmsError('conflict', `job ${row.id} ${refused}`);
   if (change.node !== undefined) row.node = change.node;
   if (change.exit_code !== undefined) row.exit_code = change.exit_code;
   if (change.container_id !== undefined) row.container_id = change.container_id;

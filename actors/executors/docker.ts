@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import Docker from 'dockerode';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
+import { formatBytes } from '../../runtime/bytes.js';
 import { DmsError, invalid, notFound } from '../../runtime/errors.js';
 import { JobLogs, type LogWriter } from './logfile.js';
 import type {
@@ -425,16 +426,6 @@ function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | un
     return { ...result, error: `killed: out of memory${limit ? ` (limit ${formatBytes(limit)})` : ''}` };
   }
   return result;
-}
-
-function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) {
-    n /= 1024;
-    i++;
-  }
-  return `${Number.isInteger(n) ? n : n.toFixed(1)} ${units[i]}`;
 }
 
 /**

@@ -11,7 +11,9 @@
  *      └──cancel / lost──▶ failed ◀──exited─── stopping
  *
  * The stored status follows the tags: `starting` is still pending (nothing runs yet) and
- * `stopping` is still running (the container has not exited yet).
+ * `stopping` is still running (the container has not exited yet). Every move between stored
+ * statuses is one the job model allows (behaviors/jobs/transitions.ts, which storage enforces);
+ * test/jobs/machine-rules.test.ts walks the machine against that table.
  */
 import { assign, setup } from 'xstate';
 import type { JobStatus } from '../../behaviors/jobs/schema.js';

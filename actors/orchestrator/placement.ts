@@ -6,7 +6,7 @@
  * other nodes will pass their capacities too, and this stays the one place that decides.
  */
 import type { ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
-import { formatBytes } from '../../client/sizes.js';
+import { formatBytes } from '../../runtime/bytes.js';
 
 /** A node the job might go to: what its machine has, and how to name it to a person. */
 export interface Candidate {

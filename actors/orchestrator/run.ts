@@ -57,11 +57,6 @@ export class JobRun {
     return statusOf(this.machine.getSnapshot());
   }
 
-  /** In the machine's `pending` state proper: not yet granted resources. */
-  get waitingForResources(): boolean {
-    return this.machine.getSnapshot().matches('pending');
-  }
-
   /** The machine reached completed or failed (its final write may still be in flight). */
   get finished(): boolean {
     return this.machine.getSnapshot().status === 'done';

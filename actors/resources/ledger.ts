@@ -4,7 +4,7 @@
  * one step that no other request can interleave with.
  */
 import type { GpuSpec, ResourceSpec } from '../../behaviors/jobs/schema.js';
-import { formatBytes as bytes } from '../../behaviors/jobs/resources.js';
+import { formatBytes as bytes } from '../../runtime/bytes.js';
 import { DmsError } from '../../runtime/errors.js';
 
 /**

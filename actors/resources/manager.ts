@@ -17,7 +17,6 @@ import {
   type Device,
   DeviceBehaviors,
   EmptyPayload,
-  formatBytes as bytes,
   ReleasePayload,
   ReservePayload,
   type ReserveReply,
@@ -28,6 +27,7 @@ import {
 import type { Allocation, DeviceSettings, DeviceSettingsChanges, ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
+import { formatBytes as bytes } from '../../runtime/bytes.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
 import type { ActorSystem } from '../../runtime/system.js';

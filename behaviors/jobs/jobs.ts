@@ -90,7 +90,6 @@ export const LogsReply = z.object({
 });
 export type LogsReply = z.output<typeof LogsReply>;
 
-export const JobReply = JobSchema;
 export const JobListReply = z.object({
   jobs: z.array(JobSchema),
   /** Jobs matching the filter, all pages together: more exist beyond this page when offset + jobs.length < total. */

@@ -6,9 +6,7 @@
 import { z } from 'zod';
 import {
   AllocationRequestSchema,
-  AllocationSchema,
   DeviceSettingsPatchSchema,
-  DeviceSettingsSchema,
   LocationSchema,
   ResourceSpecSchema,
 } from './schema.js';
@@ -72,12 +70,10 @@ export const AllocationListPayload = z.strictObject({
   all: z.boolean().default(false),
 });
 export const DeallocatePayload = z.strictObject({ id: z.string().min(1).max(100) });
-export const AllocationReply = AllocationSchema;
-export const AllocationListReply = z.array(AllocationSchema);
 
 export const DEVICE_STATUSES = ['online', 'busy', 'offline'] as const;
 
-/** DESIGN.md "Job model": Device. */
+/** A node as the resource manager reports it (`/dms/device/status`). */
 export const DeviceSchema = z.object({
   /** The node's DID. */
   id: z.string(),
@@ -91,16 +87,3 @@ export const DeviceSchema = z.object({
 export type Device = z.output<typeof DeviceSchema>;
 
 export const ConfigurePayload = DeviceSettingsPatchSchema;
-export const DeviceSettingsReply = DeviceSettingsSchema;
-
-/** Bytes for people: 1.5 GiB, 64 MiB. */
-export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-  let i = 0;
-  let v = n;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${Number.isInteger(v) ? v : v.toFixed(1)} ${units[i]}`;
-}

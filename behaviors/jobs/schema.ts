@@ -5,7 +5,8 @@
  */
 import { z } from 'zod';
 import { invalid } from '../../runtime/errors.js';
-import { parseSize, SizeError } from '../../client/sizes.js';
+import { parseSize, SizeError } from '../../runtime/bytes.js';
+import { describeIssues } from '../../runtime/issues.js';
 import { ImageReferenceSchema } from './image-ref.js';
 
 /**
@@ -15,8 +16,7 @@ import { ImageReferenceSchema } from './image-ref.js';
 export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const problems = result.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`);
-  throw invalid(`invalid ${what}: ${problems.join('; ')}`);
+  throw invalid(`invalid ${what}: ${describeIssues(result.error)}`);
 }
 
 /*

@@ -1,5 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Command } from 'commander';
 import * as z from 'zod';
 import {
@@ -16,6 +15,8 @@ import {
 } from '../../runtime/config.js';
 import { errorText } from '../../runtime/errors.js';
 import { homePaths } from '../../runtime/home.js';
+import { writeJsonAtomic } from '../../runtime/files.js';
+import { describeIssues } from '../../runtime/issues.js';
 import { CliError, globals, homeOf, output, runningNode, warnIgnoredConfig } from '../context.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -124,7 +125,7 @@ function parseValue(key: string, text: string): Json {
     }
   }
   const check = schema.safeParse(value);
-  if (!check.success) throw new CliError(describeIssues(check.error, key));
+  if (!check.success) throw new CliError(describeIssues(check.error, { prefix: key }));
   return value;
 }
 
@@ -134,16 +135,6 @@ function objectShape(schema: z.ZodType): Record<string, z.ZodType> | undefined {
     cur = cur.unwrap() as z.ZodType;
   }
   return cur instanceof z.ZodObject ? (cur.shape as Record<string, z.ZodType>) : undefined;
-}
-
-function describeIssues(error: z.ZodError, prefix = ''): string {
-  return error.issues
-    .map((i) => {
-      const key = [prefix, ...i.path.map(String)].filter(Boolean).join('.') || '(root)';
-      if (i.code === 'unrecognized_keys') return `${key}: unknown key ${i.keys.map((k) => `'${k}'`).join(', ')}`;
-      return `${key}: ${i.message}`;
-    })
-    .join('; ');
 }
 
 const isSecret = (key: string): boolean => (SECRET_KEYS as readonly string[]).some((s) => s === key || s.startsWith(`${key}.`));
@@ -165,13 +156,7 @@ function readSettings(path: string): JsonObject {
 
 /** Atomic replace, so a node starting meanwhile never reads half a file; secrets make it owner-only by default. */
 function writeSettings(path: string, settings: JsonObject): void {
-  const dir = dirname(path);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const mode = existsSync(path) ? statSync(path).mode & 0o777 : 0o600;
-  const tmp = join(dir, `.dms_config.${process.pid}.tmp`);
-  writeFileSync(tmp, JSON.stringify(settings, null, 2) + '\n', { mode });
-  chmodSync(tmp, mode);
-  renameSync(tmp, path);
+  writeJsonAtomic(path, settings, existsSync(path) ? statSync(path).mode & 0o777 : 0o600);
 }
 
 /** Leaf keys in schema order; arrays are values, not sections. */

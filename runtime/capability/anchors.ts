@@ -1,6 +1,7 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, unwatchFile, watchFile, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, readFileSync, unwatchFile, watchFile } from 'node:fs';
+import { join } from 'node:path';
 import { DmsError, errorText } from '../errors.js';
+import { writeJsonAtomic } from '../files.js';
 import { type Token, tokenFromText, tokenId, tokenToText } from './token.js';
 
 /**
@@ -63,7 +64,6 @@ export function readAnchors(path: string): Anchors {
 
 /** Writes atomically (a reader never sees half a file), readable only by the owner. */
 export function writeAnchors(path: string, a: Anchors): void {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const body = {
     version: FILE_VERSION,
     root: a.root,
@@ -71,10 +71,7 @@ export function writeAnchors(path: string, a: Anchors): void {
     provide: a.provide.map(tokenToText),
     revoke: a.revoke.map(tokenToText),
   };
-  const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, JSON.stringify(body, null, 2) + '\n', { mode: 0o600 });
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, path);
+  writeJsonAtomic(path, body, 0o600);
 }
 
 /** Read, change, write back. Returns what was written. */

@@ -1,7 +1,7 @@
 import { LengthPrefixedDecoder } from '@libp2p/utils';
 
 /**
- * Unicast framing (WIRE.md "Network transport"): each envelope is its UTF-8 JSON preceded by
+ * Unicast framing (README "Network"): each envelope is its UTF-8 JSON preceded by
  * its byte length as an unsigned varint, so one stream carries any number of envelopes.
  */
 

@@ -10,7 +10,7 @@ import { encodeFrame, frameDecoder, frameText, utf8Length } from './frames.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
 import { createHost, type DmsLibp2p, type HostOptions } from './host.js';
 
-/** The unicast stream protocol (WIRE.md "Network transport"). */
+/** The unicast stream protocol (README "Network"). */
 export const ACTOR_PROTOCOL = '/dms/actor/1.0.0';
 export const DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024;
 const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;

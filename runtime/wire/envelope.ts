@@ -1,6 +1,7 @@
 import { parse as parseLossless } from 'lossless-json';
 import * as z from 'zod';
 import { invalid } from '../errors.js';
+import { describeIssues as describeIssuesOf } from '../issues.js';
 import { decodeBase64, encodeBase64 } from './base64.js';
 
 /** Where an actor lives: `host` is the node's peer id (empty = this node), `inbox` the actor's name on it. */
@@ -77,18 +78,9 @@ export const WireEnvelope = z.object({
 });
 export type WireEnvelope = z.infer<typeof WireEnvelope>;
 
-/** Turns zod issues into one line naming each field that is wrong. */
+/** The one-line zod issue text (../issues.ts), here too for the kernel and plugins that import it from the wire. */
 export function describeIssues(error: z.ZodError): string {
-  return error.issues
-    .slice(0, 5)
-    .map((i) => {
-      const path = i.path.map(String).join('.');
-      const msg = i.message;
-      if (!path || msg.startsWith(path)) return msg;
-      if (i.code === 'invalid_type' && i.input === undefined) return `${path} is required`;
-      return `${path}: ${msg}`;
-    })
-    .join('; ');
+  return describeIssuesOf(error, { limit: 5, sayRequired: true });
 }
 
 // Integers keep every digit as bigint; anything else becomes a number and fails the u64 fields.
@@ -155,7 +147,7 @@ function writeHandle(h: Handle): string {
   return `{${parts.join(',')}}`;
 }
 
-/** The canonical JSON of an envelope without `sig` (WIRE.md "What is signed"). */
+/** The canonical JSON of an envelope without `sig` (README "Wire format"; test/fixtures/wire-vectors.json holds signing inputs). */
 export function canonicalJson(env: Envelope): string {
   let opt = `{"exp":${env.opt.exp}`;
   if (env.opt.cont) opt += `,"cont":${str(env.opt.cont)}`;

@@ -1,0 +1,30 @@
+import type * as z from 'zod';
+
+export interface IssueOptions {
+  /** Put before every path: the config key a value was checked for (`rest.port`). */
+  prefix?: string;
+  /** Name at most this many issues (a hostile envelope can carry thousands). */
+  limit?: number;
+  /** A missing field reads `x is required` (the wire's texts) rather than `x: Invalid input: …`. */
+  sayRequired?: boolean;
+}
+
+/**
+ * Zod issues as one line naming each field that is wrong (`rest.port: Too big: expected number
+ * to be <=65535; unknown key 'x'`): it ends up in a REST answer's `error` or a CLI's `dms: …`
+ * line, where z.prettifyError's one line per issue does not fit.
+ */
+export function describeIssues(error: z.ZodError, opts: IssueOptions = {}): string {
+  const issues = opts.limit === undefined ? error.issues : error.issues.slice(0, opts.limit);
+  return issues.map((i) => describeIssue(i, opts)).join('; ');
+}
+
+function describeIssue(i: z.core.$ZodIssue, { prefix = '', sayRequired = false }: IssueOptions): string {
+  const key = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
+  if (i.code === 'unrecognized_keys') return `${key ? `${key}: ` : ''}unknown key ${i.keys.map((k) => `'${k}'`).join(', ')}`;
+  // A message that names its field already (a refinement's) stands alone.
+  if (!key || i.message.startsWith(key)) return i.message;
+  // Issues carry no input (zod reports it only when asked), so a missing field is told by its message.
+  if (sayRequired && i.code === 'invalid_type' && i.message.endsWith('received undefined')) return `${key} is required`;
+  return `${key}: ${i.message}`;
+}
