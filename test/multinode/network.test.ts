@@ -133,7 +133,7 @@ describe('messages across nodes (REST on node 1)', () => {
     const reply = parseEnvelope(res.text);
     verifyEnvelopeSync(reply);
     expect(reply.from.addr.host).toBe(n3.peerId);
-    expect(decodePayload(reply.msg)).toEqual({ error: "no actor with inbox 'nobody' on this node" });
+    expect(decodePayload(reply.msg)).toEqual({ error: "no actor with inbox 'nobody' on this node", kind: 'not_found' });
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 
