@@ -11,7 +11,7 @@ import { anyImplies } from '../runtime/capability/paths.js';
 import { encodeTokenList, LIMITS, type Token } from '../runtime/capability/token.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
-import { errorText } from '../runtime/errors.js';
+import { type ErrorKind, errorText } from '../runtime/errors.js';
 import { msToNs, msUntil, nextNonce, nowNs } from '../runtime/time.js';
 import {
   decodePayload,
@@ -24,7 +24,7 @@ import {
   parseEnvelope,
   parseJsonLossless,
 } from '../runtime/wire/envelope.js';
-import { ClientError } from './errors.js';
+import { ClientError, decodeErrorReply } from './errors.js';
 import { resolveTarget, type Target } from './target.js';
 
 export interface DmsClientOptions {
@@ -67,8 +67,8 @@ export interface CallOptions extends EnvelopeOptions {
 
 export interface InvokeOptions extends CallOptions {
   /**
-   * Return error replies (`{"error": ...}`) instead of throwing, and a payload that is not JSON
-   * as its raw bytes instead of failing.
+   * Return error replies (`{"error": ..., "kind": ...}`) instead of throwing, and a payload that
+   * is not JSON as its raw bytes instead of failing.
    */
   raw?: boolean;
 }
@@ -82,8 +82,10 @@ export interface Reply<T> {
   /** The reply envelope as received (signature checked unless `verifyReplies` is off). */
   env: Envelope;
   payload: T;
-  /** The replying actor's error text, when it answered `{"error": ...}` (raw invokes and broadcasts). */
+  /** The replying actor's error text, when it answered an error reply (raw invokes and broadcasts). */
   error?: string;
+  /** That error reply's kind (`internal` when it gave none). */
+  errorKind?: ErrorKind;
 }
 
 /** A node that answered a discovery broadcast. */
@@ -171,7 +173,8 @@ export class DmsClient {
 
   /**
    * Sends and waits for the reply until `opt.exp`. Throws a ClientError when the node refuses
-   * (status and its error text), on timeout, and when the reply is `{"error": ...}` unless `raw`.
+   * (status and its error text), on timeout, and when the reply is an error reply unless `raw`
+   * (kind `reply`, with the node's text in `nodeError` and its kind in `replyKind`).
    */
   async invoke<T = unknown>(to: Target, be: string, payload: Payload = {}, opts: InvokeOptions = {}): Promise<Reply<T>> {
     const dest = await this.resolve(to);
@@ -184,7 +187,7 @@ export class DmsClient {
   /**
    * Publishes on `topic` and collects the replies that arrive before `opt.exp` (or the first
    * `limit`). Error replies do not throw here, since one failing node must not hide the others:
-   * they come back with `error` set.
+   * they come back with `error` and `errorKind` set.
    */
   async broadcast<T = unknown>(topic: string, be: string, payload: Payload = {}, opts: BroadcastOptions = {}): Promise<Reply<T>[]> {
     if (opts.limit !== undefined && !(Number.isInteger(opts.limit) && opts.limit > 0)) {
@@ -317,10 +320,10 @@ export class DmsClient {
       if (raw) return { env, payload: env.msg as T };
       throw new ClientError({ kind: 'protocol', url: this.url, status: 200, reply: env, message: `reply to ${env.be}: ${errorText(e)}`, cause: e });
     }
-    const error = errorPayload(payload);
-    if (error === undefined) return { env, payload: payload as T };
-    if (!raw) throw new ClientError({ kind: 'reply', url: this.url, status: 200, reply: env, nodeError: error, message: error });
-    return { env, payload: payload as T, error };
+    const error = decodeErrorReply(payload, { url: this.url, reply: env });
+    if (!error) return { env, payload: payload as T };
+    if (!raw) throw error;
+    return { env, payload: payload as T, error: error.nodeError, errorKind: error.replyKind };
   }
 
   // --- HTTP -------------------------------------------------------------------------------
@@ -368,14 +371,6 @@ export class DmsClient {
     }
     return text;
   }
-}
-
-/** `{"error": "<text>"}` and nothing else is how actors and the node report failure. */
-function errorPayload(payload: unknown): string | undefined {
-  if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) return undefined;
-  const keys = Object.keys(payload);
-  const error = (payload as { error?: unknown }).error;
-  return keys.length === 1 && typeof error === 'string' ? error : undefined;
 }
 
 function errorBody(text: string): string | undefined {
