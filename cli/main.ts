@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 import '../runtime/polyfills.js';
 import { Command } from 'commander';
+import { ClientError } from '../client/errors.js';
 import { registerActorCommands } from './commands/actor.js';
 import { registerAuthCommands } from './commands/auth.js';
 import { registerCapCommands } from './commands/cap.js';
 import { registerKeyCommands } from './commands/key.js';
 import { registerConfigCommands } from './commands/config.js';
+import { homeOf, nodeFailure } from './context.js';
 import { registerNodeCommands } from './commands/node.js';
 import { registerJobCommands } from './commands/jobs.js';
 import { registerResourceCommands } from './commands/resources.js';
@@ -45,5 +47,6 @@ routeUsageErrors(program);
 try {
   await program.parseAsync(process.argv);
 } catch (e) {
-  fail(e, Boolean(program.opts().json));
+  // A node failure no command worded itself (the REST commands leave them to here).
+  fail(e instanceof ClientError ? nodeFailure(e, homeOf(program)) : e, Boolean(program.opts().json));
 }

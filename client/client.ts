@@ -25,6 +25,7 @@ import {
   parseJsonLossless,
 } from '../runtime/wire/envelope.js';
 import { ClientError, decodeErrorReply } from './errors.js';
+import { RestClient, snippet } from './rest.js';
 import { resolveTarget, type Target } from './target.js';
 
 export interface DmsClientOptions {
@@ -116,10 +117,10 @@ export class DmsClient {
   readonly url: string;
   readonly inbox: string;
   readonly key?: KeyPair;
-  private readonly headers: Record<string, string>;
+  /** The node's plain REST routes (jobs, resources…), over the same URL, headers and fetch. */
+  readonly rest: RestClient;
   private readonly timeoutMs: number;
   private readonly verifyReplies: boolean;
-  private readonly fetchImpl: typeof fetch;
   private readonly provide: readonly Token[];
   private readonly capMemo = new Map<string, { bytes: Uint8Array | undefined; until: bigint }>();
   private nodeHandle?: Promise<Handle>;
@@ -128,10 +129,9 @@ export class DmsClient {
     this.url = opts.url.replace(/\/+$/, '');
     this.key = opts.key;
     this.inbox = opts.inbox ?? `user-${randomHex(8)}`;
-    this.headers = { accept: 'application/json', ...opts.headers };
+    this.rest = new RestClient({ url: this.url, headers: opts.headers, fetch: opts.fetch });
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.verifyReplies = opts.verifyReplies ?? true;
-    this.fetchImpl = opts.fetch ?? globalThis.fetch;
     this.provide = opts.provide ?? [];
   }
 
@@ -329,11 +329,11 @@ export class DmsClient {
   // --- HTTP -------------------------------------------------------------------------------
 
   private post(path: string, env: Envelope, signal?: AbortSignal): Promise<string> {
-    return this.request('POST', path, encodeEnvelope(env), msUntil(env.opt.exp) + HTTP_GRACE_MS, signal);
+    return this.rest.text('POST', path, encodeEnvelope(env), { deadlineMs: msUntil(env.opt.exp) + HTTP_GRACE_MS, signal });
   }
 
   private async fetchHandle(signal?: AbortSignal): Promise<Handle> {
-    const text = await this.request('GET', '/api/v1/actor/handle', undefined, this.timeoutMs, signal);
+    const text = await this.rest.text('GET', '/api/v1/actor/handle', undefined, { deadlineMs: this.timeoutMs, signal });
     let value: unknown;
     try {
       value = JSON.parse(text);
@@ -344,43 +344,6 @@ export class DmsClient {
     if (!h) throw new ClientError({ kind: 'protocol', url: this.url, status: 200, message: `node sent an invalid handle: ${snippet(text)}` });
     return h;
   }
-
-  private async request(method: 'GET' | 'POST', path: string, body: string | undefined, deadlineMs: number, signal?: AbortSignal): Promise<string> {
-    const url = this.url + path;
-    const deadline = AbortSignal.timeout(deadlineMs);
-    const headers = body === undefined ? this.headers : { ...this.headers, 'content-type': 'application/json' };
-    let res: Response;
-    let text: string;
-    try {
-      res = await this.fetchImpl(url, { method, headers, body, signal: signal ? AbortSignal.any([deadline, signal]) : deadline });
-      text = await res.text();
-    } catch (e) {
-      if (signal?.aborted) throw new ClientError({ kind: 'aborted', url, message: `request to ${url} aborted`, cause: e });
-      if (deadline.aborted) throw new ClientError({ kind: 'timeout', url, message: `no answer from ${url} within ${Math.round(deadlineMs / 1000)} s`, cause: e });
-      throw new ClientError({ kind: 'unreachable', url, message: `cannot reach the node at ${this.url}: ${networkReason(e)}`, cause: e });
-    }
-    if (!res.ok) {
-      const nodeError = errorBody(text);
-      throw new ClientError({
-        kind: res.status === 408 ? 'timeout' : 'http',
-        url,
-        status: res.status,
-        nodeError,
-        message: `${nodeError ?? (snippet(text) || res.statusText)} (HTTP ${res.status})`,
-      });
-    }
-    return text;
-  }
-}
-
-function errorBody(text: string): string | undefined {
-  try {
-    const body: unknown = JSON.parse(text);
-    if (body && typeof body === 'object' && typeof (body as { error?: unknown }).error === 'string') return (body as { error: string }).error;
-  } catch {
-    // not JSON: the caller falls back to the raw text
-  }
-  return undefined;
 }
 
 function asHandle(v: unknown): Handle | undefined {
@@ -389,26 +352,6 @@ function asHandle(v: unknown): Handle | undefined {
   if (typeof h.id !== 'string' || typeof h.did !== 'string' || !h.addr || typeof h.addr !== 'object') return undefined;
   if (typeof h.addr.host !== 'string' || typeof h.addr.inbox !== 'string' || !h.addr.inbox) return undefined;
   return { id: h.id, did: h.did, addr: { host: h.addr.host, inbox: h.addr.inbox } };
-}
-
-/** fetch hides the socket error in `cause`; its code says more than "fetch failed". */
-export function networkReason(e: unknown): string {
-  const cause = (e as { cause?: { code?: unknown; message?: unknown } }).cause;
-  const code = typeof cause?.code === 'string' ? cause.code : undefined;
-  const known: Record<string, string> = {
-    ECONNREFUSED: 'connection refused',
-    ENOTFOUND: 'host not found',
-    ECONNRESET: 'connection reset',
-    EHOSTUNREACH: 'host unreachable',
-    ETIMEDOUT: 'connection timed out',
-  };
-  if (code) return known[code] ?? code;
-  return typeof cause?.message === 'string' ? cause.message : errorText(e);
-}
-
-function snippet(text: string): string {
-  const t = text.trim();
-  return t.length > 200 ? `${t.slice(0, 200)}…` : t;
 }
 
 function randomHex(bytes: number): string {

@@ -130,6 +130,17 @@ describe.concurrent('dms actor without a usable node', { timeout: 90_000 }, () =
     expectFailure(await dms(h, ['actor', 'invoke', '/public/hello']), /cannot reach the node at http:\/\/127\.0\.0\.1:\d+: connection refused; .*`dms start`/);
   });
 
+  // The REST commands share the client's REST client, and its failures are worded in one place.
+  it('says so the same way for the REST commands (jobs, allocations)', async () => {
+    const h = tempHome('unreachable-rest');
+    writeFileSync(join(h, 'dms_config.json'), JSON.stringify({ rest: { port: await freePort() } }));
+    for (const args of [['jobs', 'list'], ['allocations', 'list']]) {
+      const r = await dms(h, args);
+      expectFailure(r, `: connection refused; no node answers there (home ${h})`);
+      expect(r.stderr).toMatch(/^dms: cannot reach the node at http:\/\/127\.0\.0\.1:\d+: /);
+    }
+  });
+
   it('asks for dms init when the home has no operator key', async () => {
     expectFailure(await dms(tempHome('nokey'), ['actor', 'handle']), /no operator key at .*run `dms init`/);
   });
