@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { ClientError } from '../client/errors.js';
 import { errorText } from '../runtime/errors.js';
 import { readRuntimeInfo, resolveHome, type RuntimeInfo } from '../runtime/home.js';
 import { type IgnoredConfigFile, ignoredConfigText, loadConfig } from '../runtime/config.js';
@@ -69,5 +70,17 @@ export function output(cmd: Command, data: unknown, text?: string): void {
  */
 export const noNodeHint = (home: string): string =>
   `no node answers there (home ${home}): start one with \`dms start\`, or pick another with --home`;
+
+/**
+ * A failure of the node or of a call to it, as the one line a person can act on: an unreachable
+ * node names the home looked for and how to start one; an error reply (any kind) names the
+ * behavior that answered it when known. Every command's node failures end here, so every one
+ * exits non-zero on them.
+ */
+export function nodeFailure(e: ClientError, home: string, be?: string): CliError {
+  if (e.kind === 'unreachable') return new CliError(`${e.message}; ${noNodeHint(home)}`);
+  if (e.kind === 'reply' && be) return new CliError(`${be} answered with an error: ${e.nodeError ?? e.message}`);
+  return new CliError(e.message);
+}
 
 export const describeError = (e: unknown): string => (e instanceof CliError ? e.message : errorText(e));

@@ -5,7 +5,7 @@
  */
 import type { JobStatus } from '../behaviors/jobs/schema.js';
 import { CliError } from './context.js';
-import type { NodeRest } from './rest.js';
+import type { RestClient } from '../client/rest.js';
 
 export interface FollowOptions {
   /** Print the job's output (stdout to stdout, stderr to stderr); off for --wait. */
@@ -26,7 +26,7 @@ export const INTERRUPTED_EXIT = 130;
  * Ctrl-C stops the following, not the job: a person pressing it may well mean either, so the
  * job is left alone and the way to stop it is said.
  */
-export async function followJob(rest: NodeRest, id: string, opts: FollowOptions): Promise<number> {
+export async function followJob(rest: RestClient, id: string, opts: FollowOptions): Promise<number> {
   const onInterrupt = () => {
     process.stderr.write(`\njob ${id} keeps running; \`dms jobs cancel ${id}\` stops it\n`);
     process.exit(INTERRUPTED_EXIT);
@@ -39,7 +39,7 @@ export async function followJob(rest: NodeRest, id: string, opts: FollowOptions)
   }
 }
 
-async function stream(rest: NodeRest, id: string, opts: FollowOptions): Promise<number> {
+async function stream(rest: RestClient, id: string, opts: FollowOptions): Promise<number> {
   for await (const ev of rest.events(`/api/v1/jobs/${encodeURIComponent(id)}/logs?follow=true`)) {
     const data = JSON.parse(ev.data) as Record<string, unknown>;
     if (ev.event === 'log') {

@@ -4,7 +4,7 @@
  * look-up, so the ids are listed and matched here.
  */
 import { CliError } from './context.js';
-import type { NodeRest } from './rest.js';
+import type { RestClient } from '../client/rest.js';
 
 /** How many characters of an id lists print (the whole id with --wide or --json). */
 export const SHORT_ID_LENGTH = 8;
@@ -32,7 +32,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const PAGE = 1000;
 
 /** A whole job id is used as given (an unknown one is the node's 404); a prefix is looked up. */
-export async function resolveJobId(rest: NodeRest, given: string): Promise<string> {
+export async function resolveJobId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();
   const ids: string[] = [];
   for (let offset = 0; ; offset += PAGE) {
@@ -45,7 +45,7 @@ export async function resolveJobId(rest: NodeRest, given: string): Promise<strin
 }
 
 /** Held and released allocations both count: releasing a released one is the node's to refuse. */
-export async function resolveAllocationId(rest: NodeRest, given: string): Promise<string> {
+export async function resolveAllocationId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();
   const list = await rest.get<{ id: string }[]>('/api/v1/allocations?all=true');
   return pickByPrefix('allocation', given, list.map((a) => a.id));

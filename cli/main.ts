@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import '../runtime/polyfills.js';
 import { Command } from 'commander';
+import { ClientError } from '../client/errors.js';
 import { registerActorCommands } from './commands/actor.js';
 import { registerAuthCommands } from './commands/auth.js';
 import { registerCapCommands } from './commands/cap.js';
@@ -11,6 +12,7 @@ import { registerJobCommands } from './commands/jobs.js';
 import { registerResourceCommands } from './commands/resources.js';
 import { registerPeersCommands } from './commands/peers.js';
 import { registerRunCommand } from './commands/run.js';
+import { homeOf, nodeFailure } from './context.js';
 import { OVERVIEW } from './overview.js';
 import { fail, routeUsageErrors } from './usage.js';
 import { packageVersion } from './version.js';
@@ -45,5 +47,6 @@ routeUsageErrors(program);
 try {
   await program.parseAsync(process.argv);
 } catch (e) {
-  fail(e, Boolean(program.opts().json));
+  // A node failure no command worded itself (the REST commands leave them to here).
+  fail(e instanceof ClientError ? nodeFailure(e, homeOf(program)) : e, Boolean(program.opts().json));
 }

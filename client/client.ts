@@ -11,7 +11,7 @@ import { anyImplies } from '../runtime/capability/paths.js';
 import { encodeTokenList, LIMITS, type Token } from '../runtime/capability/token.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
-import { errorText } from '../runtime/errors.js';
+import { type ErrorKind, errorText } from '../runtime/errors.js';
 import { msToNs, msUntil, nextNonce, nowNs } from '../runtime/time.js';
 import {
   decodePayload,
@@ -24,7 +24,8 @@ import {
   parseEnvelope,
   parseJsonLossless,
 } from '../runtime/wire/envelope.js';
-import { ClientError } from './errors.js';
+import { ClientError, decodeErrorReply } from './errors.js';
+import { RestClient, snippet } from './rest.js';
 import { resolveTarget, type Target } from './target.js';
 
 export interface DmsClientOptions {
@@ -67,8 +68,8 @@ export interface CallOptions extends EnvelopeOptions {
 
 export interface InvokeOptions extends CallOptions {
   /**
-   * Return error replies (`{"error": ...}`) instead of throwing, and a payload that is not JSON
-   * as its raw bytes instead of failing.
+   * Return error replies (`{"error": ..., "kind": ...}`) instead of throwing, and a payload that
+   * is not JSON as its raw bytes instead of failing.
    */
   raw?: boolean;
 }
@@ -82,8 +83,10 @@ export interface Reply<T> {
   /** The reply envelope as received (signature checked unless `verifyReplies` is off). */
   env: Envelope;
   payload: T;
-  /** The replying actor's error text, when it answered `{"error": ...}` (raw invokes and broadcasts). */
+  /** The replying actor's error text, when it answered an error reply (raw invokes and broadcasts). */
   error?: string;
+  /** That error reply's kind (`internal` when it gave none). */
+  errorKind?: ErrorKind;
 }
 
 /** A node that answered a discovery broadcast. */
@@ -114,10 +117,10 @@ export class DmsClient {
   readonly url: string;
   readonly inbox: string;
   readonly key?: KeyPair;
-  private readonly headers: Record<string, string>;
+  /** The node's plain REST routes (jobs, resources…), over the same URL, headers and fetch. */
+  readonly rest: RestClient;
   private readonly timeoutMs: number;
   private readonly verifyReplies: boolean;
-  private readonly fetchImpl: typeof fetch;
   private readonly provide: readonly Token[];
   private readonly capMemo = new Map<string, { bytes: Uint8Array | undefined; until: bigint }>();
   private nodeHandle?: Promise<Handle>;
@@ -126,10 +129,9 @@ export class DmsClient {
     this.url = opts.url.replace(/\/+$/, '');
     this.key = opts.key;
     this.inbox = opts.inbox ?? `user-${randomHex(8)}`;
-    this.headers = { accept: 'application/json', ...opts.headers };
+    this.rest = new RestClient({ url: this.url, headers: opts.headers, fetch: opts.fetch });
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.verifyReplies = opts.verifyReplies ?? true;
-    this.fetchImpl = opts.fetch ?? globalThis.fetch;
     this.provide = opts.provide ?? [];
   }
 
@@ -171,7 +173,8 @@ export class DmsClient {
 
   /**
    * Sends and waits for the reply until `opt.exp`. Throws a ClientError when the node refuses
-   * (status and its error text), on timeout, and when the reply is `{"error": ...}` unless `raw`.
+   * (status and its error text), on timeout, and when the reply is an error reply unless `raw`
+   * (kind `reply`, with the node's text in `nodeError` and its kind in `replyKind`).
    */
   async invoke<T = unknown>(to: Target, be: string, payload: Payload = {}, opts: InvokeOptions = {}): Promise<Reply<T>> {
     const dest = await this.resolve(to);
@@ -184,7 +187,7 @@ export class DmsClient {
   /**
    * Publishes on `topic` and collects the replies that arrive before `opt.exp` (or the first
    * `limit`). Error replies do not throw here, since one failing node must not hide the others:
-   * they come back with `error` set.
+   * they come back with `error` and `errorKind` set.
    */
   async broadcast<T = unknown>(topic: string, be: string, payload: Payload = {}, opts: BroadcastOptions = {}): Promise<Reply<T>[]> {
     if (opts.limit !== undefined && !(Number.isInteger(opts.limit) && opts.limit > 0)) {
@@ -317,20 +320,20 @@ export class DmsClient {
       if (raw) return { env, payload: env.msg as T };
       throw new ClientError({ kind: 'protocol', url: this.url, status: 200, reply: env, message: `reply to ${env.be}: ${errorText(e)}`, cause: e });
     }
-    const error = errorPayload(payload);
-    if (error === undefined) return { env, payload: payload as T };
-    if (!raw) throw new ClientError({ kind: 'reply', url: this.url, status: 200, reply: env, nodeError: error, message: error });
-    return { env, payload: payload as T, error };
+    const error = decodeErrorReply(payload, { url: this.url, reply: env });
+    if (!error) return { env, payload: payload as T };
+    if (!raw) throw error;
+    return { env, payload: payload as T, error: error.nodeError, errorKind: error.replyKind };
   }
 
   // --- HTTP -------------------------------------------------------------------------------
 
   private post(path: string, env: Envelope, signal?: AbortSignal): Promise<string> {
-    return this.request('POST', path, encodeEnvelope(env), msUntil(env.opt.exp) + HTTP_GRACE_MS, signal);
+    return this.rest.text('POST', path, encodeEnvelope(env), { deadlineMs: msUntil(env.opt.exp) + HTTP_GRACE_MS, signal });
   }
 
   private async fetchHandle(signal?: AbortSignal): Promise<Handle> {
-    const text = await this.request('GET', '/api/v1/actor/handle', undefined, this.timeoutMs, signal);
+    const text = await this.rest.text('GET', '/api/v1/actor/handle', undefined, { deadlineMs: this.timeoutMs, signal });
     let value: unknown;
     try {
       value = JSON.parse(text);
@@ -341,51 +344,6 @@ export class DmsClient {
     if (!h) throw new ClientError({ kind: 'protocol', url: this.url, status: 200, message: `node sent an invalid handle: ${snippet(text)}` });
     return h;
   }
-
-  private async request(method: 'GET' | 'POST', path: string, body: string | undefined, deadlineMs: number, signal?: AbortSignal): Promise<string> {
-    const url = this.url + path;
-    const deadline = AbortSignal.timeout(deadlineMs);
-    const headers = body === undefined ? this.headers : { ...this.headers, 'content-type': 'application/json' };
-    let res: Response;
-    let text: string;
-    try {
-      res = await this.fetchImpl(url, { method, headers, body, signal: signal ? AbortSignal.any([deadline, signal]) : deadline });
-      text = await res.text();
-    } catch (e) {
-      if (signal?.aborted) throw new ClientError({ kind: 'aborted', url, message: `request to ${url} aborted`, cause: e });
-      if (deadline.aborted) throw new ClientError({ kind: 'timeout', url, message: `no answer from ${url} within ${Math.round(deadlineMs / 1000)} s`, cause: e });
-      throw new ClientError({ kind: 'unreachable', url, message: `cannot reach the node at ${this.url}: ${networkReason(e)}`, cause: e });
-    }
-    if (!res.ok) {
-      const nodeError = errorBody(text);
-      throw new ClientError({
-        kind: res.status === 408 ? 'timeout' : 'http',
-        url,
-        status: res.status,
-        nodeError,
-        message: `${nodeError ?? (snippet(text) || res.statusText)} (HTTP ${res.status})`,
-      });
-    }
-    return text;
-  }
-}
-
-/** `{"error": "<text>"}` and nothing else is how actors and the node report failure. */
-function errorPayload(payload: unknown): string | undefined {
-  if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) return undefined;
-  const keys = Object.keys(payload);
-  const error = (payload as { error?: unknown }).error;
-  return keys.length === 1 && typeof error === 'string' ? error : undefined;
-}
-
-function errorBody(text: string): string | undefined {
-  try {
-    const body: unknown = JSON.parse(text);
-    if (body && typeof body === 'object' && typeof (body as { error?: unknown }).error === 'string') return (body as { error: string }).error;
-  } catch {
-    // not JSON: the caller falls back to the raw text
-  }
-  return undefined;
 }
 
 function asHandle(v: unknown): Handle | undefined {
@@ -394,26 +352,6 @@ function asHandle(v: unknown): Handle | undefined {
   if (typeof h.id !== 'string' || typeof h.did !== 'string' || !h.addr || typeof h.addr !== 'object') return undefined;
   if (typeof h.addr.host !== 'string' || typeof h.addr.inbox !== 'string' || !h.addr.inbox) return undefined;
   return { id: h.id, did: h.did, addr: { host: h.addr.host, inbox: h.addr.inbox } };
-}
-
-/** fetch hides the socket error in `cause`; its code says more than "fetch failed". */
-export function networkReason(e: unknown): string {
-  const cause = (e as { cause?: { code?: unknown; message?: unknown } }).cause;
-  const code = typeof cause?.code === 'string' ? cause.code : undefined;
-  const known: Record<string, string> = {
-    ECONNREFUSED: 'connection refused',
-    ENOTFOUND: 'host not found',
-    ECONNRESET: 'connection reset',
-    EHOSTUNREACH: 'host unreachable',
-    ETIMEDOUT: 'connection timed out',
-  };
-  if (code) return known[code] ?? code;
-  return typeof cause?.message === 'string' ? cause.message : errorText(e);
-}
-
-function snippet(text: string): string {
-  const t = text.trim();
-  return t.length > 200 ? `${t.slice(0, 200)}…` : t;
 }
 
 function randomHex(bytes: number): string {

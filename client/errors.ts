@@ -1,3 +1,5 @@
+import { parseErrorReply, replyKind } from '../runtime/error-reply.js';
+import type { ErrorKind } from '../runtime/errors.js';
 import type { Envelope } from '../runtime/wire/envelope.js';
 
 /**
@@ -6,7 +8,8 @@ import type { Envelope } from '../runtime/wire/envelope.js';
  * - `timeout`: the node answered 408 (no reply before `opt.exp`) or the HTTP deadline passed;
  * - `aborted`: the caller's AbortSignal fired;
  * - `http`: the node refused the request (4xx/5xx other than 408), `status` and `nodeError` say why;
- * - `reply`: the request went through but the replying actor answered `{"error": ...}`;
+ * - `reply`: the request went through but the replying actor answered an error reply
+ *   `{"error": ..., "kind": ...}`; `replyKind` is its kind;
  * - `protocol`: the node answered something that is not what the REST contract promises.
  */
 export type ClientErrorKind = 'unreachable' | 'timeout' | 'aborted' | 'http' | 'reply' | 'protocol';
@@ -21,6 +24,8 @@ export interface ClientErrorInit {
   nodeError?: string;
   /** The reply envelope, for `reply` errors. */
   reply?: Envelope;
+  /** The replying node's kind of failure, for `reply` errors (`internal` when it gave none). */
+  replyKind?: ErrorKind;
   cause?: unknown;
 }
 
@@ -30,6 +35,7 @@ export class ClientError extends Error {
   readonly url: string;
   readonly nodeError?: string;
   readonly reply?: Envelope;
+  readonly replyKind?: ErrorKind;
 
   constructor(init: ClientErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -39,7 +45,19 @@ export class ClientError extends Error {
     this.url = init.url;
     this.nodeError = init.nodeError;
     this.reply = init.reply;
+    this.replyKind = init.replyKind;
   }
 }
 
 export const isClientError = (e: unknown): e is ClientError => e instanceof ClientError;
+
+/**
+ * The client's one decoder of error replies (runtime/error-reply.ts): the ClientError of kind
+ * `reply` that `payload` stands for, or undefined when it is an ordinary result. Callers that
+ * want an exception throw it; a broadcast keeps it beside the other peers' replies.
+ */
+export function decodeErrorReply(payload: unknown, at: { url: string; reply?: Envelope }): ClientError | undefined {
+  const reply = parseErrorReply(payload);
+  if (!reply) return undefined;
+  return new ClientError({ kind: 'reply', url: at.url, status: 200, reply: at.reply, nodeError: reply.error, replyKind: replyKind(reply), message: reply.error });
+}

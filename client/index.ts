@@ -12,7 +12,8 @@ export {
   type Payload,
   type Reply,
 } from './client.js';
-export { ClientError, isClientError, type ClientErrorInit, type ClientErrorKind } from './errors.js';
+export { ClientError, decodeErrorReply, isClientError, type ClientErrorInit, type ClientErrorKind } from './errors.js';
+export { RestClient, type RequestOptions, type RestClientOptions, type ServerEvent } from './rest.js';
 export { isHandle, resolveTarget, ROOT_INBOX, type Target } from './target.js';
 export type { Envelope, Handle } from '../runtime/wire/envelope.js';
 export { KeyPair } from '../runtime/crypto/keys.js';

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { type AddOptions, type Behavior, BehaviorRegistry, isReplyWaiter, notWaiting, replyWaiter } from './behavior.js';
 import { signEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
-import { DmsError, errorText, invalid } from './errors.js';
+import { errorReply } from './error-reply.js';
+import { DmsError, errorText, invalid, notFound } from './errors.js';
 import { createLifecycle, type LifecycleState } from './lifecycle.js';
 import { Mailbox, type MailboxOptions } from './mailbox.js';
 import type { ActorSystem } from './system.js';
@@ -157,7 +158,7 @@ export class Actor {
     const behavior = inbox.behaviors.take(env.be);
     if (!behavior) {
       this.system.deadLetter(env, `no behavior ${env.be} at ${inbox.name}`);
-      await this.replyError(env, `no behavior ${env.be} at actor ${inbox.name}`);
+      await this.replyError(env, notFound(`no behavior ${env.be} at actor ${inbox.name}`), inbox);
       return;
     }
     let payload: unknown = env.msg;
@@ -172,14 +173,14 @@ export class Actor {
         }
       }
     } catch (e) {
-      await this.replyError(env, this.callerText(e, env, inbox));
+      await this.replyError(env, e, inbox);
       return;
     }
     let result: unknown;
     try {
       result = await behavior.handle({ env, payload, actor: this, inbox });
     } catch (e) {
-      await this.replyError(env, this.callerText(e, env, inbox));
+      await this.replyError(env, e, inbox);
       return;
     }
     if (env.opt.cont && !behavior.noReply) await this.reply(env, result ?? {});
@@ -264,20 +265,26 @@ export class Actor {
     }
   }
 
-  private replyError(req: Envelope, error: string): Promise<void> {
-    return this.reply(req, { error });
+  /**
+   * Answers a failure as an error reply `{error, kind}` (./error-reply.ts). Public for handlers
+   * that reply themselves (`noReply`, answering after their work settles); every other handler
+   * just throws and the kernel calls this.
+   */
+  replyError(req: Envelope, e: unknown, inbox: Inbox = this.primary): Promise<void> {
+    return this.reply(req, errorReply(this.callerError(e, req, inbox)));
   }
 
   /**
    * What the caller is told about a failure. A DmsError is meant for callers; anything else is
    * a fault of the node whose text may show internals (paths, secrets, stack details), so the
-   * caller gets a short random id and the log line carries the same id with the real error.
+   * caller gets an `internal` error with a short random id and the log line carries the same
+   * id with the real error.
    */
-  private callerText(e: unknown, env: Envelope, inbox: Inbox): string {
-    if (e instanceof DmsError) return e.message;
+  private callerError(e: unknown, env: Envelope, inbox: Inbox): DmsError {
+    if (e instanceof DmsError) return e;
     const id = randomBytes(4).toString('hex');
     this.system.log.error({ err: e, error_id: id, be: env.be, actor: inbox.name }, `behavior failed: internal error (id ${id})`);
-    return `internal error (id ${id})`;
+    return new DmsError('internal', `internal error (id ${id})`);
   }
 }
 

@@ -31,7 +31,8 @@ export interface Behavior<P = unknown, R = unknown> {
   description?: string;
   /**
    * The handler. Its result is the reply payload when the envelope carries `opt.cont`
-   * (undefined replies `{}`); a thrown error replies `{"error": …}`.
+   * (undefined replies `{}`); a thrown error replies `{"error": …, "kind": …}`, a DmsError
+   * with its own text and kind, anything else as `internal` (./error-reply.ts).
    */
   handle(ctx: BehaviorContext<P>): R | Promise<R>;
   /** When true no reply is sent even if the envelope asks for one (the handler replies itself). */

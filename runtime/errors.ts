@@ -1,20 +1,27 @@
 /**
  * Every failure the node reports carries a kind; the HTTP layer maps kinds to status codes
- * and actors map them to error replies, so one throw site serves REST and network callers.
+ * and actors answer them as error replies (./error-reply.ts), so one throw site serves REST
+ * and network callers. The one list of kinds: the type, the reply schema and the REST status
+ * table all derive from it.
  */
-export type ErrorKind =
-  | 'invalid' // the caller sent something malformed: 400
-  | 'unauthorized' // missing or bad REST credentials: 401
-  | 'forbidden' // capability not granted: 403
-  | 'not_found' // unknown actor, behavior or resource: 404
-  | 'conflict' // the request contradicts current state (e.g. not enough resources): 409
-  | 'timeout' // no reply before opt.exp: 408
-  | 'too_large' // body or envelope over its limit: 413
-  | 'rate_limited' // too many requests: 429
-  | 'overloaded' // a bounded queue is full; retry later: 503
-  | 'unavailable' // the node (or a part of it) is not running: 500
-  | 'unroutable' // destination cannot be resolved or reached: 500
-  | 'internal'; // the node itself failed: 500
+export const ERROR_KINDS = [
+  'invalid', // the caller sent something malformed: 400
+  'unauthorized', // missing or bad REST credentials: 401
+  'forbidden', // capability not granted: 403
+  'not_found', // unknown actor, behavior or resource: 404
+  'conflict', // the request contradicts current state (e.g. not enough resources): 409
+  'timeout', // no reply before opt.exp: 408
+  'too_large', // body or envelope over its limit: 413
+  'rate_limited', // too many requests: 429
+  'overloaded', // a bounded queue is full; retry later: 503
+  'unavailable', // the node (or a part of it) is not running: 500
+  'unroutable', // destination cannot be resolved or reached: 500
+  'internal', // the node itself failed: 500
+] as const;
+
+export type ErrorKind = (typeof ERROR_KINDS)[number];
+
+export const isErrorKind = (k: unknown): k is ErrorKind => (ERROR_KINDS as readonly unknown[]).includes(k);
 
 export class DmsError extends Error {
   readonly kind: ErrorKind;

@@ -3,6 +3,7 @@ import { Actor, type ActorOptions, type Inbox } from './actor.js';
 import { type Behavior, isReplyWaiter, notWaiting } from './behavior.js';
 import { isPeerId, type KeyPair } from './crypto/keys.js';
 import { signEnvelope, verifyEnvelope } from './crypto/signing.js';
+import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
 import type { MailboxOptions } from './mailbox.js';
@@ -280,7 +281,7 @@ export class ActorSystem {
       from: { id: this.key.id, did: this.key.did, addr: { host: this.host, inbox: env.to.addr.inbox || 'root' } },
       nonce: nextNonce(),
       opt: { exp: env.opt.exp },
-      msg: encodePayload({ error: reason }),
+      msg: encodePayload(errorReply(e)),
     };
     signEnvelope(reply, this.key)
       .then((signed) => this.route(signed, { kind: 'local' }, { reply: true }))

@@ -19,7 +19,7 @@ import {
   ORCHESTRATOR_INBOX,
   SubmitPayload,
 } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, localHandle, replyingKinds, replyWhenDone } from '../../behaviors/jobs/replies.js';
+import { callBehavior, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
 import { isTerminal, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
@@ -141,19 +141,18 @@ export class Orchestrator {
   // --- behaviors -------------------------------------------------------------------------
 
   private behaviors() {
-    const onFault = (e: unknown) => this.log.error({ err: e }, 'job behavior failed');
     // Senders that are not this node or its roots get jobs without their environment values.
     const shown = (env: Envelope) => (this.trusted(env) ? (job: Job) => job : redactJob);
     return [
       defineBehavior({
         name: JobBehaviors.submit,
         payload: SubmitPayload,
-        handle: replyingKinds(async ({ env, payload }) => shown(env)(await this.submit(payload))),
+        handle: async ({ env, payload }) => shown(env)(await this.submit(payload)),
       }),
       defineBehavior({
         name: JobBehaviors.status,
         payload: JobIdPayload,
-        handle: replyingKinds(async ({ env, payload }) => shown(env)(await this.status(payload.id))),
+        handle: async ({ env, payload }) => shown(env)(await this.status(payload.id)),
       }),
       defineBehavior({
         name: JobBehaviors.list,
@@ -167,20 +166,20 @@ export class Orchestrator {
         name: JobBehaviors.events,
         payload: JobIdPayload,
         // Events carry statuses and reasons, never the environment: nothing to redact.
-        handle: replyingKinds(({ payload }) => this.events(payload.id)),
+        handle: ({ payload }) => this.events(payload.id),
       }),
       // Both wait (for a container to stop, for output): they answer later and free the mailbox meanwhile.
       defineBehavior({
         name: JobBehaviors.cancel,
         payload: CancelPayload,
         noReply: true,
-        handle: (ctx) => replyWhenDone(ctx, async () => shown(ctx.env)(await this.cancel(ctx.payload.id, ctx.payload.reason)), onFault),
+        handle: (ctx) => replyWhenDone(ctx, async () => shown(ctx.env)(await this.cancel(ctx.payload.id, ctx.payload.reason))),
       }),
       defineBehavior({
         name: JobBehaviors.logs,
         payload: LogsPayload,
         noReply: true,
-        handle: (ctx) => replyWhenDone(ctx, () => this.logs(ctx.payload), onFault),
+        handle: (ctx) => replyWhenDone(ctx, () => this.logs(ctx.payload)),
       }),
       defineBehavior({
         name: JobBehaviors.schedule,

@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { localHandle, replyingKinds } from '../../behaviors/jobs/replies.js';
+import { localHandle } from '../../behaviors/jobs/replies.js';
 import {
   AllocatePayload,
   AllocationListPayload,
@@ -99,21 +99,21 @@ export class ResourceManager {
   private behaviors() {
     return [
       defineBehavior({ name: ResourceBehaviors.usage, payload: EmptyPayload, handle: () => this.usage() }),
-      defineBehavior({ name: ResourceBehaviors.reserve, payload: ReservePayload, handle: replyingKinds(({ payload }) => this.reserve(payload)) }),
+      defineBehavior({ name: ResourceBehaviors.reserve, payload: ReservePayload, handle: ({ payload }) => this.reserve(payload) }),
       defineBehavior({
         name: ResourceBehaviors.release,
         payload: ReleasePayload,
-        handle: replyingKinds(async ({ payload }) => ({ released: await this.releaseJobs(payload.job_ids) })),
+        handle: async ({ payload }) => ({ released: await this.releaseJobs(payload.job_ids) }),
       }),
-      defineBehavior({ name: ResourceBehaviors.allocate, payload: AllocatePayload, handle: replyingKinds(({ payload }) => this.allocate(payload)) }),
+      defineBehavior({ name: ResourceBehaviors.allocate, payload: AllocatePayload, handle: ({ payload }) => this.allocate(payload) }),
       defineBehavior({
         name: ResourceBehaviors.allocations,
         payload: AllocationListPayload,
         handle: ({ payload }) => this.opts.storage.allocations.list(payload.all ? {} : { active: true }),
       }),
-      defineBehavior({ name: ResourceBehaviors.deallocate, payload: DeallocatePayload, handle: replyingKinds(({ payload }) => this.deallocate(payload.id)) }),
+      defineBehavior({ name: ResourceBehaviors.deallocate, payload: DeallocatePayload, handle: ({ payload }) => this.deallocate(payload.id) }),
       defineBehavior({ name: DeviceBehaviors.status, payload: EmptyPayload, handle: () => this.device() }),
-      defineBehavior({ name: DeviceBehaviors.configure, payload: ConfigurePayload, handle: replyingKinds(({ payload }) => this.configure(payload)) }),
+      defineBehavior({ name: DeviceBehaviors.configure, payload: ConfigurePayload, handle: ({ payload }) => this.configure(payload) }),
     ];
   }
 

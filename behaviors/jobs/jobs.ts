@@ -1,7 +1,7 @@
 /**
  * The orchestrator's behaviors: the catalogue other nodes, clients and the REST routes call to
  * submit, inspect, cancel and read jobs. Payloads are validated by these schemas before a
- * handler runs; failures answer an ErrorReply (./replies.ts).
+ * handler runs; failures answer an error reply (runtime/error-reply.ts).
  */
 import { z } from 'zod';
 import { JobSchema, JobSpecSchema, JobStatusSchema } from './schema.js';

@@ -7,7 +7,7 @@ import type { Target } from '../../client/target.js';
 import { anchorsPath, readAnchors } from '../../runtime/capability/anchors.js';
 import { readKey } from '../../runtime/home.js';
 import { encodeEnvelope, type Envelope, type Handle, parseJsonLossless } from '../../runtime/wire/envelope.js';
-import { CliError, globals, homeOf, noNodeHint, nodeUrl } from '../context.js';
+import { CliError, globals, homeOf, nodeFailure, nodeUrl } from '../context.js';
 import { unlockKeys } from '../passphrase.js';
 import { restCredentials } from './auth.js';
 import { keyPath, readToken } from './cap.js';
@@ -146,16 +146,8 @@ async function call<T>(home: string, fn: () => Promise<T>, be?: string): Promise
     return await fn();
   } catch (e) {
     if (!(e instanceof ClientError)) throw e;
-    switch (e.kind) {
-      case 'unreachable':
-        throw new CliError(`${e.message}; ${noNodeHint(home)}`);
-      case 'reply':
-        throw new CliError(`${be ?? 'the actor'} answered with an error: ${e.nodeError ?? e.message}`);
-      case 'timeout':
-        throw new CliError(e.status === 408 ? `${e.message}; a longer --timeout may help` : e.message);
-      default:
-        throw new CliError(e.message);
-    }
+    if (e.kind === 'timeout' && e.status === 408) throw new CliError(`${e.message}; a longer --timeout may help`);
+    throw nodeFailure(e, home, be ?? 'the actor');
   }
 }
 
@@ -220,7 +212,7 @@ const envelopeJson = (env: Envelope): unknown => parseJsonLossless(encodeEnvelop
 
 function replyJson<T>(r: Reply<T>): Record<string, unknown> {
   const out: Record<string, unknown> = { payload: printable(r.payload) };
-  if (r.error !== undefined) out.error = r.error;
+  if (r.error !== undefined) Object.assign(out, { error: r.error, kind: r.errorKind });
   out.envelope = envelopeJson(r.env);
   return out;
 }

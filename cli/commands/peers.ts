@@ -1,11 +1,10 @@
 import type { Command } from 'commander';
 import type * as z from 'zod';
-import { ClientError } from '../../client/errors.js';
 import { ConnectReply, DiscoveryBehaviors, type PeerDescription, PeersDescribeReply, PeerSelfReply, PingReply } from '../../behaviors/discovery.js';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { formatBytes } from '../../client/sizes.js';
 import { homePaths } from '../../runtime/home.js';
-import { CliError, homeOf, noNodeHint, output } from '../context.js';
+import { CliError, homeOf, output } from '../context.js';
 import { unlockKeys } from '../passphrase.js';
 import { grid } from '../table.js';
 import { clientFor } from './actor.js';
@@ -74,16 +73,9 @@ export function registerPeersCommands(program: Command): void {
 /** Invokes a discovery behavior on the node's root actor and checks the reply's shape. */
 async function ask<S extends z.ZodType>(cmd: Command, be: string, payload: unknown, schema: S, opts: TimeoutOption): Promise<z.infer<S>> {
   // Signed as the operator, with the home's REST credentials and provide tokens, like `dms actor`.
+  // Its failures (unreachable, error replies) are worded where every command's are (cli/main.ts).
   const client = clientFor(cmd);
-  let payloadOut: unknown;
-  try {
-    payloadOut = (await client.invoke<unknown>('root', be, payload, { ttlMs: (opts.timeout ?? DEFAULT_TIMEOUT_S) * 1000 })).payload;
-  } catch (e) {
-    if (!(e instanceof ClientError)) throw e;
-    if (e.kind === 'unreachable') throw new CliError(`${e.message}; ${noNodeHint(homeOf(cmd))}`);
-    if (e.kind === 'reply') throw new CliError(e.nodeError ?? e.message);
-    throw new CliError(e.message);
-  }
+  const payloadOut = (await client.invoke<unknown>('root', be, payload, { ttlMs: (opts.timeout ?? DEFAULT_TIMEOUT_S) * 1000 })).payload;
   const parsed = schema.safeParse(payloadOut);
   if (!parsed.success) throw new CliError(`the node's answer to ${be} is not what this dms expects: ${parsed.error.message}`);
   return parsed.data;

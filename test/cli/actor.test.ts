@@ -70,6 +70,18 @@ describe.concurrent('dms actor', { timeout: 90_000 }, () => {
     expectFailure(await dms(home, ['actor', 'invoke', '/public/hello', '[1,2]']), /\/public\/hello answered with an error: invalid payload/);
   });
 
+  // An error reply is a failure whichever behavior answers it: the kernel's `{error, kind}`
+  // above and a job behavior's alike (this one used to print the reply and exit 0).
+  it('invoke of a behavior that answers an error reply exits non-zero with its text', async () => {
+    const id = '00000000-0000-4000-8000-000000000000';
+    const args = ['actor', 'invoke', '/dms/job/status', JSON.stringify({ id }), '--to', 'orchestrator'];
+    expectFailure(await dms(home, args), new RegExp(`/dms/job/status answered with an error: .*${id}`));
+    const j = await dms(home, ['--json', ...args]);
+    expect(j.code).not.toBe(0);
+    expect(j.stdout).toBe('');
+    expect(JSON.parse(j.stderr.trim())).toMatchObject({ error: expect.stringContaining(id) });
+  });
+
   it('invoke reads the payload from stdin with -, and accepts --to as JSON', async () => {
     const r = await dms(home, ['actor', 'invoke', '/public/hello', '-', '--to', '{"inbox":"root"}'], { input: '{}' });
     expect(r.code, r.stderr).toBe(0);
@@ -116,6 +128,17 @@ describe.concurrent('dms actor without a usable node', { timeout: 90_000 }, () =
     initHome(h);
     writeFileSync(join(h, 'dms_config.json'), JSON.stringify({ rest: { port: await freePort() } }));
     expectFailure(await dms(h, ['actor', 'invoke', '/public/hello']), /cannot reach the node at http:\/\/127\.0\.0\.1:\d+: connection refused; .*`dms start`/);
+  });
+
+  // The REST commands share the client's REST client, and its failures are worded in one place.
+  it('says so the same way for the REST commands (jobs, allocations)', async () => {
+    const h = tempHome('unreachable-rest');
+    writeFileSync(join(h, 'dms_config.json'), JSON.stringify({ rest: { port: await freePort() } }));
+    for (const args of [['jobs', 'list'], ['allocations', 'list']]) {
+      const r = await dms(h, args);
+      expectFailure(r, `: connection refused; no node answers there (home ${h})`);
+      expect(r.stderr).toMatch(/^dms: cannot reach the node at http:\/\/127\.0\.0\.1:\d+: /);
+    }
   });
 
   it('asks for dms init when the home has no operator key', async () => {

@@ -129,13 +129,18 @@ describe('DmsClient calls', () => {
     await expect(timeout.invoke('root', '/slow')).rejects.toMatchObject({ kind: 'timeout', status: 408 });
   });
 
-  it('throws on an {"error"} reply unless raw, which returns it with error set', async () => {
+  it('throws on an {"error", "kind"} reply unless raw, which returns it with error and errorKind set', async () => {
+    const node = fakeNode((_req, env) => replyResponse(replyTo(env!, { error: 'job j1 not found', kind: 'not_found' })));
+    const client = new DmsClient({ url: URL_BASE, key: KeyPair.generate(), fetch: node.fetch });
+    await expect(client.invoke('root', '/x')).rejects.toMatchObject({ kind: 'reply', status: 200, nodeError: 'job j1 not found', replyKind: 'not_found' });
+    const raw = await client.invoke('root', '/x', {}, { raw: true });
+    expect(raw).toMatchObject({ error: 'job j1 not found', errorKind: 'not_found', payload: { error: 'job j1 not found', kind: 'not_found' } });
+  });
+
+  it('takes an {"error"} reply without a kind (an older node) as an internal failure', async () => {
     const node = fakeNode((_req, env) => replyResponse(replyTo(env!, { error: 'invalid payload' })));
     const client = new DmsClient({ url: URL_BASE, key: KeyPair.generate(), fetch: node.fetch });
-    await expect(client.invoke('root', '/x')).rejects.toMatchObject({ kind: 'reply', status: 200, nodeError: 'invalid payload' });
-    const raw = await client.invoke('root', '/x', {}, { raw: true });
-    expect(raw.error).toBe('invalid payload');
-    expect(raw.payload).toEqual({ error: 'invalid payload' });
+    await expect(client.invoke('root', '/x')).rejects.toMatchObject({ kind: 'reply', nodeError: 'invalid payload', replyKind: 'internal' });
   });
 
   it('does not mistake a payload that merely has an error field for an error reply', async () => {
@@ -166,13 +171,14 @@ describe('DmsClient calls', () => {
       expect(env!.opt.topic).toBe('/dms/hello');
       expect(env!.opt.cont).toMatch(/^\/private\/broadcast\/\d+$/);
       const a = replyTo(env!, { did: nodeKey.did });
-      const b = replyTo(env!, { error: 'busy' }, other, otherHandle);
+      const b = replyTo(env!, { error: 'busy', kind: 'overloaded' }, other, otherHandle);
       return new Response(`[${encodeEnvelope(a)},${encodeEnvelope(b)}]`);
     });
     const client = new DmsClient({ url: URL_BASE, key: KeyPair.generate(), fetch: node.fetch });
     const replies = await client.broadcast('/dms/hello', '/broadcast/hello', {}, { limit: 2 });
-    expect(replies.map((r) => r.payload)).toEqual([{ did: nodeKey.did }, { error: 'busy' }]);
-    expect(replies[1].error).toBe('busy');
+    expect(replies.map((r) => r.payload)).toEqual([{ did: nodeKey.did }, { error: 'busy', kind: 'overloaded' }]);
+    expect(replies[0].error).toBeUndefined();
+    expect(replies[1]).toMatchObject({ error: 'busy', errorKind: 'overloaded' });
     expect(replies[0].env.nonce).toBeGreaterThan(2n ** 53n);
     expect(replies[0].env.opt.exp).toBeGreaterThan(nowNs());
     const found = await client.discover({ limit: 2 });

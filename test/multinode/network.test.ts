@@ -136,7 +136,7 @@ describe('messages across nodes (REST on node 1)', () => {
     const reply = parseEnvelope(res.text);
     verifyEnvelopeSync(reply);
     expect(reply.from.addr.host).toBe(n3.peerId);
-    expect(decodePayload(reply.msg)).toEqual({ error: "no actor with inbox 'nobody' on this node" });
+    expect(decodePayload(reply.msg)).toEqual({ error: "no actor with inbox 'nobody' on this node", kind: 'not_found' });
     // Long before opt.exp (a timeout would take the whole TTL); the margin is for a loaded machine.
     expect(Date.now() - started).toBeLessThan(TTL_MS / 3);
   });

@@ -135,7 +135,17 @@ describe('invoke', () => {
     const caller = newCaller();
     const res = await post(api('invoke'), wire(caller, { to: root(), be: '/public/hello', payload: [1, 2], cont: '/private/r' }));
     expect(res.status).toBe(200);
-    expect((decodePayload(parseEnvelope(res.text).msg) as any).error).toMatch(/invalid payload for \/public\/hello/);
+    expect(decodePayload(parseEnvelope(res.text).msg)).toEqual({ error: expect.stringMatching(/^invalid payload for \/public\/hello/), kind: 'invalid' });
+  });
+
+  it('carries a job behavior error reply as {error, kind}, while its REST route still answers 404', async () => {
+    const id = '00000000-0000-4000-8000-000000000000';
+    const res = await post(api('invoke'), wire(operatorCaller(), { to: { ...root(), addr: { host: '', inbox: 'orchestrator' } }, be: '/dms/job/status', payload: { id }, cont: '/private/r' }));
+    expect(res.status, res.text).toBe(200);
+    expect(decodePayload(parseEnvelope(res.text).msg)).toEqual({ error: `job ${id} not found`, kind: 'not_found' });
+    const rest = await fetch(`${node.url}/api/v1/jobs/${id}`);
+    expect(rest.status).toBe(404);
+    expect(await rest.json()).toEqual({ error: `job ${id} not found` });
   });
 
   it('keeps uint64 extremes exact', async () => {

@@ -42,7 +42,7 @@ describe('the dispatch-time capability check', () => {
     const env = peer.envelope(a, { be: '/plugin/probe/poke', inbox: 'probe', cont: '/private/r/poke' });
     await peer.send(env);
     const reply = await peer.waitReply('/private/r/poke');
-    expect(decodePayload(reply.msg)).toEqual({ error: denied(peer.key.did) });
+    expect(decodePayload(reply.msg)).toEqual({ error: denied(peer.key.did), kind: 'forbidden' });
     expect(reply.from.addr.host).toBe(a.peerId);
     expect(await pokes()).toBe(0);
   });
@@ -51,7 +51,7 @@ describe('the dispatch-time capability check', () => {
     const stranger = KeyPair.generate();
     // /public/probe/relay is open, so the REST pre-check lets the request in; the relayed copy keeps the stranger's from.
     const reply = await new DmsClient({ url: a.url, key: stranger, timeoutMs: TTL_MS }).invoke<{ error?: string }>({ inbox: 'probe' }, '/public/probe/relay', {}, { raw: true, ttlMs: TTL_MS });
-    expect(reply.payload).toEqual({ error: denied(stranger.did) });
+    expect(reply.payload).toEqual({ error: denied(stranger.did), kind: 'forbidden' });
     expect(reply.env.from.addr.inbox).toBe('probe');
     expect(await pokes()).toBe(0);
   });
@@ -63,7 +63,7 @@ describe('the dispatch-time capability check', () => {
       const r = await client.invoke<{ error?: string }>({ host: a.peerId, inbox: 'probe' }, '/plugin/probe/poke', {}, { raw: true, ttlMs: TTL_MS });
       return r.payload;
     }, { timeoutMs: 45_000 });
-    expect(reply).toEqual({ error: denied(bOperator) });
+    expect(reply).toEqual({ error: denied(bOperator), kind: 'forbidden' });
     expect(await pokes()).toBe(0);
   });
 

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { HttpActor, HTTP_INBOX } from '../../http/actor.js';
 import { createApp } from '../../http/app.js';
 import { BehaviorRegistry, replyWaiter } from '../../runtime/behavior.js';
@@ -152,12 +153,42 @@ describe('Actor', () => {
     expect(caller.primary.behaviors.size).toBe(0);
   });
 
-  it('replies with an error to an unknown behavior and to a handler that throws', async () => {
+  it('replies {error, kind} to a handler that throws and to a payload its schema refuses', async () => {
     const system = newSystem();
-    const a = system.spawn({ inbox: 'a', behaviors: [{ name: '/fail', handle: () => { throw new DmsError('conflict', 'not now'); } }] });
+    const a = system.spawn({
+      inbox: 'a',
+      behaviors: [
+        { name: '/fail', handle: () => { throw new DmsError('conflict', 'not now'); } },
+        { name: '/typed', payload: z.strictObject({ n: z.number() }), handle: () => ({}) },
+      ],
+    });
     const caller = system.spawn({ inbox: 'caller' });
-    expect((await caller.invoke(a.handle, '/fail', {})).payload).toEqual({ error: 'not now' });
+    expect((await caller.invoke(a.handle, '/fail', {})).payload).toEqual({ error: 'not now', kind: 'conflict' });
+    expect((await caller.invoke(a.handle, '/typed', { n: 'x' })).payload).toMatchObject({ error: expect.stringMatching(/^invalid payload for \/typed/), kind: 'invalid' });
+    // An unknown behavior is refused at routing, before any reply.
     await expect(caller.invoke(a.handle, '/nope', {})).rejects.toMatchObject({ kind: 'not_found' });
+  });
+
+  it('replies not_found for a behavior that went away while the envelope was queued', async () => {
+    const system = newSystem();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const a = system.spawn({
+      inbox: 'a',
+      mailbox: { concurrency: 1 },
+      behaviors: [
+        { name: '/block', handle: () => gate },
+        { name: '/gone', handle: () => ({}) },
+      ],
+    });
+    const caller = system.spawn({ inbox: 'caller' });
+    // Unsigned, so both are queued before invoke returns (a signature would be awaited first).
+    const blocked = caller.invoke(a.handle, '/block', {}, { unsigned: true });
+    const reply = caller.invoke(a.handle, '/gone', {}, { unsigned: true });
+    a.remove('/gone');
+    release();
+    await blocked;
+    expect((await reply).payload).toEqual({ error: 'no behavior /gone at actor a', kind: 'not_found' });
   });
 
   it('delivers a local broadcast to every subscriber of the topic', async () => {

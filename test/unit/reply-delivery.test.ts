@@ -79,6 +79,7 @@ describe('a handler that throws something other than a DmsError', () => {
     });
     const caller = system.spawn({ inbox: 'caller' });
     const reply = (await caller.invoke<{ error: string }>(a.handle, '/boom', {})).payload;
+    expect(reply).toMatchObject({ kind: 'internal' });
     const id = /^internal error \(id ([0-9a-f]{8})\)$/.exec(reply.error)?.[1];
     expect(id, reply.error).toBeDefined();
     const logged = lines.map((l) => JSON.parse(l)).find((l) => l.error_id === id);
@@ -88,6 +89,6 @@ describe('a handler that throws something other than a DmsError', () => {
     const again = (await caller.invoke<{ error: string }>(a.handle, '/boom', {})).payload.error;
     expect(again).not.toBe(reply.error);
     // A DmsError is meant for the caller and reaches it as it is.
-    expect((await caller.invoke(a.handle, '/refuse', {})).payload).toEqual({ error: 'not now' });
+    expect((await caller.invoke(a.handle, '/refuse', {})).payload).toEqual({ error: 'not now', kind: 'conflict' });
   });
 });

@@ -1,0 +1,173 @@
+/**
+ * HTTP to one node's REST interface: the actor routes DmsClient speaks (envelopes in, reply
+ * envelopes out) and the plain routes (jobs, resources, allocations: JSON in and out, server-
+ * sent events for following). Every failure is a ClientError, so callers (the CLI included)
+ * tell an unreachable node from a refusal, a timeout or a broken answer in one way.
+ */
+import { errorText } from '../runtime/errors.js';
+import { ClientError } from './errors.js';
+
+export interface RestClientOptions {
+  /** REST base URL of the node, e.g. `http://127.0.0.1:9999`. */
+  url: string;
+  /** Extra HTTP headers on every request (e.g. REST credentials). */
+  headers?: Record<string, string>;
+  /** The fetch to use (default the global one): proxies, instrumentation, tests. */
+  fetch?: typeof fetch;
+}
+
+export interface RequestOptions {
+  /** Give up (kind `timeout`) after this long; none by default, the node bounds its own waits. */
+  deadlineMs?: number;
+  signal?: AbortSignal;
+}
+
+/** One server-sent event: its `event` field (default `message`) and its joined `data` lines. */
+export interface ServerEvent {
+  event: string;
+  data: string;
+}
+
+type Method = 'GET' | 'POST' | 'DELETE';
+
+export class RestClient {
+  readonly url: string;
+  private readonly headers: Record<string, string>;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(opts: RestClientOptions) {
+    this.url = opts.url.replace(/\/+$/, '');
+    this.headers = { accept: 'application/json', ...opts.headers };
+    this.fetchImpl = opts.fetch ?? globalThis.fetch;
+  }
+
+  get<T>(path: string, opts?: RequestOptions): Promise<T> {
+    return this.json<T>('GET', path, undefined, opts);
+  }
+
+  post<T>(path: string, body: unknown, opts?: RequestOptions): Promise<T> {
+    return this.json<T>('POST', path, JSON.stringify(body), opts);
+  }
+
+  delete<T>(path: string, opts?: RequestOptions): Promise<T> {
+    return this.json<T>('DELETE', path, undefined, opts);
+  }
+
+  /** The text of a successful answer; a body, when given, is JSON text. */
+  async text(method: Method, path: string, body?: string, opts: RequestOptions = {}): Promise<string> {
+    const { res, url, deadline } = await this.send(method, path, body, 'application/json', opts);
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (e) {
+      throw this.failure(e, url, opts, deadline);
+    }
+    if (!res.ok) throw refusal(res, text, url);
+    return text;
+  }
+
+  /** Server-sent events from `path` until the node ends the stream. */
+  async *events(path: string, opts: Omit<RequestOptions, 'deadlineMs'> = {}): AsyncGenerator<ServerEvent> {
+    const { res, url } = await this.send('GET', path, undefined, 'text/event-stream', opts);
+    if (!res.ok) throw refusal(res, await res.text(), url);
+    if (!res.body) return;
+    const decoder = new TextDecoder();
+    let buffered = '';
+    for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buffered += decoder.decode(bytes, { stream: true });
+      let end: number;
+      // Events are separated by a blank line.
+      while ((end = buffered.indexOf('\n\n')) >= 0) {
+        const event = parseEvent(buffered.slice(0, end));
+        buffered = buffered.slice(end + 2);
+        if (event) yield event;
+      }
+    }
+  }
+
+  private async json<T>(method: Method, path: string, body: string | undefined, opts?: RequestOptions): Promise<T> {
+    const text = await this.text(method, path, body, opts);
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new ClientError({ kind: 'protocol', url: this.url + path, status: 200, message: `the node answered ${method} ${path} with something that is not JSON` });
+    }
+  }
+
+  private async send(method: Method, path: string, body: string | undefined, accept: string, opts: RequestOptions) {
+    const url = this.url + path;
+    const deadline = opts.deadlineMs === undefined ? undefined : AbortSignal.timeout(opts.deadlineMs);
+    const signals = [deadline, opts.signal].filter((s): s is AbortSignal => s !== undefined);
+    // The node refuses a body of any other type (415): say it on every request that has one.
+    const headers = { ...this.headers, accept, ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
+    try {
+      const res = await this.fetchImpl(url, { method, headers, body, signal: signals.length ? AbortSignal.any(signals) : undefined });
+      return { res, url, deadline };
+    } catch (e) {
+      throw this.failure(e, url, opts, deadline);
+    }
+  }
+
+  /** Why no answer came: the caller gave up, the deadline passed, or nothing answers at all. */
+  private failure(e: unknown, url: string, { signal, deadlineMs = 0 }: RequestOptions, deadline?: AbortSignal): ClientError {
+    if (signal?.aborted) return new ClientError({ kind: 'aborted', url, message: `request to ${url} aborted`, cause: e });
+    if (deadline?.aborted) return new ClientError({ kind: 'timeout', url, message: `no answer from ${url} within ${Math.round(deadlineMs / 1000)} s`, cause: e });
+    return new ClientError({ kind: 'unreachable', url, message: `cannot reach the node at ${this.url}: ${networkReason(e)}`, cause: e });
+  }
+}
+
+/** A non-2xx answer: the node's own `{"error"}` text when it gave one; 408 is a timeout. */
+function refusal(res: Response, text: string, url: string): ClientError {
+  const nodeError = errorBody(text);
+  return new ClientError({
+    kind: res.status === 408 ? 'timeout' : 'http',
+    url,
+    status: res.status,
+    nodeError,
+    message: `${nodeError ?? (snippet(text) || res.statusText)} (HTTP ${res.status})`,
+  });
+}
+
+function errorBody(text: string): string | undefined {
+  try {
+    const body: unknown = JSON.parse(text);
+    if (body && typeof body === 'object' && typeof (body as { error?: unknown }).error === 'string') return (body as { error: string }).error;
+  } catch {
+    // not JSON: the caller falls back to the raw text
+  }
+  return undefined;
+}
+
+/** fetch hides the socket error in `cause`; its code says more than "fetch failed". */
+export function networkReason(e: unknown): string {
+  const cause = (e as { cause?: { code?: unknown; message?: unknown } }).cause;
+  const code = typeof cause?.code === 'string' ? cause.code : undefined;
+  const known: Record<string, string> = {
+    ECONNREFUSED: 'connection refused',
+    ENOTFOUND: 'host not found',
+    ECONNRESET: 'connection reset',
+    EHOSTUNREACH: 'host unreachable',
+    ETIMEDOUT: 'connection timed out',
+  };
+  if (code) return known[code] ?? code;
+  return typeof cause?.message === 'string' ? cause.message : errorText(e);
+}
+
+export function snippet(text: string): string {
+  const t = text.trim();
+  return t.length > 200 ? `${t.slice(0, 200)}…` : t;
+}
+
+function parseEvent(block: string): ServerEvent | null {
+  let event = 'message';
+  const data: string[] = [];
+  for (const line of block.split('\n')) {
+    if (line.startsWith(':')) continue; // a comment
+    const colon = line.indexOf(':');
+    const field = colon < 0 ? line : line.slice(0, colon);
+    const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+    if (field === 'event') event = value;
+    else if (field === 'data') data.push(value);
+  }
+  return data.length > 0 ? { event, data: data.join('\n') } : null;
+}
