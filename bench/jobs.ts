@@ -35,7 +35,7 @@ async function submit(spec: JobSpecInput): Promise<Job> {
 async function jobsWithStatus(status: string): Promise<Job[]> {
   const all: Job[] = [];
   for (let offset = 0; ; offset += 1000) {
-    const page = ((await (await fetch(api(`/jobs?status=${status}&limit=1000&offset=${offset}&order=asc`))).json()) as { jobs: Job[] }).jobs;
+    const page = (await (await fetch(api(`/jobs?status=${status}&limit=1000&offset=${offset}&order=asc`))).json()) as Job[];
     all.push(...page);
     if (page.length < 1000) return all;
   }

@@ -37,9 +37,9 @@ export async function resolveJobId(rest: RestClient, given: string): Promise<str
   const ids: string[] = [];
   for (let offset = 0; ; offset += PAGE) {
     // Oldest first: a job submitted meanwhile lands after the pages already read, not in them.
-    const page = await rest.get<{ jobs: { id: string }[] }>(`/api/v1/jobs?limit=${PAGE}&offset=${offset}&order=asc`);
-    ids.push(...page.jobs.map((j) => j.id));
-    if (page.jobs.length < PAGE) break;
+    const page = await rest.get<{ id: string }[]>(`/api/v1/jobs?limit=${PAGE}&offset=${offset}&order=asc`);
+    ids.push(...page.map((j) => j.id));
+    if (page.length < PAGE) break;
   }
   return pickByPrefix('job', given, ids);
 }

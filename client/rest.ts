@@ -55,6 +55,22 @@ export class RestClient {
 
   /** The text of a successful answer; a body, when given, is JSON text. */
   async text(method: Method, path: string, body?: string, opts: RequestOptions = {}): Promise<string> {
+    return (await this.answer(method, path, body, opts)).text;
+  }
+
+  /**
+   * One page of a list and how many items match over all pages (the `X-Total-Count` header;
+   * the page's own length when the node does not say).
+   */
+  async page<T>(path: string, opts: RequestOptions = {}): Promise<{ items: T[]; total: number }> {
+    const { text, res } = await this.answer('GET', path, undefined, opts);
+    const items = this.parse<T[]>(text, 'GET', path);
+    if (!Array.isArray(items)) throw new ClientError({ kind: 'protocol', url: this.url + path, status: res.status, message: `the node answered GET ${path} with something that is not a list` });
+    const total = Number(res.headers.get('x-total-count'));
+    return { items, total: Number.isSafeInteger(total) && total >= items.length ? total : items.length };
+  }
+
+  private async answer(method: Method, path: string, body: string | undefined, opts: RequestOptions): Promise<{ text: string; res: Response }> {
     const { res, url, deadline } = await this.send(method, path, body, 'application/json', opts);
     let text: string;
     try {
@@ -63,7 +79,7 @@ export class RestClient {
       throw this.failure(e, url, opts, deadline);
     }
     if (!res.ok) throw refusal(res, text, url);
-    return text;
+    return { text, res };
   }
 
   /** Server-sent events from `path` until the node ends the stream. */
@@ -86,7 +102,10 @@ export class RestClient {
   }
 
   private async json<T>(method: Method, path: string, body: string | undefined, opts?: RequestOptions): Promise<T> {
-    const text = await this.text(method, path, body, opts);
+    return this.parse<T>(await this.text(method, path, body, opts), method, path);
+  }
+
+  private parse<T>(text: string, method: Method, path: string): T {
     try {
       return JSON.parse(text) as T;
     } catch {

@@ -44,7 +44,8 @@ export function registerJobCommands(program: Command): void {
     .option('--wide', 'print whole ids (default: their first 8 characters)')
     .action(async (opts: ListOptions, cmd: Command) => {
       const list = await listJobs(cmd, opts);
-      output(cmd, list, list.jobs.length === 0 ? (list.total === 0 ? 'no jobs' : `no jobs at offset ${opts.offset}`) : table(list.jobs, opts.wide ?? false));
+      // --json prints what GET /api/v1/jobs answers: the list (the total is in stderr's hint).
+      output(cmd, list.jobs, list.jobs.length === 0 ? (list.total === 0 ? 'no jobs' : `no jobs at offset ${opts.offset}`) : table(list.jobs, opts.wide ?? false));
       // On stderr: the table on stdout stays only rows, for grep and friends.
       const offset = Number(opts.offset ?? 0);
       const more = list.total - offset - list.jobs.length;
@@ -132,16 +133,17 @@ async function listJobs(cmd: Command, opts: ListOptions): Promise<JobListReply> 
   if (!opts.all) {
     if (opts.limit) query.set('limit', opts.limit);
     if (opts.offset) query.set('offset', opts.offset);
-    return rest.get<JobListReply>(`/api/v1/jobs${query.size ? `?${query}` : ''}`);
+    const page = await rest.page<Job>(`/api/v1/jobs${query.size ? `?${query}` : ''}`);
+    return { jobs: page.items, total: page.total };
   }
   query.set('limit', String(MAX_LIST_LIMIT));
   const jobs: Job[] = [];
   for (;;) {
     query.set('offset', String(jobs.length));
-    const page = await rest.get<JobListReply>(`/api/v1/jobs?${query}`);
-    jobs.push(...page.jobs);
+    const page = await rest.page<Job>(`/api/v1/jobs?${query}`);
+    jobs.push(...page.items);
     // Jobs submitted meanwhile shift the pages: stop at the total, or at a short page.
-    if (page.jobs.length < MAX_LIST_LIMIT || jobs.length >= page.total) return { jobs, total: Math.max(page.total, jobs.length) };
+    if (page.items.length < MAX_LIST_LIMIT || jobs.length >= page.total) return { jobs, total: Math.max(page.total, jobs.length) };
   }
 }
 

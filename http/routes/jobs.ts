@@ -33,6 +33,9 @@ const jobIdOf = (event: H3Event): string => parseWith(JobIdSchema, param(event, 
 const forCaller = (event: H3Event) => (principalOf(event)?.role === 'viewer' ? redactJob : (job: Job) => job);
 import type { RouteModule } from './types.js';
 
+/** How many jobs match a list's filter over all its pages. */
+export const TOTAL_HEADER = 'x-total-count';
+
 /** How long one poll of a followed job waits for news before the stream asks again. */
 const FOLLOW_POLL_MS = 15_000;
 /** The envelope of a poll outlives its wait, so a reply that comes at the last moment is still taken. */
@@ -53,7 +56,8 @@ export const jobRoutes: RouteModule = ({ app, config, http, log }) => {
     '/api/v1/jobs',
     route(log, async (event) => {
       const reply = (await call(JobBehaviors.list, listQuery(event.url.searchParams))) as JobListReply;
-      return { ...reply, jobs: reply.jobs.map(forCaller(event)) };
+      // The body stays the list the REST contract promises; how many match over all pages is a header.
+      return new JsonBody(JSON.stringify(reply.jobs.map(forCaller(event))), 200, { [TOTAL_HEADER]: String(reply.total) });
     }),
   );
 

@@ -235,7 +235,7 @@ describe('short ids', () => {
     expect(status.stdout).toContain(`id        ${job.id}\n`);
     expect((await dms('jobs', 'logs', job.id.slice(0, 8))).stdout).toBe('job 0\n');
 
-    const all = (JSON.parse((await dms('--json', 'jobs', 'list', '--limit', '1000', '--oldest-first')).stdout) as { jobs: Job[] }).jobs;
+    const all = JSON.parse((await dms('--json', 'jobs', 'list', '--limit', '1000', '--oldest-first')).stdout) as Job[];
     const first = jobs.map((j) => j.id[0]).find((c, i, cs) => cs.indexOf(c) !== i)!;
     const sharing = all.filter((j) => j.id.startsWith(first)).map((j) => j.id);
     const ambiguous = oneLineFailure(await dms('jobs', 'status', first));

@@ -31,11 +31,11 @@ describe('image references at submit', () => {
   it.each(['//x/y', '../../containers/json?all=1#', 'UPPER/Case', 'a/b:tag@sha256:xyz', 'x/../../y'])(
     'answers 400 naming image for %j and stays up',
     async (image) => {
-      const before = (await rest.get<{ total: number }>('/api/v1/jobs')).body.total;
+      const before = (await rest.jobs()).total;
       const answer = await rest.post('/api/v1/jobs', { name: 'evil', image, command: ['true'], resources: { cpu: { cores: 0.1 }, memory: { size: 16 * MiB } } });
       expect(answer.status).toBe(400);
       expect(answer.body.error).toMatch(/^invalid job spec: image: not a Docker image reference: /);
-      expect((await rest.get<{ total: number }>('/api/v1/jobs')).body.total).toBe(before);
+      expect((await rest.jobs()).total).toBe(before);
       expect(await healthy(node)).toBe(true);
     },
   );
@@ -161,7 +161,7 @@ describe('environment secrets and file modes', () => {
     expect(one.body.environment).toEqual({ DMS_NULL_STDOUT: '[redacted]', API_TOKEN: '[redacted]' });
     const list = await viewer('GET', '/api/v1/jobs?limit=1000');
     expect(list.status).toBe(200);
-    const listed = list.body.jobs.find((j: Job) => j.id === created.body.id);
+    const listed = list.body.find((j: Job) => j.id === created.body.id);
     expect(listed.environment).toEqual({ DMS_NULL_STDOUT: '[redacted]', API_TOKEN: '[redacted]' });
     expect(JSON.stringify(list.body)).not.toContain('s3cret');
   });

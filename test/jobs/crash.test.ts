@@ -56,11 +56,11 @@ it('loses no acknowledged job when the node is killed during 500 concurrent subm
   // Every acknowledged job exists, and every job of the node reaches an end: the ones that
   // never started run now, the ones whose runs died with the node fail saying so.
   const ended = await until('every job to end', async () => {
-    const open = (await rest.get<{ jobs: Job[] }>('/api/v1/jobs?status=pending,running&limit=1000')).body.jobs;
+    const open = (await rest.jobs('/api/v1/jobs?status=pending,running&limit=1000')).jobs;
     if (open.length > 0) return undefined;
     const all: Job[] = [];
     for (let offset = 0; ; offset += 1000) {
-      const page = (await rest.get<{ jobs: Job[] }>(`/api/v1/jobs?limit=1000&offset=${offset}&order=asc`)).body.jobs;
+      const page = (await rest.jobs(`/api/v1/jobs?limit=1000&offset=${offset}&order=asc`)).jobs;
       all.push(...page);
       if (page.length < 1000) return all;
     }

@@ -38,6 +38,14 @@ export class Rest {
     return this.call('DELETE', path);
   }
 
+  /** A page of `GET /api/v1/jobs…` and its `X-Total-Count`: how many match over all pages. */
+  async jobs(path = '/api/v1/jobs'): Promise<{ jobs: Job[]; total: number }> {
+    const res = await fetch(this.url + path);
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${text}`);
+    return { jobs: JSON.parse(text) as Job[], total: Number(res.headers.get('x-total-count')) };
+  }
+
   async submit(spec: JobSpecInput): Promise<Job> {
     const { status, body } = await this.post<Job>('/api/v1/jobs', spec);
     if (status !== 201) throw new Error(`submit answered ${status}: ${JSON.stringify(body)}`);

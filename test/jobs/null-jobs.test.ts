@@ -210,21 +210,20 @@ describe('device', () => {
 
 describe('listing', () => {
   it('lists jobs newest first (oldest first with order=asc), with the total, filtered by status, with limit and offset', async () => {
-    type Listing = { jobs: Job[]; total: number };
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) ids.push((await rest.submit(nullJob({ name: `listed-${i}` }))).id);
     for (const id of ids) await rest.waitFor(id);
-    const { jobs: all, total } = (await rest.get<Listing>('/api/v1/jobs?limit=1000')).body;
+    const { jobs: all, total } = await rest.jobs('/api/v1/jobs?limit=1000');
     expect(total).toBe(all.length);
     expect(all.filter((j) => ids.includes(j.id)).map((j) => j.id)).toEqual([...ids].reverse());
-    const asc = (await rest.get<Listing>('/api/v1/jobs?limit=1000&order=asc')).body.jobs;
+    const asc = (await rest.jobs('/api/v1/jobs?limit=1000&order=asc')).jobs;
     expect(asc.filter((j) => ids.includes(j.id)).map((j) => j.id)).toEqual(ids);
-    const completed = (await rest.get<Listing>('/api/v1/jobs?status=completed&limit=1000')).body.jobs;
+    const completed = (await rest.jobs('/api/v1/jobs?status=completed&limit=1000')).jobs;
     expect(completed.every((j) => j.status === 'completed')).toBe(true);
-    const failedOrPending = (await rest.get<Listing>('/api/v1/jobs?status=failed,pending&limit=1000')).body.jobs;
+    const failedOrPending = (await rest.jobs('/api/v1/jobs?status=failed,pending&limit=1000')).jobs;
     expect(failedOrPending.every((j) => j.status === 'failed' || j.status === 'pending')).toBe(true);
     expect(completed.length + failedOrPending.length).toBe(all.length);
-    const page = (await rest.get<Listing>(`/api/v1/jobs?limit=2&offset=1`)).body;
+    const page = await rest.jobs(`/api/v1/jobs?limit=2&offset=1`);
     expect(page.jobs.map((j) => j.id)).toEqual(all.slice(1, 3).map((j) => j.id));
     expect(page.total).toBe(total);
   });
@@ -238,14 +237,14 @@ describe('bad requests', () => {
   };
 
   it('answers 400 naming the field for a bad spec, and stores nothing', async () => {
-    const before = (await rest.get<{ total: number }>('/api/v1/jobs')).body.total;
+    const before = (await rest.jobs()).total;
     expectError(await rest.post('/api/v1/jobs', '{"name": "x",'), 400, /job spec: the request body is not valid JSON/);
     expectError(await rest.post('/api/v1/jobs', { name: 'x', resources: { cpu: { cores: 1 }, memory: { size: 1 } } }), 400, /^invalid job spec: image: /);
     expectError(await rest.post('/api/v1/jobs', { ...nullJob(), resources: { cpu: { cores: -1 }, memory: { size: 1 } } }), 400, /resources\.cpu\.cores: /);
     expectError(await rest.post('/api/v1/jobs', { ...nullJob(), imgae: 'typo' }), 400, /imgae/);
     expectError(await rest.post('/api/v1/jobs', { ...nullJob(), environment: { 'A=B': 'x' } }), 400, /environment/);
     expectError(await rest.post('/api/v1/jobs', { ...nullJob(), executor: 'warp-drive' }), 400, /^executor: no executor named "warp-drive" on this node \(available: docker, null\)$/);
-    expect((await rest.get<{ total: number }>('/api/v1/jobs')).body.total).toBe(before);
+    expect((await rest.jobs()).total).toBe(before);
   });
 
   it('answers 404 for unknown job ids on every job route', async () => {

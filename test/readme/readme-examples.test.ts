@@ -1,0 +1,130 @@
+/**
+ * The README's shell examples, taken from the README itself (so they cannot drift), run in
+ * order as a new user would paste them: the first block's node (`npm start`, home ~/.dms, REST
+ * 9999, libp2p 9000) keeps running while every later block runs in bash from the repository.
+ *
+ * A block is marked with an HTML comment just above it when it needs something:
+ *   <!-- readme-test: first (…) -->   the node is started from it (npm start)
+ *   <!-- readme-test: docker -->      it runs Docker jobs: skipped without an engine, as the
+ *                                     Docker tests are (required under DMS_REQUIRE_DOCKER=1)
+ *   <!-- readme-test: skip (why) -->  not run, for the reason given
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { waitFor } from '../helpers/network.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
+
+interface Block {
+  /** 1-based line of the opening fence. */
+  line: number;
+  code: string;
+  mark?: string;
+}
+
+/** Every ```sh block of the README, with the readme-test mark just above it, if any. */
+export function shellBlocks(markdown: string): Block[] {
+  const lines = markdown.split('\n');
+  const blocks: Block[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i].trim() !== '```sh') continue;
+    const end = lines.findIndex((l, j) => j > i && l.trim() === '```');
+    if (end < 0) throw new Error(`README.md:${i + 1}: a sh block that never closes`);
+    const mark = /^<!-- readme-test: (.*) -->$/.exec(lines[i - 1]?.trim() ?? '')?.[1];
+    blocks.push({ line: i + 1, code: lines.slice(i + 1, end).join('\n'), mark });
+    i = end;
+  }
+  return blocks;
+}
+
+const blocks = shellBlocks(README);
+const [first, ...rest] = blocks;
+
+/** A home of its own for the README's ~/.dms, and no DMS_* settings from whoever runs the suite. */
+const HOME = mkdtempSync(join(tmpdir(), 'dms-readme-'));
+const ENV: NodeJS.ProcessEnv = Object.fromEntries(
+  Object.entries({ ...process.env, HOME }).filter(([k]) => !k.startsWith('DMS_') || k.startsWith('DMS_REQUIRE_')),
+);
+const OTHER_HOMES = ['/tmp/dms-a', '/tmp/dms-b'];
+
+function bash(code: string, timeoutMs = 120_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const proc = spawn('bash', ['-euo', 'pipefail', '-c', code], { cwd: ROOT, env: ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (d) => (stdout += d));
+    proc.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+    proc.on('exit', (exit) => {
+      clearTimeout(timer);
+      resolve({ code: exit, stdout, stderr });
+    });
+  });
+}
+
+const { problem: dockerProblem, docker } = await dockerForTests('the README examples that run Docker jobs');
+
+let node: ChildProcess | undefined;
+let nodeLog = '';
+
+beforeAll(async () => {
+  for (const h of OTHER_HOMES) rmSync(h, { recursive: true, force: true });
+  // The README's examples name busybox:latest; no registry is reachable here, so the local
+  // busybox test image stands in under that name.
+  if (!dockerProblem) await docker.getImage(TEST_IMAGE).tag({ repo: 'busybox', tag: 'latest' });
+  expect(first.mark, 'the first sh block is the one that starts the node').toMatch(/^first\b/);
+  expect(first.code).toContain('npm install && npm start');
+  expect(first.code).toContain('npm test');
+  node = spawn('npm', ['start'], { cwd: ROOT, env: ENV, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  node.stdout!.on('data', (d) => (nodeLog += d));
+  node.stderr!.on('data', (d) => (nodeLog += d));
+  await waitFor(
+    `the node from npm start to answer on 127.0.0.1:9999 (log: ${nodeLog.slice(-500)})`,
+    () => fetch('http://127.0.0.1:9999/health').then((r) => r.ok, () => false),
+    { timeoutMs: 60_000 },
+  );
+}, 90_000);
+
+afterAll(async () => {
+  for (const h of OTHER_HOMES) await bash(`npx dms --home ${h} stop || true`);
+  if (node?.pid && node.exitCode === null) {
+    const exited = new Promise((r) => node!.once('exit', r));
+    process.kill(-node.pid, 'SIGTERM');
+    await exited;
+  }
+  for (const h of [HOME, ...OTHER_HOMES]) rmSync(h, { recursive: true, force: true });
+}, 60_000);
+
+describe('the README, run as written', () => {
+  it('has shell examples to run, each one marked or runnable', () => {
+    expect(rest.length).toBeGreaterThanOrEqual(4);
+    for (const b of blocks) if (b.mark) expect(b.mark, `README.md:${b.line}`).toMatch(/^(first|docker|skip) ?/);
+  });
+
+  for (const block of rest) {
+    const title = `README.md:${block.line}: ${block.code.split('\n')[0].slice(0, 70)}`;
+    if (block.mark?.startsWith('skip')) {
+      it.skip(`${title} (${block.mark})`, () => {});
+      continue;
+    }
+    const needsDocker = block.mark === 'docker';
+    it.skipIf(needsDocker && dockerProblem !== null)(title, { timeout: 180_000 }, async () => {
+      const r = await bash(block.code);
+      expect(r.code, `exit code of the block at README.md:${block.line}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}\nnode log:\n${nodeLog.slice(-2000)}`).toBe(0);
+      expect(r.stderr, 'no block fails part-way with a dms error').not.toMatch(/^dms: (?!warning)/m);
+      if (block.code.includes('examples/jobs/hello.yaml')) expect(r.stdout).toContain('hello world\nhi\n');
+      if (block.code.includes('/api/v1/actor/invoke')) expect(r.stdout).toContain('"be":"/private/reply"');
+      if (block.code.includes('actor invoke /public/hello')) expect(r.stdout).toContain('did:key:z6Mk');
+    });
+  }
+
+  it('still has the first node running after every example', async () => {
+    expect((await fetch('http://127.0.0.1:9999/health')).status).toBe(200);
+  });
+});
