@@ -146,7 +146,7 @@ export class DmsClient {
 
   /**
    * This client's own handle: its key's id (empty when unsigned; the node fills in its operator),
-   * on the node's host so replies from anywhere are routed back to it (WIRE.md "Clients over REST").
+   * on the node's host so replies from anywhere are routed back to it (the README's wire format section, "Clients over REST").
    */
   async self(): Promise<Handle> {
     const node = await this.handle();

@@ -11,7 +11,7 @@ export function isHandle(t: Target): t is Handle {
 
 /**
  * Turns a target into the destination Handle, given the handle of the node the client talks
- * to. A shorthand on this node gets the node's host spelled out (WIRE.md: the node's own host
+ * to. A shorthand on this node gets the node's host spelled out (wire format: the node's own host
  * means local) and, for `root`, the root actor's id/did; an actor elsewhere is addressed by
  * host and inbox only, since its key is not known here and routing needs neither.
  */

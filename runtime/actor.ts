@@ -93,11 +93,6 @@ export class Actor {
     return this.options.inbox;
   }
 
-  /** Envelopes accepted and not yet handled. */
-  get backlog(): number {
-    return this.mailbox.size;
-  }
-
   start(): void {
     this.system.bind(this.primary);
     for (const topic of this.options.topics ?? []) this.system.subscribe(topic, this.primary);

@@ -1,7 +1,7 @@
 /**
  * The job and resource shapes, declared once: REST validates requests with these schemas,
  * storage and executors use the inferred types, so the wire shape cannot drift from the
- * stored one. Field names are snake_case because they are the JSON contract (DESIGN.md).
+ * stored one. Field names are snake_case because they are the JSON contract (the README's REST interface).
  */
 import { z } from 'zod';
 import { invalid } from '../../runtime/errors.js';
