@@ -322,7 +322,7 @@ export class DockerExecutor implements Executor {
     try {
       const reason = cancelReason();
       // A cancelled container was killed by us, not by the OOM killer: nothing to wait for.
-      return exitResult(await inspectAfterExit(container, reason ? 0 : statusCode), reason);
+      return exitResult(await inspectAfterExit(this.docker, container, reason ? 0 : statusCode), reason);
     } catch (e) {
       if (statusOf(e) !== 404) throw e;
       // Removed between exit and inspection (e.g. by hand): the exit code is all there is.
@@ -402,20 +402,43 @@ interface PullEvent {
 }
 
 // The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
-// has returned (seen to take over 3 s on a heavily loaded machine): a memory-limited container
-// that died by SIGKILL (137) without being cancelled is re-inspected for up to 10 s before
-// concluding that it was not the OOM killer. Only such deaths wait; they are rare, and naming
-// an OOM as such is worth the delay.
-const OOM_SETTLE_TRIES = 100;
-const OOM_SETTLE_MS = 100;
+// has returned; when it lands after the exit event the engine never sets State.OOMKilled at
+// all (seen under load), but it still publishes the event as a container `oom` event. So a
+// memory-limited container that died by SIGKILL (137) without being cancelled is checked, for
+// up to 10 s, for either sign before concluding that it was not the OOM killer. Only such
+// deaths wait; they are rare, and naming an OOM as such is worth the delay.
+const OOM_SETTLE_TRIES = 50;
+const OOM_SETTLE_MS = 200;
 
-async function inspectAfterExit(container: Docker.Container, statusCode: number): Promise<Docker.ContainerInspectInfo> {
+/** Exported so the OOM detection can be checked against a stand-in engine. */
+export async function inspectAfterExit(docker: Docker, container: Docker.Container, statusCode: number): Promise<Docker.ContainerInspectInfo> {
   let info = await container.inspect();
-  for (let i = 0; i < OOM_SETTLE_TRIES && statusCode === 137 && info.HostConfig.Memory && !info.State.OOMKilled; i++) {
+  if (statusCode !== 137 || !info.HostConfig.Memory || info.State.OOMKilled) return info;
+  const since = Math.floor(Date.parse(info.State.StartedAt) / 1000) || undefined;
+  for (let i = 0; i < OOM_SETTLE_TRIES; i++) {
+    if (await oomEventSeen(docker, container.id, since)) return { ...info, State: { ...info.State, OOMKilled: true } };
     await new Promise((resolve) => setTimeout(resolve, OOM_SETTLE_MS));
     info = await container.inspect();
+    if (info.State.OOMKilled) return info;
   }
   return info;
+}
+
+/** Whether the engine published an `oom` event for the container since `since` (s): a bounded query, it ends by itself. */
+async function oomEventSeen(docker: Docker, id: string, since: number | undefined): Promise<boolean> {
+  try {
+    const until = Math.ceil(Date.now() / 1000);
+    const stream = (await docker.getEvents({ since, until, filters: { container: [id], event: ['oom'] } } as never)) as unknown as NodeJS.ReadableStream;
+    let text = '';
+    await new Promise<void>((resolve) => {
+      stream.on('data', (d: Buffer) => (text += d.toString('utf8')));
+      stream.on('end', resolve);
+      stream.on('error', () => resolve());
+    });
+    return text.includes('"oom"');
+  } catch {
+    return false;
+  }
 }
 
 function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | undefined): ExitResult {

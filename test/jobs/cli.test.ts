@@ -65,7 +65,7 @@ describe('dms jobs', () => {
     expect(list.stdout.split('\n')[0]).toMatch(/^ID\s+STATUS\s+EXECUTOR\s+EXIT\s+CREATED\s+NAME$/);
     expect(list.stdout).toMatch(new RegExp(`${id.slice(0, 8)}\\s+completed\\s+null\\s+0\\s+\\S+\\s+from-yaml`));
     expect((await dms('jobs', 'list', '--status', 'completed', '--wide')).stdout).toMatch(new RegExp(`${id}\\s+completed\\s+null\\s+0\\s+\\S+\\s+from-yaml`));
-    const listed = (JSON.parse((await dms('--json', 'jobs', 'list', '--limit', '1000')).stdout) as { jobs: Job[] }).jobs;
+    const listed = JSON.parse((await dms('--json', 'jobs', 'list', '--limit', '1000')).stdout) as Job[];
     expect(listed.map((j) => j.id)).toContain(id);
   });
 
