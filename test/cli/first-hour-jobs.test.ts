@@ -2,12 +2,10 @@
 // write (sizes with units, a command string, no resources at all), a job no node could ever
 // hold refused at once, `jobs list` newest first saying how many more there are, and a job's
 // whole history through GET /api/v1/jobs/{id}/events and `dms jobs describe`.
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
-import { MiB, nullJob, Rest, startJobNode, until } from '../jobs/helpers.js';
+import { MiB, nullJob, Rest, startJobNode, until, specFile } from '../jobs/helpers.js';
 
 let node: NodeProcess;
 let rest: Rest;
@@ -27,16 +25,12 @@ afterAll(async () => {
   if (node) removeHome(node.home);
 });
 
-function specFile(name: string, text: string): string {
-  const path = join(node.home, name);
-  writeFileSync(path, text);
-  return path;
-}
 
 
 describe('job specs people can write', () => {
   it('takes sizes with units, cores as a number, a command string, and the short resource form', async () => {
     const spec = specFile(
+      node,
       'short.yaml',
       [
         'name: short-form',
@@ -65,7 +59,7 @@ describe('job specs people can write', () => {
   });
 
   it('gives a spec without resources the documented defaults: 1 core, 512 MiB', async () => {
-    const spec = specFile('bare.json', JSON.stringify({ name: 'bare', image: 'none', executor: 'null' }));
+    const spec = specFile(node, 'bare.json', JSON.stringify({ name: 'bare', image: 'none', executor: 'null' }));
     const r = await dms('--json', 'jobs', 'submit', spec);
     expect(r.code, r.stderr).toBe(0);
     const job = JSON.parse(r.stdout) as Job;
@@ -94,7 +88,7 @@ describe('job specs people can write', () => {
     expect(await bad({ ...nullJob(), command: 3 })).toBe('invalid job spec: command: a string (run as sh -c <string>) or an array of strings');
     expect(await bad({ ...nullJob(), command: ['echo', 3] })).toBe('invalid job spec: command.1: a string (run as sh -c <string>) or an array of strings');
 
-    const unit = await dms('jobs', 'submit', specFile('badunit.yaml', 'name: x\nimage: none\nresources: {memory: 2 gigs}\n'));
+    const unit = await dms('jobs', 'submit', specFile(node, 'badunit.yaml', 'name: x\nimage: none\nresources: {memory: 2 gigs}\n'));
     expect(unit).toMatchObject({ code: 1, stdout: '' });
     expect(unit.stderr).toBe("dms: invalid job spec: resources.memory.size: 'gigs' is not a size unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB) (HTTP 400)\n");
   });

@@ -1,10 +1,9 @@
 // The built `dms jobs`, `dms resources` and `dms allocations` commands against a real node.
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
-import { MiB, nullJob, Rest, startJobNode } from './helpers.js';
+import { MiB, nullJob, Rest, startJobNode, specFile } from './helpers.js';
 
 let node: NodeProcess;
 let rest: Rest;
@@ -21,15 +20,11 @@ afterAll(async () => {
   if (node) removeHome(node.home);
 });
 
-function specFile(name: string, text: string): string {
-  const path = join(node.home, name);
-  writeFileSync(path, text);
-  return path;
-}
 
 describe('dms jobs', () => {
   it('submits a YAML spec, then shows its status, output and place in the list', async () => {
     const spec = specFile(
+      node,
       'hello.yaml',
       [
         'name: from-yaml',
@@ -70,16 +65,16 @@ describe('dms jobs', () => {
   });
 
   it('submit --follow prints the output as it comes and exits with the job\'s exit code', async () => {
-    const spec = specFile('exit3.json', JSON.stringify(nullJob({ stdout: 'working\ndone', exitCode: 3, durationMs: 200 })));
+    const spec = specFile(node, 'exit3.json', JSON.stringify(nullJob({ stdout: 'working\ndone', exitCode: 3, durationMs: 200 })));
     const r = await dms('jobs', 'submit', spec, '--follow');
     expect(r.code).toBe(3);
     expect(r.stdout).toBe('working\ndone\n');
     expect(r.stderr).toMatch(new RegExp(`^\\[dms\\] submitted job ${UUID.source} \\(null-job\\)\\n`));
     expect(r.stderr).toMatch(/\[dms\] job \S+ failed \(exit code 3\): exited with code 3\n$/);
 
-    const oom = await dms('jobs', 'submit', specFile('oom.json', JSON.stringify(nullJob({ oom: true }))), '--follow');
+    const oom = await dms('jobs', 'submit', specFile(node, 'oom.json', JSON.stringify(nullJob({ oom: true }))), '--follow');
     expect(oom.code).toBe(137);
-    const unstartable = await dms('jobs', 'submit', specFile('bad.json', JSON.stringify(nullJob({ startError: 'no such image' }))), '--follow');
+    const unstartable = await dms('jobs', 'submit', specFile(node, 'bad.json', JSON.stringify(nullJob({ startError: 'no such image' }))), '--follow');
     expect(unstartable.code).toBe(1);
     expect(unstartable.stderr).toMatch(/failed: no such image\n$/);
   });
@@ -100,13 +95,13 @@ describe('dms jobs', () => {
     expect(unknown).toMatchObject({ code: 1, stdout: '' });
     expect(unknown.stderr).toBe('dms: job 00000000-0000-4000-8000-000000000000 not found (HTTP 404)\n');
 
-    const invalid = await dms('jobs', 'submit', specFile('invalid.yaml', 'name: x\nresources: {cpu: {cores: 1}, memory: {size: 1}}\n'));
+    const invalid = await dms('jobs', 'submit', specFile(node, 'invalid.yaml', 'name: x\nresources: {cpu: {cores: 1}, memory: {size: 1}}\n'));
     expect(invalid.code).toBe(1);
     expect(invalid.stderr).toMatch(/^dms: invalid job spec: image: .* \(HTTP 400\)\n$/);
 
     const unreadable = await dms('jobs', 'submit', join(node.home, 'missing.yaml'));
     expect(unreadable).toMatchObject({ code: 1, stderr: `dms: cannot read ${join(node.home, 'missing.yaml')}: ENOENT\n` });
-    const broken = await dms('jobs', 'submit', specFile('broken.json', '{"name":'));
+    const broken = await dms('jobs', 'submit', specFile(node, 'broken.json', '{"name":'));
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/^dms: .*broken\.json is not valid JSON: /);
   });

@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { type NodeProcess, startNode, type StartOptions } from '../helpers/node.js';
@@ -141,3 +143,10 @@ export const textOf = (chunks: { stream: string; data: string }[], stream: 'stdo
     .filter((c) => c.stream === stream)
     .map((c) => c.data)
     .join('');
+
+/** Writes a spec file into the node's home, as a user would before `dms jobs submit <file>`. */
+export function specFile(node: Pick<NodeProcess, 'home'>, name: string, text: string): string {
+  const path = join(node.home, name);
+  writeFileSync(path, text);
+  return path;
+}
