@@ -209,7 +209,8 @@ export class ActorSystem {
     // hold it for good.
     if (env.opt.exp - now > this.maxTtlNs) throw invalid(`opt.exp is more than actor.max_ttl_s (${this.maxTtlS} s) ahead`);
     const trusted = origin.kind === 'local' || (origin.kind === 'rest' && origin.trusted);
-    if (!trusted) await verifyEnvelope(env);
+    const verified = origin.kind === 'network' && origin.arrival.signatureVerified === true;
+    if (!trusted && !verified) await verifyEnvelope(env);
     // Replies go to from.addr.host: on gossip as on unicast it must be the node the envelope
     // came from (for gossip the signed publisher), or anyone could aim replies at a third node.
     if (origin.kind === 'network' && env.from.addr.host !== origin.arrival.peer) {

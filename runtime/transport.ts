@@ -5,6 +5,8 @@ export interface Arrival {
   /** Peer id of the node that handed us the envelope. */
   peer: string;
   via: 'unicast' | 'gossip';
+  /** The transport already verified the envelope's signature (gossip validation): the kernel need not again. */
+  signatureVerified?: boolean;
 }
 
 /**

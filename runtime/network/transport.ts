@@ -378,7 +378,8 @@ export class Libp2pTransport implements Transport {
       return;
     }
     this.counters.envelopesReceived++;
-    const arrival: Arrival = { peer, via };
+    // An envelope handed over parsed is one the gossip validator verified, signature included.
+    const arrival: Arrival = data instanceof Uint8Array ? { peer, via } : { peer, via, signatureVerified: true };
     for (const handler of this.envelopeHandlers) {
       try {
         handler(env, arrival);

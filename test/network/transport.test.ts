@@ -245,7 +245,7 @@ describe('Libp2pTransport, gossip across three nodes', () => {
       await waitFor('b and c to get it', () => b.received.length === 1 && c.received.length === 1);
       for (const n of [b, c]) {
         expect(encodeEnvelope(n.received[0].env)).toBe(encodeEnvelope(env));
-        expect(n.received[0].arrival).toEqual({ peer: a.transport.host, via: 'gossip' });
+        expect(n.received[0].arrival).toEqual({ peer: a.transport.host, via: 'gossip', signatureVerified: true });
       }
       expect(a.received).toHaveLength(0);
 

@@ -98,7 +98,7 @@ describe('gossip validation, three transports in a line a - b - c', () => {
     await waitFor('the valid envelope to reach c', () => nonces(c).includes(sentinel.nonce), { timeoutMs: 20_000, intervalMs: 20 });
     expect(nonces(b)).toEqual([sentinel.nonce]);
     expect(nonces(c)).toEqual([sentinel.nonce]);
-    expect(c.received[0].arrival).toEqual({ peer: sender, via: 'gossip' });
+    expect(c.received[0].arrival).toEqual({ peer: sender, via: 'gossip', signatureVerified: true });
     // Every rejection counts against the publisher in b's view of it.
     await waitFor('b to score a below zero', () => scoreOf(b, sender) < 0, { timeoutMs: 10_000, intervalMs: 50 });
   });
