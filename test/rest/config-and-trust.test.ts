@@ -1,22 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
-import { type NodeProcess, removeHome, runCli, startNode, tempHome } from '../helpers/node.js';
+import { type NodeProcess, removeHome, runCli, tempHome } from '../helpers/node.js';
+import { nodeStarter } from '../helpers/started.js';
 
-const started: NodeProcess[] = [];
-const start = async (...args: Parameters<typeof startNode>) => {
-  const n = await startNode(...args);
-  started.push(n);
-  return n;
-};
-afterEach(async () => {
-  for (const n of started.splice(0)) {
-    await n.stop();
-    removeHome(n.home);
-  }
-});
+const start = nodeStarter({}, 'each');
 
 const SECRET = 'jwt-secret-that-must-never-leak-1234';
 
@@ -112,7 +102,6 @@ describe('environment', () => {
     const probe = await start();
     const port = Number(new URL(probe.url).port);
     await probe.stop();
-    started.pop();
     removeHome(probe.home);
     const node = await start({ env: { DMS_HOST: '127.0.0.1', DMS_PORT: String(port) }, configuredPort: true });
     expect(node.url).toBe(`http://127.0.0.1:${port}`);

@@ -1,24 +1,13 @@
 import { SignJWT } from 'jose';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newCaller, rootOf, wire } from '../helpers/envelopes.js';
-import { type NodeProcess, removeHome, runCli, startNode, tempHome } from '../helpers/node.js';
+import { type NodeProcess, runCli, tempHome } from '../helpers/node.js';
+import { nodeStarter } from '../helpers/started.js';
 import { waitFor } from '../helpers/raw-http.js';
 
 /** REST credentials on a real node: API keys and JWTs on and off, every role, and what stays open. */
 
-const started: NodeProcess[] = [];
-afterAll(async () => {
-  for (const n of started.splice(0)) {
-    await n.stop();
-    removeHome(n.home);
-  }
-});
-
-async function start(opts: Parameters<typeof startNode>[0] = {}): Promise<NodeProcess> {
-  const n = await startNode({ ...opts, config: { network: { enabled: false }, ...(opts.config as object) } });
-  started.push(n);
-  return n;
-}
+const start = nodeStarter({ network: { enabled: false } });
 
 interface Answer {
   status: number;

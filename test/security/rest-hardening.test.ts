@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HttpActor, HTTP_INBOX } from '../../http/actor.js';
 import { createApp } from '../../http/app.js';
 import { route } from '../../http/handler.js';
@@ -14,25 +14,13 @@ import { silentLogger } from '../../runtime/log.js';
 import { ActorSystem } from '../../runtime/system.js';
 import { decodePayload, parseEnvelope } from '../../runtime/wire/envelope.js';
 import { type Caller, newCaller, rootOf, wire } from '../helpers/envelopes.js';
-import { CLI, type NodeProcess, removeHome, runCli, startNode, TEST_ENV, tempHome } from '../helpers/node.js';
+import { CLI, type NodeProcess, removeHome, runCli, TEST_ENV, tempHome } from '../helpers/node.js';
+import { nodeStarter } from '../helpers/started.js';
 import { raw, type RawAnswer, waitFor } from '../helpers/raw-http.js';
 
 /** Attacks on the REST interface of a real node, each refused, the node healthy after. */
 
-const started: NodeProcess[] = [];
-afterAll(async () => {
-  for (const n of started.splice(0)) {
-    await n.stop();
-    removeHome(n.home);
-  }
-});
-
-async function start(opts: Parameters<typeof startNode>[0] = {}): Promise<NodeProcess> {
-  const config = (opts.config ?? {}) as Record<string, unknown>;
-  const n = await startNode({ ...opts, config: { network: { enabled: false }, ...config } });
-  started.push(n);
-  return n;
-}
+const start = nodeStarter({ network: { enabled: false } });
 
 async function slowNode(config: Record<string, unknown> = {}): Promise<NodeProcess> {
   const home = tempHome();

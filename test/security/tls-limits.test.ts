@@ -5,23 +5,14 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
 import { DevEvents, waitFor } from '../helpers/network.js';
-import { CLI, type NodeProcess, removeHome, startNode, TEST_ENV, tempHome } from '../helpers/node.js';
+import { CLI, type NodeProcess, removeHome, TEST_ENV, tempHome } from '../helpers/node.js';
+import { nodeStarter } from '../helpers/started.js';
 
-const started: NodeProcess[] = [];
+const start = nodeStarter();
 const cleanups: (() => Promise<void> | void)[] = [];
 afterAll(async () => {
-  for (const n of started.splice(0)) {
-    await n.stop();
-    removeHome(n.home);
-  }
   for (const c of cleanups.splice(0)) await c();
 });
-
-async function start(opts: Parameters<typeof startNode>[0] = {}): Promise<NodeProcess> {
-  const n = await startNode(opts);
-  started.push(n);
-  return n;
-}
 
 /** GET over HTTPS trusting only `ca`; resolves with status and body, rejects on any TLS failure. */
 function httpsGet(url: string, ca?: string): Promise<{ status: number; body: string }> {
