@@ -405,29 +405,40 @@ interface PullEvent {
 // has returned; when it lands after the exit event the engine never sets State.OOMKilled at
 // all (seen under load), but it still publishes the event as a container `oom` event. So a
 // memory-limited container that died by SIGKILL (137) without being cancelled is checked, for
-// up to 10 s, for either sign before concluding that it was not the OOM killer. Only such
-// deaths wait; they are rare, and naming an OOM as such is worth the delay.
-const OOM_SETTLE_TRIES = 50;
-const OOM_SETTLE_MS = 200;
+// up to 10 s by the clock, for either sign before concluding that it was not the OOM killer.
+// Only such deaths wait; they are rare, and naming an OOM as such is worth the delay.
+const OOM_SETTLE_MS = 10_000;
+const OOM_POLL_MS = 250;
 
 /** Exported so the OOM detection can be checked against a stand-in engine. */
-export async function inspectAfterExit(docker: Docker, container: Docker.Container, statusCode: number): Promise<Docker.ContainerInspectInfo> {
+export async function inspectAfterExit(
+  docker: Docker,
+  container: Docker.Container,
+  statusCode: number,
+  settleMs: number = OOM_SETTLE_MS,
+): Promise<Docker.ContainerInspectInfo> {
   let info = await container.inspect();
   if (statusCode !== 137 || !info.HostConfig.Memory || info.State.OOMKilled) return info;
   const since = Math.floor(Date.parse(info.State.StartedAt) / 1000) || undefined;
-  for (let i = 0; i < OOM_SETTLE_TRIES; i++) {
+  // A deadline on the clock, not a count of tries: under load each try takes longer.
+  const deadline = Date.now() + settleMs;
+  for (;;) {
     if (await oomEventSeen(docker, container.id, since)) return { ...info, State: { ...info.State, OOMKilled: true } };
-    await new Promise((resolve) => setTimeout(resolve, OOM_SETTLE_MS));
+    if (Date.now() >= deadline) return info;
+    await new Promise((resolve) => setTimeout(resolve, OOM_POLL_MS));
     info = await container.inspect();
     if (info.State.OOMKilled) return info;
   }
-  return info;
 }
 
-/** Whether the engine published an `oom` event for the container since `since` (s): a bounded query, it ends by itself. */
+/**
+ * Whether the engine published an `oom` event for the container since `since` (s). `until` is
+ * the current second, never later: the engine holds a query open until its `until`, and the
+ * events of this second are seen by the next try.
+ */
 async function oomEventSeen(docker: Docker, id: string, since: number | undefined): Promise<boolean> {
   try {
-    const until = Math.ceil(Date.now() / 1000);
+    const until = Math.floor(Date.now() / 1000);
     const stream = (await docker.getEvents({ since, until, filters: { container: [id], event: ['oom'] } } as never)) as unknown as NodeJS.ReadableStream;
     let text = '';
     await new Promise<void>((resolve) => {

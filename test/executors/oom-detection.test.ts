@@ -6,7 +6,7 @@ import type Docker from 'dockerode';
 import { describe, expect, it } from 'vitest';
 import { inspectAfterExit } from '../../actors/executors/docker.js';
 
-function engine(opts: { flagAfter?: number; events?: string }) {
+function engine(opts: { flagAfter?: number; events?: string; queryMs?: number; queries?: { until: number }[] }) {
   let inspections = 0;
   const info = () => ({
     HostConfig: { Memory: 16 * 1024 * 1024 },
@@ -14,7 +14,9 @@ function engine(opts: { flagAfter?: number; events?: string }) {
   });
   const container = { id: 'c1', inspect: async () => (inspections++, info()) } as unknown as Docker.Container;
   const docker = {
-    getEvents: async () => {
+    getEvents: async (q: { until: number }) => {
+      opts.queries?.push(q);
+      if (opts.queryMs) await new Promise((r) => setTimeout(r, opts.queryMs));
       const s = new PassThrough();
       s.end(opts.events ?? '');
       return s;
@@ -32,6 +34,17 @@ describe('OOM detection after a SIGKILL', () => {
   it('takes State.OOMKilled when it settles later', async () => {
     const e = engine({ flagAfter: 2 });
     expect((await inspectAfterExit(e.docker, e.container, 137)).State.OOMKilled).toBe(true);
+  });
+
+  it('gives up at its deadline by the clock, however slow each query is, and never asks past the current second', async () => {
+    const queries: { until: number }[] = [];
+    const e = engine({ queryMs: 150, queries });
+    expect((await inspectAfterExit(e.docker, e.container, 137, 400)).State.OOMKilled).toBe(false);
+    // Each try takes at least 400 ms (query and pause): a deadline of 400 ms allows two at most,
+    // and a slower machine fewer, where a count of tries would have taken ever longer.
+    expect(queries.length).toBeGreaterThan(0);
+    expect(queries.length).toBeLessThanOrEqual(2);
+    for (const q of queries) expect(q.until).toBeLessThanOrEqual(Math.floor(Date.now() / 1000));
   });
 
   it('does not wait for a container that exited by itself', async () => {

@@ -78,8 +78,8 @@ describe.skipIf(problem !== null)('docker jobs on a node', () => {
     // dd allocates its whole block at once: 64 MiB in a 16 MiB container.
     const oom = await rest.submit(container(['dd', 'if=/dev/zero', 'of=/dev/null', 'bs=64M', 'count=1'], { memory: 16 * MiB }));
     expect(await rest.waitFor(exit3.id)).toMatchObject({ status: 'failed', exit_code: 3, error: 'exited with code 3' });
-    expect(await rest.waitFor(oom.id)).toMatchObject({ status: 'failed', exit_code: 137, error: 'killed: out of memory (limit 16 MiB)' });
-  });
+    expect(await rest.waitFor(oom.id, undefined, 50_000)).toMatchObject({ status: 'failed', exit_code: 137, error: 'killed: out of memory (limit 16 MiB)' });
+  }, 60_000);
 
   it('cancel of a running job stops its container and frees its resources', async () => {
     const before = (await rest.get('/api/v1/resources/usage')).body;
