@@ -252,7 +252,9 @@ export class DiscoveryActor extends Actor {
 }
 
 export function spawnDiscoveryActor(system: ActorSystem, opts: DiscoveryOptions = {}): DiscoveryActor {
-  return system.adopt(new DiscoveryActor(system, opts));
+  const actor = system.register(new DiscoveryActor(system, opts));
+  actor.start();
+  return actor;
 }
 
 function peerOfDid(did: string): string | undefined {

@@ -1,4 +1,5 @@
 import { Subject } from 'rxjs';
+import { type AnyActorLogic, createActor, type Actor as MachineActor, type ActorOptions as MachineOptions, type InspectionEvent } from 'xstate';
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
 import { type Behavior, isReplyWaiter, notWaiting } from './behavior.js';
 import { isPeerId, type KeyPair } from './crypto/keys.js';
@@ -17,7 +18,9 @@ export type SystemEvent =
   | { type: 'deliver'; actor: string; env: Envelope }
   | { type: 'route'; env: Envelope; origin: Origin['kind'] }
   | { type: 'dead-letter'; env: Envelope; reason: string }
-  | { type: 'lifecycle'; actor: string; state: string };
+  | { type: 'lifecycle'; actor: string; state: string }
+  /** A state machine owned by `actor` moved from one state to another on `event`. */
+  | { type: 'transition'; actor: string; machine: string; from: string; to: string; event: string };
 
 /** Who handed the system an envelope. Local actors' own envelopes skip verification. */
 export type Origin =
@@ -73,6 +76,10 @@ export class ActorSystem {
   private senderTrust: SenderTrust = () => false;
   private readonly maxTtlS: number;
   private readonly maxTtlNs: bigint;
+  /** Owner (an inbox) of each machine made by `machine()`, by the xstate system's root session. */
+  private readonly machineOwners = new Map<string, string>();
+  /** Each live machine's last state, by session id: the `from` of its next transition. */
+  private readonly machineStates = new Map<string, string>();
 
   constructor(opts: SystemOptions) {
     this.key = opts.key;
@@ -86,21 +93,60 @@ export class ActorSystem {
 
   // --- actors and inboxes ----------------------------------------------------------------
 
+  /** Makes and starts a bare actor: the kernel primitive under runtime/component.ts, and for tests. */
   spawn(options: ActorOptions): Actor {
-    if (this.routes.has(options.inbox)) throw new DmsError('conflict', `inbox ${options.inbox} is already bound`);
-    const actor = new Actor(this, options);
-    this.actors.set(actor.name, actor);
+    const actor = this.register(new Actor(this, options));
     actor.start();
     return actor;
   }
 
-  /** Registers a custom actor instance (a subclass) and starts it. */
-  adopt<A extends Actor>(actor: A): A {
-    if (this.routes.has(actor.name)) throw new DmsError('conflict', `inbox ${actor.name} is already bound`);
+  /** Registers an actor without starting it (runtime/component.ts starts it when the node does). */
+  register<A extends Actor>(actor: A): A {
+    if (this.routes.has(actor.name) || this.actors.has(actor.name)) throw new DmsError('conflict', `inbox ${actor.name} is already bound`);
     this.actors.set(actor.name, actor);
-    actor.start();
     return actor;
   }
+
+  /** Drops a stopped actor from the system's list. */
+  forget(actor: Actor): void {
+    if (this.actors.get(actor.name) === actor) this.actors.delete(actor.name);
+  }
+
+  /**
+   * Creates an xstate actor owned by the actor at inbox `owner`, with the node's one inspector:
+   * each change of its state (and of the machines it invokes) is a `transition` event.
+   */
+  machine<L extends AnyActorLogic>(owner: string, logic: L, options: MachineOptions<L> = {} as MachineOptions<L>): MachineActor<L> {
+    const ref = createActor(logic, { ...options, inspect: this.inspect });
+    this.machineOwners.set(ref.sessionId, owner);
+    return ref;
+  }
+
+  /** The one inspector of every machine on this node (arrow: xstate calls it unbound). */
+  private readonly inspect = (ev: InspectionEvent): void => {
+    if (ev.type !== '@xstate.snapshot') return;
+    const snapshot = ev.snapshot as { value?: unknown; status?: string; machine?: { id: string } };
+    // Only machines have a state value; promise and callback actors do not.
+    if (snapshot.value === undefined) return;
+    const id = ev.actorRef.sessionId;
+    const to = typeof snapshot.value === 'string' ? snapshot.value : JSON.stringify(snapshot.value);
+    const from = this.machineStates.get(id);
+    const owner = this.machineOwners.get(ev.rootId) ?? 'unknown';
+    if (snapshot.status === 'active') this.machineStates.set(id, to);
+    else {
+      this.machineStates.delete(id);
+      if (ev.rootId === id) this.machineOwners.delete(id);
+    }
+    if (from === to || !this.events.observed) return;
+    this.events.next({
+      type: 'transition',
+      actor: owner,
+      machine: snapshot.machine?.id ?? (ev.actorRef as { id?: string }).id ?? 'machine',
+      from: from ?? '(start)',
+      to,
+      event: ev.event.type,
+    });
+  };
 
   actor(name: string): Actor | undefined {
     return this.actors.get(name);
