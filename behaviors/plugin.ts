@@ -12,6 +12,8 @@ export interface Plugin {
   behaviors: Behavior<any, any>[];
   /** Broadcast topics the plugin's actor subscribes to. */
   topics?: string[];
+  /** Envelopes its actor handles at once; default the node's `actor.mailbox_concurrency`. */
+  concurrency?: number;
 }
 
 export const definePlugin = (plugin: Plugin): Plugin => plugin;
@@ -28,4 +30,5 @@ export const PluginShape = z.object({
     )
     .min(1, { error: 'a plugin needs at least one behavior' }),
   topics: z.array(z.string().min(1)).optional(),
+  concurrency: z.int().min(1).max(1024).optional(),
 });

@@ -1,6 +1,6 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { NODE_VERSION, spawnRootActor, ROOT_INBOX } from '../actors/node.js';
+import { NODE_VERSION, RootActor, ROOT_INBOX } from '../actors/node.js';
 import { spawnDiscoveryActor } from '../actors/discovery.js';
 import { HttpActor, HTTP_INBOX } from '../http/actor.js';
 import { createApp } from '../http/app.js';
@@ -11,15 +11,18 @@ import { writeJsonAtomic } from '../runtime/files.js';
 import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ReplayLog } from '../runtime/replay-log.js';
+import { makeActor } from '../runtime/component.js';
+import type { KeyPair } from '../runtime/crypto/keys.js';
+import { StartOrder } from '../runtime/start-order.js';
 import { ActorSystem } from '../runtime/system.js';
 import { listenFailures } from '../runtime/network/listen-failure.js';
 import { Libp2pTransport } from '../runtime/network/transport.js';
-import { loadPlugins } from './plugins.js';
+import { loadPlugins, pluginActor } from './plugins.js';
 import { deviceRoutes } from '../http/routes/device.js';
 import { jobRoutes } from '../http/routes/jobs.js';
 import { resourceRoutes } from '../http/routes/resources.js';
-import { type Jobs, startJobs } from './jobs.js';
-import { closeSecurity, setUpSecurity } from './security.js';
+import { startJobs } from './jobs.js';
+import { setUpSecurity } from './security.js';
 
 export interface NodeOptions {
   home: string;
@@ -29,7 +32,9 @@ export interface NodeOptions {
 
 /**
  * One running DMS node: the composition root that wires the kernel, the component actors and
- * the HTTP actor together. Nothing else knows all of them.
+ * the HTTP actor together, in the order they depend on each other. Nothing else knows all of
+ * them. A failed step stops what had started (runtime/start-order.ts); stop() undoes every
+ * step in reverse.
  */
 export class DmsNode {
   private constructor(
@@ -38,7 +43,7 @@ export class DmsNode {
     readonly config: Config,
     readonly home: string,
     private readonly log: Logger,
-    private readonly jobs: Jobs,
+    private readonly order: StartOrder,
   ) {}
 
   get url(): string {
@@ -46,60 +51,42 @@ export class DmsNode {
   }
 
   static async start(opts: NodeOptions): Promise<DmsNode> {
-    const { config, log } = opts;
-    const keys = initHome(opts.home);
-    const system = new ActorSystem({
-      key: keys.node,
-      log,
-      mailbox: { capacity: config.actor.mailbox_capacity, concurrency: config.actor.mailbox_concurrency },
-      replay: ReplayLog.open(homePaths(opts.home).replayLog, { capacity: config.actor.replay_capacity, perSender: config.actor.replay_per_sender }),
-      maxTtlS: config.actor.max_ttl_s,
-    });
-    // Before the network can deliver anything: every envelope passes the capability checks.
-    const security = setUpSecurity({ system, config, home: opts.home, operator: keys.operator, log });
-    let transport: Libp2pTransport | undefined;
-    if (config.network.enabled) {
-      const net = config.network;
-      // The network comes up before the actors so their topic subscriptions reach gossipsub.
-      try {
-        transport = await Libp2pTransport.create({
-          keyPair: keys.node,
-          listen: net.ListenAddresses,
-          bootstrap: net.BootstrapPeers,
-          protocolId: net.ProtocolID,
-          enableMdns: net.EnableMDNS,
-          maxEnvelopeBytes: net.MaxEnvelopeBytes,
+    const { config, log, home } = opts;
+    const keys = initHome(home);
+    const order = new StartOrder(log);
+    const system = await order.step(
+      'kernel',
+      () =>
+        new ActorSystem({
+          key: keys.node,
           log,
-        });
-      } catch (e) {
-        await system.stop();
-        throw listenError(e) ?? e;
-      }
-      system.attachTransport(transport);
-    }
-    const root = spawnRootActor(system);
-    try {
-      const plugins = await loadPlugins(system, config.plugins.modules, opts.home);
-      if (plugins.length) log.info({ plugins: plugins.map((p) => p.name) }, 'plugins loaded');
-    } catch (e) {
-      await system.stop();
-      throw e;
-    }
-    let jobs: Jobs;
-    try {
-      jobs = await startJobs({ system, config, home: opts.home, log, authority: security.authority });
-    } catch (e) {
-      await system.stop();
-      throw e;
-    }
+          mailbox: { capacity: config.actor.mailbox_capacity, concurrency: config.actor.mailbox_concurrency },
+          replay: ReplayLog.open(homePaths(home).replayLog, { capacity: config.actor.replay_capacity, perSender: config.actor.replay_per_sender }),
+          maxTtlS: config.actor.max_ttl_s,
+        }),
+      // Last to stop: the actors still bound, the network it owns, the replay log.
+      (s) => s.stop(),
+    );
+    // Before the network can deliver anything: every envelope passes the capability checks.
+    const security = await order.step('security', () => setUpSecurity({ system, config, home, operator: keys.operator, log }), (s) => s.close());
+    // The network comes up before the actors so their topic subscriptions reach gossipsub; the
+    // kernel owns it once attached and stops it last.
+    const transport = config.network.enabled ? await order.step('network', () => startNetwork(system, config, log, keys.node)) : undefined;
+    const root = await order.component(ROOT_INBOX, () => makeActor(system, RootActor, {}));
+    const plugins = await order.step('plugins', () => loadPlugins(system, config.plugins.modules, home));
+    for (const plugin of plugins) await order.component(plugin.name, () => makeActor(system, pluginActor(plugin), {}));
+    if (plugins.length) log.info({ plugins: plugins.map((p) => p.name) }, 'plugins loaded');
+    const jobs = await order.step('jobs', () => startJobs({ system, config, home, log, authority: security.authority }), (j) => j.stop());
     // After the jobs component, whose executors the node's profile names. Peers that connected
     // meanwhile are greeted when it starts.
-    spawnDiscoveryActor(system, {
-      network: transport,
-      bootstrap: config.network.BootstrapPeers,
-      aliases: [root],
-      profile: { version: NODE_VERSION, executors: jobs.executors.names(), fallbackName: config.general.name || hostname() },
-    });
+    await order.step('discovery', () =>
+      spawnDiscoveryActor(system, {
+        network: transport,
+        bootstrap: config.network.BootstrapPeers,
+        aliases: [root.actor],
+        profile: { version: NODE_VERSION, executors: jobs.executors.names(), fallbackName: config.general.name || hostname() },
+      }),
+    );
     const httpActor = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
       operator: keys.operator,
       allowUnsigned: allowsUnsigned(config),
@@ -113,45 +100,58 @@ export class DmsNode {
       precheck: security.precheck,
       provide: security.provide,
     });
-    const routes = [jobRoutes, resourceRoutes, deviceRoutes, ];
+    const routes = [jobRoutes, resourceRoutes, deviceRoutes];
     const app = createApp({ config, system, http: httpActor, log, routes, apiKeys: security.apiKeys });
-    let http: Listening;
-    try {
-      http = await listen(app, config);
-    } catch (e) {
-      await jobs.stop();
-      await system.stop();
-      throw e;
-    }
-    const node = new DmsNode(system, http, config, opts.home, log, jobs);
-    node.writeRuntimeInfo();
+    const http = await order.step('rest', () => listen(app, config), (h) => h.close());
+    const paths = homePaths(home);
+    await order.step(
+      'runtime file',
+      () => writeRuntimeInfo(paths, system, http.url),
+      () => rmSync(paths.runtime, { force: true }),
+    );
     log.info({ url: http.url, did: keys.node.did, peer_id: system.host, operator: keys.operator.did }, 'node started');
-    return node;
-  }
-
-  private writeRuntimeInfo(): void {
-    const paths = homePaths(this.home);
-    mkdirSync(paths.root, { recursive: true });
-    const info: RuntimeInfo = {
-      pid: process.pid,
-      url: this.http.url,
-      did: this.system.key.did,
-      peer_id: this.system.host,
-      addrs: this.system.network?.addrs() ?? [],
-      started_at: new Date().toISOString(),
-    };
-    writeJsonAtomic(paths.runtime, info);
+    return new DmsNode(system, http, config, home, log, order);
   }
 
   async stop(): Promise<void> {
     this.log.info('node stopping');
-    await this.http.close();
-    await this.jobs.stop();
-    await this.system.stop();
-    closeSecurity(this.system);
-    rmSync(homePaths(this.home).runtime, { force: true });
+    await this.order.stop();
     this.log.info('node stopped');
   }
+}
+
+async function startNetwork(system: ActorSystem, config: Config, log: Logger, key: KeyPair): Promise<Libp2pTransport> {
+  const net = config.network;
+  let transport: Libp2pTransport;
+  try {
+    transport = await Libp2pTransport.create({
+      keyPair: key,
+      listen: net.ListenAddresses,
+      bootstrap: net.BootstrapPeers,
+      protocolId: net.ProtocolID,
+      enableMdns: net.EnableMDNS,
+      maxEnvelopeBytes: net.MaxEnvelopeBytes,
+      log,
+    });
+  } catch (e) {
+    throw listenError(e) ?? e;
+  }
+  system.attachTransport(transport);
+  return transport;
+}
+
+/** `<home>/runtime.json`: how `dms` finds this running node (its pid, URL, identity, addresses). */
+function writeRuntimeInfo(paths: ReturnType<typeof homePaths>, system: ActorSystem, url: string): void {
+  mkdirSync(paths.root, { recursive: true });
+  const info: RuntimeInfo = {
+    pid: process.pid,
+    url,
+    did: system.key.did,
+    peer_id: system.host,
+    addrs: system.network?.addrs() ?? [],
+    started_at: new Date().toISOString(),
+  };
+  writeJsonAtomic(paths.runtime, info);
 }
 
 /**

@@ -1,4 +1,5 @@
-import { ApiKeyStore, apiKeysPath } from '../http/apikeys.js';
+import { ApiKeyStore } from '../http/apikeys.js';
+import { apiKeysPath } from '../runtime/api-keys.js';
 import { anchorsPath, ensureAnchors, watchAnchors } from '../runtime/capability/anchors.js';
 import { Authority, installAuthority, ownKeys } from '../runtime/capability/authority.js';
 import { type Config, isLoopback } from '../runtime/config.js';
@@ -93,7 +94,6 @@ export function setUpSecurity(o: SecurityOptions): Security {
     unwatch();
     apiKeys?.close();
   };
-  opened.set(system, close);
   const leaves = (env: Envelope) => isBroadcast(env) || (env.to.addr.host !== '' && env.to.addr.host !== system.host);
   return {
     authority,
@@ -102,12 +102,4 @@ export function setUpSecurity(o: SecurityOptions): Security {
     provide: (env) => (leaves(env) ? authority.provideFor(operatorDid, env.be, env.opt.topic) : undefined),
     close,
   };
-}
-
-const opened = new WeakMap<ActorSystem, () => void>();
-
-/** Stops watching the home's anchors and API keys of the node whose system this is. */
-export function closeSecurity(system: ActorSystem): void {
-  opened.get(system)?.();
-  opened.delete(system);
 }

@@ -6,7 +6,7 @@ import type { KeyPair } from '../runtime/crypto/keys.js';
 import { DmsError, invalid } from '../runtime/errors.js';
 import type { ActorSystem, Origin } from '../runtime/system.js';
 import { type Envelope, type Handle, isBroadcast, parseEnvelope } from '../runtime/wire/envelope.js';
-import type { Role } from './apikeys.js';
+import type { Role } from '../runtime/api-keys.js';
 import { ClientBytes, envelopeBytes, type ByteClaim } from './reply-bytes.js';
 import { checkRoleScope, type RolePaths } from './role-scope.js';
 

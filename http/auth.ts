@@ -1,10 +1,9 @@
 import type { H3Event, Middleware } from 'h3';
 import { errors as joseErrors, jwtVerify } from 'jose';
 import { DmsError } from '../runtime/errors.js';
-import { type ApiKeyStore, isRole, type Principal, type Role, ROLES } from './apikeys.js';
+import { isRole, type Role, ROLES } from '../runtime/api-keys.js';
+import type { ApiKeyStore, Principal } from './apikeys.js';
 import { errorBody, toWebResponse } from './errors.js';
-
-export { ApiKeyStore, apiKeysPath, isRole, type Principal, type Role, ROLES } from './apikeys.js';
 
 /**
  * REST authentication: API keys (`X-API-Key`) and HS256 bearer JWTs, each optional, with three

@@ -10,7 +10,7 @@ import { anyImplies } from '../runtime/capability/paths.js';
 import { DmsError } from '../runtime/errors.js';
 import type { ActorSystem } from '../runtime/system.js';
 import { type Envelope, isBroadcast } from '../runtime/wire/envelope.js';
-import type { Role } from './apikeys.js';
+import type { Role } from '../runtime/api-keys.js';
 
 export type RolePaths = Readonly<Record<Role, readonly string[]>>;
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { apiKeysPath, createApiKey, isRole, readApiKeys, revokeApiKey, ROLES } from '../../http/apikeys.js';
+import { apiKeysPath, createApiKey, isRole, readApiKeys, revokeApiKey, ROLES } from '../../runtime/api-keys.js';
 import { loadConfig } from '../../runtime/config.js';
 import { CliError, globals, homeOf, output, runningNode } from '../context.js';
 import { pickByPrefix, shortId } from '../ids.js';

@@ -5,7 +5,7 @@ import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
-import { apiKeysPath, createApiKey } from '../../http/apikeys.js';
+import { apiKeysPath, createApiKey } from '../../runtime/api-keys.js';
 import { type NodeProcess, removeHome, startNode, tempHome } from '../helpers/node.js';
 import { MiB, nullJob, Rest, startJobNode, until } from './helpers.js';
 
