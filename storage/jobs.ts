@@ -1,9 +1,9 @@
 import type { MikroORM } from '@mikro-orm/sqlite';
 import type { Job, JobEvent, JobSpecInput, JobStatus } from '../behaviors/jobs/schema.js';
-import { notFound } from '../runtime/errors.js';
 import { JobEntity, JobEventEntity } from './entities.js';
 import { type JobWrite, type JobWriteResult, writeBatch } from './job-batch.js';
-import { creationEvent, type JobChange, type JobCreateOptions, type JobEventRow, newJobRow, toJob, transition } from './job-rules.js';
+import type { JobChange, JobCreateOptions, JobEventRow } from './job-rules.js';
+import { toJob } from './job-rules.js';
 
 export type { JobChange, JobCreateOptions } from './job-rules.js';
 export type { JobWrite, JobWriteResult } from './job-batch.js';
@@ -23,14 +23,12 @@ export interface JobListOptions extends JobFilter {
 export class JobRepository {
   constructor(private readonly orm: MikroORM) {}
 
-  /** Stores a new pending job and its first event; resolves once both are committed. */
+  /**
+   * Stores a new pending job and its first event in one transaction; resolves once both are
+   * committed. A batch of one: there is one write path (commitAll), whoever writes.
+   */
   async create(spec: JobSpecInput, opts: JobCreateOptions = {}): Promise<Job> {
-    const em = this.orm.em.fork();
-    const row = em.create(JobEntity, newJobRow(spec, opts, new Date()));
-    em.create(JobEventEntity, creationEvent(row));
-    // One flush is one transaction: the job never exists without its creation event.
-    await em.flush();
-    return toJob(row);
+    return only(await this.commitAll([{ op: 'create', spec, opts }]));
   }
 
   async get(id: string): Promise<Job | null> {
@@ -58,13 +56,7 @@ export class JobRepository {
    * unknown id and conflict for a transition the job model forbids (e.g. out of a final state).
    */
   async update(id: string, change: JobChange): Promise<Job> {
-    const row = await this.orm.em.fork().transactional(async (em) => {
-      const row = await em.findOne(JobEntity, { id });
-      if (!row) throw notFound(`job ${id} not found`);
-      em.create(JobEventEntity, transition(row, change, new Date()));
-      return row;
-    });
-    return toJob(row);
+    return only(await this.commitAll([{ op: 'update', id, change }]));
   }
 
   /**
@@ -88,6 +80,12 @@ export class JobEventRepository {
     const rows = await this.orm.em.fork().find(JobEventEntity, { job_id: jobId }, { orderBy: { id: 'asc' } });
     return rows.map(toEvent);
   }
+}
+
+/** The job of a one-write batch, or the error that write was refused with. */
+function only([result]: JobWriteResult[]): Job {
+  if (!result.ok) throw result.error;
+  return result.job;
 }
 
 function where(filter: JobFilter) {
