@@ -7,6 +7,7 @@ import { registerAuthCommands } from './commands/auth.js';
 import { registerCapCommands } from './commands/cap.js';
 import { registerKeyCommands } from './commands/key.js';
 import { registerConfigCommands } from './commands/config.js';
+import { registerDevCommands } from './commands/dev.js';
 import { registerNodeCommands } from './commands/node.js';
 import { registerJobCommands } from './commands/jobs.js';
 import { registerResourceCommands } from './commands/resources.js';
@@ -34,6 +35,7 @@ registerAuthCommands(program);
 registerJobCommands(program);
 registerResourceCommands(program);
 registerPeersCommands(program);
+registerDevCommands(program);
 
 // `dms` alone: an overview rather than the whole help. Set after the subcommands are made, so
 // they do not inherit the excess arguments this needs to see a word that is no command.

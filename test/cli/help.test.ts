@@ -38,6 +38,8 @@ const COMMANDS = [
   ['peers', 'list'],
   ['peers', 'self'],
   ['peers', 'ping'],
+  ['dev'],
+  ['dev', 'watch'],
   ['peers', 'connect'],
   ['jobs'],
   ['jobs', 'list'],

@@ -1,0 +1,114 @@
+/**
+ * The dev stream's contract (`GET /api/v1/dev/stream`, dev mode only): what a watcher sees of
+ * the node's actors, one server-sent event `dms` per item. The node, `client/` and `dms dev
+ * watch` all read these types; the OpenAPI document describes the stream from these schemas.
+ */
+import * as z from 'zod';
+
+export const DEV_STREAM_PATH = '/api/v1/dev/stream';
+
+export const DEV_EVENT_TYPES = ['envelope', 'transition', 'mailbox', 'dead-letter', 'lifecycle', 'dropped'] as const;
+export type DevEventType = (typeof DEV_EVENT_TYPES)[number];
+
+/** How an envelope was found trustworthy where it entered the node. */
+export const VERIFICATIONS = ['signature', 'validator', 'node', 'local'] as const;
+export type Verification = (typeof VERIFICATIONS)[number];
+
+const Address = z.object({ host: z.string(), inbox: z.string() });
+
+const at = z.string().describe('when the node saw it (RFC 3339)');
+
+export const DevEnvelopeEvent = z.object({
+  type: z.literal('envelope'),
+  at,
+  /** `in`: delivered to the actor; `out`: sent by it. */
+  direction: z.enum(['in', 'out']),
+  actor: z.string(),
+  behavior: z.string(),
+  from: Address.extend({ did: z.string() }),
+  to: Address,
+  topic: z.string().optional(),
+  /** uint64 as a decimal string: browsers parse JSON numbers as doubles. */
+  nonce: z.string(),
+  /** Payload bytes. */
+  size: z.number().int(),
+  /**
+   * `signature`: checked where it entered; `validator`: checked by the gossip topic validator;
+   * `node`: signed by this node for a trusted local REST caller; `local`: from an actor of this node.
+   */
+  verified: z.enum(VERIFICATIONS).optional(),
+  /** For a reply taken by a waiting invoke or broadcast: ms since the request was sent. */
+  reply_ms: z.number().optional(),
+  /** The payload as JSON: only when the node runs with `--dev-payloads` (payloads may hold secrets). */
+  payload: z.unknown().optional(),
+});
+
+export const DevTransitionEvent = z.object({
+  type: z.literal('transition'),
+  at,
+  /** The actor whose machine it is (`orchestrator` for job machines, `executor/docker` for runs…). */
+  actor: z.string(),
+  /** The machine's id: `job`, `executor-run`, `peer`, `actor-lifecycle`… */
+  machine: z.string(),
+  from: z.string(),
+  to: z.string(),
+  event: z.string(),
+});
+
+export const DevMailboxEvent = z.object({
+  type: z.literal('mailbox'),
+  at,
+  actor: z.string(),
+  /** Envelopes waiting or in progress. */
+  depth: z.number().int(),
+  capacity: z.number().int(),
+});
+
+export const DevDeadLetterEvent = z.object({
+  type: z.literal('dead-letter'),
+  at,
+  behavior: z.string(),
+  to: Address,
+  reason: z.string(),
+});
+
+export const DevLifecycleEvent = z.object({ type: z.literal('lifecycle'), at, actor: z.string(), state: z.string() });
+
+/** The watcher fell behind: `count` events were left out since the previous event. */
+export const DevDroppedEvent = z.object({ type: z.literal('dropped'), at, count: z.number().int() });
+
+export const DevEvent = z.discriminatedUnion('type', [
+  DevEnvelopeEvent,
+  DevTransitionEvent,
+  DevMailboxEvent,
+  DevDeadLetterEvent,
+  DevLifecycleEvent,
+  DevDroppedEvent,
+]);
+export type DevEvent = z.infer<typeof DevEvent>;
+
+const list = <T extends z.ZodType<unknown, string>>(item: T) =>
+  z
+    .string()
+    .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
+    .pipe(z.array(item).max(32));
+
+/** Filters of the stream, as query parameters; each takes a comma-separated list, any of which matches. */
+export const DevStreamQuery = z.object({
+  actor: list(z.string().min(1).max(200)).optional(),
+  behavior: list(z.string().min(1).max(500)).optional(),
+  topic: list(z.string().min(1).max(500)).optional(),
+  type: list(z.enum(DEV_EVENT_TYPES)).optional(),
+});
+export type DevStreamFilters = z.infer<typeof DevStreamQuery>;
+
+/** Whether an event passes: each filter given must match, and one that does not apply to the event's type excludes it. */
+export function matchesFilters(e: DevEvent, f: DevStreamFilters): boolean {
+  // A watcher is always told what it missed.
+  if (e.type === 'dropped') return true;
+  if (f.type && !f.type.includes(e.type)) return false;
+  if (f.actor && !('actor' in e && f.actor.includes(e.actor))) return false;
+  if (f.behavior && !('behavior' in e && f.behavior.includes(e.behavior))) return false;
+  if (f.topic && !(e.type === 'envelope' && e.topic !== undefined && f.topic.includes(e.topic))) return false;
+  return true;
+}
