@@ -17,8 +17,10 @@ export const ConfigSchema = z
   .object({
     general: z
       .object({
-        /** Debug mode: `/config` shows the (redacted) config, dev streams are on. */
+        /** Dev mode (`dms start --dev`): `/config` shows the (redacted) config, the dev stream and page are on. */
         debug: z.boolean().default(false),
+        /** The dev stream shows payloads decoded as JSON (`--dev-payloads`); they may hold secrets. */
+        dev_payloads: z.boolean().default(false),
         log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
         /** Device name shown in device status; empty means the machine's hostname. */
         name: z.string().default(''),

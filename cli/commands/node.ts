@@ -21,6 +21,8 @@ const DETACH_LOG_BYTES = 64 * 1024;
 interface StartOptions {
   port?: number;
   host?: string;
+  dev?: boolean;
+  devPayloads?: boolean;
   debug?: boolean;
   logLevel?: string;
   logFormat?: LogFormat;
@@ -69,7 +71,9 @@ export function registerNodeCommands(program: Command): void {
     .option('-p, --port <port>', 'REST port (0 picks a free one)', parsePort)
     .option('--host <addr>', 'REST listen address')
     .option('--listen <multiaddrs>', 'libp2p listen addresses, comma-separated (network.ListenAddresses), e.g. /ip4/0.0.0.0/tcp/9001', parseListen)
-    .option('--debug', 'debug mode: /config shows the redacted config')
+    .option('--dev', 'dev mode: the dev stream (dms dev watch) and page (/dev) are on, /config shows the redacted config')
+    .option('--dev-payloads', 'dev mode, and the dev stream shows payloads (they may hold secrets)')
+    .addOption(new Option('--debug', 'the same as --dev').hideHelp())
     .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error', 'silent']))
     .addOption(new Option('--log-format <format>', 'log lines: pretty (default at a terminal) or json (default otherwise)').choices(LOG_FORMATS))
     .option('-d, --detach', 'start in the background and return once healthy')
@@ -88,7 +92,8 @@ export function registerNodeCommands(program: Command): void {
           'rest.port': opts.port,
           'rest.addr': opts.host,
           'network.ListenAddresses': opts.listen,
-          'general.debug': opts.debug ? true : undefined,
+          'general.debug': opts.dev || opts.devPayloads || opts.debug ? true : undefined,
+          'general.dev_payloads': opts.devPayloads ? true : undefined,
           'general.log_level': opts.logLevel,
         },
       });
