@@ -2,7 +2,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { NODE_VERSION, spawnRootActor, ROOT_INBOX } from '../actors/node.js';
 import { spawnDiscoveryActor } from '../actors/discovery.js';
-import { HttpActor, HTTP_INBOX } from '../http/actor.js';
+import { HttpActor } from '../http/actor.js';
 import { createApp } from '../http/app.js';
 import { listen, type Listening } from '../http/server.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
@@ -10,6 +10,7 @@ import { DmsError } from '../runtime/errors.js';
 import { writeJsonAtomic } from '../runtime/files.js';
 import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
+import { makeActor } from '../runtime/component.js';
 import { ReplayLog } from '../runtime/replay-log.js';
 import { ActorSystem } from '../runtime/system.js';
 import { listenFailures } from '../runtime/network/listen-failure.js';
@@ -100,7 +101,7 @@ export class DmsNode {
       aliases: [root],
       profile: { version: NODE_VERSION, executors: jobs.executors.names(), fallbackName: config.general.name || hostname() },
     });
-    const httpActor = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
+    const httpActor = await makeActor(system, HttpActor, {
       operator: keys.operator,
       allowUnsigned: allowsUnsigned(config),
       maxPending: config.rest.max_pending,
@@ -113,8 +114,9 @@ export class DmsNode {
       precheck: security.precheck,
       provide: security.provide,
     });
+    await httpActor.start();
     const routes = [jobRoutes, resourceRoutes, deviceRoutes, ];
-    const app = createApp({ config, system, http: httpActor, log, routes, apiKeys: security.apiKeys });
+    const app = createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys });
     let http: Listening;
     try {
       http = await listen(app, config);
