@@ -1,7 +1,7 @@
 /**
  * The HTTP actor (inbox `http`): the REST layer as one of the node's component actors. Every
- * REST request leaves the node's REST layer from this actor as an envelope, and every reply
- * comes back through its mailbox, to a reply waiter on an inbox it opened for the request.
+ * REST request becomes an envelope this actor sends, and every reply comes back through its
+ * mailbox, to a reply waiter on an inbox it opened for the request.
  */
 import { z } from 'zod';
 import { callBehavior, localHandle } from '../behaviors/jobs/replies.js';
@@ -84,9 +84,12 @@ interface OpenInbox {
 /** The reply goes back to the REST caller as it is: the behavior's schema already shaped it. */
 const passThrough = z.unknown();
 
+/** How a REST caller's envelope enters: `trusted` when the node signed it as the operator. */
+type RestOrigin = Extract<Origin, { kind: 'rest' }>;
+
 export const HttpActor = defineActor({
   inbox: HTTP_INBOX,
-  // Its behaviors are reply waiters for independent requests, none awaiting another: the node's setting.
+  // Only reply waiters, each settling its own request without awaiting: nothing to serialize, so the node's setting.
   concurrency: 'node',
   create: ({ actor, system, deps }: ActorContext<HttpDeps>) => {
     const defaults = defaultConfig();
@@ -103,13 +106,13 @@ export const HttpActor = defineActor({
      * envelope from outside the node's own actors (origin 'rest'), so the kernel checks its
      * expiry, its signature unless the node signed it, and its replay entry before routing it.
      */
-    const enter = (env: Envelope, origin: Origin): Promise<void> => system.accept(env, origin);
+    const enter = (env: Envelope, origin: RestOrigin): Promise<void> => system.accept(env, origin);
 
     /**
      * Checks what every REST envelope must satisfy and, for an unsigned one, signs it as the
      * operator, within what the caller's role may have the node sign.
      */
-    const admit = async (env: Envelope, caller: RestCaller): Promise<{ env: Envelope; origin: Origin }> => {
+    const admit = async (env: Envelope, caller: RestCaller): Promise<{ env: Envelope; origin: RestOrigin }> => {
       // As on the network: replies go to from.addr.host, so a REST envelope may not name another
       // node there (it would aim this node's replies, or its operator's, at a third party).
       if (env.from.addr.host && env.from.addr.host !== system.host) {
@@ -141,19 +144,19 @@ export const HttpActor = defineActor({
       return env;
     };
 
-    const precheck = async (env: Envelope, origin: Origin): Promise<void> => {
+    const precheck = async (env: Envelope, origin: RestOrigin): Promise<void> => {
       if (!deps.precheck) return;
       try {
         deps.precheck(env);
       } catch (e) {
         // Refusals go to envelopes that are what they claim to be: a forged one is invalid (400) first.
-        if (origin.kind === 'rest' && !origin.trusted) await verifyEnvelope(env);
+        if (!origin.trusted) await verifyEnvelope(env);
         throw e;
       }
     };
 
-    /** Parses, admits and prechecks a REST body: the envelope ready to enter, and how. */
-    const prepare = async (parsed: Envelope, caller: RestCaller): Promise<{ env: Envelope; origin: Origin }> => {
+    /** Admits and prechecks a parsed REST envelope: what then enters, and as what. */
+    const prepare = async (parsed: Envelope, caller: RestCaller): Promise<{ env: Envelope; origin: RestOrigin }> => {
       const admitted = await admit(provided(parsed), caller);
       await precheck(admitted.env, admitted.origin);
       return admitted;
@@ -185,7 +188,7 @@ export const HttpActor = defineActor({
       env: Envelope,
       abort: AbortHook | undefined,
       caller: RestCaller,
-      origin: Origin,
+      origin: RestOrigin,
       wait: (inbox: Inbox, cont: string, claim: ByteClaim) => Promise<T>,
     ): Promise<T> => {
       const name = env.from.addr.inbox;
