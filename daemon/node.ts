@@ -2,7 +2,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { NODE_VERSION, RootActor, ROOT_INBOX } from '../actors/node.js';
 import { spawnDiscoveryActor } from '../actors/discovery.js';
-import { HttpActor, HTTP_INBOX } from '../http/actor.js';
+import { HttpActor } from '../http/actor.js';
 import { createApp } from '../http/app.js';
 import { listen, type Listening } from '../http/server.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
@@ -87,21 +87,23 @@ export class DmsNode {
         profile: { version: NODE_VERSION, executors: jobs.executors.names(), fallbackName: config.general.name || hostname() },
       }),
     );
-    const httpActor = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
-      operator: keys.operator,
-      allowUnsigned: allowsUnsigned(config),
-      maxPending: config.rest.max_pending,
-      maxBroadcastReplies: config.rest.max_broadcast_replies,
-      maxBroadcastBytes: config.rest.max_broadcast_bytes,
-      maxPendingBytesPerClient: config.rest.max_pending_bytes_per_client,
-      roles: config.rest.roles,
-      openTopics: config.capabilities.open_topics,
-      rootInbox: ROOT_INBOX,
-      precheck: security.precheck,
-      provide: security.provide,
-    });
+    const httpActor = await order.component('http', () =>
+      makeActor(system, HttpActor, {
+        operator: keys.operator,
+        allowUnsigned: allowsUnsigned(config),
+        maxPending: config.rest.max_pending,
+        maxBroadcastReplies: config.rest.max_broadcast_replies,
+        maxBroadcastBytes: config.rest.max_broadcast_bytes,
+        maxPendingBytesPerClient: config.rest.max_pending_bytes_per_client,
+        roles: config.rest.roles,
+        openTopics: config.capabilities.open_topics,
+        rootInbox: ROOT_INBOX,
+        precheck: security.precheck,
+        provide: security.provide,
+      }),
+    );
     const routes = [jobRoutes, resourceRoutes, deviceRoutes];
-    const app = createApp({ config, system, http: httpActor, log, routes, apiKeys: security.apiKeys });
+    const app = createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys });
     const http = await order.step('rest', () => listen(app, config), (h) => h.close());
     const paths = homePaths(home);
     await order.step(

@@ -1,18 +1,27 @@
-import type { Actor, Inbox } from '../runtime/actor.js';
+/**
+ * The HTTP actor (inbox `http`): the REST layer as one of the node's component actors. Every
+ * REST request becomes an envelope this actor sends, and every reply comes back through its
+ * mailbox, to a reply waiter on an inbox it opened for the request.
+ */
+import { z } from 'zod';
+import { callBehavior, localHandle } from '../behaviors/jobs/replies.js';
+import type { Inbox } from '../runtime/actor.js';
 import { replyWaiter } from '../runtime/behavior.js';
+import { type ActorContext, defineActor } from '../runtime/component.js';
 import { defaultConfig } from '../runtime/config.js';
 import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { DmsError, invalid } from '../runtime/errors.js';
-import type { ActorSystem, Origin } from '../runtime/system.js';
+import type { Origin } from '../runtime/system.js';
 import { type Envelope, type Handle, isBroadcast, parseEnvelope } from '../runtime/wire/envelope.js';
 import type { Role } from '../runtime/api-keys.js';
 import { ClientBytes, envelopeBytes, type ByteClaim } from './reply-bytes.js';
 import { checkRoleScope, type RolePaths } from './role-scope.js';
 
-export const HTTP_INBOX = 'http';
+const HTTP_INBOX = 'http';
 
-export interface HttpActorOptions {
+/** What the HTTP actor is given: the `rest.*` limits and roles, the operator, the security hooks. */
+export interface HttpDeps {
   /** The operator identity that signs unsigned envelopes from trusted local callers. */
   operator: KeyPair;
   allowUnsigned: boolean;
@@ -51,218 +60,246 @@ export interface RestCaller {
 }
 
 /** A caller inside the node (tests, tools): the operator's own reach, no browser. */
-export const LOCAL_CALLER: RestCaller = { role: 'admin', client: 'local', browser: false };
+const LOCAL_CALLER: RestCaller = { role: 'admin', client: 'local', browser: false };
+
+/** What the REST routes call on the HTTP actor. */
+export interface HttpApi {
+  /** The root actor's handle; 500 while the node is not running. */
+  rootHandle(): Handle;
+  /** A REST envelope body, delivered without waiting for anything back. */
+  send(body: string, caller?: RestCaller): Promise<void>;
+  /** A REST envelope body to one actor; resolves with its reply. */
+  invoke(body: string, abort?: AbortHook, caller?: RestCaller): Promise<Envelope>;
+  /** A REST envelope body to a topic; resolves with the replies collected. */
+  broadcast(body: string, limit: number | undefined, abort?: AbortHook, caller?: RestCaller): Promise<Envelope[]>;
+  /** Invokes `be` on this node's actor at `inbox`; an error reply is thrown as its DmsError (so 404, 409…). */
+  call(inbox: string, be: string, payload: unknown, ttlMs?: number): Promise<unknown>;
+}
 
 interface OpenInbox {
   inbox: Inbox;
   refs: number;
 }
 
-/**
- * The HTTP layer as an actor: each request becomes an envelope entering the system, and the
- * replies for a REST client's inbox come back through this actor's mailbox to the request
- * that waits for them.
- */
-export class HttpActor {
-  private readonly open = new Map<string, OpenInbox>();
-  private pending = 0;
-  private readonly replyBytes: ClientBytes;
-  private readonly maxBroadcastBytes: number;
-  private readonly roles: RolePaths;
-  private readonly openTopics: readonly string[];
+/** The reply goes back to the REST caller as it is: the behavior's schema already shaped it. */
+const passThrough = z.unknown();
 
-  constructor(
-    readonly system: ActorSystem,
-    readonly actor: Actor,
-    readonly options: HttpActorOptions,
-  ) {
+/** How a REST caller's envelope enters: `trusted` when the node signed it as the operator. */
+type RestOrigin = Extract<Origin, { kind: 'rest' }>;
+
+export const HttpActor = defineActor({
+  inbox: HTTP_INBOX,
+  // Only reply waiters, each settling its own request without awaiting: nothing to serialize, so the node's setting.
+  concurrency: 'node',
+  create: ({ actor, system, deps }: ActorContext<HttpDeps>) => {
     const defaults = defaultConfig();
-    this.replyBytes = new ClientBytes(options.maxPendingBytesPerClient ?? defaults.rest.max_pending_bytes_per_client);
-    this.maxBroadcastBytes = options.maxBroadcastBytes ?? defaults.rest.max_broadcast_bytes;
-    this.roles = options.roles ?? defaults.rest.roles;
-    this.openTopics = options.openTopics ?? defaults.capabilities.open_topics;
-  }
+    const replyBytes = new ClientBytes(deps.maxPendingBytesPerClient ?? defaults.rest.max_pending_bytes_per_client);
+    const maxBroadcastBytes = deps.maxBroadcastBytes ?? defaults.rest.max_broadcast_bytes;
+    const roles = deps.roles ?? defaults.rest.roles;
+    const openTopics = deps.openTopics ?? defaults.capabilities.open_topics;
+    /** The REST clients' inboxes bound to this actor, each for as long as a request of its waits. */
+    const open = new Map<string, OpenInbox>();
+    let pending = 0;
 
-  /** The root actor's handle; 500 while the node is not running. */
-  rootHandle(): Handle {
-    const root = this.system.actor(this.options.rootInbox);
-    if (!root || root.state !== 'running') throw new DmsError('unavailable', 'node is not initialized');
-    return root.handle;
-  }
+    /**
+     * The one way an envelope a REST caller brought enters the system: from this actor, as an
+     * envelope from outside the node's own actors (origin 'rest'), so the kernel checks its
+     * expiry, its signature unless the node signed it, and its replay entry before routing it.
+     */
+    const enter = (env: Envelope, origin: RestOrigin): Promise<void> => system.accept(env, origin);
 
-  async send(body: string, caller: RestCaller = LOCAL_CALLER): Promise<void> {
-    const { env, origin } = await this.admit(this.provided(parseEnvelope(body)), caller);
-    await this.precheck(env, origin);
-    await this.system.accept(env, origin);
-  }
-
-  async invoke(body: string, abort?: AbortHook, caller: RestCaller = LOCAL_CALLER): Promise<Envelope> {
-    const parsed = parseEnvelope(body);
-    if (isBroadcast(parsed)) throw invalid('invoke needs a destination: to is empty (use broadcast)');
-    if (!parsed.opt.cont) throw invalid('opt.cont is required for invoke: it names the behavior the reply goes to');
-    const { env, origin } = await this.admit(this.provided(parsed), caller);
-    await this.precheck(env, origin);
-    return this.withReplyInbox(env, abort, caller, origin, async (inbox, cont, claim) => {
-      const { env: reply } = await this.actor.awaitReply(inbox, cont, env.opt.exp);
-      if (!claim.take(envelopeBytes(reply))) {
-        throw new DmsError('overloaded', `replies waiting for you hold more than ${this.replyBytes.limit} bytes; retry later`, { retryAfter: 1 });
+    /**
+     * Checks what every REST envelope must satisfy and, for an unsigned one, signs it as the
+     * operator, within what the caller's role may have the node sign.
+     */
+    const admit = async (env: Envelope, caller: RestCaller): Promise<{ env: Envelope; origin: RestOrigin }> => {
+      // As on the network: replies go to from.addr.host, so a REST envelope may not name another
+      // node there (it would aim this node's replies, or its operator's, at a third party).
+      if (env.from.addr.host && env.from.addr.host !== system.host) {
+        throw invalid(`from.addr.host must be this node's host ${system.host} (or empty), not ${env.from.addr.host.slice(0, 80)}`);
       }
-      return reply;
-    });
-  }
+      if (env.sig) return { env, origin: { kind: 'rest', trusted: false } };
+      if (!deps.allowUnsigned) {
+        throw invalid('sig is required: this node accepts unsigned envelopes only from trusted local callers');
+      }
+      if (caller.browser) {
+        throw new DmsError('forbidden', 'unsigned envelope from a browser: the node signs only for local tools; sign it with your own key, or use the dms CLI');
+      }
+      checkRoleScope(system, roles, openTopics, caller.role, env);
+      const op = deps.operator;
+      env.from = { id: op.id, did: op.did, addr: env.from.addr };
+      // The operator's signature is what other nodes check; an envelope that stays on this node
+      // is trusted as it is, so it is signed only when it will leave (another host, or gossip).
+      const host = env.to.addr.host;
+      if (isBroadcast(env) || (host !== '' && host !== system.host)) await signEnvelope(env, op);
+      return { env, origin: { kind: 'rest', trusted: true } };
+    };
 
-  async broadcast(body: string, limit: number | undefined, abort?: AbortHook, caller: RestCaller = LOCAL_CALLER): Promise<Envelope[]> {
-    const parsed = parseEnvelope(body);
-    if (!isBroadcast(parsed)) throw invalid('broadcast: to must be {} (a broadcast has no single destination)');
-    if (!parsed.opt.topic) throw invalid('broadcast: opt.topic is required');
-    // An unsigned broadcast is signed here, so the node can give it a reply behavior.
-    if (!parsed.sig && !parsed.opt.cont) parsed.opt.cont = `/private/broadcast/${parsed.nonce}`;
-    const { env, origin } = await this.admit(this.provided(parsed), caller);
-    await this.precheck(env, origin);
-    if (!env.opt.cont) {
-      // Nobody can reply to a broadcast without opt.cont: deliver it, collect nothing.
-      await this.system.accept(env, origin);
-      return [];
-    }
-    const max = Math.min(limit ?? Infinity, this.options.maxBroadcastReplies);
-    return this.withReplyInbox(env, abort, caller, origin, (inbox, cont, claim) => this.collect(inbox, cont, env.opt.exp, max, claim));
-  }
+    /** An unsigned envelope, which the node will sign as the operator, gets the operator's provide tokens. */
+    const provided = (env: Envelope): Envelope => {
+      if (!env.sig && !env.cap && deps.provide) {
+        const cap = deps.provide(env);
+        if (cap) env.cap = cap;
+      }
+      return env;
+    };
 
-  /**
-   * Checks what every REST envelope must satisfy and, for an unsigned one, signs it as the
-   * operator, within what the caller's role may have the node sign.
-   */
-  private async admit(env: Envelope, caller: RestCaller): Promise<{ env: Envelope; origin: Origin }> {
-    // As on the network: replies go to from.addr.host, so a REST envelope may not name another
-    // node there (it would aim this node's replies, or its operator's, at a third party).
-    if (env.from.addr.host && env.from.addr.host !== this.system.host) {
-      throw invalid(`from.addr.host must be this node's host ${this.system.host} (or empty), not ${env.from.addr.host.slice(0, 80)}`);
-    }
-    if (env.sig) return { env, origin: { kind: 'rest', trusted: false } };
-    if (!this.options.allowUnsigned) {
-      throw invalid('sig is required: this node accepts unsigned envelopes only from trusted local callers');
-    }
-    if (caller.browser) {
-      throw new DmsError('forbidden', 'unsigned envelope from a browser: the node signs only for local tools; sign it with your own key, or use the dms CLI');
-    }
-    checkRoleScope(this.system, this.roles, this.openTopics, caller.role, env);
-    const op = this.options.operator;
-    env.from = { id: op.id, did: op.did, addr: env.from.addr };
-    // The operator's signature is what other nodes check; an envelope that stays on this node
-    // is trusted as it is, so it is signed only when it will leave (another host, or gossip).
-    const host = env.to.addr.host;
-    if (isBroadcast(env) || (host !== '' && host !== this.system.host)) await signEnvelope(env, op);
-    return { env, origin: { kind: 'rest', trusted: true } };
-  }
-
-  /**
-   * Binds the client's inbox to this actor while `wait` runs, so replies addressed to it land
-   * here; enters the envelope; and always unbinds, whatever happens.
-   */
-  private async withReplyInbox<T>(
-    env: Envelope,
-    abort: AbortHook | undefined,
-    caller: RestCaller,
-    origin: Origin,
-    wait: (inbox: Inbox, cont: string, claim: ByteClaim) => Promise<T>,
-  ): Promise<T> {
-    const name = env.from.addr.inbox;
-    const cont = env.opt.cont!;
-    if (!name) throw invalid('from.addr.inbox is required to receive replies');
-    if (this.pending >= this.options.maxPending) {
-      throw new DmsError('overloaded', `too many requests waiting for replies (${this.options.maxPending}); retry later`, { retryAfter: 1 });
-    }
-    const inbox = this.acquire(name);
-    if (inbox.behaviors.has(cont)) {
-      this.release(name);
-      throw new DmsError('conflict', `a request from inbox ${name} is already waiting for replies at ${cont}`);
-    }
-    this.pending++;
-    const claim = this.replyBytes.claim(caller.client);
-    try {
-      const waiting = wait(inbox, cont, claim);
-      let unhook = () => {};
-      const aborted = new Promise<never>((_, reject) => {
-        if (abort) unhook = abort(() => reject(new DmsError('invalid', 'request aborted by the client')));
-      });
-      aborted.catch(() => {});
+    const precheck = async (env: Envelope, origin: RestOrigin): Promise<void> => {
+      if (!deps.precheck) return;
       try {
-        await this.system.accept(env, origin);
-        return await Promise.race([waiting, aborted]);
-      } finally {
-        unhook();
+        deps.precheck(env);
+      } catch (e) {
+        // Refusals go to envelopes that are what they claim to be: a forged one is invalid (400) first.
+        if (!origin.trusted) await verifyEnvelope(env);
+        throw e;
       }
-    } finally {
-      inbox.behaviors.remove(cont);
-      claim.release();
-      this.pending--;
-      this.release(name);
-    }
-  }
+    };
 
-  /**
-   * Collects a broadcast's replies until `exp`, `max` replies, `maxBroadcastBytes`, or the
-   * client's byte allowance runs out: whichever comes first ends it with what it has. A single
-   * reply larger than a whole broadcast may hold is dropped and collection goes on.
-   */
-  private collect(inbox: Inbox, cont: string, exp: bigint, max: number, claim: ByteClaim): Promise<Envelope[]> {
-    const replies: Envelope[] = [];
-    const cap = this.maxBroadcastBytes;
-    let bytes = 0;
-    return new Promise<Envelope[]>((resolve) => {
-      const done = () => {
+    /** Admits and prechecks a parsed REST envelope: what then enters, and as what. */
+    const prepare = async (parsed: Envelope, caller: RestCaller): Promise<{ env: Envelope; origin: RestOrigin }> => {
+      const admitted = await admit(provided(parsed), caller);
+      await precheck(admitted.env, admitted.origin);
+      return admitted;
+    };
+
+    const acquire = (name: string): Inbox => {
+      let entry = open.get(name);
+      if (!entry) {
+        if (system.inbox(name)) throw invalid(`from.addr.inbox '${name}' is an actor of this node; pick an inbox of your own`);
+        entry = { inbox: actor.openInbox(name), refs: 0 };
+        open.set(name, entry);
+      }
+      entry.refs++;
+      return entry.inbox;
+    };
+
+    const release = (name: string): void => {
+      const entry = open.get(name);
+      if (!entry || --entry.refs > 0) return;
+      open.delete(name);
+      actor.closeInbox(entry.inbox);
+    };
+
+    /**
+     * Binds the client's inbox to this actor while `wait` runs, so replies addressed to it land
+     * in this actor's mailbox; enters the envelope; and always unbinds, whatever happens.
+     */
+    const withReplyInbox = async <T>(
+      env: Envelope,
+      abort: AbortHook | undefined,
+      caller: RestCaller,
+      origin: RestOrigin,
+      wait: (inbox: Inbox, cont: string, claim: ByteClaim) => Promise<T>,
+    ): Promise<T> => {
+      const name = env.from.addr.inbox;
+      const cont = env.opt.cont!;
+      if (!name) throw invalid('from.addr.inbox is required to receive replies');
+      if (pending >= deps.maxPending) {
+        throw new DmsError('overloaded', `too many requests waiting for replies (${deps.maxPending}); retry later`, { retryAfter: 1 });
+      }
+      const inbox = acquire(name);
+      if (inbox.behaviors.has(cont)) {
+        release(name);
+        throw new DmsError('conflict', `a request from inbox ${name} is already waiting for replies at ${cont}`);
+      }
+      pending++;
+      const claim = replyBytes.claim(caller.client);
+      try {
+        const waiting = wait(inbox, cont, claim);
+        let unhook = () => {};
+        const aborted = new Promise<never>((_, reject) => {
+          if (abort) unhook = abort(() => reject(new DmsError('invalid', 'request aborted by the client')));
+        });
+        aborted.catch(() => {});
+        try {
+          await enter(env, origin);
+          return await Promise.race([waiting, aborted]);
+        } finally {
+          unhook();
+        }
+      } finally {
         inbox.behaviors.remove(cont);
-        resolve(replies);
-      };
-      inbox.behaviors.add(
-        replyWaiter(cont, (env) => {
-          const size = envelopeBytes(env);
-          if (size > cap) return;
-          if (bytes + size > cap || !claim.take(size)) return done();
-          bytes += size;
-          replies.push(env);
-          if (replies.length >= max || bytes === cap) done();
-        }),
-        { expiresAt: Number(exp / 1_000_000n), onExpire: () => resolve(replies) },
-      );
-    });
-  }
+        claim.release();
+        pending--;
+        release(name);
+      }
+    };
 
-  /** An unsigned envelope, which the node will sign as the operator, gets the operator's provide tokens. */
-  private provided(env: Envelope): Envelope {
-    if (!env.sig && !env.cap && this.options.provide) {
-      const cap = this.options.provide(env);
-      if (cap) env.cap = cap;
-    }
-    return env;
-  }
+    /**
+     * Collects a broadcast's replies until `exp`, `max` replies, `maxBroadcastBytes`, or the
+     * client's byte allowance runs out: whichever comes first ends it with what it has. A single
+     * reply larger than a whole broadcast may hold is dropped and collection goes on.
+     */
+    const collect = (inbox: Inbox, cont: string, exp: bigint, max: number, claim: ByteClaim): Promise<Envelope[]> => {
+      const replies: Envelope[] = [];
+      const cap = maxBroadcastBytes;
+      let bytes = 0;
+      return new Promise<Envelope[]>((resolve) => {
+        const done = () => {
+          inbox.behaviors.remove(cont);
+          resolve(replies);
+        };
+        inbox.behaviors.add(
+          replyWaiter(cont, (env) => {
+            const size = envelopeBytes(env);
+            if (size > cap) return;
+            if (bytes + size > cap || !claim.take(size)) return done();
+            bytes += size;
+            replies.push(env);
+            if (replies.length >= max || bytes === cap) done();
+          }),
+          { expiresAt: Number(exp / 1_000_000n), onExpire: () => resolve(replies) },
+        );
+      });
+    };
 
-  private async precheck(env: Envelope, origin: Origin): Promise<void> {
-    if (!this.options.precheck) return;
-    try {
-      this.options.precheck(env);
-    } catch (e) {
-      // Refusals go to envelopes that are what they claim to be: a forged one is invalid (400) first.
-      if (origin.kind === 'rest' && !origin.trusted) await verifyEnvelope(env);
-      throw e;
-    }
-  }
+    const api: HttpApi = {
+      rootHandle() {
+        const root = system.actor(deps.rootInbox);
+        if (!root || root.state !== 'running') throw new DmsError('unavailable', 'node is not initialized');
+        return root.handle;
+      },
 
-  private acquire(name: string): Inbox {
-    let entry = this.open.get(name);
-    if (!entry) {
-      if (this.system.inbox(name)) throw invalid(`from.addr.inbox '${name}' is an actor of this node; pick an inbox of your own`);
-      entry = { inbox: this.actor.openInbox(name), refs: 0 };
-      this.open.set(name, entry);
-    }
-    entry.refs++;
-    return entry.inbox;
-  }
+      async send(body, caller = LOCAL_CALLER) {
+        const { env, origin } = await prepare(parseEnvelope(body), caller);
+        await enter(env, origin);
+      },
 
-  private release(name: string): void {
-    const entry = this.open.get(name);
-    if (!entry || --entry.refs > 0) return;
-    this.open.delete(name);
-    this.actor.closeInbox(entry.inbox);
-  }
-}
+      async invoke(body, abort, caller = LOCAL_CALLER) {
+        const parsed = parseEnvelope(body);
+        if (isBroadcast(parsed)) throw invalid('invoke needs a destination: to is empty (use broadcast)');
+        if (!parsed.opt.cont) throw invalid('opt.cont is required for invoke: it names the behavior the reply goes to');
+        const { env, origin } = await prepare(parsed, caller);
+        return withReplyInbox(env, abort, caller, origin, async (inbox, cont, claim) => {
+          const { env: reply } = await actor.awaitReply(inbox, cont, env.opt.exp);
+          if (!claim.take(envelopeBytes(reply))) {
+            throw new DmsError('overloaded', `replies waiting for you hold more than ${replyBytes.limit} bytes; retry later`, { retryAfter: 1 });
+          }
+          return reply;
+        });
+      },
+
+      async broadcast(body, limit, abort, caller = LOCAL_CALLER) {
+        const parsed = parseEnvelope(body);
+        if (!isBroadcast(parsed)) throw invalid('broadcast: to must be {} (a broadcast has no single destination)');
+        if (!parsed.opt.topic) throw invalid('broadcast: opt.topic is required');
+        // An unsigned broadcast is signed here, so the node can give it a reply behavior.
+        if (!parsed.sig && !parsed.opt.cont) parsed.opt.cont = `/private/broadcast/${parsed.nonce}`;
+        const { env, origin } = await prepare(parsed, caller);
+        if (!env.opt.cont) {
+          // Nobody can reply to a broadcast without opt.cont: deliver it, collect nothing.
+          await enter(env, origin);
+          return [];
+        }
+        const max = Math.min(limit ?? Infinity, deps.maxBroadcastReplies);
+        return withReplyInbox(env, abort, caller, origin, (inbox, cont, claim) => collect(inbox, cont, env.opt.exp, max, claim));
+      },
+
+      // The HTTP actor's own request, sent as any local actor sends one; its reply comes back to
+      // a one-shot reply waiter on this actor's primary inbox.
+      call: (inbox, be, payload, ttlMs) => callBehavior(actor, localHandle(actor, inbox), be, payload, passThrough, { ttlMs }),
+    };
+
+    return { behaviors: [], api };
+  },
+});

@@ -2,7 +2,7 @@ import { H3, handleCors, type H3Event } from 'h3';
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
 import type { ActorSystem } from '../runtime/system.js';
-import type { HttpActor } from './actor.js';
+import type { HttpApi } from './actor.js';
 import type { ApiKeyStore } from './apikeys.js';
 import { restAuth } from './auth.js';
 import { errorId, internalErrorBody, JsonBody, toWebResponse } from './errors.js';
@@ -16,7 +16,8 @@ import type { RouteModule } from './routes/types.js';
 export interface AppOptions {
   config: Config;
   system: ActorSystem;
-  http: HttpActor;
+  /** The HTTP actor's api: what REST requests become envelopes through. */
+  http: HttpApi;
   log: Logger;
   /** Route modules added by other components (jobs, resources, plugins). */
   routes?: RouteModule[];

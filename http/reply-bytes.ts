@@ -47,10 +47,6 @@ export class ClientBytes {
     if (left > 0) this.held.set(client, left);
     else this.held.delete(client);
   }
-
-  heldBy(client: string): number {
-    return this.held.get(client) ?? 0;
-  }
 }
 
 export class ByteClaim {

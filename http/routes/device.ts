@@ -2,11 +2,11 @@
 import { DeviceSettingsPatchSchema, parseWith } from '../../behaviors/jobs/schema.js';
 import { DeviceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { route } from '../handler.js';
-import { callActor, readJson } from './behavior-call.js';
+import { readJson } from './behavior-call.js';
 import type { RouteModule } from './types.js';
 
 export const deviceRoutes: RouteModule = ({ app, config, http, log }) => {
-  const call = (be: string, payload: unknown) => callActor(http, RESOURCES_INBOX, be, payload);
+  const call = (be: string, payload: unknown) => http.call(RESOURCES_INBOX, be, payload);
 
   app.get(
     '/api/v1/device/status',

@@ -21,10 +21,10 @@ import { type Job, JobSpecSchema, JobStatusSchema, parseWith } from '../../behav
 import { principalOf } from '../auth.js';
 import { errorText, invalid } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
-import type { HttpActor } from '../actor.js';
+import type { HttpApi } from '../actor.js';
 import { errorBody, JsonBody, toWebResponse } from '../errors.js';
 import { route } from '../handler.js';
-import { callActor, param, readJson } from './behavior-call.js';
+import { param, readJson } from './behavior-call.js';
 
 /** The job id of the path, checked as the behaviors check it: a bad one is a 400, not a refusal from the kernel. */
 const jobIdOf = (event: H3Event): string => parseWith(JobIdSchema, param(event, 'id'), 'job id');
@@ -42,7 +42,7 @@ const FOLLOW_POLL_MS = 15_000;
 const FOLLOW_TTL_MS = MAX_LOGS_WAIT_MS + 10_000;
 
 export const jobRoutes: RouteModule = ({ app, config, http, log }) => {
-  const call = (be: string, payload: unknown, ttlMs?: number) => callActor(http, ORCHESTRATOR_INBOX, be, payload, ttlMs);
+  const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ORCHESTRATOR_INBOX, be, payload, ttlMs);
 
   app.post(
     '/api/v1/jobs',
@@ -150,12 +150,12 @@ function listQuery(q: URLSearchParams): ListPayload {
  * then `end` with the final job fields.
  * An unknown job is still an ordinary 404, since the first poll happens before the stream opens.
  */
-async function followLogs(event: H3Event, http: HttpActor, log: Logger): Promise<Response | EventStream> {
+async function followLogs(event: H3Event, http: HttpApi, log: Logger): Promise<Response | EventStream> {
   let id: string;
   let reply: LogsReply;
   let limit: number | undefined;
   const poll = async (from: number | 'end', wait: number) =>
-    LogsReply.parse(await callActor(http, ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, limit, wait_ms: wait }, FOLLOW_TTL_MS));
+    LogsReply.parse(await http.call(ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, limit, wait_ms: wait }, FOLLOW_TTL_MS));
   try {
     id = jobIdOf(event);
     const query = logsQuery(event.url.searchParams, true);

@@ -4,11 +4,11 @@ import { DeallocatePayload, ResourceBehaviors, RESOURCES_INBOX } from '../../beh
 import { invalid } from '../../runtime/errors.js';
 import { JsonBody } from '../errors.js';
 import { route } from '../handler.js';
-import { callActor, param, readJson } from './behavior-call.js';
+import { param, readJson } from './behavior-call.js';
 import type { RouteModule } from './types.js';
 
 export const resourceRoutes: RouteModule = ({ app, config, http, log }) => {
-  const call = (be: string, payload: unknown) => callActor(http, RESOURCES_INBOX, be, payload);
+  const call = (be: string, payload: unknown) => http.call(RESOURCES_INBOX, be, payload);
 
   app.get(
     '/api/v1/resources/usage',

@@ -5,9 +5,10 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import { HttpActor, HTTP_INBOX } from '../../http/actor.js';
+import { HttpActor } from '../../http/actor.js';
 import { createApp } from '../../http/app.js';
 import { route } from '../../http/handler.js';
+import { makeActor } from '../../runtime/component.js';
 import { defaultConfig } from '../../runtime/config.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { silentLogger } from '../../runtime/log.js';
@@ -231,11 +232,12 @@ describe('internal errors and input errors (16)', () => {
     const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) });
     const log = pino({ level: 'error' }, sink);
     const system = new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 16, concurrency: 4 }, replayCapacity: 100 });
-    const http = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), { operator: KeyPair.generate(), allowUnsigned: true, maxPending: 10, maxBroadcastReplies: 10, rootInbox: 'root' });
+    const http = await makeActor(system, HttpActor, { operator: KeyPair.generate(), allowUnsigned: true, maxPending: 10, maxBroadcastReplies: 10, rootInbox: 'root' });
+    await http.start();
     const boom = () => {
       throw new Error('disk /secret/path is on fire');
     };
-    const app = createApp({ config: defaultConfig(), system, http, log, routes: [({ app }) => app.get('/boom', route(log, boom))] });
+    const app = createApp({ config: defaultConfig(), system, http: http.api, log, routes: [({ app }) => app.get('/boom', route(log, boom))] });
     const res = await app.fetch(new Request('http://localhost/boom'));
     expect(res.status).toBe(500);
     const body = await res.json();

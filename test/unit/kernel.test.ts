@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { HttpActor, HTTP_INBOX } from '../../http/actor.js';
+import { HttpActor } from '../../http/actor.js';
 import { createApp } from '../../http/app.js';
 import { BehaviorRegistry, replyWaiter } from '../../runtime/behavior.js';
+import { makeActor } from '../../runtime/component.js';
 import { defaultConfig } from '../../runtime/config.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { DmsError } from '../../runtime/errors.js';
@@ -216,14 +217,15 @@ describe('HTTP actor before the node is initialized', () => {
     const system = newSystem();
     const config = defaultConfig();
     const operator = KeyPair.generate();
-    const http = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
+    const http = await makeActor(system, HttpActor, {
       operator,
       allowUnsigned: true,
       maxPending: 10,
       maxBroadcastReplies: 10,
       rootInbox: 'root',
     });
-    const app = createApp({ config, system, http, log: silentLogger() });
+    await http.start();
+    const app = createApp({ config, system, http: http.api, log: silentLogger() });
     const res = await app.fetch(new Request('http://localhost/api/v1/actor/handle'));
     expect(res.status).toBe(500);
     expect(await res.json()).toEqual({ error: 'node is not initialized' });
