@@ -1,10 +1,11 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { NODE_VERSION, spawnRootActor, ROOT_INBOX } from '../actors/node.js';
-import { spawnDiscoveryActor } from '../actors/discovery.js';
+import { Discovery } from '../actors/discovery.js';
 import { HttpActor, HTTP_INBOX } from '../http/actor.js';
 import { createApp } from '../http/app.js';
 import { listen, type Listening } from '../http/server.js';
+import { type Component, makeActor } from '../runtime/component.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
 import { writeJsonAtomic } from '../runtime/files.js';
@@ -39,6 +40,7 @@ export class DmsNode {
     readonly home: string,
     private readonly log: Logger,
     private readonly jobs: Jobs,
+    private readonly discovery: Component,
   ) {}
 
   get url(): string {
@@ -94,12 +96,20 @@ export class DmsNode {
     }
     // After the jobs component, whose executors the node's profile names. Peers that connected
     // meanwhile are greeted when it starts.
-    spawnDiscoveryActor(system, {
-      network: transport,
-      bootstrap: config.network.BootstrapPeers,
-      aliases: [root],
-      profile: { version: NODE_VERSION, executors: jobs.executors.names(), fallbackName: config.general.name || hostname() },
-    });
+    let discovery: Component;
+    try {
+      discovery = await makeActor(system, Discovery, {
+        network: transport,
+        bootstrap: config.network.BootstrapPeers,
+        aliases: [root],
+        profile: { version: NODE_VERSION, executors: jobs.executors.names(), fallbackName: config.general.name || hostname() },
+      });
+      await discovery.start();
+    } catch (e) {
+      await jobs.stop();
+      await system.stop();
+      throw e;
+    }
     const httpActor = new HttpActor(system, system.spawn({ inbox: HTTP_INBOX }), {
       operator: keys.operator,
       allowUnsigned: allowsUnsigned(config),
@@ -119,11 +129,12 @@ export class DmsNode {
     try {
       http = await listen(app, config);
     } catch (e) {
+      await discovery.stop();
       await jobs.stop();
       await system.stop();
       throw e;
     }
-    const node = new DmsNode(system, http, config, opts.home, log, jobs);
+    const node = new DmsNode(system, http, config, opts.home, log, jobs, discovery);
     node.writeRuntimeInfo();
     log.info({ url: http.url, did: keys.node.did, peer_id: system.host, operator: keys.operator.did }, 'node started');
     return node;
@@ -146,6 +157,8 @@ export class DmsNode {
   async stop(): Promise<void> {
     this.log.info('node stopping');
     await this.http.close();
+    // Its peer machines hold timers (redial, hello retry) that would outlive the node.
+    await this.discovery.stop();
     await this.jobs.stop();
     await this.system.stop();
     closeSecurity(this.system);
