@@ -167,10 +167,10 @@ function createDiscovery({ actor, system, log, deps, machine }: ActorContext<Dis
       greeted: ({ context }) => void profiles.refresh(context.peer),
       helloFailed: ({ context }, { error, final }) =>
         log.debug({ peer: context.peer, attempt: context.helloAttempts, final, err: errorText(error) }, 'hello exchange failed'),
-      dialFailed: ({ context }, { error, failures, retryMs }) =>
+      dialFailed: ({ context: { peer, addresses, failures, retryMs } }, { error }) =>
         // Warn once per outage: an operator should learn the node is cut off, not every 30 s.
         log[failures === 1 ? 'warn' : 'debug'](
-          { peer: context.peer, addresses: context.addresses, failures, retryMs, err: errorText(error) },
+          { peer, addresses, failures, retryMs, err: errorText(error) },
           'bootstrap peer unreachable; will redial',
         ),
       lost: ({ context }) => profiles.forget(context.peer),

@@ -84,7 +84,8 @@ export const peerMachine = setup({
   actions: {
     greeted: (_, _params: { did: string }) => {},
     helloFailed: (_, _params: { error: unknown; final: boolean }) => {},
-    dialFailed: (_, _params: { error: unknown; failures: number; retryMs: number }) => {},
+    /** Runs after the failure is counted: the context has the new `failures` and `retryMs`. */
+    dialFailed: (_, _params: { error: unknown }) => {},
     lost: () => {},
   },
   guards: {
@@ -112,7 +113,7 @@ export const peerMachine = setup({
           target: 'backoff',
           actions: [
             assign(({ context }) => ({ failures: context.failures + 1, retryMs: redialDelay(context.limits, context.failures + 1) })),
-            { type: 'dialFailed', params: ({ context, event }) => ({ error: event.error, failures: context.failures, retryMs: context.retryMs }) },
+            { type: 'dialFailed', params: ({ event }) => ({ error: event.error }) },
           ],
         },
       },
