@@ -4,16 +4,14 @@
  * effects (the dial, the hello exchange, logging) through `provide`, so the rules read here
  * in one place and run in tests without a network.
  *
- *             ┌──────────── connected (libp2p dialled first) ────────────┐
- *   (bootstrap peer)                                                       ▼
- *   dialing ──dialled──▶ connected: hello ──answered──▶ greeted
- *     ▲   │                 │  │ no answer, attempts left ─▶ helloRetry ──after──▶ hello
- *     │   │ failed          │  └ last attempt, not a DMS node, wrong DID ─▶ ungreeted
- *     │   ▼                 │
- *     └─ backoff ◀──────────┼──── reconnecting ◀── disconnected (a bootstrap peer)
- *      (after: capped,      │   (libp2p redials it; its
- *       doubling delay)     │    give-up = redialFailed)
- *                           └── disconnected (any other peer) ──▶ gone (final)
+ *   new (left at once) ─▶ dialing (a bootstrap peer) | connected (any other: it connected)
+ *   dialing       ─dialled, or connected─▶ connected      ─failed─▶ backoff
+ *   backoff       ─after: redial delay (doubling, capped)─▶ dialing   ─connected─▶ connected
+ *   connected     ─disconnected─▶ reconnecting (a bootstrap peer) | gone (any other; final)
+ *     hello       ─answered─▶ greeted   ─refused─▶ ungreeted
+ *                 ─no answer─▶ helloRetry (attempts left) | ungreeted
+ *     helloRetry  ─after: attempt × helloRetryMs─▶ hello
+ *   reconnecting  ─connected─▶ connected   ─redialFailed (libp2p gave up)─▶ backoff
  *
  * Only bootstrap peers are dialled, and only where libp2p does not: it dials them at start
  * and redials them after a loss (they carry its keep-alive tag, runtime/network/host.ts), but
