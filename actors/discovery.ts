@@ -252,7 +252,10 @@ function createDiscovery({ actor, system, log, deps, machine }: ActorContext<Dis
       name: DiscoveryBehaviors.describe,
       payload: DescribePayload,
       description: "this node's published profile: name, location, addresses, onboarded and free resources, executors, version",
-      handle: (): Promise<NodeProfile> => describeSelf(actor, source),
+      // Asked through the actor running the handler (root, for the alias): its reply waiters
+      // stay until its own mailbox drains. Discovery's are dropped when discovery stops, and a
+      // handler on root waiting on one would hold root's stop for ever.
+      handle: ({ actor: running }): Promise<NodeProfile> => describeSelf(running, source),
     }),
     defineBehavior({
       name: DiscoveryBehaviors.peersSelf,

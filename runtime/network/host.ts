@@ -29,9 +29,10 @@ const GOSSIP_DEFAULT_RPC_BYTES = 4 * 1024 * 1024;
 export const BOOTSTRAP_TAG = `${KEEP_ALIVE}-dms-bootstrap`;
 export const BOOTSTRAP_TAG_VALUE = 50;
 /**
- * libp2p's redial of a lost keep-alive peer: attempts 1, 2, 4, 8 and 16 s after the loss
- * (about 30 s in all), then it drops the tag and reports `peer:reconnect-failure`, from which
- * discovery's peer machine redials with its own capped backoff.
+ * libp2p's redial of a lost keep-alive peer: a dial at once, then five more after waits of 1,
+ * 2, 4, 8 and 16 s (about 30 s in all); then it drops the tag and reports
+ * `peer:reconnect-failure`, from which discovery's peer machine redials with its own capped
+ * backoff (actors/peer-machine.ts).
  */
 const RECONNECT = { reconnectRetries: 5, reconnectRetryInterval: 1_000, reconnectBackoffFactor: 2 };
 

@@ -2,7 +2,11 @@
 // says hello, how it takes a bootstrap peer back from libp2p, and the redial delays.
 import { describe, expect, it } from 'vitest';
 import { Discovery, type DiscoveryDeps, type PeerNetwork } from '../../actors/discovery.js';
+import { spawnRootActor } from '../../actors/node.js';
 import { type PeerLimits, redialDelay } from '../../actors/peer-machine.js';
+import { DeviceBehaviors, RESOURCES_INBOX, ResourceBehaviors } from '../../behaviors/jobs/resources.js';
+import { emptyHandle } from '../../runtime/actor.js';
+import { defineBehavior } from '../../runtime/behavior.js';
 import { makeActor } from '../../runtime/component.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { DmsError } from '../../runtime/errors.js';
@@ -135,5 +139,36 @@ describe('discovery bounds', () => {
     }
     expect(redialDelay(limits, 1, 0)).toBe(750);
     expect(redialDelay(limits, 1, 1)).toBe(1_250);
+  });
+});
+
+describe('discovery stopping', () => {
+  it("a /public/describe still running on root when discovery stops ends, and does not hold root's stop", async () => {
+    const system = new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 16, concurrency: 4 }, replayCapacity: 100 });
+    const root = spawnRootActor(system);
+    // A resource manager that answers only when the test lets it, so the describe is in flight.
+    let asked = 0;
+    let answer!: () => void;
+    const gate = new Promise<void>((resolve) => (answer = resolve));
+    const slow = (name: string) =>
+      defineBehavior({
+        name,
+        handle: async () => {
+          asked++;
+          await gate;
+          return {};
+        },
+      });
+    system.spawn({ inbox: RESOURCES_INBOX, behaviors: [slow(DeviceBehaviors.status), slow(ResourceBehaviors.usage)] });
+    const discovery = await makeActor(system, Discovery, { aliases: [root], profile: { version: '1', executors: [], fallbackName: 'n' } });
+    await discovery.start();
+
+    const client = system.spawn({ inbox: 'client' });
+    const described = client.invoke<{ name: string }>({ ...emptyHandle(), addr: { host: '', inbox: 'root' } }, '/public/describe', {}, { unsigned: true });
+    await waitFor('the describe to reach the resource manager', () => asked === 2);
+    await discovery.stop();
+    answer();
+    expect((await described).payload.name).toBe('n');
+    await system.stop();
   });
 });
