@@ -91,9 +91,7 @@ const DEFAULT_MAX_PEERS = 256;
  */
 export const Discovery = defineActor({
   inbox: DISCOVERY_INBOX,
-  // Handlers wait on the network (ping, connect, peers' profiles) and share no state an await
-  // could expose half-changed: what a peer is lives in its machine, changed only by its events.
-  concurrency: 'node',
+  concurrency: 'node', // handlers wait on the network and share no half-changed state: each peer's is in its machine
   create: createDiscovery,
 });
 

@@ -80,9 +80,11 @@ export const peerMachine = setup({
     hello: fromPromise<HelloOutcome, { peer: string }>(() => Promise.reject(new Error('hello not provided'))),
   },
   actions: {
-    greeted: (_, _params: { did: string }) => {},
+    countFailure: assign(({ context }) => ({ failures: context.failures + 1, retryMs: redialDelay(context.limits, context.failures + 1) })),
+    // Effects, supplied by the discovery actor.
+    greeted: () => {},
     helloFailed: (_, _params: { error: unknown; final: boolean }) => {},
-    /** Runs after the failure is counted: the context has the new `failures` and `retryMs`. */
+    /** Runs after countFailure: the context has the new `failures` and `retryMs`. */
     dialFailed: (_, _params: { error: unknown }) => {},
     lost: () => {},
   },
@@ -110,7 +112,7 @@ export const peerMachine = setup({
         onError: {
           target: 'backoff',
           actions: [
-            assign(({ context }) => ({ failures: context.failures + 1, retryMs: redialDelay(context.limits, context.failures + 1) })),
+            'countFailure',
             { type: 'dialFailed', params: ({ event }) => ({ error: event.error }) },
           ],
         },
@@ -142,7 +144,7 @@ export const peerMachine = setup({
                 target: 'greeted',
                 actions: [
                   assign({ did: ({ event }) => (event.output as { did: string }).did }),
-                  { type: 'greeted', params: ({ event }) => ({ did: (event.output as { did: string }).did }) },
+                  'greeted',
                 ],
               },
               { target: 'ungreeted', actions: { type: 'helloFailed', params: ({ event }) => ({ error: (event.output as { refused: string }).refused, final: true }) } },
@@ -166,7 +168,10 @@ export const peerMachine = setup({
         connected: 'connected',
         redialFailed: {
           target: 'backoff',
-          actions: assign(({ context }) => ({ failures: context.failures + 1, retryMs: redialDelay(context.limits, context.failures + 1) })),
+          actions: [
+            'countFailure',
+            { type: 'dialFailed', params: { error: 'libp2p gave up redialling it' } },
+          ],
         },
       },
     },
