@@ -1,7 +1,7 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { NODE_VERSION, RootActor, ROOT_INBOX } from '../actors/node.js';
-import { spawnDiscoveryActor } from '../actors/discovery.js';
+import { Discovery } from '../actors/discovery.js';
 import { HttpActor } from '../http/actor.js';
 import { createApp } from '../http/app.js';
 import { listen, type Listening } from '../http/server.js';
@@ -79,8 +79,8 @@ export class DmsNode {
     const jobs = await order.step('jobs', () => startJobs({ system, config, home, log, authority: security.authority }), (j) => j.stop());
     // After the jobs component, whose executors the node's profile names. Peers that connected
     // meanwhile are greeted when it starts.
-    await order.step('discovery', () =>
-      spawnDiscoveryActor(system, {
+    await order.component('discovery', () =>
+      makeActor(system, Discovery, {
         network: transport,
         bootstrap: config.network.BootstrapPeers,
         aliases: [root.actor],

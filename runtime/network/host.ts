@@ -3,7 +3,7 @@ import { bootstrap } from '@libp2p/bootstrap';
 import { privateKeyFromRaw } from '@libp2p/crypto/keys';
 import { gossipsub, type GossipSub } from '@libp2p/gossipsub';
 import { identify, type Identify } from '@libp2p/identify';
-import type { Libp2p, PeerDiscovery } from '@libp2p/interface';
+import { KEEP_ALIVE, type Libp2p, type PeerDiscovery } from '@libp2p/interface';
 import { kadDHT, passthroughMapper, type KadDHT } from '@libp2p/kad-dht';
 import { mdns } from '@libp2p/mdns';
 import { ping, type Ping } from '@libp2p/ping';
@@ -21,13 +21,27 @@ const MDNS_SERVICE_TAG = '_dms._udp.local';
 // gossipsub's own RPC cap; one RPC can carry several messages (IWANT replies), so it must
 // stay well above the envelope limit.
 const GOSSIP_DEFAULT_RPC_BYTES = 4 * 1024 * 1024;
+/**
+ * The peer-store tag on bootstrap peers. Its `keep-alive` prefix is libp2p's own signal: the
+ * connection manager never prunes such a peer's connection and redials it when it is lost
+ * (RECONNECT below); discovery tags the peers it dials back itself the same way.
+ */
+export const BOOTSTRAP_TAG = `${KEEP_ALIVE}-dms-bootstrap`;
+export const BOOTSTRAP_TAG_VALUE = 50;
+/**
+ * libp2p's redial of a lost keep-alive peer: a dial at once, then five more after waits of 1,
+ * 2, 4, 8 and 16 s (about 30 s in all); then it drops the tag and reports
+ * `peer:reconnect-failure`, from which discovery's peer machine redials with its own capped
+ * backoff (actors/peer-machine.ts).
+ */
+const RECONNECT = { reconnectRetries: 5, reconnectRetryInterval: 1_000, reconnectBackoffFactor: 2 };
 
 export interface HostOptions {
   /** The node key: the libp2p identity is this key, so peer id = the node's `addr.host`. */
   keyPair: KeyPair;
   /** Multiaddrs to listen on; default 127.0.0.1 on a free TCP port. */
   listen?: string[];
-  /** Multiaddrs ending in /p2p/<peer id>, dialled once shortly after start. */
+  /** Multiaddrs ending in /p2p/<peer id>, dialled shortly after start and kept connected (BOOTSTRAP_TAG). */
   bootstrap?: string[];
   /** kad-dht protocol id; a private id keeps the DMS DHT apart from the public IPFS one. */
   protocolId?: string;
@@ -94,9 +108,10 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     transports: [tcp()],
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
-    connectionManager: { inboundConnectionThreshold: opts.inboundConnectionThreshold },
+    connectionManager: { inboundConnectionThreshold: opts.inboundConnectionThreshold, ...RECONNECT },
     // libp2p waits 1 s before dialling bootstrap peers by default, which only delays joining.
-    peerDiscovery: opts.bootstrap?.length ? [bootstrap({ list: opts.bootstrap, timeout: 100 })] : [],
+    // Its own tag means nothing to the connection manager; ours keeps the peers connected.
+    peerDiscovery: opts.bootstrap?.length ? [bootstrap({ list: opts.bootstrap, timeout: 100, tagName: BOOTSTRAP_TAG, tagValue: BOOTSTRAP_TAG_VALUE })] : [],
     services,
   });
 

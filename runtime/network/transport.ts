@@ -8,7 +8,7 @@ import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.j
 import { OutboundChannel } from './channel.js';
 import { encodeFrame, frameDecoder, frameText, utf8Length } from './frames.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
-import { createHost, type DmsLibp2p, type HostOptions } from './host.js';
+import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
 
 /** The unicast stream protocol (README "Network"). */
 export const ACTOR_PROTOCOL = '/dms/actor/1.0.0';
@@ -44,6 +44,14 @@ export interface PeerEvent {
 }
 export type PeerHandler = (event: PeerEvent) => void;
 
+export interface ConnectOptions {
+  /**
+   * Tag the peer keep-alive first (the address must end in /p2p/<id>): libp2p then keeps its
+   * connection from being pruned and redials it when it is lost, as it does a bootstrap peer.
+   */
+  keepAlive?: boolean;
+}
+
 export interface TransportStats {
   /** Outbound streams opened on the actor protocol; stays at one per peer while streams live. */
   streamsOpened: number;
@@ -69,6 +77,7 @@ export class Libp2pTransport implements Transport {
   private readonly channels = new Map<string, OutboundChannel>();
   private readonly envelopeHandlers = new Set<EnvelopeHandler>();
   private readonly peerHandlers = new Set<PeerHandler>();
+  private readonly redialHandlers = new Set<(peer: string) => void>();
   private readonly counters: TransportStats = { streamsOpened: 0, envelopesSent: 0, envelopesReceived: 0, dropped: 0 };
   private readonly gossip: GossipValidator;
   private stopped = false;
@@ -111,6 +120,7 @@ export class Libp2pTransport implements Transport {
     });
     node.addEventListener('peer:connect', this.onConnect);
     node.addEventListener('peer:disconnect', this.onDisconnect);
+    node.addEventListener('peer:reconnect-failure', this.onRedialGiveUp);
     node.services.pubsub.addEventListener('gossipsub:message', this.onGossip);
   }
 
@@ -201,13 +211,18 @@ export class Libp2pTransport implements Transport {
     }
   }
 
-  async connect(address: string): Promise<string> {
+  async connect(address: string, opts: ConnectOptions = {}): Promise<string> {
     this.assertRunning();
     let ma: Multiaddr;
     try {
       ma = multiaddr(address);
     } catch (e) {
       throw invalid(`'${address}' is not a multiaddr: ${errorText(e)}`);
+    }
+    if (opts.keepAlive) {
+      const peerId = parsePeerId(ma.getComponents().findLast((c) => c.name === 'p2p')?.value ?? '');
+      if (!peerId) throw invalid(`'${address}' does not end in /p2p/<peer id>: only a known peer can be kept alive`);
+      await this.node.peerStore.merge(peerId, { multiaddrs: [ma], tags: { [BOOTSTRAP_TAG]: { value: BOOTSTRAP_TAG_VALUE } } });
     }
     try {
       const connection = await this.node.dial(ma, { signal: AbortSignal.timeout(this.dialTimeoutMs) });
@@ -229,11 +244,21 @@ export class Libp2pTransport implements Transport {
     return () => this.peerHandlers.delete(handler);
   }
 
+  /**
+   * Adds a handler told when libp2p gave up redialling a lost keep-alive peer (and dropped its
+   * tag): from then on nobody redials it unless the handler does. Returns its removal.
+   */
+  onReconnectFailure(handler: (peer: string) => void): () => void {
+    this.redialHandlers.add(handler);
+    return () => this.redialHandlers.delete(handler);
+  }
+
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.node.removeEventListener('peer:connect', this.onConnect);
     this.node.removeEventListener('peer:disconnect', this.onDisconnect);
+    this.node.removeEventListener('peer:reconnect-failure', this.onRedialGiveUp);
     this.node.services.pubsub.removeEventListener('gossipsub:message', this.onGossip);
     const reason = new DmsError('unavailable', 'the network transport stopped');
     await Promise.all([...this.channels.values()].map((c) => c.close(reason)));
@@ -405,6 +430,17 @@ export class Libp2pTransport implements Transport {
       void channel.close(new DmsError('unroutable', `peer ${peer} disconnected`));
     }
     this.emitPeer({ peer, connected: false });
+  };
+
+  private readonly onRedialGiveUp = (evt: CustomEvent<PeerId>): void => {
+    const peer = evt.detail.toString();
+    for (const handler of this.redialHandlers) {
+      try {
+        handler(peer);
+      } catch (e) {
+        this.log.warn({ peer, err: errorText(e) }, 'reconnect-failure handler threw');
+      }
+    }
   };
 
   private forget(peer: string, channel: OutboundChannel): void {
