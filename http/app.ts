@@ -8,6 +8,7 @@ import { restAuth } from './auth.js';
 import { errorId, errorJson, internalErrorBody, JsonBody, toWebResponse } from './errors.js';
 import { requestGuards } from './guard.js';
 import { actorLimits } from './limits.js';
+import { addOpenApiRoute } from './openapi.js';
 import { RouteTable } from './route-table.js';
 import { actorRoutes } from './routes/actor.js';
 import { devRoutes } from './routes/dev.js';
@@ -24,6 +25,8 @@ export interface AppOptions {
   routes?: RouteModule[];
   /** The home's API keys; required when `auth.api_key_enabled` is on. */
   apiKeys?: ApiKeyStore;
+  /** This node's software version, as the OpenAPI document states it. */
+  version?: string;
 }
 
 export function createApp(opts: AppOptions): H3 {
@@ -69,9 +72,10 @@ export function createApp(opts: AppOptions): H3 {
   const rl = config.rest.rate_limit;
   app.use(actorLimits({ perSecond: rl.per_second, burst: rl.burst, loopback: rl.loopback, maxPendingPerClient: config.rest.max_pending_per_client }));
 
-  // Every route goes through the table, which keeps its documentation.
+  // Every route goes through the table, which keeps its documentation: the OpenAPI document lists them all.
   const table = new RouteTable(app, log, config.rest.body_limit);
   const ctx = { table, app, config, system: opts.system, http: opts.http, log };
   for (const mod of [systemRoutes, actorRoutes, devRoutes, ...(opts.routes ?? [])]) mod(ctx);
+  addOpenApiRoute(table, { version: opts.version ?? 'unknown', auth: { apiKey: auth.api_key_enabled, jwt: Boolean(auth.jwt_secret) } });
   return app;
 }
