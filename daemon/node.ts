@@ -103,7 +103,7 @@ export class DmsNode {
       }),
     );
     const routes = [jobRoutes, resourceRoutes, deviceRoutes];
-    const app = createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys });
+    const app = createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys, version: NODE_VERSION });
     const http = await order.step('rest', () => listen(app, config), (h) => h.close());
     const paths = homePaths(home);
     await order.step(

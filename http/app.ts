@@ -5,9 +5,11 @@ import type { ActorSystem } from '../runtime/system.js';
 import type { HttpApi } from './actor.js';
 import type { ApiKeyStore } from './apikeys.js';
 import { restAuth } from './auth.js';
-import { errorId, internalErrorBody, JsonBody, toWebResponse } from './errors.js';
+import { errorId, errorJson, internalErrorBody, JsonBody, toWebResponse } from './errors.js';
 import { requestGuards } from './guard.js';
 import { actorLimits } from './limits.js';
+import { addOpenApiRoute } from './openapi.js';
+import { RouteTable } from './route-table.js';
 import { actorRoutes } from './routes/actor.js';
 import { devRoutes } from './routes/dev.js';
 import { systemRoutes } from './routes/system.js';
@@ -23,6 +25,8 @@ export interface AppOptions {
   routes?: RouteModule[];
   /** The home's API keys; required when `auth.api_key_enabled` is on. */
   apiKeys?: ApiKeyStore;
+  /** This node's software version, as the OpenAPI document states it. */
+  version?: string;
 }
 
 export function createApp(opts: AppOptions): H3 {
@@ -38,7 +42,7 @@ export function createApp(opts: AppOptions): H3 {
         return toWebResponse(internalErrorBody(id));
       }
       const text = status === 404 ? `no route ${event.req.method} ${event.url.pathname}` : error.message;
-      return toWebResponse(new JsonBody(JSON.stringify({ error: text }), status));
+      return toWebResponse(new JsonBody(errorJson(text), status));
     },
   });
 
@@ -68,7 +72,10 @@ export function createApp(opts: AppOptions): H3 {
   const rl = config.rest.rate_limit;
   app.use(actorLimits({ perSecond: rl.per_second, burst: rl.burst, loopback: rl.loopback, maxPendingPerClient: config.rest.max_pending_per_client }));
 
-  const ctx = { app, config, system: opts.system, http: opts.http, log };
+  // Every route goes through the table, which keeps its documentation: the OpenAPI document lists them all.
+  const table = new RouteTable(app, log, config.rest.body_limit);
+  const ctx = { table, app, config, system: opts.system, http: opts.http, log };
   for (const mod of [systemRoutes, actorRoutes, devRoutes, ...(opts.routes ?? [])]) mod(ctx);
+  addOpenApiRoute(table, { version: opts.version ?? 'unknown', auth: { apiKey: auth.api_key_enabled, jwt: Boolean(auth.jwt_secret) } });
   return app;
 }

@@ -13,6 +13,9 @@ import { errorBody, toWebResponse } from './errors.js';
 
 const OPEN_PATHS = new Set(['/health', '/api/v1/health']);
 
+/** Paths answered without credentials even when REST auth is on (the OpenAPI document says so of them). */
+export const isOpenPath = (path: string): boolean => OPEN_PATHS.has(path);
+
 /**
  * admin: everything. operator: reads, plus the actor interface and jobs. viewer: reads only.
  * Dev streams show every envelope in the clear, so they are admin-only even though they are GETs.
@@ -143,7 +146,7 @@ export function restAuth(o: RestAuthOptions): Middleware {
   const challenge = [o.apiKeys ? 'ApiKey header="X-API-Key"' : '', secret ? 'Bearer' : ''].filter(Boolean).join(', ');
   return async (event) => {
     const path = event.url.pathname;
-    if (OPEN_PATHS.has(path)) return undefined;
+    if (isOpenPath(path)) return undefined;
     try {
       const p = await authenticate(event, o, jwts, secret);
       if (!roleAllows(p.role, event.req.method, path)) {

@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
+import * as z from 'zod';
 import { DmsError, type ErrorKind } from '../runtime/errors.js';
+
+/** Every REST error body: the OpenAPI document's one error schema (the REST status says the kind). */
+export const ErrorBody = z.object({ error: z.string() }).meta({ title: 'Error', description: 'What went wrong, for a person' });
+export type ErrorBody = z.output<typeof ErrorBody>;
+
+/** An error body as text: what every refusal of a REST request answers. */
+export const errorJson = (error: string): string => JSON.stringify({ error } satisfies ErrorBody);
 
 const STATUS: Record<ErrorKind, number> = {
   invalid: 400,
@@ -31,7 +39,7 @@ export class JsonBody {
 export const errorId = (): string => randomBytes(4).toString('hex');
 
 /** The body of an internal failure: the caller gets an id to quote, never the raw message. */
-export const internalErrorBody = (id: string): JsonBody => new JsonBody(JSON.stringify({ error: `internal error (id ${id})` }), 500);
+export const internalErrorBody = (id: string): JsonBody => new JsonBody(errorJson(`internal error (id ${id})`), 500);
 
 /**
  * Every error body is `{"error": "<text>"}`. A DmsError says what the caller did or what the
@@ -42,7 +50,7 @@ export function errorBody(e: unknown, onInternal?: (e: unknown, id: string) => v
   if (e instanceof DmsError && e.kind !== 'internal') {
     const headers: Record<string, string> = {};
     if (e.retryAfter !== undefined) headers['retry-after'] = String(e.retryAfter);
-    return new JsonBody(JSON.stringify({ error: e.message }), statusFor(e.kind), headers);
+    return new JsonBody(errorJson(e.message), statusFor(e.kind), headers);
   }
   const id = errorId();
   onInternal?.(e, id);

@@ -18,9 +18,9 @@
  */
 import type { H3Event, Middleware } from 'h3';
 import { isLoopback } from '../runtime/config.js';
-import { JsonBody, toWebResponse } from './errors.js';
+import { errorJson, JsonBody, toWebResponse } from './errors.js';
 
-const refuse = (status: number, error: string) => toWebResponse(new JsonBody(JSON.stringify({ error }), status));
+const refuse = (status: number, error: string) => toWebResponse(new JsonBody(errorJson(error), status));
 
 /** Caller-supplied text in an error message: bounded, so a refusal never echoes a whole header. */
 const shown = (text: string) => (text.length > 100 ? `${text.slice(0, 100)}…` : text);

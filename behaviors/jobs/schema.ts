@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { invalid } from '../../runtime/errors.js';
 import { parseSize, SizeError } from '../../runtime/bytes.js';
 import { describeIssues } from '../../runtime/issues.js';
+import { acceptsAlso } from '../input-forms.js';
 import { ImageReferenceSchema } from './image-ref.js';
 
 /**
@@ -33,8 +34,9 @@ const SIZE_FORMS = 'a size: bytes as a whole number, or a string with a unit ("5
  * Bytes: a number is bytes (what clients always sent); a string carries its unit and is read
  * by client/sizes.ts parseSize, the same reader as the CLI's --memory and --storage flags.
  */
-export const SizeSchema = z.preprocess(
-  (value: number | string, ctx) => {
+const bytes = z.int({ error: SIZE_FORMS }).nonnegative({ error: SIZE_FORMS });
+export const SizeSchema = acceptsAlso(
+  z.preprocess((value: number | string, ctx) => {
     if (typeof value !== 'string') return value;
     try {
       return parseSize(value);
@@ -43,39 +45,54 @@ export const SizeSchema = z.preprocess(
       ctx.addIssue({ code: 'custom', message: e.message, input: value });
       return z.NEVER;
     }
-  },
-  z.int({ error: SIZE_FORMS }).nonnegative({ error: SIZE_FORMS }),
+  }, bytes),
+  z.union([bytes, z.string().meta({ description: 'a size with its unit: B, KB…TB (powers of 1000) or KiB…TiB (powers of 1024), e.g. "512MiB"' })]),
 );
 
 /** `{"size": …}`, or the size alone. */
-const sized = () =>
-  z.preprocess(
-    (value: number | string | { size: number | string }) => (typeof value === 'number' || typeof value === 'string' ? { size: value } : value),
-    z.strictObject({ size: SizeSchema }, { error: (issue) => (issue.code === 'invalid_type' ? `${SIZE_FORMS}; or {"size": one of those}` : undefined) }),
+const sized = () => {
+  const canonical = z.strictObject(
+    { size: SizeSchema },
+    { error: (issue) => (issue.code === 'invalid_type' ? `${SIZE_FORMS}; or {"size": one of those}` : undefined) },
   );
+  return acceptsAlso(
+    z.preprocess(
+      (value: number | string | { size: number | string }) => (typeof value === 'number' || typeof value === 'string' ? { size: value } : value),
+      canonical,
+    ),
+    z.union([SizeSchema, canonical]),
+  );
+};
 
 const CORES_FORMS = 'cores as a number (0.5, 2) or {"cores": a number}';
 
+const cores = z.number({ error: CORES_FORMS }).nonnegative();
+const cpuCanonical = z.strictObject({ cores }, { error: (issue) => (issue.code === 'invalid_type' ? CORES_FORMS : undefined) });
 /** `{"cores": …}`, or the number alone. */
-const CpuSchema = z.preprocess(
-  (value: number | { cores: number }) => (typeof value === 'number' ? { cores: value } : value),
-  z.strictObject({ cores: z.number({ error: CORES_FORMS }).nonnegative() }, { error: (issue) => (issue.code === 'invalid_type' ? CORES_FORMS : undefined) }),
+const CpuSchema = acceptsAlso(
+  z.preprocess((value: number | { cores: number }) => (typeof value === 'number' ? { cores: value } : value), cpuCanonical),
+  z.union([cores, cpuCanonical]),
 );
 
 const GPU_FORMS = 'a number of GPUs, or {"count", "model", "vram"}';
 
+const gpuCount = z.int().positive();
+const gpuCanonical = z.strictObject(
+  {
+    count: gpuCount,
+    model: z.string().min(1).optional(),
+    /** Memory of each GPU in bytes, not the sum: a job needing `vram` needs it on every GPU it gets. */
+    vram: SizeSchema.optional(),
+  },
+  { error: (issue) => (issue.code === 'invalid_type' ? GPU_FORMS : undefined) },
+);
 /** `{"count", "model", "vram"}`, or the count alone. */
-export const GpuSpecSchema = z.preprocess(
-  (value: number | { count: number; model?: string; vram?: number | string }) => (typeof value === 'number' ? { count: value } : value),
-  z.strictObject(
-    {
-      count: z.int().positive(),
-      model: z.string().min(1).optional(),
-      /** Memory of each GPU in bytes, not the sum: a job needing `vram` needs it on every GPU it gets. */
-      vram: SizeSchema.optional(),
-    },
-    { error: (issue) => (issue.code === 'invalid_type' ? GPU_FORMS : undefined) },
+export const GpuSpecSchema = acceptsAlso(
+  z.preprocess(
+    (value: number | { count: number; model?: string; vram?: number | string }) => (typeof value === 'number' ? { count: value } : value),
+    gpuCanonical,
   ),
+  z.union([gpuCount, gpuCanonical]),
 );
 
 const resourceFields = {
@@ -123,9 +140,10 @@ const COMMAND_FORMS = 'a string (run as sh -c <string>) or an array of strings';
  * would at a shell prompt (quotes, &&, pipes) without this node splitting it. The image must
  * then have a shell. Empty or left out: the image's own command.
  */
-const CommandSchema = z.preprocess(
-  (value: string | string[]) => (typeof value === 'string' && value !== '' ? ['sh', '-c', value] : value),
-  z.array(z.string({ error: COMMAND_FORMS }), { error: COMMAND_FORMS }),
+const argv = z.array(z.string({ error: COMMAND_FORMS }), { error: COMMAND_FORMS });
+const CommandSchema = acceptsAlso(
+  z.preprocess((value: string | string[]) => (typeof value === 'string' && value !== '' ? ['sh', '-c', value] : value), argv),
+  z.union([z.string().meta({ description: 'run as sh -c <string>' }), argv]),
 );
 
 /** What POST /api/v1/jobs accepts. Unknown fields are rejected so a typo is not silently ignored. */

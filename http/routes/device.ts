@@ -1,23 +1,35 @@
 /** /api/v1/device: this device's status and the operator's settings for it (name, location, onboarded share). */
-import { DeviceSettingsPatchSchema, parseWith } from '../../behaviors/jobs/schema.js';
-import { DeviceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
-import { route } from '../handler.js';
-import { readJson } from './behavior-call.js';
+import { DeviceSettingsPatchSchema, DeviceSettingsSchema } from '../../behaviors/jobs/schema.js';
+import { DeviceBehaviors, DeviceSchema, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
+import { RESOURCE_MANAGER_ANSWERS } from './resources.js';
 import type { RouteModule } from './types.js';
 
-export const deviceRoutes: RouteModule = ({ app, config, http, log }) => {
+export const deviceRoutes: RouteModule = ({ table, http }) => {
   const call = (be: string, payload: unknown) => http.call(RESOURCES_INBOX, be, payload);
 
-  app.get(
-    '/api/v1/device/status',
-    route(log, () => call(DeviceBehaviors.status, {})),
-  );
+  table.add({
+    method: 'GET',
+    path: '/api/v1/device/status',
+    operationId: 'getDeviceStatus',
+    summary: 'This device: its DID, name, status, onboarded share, location and when it was last seen',
+    tags: ['device'],
+    responses: { ...RESOURCE_MANAGER_ANSWERS, 200: { description: 'the Device; status is busy while jobs run', schema: DeviceSchema } },
+    handler: () => call(DeviceBehaviors.status, {}),
+  });
 
-  app.put(
-    '/api/v1/device/config',
-    route(log, async (event) => {
-      const patch = parseWith(DeviceSettingsPatchSchema, await readJson(event, config.rest.body_limit, 'device settings'), 'device settings');
-      return call(DeviceBehaviors.configure, patch);
-    }),
-  );
+  table.add({
+    method: 'PUT',
+    path: '/api/v1/device/config',
+    operationId: 'configureDevice',
+    summary: "Change the operator's settings for this device",
+    description: 'The body is merged into the settings: fields left out keep their values.',
+    tags: ['device'],
+    body: { schema: DeviceSettingsPatchSchema, what: 'device settings' },
+    responses: {
+      ...RESOURCE_MANAGER_ANSWERS,
+      200: { description: 'the settings after merging the body', schema: DeviceSettingsSchema },
+      400: { description: 'naming every bad field, or a share larger than the machine' },
+    },
+    handler: async (_event, input) => call(DeviceBehaviors.configure, await input.body()),
+  });
 };

@@ -4,34 +4,32 @@
  * polls of /dms/job/logs streamed to the client as server-sent events.
  */
 import { createEventStream, type EventStream, type EventStreamMessage, type H3Event } from 'h3';
+import * as z from 'zod';
 import {
   JobBehaviors,
+  JobEventsReply,
   JobIdSchema,
   type JobListReply,
   LIST_ORDERS,
+  LogChunkSchema,
   LogsReply,
   MAX_LIST_LIMIT,
   MAX_LOGS_LIMIT,
   MAX_LOGS_WAIT_MS,
   ORCHESTRATOR_INBOX,
-  type ListPayload,
 } from '../../behaviors/jobs/jobs.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
-import { type Job, JobSpecSchema, JobStatusSchema, parseWith } from '../../behaviors/jobs/schema.js';
+import { type Job, JobSchema, JobSpecSchema, JobStatusSchema } from '../../behaviors/jobs/schema.js';
 import { principalOf } from '../auth.js';
-import { errorText, invalid } from '../../runtime/errors.js';
-import type { Logger } from '../../runtime/log.js';
+import { errorText } from '../../runtime/errors.js';
 import type { HttpApi } from '../actor.js';
-import { errorBody, JsonBody, toWebResponse } from '../errors.js';
-import { route } from '../handler.js';
-import { param, readJson } from './behavior-call.js';
-
-/** The job id of the path, checked as the behaviors check it: a bad one is a 400, not a refusal from the kernel. */
-const jobIdOf = (event: H3Event): string => parseWith(JobIdSchema, param(event, 'id'), 'job id');
+import { ErrorBody, JsonBody } from '../errors.js';
+import { shown, wholeNumberParam } from '../query.js';
+import type { ResponseDoc } from '../route-table.js';
+import type { RouteModule } from './types.js';
 
 /** The REST `viewer` role reads jobs without their environment values (secrets). */
 const forCaller = (event: H3Event) => (principalOf(event)?.role === 'viewer' ? redactJob : (job: Job) => job);
-import type { RouteModule } from './types.js';
 
 /** How many jobs match a list's filter over all its pages. */
 export const TOTAL_HEADER = 'x-total-count';
@@ -41,107 +39,205 @@ const FOLLOW_POLL_MS = 15_000;
 /** The envelope of a poll outlives its wait, so a reply that comes at the last moment is still taken. */
 const FOLLOW_TTL_MS = MAX_LOGS_WAIT_MS + 10_000;
 
-export const jobRoutes: RouteModule = ({ app, config, http, log }) => {
-  const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ORCHESTRATOR_INBOX, be, payload, ttlMs);
+/** The job id of the path, checked as the behaviors check it: a bad one is a 400, not a refusal from the kernel. */
+const jobId = { id: { schema: JobIdSchema, what: 'job id' } };
 
-  app.post(
-    '/api/v1/jobs',
-    route(log, async (event) => {
-      const spec = parseWith(JobSpecSchema, await readJson(event, config.rest.body_limit, 'job spec'), 'job spec');
-      return new JsonBody(JSON.stringify(await call(JobBehaviors.submit, spec)), 201);
-    }),
-  );
+/** `?status=a,b&limit=n&offset=m&order=asc|desc`, each checked: a bad one is a 400 naming it. */
+export const JobListQuery = z.object({
+  status: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (!value) return undefined;
+      const statuses: z.output<typeof JobStatusSchema>[] = [];
+      for (const s of value.split(',')) {
+        const parsed = JobStatusSchema.safeParse(s.trim());
+        if (!parsed.success) {
+          ctx.addIssue({ code: 'custom', message: `status: '${shown(s)}' is not one of ${JobStatusSchema.options.join(', ')}` });
+          return z.NEVER;
+        }
+        statuses.push(parsed.data);
+      }
+      return statuses;
+    })
+    .meta({ description: `only jobs in these statuses, comma-separated: ${JobStatusSchema.options.join(', ')}` }),
+  limit: wholeNumberParam({
+    pattern: /^\d{1,9}$/,
+    min: 1,
+    max: MAX_LIST_LIMIT,
+    message: (raw) => `limit: '${raw}' is not a whole number from 1 to ${MAX_LIST_LIMIT}`,
+    description: `jobs in one page, 1 to ${MAX_LIST_LIMIT} (default 100)`,
+  }).optional(),
+  offset: wholeNumberParam({
+    pattern: /^\d{1,9}$/,
+    min: 0,
+    max: Number.MAX_SAFE_INTEGER,
+    message: (raw) => `offset: '${raw}' is not a whole number`,
+    description: 'jobs to skip: the page after `offset` jobs',
+  }).optional(),
+  order: z
+    .enum(LIST_ORDERS, { error: (iss) => `order: '${shown(iss.input)}' is not ${LIST_ORDERS.join(' or ')}` })
+    .optional()
+    .meta({ description: 'by submission time: desc (newest first, the default) or asc' }),
+});
 
-  app.get(
-    '/api/v1/jobs',
-    route(log, async (event) => {
-      const reply = (await call(JobBehaviors.list, listQuery(event.url.searchParams))) as JobListReply;
-      // The body stays the list the REST contract promises; how many match over all pages is a header.
-      return new JsonBody(JSON.stringify(reply.jobs.map(forCaller(event))), 200, { [TOTAL_HEADER]: String(reply.total) });
-    }),
-  );
-
-  app.get(
-    '/api/v1/jobs/:id',
-    route(log, async (event) => forCaller(event)((await call(JobBehaviors.status, { id: jobIdOf(event) })) as Job)),
-  );
-
-  app.get(
-    '/api/v1/jobs/:id/events',
-    route(log, async (event) => call(JobBehaviors.events, { id: jobIdOf(event) })),
-  );
-
-  // A cancel answers once the run has stopped, which can take the whole stop grace period.
-  const cancelTtlMs = (config.jobs.stop_grace_s + 30) * 1000;
-  app.delete(
-    '/api/v1/jobs/:id',
-    route(log, async (event) => forCaller(event)((await call(JobBehaviors.cancel, { id: jobIdOf(event) }, cancelTtlMs)) as Job)),
-  );
-
-  const output = route(log, (event) => {
-    const { from, limit } = logsQuery(event.url.searchParams) as { from?: number; limit?: number };
-    return call(JobBehaviors.logs, { id: jobIdOf(event), from: from ?? 0, limit });
-  });
-  app.get('/api/v1/jobs/:id/logs', async (event) => {
-    const follow = event.url.searchParams.get('follow');
-    if (follow !== 'true' && follow !== '1') return output(event);
-    return followLogs(event, http, log);
-  });
-};
+const follows = (follow: string | undefined): boolean => follow === 'true' || follow === '1';
 
 /**
  * `?from=<byte offset>&limit=<bytes>`: a page of stored output, from the beginning unless `from`
  * says otherwise; `next` of an answer continues it. A follow may also start at `from=end`.
  */
-function logsQuery(q: URLSearchParams, follow = false): { from?: number | 'end'; limit?: number } {
-  const query: { from?: number | 'end'; limit?: number } = {};
-  const from = q.get('from');
-  if (from === 'end' && follow) query.from = 'end';
-  else if (from !== null) {
-    if (!/^\d{1,15}$/.test(from)) throw invalid(`from: '${from.slice(0, 40)}' is not a byte offset (a whole number${follow ? ', or end' : ''})`);
-    query.from = Number(from);
-  }
-  const limit = q.get('limit');
-  if (limit !== null) {
-    if (!/^\d{1,9}$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_LOGS_LIMIT) {
-      throw invalid(`limit: '${limit.slice(0, 40)}' is not a whole number of bytes from 1 to ${MAX_LOGS_LIMIT}`);
-    }
-    query.limit = Number(limit);
-  }
-  return query;
-}
+export const LogsQuery = z
+  .object({
+    follow: z.string().optional().meta({ description: '`true` or `1`: server-sent events until the job ends, instead of one page' }),
+    from: z
+      .string()
+      .regex(/^(?:\d{1,15}|end)$/, { error: (iss) => `from: '${shown(iss.input)}' is not a byte offset (a whole number, or end when following)` })
+      .transform((s) => (s === 'end' ? ('end' as const) : Number(s)))
+      .optional()
+      .meta({ description: 'byte offset to read from (a `next` of an earlier answer; default 0); when following also `end`, for only what comes next' }),
+    limit: wholeNumberParam({
+      pattern: /^\d{1,9}$/,
+      min: 1,
+      max: MAX_LOGS_LIMIT,
+      message: (raw) => `limit: '${raw}' is not a whole number of bytes from 1 to ${MAX_LOGS_LIMIT}`,
+      description: `bytes of stored output to read at most, 1 to ${MAX_LOGS_LIMIT} (whole chunks: one longer chunk is still given whole)`,
+    }).optional(),
+  })
+  .superRefine((q, ctx) => {
+    if (q.from === 'end' && !follows(q.follow)) ctx.addIssue({ code: 'custom', path: ['from'], message: "from: 'end' is not a byte offset (a whole number); end is for follow=true" });
+  });
 
-/** `?status=a,b&limit=n&offset=m&order=asc|desc`, each checked: a bad one is a 400 naming it. */
-function listQuery(q: URLSearchParams): ListPayload {
-  const query: ListPayload = {};
-  const status = q.get('status');
-  if (status) {
-    query.status = status.split(',').map((s) => {
-      const parsed = JobStatusSchema.safeParse(s.trim());
-      if (!parsed.success) throw invalid(`status: '${s}' is not one of ${JobStatusSchema.options.join(', ')}`);
-      return parsed.data;
-    });
-  }
-  const limit = q.get('limit');
-  if (limit !== null) {
-    if (!/^\d{1,9}$/.test(limit) || Number(limit) < 1 || Number(limit) > MAX_LIST_LIMIT) {
-      throw invalid(`limit: '${limit}' is not a whole number from 1 to ${MAX_LIST_LIMIT}`);
-    }
-    query.limit = Number(limit);
-  }
-  const offset = q.get('offset');
-  if (offset !== null) {
-    if (!/^\d{1,9}$/.test(offset)) throw invalid(`offset: '${offset}' is not a whole number`);
-    query.offset = Number(offset);
-  }
-  const order = q.get('order');
-  if (order !== null) {
-    const known = LIST_ORDERS.find((o) => o === order);
-    if (!known) throw invalid(`order: '${order.slice(0, 40)}' is not ${LIST_ORDERS.join(' or ')}`);
-    query.order = known;
-  }
-  return query;
-}
+/** The server-sent events of a followed job: the JSON `data` of each, by event name. */
+const FollowEvents = {
+  status: LogsReply.pick({ status: true, pending_reason: true }),
+  log: LogChunkSchema,
+  end: LogsReply.pick({ id: true, status: true, exit_code: true, error: true }),
+  error: ErrorBody,
+};
+
+const JOB_ID_ANSWERS: Record<number, ResponseDoc> = {
+  400: { description: 'a malformed job id' },
+  404: { description: 'no job has this id' },
+};
+/** Routes that are envelopes to the orchestrator: what its mailbox and the kernel may answer. */
+const BEHAVIOR_ANSWERS: Record<number, ResponseDoc> = {
+  503: { description: "a bounded queue is full (the orchestrator's mailbox, rest.max_pending)" },
+};
+
+export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
+  const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ORCHESTRATOR_INBOX, be, payload, ttlMs);
+
+  table.add({
+    method: 'POST',
+    path: '/api/v1/jobs',
+    operationId: 'submitJob',
+    summary: 'Submit a job',
+    description: 'Sizes, cores and the command may be written short (`"memory": "512MiB"`, `"cpu": 0.5`, `"command": "echo hi"`); the Job answered has them in their canonical form.',
+    tags: ['jobs'],
+    body: { schema: JobSpecSchema, what: 'job spec', description: 'The job spec; unknown fields are refused.' },
+    responses: {
+      ...BEHAVIOR_ANSWERS,
+      201: { description: 'the new Job, pending', schema: JobSchema },
+      400: { description: 'naming every bad field of the spec and the forms it accepts, or an executor this node lacks' },
+      409: { description: 'a job no known node could ever hold, naming the resource' },
+    },
+    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(JobBehaviors.submit, await input.body())), 201),
+  });
+
+  table.add({
+    method: 'GET',
+    path: '/api/v1/jobs',
+    operationId: 'listJobs',
+    summary: 'List jobs, newest first',
+    tags: ['jobs'],
+    query: JobListQuery,
+    responses: {
+      ...BEHAVIOR_ANSWERS,
+      200: {
+        description: 'one page of Jobs (environment values redacted for the viewer role)',
+        schema: z.array(JobSchema),
+        headers: { 'X-Total-Count': { description: 'how many jobs match the filter over all pages', schema: z.int().nonnegative() } },
+      },
+    },
+    handler: async (event, input) => {
+      const reply = (await call(JobBehaviors.list, input.query())) as JobListReply;
+      // The body stays the list the REST contract promises; how many match over all pages is a header.
+      return new JsonBody(JSON.stringify(reply.jobs.map(forCaller(event))), 200, { [TOTAL_HEADER]: String(reply.total) });
+    },
+  });
+
+  table.add({
+    method: 'GET',
+    path: '/api/v1/jobs/:id',
+    operationId: 'getJob',
+    summary: 'A job',
+    tags: ['jobs'],
+    params: jobId,
+    responses: { ...BEHAVIOR_ANSWERS, ...JOB_ID_ANSWERS, 200: { description: 'the Job (environment values redacted for the viewer role)', schema: JobSchema } },
+    handler: async (event, input) => forCaller(event)((await call(JobBehaviors.status, { id: input.param('id') })) as Job),
+  });
+
+  table.add({
+    method: 'GET',
+    path: '/api/v1/jobs/:id/events',
+    operationId: 'getJobEvents',
+    summary: "A job's history",
+    description: 'Every stored transition, oldest first; `from` is null for the creation and equal to `to` for a change that kept the status (a pending reason, an image pull step).',
+    tags: ['jobs'],
+    params: jobId,
+    responses: { ...BEHAVIOR_ANSWERS, ...JOB_ID_ANSWERS, 200: { description: "the job's transitions", schema: JobEventsReply } },
+    handler: (_event, input) => call(JobBehaviors.events, { id: input.param('id') }),
+  });
+
+  // A cancel answers once the run has stopped, which can take the whole stop grace period.
+  const cancelTtlMs = (config.jobs.stop_grace_s + 30) * 1000;
+  table.add({
+    method: 'DELETE',
+    path: '/api/v1/jobs/:id',
+    operationId: 'cancelJob',
+    summary: 'Cancel a job',
+    description: 'Answers once its run is stopped and gone, which can take jobs.stop_grace_s.',
+    tags: ['jobs'],
+    params: jobId,
+    responses: {
+      ...BEHAVIOR_ANSWERS,
+      ...JOB_ID_ANSWERS,
+      200: { description: 'the Job, failed with error `cancelled`', schema: JobSchema },
+      409: { description: 'the job has already ended' },
+    },
+    handler: async (event, input) => forCaller(event)((await call(JobBehaviors.cancel, { id: input.param('id') }, cancelTtlMs)) as Job),
+  });
+
+  table.add({
+    method: 'GET',
+    path: '/api/v1/jobs/:id/logs',
+    operationId: 'getJobLogs',
+    summary: "A job's output: one page, or followed as server-sent events",
+    description:
+      'A page of stored output from byte offset `from`; its `next` continues it, `more` says more is stored already, `done` that the job ended and all was given. ' +
+      'With `follow`, server-sent events until the job ends: `status` when its status or pending reason changes, `log` for each chunk, then `end`; ' +
+      '`error` if following fails. An unknown job is still a 404, before the stream opens.',
+    tags: ['jobs'],
+    params: jobId,
+    query: LogsQuery,
+    responses: {
+      ...BEHAVIOR_ANSWERS,
+      ...JOB_ID_ANSWERS,
+      200: {
+        description: 'a page of output, or (follow) the stream of events',
+        schema: LogsReply,
+        content: { 'text/event-stream': { description: 'with follow: events status, log, end (and error), each with JSON data', events: FollowEvents } },
+      },
+    },
+    handler: (event, input) => {
+      const query = input.query();
+      const id = input.param('id');
+      if (follows(query.follow)) return followLogs(event, http, id, query);
+      return call(JobBehaviors.logs, { id, from: query.from ?? 0, limit: query.limit });
+    },
+  });
+};
 
 /**
  * Server-sent events until the job ends: `status` when its status or pending reason changes,
@@ -150,38 +246,30 @@ function listQuery(q: URLSearchParams): ListPayload {
  * then `end` with the final job fields.
  * An unknown job is still an ordinary 404, since the first poll happens before the stream opens.
  */
-async function followLogs(event: H3Event, http: HttpApi, log: Logger): Promise<Response | EventStream> {
-  let id: string;
-  let reply: LogsReply;
-  let limit: number | undefined;
+async function followLogs(event: H3Event, http: HttpApi, id: string, query: z.output<typeof LogsQuery>): Promise<EventStream> {
+  const { limit } = query;
   const poll = async (from: number | 'end', wait: number) =>
     LogsReply.parse(await http.call(ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, limit, wait_ms: wait }, FOLLOW_TTL_MS));
-  try {
-    id = jobIdOf(event);
-    const query = logsQuery(event.url.searchParams, true);
-    limit = query.limit;
-    // Each poll reads on from the offset the last one ended at: the output is never read twice.
-    reply = await poll(query.from ?? 0, 0);
-  } catch (e) {
-    return toWebResponse(errorBody(e, (err, id) => log.error({ err, error_id: id, path: event.url.pathname }, 'request failed')));
-  }
+  // Each poll reads on from the offset the last one ended at: the output is never read twice.
+  let reply = await poll(query.from ?? 0, 0);
   const stream = createEventStream(event);
   let open = true;
   stream.onClosed(() => (open = false));
+  const message = <K extends keyof typeof FollowEvents>(name: K, data: z.input<(typeof FollowEvents)[K]>): EventStreamMessage => ({ event: name, data: JSON.stringify(data) });
   void (async () => {
-    let shown = '';
+    let shownState = '';
     try {
       for (;;) {
         const messages: EventStreamMessage[] = [];
         const state = `${reply.status}|${reply.pending_reason ?? ''}`;
-        if (state !== shown) {
-          shown = state;
-          messages.push({ event: 'status', data: JSON.stringify({ status: reply.status, pending_reason: reply.pending_reason }) });
+        if (state !== shownState) {
+          shownState = state;
+          messages.push(message('status', { status: reply.status, pending_reason: reply.pending_reason }));
         }
-        for (const chunk of reply.chunks) messages.push({ event: 'log', data: JSON.stringify(chunk) });
+        for (const chunk of reply.chunks) messages.push(message('log', chunk));
         if (reply.done) {
           const { status, exit_code, error } = reply;
-          messages.push({ event: 'end', data: JSON.stringify({ id: reply.id, status, exit_code, error }) });
+          messages.push(message('end', { id: reply.id, status, exit_code, error }));
         }
         if (messages.length > 0) await stream.push(messages);
         if (reply.done || !open) break;
@@ -189,7 +277,7 @@ async function followLogs(event: H3Event, http: HttpApi, log: Logger): Promise<R
         reply = await poll(reply.next, reply.more ? 0 : FOLLOW_POLL_MS);
       }
     } catch (e) {
-      if (open) await stream.push({ event: 'error', data: JSON.stringify({ error: errorText(e) }) }).catch(() => undefined);
+      if (open) await stream.push(message('error', { error: errorText(e) })).catch(() => undefined);
     } finally {
       await stream.close().catch(() => undefined);
     }

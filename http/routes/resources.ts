@@ -1,41 +1,80 @@
 /** /api/v1/resources/usage and /api/v1/allocations: envelopes to the resource manager's behaviors. */
-import { AllocationRequestSchema, parseWith } from '../../behaviors/jobs/schema.js';
-import { DeallocatePayload, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
-import { invalid } from '../../runtime/errors.js';
+import * as z from 'zod';
+import { AllocationRequestSchema, AllocationSchema } from '../../behaviors/jobs/schema.js';
+import { DeallocatePayload, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { JsonBody } from '../errors.js';
-import { route } from '../handler.js';
-import { param, readJson } from './behavior-call.js';
+import { shown } from '../query.js';
+import type { ResponseDoc } from '../route-table.js';
 import type { RouteModule } from './types.js';
 
-export const resourceRoutes: RouteModule = ({ app, config, http, log }) => {
+/** `?all=true` adds released allocations. */
+export const AllocationListQuery = z.object({
+  all: z
+    .enum(['true', 'false'], { error: (iss) => `all: '${shown(iss.input)}' is not true or false` })
+    .optional()
+    .transform((all) => all === 'true')
+    .meta({ description: 'true: released allocations too' }),
+});
+
+/** Routes that are envelopes to the resource manager: what its mailbox may answer. */
+export const RESOURCE_MANAGER_ANSWERS: Record<number, ResponseDoc> = {
+  503: { description: "a bounded queue is full (the resource manager's mailbox, rest.max_pending)" },
+};
+
+export const resourceRoutes: RouteModule = ({ table, http }) => {
   const call = (be: string, payload: unknown) => http.call(RESOURCES_INBOX, be, payload);
 
-  app.get(
-    '/api/v1/resources/usage',
-    route(log, () => call(ResourceBehaviors.usage, {})),
-  );
+  table.add({
+    method: 'GET',
+    path: '/api/v1/resources/usage',
+    operationId: 'getResourceUsage',
+    summary: "This device's capacity, onboarded share, what is allocated and what is free",
+    tags: ['resources'],
+    responses: { ...RESOURCE_MANAGER_ANSWERS, 200: { description: 'each a ResourceSpec', schema: UsageReply } },
+    handler: () => call(ResourceBehaviors.usage, {}),
+  });
 
-  app.post(
-    '/api/v1/allocations',
-    route(log, async (event) => {
-      const request = parseWith(AllocationRequestSchema, await readJson(event, config.rest.body_limit, 'allocation'), 'allocation');
-      return new JsonBody(JSON.stringify(await call(ResourceBehaviors.allocate, request)), 201);
-    }),
-  );
+  table.add({
+    method: 'POST',
+    path: '/api/v1/allocations',
+    operationId: 'createAllocation',
+    summary: 'Reserve resources',
+    tags: ['resources'],
+    body: { schema: AllocationRequestSchema, what: 'allocation' },
+    responses: {
+      ...RESOURCE_MANAGER_ANSWERS,
+      201: { description: 'the Allocation', schema: AllocationSchema },
+      400: { description: 'naming every bad field of the request' },
+      409: { description: 'naming the resource that is short' },
+    },
+    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(ResourceBehaviors.allocate, await input.body())), 201),
+  });
 
-  // Held allocations; ?all=true adds released ones.
-  app.get(
-    '/api/v1/allocations',
-    route(log, (event) => {
-      const all = event.url.searchParams.get('all');
-      if (all !== null && all !== 'true' && all !== 'false') throw invalid(`all: '${all}' is not true or false`);
-      return call(ResourceBehaviors.allocations, { all: all === 'true' });
-    }),
-  );
+  table.add({
+    method: 'GET',
+    path: '/api/v1/allocations',
+    operationId: 'listAllocations',
+    summary: 'Held allocations (with all=true, released ones too)',
+    tags: ['resources'],
+    query: AllocationListQuery,
+    responses: { ...RESOURCE_MANAGER_ANSWERS, 200: { description: 'the allocations', schema: z.array(AllocationSchema) } },
+    handler: (_event, input) => call(ResourceBehaviors.allocations, { all: input.query().all }),
+  });
 
-  app.delete(
-    '/api/v1/allocations/:id',
+  table.add({
+    method: 'DELETE',
+    path: '/api/v1/allocations/:id',
+    operationId: 'releaseAllocation',
+    summary: 'Release an allocation',
+    tags: ['resources'],
     // Checked as the behavior checks it: a bad id is a 400, not a refusal from the kernel.
-    route(log, (event) => call(ResourceBehaviors.deallocate, { id: parseWith(DeallocatePayload.shape.id, param(event, 'id'), 'allocation id') })),
-  );
+    params: { id: { schema: DeallocatePayload.shape.id, what: 'allocation id' } },
+    responses: {
+      ...RESOURCE_MANAGER_ANSWERS,
+      200: { description: 'the released Allocation', schema: AllocationSchema },
+      400: { description: 'a malformed allocation id' },
+      404: { description: 'no allocation has this id' },
+    },
+    handler: (_event, input) => call(ResourceBehaviors.deallocate, { id: input.param('id') }),
+  });
 };

@@ -3,9 +3,15 @@ import type { Config } from '../../runtime/config.js';
 import type { Logger } from '../../runtime/log.js';
 import type { ActorSystem } from '../../runtime/system.js';
 import type { HttpApi } from '../actor.js';
+import type { RouteTable } from '../route-table.js';
 
-/** What route modules get; each module adds its routes to the app (h3's composable handlers). */
+/**
+ * What route modules get. Each module adds its routes to `table` with their documentation, so
+ * the OpenAPI document lists every one (test/rest/openapi.test.ts checks h3's own list against it).
+ */
 export interface RouteContext {
+  table: RouteTable;
+  /** The h3 app, for what is not a route; a route added here directly is missing from the OpenAPI document. */
   app: H3;
   config: Config;
   system: ActorSystem;

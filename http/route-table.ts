@@ -1,0 +1,148 @@
+/**
+ * The REST routes with their documentation. A route module adds each route here, never to the
+ * h3 app directly: its method, path, summary, the schemas its path parameters, query and body
+ * are checked with, and its answers by status, together with its handler. The table registers
+ * the handler on the app and keeps the list, from which http/openapi.ts writes the OpenAPI
+ * document, so the document lists every route and describes each with the very schemas that
+ * check its requests. Handlers read their input through `input` (below), which parses with
+ * the declared schemas: documentation and validation are one declaration.
+ */
+import type { H3, H3Event } from 'h3';
+import type * as z from 'zod';
+import { parseWith } from '../behaviors/jobs/schema.js';
+import { invalid } from '../runtime/errors.js';
+import type { Logger } from '../runtime/log.js';
+import { readBodyText } from './body.js';
+import { route } from './handler.js';
+import { parseQuery } from './query.js';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** A `:name` of the path: the schema its value is checked with, and what it is in error texts (`invalid job id: …`). */
+export interface ParamDoc<S extends z.ZodType = z.ZodType> {
+  schema: S;
+  what: string;
+}
+
+/** A JSON request body: its schema, and what it is in error texts (`invalid job spec: …`). */
+export interface BodyDoc<S extends z.ZodType = z.ZodType> {
+  schema: S;
+  what: string;
+  description?: string;
+}
+
+/** One answer of a route. */
+export interface ResponseDoc {
+  description: string;
+  /** Its application/json body. An error status without one answers the shared `{"error"}` body (ErrorBody). */
+  schema?: z.ZodType;
+  /**
+   * Bodies of other media types (text/event-stream, text/html): what they carry, and for a
+   * stream of server-sent events the JSON `data` of each event type.
+   */
+  content?: Record<string, { description: string; events?: Record<string, z.ZodType> }>;
+  headers?: Record<string, { description: string; schema: z.ZodType }>;
+}
+
+type Params = Record<string, ParamDoc>;
+type Query = z.ZodType | undefined;
+type Body = BodyDoc | undefined;
+
+/** What a route is, without its handler: what the OpenAPI document is written from. */
+export interface RouteDoc<P extends Params = Params, Q extends Query = Query, B extends Body = Body> {
+  method: Method;
+  /** h3's form: `/api/v1/jobs/:id`. */
+  path: string;
+  /** Unique over the table: the name a generated client gives the call. */
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  params?: P;
+  /** The query parameters as one object schema; each parameter is its first value in the URL. */
+  query?: Q;
+  body?: B;
+  responses: Record<number, ResponseDoc>;
+}
+
+/** A request's input, parsed on demand with the route's declared schemas; each failure is a 400 naming the problem. */
+export interface RouteInput<P extends Params, Q extends Query, B extends Body> {
+  param<K extends keyof P & string>(name: K): z.output<P[K]['schema']>;
+  query(): Q extends z.ZodType ? z.output<Q> : never;
+  body(): Promise<B extends BodyDoc ? z.output<B['schema']> : never>;
+}
+
+export interface RouteDef<P extends Params, Q extends Query, B extends Body> extends RouteDoc<P, Q, B> {
+  /**
+   * What it answers goes through `route()`: a value is sent as JSON, an error as `{"error"}`
+   * with its status; a Response or an h3 response (a stream of server-sent events) as it is.
+   */
+  handler: (event: H3Event, input: RouteInput<P, Q, B>) => unknown;
+}
+
+/** The request body as JSON; 400 when it is not. */
+async function readJson(event: H3Event, limit: number, what: string): Promise<unknown> {
+  const text = await readBodyText(event, limit);
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw invalid(`${what}: the request body is not valid JSON (${(e as Error).message})`);
+  }
+}
+
+/** A route's `:name` parameter, percent-decoded. */
+function param(event: H3Event, name: string): string {
+  const value = (event.context.params as Record<string, string> | undefined)?.[name];
+  if (!value) throw invalid(`missing ${name} in the path`);
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    // A malformed %-escape is the caller's mistake, not the node's failure.
+    throw invalid(`${name} in the path is not valid percent-encoding`);
+  }
+}
+
+const pathParams = (path: string): string[] => [...path.matchAll(/:(\w+)/g)].map((m) => m[1]);
+
+const tables = new WeakMap<H3, RouteTable>();
+
+/** The table of routes an app was built with (createApp). */
+export const routeTableOf = (app: H3): RouteTable | undefined => tables.get(app);
+
+export class RouteTable {
+  readonly #routes: RouteDoc[] = [];
+
+  constructor(
+    private readonly app: H3,
+    private readonly log: Logger,
+    /** Largest request body (rest.body_limit): 413 above it. */
+    private readonly bodyLimit: number,
+  ) {
+    tables.set(app, this);
+  }
+
+  /** Every route added, in order. */
+  get routes(): readonly RouteDoc[] {
+    return this.#routes;
+  }
+
+  add<P extends Params = Record<never, ParamDoc>, Q extends Query = undefined, B extends Body = undefined>(def: RouteDef<P, Q, B>): void {
+    const { handler, ...doc } = def;
+    const where = `${doc.method} ${doc.path}`;
+    const declared = Object.keys(doc.params ?? {}).sort().join(',');
+    if (pathParams(doc.path).sort().join(',') !== declared) throw new Error(`${where}: params must declare exactly the path's :names`);
+    if (this.#routes.some((r) => r.method === doc.method && r.path === doc.path)) throw new Error(`${where} is added twice`);
+    if (this.#routes.some((r) => r.operationId === doc.operationId)) throw new Error(`${where}: operationId ${doc.operationId} is taken`);
+
+    const input = (event: H3Event): RouteInput<P, Q, B> => ({
+      param: <K extends keyof P & string>(name: K) => {
+        const p: P[K] = doc.params![name];
+        return parseWith(p.schema as P[K]['schema'], param(event, name), p.what);
+      },
+      query: () => parseQuery(doc.query!, event) as never,
+      body: async () => parseWith(doc.body!.schema, await readJson(event, this.bodyLimit, doc.body!.what), doc.body!.what) as never,
+    });
+    this.app.on(doc.method, doc.path, route(this.log, (event) => handler(event, input(event))));
+    this.#routes.push(doc as RouteDoc);
+  }
+}

@@ -1,0 +1,87 @@
+// The documented JSON form of an envelope (runtime/wire/envelope-json.ts) against the parser the
+// node really uses (parseEnvelope): both take every wire vector and both refuse malformed ones,
+// so what the OpenAPI document says of /api/v1/actor/* bodies cannot drift from what is read.
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import * as z from 'zod';
+import { EnvelopeJson } from '../../runtime/wire/envelope-json.js';
+import { parseEnvelope, parseJsonLossless } from '../../runtime/wire/envelope.js';
+
+interface Vectors {
+  cases: { name: string; wire_json: string }[];
+  must_fail: { name: string; wire_json: string }[];
+}
+const vectors: Vectors = JSON.parse(readFileSync(new URL('../fixtures/wire-vectors.json', import.meta.url), 'utf8'));
+
+const accepts = (text: string) => EnvelopeJson.safeParse(parseJsonLossless(text)).success;
+
+describe('EnvelopeJson accepts what parseEnvelope reads', () => {
+  // must_fail vectors are well-formed: they fail signature checks, not parsing.
+  for (const c of [...vectors.cases, ...vectors.must_fail]) {
+    it(c.name, () => {
+      expect(() => parseEnvelope(c.wire_json)).not.toThrow();
+      expect(accepts(c.wire_json)).toBe(true);
+    });
+  }
+
+  it('an unsigned envelope, empty sig and cap, null members and an unpadded payload', () => {
+    const base = JSON.parse(vectors.cases[0].wire_json);
+    for (const env of [
+      { ...base, sig: undefined },
+      { ...base, sig: '', cap: '' },
+      { ...base, to: {}, from: { addr: null }, opt: { exp: 1, cont: null, topic: null } },
+      { ...base, msg: 'e30', sig: base.sig.replace(/=+$/, '') },
+    ]) {
+      const text = JSON.stringify(env);
+      expect(() => parseEnvelope(text)).not.toThrow();
+      expect(accepts(text)).toBe(true);
+    }
+  });
+});
+
+describe('EnvelopeJson refuses what parseEnvelope refuses', () => {
+  const base = vectors.cases[0].wire_json;
+  const env = JSON.parse(base);
+  const U64_OVER = '18446744073709551616';
+  const malformed: [string, string][] = [
+    ['be missing', JSON.stringify({ ...env, be: undefined })],
+    ['be empty', JSON.stringify({ ...env, be: '' })],
+    ['to not an object', JSON.stringify({ ...env, to: 'root' })],
+    ['from.addr.inbox a number', JSON.stringify({ ...env, from: { addr: { inbox: 7 } } })],
+    ['nonce negative', base.replace('"nonce":1732000000000000001', '"nonce":-1')],
+    ['nonce above 2^64-1', base.replace('"nonce":1732000000000000001', `"nonce":${U64_OVER}`)],
+    ['nonce a string', base.replace('"nonce":1732000000000000001', '"nonce":"1"')],
+    ['nonce a fraction', base.replace('"nonce":1732000000000000001', '"nonce":1.5')],
+    ['opt.exp missing', JSON.stringify({ ...env, opt: { cont: '/r' } })],
+    ['opt.exp above 2^64-1', base.replace('"exp":1893456000000000000', `"exp":${U64_OVER}`)],
+    ['msg missing', JSON.stringify({ ...env, msg: undefined })],
+    ['msg not base64', JSON.stringify({ ...env, msg: 'e30=!' })],
+    ['msg base64url', JSON.stringify({ ...env, msg: 'e3-_' })],
+    ['cap with a bad length', JSON.stringify({ ...env, cap: 'e' })],
+    ['sig of 63 bytes', JSON.stringify({ ...env, sig: Buffer.alloc(63).toString('base64') })],
+    ['sig of 65 bytes', JSON.stringify({ ...env, sig: Buffer.alloc(65).toString('base64') })],
+    ['sig not base64', JSON.stringify({ ...env, sig: '!'.repeat(88) })],
+  ];
+  for (const [name, text] of malformed) {
+    it(name, () => {
+      expect(() => parseEnvelope(text)).toThrow();
+      expect(accepts(text)).toBe(false);
+    });
+  }
+});
+
+describe('its JSON Schema', () => {
+  const schema = z.toJSONSchema(EnvelopeJson, { target: 'draft-2020-12', unrepresentable: 'any', io: 'input' }) as {
+    properties: Record<string, { type?: string; format?: string; properties?: Record<string, { type?: string; format?: string }> }>;
+    required: string[];
+  };
+
+  it('says nonce and opt.exp are uint64 integers', () => {
+    expect(schema.properties.nonce).toMatchObject({ type: 'integer', format: 'uint64', minimum: 0 });
+    expect(schema.properties.opt.properties!.exp).toMatchObject({ type: 'integer', format: 'uint64', minimum: 0 });
+  });
+
+  it('requires what parseEnvelope requires', () => {
+    expect(schema.required.sort()).toEqual(['be', 'from', 'msg', 'nonce', 'opt', 'to']);
+  });
+});
