@@ -50,6 +50,8 @@ export const DevTransitionEvent = z.object({
   actor: z.string(),
   /** The machine's id: `job`, `executor-run`, `peer`, `actor-lifecycle`… */
   machine: z.string(),
+  /** Which one of its kind, when its owner names it (a job id, a peer id). */
+  instance: z.string().optional(),
   from: z.string(),
   to: z.string(),
   event: z.string(),
@@ -64,11 +66,14 @@ export const DevMailboxEvent = z.object({
   capacity: z.number().int(),
 });
 
+/** An envelope no actor took: no such inbox or behavior, expired while queued, a reply nobody waits for… */
 export const DevDeadLetterEvent = z.object({
   type: z.literal('dead-letter'),
   at,
   behavior: z.string(),
+  from: Address.extend({ did: z.string() }),
   to: Address,
+  nonce: z.string(),
   reason: z.string(),
 });
 

@@ -74,7 +74,7 @@ export function createApp(opts: AppOptions): H3 {
 
   // Every route goes through the table, which keeps its documentation: the OpenAPI document lists them all.
   const table = new RouteTable(app, log, config.rest.body_limit);
-  const ctx = { table, app, config, system: opts.system, http: opts.http, log };
+  const ctx = { table, config, system: opts.system, http: opts.http, log };
   for (const mod of [systemRoutes, actorRoutes, devRoutes, ...(opts.routes ?? [])]) mod(ctx);
   addOpenApiRoute(table, { version: opts.version ?? 'unknown', auth: { apiKey: auth.api_key_enabled, jwt: Boolean(auth.jwt_secret) } });
   return app;

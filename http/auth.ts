@@ -18,11 +18,11 @@ export const isOpenPath = (path: string): boolean => OPEN_PATHS.has(path);
 
 /**
  * admin: everything. operator: reads, plus the actor interface and jobs. viewer: reads only.
- * Dev streams show every envelope in the clear, so they are admin-only even though they are GETs.
+ * The dev stream and page show every envelope in the clear, so they are admin-only even though they are GETs.
  */
 export function roleAllows(role: Role, method: string, path: string): boolean {
   if (role === 'admin') return true;
-  if (path.startsWith('/api/v1/dev/')) return false;
+  if (path.startsWith('/api/v1/dev/') || path === '/dev') return false;
   if (method === 'GET' || method === 'HEAD') return true;
   if (role !== 'operator') return false;
   return path.startsWith('/api/v1/actor/') || path === '/api/v1/jobs' || path.startsWith('/api/v1/jobs/');

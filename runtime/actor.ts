@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { type AddOptions, type Behavior, BehaviorRegistry, isReplyWaiter, notWaiting, replyWaiter } from './behavior.js';
+import { type AddOptions, type Behavior, BehaviorRegistry, isReplyWaiter, notWaiting, replySentAt, replyWaiter } from './behavior.js';
 import { signEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
 import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid, notFound } from './errors.js';
 import { createLifecycle, type LifecycleState } from './lifecycle.js';
 import { Mailbox, type MailboxOptions } from './mailbox.js';
-import type { ActorSystem } from './system.js';
+import type { ActorSystem, Verification } from './system.js';
 import { msToNs, nextNonce, nowNs, isExpired } from './time.js';
 import { decodePayload, describeIssues, emptyHandle, encodePayload, type Envelope, type Handle } from './wire/envelope.js';
 
@@ -57,6 +57,8 @@ interface Delivery {
   inbox: Inbox;
   /** A reply the kernel routed (Actor.reply, refusals): only a reply waiter may take it. */
   reply: boolean;
+  /** How the kernel found it trustworthy where it entered (for observers). */
+  verified?: Verification;
 }
 
 const DEFAULT_TTL_MS = 30_000;
@@ -91,6 +93,11 @@ export class Actor {
 
   get name(): string {
     return this.options.inbox;
+  }
+
+  /** Envelopes waiting or in progress, and how many the mailbox holds before it refuses. */
+  get load(): { depth: number; capacity: number } {
+    return { depth: this.mailbox.size, capacity: this.mailbox.options.capacity };
   }
 
   start(): void {
@@ -133,13 +140,17 @@ export class Actor {
   // --- receiving -------------------------------------------------------------------------
 
   /** Queues a delivery; throws when the actor is not running or its mailbox is full. */
-  deliver(env: Envelope, inbox: Inbox = this.primary, reply = false): void {
+  deliver(env: Envelope, inbox: Inbox = this.primary, reply = false, verified?: Verification): void {
     if (this.state !== 'running') throw new DmsError('unavailable', `actor ${this.name} is ${this.state}`);
-    this.mailbox.post({ env, inbox, reply });
+    this.mailbox.post({ env, inbox, reply, verified });
   }
 
-  private async dispatch({ env, inbox, reply }: Delivery): Promise<void> {
-    this.system.emit({ type: 'deliver', actor: inbox.name, env });
+  private async dispatch({ env, inbox, reply, verified }: Delivery): Promise<void> {
+    if (this.system.events.observed) {
+      const sentAt = replySentAt(inbox.behaviors.get(env.be));
+      const replyMs = sentAt === undefined ? undefined : Math.round((performance.now() - sentAt) * 100) / 100;
+      this.system.emit({ type: 'deliver', actor: inbox.name, env, verified, replyMs });
+    }
     if (isExpired(env.opt.exp)) {
       this.system.deadLetter(env, 'expired while queued');
       return;

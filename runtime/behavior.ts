@@ -54,8 +54,14 @@ const REPLY_WAITER = Symbol('dms.replyWaiter');
  */
 export function replyWaiter(cont: string, take: (env: Envelope) => void): Behavior<Uint8Array, void> {
   const waiter: Behavior<Uint8Array, void> = { name: cont, capability: '', noReply: true, raw: true, handle: ({ env }) => take(env) };
-  return Object.assign(waiter, { [REPLY_WAITER]: true });
+  // When the request was sent (performance.now()): observers see how long its reply took.
+  return Object.assign(waiter, { [REPLY_WAITER]: true, [SENT_AT]: performance.now() });
 }
+
+const SENT_AT = Symbol('dms.replySentAt');
+
+/** When the request a reply waiter waits for was sent (performance.now()); undefined for any other behavior. */
+export const replySentAt = (b: Behavior<any, any> | undefined): number | undefined => (b as { [SENT_AT]?: number } | undefined)?.[SENT_AT];
 
 /** Whether `b` waits for replies (made by `replyWaiter`), as opposed to an ordinary behavior. */
 export const isReplyWaiter = (b: Behavior<any, any>): boolean => (b as { [REPLY_WAITER]?: boolean })[REPLY_WAITER] === true;

@@ -15,12 +15,30 @@ import { encodePayload, type Envelope, isBroadcast } from './wire/envelope.js';
 
 /** Everything observable about the system, for dev-mode streams. */
 export type SystemEvent =
-  | { type: 'deliver'; actor: string; env: Envelope }
-  | { type: 'route'; env: Envelope; origin: Origin['kind'] }
+  /**
+   * An actor's mailbox took an envelope up: how it was found trustworthy where it entered the
+   * node, and for a reply to an invoke or broadcast, how long after the request it came.
+   */
+  | { type: 'deliver'; actor: string; env: Envelope; verified?: Verification; replyMs?: number }
+  /** An actor of this node sent an envelope (to this node, another, or a topic). */
+  | { type: 'send'; actor: string; env: Envelope }
   | { type: 'dead-letter'; env: Envelope; reason: string }
   | { type: 'lifecycle'; actor: string; state: string }
   /** A state machine owned by `actor` moved from one state to another on `event`. */
-  | { type: 'transition'; actor: string; machine: string; from: string; to: string; event: string };
+  | { type: 'transition'; actor: string; machine: string; instance?: string; from: string; to: string; event: string };
+
+/**
+ * How an envelope was found trustworthy: its signature checked where it entered (`signature`),
+ * by the gossip topic validator (`validator`), signed by this node for a trusted local REST
+ * caller (`node`), or sent by an actor of this node (`local`).
+ */
+export type Verification = 'signature' | 'validator' | 'node' | 'local';
+
+function verificationOf(origin: Origin): Verification {
+  if (origin.kind === 'local') return 'local';
+  if (origin.kind === 'rest') return origin.trusted ? 'node' : 'signature';
+  return origin.arrival.signatureVerified ? 'validator' : 'signature';
+}
 
 /** Who handed the system an envelope. Local actors' own envelopes skip verification. */
 export type Origin =
@@ -41,6 +59,8 @@ export type SenderTrust = (env: Envelope) => boolean;
  */
 export interface RouteOptions {
   reply?: boolean;
+  /** How it was found trustworthy (for observers); set by `route` from the origin. */
+  verified?: Verification;
 }
 
 export interface SystemOptions {
@@ -80,6 +100,8 @@ export class ActorSystem {
   private readonly machineOwners = new Map<string, string>();
   /** Each live machine's last state, by session id: the `from` of its next transition. */
   private readonly machineStates = new Map<string, string>();
+  /** The name its owner gave a machine (`id`: a job id, a peer id), by session id. */
+  private readonly machineNames = new Map<string, string>();
 
   constructor(opts: SystemOptions) {
     this.key = opts.key;
@@ -119,6 +141,7 @@ export class ActorSystem {
   machine<L extends AnyActorLogic>(owner: string, logic: L, options: MachineOptions<L> = {} as MachineOptions<L>): MachineActor<L> {
     const ref = createActor(logic, { ...options, inspect: this.inspect });
     this.machineOwners.set(ref.sessionId, owner);
+    if (options.id) this.machineNames.set(ref.sessionId, options.id);
     return ref;
   }
 
@@ -132,9 +155,11 @@ export class ActorSystem {
     const to = typeof snapshot.value === 'string' ? snapshot.value : JSON.stringify(snapshot.value);
     const from = this.machineStates.get(id);
     const owner = this.machineOwners.get(ev.rootId) ?? 'unknown';
+    const instance = this.machineNames.get(id);
     if (snapshot.status === 'active') this.machineStates.set(id, to);
     else {
       this.machineStates.delete(id);
+      this.machineNames.delete(id);
       if (ev.rootId === id) this.machineOwners.delete(id);
     }
     if (from === to || !this.events.observed) return;
@@ -142,6 +167,7 @@ export class ActorSystem {
       type: 'transition',
       actor: owner,
       machine: snapshot.machine?.id ?? (ev.actorRef as { id?: string }).id ?? 'machine',
+      ...(instance === undefined ? {} : { instance }),
       from: from ?? '(start)',
       to,
       event: ev.event.type,
@@ -269,10 +295,10 @@ export class ActorSystem {
 
   /** Delivers a checked envelope: locally, to its remote host, or to every subscriber of its topic. */
   async route(env: Envelope, origin: Origin = { kind: 'local' }, opts: RouteOptions = {}): Promise<void> {
-    this.emit({ type: 'route', env, origin: origin.kind });
+    if (this.events.observed && origin.kind === 'local') this.emit({ type: 'send', actor: env.from.addr.inbox, env });
     if (isBroadcast(env)) return this.broadcast(env, origin);
     const host = env.to.addr.host;
-    if (host === '' || host === this.host) return this.deliverLocal(env, opts);
+    if (host === '' || host === this.host) return this.deliverLocal(env, { ...opts, verified: verificationOf(origin) });
     if (!isPeerId(host)) throw invalid(`to.addr.host '${host.slice(0, 80)}' is not a peer id`);
     if (!this.transport) throw new DmsError('unroutable', `cannot reach host ${host}: the network is not running on this node`);
     await this.transport.send(env);
@@ -293,20 +319,26 @@ export class ActorSystem {
       this.deadLetter(env, notWaiting(inbox.name, env.be));
       return;
     }
-    inbox.actor.deliver(env, inbox, opts.reply);
+    inbox.actor.deliver(env, inbox, opts.reply, opts.verified);
   }
 
   private async broadcast(env: Envelope, origin: Origin): Promise<void> {
     const topic = env.opt.topic;
     if (!topic) throw invalid('opt.topic is required for a broadcast');
+    const verified = verificationOf(origin);
+    let taken = false;
     for (const inbox of this.topics.get(topic) ?? []) {
       if (!inbox.behaviors.has(env.be)) continue;
+      taken = true;
       try {
-        inbox.actor.deliver(env, inbox);
+        inbox.actor.deliver(env, inbox, false, verified);
       } catch (e) {
         this.deadLetter(env, errorText(e));
       }
     }
+    // One that came from elsewhere and no actor here takes is a dead letter; one that starts
+    // here is meant for the other nodes as much as for this one.
+    if (!taken && origin.kind !== 'local') this.deadLetter(env, `no actor here on topic ${topic} has behavior ${env.be}`);
     // Gossip propagates on its own; only envelopes that start here are published.
     if (this.transport && origin.kind !== 'network') await this.transport.publish(env);
   }

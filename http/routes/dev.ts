@@ -1,58 +1,162 @@
-import { createEventStream } from 'h3';
-import { filter } from 'rxjs';
-import type { SystemEvent } from '../../runtime/system.js';
-import { encodeEnvelope, type Envelope } from '../../runtime/wire/envelope.js';
-import { errorBody, toWebResponse } from '../errors.js';
+/**
+ * Dev mode (`dms start --dev`, `general.debug`): `GET /api/v1/dev/stream` streams what the
+ * node's actors do as server-sent events (`event: dms`, one DevEvent each, behaviors/dev.ts):
+ * every envelope in and out of every actor, every state machine transition, mailbox depth
+ * samples, dead letters and lifecycle changes. Outside dev mode the route does not exist (404).
+ *
+ * A watcher never slows the actors: the kernel only builds events while someone watches, and
+ * a watcher that falls behind loses events, which the stream then reports as `dropped`.
+ */
+import { createHash } from 'node:crypto';
+import { createEventStream, type H3Event } from 'h3';
+import { DEV_STREAM_PATH, DevEvent, type DevStreamFilters, DevStreamQuery, matchesFilters } from '../../behaviors/dev.js';
 import { DmsError } from '../../runtime/errors.js';
+import type { ActorSystem, SystemEvent } from '../../runtime/system.js';
+import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
+import { DEV_PAGE, DEV_PAGE_PATH } from '../dev-page.js';
 import type { RouteModule } from './types.js';
 
-/** Events a slow watcher may lag behind before the stream reports drops instead of buffering. */
+/** Events a slow watcher may lag behind before the stream drops instead of buffering. */
 const MAX_IN_FLIGHT = 1000;
+/** How often each actor's mailbox depth is sampled while someone watches. */
+const MAILBOX_SAMPLE_MS = 1000;
 
-function describeEnvelope(env: Envelope): unknown {
-  return JSON.parse(encodeEnvelope({ ...env, nonce: 0n, opt: { ...env.opt, exp: 0n } }), (k, v) => v) as object;
+/** What the page may do: run its own inline script and style, read this node, be framed by nobody. */
+const DEV_PAGE_CSP = [
+  "default-src 'none'",
+  `script-src '${hashOf(/<script>([\s\S]*)<\/script>/)}'`,
+  `style-src '${hashOf(/<style>([\s\S]*)<\/style>/)}'`,
+  "connect-src 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+function hashOf(part: RegExp): string {
+  return `sha256-${createHash('sha256').update(part.exec(DEV_PAGE)![1], 'utf8').digest('base64')}`;
 }
 
-function toJson(e: SystemEvent): string {
-  const base: Record<string, unknown> = { type: e.type, at: new Date().toISOString() };
-  if ('actor' in e) base.actor = e.actor;
-  if ('state' in e) base.state = e.state;
-  if ('reason' in e) base.reason = e.reason;
-  if ('origin' in e) base.origin = e.origin;
-  if ('env' in e) {
-    // uint64 fields as strings: watchers are browsers and scripts that parse with JSON.parse.
-    base.envelope = { ...(describeEnvelope(e.env) as object), nonce: String(e.env.nonce), exp: String(e.env.opt.exp) };
-  }
-  return JSON.stringify(base);
-}
+const devModeOff = (path: string) => new DmsError('not_found', `no route GET ${path}: dev mode is off (start the node with --dev)`);
 
-/**
- * Dev mode: `GET /api/v1/dev/events` streams every envelope routed and delivered, every
- * dead letter and every actor lifecycle change as server-sent events. Filters: `?type=`
- * (deliver, route, dead-letter, lifecycle; comma-separated) and `?actor=`.
- */
-export const devRoutes: RouteModule = ({ app, config, system }) => {
-  app.get('/api/v1/dev/events', (event) => {
-    if (!config.general.debug) return toWebResponse(errorBody(new DmsError('forbidden', 'dev streams are available in debug mode only')));
-    const types = event.url.searchParams.get('type')?.split(',').filter(Boolean);
-    const actor = event.url.searchParams.get('actor');
-    const stream = createEventStream(event);
-    let inFlight = 0;
-    let dropped = 0;
-    const sub = system.events
-      .pipe(filter((e) => (!types || types.includes(e.type)) && (!actor || ('actor' in e && e.actor === actor))))
-      .subscribe((e) => {
-        if (inFlight >= MAX_IN_FLIGHT) {
-          dropped++;
-          return;
-        }
-        inFlight++;
-        const data = dropped ? JSON.stringify({ type: 'dropped', count: dropped }) : toJson(e);
-        dropped = 0;
-        stream.push({ event: 'dms', data }).finally(() => inFlight--);
+export const devRoutes: RouteModule = ({ table, config, system }) => {
+  table.add({
+    method: 'GET',
+    path: DEV_PAGE_PATH,
+    operationId: 'getDevPage',
+    summary: 'The dev page: actors, live messages, state timelines',
+    description: 'Dev mode only (`dms start --dev`); reads the dev stream from the browser. Admin role.',
+    tags: ['dev'],
+    responses: {
+      200: { description: 'the page', content: { 'text/html': { description: 'one self-contained HTML document' } } },
+      404: { description: 'dev mode is off' },
+    },
+    handler: () => {
+      if (!config.general.debug) throw devModeOff(DEV_PAGE_PATH);
+      return new Response(DEV_PAGE, {
+        headers: { 'content-type': 'text/html; charset=utf-8', 'content-security-policy': DEV_PAGE_CSP, 'x-content-type-options': 'nosniff', 'cache-control': 'no-store' },
       });
-    stream.onClosed(() => sub.unsubscribe());
-    stream.pushComment('dms dev events').catch(() => {});
-    return stream;
+    },
+  });
+
+  table.add({
+    method: 'GET',
+    path: DEV_STREAM_PATH,
+    operationId: 'watchDevStream',
+    summary: "Every envelope, state transition and mailbox depth of the node's actors, live",
+    description:
+      'Dev mode only. Filters take comma-separated lists; an event passes when every filter given matches. Payloads appear only when the node runs with `--dev-payloads`. A watcher that falls behind is sent `dropped` with the count it missed. Admin role.',
+    tags: ['dev'],
+    query: DevStreamQuery,
+    responses: {
+      200: { description: 'the stream', content: { 'text/event-stream': { description: 'one `dms` event per item, its data a DevEvent', events: { dms: DevEvent } } } },
+      400: { description: 'a filter that is not a list of names, or an unknown event type' },
+      404: { description: 'dev mode is off' },
+    },
+    handler: (event, input) => {
+      if (!config.general.debug) throw devModeOff(DEV_STREAM_PATH);
+      return watch(event, system, input.query(), config.general.dev_payloads);
+    },
   });
 };
+
+function watch(event: H3Event, system: ActorSystem, filters: DevStreamFilters, payloads: boolean) {
+  const stream = createEventStream(event);
+  let inFlight = 0;
+  let dropped = 0;
+  const push = (e: DevEvent) => {
+    inFlight++;
+    stream.push({ event: 'dms', data: JSON.stringify(e) }).finally(() => inFlight--);
+  };
+  const send = (e: DevEvent | null) => {
+    if (!e || !matchesFilters(e, filters)) return;
+    if (inFlight >= MAX_IN_FLIGHT) {
+      dropped++;
+      return;
+    }
+    if (dropped > 0) {
+      push({ type: 'dropped', at: new Date().toISOString(), count: dropped });
+      dropped = 0;
+    }
+    push(e);
+  };
+  const sub = system.events.subscribe((e) => send(devEvent(e, payloads)));
+  const sampler = setInterval(() => {
+    for (const e of mailboxSamples(system)) send(e);
+  }, MAILBOX_SAMPLE_MS);
+  stream.onClosed(() => {
+    clearInterval(sampler);
+    sub.unsubscribe();
+  });
+  // Written once subscribed: a watcher that has read it misses nothing that happens after.
+  stream.pushComment('dms dev stream').catch(() => {});
+  return stream;
+}
+
+function mailboxSamples(system: ActorSystem): DevEvent[] {
+  const at = new Date().toISOString();
+  return system.listActors().map((a) => ({ type: 'mailbox', at, actor: a.name, ...a.load }));
+}
+
+/** A kernel event as the stream shows it; null for what the stream does not show. */
+export function devEvent(e: SystemEvent, payloads: boolean): DevEvent | null {
+  const at = new Date().toISOString();
+  switch (e.type) {
+    case 'deliver':
+      return { ...envelopeFields(e.env, payloads), type: 'envelope', at, direction: 'in', actor: e.actor, verified: e.verified, reply_ms: e.replyMs };
+    case 'send':
+      return { ...envelopeFields(e.env, payloads), type: 'envelope', at, direction: 'out', actor: e.actor };
+    case 'dead-letter':
+      return {
+        type: 'dead-letter',
+        at,
+        behavior: e.env.be,
+        to: { host: e.env.to.addr.host, inbox: e.env.to.addr.inbox },
+        from: { host: e.env.from.addr.host, inbox: e.env.from.addr.inbox, did: e.env.from.did },
+        nonce: String(e.env.nonce),
+        reason: e.reason,
+      };
+    case 'transition':
+      return { type: 'transition', at, actor: e.actor, machine: e.machine, ...(e.instance ? { instance: e.instance } : {}), from: e.from, to: e.to, event: e.event };
+    case 'lifecycle':
+      return { type: 'lifecycle', at, actor: e.actor, state: e.state };
+  }
+}
+
+function envelopeFields(env: Envelope, payloads: boolean) {
+  return {
+    behavior: env.be,
+    from: { host: env.from.addr.host, inbox: env.from.addr.inbox, did: env.from.did },
+    to: { host: env.to.addr.host, inbox: env.to.addr.inbox },
+    ...(env.opt.topic ? { topic: env.opt.topic } : {}),
+    nonce: String(env.nonce),
+    size: env.msg.length,
+    ...(payloads ? { payload: payloadOf(env.msg) } : {}),
+  };
+}
+
+/** The payload as JSON, or what it is when it is not JSON (binary payloads exist). */
+function payloadOf(msg: Uint8Array): unknown {
+  try {
+    return decodePayload(msg);
+  } catch {
+    return { binary_bytes: msg.length };
+  }
+}

@@ -1,4 +1,3 @@
-import type { H3 } from 'h3';
 import type { Config } from '../../runtime/config.js';
 import type { Logger } from '../../runtime/log.js';
 import type { ActorSystem } from '../../runtime/system.js';
@@ -11,8 +10,6 @@ import type { RouteTable } from '../route-table.js';
  */
 export interface RouteContext {
   table: RouteTable;
-  /** The h3 app, for what is not a route; a route added here directly is missing from the OpenAPI document. */
-  app: H3;
   config: Config;
   system: ActorSystem;
   http: HttpApi;

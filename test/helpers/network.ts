@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { DevEvent, DevEventType } from '../../behaviors/dev.js';
 import { errorText } from '../../runtime/errors.js';
 import { type NodeProcess, removeHome, type StartOptions, startNode } from './node.js';
 
@@ -90,17 +91,11 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
   }
 }
 
-/** One event of a node's dev stream (`GET /api/v1/dev/events`, debug mode). */
-export interface DevEvent {
-  type: string;
-  actor?: string;
-  reason?: string;
-  origin?: string;
-  envelope?: { be: string; nonce: string; from: { addr?: { host?: string; inbox?: string } }; to: { addr?: { host?: string; inbox?: string } } };
-}
+/** The nonce of a dev stream event about an envelope (delivered, sent or dead), as a string. */
+export const nonceOf = (e: DevEvent): string | undefined => ('nonce' in e ? e.nonce : undefined);
 
 /**
- * Follows a debug-mode node's dev event stream and keeps every event, so a test can wait for
+ * Follows a dev-mode node's dev stream and keeps every event, so a test can wait for
  * proof that something happened (a delivery, a dead letter) rather than for time to pass.
  */
 export class DevEvents {
@@ -110,14 +105,14 @@ export class DevEvents {
   private constructor() {}
 
   /** Resolves once the node has the subscription open, so no later event is missed. */
-  static async open(url: string, types: string[]): Promise<DevEvents> {
+  static async open(url: string, types: DevEventType[]): Promise<DevEvents> {
     const watch = new DevEvents();
-    const res = await fetch(`${url}/api/v1/dev/events?type=${types.join(',')}`, { signal: watch.abort.signal });
-    if (res.status !== 200 || !res.body) throw new Error(`dev events: HTTP ${res.status} ${await res.text()}`);
+    const res = await fetch(`${url}/api/v1/dev/stream?type=${types.join(',')}`, { signal: watch.abort.signal });
+    if (res.status !== 200 || !res.body) throw new Error(`dev stream: HTTP ${res.status} ${await res.text()}`);
     const reader = res.body.getReader();
     // The node writes a comment as soon as it has subscribed; events published after it reach us.
     const first = await reader.read();
-    if (first.done) throw new Error('dev events: stream closed at once');
+    if (first.done) throw new Error('dev stream: closed at once');
     void watch.pump(reader, new TextDecoder().decode(first.value));
     return watch;
   }

@@ -6,7 +6,7 @@ import { verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { encodeEnvelope, parseEnvelope } from '../../runtime/wire/envelope.js';
 import { type Caller, envelope, newCaller, post, rootOf } from '../helpers/envelopes.js';
-import { DevEvents, freePort, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { DevEvents, nonceOf, freePort, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, startNode, tempHome } from '../helpers/node.js';
 
 // Three nodes; node 3 carries the slow test plugin (a behavior that answers late, so a
@@ -57,10 +57,10 @@ describe('faults', { timeout: 90_000 }, () => {
     // Signed by node 3's operator, whom node 3 trusts to run its non-public behaviors.
     const caller: Caller = { key: n3.operator(), inbox: newCaller().inbox };
     const { env, expMs } = request(caller, n3.peerId, '/plugin/slow/wait', 6_000, 'slow', { ms: 60_000 });
-    const watch = await DevEvents.open(n3.url, ['deliver']);
+    const watch = await DevEvents.open(n3.url, ['envelope']);
     const pending = post(invokeUrl(), encodeEnvelope(env));
     try {
-      await watch.waitFor('the invoke to reach node 3', (e) => e.envelope?.nonce === String(env.nonce));
+      await watch.waitFor('the invoke to reach node 3', (e) => nonceOf(e) === String(env.nonce));
     } finally {
       watch.close();
     }

@@ -9,7 +9,7 @@ import { silentLogger } from '../../runtime/log.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, encodePayload, type Envelope, envelopeFromJson, parseEnvelope, parseJsonLossless } from '../../runtime/wire/envelope.js';
 import { envelope, newCaller, post, rootOf } from '../helpers/envelopes.js';
-import { DevEvents, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { DevEvents, nonceOf, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, runCli } from '../helpers/node.js';
 
 // Three real nodes on loopback; 2 and 3 join through 1. Debug mode opens the dev event
@@ -142,15 +142,14 @@ describe('messages across nodes (REST on node 1)', () => {
   });
 
   it('a send reaches node 3, which delivers it to its root actor', async () => {
-    const watch = await DevEvents.open(n3.url, ['deliver']);
+    const watch = await DevEvents.open(n3.url, ['envelope']);
     try {
       const req = envelope(newCaller(), { to: rootOf(n3.peerId), be: '/public/hello', host: n1.peerId, ttlMs: 10_000 });
       const res = await post(api(n1, 'send'), encodeEnvelope(req));
       expect(res.status, res.text).toBe(200);
       expect(res.json).toEqual({ message: 'message sent' });
-      const delivered = await watch.waitFor('the send at node 3', (e) => e.envelope?.nonce === String(req.nonce));
-      expect(delivered.actor).toBe('root');
-      expect(delivered.envelope?.be).toBe('/public/hello');
+      const delivered = await watch.waitFor('the send at node 3', (e) => nonceOf(e) === String(req.nonce));
+      expect(delivered).toMatchObject({ type: 'envelope', direction: 'in', actor: 'root', behavior: '/public/hello' });
     } finally {
       watch.close();
     }
@@ -227,15 +226,15 @@ describe('a bare libp2p peer', () => {
       const stream = await bare.node.dialProtocol(multiaddr(listenAddr(n1)), ACTOR_PROTOCOL);
       for (const env of [badSig, spoofed, honest]) stream.send(encodeFrame(encodeEnvelope(env)));
 
-      const dropped = (env: Envelope) => watch.waitFor(`the dead letter of ${env.opt.cont}`, (e) => e.envelope?.nonce === String(env.nonce));
-      expect((await dropped(badSig)).reason).toBe('sig: signature does not verify');
-      expect((await dropped(spoofed)).reason).toBe(`from.addr.host ${n3.peerId} is not the sending peer ${bare.host}`);
+      const dropped = (env: Envelope) => watch.waitFor(`the dead letter of ${env.opt.cont}`, (e) => nonceOf(e) === String(env.nonce));
+      expect(await dropped(badSig)).toMatchObject({ type: 'dead-letter', reason: 'sig: signature does not verify' });
+      expect(await dropped(spoofed)).toMatchObject({ type: 'dead-letter', reason: `from.addr.host ${n3.peerId} is not the sending peer ${bare.host}` });
       // The honest one, on the same stream, is answered: the stream works, so silence means refusal.
       const reply = await waitFor('the reply to the honest envelope', () => arrived.find((e) => e.be === '/private/r/honest'));
       verifyEnvelopeSync(reply);
       expect(reply.from.did).toBe(n1.did);
       expect(arrived.filter((e) => e.be === '/private/r/badsig' || e.be === '/private/r/spoofed')).toEqual([]);
-      expect(watch.find((e) => e.envelope?.nonce === String(honest.nonce))).toBeUndefined();
+      expect(watch.find((e) => nonceOf(e) === String(honest.nonce))).toBeUndefined();
       await stream.close();
     } finally {
       watch.close();

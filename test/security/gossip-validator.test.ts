@@ -14,7 +14,7 @@ import { Libp2pTransport } from '../../runtime/network/transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import type { Arrival } from '../../runtime/transport.js';
 import { emptyHandle, encodeEnvelope, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
-import { DevEvents, listenAddr, waitFor } from '../helpers/network.js';
+import { DevEvents, nonceOf, listenAddr, waitFor } from '../helpers/network.js';
 import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
 
 /**
@@ -142,22 +142,22 @@ describe('gossip validation on real nodes: a foreign peer publishes to B, C hear
   it('B neither delivers nor forwards a forged envelope; C never sees it, while a valid one reaches C', { timeout: 120_000 }, async () => {
     const key = KeyPair.generate();
     const host = foreign.peerId.toString();
-    const [watchB, watchC] = await Promise.all([DevEvents.open(nodeB.url, ['route', 'dead-letter']), DevEvents.open(nodeC.url, ['route', 'dead-letter'])]);
+    const [watchB, watchC] = await Promise.all([DevEvents.open(nodeB.url, ['envelope', 'dead-letter']), DevEvents.open(nodeC.url, ['envelope', 'dead-letter'])]);
     try {
-      const seen = (w: DevEvents, env: Envelope) => w.find((e) => e.envelope?.nonce === String(env.nonce));
+      const seen = (w: DevEvents, env: Envelope) => w.find((e) => nonceOf(e) === String(env.nonce));
       // C must have joined B's mesh: keep publishing valid envelopes until one reaches C.
       await waitFor('a valid envelope from the foreign peer to reach C through B', async () => {
         const probe = broadcast(key, host);
         await foreign.services.pubsub.publish(TOPIC, bytes(probe)).catch(() => undefined);
-        return watchC.waitFor('the probe at C', (e) => e.envelope?.nonce === String(probe.nonce), 2_000).then(() => true, () => false);
+        return watchC.waitFor('the probe at C', (e) => nonceOf(e) === String(probe.nonce), 2_000).then(() => true, () => false);
       }, { timeoutMs: 60_000, intervalMs: 100 });
 
       const bad = forged(broadcast(key, host));
       await foreign.services.pubsub.publish(TOPIC, bytes(bad));
       const sentinel = broadcast(key, host);
       await foreign.services.pubsub.publish(TOPIC, bytes(sentinel));
-      await watchC.waitFor('the valid envelope at C', (e) => e.envelope?.nonce === String(sentinel.nonce) && e.type === 'route');
-      await watchB.waitFor('the valid envelope at B', (e) => e.envelope?.nonce === String(sentinel.nonce) && e.type === 'route');
+      await watchC.waitFor('the valid envelope at C', (e) => nonceOf(e) === String(sentinel.nonce));
+      await watchB.waitFor('the valid envelope at B', (e) => nonceOf(e) === String(sentinel.nonce));
       expect(seen(watchB, bad)).toBeUndefined();
       expect(seen(watchC, bad)).toBeUndefined();
       // C heard all this through B only.

@@ -24,7 +24,7 @@ beforeAll(async () => {
   victim = await startNode({ home, env: { DMS_DEBUG: 'true' }, config: { plugins: { modules: ['./probe.mjs'] } } });
   peer = await ForeignPeer.start();
   await peer.connect(victim);
-  watch = await DevEvents.open(victim.url, ['dead-letter', 'deliver']);
+  watch = await DevEvents.open(victim.url, ['dead-letter', 'envelope']);
 }, 60_000);
 afterAll(async () => {
   watch?.close();
@@ -51,11 +51,11 @@ describe('a gossiped envelope whose from.addr.host is not its publisher', () => 
     expect(decodePayload(reply.msg)).toEqual({ did: victim.did });
     expect(await pokes()).toBe(0);
     for (const { host, env } of attacks) {
-      const dropped = await watch.waitFor(`the dead letter of the attack from host '${host}'`, (e) => e.type === 'dead-letter' && e.envelope?.nonce === String(env.nonce));
-      expect(dropped.reason).toBe(`from.addr.host ${host || '(empty)'} is not the publishing peer ${peer.host}`);
+      const dropped = await watch.waitFor(`the dead letter of the attack from host '${host}'`, (e) => e.type === 'dead-letter' && e.nonce === String(env.nonce));
+      expect(dropped).toMatchObject({ reason: `from.addr.host ${host || '(empty)'} is not the publishing peer ${peer.host}` });
     }
     expect(await pokes()).toBe(0);
-    expect(watch.find((e) => e.type === 'deliver' && e.actor === 'probe' && e.envelope?.be === '/plugin/probe/poke')).toBeUndefined();
+    expect(watch.find((e) => e.type === 'envelope' && e.direction === 'in' && e.actor === 'probe' && e.behavior === '/plugin/probe/poke')).toBeUndefined();
     expect((await fetch(`${victim.url}/health`)).status).toBe(200);
   });
 });

@@ -38,7 +38,7 @@ describe('opt.exp is bounded by actor.max_ttl_s, and replays are refused, on RES
     node = await startNode({ env: { DMS_DEBUG: 'true' }, config: { actor: { max_ttl_s: MAX_TTL_S } } });
     peer = await ForeignPeer.start();
     await peer.connect(node);
-    watch = await DevEvents.open(node.url, ['dead-letter', 'deliver']);
+    watch = await DevEvents.open(node.url, ['dead-letter', 'envelope']);
   }, 60_000);
   afterAll(async () => {
     watch?.close();
@@ -59,8 +59,11 @@ describe('opt.exp is bounded by actor.max_ttl_s, and replays are refused, on RES
   });
 
   it('network: an envelope from a foreign peer is delivered once; its replay, an expired one and a too-far one are refused', async () => {
-    const dropped = (env: Envelope) => watch.waitFor(`the dead letter of nonce ${env.nonce}`, (e) => e.type === 'dead-letter' && e.envelope?.nonce === String(env.nonce));
-    const delivered = (env: Envelope) => watch.find((e) => e.type === 'deliver' && e.envelope?.nonce === String(env.nonce));
+    const dropped = async (env: Envelope) => {
+      const e = await watch.waitFor(`the dead letter of nonce ${env.nonce}`, (e) => e.type === 'dead-letter' && e.nonce === String(env.nonce));
+      return e.type === 'dead-letter' ? e : { reason: `not a dead letter: ${e.type}` };
+    };
+    const delivered = (env: Envelope) => watch.find((e) => e.type === 'envelope' && e.direction === 'in' && e.nonce === String(env.nonce));
 
     const honest = peer.envelope(node, { be: '/public/hello', cont: '/private/r/once' });
     await peer.send(honest);
@@ -86,7 +89,7 @@ describe('opt.exp is bounded by actor.max_ttl_s, and replays are refused, on RES
     expect(peer.replies('/private/r/once')).toHaveLength(1);
     expect(peer.replies('/private/r/expired')).toEqual([]);
     expect(peer.replies('/private/r/far')).toEqual([]);
-    expect(watch.events.filter((e) => e.type === 'deliver' && e.envelope?.nonce === String(honest.nonce))).toHaveLength(1);
+    expect(watch.events.filter((e) => e.type === 'envelope' && e.direction === 'in' && e.nonce === String(honest.nonce))).toHaveLength(1);
     expect(delivered(expired)).toBeUndefined();
     expect(delivered(far)).toBeUndefined();
     await healthy(node);

@@ -90,15 +90,17 @@ describe('API keys on', () => {
     const oDevice = await call(node, 'PUT', '/api/v1/device/config', o, '{}');
     expect(oDevice.status).toBe(403);
     expect(oDevice.error).toBe('role operator may not PUT /api/v1/device/config');
-    expect((await call(node, 'GET', '/api/v1/dev/events', o)).status).toBe(403);
+    expect((await call(node, 'GET', '/api/v1/dev/stream', o)).status).toBe(403);
+    expect((await call(node, 'GET', '/dev', o)).status).toBe(403);
 
     // admin: everything (what answers next is the route's business, not auth's).
     const a = { 'x-api-key': keys.admin };
     expect((await invoke(node, a)).status).toBe(200);
     const aDevice = await call(node, 'PUT', '/api/v1/device/config', a, '{}');
     expect(aDevice.status, aDevice.text).toBe(200);
-    const dev = await call(node, 'GET', '/api/v1/dev/events', a);
-    expect(dev.error).toBe('dev streams are available in debug mode only');
+    const dev = await call(node, 'GET', '/api/v1/dev/stream', a);
+    expect(dev.status).toBe(404);
+    expect(dev.error).toBe('no route GET /api/v1/dev/stream: dev mode is off (start the node with --dev)');
   });
 
   it('picks up keys created and revoked while the node runs', async () => {

@@ -7,7 +7,6 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { HttpActor } from '../../http/actor.js';
 import { createApp } from '../../http/app.js';
-import { route } from '../../http/handler.js';
 import { makeActor } from '../../runtime/component.js';
 import { defaultConfig } from '../../runtime/config.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
@@ -237,7 +236,7 @@ describe('internal errors and input errors (16)', () => {
     const boom = () => {
       throw new Error('disk /secret/path is on fire');
     };
-    const app = createApp({ config: defaultConfig(), system, http: http.api, log, routes: [({ app }) => app.get('/boom', route(log, boom))] });
+    const app = createApp({ config: defaultConfig(), system, http: http.api, log, routes: [({ table }) => table.add({ method: 'GET', path: '/boom', operationId: 'boom', summary: 'fails', tags: [], responses: {}, handler: boom })] });
     const res = await app.fetch(new Request('http://localhost/boom'));
     expect(res.status).toBe(500);
     const body = await res.json();

@@ -132,10 +132,10 @@ describe('limits', () => {
    * invoke as waiting before it delivers it, so both are pending then, for `ms`.
    */
   async function twoWaiting(node: NodeProcess, slow: (ms: number) => ReturnType<typeof post>, ms: number) {
-    const watch = await DevEvents.open(node.url, ['deliver']);
+    const watch = await DevEvents.open(node.url, ['envelope']);
     try {
       const waiting = [slow(ms), slow(ms)];
-      await waitFor('both invokes to reach the slow actor', () => watch.events.filter((e) => e.actor === 'slow').length >= 2, { intervalMs: 20 });
+      await waitFor('both invokes to reach the slow actor', () => watch.events.filter((e) => e.type === 'envelope' && e.direction === 'in' && e.actor === 'slow').length >= 2, { intervalMs: 20 });
       return waiting;
     } finally {
       watch.close();
