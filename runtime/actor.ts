@@ -200,8 +200,7 @@ export class Actor {
   }
 
   async send(to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Promise<void> {
-    const env = await signEnvelope(this.envelope(to, be, payload, opts), this.key);
-    await this.system.route(env);
+    await this.system.route(await this.seal(this.envelope(to, be, payload, opts), opts));
   }
 
   /** Sends and waits for the reply until the envelope's expiry. */
@@ -209,10 +208,11 @@ export class Actor {
     const env = this.envelope(to, be, payload, opts);
     env.opt.cont = `/private/reply/${env.nonce}`;
     const reply = this.awaitReply<T>(this.primary, env.opt.cont, env.opt.exp);
-    if (opts.unsigned) {
-      if (to.addr.host !== '' && to.addr.host !== this.system.host) throw invalid('only an envelope for this node may stay unsigned');
-    } else {
-      await signEnvelope(env, this.key);
+    try {
+      await this.seal(env, opts);
+    } catch (e) {
+      this.primary.behaviors.remove(env.opt.cont);
+      throw e;
     }
     try {
       await this.system.route(env);
@@ -221,6 +221,14 @@ export class Actor {
       throw e;
     }
     return reply;
+  }
+
+  /** Signs the envelope, unless `opts.unsigned` and it stays on this node. */
+  private async seal(env: Envelope, opts: SendOptions): Promise<Envelope> {
+    if (!opts.unsigned) return signEnvelope(env, this.key);
+    const host = env.to.addr.host;
+    if (host !== '' && host !== this.system.host) throw invalid('only an envelope for this node may stay unsigned');
+    return env;
   }
 
   /** Registers a one-shot behavior at `cont` on `inbox` that resolves with the reply or rejects at `exp`. */

@@ -44,6 +44,14 @@ export async function callBehavior<S extends z.ZodType>(
   return parsed.data;
 }
 
+/**
+ * Sends `be` to `to` without waiting for an answer (notifications, fire-and-forget requests);
+ * unsigned when it stays on this node. Resolves once the envelope is routed.
+ */
+export function tell(actor: Actor, to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Promise<void> {
+  return actor.send(to, be, payload, { ...opts, unsigned: isLocal(actor, to) });
+}
+
 const isLocal = (actor: Actor, to: Handle) => to.addr.host === '' || to.addr.host === actor.system.host;
 
 /** The handle of an actor of this node, by inbox: what a local caller addresses. */
