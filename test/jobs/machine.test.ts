@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createActor } from 'xstate';
+import { createActor, type EventObject, fromCallback } from 'xstate';
 import type { ExecutionHandle } from '../../actors/executors/types.js';
-import { type JobMachineContext, type JobMachineEvent, jobMachine, statusOf } from '../../actors/orchestrator/machine.js';
+import { type JobMachineContext, type JobMachineEvent, jobMachine, statusOf, type StopInput } from '../../actors/orchestrator/machine.js';
 
 const handle: ExecutionHandle = { executor: 'null', job_id: 'j', id: 'c-1' };
 
@@ -9,11 +9,13 @@ const handle: ExecutionHandle = { executor: 'null', job_id: 'j', id: 'c-1' };
 function job() {
   const effects: string[] = [];
   const machine = jobMachine.provide({
+    actors: {
+      start: fromCallback(() => void effects.push('start')),
+      stop: fromCallback<EventObject, StopInput>(({ input }) => void effects.push(`stop(${input.reason})`)),
+    },
     actions: {
-      start: () => effects.push('start'),
       persistRunning: ({ context }) => effects.push(`persistRunning(${context.reason})`),
       watch: () => effects.push('watch'),
-      stop: ({ context }) => effects.push(`stop(${context.stopReason})`),
       finish: ({ context }, { status }) => effects.push(`finish(${status}: ${context.reason})`),
     },
   });
