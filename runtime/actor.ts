@@ -200,7 +200,9 @@ export class Actor {
   }
 
   async send(to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Promise<void> {
-    await this.system.route(await this.seal(this.envelope(to, be, payload, opts), opts));
+    const env = this.envelope(to, be, payload, opts);
+    const sealed = this.seal(env, opts);
+    await this.system.route(sealed === env ? env : await sealed);
   }
 
   /** Sends and waits for the reply until the envelope's expiry. */
@@ -209,7 +211,9 @@ export class Actor {
     env.opt.cont = `/private/reply/${env.nonce}`;
     const reply = this.awaitReply<T>(this.primary, env.opt.cont, env.opt.exp);
     try {
-      await this.seal(env, opts);
+      const sealed = this.seal(env, opts);
+      // Unsigned, nothing is awaited: the envelope is queued before invoke returns.
+      if (sealed !== env) await sealed;
     } catch (e) {
       this.primary.behaviors.remove(env.opt.cont);
       throw e;
@@ -223,8 +227,8 @@ export class Actor {
     return reply;
   }
 
-  /** Signs the envelope, unless `opts.unsigned` and it stays on this node. */
-  private async seal(env: Envelope, opts: SendOptions): Promise<Envelope> {
+  /** Signs the envelope (a promise), unless `opts.unsigned` and it stays on this node (the envelope itself, at once). */
+  private seal(env: Envelope, opts: SendOptions): Envelope | Promise<Envelope> {
     if (!opts.unsigned) return signEnvelope(env, this.key);
     const host = env.to.addr.host;
     if (host !== '' && host !== this.system.host) throw invalid('only an envelope for this node may stay unsigned');
