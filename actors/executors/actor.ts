@@ -1,7 +1,8 @@
 /**
  * Executors as actors. An executor is an actor at inbox `executor/<name>` answering the executor
- * protocol (behaviors/jobs/executor.ts); the orchestrator knows it by nothing else. Its runs'
- * ends, pull steps and faults are reported to the orchestrator as /dms/job/… envelopes.
+ * protocol (behaviors/jobs/executor.ts); the orchestrator knows it by nothing else. How its
+ * runs started and ended, pull steps and faults are reported to the orchestrator as /dms/job/…
+ * envelopes.
  *
  * `defineExecutor` makes such an actor from an Executor implementation (Docker, null, or one a
  * plugin brings): it gives the implementation the actor's machine factory (each run's state is
@@ -13,17 +14,19 @@ import {
   CleanupPayload,
   ExecutorBehaviors,
   executorInbox,
-  type ExitedPayload,
   JobNotifications,
+  MAX_RUNS_PER_ENVELOPE,
   ReadLogsPayload,
   ReconcilePayload,
+  type RunReport,
   StartPayload,
+  type StartReport,
   StatusPayload,
   WaitForLogsPayload,
   WatchPayload,
 } from '../../behaviors/jobs/executor.js';
 import { ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
+import { Batcher, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
@@ -34,7 +37,7 @@ import type { MachineFactory } from './run-machine.js';
 import type { ExecutionHandle, Executor, PullProgress } from './types.js';
 
 export interface ExecutorActorDeps {
-  /** The inbox on this node told about runs (ends, pull steps, faults); default the orchestrator's. */
+  /** The inbox on this node told about runs (starts, ends, pull steps, faults); default the orchestrator's. */
   reportTo?: string;
 }
 
@@ -53,8 +56,8 @@ export interface ExecutorParts {
 }
 
 /**
- * A failure told to the caller in its own words: a start, stop or recovery that fails is a job's
- * error or a warning, not a fault of the node to be hidden behind an error id.
+ * A failure told to the caller in its own words: a stop or recovery that fails is a job's error
+ * or a warning, not a fault of the node to be hidden behind an error id.
  */
 async function told<T>(work: () => Promise<T>): Promise<T> {
   try {
@@ -70,17 +73,23 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
 ) {
   return defineActor({
     inbox: executorInbox(name),
-    // Each envelope concerns one run, and the implementation's table of runs is only changed
-    // synchronously; what waits long (a pull, a stop, a wait for output) answers when done
-    // instead of holding a mailbox slot, so a cancel never queues behind a pull.
+    // Envelopes concern runs independent of each other, and the implementation's table of runs
+    // is only changed synchronously; what waits long (a pull, a stop, a wait for output) answers
+    // or reports when done instead of holding a mailbox slot, so a cancel never queues behind a pull.
     concurrency: 'node',
     create: (ctx: ActorContext<Deps>) => {
       const { actor, log, deps } = ctx;
       const guard = new ExecutorGuard(log);
       const reportTo = localHandle(actor, deps.reportTo ?? ORCHESTRATOR_INBOX);
-      const report = (be: string, payload: unknown) =>
-        void tell(actor, reportTo, be, payload).catch((e: unknown) => log.debug({ be, err: errorText(e) }, 'report not delivered'));
-      const exited = (payload: ExitedPayload) => report(JobNotifications.exited, payload);
+      const notDelivered = (be: string) => (e: unknown) => log.debug({ be, err: errorText(e) }, 'report not delivered');
+      const report = (be: string, payload: unknown) => void tell(actor, reportTo, be, payload).catch(notDelivered(be));
+      // Reports of one moment travel together.
+      const batched = <T>(be: string) => {
+        const batch = new Batcher<T>((runs) => tell(actor, reportTo, be, { runs }), MAX_RUNS_PER_ENVELOPE);
+        return (run: T) => void batch.add(run).catch(notDelivered(be));
+      };
+      const started = batched<StartReport>(JobNotifications.started);
+      const exited = batched<RunReport>(JobNotifications.exited);
       const lost = (jobId: string, reason: string, handle?: ExecutionHandle) => exited({ job_id: jobId, ...(handle ? { handle } : {}), lost: reason });
       const scoped = <T>(jobId: string, fn: () => T): T => guard.within(jobId, (reason) => lost(jobId, reason), fn);
       const impl = make(ctx, { machine: ctx.machine, jobScope: scoped });
@@ -97,21 +106,25 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
           defineBehavior({
             name: ExecutorBehaviors.start,
             payload: StartPayload,
-            noReply: true,
-            handle: (c) =>
-              replyWhenDone(c, async () => {
-                const { job } = c.payload;
-                return { handle: await told(() => scoped(job.id, () => impl.start(job, { onProgress: progress(job.id) }))) };
-              }),
+            handle: ({ payload: { jobs } }) => {
+              for (const job of jobs) {
+                scoped(job.id, () => impl.start(job, { onProgress: progress(job.id) })).then(
+                  (handle) => started({ job_id: job.id, handle }),
+                  (e: unknown) => started({ job_id: job.id, error: errorText(e) }),
+                );
+              }
+            },
           }),
           defineBehavior({
             name: ExecutorBehaviors.watch,
             payload: WatchPayload,
-            handle: ({ payload: { handle } }) => {
-              scoped(handle.job_id, () => impl.wait(handle)).then(
-                (result) => exited({ job_id: handle.job_id, handle, result }),
-                (e: unknown) => lost(handle.job_id, `lost track of its run: ${errorText(e)}`, handle),
-              );
+            handle: ({ payload: { handles } }) => {
+              for (const handle of handles) {
+                scoped(handle.job_id, () => impl.wait(handle)).then(
+                  (result) => exited({ job_id: handle.job_id, handle, result }),
+                  (e: unknown) => lost(handle.job_id, `lost track of its run: ${errorText(e)}`, handle),
+                );
+              }
             },
           }),
           defineBehavior({ name: ExecutorBehaviors.status, payload: StatusPayload, handle: ({ payload }) => impl.status(payload.handle) }),
@@ -131,10 +144,12 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
           defineBehavior({
             name: ExecutorBehaviors.cleanup,
             payload: CleanupPayload,
-            handle: ({ payload: { handle } }) => {
-              scoped(handle.job_id, () => impl.cleanup(handle)).catch((e: unknown) =>
-                log.warn({ job: handle.job_id, err: errorText(e) }, 'run not cleaned up'),
-              );
+            handle: ({ payload: { handles } }) => {
+              for (const handle of handles) {
+                scoped(handle.job_id, () => impl.cleanup(handle)).catch((e: unknown) =>
+                  log.warn({ job: handle.job_id, err: errorText(e) }, 'run not cleaned up'),
+                );
+              }
             },
           }),
           defineBehavior({

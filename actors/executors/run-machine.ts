@@ -46,70 +46,73 @@ export interface RunContext {
   error: string | null;
 }
 
-export const runMachine = setup({
+const runSetup = setup({
   types: {
     context: {} as RunContext,
     events: {} as RunEvent,
-    input: {} as { jobId: string; phase: RunPhase; id?: string },
+    input: {} as { jobId: string; id?: string },
   },
   guards: {
-    startsIn: ({ context }, phase: RunPhase) => context.phase === phase,
     hasResult: ({ context }) => context.result !== null,
-  },
-}).createMachine({
-  id: 'executor-run',
-  context: ({ input }) => ({ jobId: input.jobId, id: input.id ?? null, cancelReason: null, result: null, error: null, phase: input.phase }),
-  initial: 'new',
-  states: {
-    // Resolved at once into the phase the run starts in (the inspector sees only that one).
-    new: {
-      always: [
-        { guard: { type: 'startsIn', params: 'pulling' }, target: 'pulling' },
-        { guard: { type: 'startsIn', params: 'attaching' }, target: 'attaching' },
-        { target: 'creating' },
-      ],
-    },
-    pulling: {
-      on: {
-        pulled: 'creating',
-        failed: { target: 'failed', actions: assign({ error: ({ event }) => event.error }) },
-      },
-    },
-    creating: {
-      on: {
-        created: { target: 'running', actions: assign({ id: ({ event }) => event.id }) },
-        failed: { target: 'failed', actions: assign({ error: ({ event }) => event.error }) },
-      },
-    },
-    attaching: {
-      on: {
-        attached: 'running',
-        lost: { target: 'lost', actions: assign({ error: ({ event }) => event.reason }) },
-      },
-    },
-    running: {
-      on: {
-        exited: { target: 'exited', actions: assign({ result: ({ event }) => event.result }) },
-        cancel: { target: 'stopping', actions: assign({ cancelReason: ({ event }) => event.reason }) },
-        lost: { target: 'lost', actions: assign({ error: ({ event }) => event.reason }) },
-      },
-    },
-    stopping: {
-      on: {
-        // Noted; the run ends once the stop is over.
-        exited: { actions: assign({ result: ({ event }) => event.result }) },
-        lost: { actions: assign({ error: ({ event }) => event.reason }) },
-        stopped: [{ guard: 'hasResult', target: 'killed' }, { target: 'lost' }],
-      },
-    },
-    exited: { type: 'final' },
-    killed: { type: 'final' },
-    lost: { type: 'final' },
-    failed: { type: 'final' },
   },
 });
 
-export type RunMachine = MachineActor<typeof runMachine>;
+/** The machine of a run that starts in `phase`: one per phase, made once, so making a run's machine resolves nothing. */
+function machineFrom(phase: RunPhase) {
+  return runSetup.createMachine({
+    id: 'executor-run',
+    context: ({ input }) => ({ jobId: input.jobId, phase, id: input.id ?? null, cancelReason: null, result: null, error: null }),
+    initial: phase,
+    states: {
+      pulling: {
+        on: {
+          pulled: 'creating',
+          failed: { target: 'failed', actions: assign({ error: ({ event }) => event.error }) },
+        },
+      },
+      creating: {
+        on: {
+          created: { target: 'running', actions: assign({ id: ({ event }) => event.id }) },
+          failed: { target: 'failed', actions: assign({ error: ({ event }) => event.error }) },
+        },
+      },
+      attaching: {
+        on: {
+          attached: 'running',
+          lost: { target: 'lost', actions: assign({ error: ({ event }) => event.reason }) },
+        },
+      },
+      running: {
+        on: {
+          exited: { target: 'exited', actions: assign({ result: ({ event }) => event.result }) },
+          cancel: { target: 'stopping', actions: assign({ cancelReason: ({ event }) => event.reason }) },
+          lost: { target: 'lost', actions: assign({ error: ({ event }) => event.reason }) },
+        },
+      },
+      stopping: {
+        on: {
+          // Noted; the run ends once the stop is over.
+          exited: { actions: assign({ result: ({ event }) => event.result }) },
+          lost: { actions: assign({ error: ({ event }) => event.reason }) },
+          stopped: [{ guard: 'hasResult', target: 'killed' }, { target: 'lost' }],
+        },
+      },
+      exited: { type: 'final' },
+      killed: { type: 'final' },
+      lost: { type: 'final' },
+      failed: { type: 'final' },
+    },
+  });
+}
+
+export const runMachines = {
+  pulling: machineFrom('pulling'),
+  creating: machineFrom('creating'),
+  attaching: machineFrom('attaching'),
+} satisfies Record<RunPhase, unknown>;
+export type RunMachineLogic = (typeof runMachines)[RunPhase];
+
+export type RunMachine = MachineActor<RunMachineLogic>;
 
 /** What makes a machine: the executor actor's `ctx.machine` (observed), or plain xstate. */
 export type MachineFactory = <L extends AnyActorLogic>(logic: L, options?: ActorOptions<L>) => MachineActor<L>;
@@ -117,7 +120,7 @@ export const plainMachines: MachineFactory = (logic, options) => createActor(log
 
 /** Makes and starts a run's machine. */
 export function newRun(make: MachineFactory, jobId: string, phase: RunPhase, id?: string): RunMachine {
-  return make(runMachine, { input: { jobId, phase, id } }).start();
+  return make(runMachines[phase], { input: { jobId, id } }).start();
 }
 
 /** The run's result once it has ended; rejects with the reason when it ended without one. */

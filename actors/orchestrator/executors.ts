@@ -1,26 +1,24 @@
 /**
  * The executors as the orchestrator sees them: actors of this node at `executor/<name>`, asked
  * by envelopes only (behaviors/jobs/executor.ts), unsigned since they never leave the node.
- * Requests that wait for an answer are invoked; the rest are told, and what comes of them
- * (a run's end) comes back as a /dms/job/… envelope.
+ * Requests that wait for an answer are invoked; the rest are told, those of one moment together,
+ * and what comes of them (a run's start, its end) comes back as a /dms/job/… envelope.
  */
 import {
   CancelRunReply,
   ExecutorBehaviors,
   executorInbox,
   LogPageSchema,
+  MAX_RUNS_PER_ENVELOPE,
   ReconcileReplySchema,
-  StartReply,
   WaitForLogsReply,
 } from '../../behaviors/jobs/executor.js';
-import { callBehavior, localHandle, tell } from '../../behaviors/jobs/replies.js';
+import { Batcher, callBehavior, localHandle, tell } from '../../behaviors/jobs/replies.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
 import type { ExecutionHandle, ExitResult, LogPage, ReconcileReport } from '../executors/types.js';
 
-/** How long a start may take, pulling its image included; then the job fails with a timeout. */
-const START_TTL_MS = 24 * 3600_000;
 /** How long a stop may take: the engine's grace period, the container's exit and its removal. */
 const STOP_TTL_MS = 3600_000;
 /** Added to a wait for output, for the answer's trip back. */
@@ -28,22 +26,29 @@ const REPLY_MARGIN_MS = 5_000;
 
 export class ExecutorClient {
   private readonly to: Handle;
+  /** Starts, watches and clean-ups of one moment travel together. */
+  private readonly starts: Batcher<Job>;
+  private readonly watches: Batcher<ExecutionHandle>;
+  private readonly cleanups: Batcher<ExecutionHandle>;
 
   constructor(
     private readonly actor: Actor,
     readonly name: string,
   ) {
     this.to = localHandle(actor, executorInbox(name));
+    this.starts = new Batcher((jobs) => tell(actor, this.to, ExecutorBehaviors.start, { jobs }), MAX_RUNS_PER_ENVELOPE);
+    this.watches = new Batcher((handles) => tell(actor, this.to, ExecutorBehaviors.watch, { handles }), MAX_RUNS_PER_ENVELOPE);
+    this.cleanups = new Batcher((handles) => tell(actor, this.to, ExecutorBehaviors.cleanup, { handles }), MAX_RUNS_PER_ENVELOPE);
   }
 
-  /** Resolves with the run's handle once it runs. */
-  async start(job: Job): Promise<ExecutionHandle> {
-    return (await callBehavior(this.actor, this.to, ExecutorBehaviors.start, { job }, StartReply, { ttlMs: START_TTL_MS })).handle;
+  /** Asks for the job to be started; how it went is reported with /dms/job/started. Resolves once the request is on its way. */
+  start(job: Job): Promise<void> {
+    return this.starts.add(job);
   }
 
-  /** Asks for the run's end to be reported with /dms/job/exited. */
+  /** Asks for the run's end to be reported with /dms/job/exited; resolves once the request is on its way. */
   watch(handle: ExecutionHandle): Promise<void> {
-    return tell(this.actor, this.to, ExecutorBehaviors.watch, { handle });
+    return this.watches.add(handle);
   }
 
   /** Resolves once the run is stopped and gone, with its result if the executor still knew it. */
@@ -52,7 +57,7 @@ export class ExecutorClient {
   }
 
   cleanup(handle: ExecutionHandle): Promise<void> {
-    return tell(this.actor, this.to, ExecutorBehaviors.cleanup, { handle });
+    return this.cleanups.add(handle);
   }
 
   readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {

@@ -3,9 +3,10 @@
  * and what each one means; the orchestrator supplies the effects through `provide`, so the
  * rules can be read here in one place and tested without an executor or a database:
  *
- *  - `start` and `stop` are invoked actors: each asks the job's executor (an envelope) and sends
- *    back what came of it (`started` / `start_failed`; `exited` / `lost`). Leaving the state
- *    stops them, so a late answer is not taken for a new event.
+ *  - `start` and `stop` are invoked actors: each asks the job's executor (an envelope). The stop
+ *    sends back what came of it (`exited` / `lost`); how the start went is reported by the
+ *    executor (/dms/job/started), which the orchestrator hands to the machine as `started` or
+ *    `start_failed`. Leaving the state stops them, so a late answer is not taken for a new event.
  *  - the run's end arrives as an event: `watch` asks the executor to report it (/dms/job/exited),
  *    and the orchestrator hands the report to the machine as `exited` or `lost`.
  *  - the timeout is a delay of the running state, computed from the deadline in the context:
@@ -101,7 +102,7 @@ export const jobMachine = setup({
   },
   actors: {
     // Effects, supplied by the orchestrator: these stand-ins do nothing.
-    /** Starts the run; sends back `started` or `start_failed`. */
+    /** Asks for the run to be started; sends back `start_failed` if it cannot even ask. */
     start: fromCallback<EventObject, StartInput>(() => {}),
     /** Stops the run; sends back `exited` or `lost` once it is stopped. */
     stop: fromCallback<EventObject, StopInput>(() => {}),

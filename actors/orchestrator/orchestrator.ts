@@ -8,9 +8,16 @@
  * comes from the database, and every write goes through the journal (group commit), so nothing
  * is acknowledged before it is durable.
  */
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { type EventObject, fromCallback } from 'xstate';
-import { ExitedPayload, JobNotifications, ProgressPayload, REPORT_CAPABILITY } from '../../behaviors/jobs/executor.js';
+import {
+  ExitedPayload,
+  JobNotifications,
+  ProgressPayload,
+  REPORT_CAPABILITY,
+  type RunReport,
+  StartedPayload,
+  type StartReport,
+} from '../../behaviors/jobs/executor.js';
 import {
   CancelPayload,
   JobBehaviors,
@@ -23,7 +30,7 @@ import {
   ORCHESTRATOR_INBOX,
   SubmitPayload,
 } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
+import { Batcher, callBehavior, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
 import { isTerminal, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
@@ -101,9 +108,8 @@ class Orchestrator {
   /** Jobs not yet finished, by id. A job leaves once its final state is committed. */
   private readonly runs = new Map<string, JobRun>();
   private readonly manager: Handle;
-  /** Jobs whose resources go back to the manager with the next release message. */
-  private readonly toRelease = new Set<string>();
-  private releasing: Promise<void> | null = null;
+  /** Jobs whose resources go back to the manager, those of one moment in one message. */
+  private readonly releases = new Batcher<string>((ids) => this.sendReleases(ids), MAX_RELEASE);
   private stopping = false;
   private readonly defaults: { cores: number; memory_bytes: number };
   private readonly allowedRegistries: readonly string[];
@@ -151,7 +157,7 @@ class Orchestrator {
     this.scheduler.halt();
     for (const run of this.runs.values()) run.halt();
     await this.journal.drain();
-    await this.releasing;
+    await this.releases.drain();
     const { writes, commits } = this.journal.stats;
     this.log.info({ writes, commits }, 'job journal drained');
   }
@@ -209,10 +215,16 @@ class Orchestrator {
       }),
       // What the executors report about runs.
       defineBehavior({
+        name: JobNotifications.started,
+        payload: StartedPayload,
+        capability: REPORT_CAPABILITY,
+        handle: ({ payload }) => this.started(payload.runs),
+      }),
+      defineBehavior({
         name: JobNotifications.exited,
         payload: ExitedPayload,
         capability: REPORT_CAPABILITY,
-        handle: ({ payload }) => this.exited(payload),
+        handle: ({ payload }) => this.exited(payload.runs),
       }),
       defineBehavior({
         name: JobNotifications.progress,
@@ -387,19 +399,23 @@ class Orchestrator {
     return this.executors.get(run.job.executor);
   }
 
-  /** The invoked `start`: asks the executor to start the run, and tells the machine how it went. */
+  /** The invoked `start`: asks the executor to start the run; how it went is reported (see started()). */
   private start(input: StartInput, sendBack: (event: JobMachineEvent) => void): void {
     const run = this.run(input);
     this.executorOf(run)
       .start(run.job)
-      .then(
-        (handle) => {
-          // The job was failed meanwhile (an executor fault): nothing may keep running for it.
-          if (run.finished && run.handle === null) this.cleanup(run, handle);
-          else sendBack({ type: 'started', handle });
-        },
-        (e: unknown) => sendBack({ type: 'start_failed', error: errorText(e) }),
-      );
+      .catch((e: unknown) => sendBack({ type: 'start_failed', error: errorText(e) }));
+  }
+
+  /** An executor reported how starts went. */
+  private started(reports: StartReport[]): void {
+    for (const report of reports) {
+      const run = this.runs.get(report.job_id);
+      if ('error' in report) run?.send({ type: 'start_failed', error: report.error });
+      // The job was failed meanwhile (an executor fault): nothing may keep running for it.
+      else if (!run || (run.finished && run.handle === null)) void this.executors.get(report.handle.executor).cleanup(report.handle).catch(() => undefined);
+      else run.send({ type: 'started', handle: report.handle });
+    }
   }
 
   private persistRunning(ctx: JobMachineContext): void {
@@ -432,8 +448,12 @@ class Orchestrator {
       );
   }
 
-  /** An executor reported a run's end, or that it can no longer follow it (a fault, a vanished container). */
-  private exited(report: ExitedPayload): void {
+  /** An executor reported runs' ends, or that it can no longer follow them (a fault, a vanished container). */
+  private exited(reports: RunReport[]): void {
+    for (const report of reports) this.ended(report);
+  }
+
+  private ended(report: RunReport): void {
     const run = this.runs.get(report.job_id);
     // A report about another run of the job (an earlier attempt) says nothing about this one.
     if (!run || (report.handle && run.handle && report.handle.id !== run.handle.id)) return;
@@ -502,23 +522,17 @@ class Orchestrator {
 
   /** Gives a job's resources back; releases of one moment travel in one message. */
   private release(jobId: string): void {
-    this.toRelease.add(jobId);
-    this.releasing ??= this.sendReleases();
+    // The batch's own failure is logged where it is sent.
+    void this.releases.add(jobId).catch(() => undefined);
   }
 
-  private async sendReleases(): Promise<void> {
-    await nextTurn();
-    while (this.toRelease.size > 0) {
-      const ids = [...this.toRelease].slice(0, MAX_RELEASE);
-      for (const id of ids) this.toRelease.delete(id);
-      try {
-        await callBehavior(this.actor, this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
-      } catch (e) {
-        this.log.warn({ err: errorText(e), jobs: ids.length }, 'resources not released');
-      }
-      this.scheduler.freed();
+  private async sendReleases(ids: string[]): Promise<void> {
+    try {
+      await callBehavior(this.actor, this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
+    } catch (e) {
+      this.log.warn({ err: errorText(e), jobs: ids.length }, 'resources not released');
     }
-    this.releasing = null;
+    this.scheduler.freed();
   }
 
   // --- start-up --------------------------------------------------------------------------

@@ -3,11 +3,13 @@
  * tells the orchestrator about runs. Every executor (docker, null, one a plugin brings) is an
  * actor at inbox `executor/<name>` answering these behaviors; the orchestrator knows executors
  * only by these envelopes. Each payload is declared once here: the schema validates what
- * arrives and gives both sides their types.
+ * arrives and gives both sides their types. Watches, clean-ups and reports of one moment
+ * travel together, many runs to an envelope.
  *
- *   orchestrator ──/dms/executor/start──▶ executor      (reply: the run's handle, once it runs)
- *   orchestrator ──/dms/executor/watch──▶ executor      (no reply: the exit comes as ↓)
- *   orchestrator ◀──/dms/job/exited────── executor      (the run ended, or can no longer be followed)
+ *   orchestrator ──/dms/executor/start──▶ executor      (no reply: how each start went comes as ↓)
+ *   orchestrator ◀──/dms/job/started───── executor      (runs that run now, with their handles, or why not)
+ *   orchestrator ──/dms/executor/watch──▶ executor      (no reply: the ends come as ↓)
+ *   orchestrator ◀──/dms/job/exited────── executor      (runs ended, or can no longer be followed)
  *   orchestrator ◀──/dms/job/progress──── executor      (a step of fetching what the job needs)
  */
 import { z } from 'zod';
@@ -19,14 +21,14 @@ export const EXECUTOR_INBOX_PREFIX = 'executor/';
 export const executorInbox = (name: string): string => `${EXECUTOR_INBOX_PREFIX}${name}`;
 
 export const ExecutorBehaviors = {
-  /** Start a job; answers with its handle once it runs (a pull may come first). */
+  /** Start jobs; each one's handle, once it runs (a pull may come first), or why it could not, is reported with /dms/job/started. */
   start: '/dms/executor/start',
-  /** Tell the sender, with /dms/job/exited, when the run ends (at once if it has ended). */
+  /** Report, with /dms/job/exited, when the runs end (at once for one that has ended). */
   watch: '/dms/executor/watch',
   status: '/dms/executor/status',
   /** Stop a run; answers once it is stopped and its container gone. */
   cancel: '/dms/executor/cancel',
-  /** Release what an ended run holds (its container); its output is kept. */
+  /** Release what ended runs hold (their containers); their output is kept. */
   cleanup: '/dms/executor/cleanup',
   /** A page of a run's stored output. */
   readLogs: '/dms/executor/logs/read',
@@ -38,6 +40,7 @@ export const ExecutorBehaviors = {
 
 /** What executors tell the orchestrator about its runs. */
 export const JobNotifications = {
+  started: '/dms/job/started',
   exited: '/dms/job/exited',
   progress: '/dms/job/progress',
 } as const;
@@ -69,10 +72,13 @@ export const ExitResultSchema = z.object({
 
 const handleOnly = z.strictObject({ handle: ExecutionHandleSchema });
 
-export const StartPayload = z.strictObject({ job: JobSchema });
-export const StartReply = z.object({ handle: ExecutionHandleSchema });
+/** Most runs one watch, clean-up or report carries: those of one moment travel together. */
+export const MAX_RUNS_PER_ENVELOPE = 1000;
+const runs = z.strictObject({ handles: z.array(ExecutionHandleSchema).min(1).max(MAX_RUNS_PER_ENVELOPE) });
 
-export const WatchPayload = handleOnly;
+export const StartPayload = z.strictObject({ jobs: z.array(JobSchema).min(1).max(MAX_RUNS_PER_ENVELOPE) });
+
+export const WatchPayload = runs;
 export const StatusPayload = handleOnly;
 export const StatusReply = z.discriminatedUnion('state', [
   z.object({ state: z.enum(['created', 'running']) }),
@@ -84,7 +90,7 @@ export const CancelRunPayload = z.strictObject({ handle: ExecutionHandleSchema, 
 /** The run's result, when the executor could still learn it. */
 export const CancelRunReply = z.object({ result: ExitResultSchema.optional() });
 
-export const CleanupPayload = handleOnly;
+export const CleanupPayload = runs;
 
 export const ReadLogsPayload = z.strictObject({
   handle: ExecutionHandleSchema,
@@ -114,12 +120,21 @@ export const ReconcileReplySchema = z.object({
   orphans: z.array(ExecutionHandleSchema),
 });
 
+/** A run that runs now (`handle`), or why it could not start (`error`). */
+export const StartReportSchema = z.union([
+  z.strictObject({ job_id: jobId, handle: ExecutionHandleSchema }),
+  z.strictObject({ job_id: jobId, error: z.string().min(1).max(2000) }),
+]);
+export type StartReport = z.output<typeof StartReportSchema>;
+export const StartedPayload = z.strictObject({ runs: z.array(StartReportSchema).min(1).max(MAX_RUNS_PER_ENVELOPE) });
+
 /** A run ended (`result`), or it can no longer be followed (`lost`: an executor fault, a vanished container). */
-export const ExitedPayload = z.union([
+export const RunReportSchema = z.union([
   z.strictObject({ job_id: jobId, handle: ExecutionHandleSchema.optional(), result: ExitResultSchema }),
   z.strictObject({ job_id: jobId, handle: ExecutionHandleSchema.optional(), lost: z.string().min(1).max(2000) }),
 ]);
-export type ExitedPayload = z.output<typeof ExitedPayload>;
+export type RunReport = z.output<typeof RunReportSchema>;
+export const ExitedPayload = z.strictObject({ runs: z.array(RunReportSchema).min(1).max(MAX_RUNS_PER_ENVELOPE) });
 
 /** One step of fetching what a job needs (pull progress ticks are left out: they are many and say little). */
 export const ProgressPayload = z.strictObject({ job_id: jobId, status: z.string().min(1).max(500), id: z.string().max(200).optional() });
