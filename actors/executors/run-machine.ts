@@ -5,12 +5,9 @@
  * here, in one place, and every step is a transition the node's inspector sees.
  *
  *   pulling ──pulled──▶ creating ──created──▶ running ──exited──▶ exited
- *      │                   │                    │  ▲
- *      │ failed            │ failed     cancel  │  └── attached ── attaching (after a restart)
- *      ▼                   ▼                    ▼                     │ lost
- *    failed ◀──────────────┘                 stopping ──stopped──▶ killed
- *                                               │ (no result)         ▼
- *                                               └──────────────────▶ lost
+ *   attaching (a run picked up after a restart) ──attached──▶ running
+ *   running ──cancel──▶ stopping ──stopped──▶ killed (its result known) | lost (none)
+ *   pulling, creating ──failed──▶ failed        attaching, running ──lost──▶ lost
  *
  * A stopped run ends (`killed`) only once the stop is over, container removed included: who
  * waits for the end of a cancelled run learns it when nothing of it is left.
@@ -105,12 +102,12 @@ function machineFrom(phase: RunPhase) {
   });
 }
 
-export const runMachines = {
+const runMachines = {
   pulling: machineFrom('pulling'),
   creating: machineFrom('creating'),
   attaching: machineFrom('attaching'),
 } satisfies Record<RunPhase, unknown>;
-export type RunMachineLogic = (typeof runMachines)[RunPhase];
+type RunMachineLogic = (typeof runMachines)[RunPhase];
 
 export type RunMachine = MachineActor<RunMachineLogic>;
 
@@ -134,6 +131,3 @@ export async function endOf(run: RunMachine): Promise<ExitResult> {
 export async function outcomeKnown(run: RunMachine): Promise<void> {
   await waitFor(run, (snap) => snap.status === 'done' || snap.context.result !== null || snap.context.error !== null);
 }
-
-/** A run still going (running or being stopped). */
-export const isLive = (run: RunMachine): boolean => run.getSnapshot().status === 'active' && !run.getSnapshot().matches('attaching');

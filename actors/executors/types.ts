@@ -10,14 +10,14 @@ import type {
   ExitResultSchema,
   LogPageSchema,
   ReconcileReplySchema,
-  StatusReply,
+  RunStatusReply,
 } from '../../behaviors/jobs/executor.js';
 import type { LogChunkSchema } from '../../behaviors/jobs/jobs.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 
 export type ExecutionHandle = z.output<typeof ExecutionHandleSchema>;
 export type ExitResult = z.output<typeof ExitResultSchema>;
-export type ExecutionState = z.output<typeof StatusReply>;
+export type ExecutionState = z.output<typeof RunStatusReply>;
 
 /** A piece of output: its stream, its text, and when it was produced (RFC 3339). */
 export type LogChunk = z.output<typeof LogChunkSchema>;

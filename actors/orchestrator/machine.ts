@@ -25,7 +25,7 @@
  * statuses is one the job model allows (behaviors/jobs/transitions.ts, which storage enforces);
  * test/jobs/machine-rules.test.ts walks the machine against that table.
  */
-import { assign, type EventObject, fromCallback, setup } from 'xstate';
+import { assign, type EventObject, fromCallback, raise, setup } from 'xstate';
 import type { JobStatus } from '../../behaviors/jobs/schema.js';
 import { type ExecutionHandle, type ExitResult, outcome } from '../executors/types.js';
 
@@ -40,6 +40,7 @@ export type JobMachineEvent =
    */
   | { type: 'reattached'; handle: ExecutionHandle; since?: number }
   | { type: 'exited'; result: ExitResult }
+  /** The run's deadline passed (raised by the machine's own timer). */
   | { type: 'timed_out'; after_s: number }
   | { type: 'cancel'; reason: string }
   /** The run can no longer be found or followed. */
@@ -69,8 +70,8 @@ export interface JobMachineInput {
 export type StartInput = { jobId: string };
 export type StopInput = { jobId: string; handle: ExecutionHandle; reason: string };
 
-/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); a longer one is chained by the orchestrator's clock. */
-export const MAX_TIMER_MS = 2_147_483_647;
+/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); a longer one is chained by timeoutClock. */
+const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * The clock of the job machines' timers (their timeouts): a pending timeout does not keep the
@@ -170,13 +171,8 @@ export const jobMachine = setup({
       tags: ['running'],
       entry: ['persistRunning', 'watch'],
       always: { guard: 'stopRequested', target: 'stopping' },
-      after: {
-        untilDeadline: {
-          guard: 'hasDeadline',
-          target: 'stopping',
-          actions: assign({ stopReason: ({ context }) => `timed out after ${context.timeoutS} s` }),
-        },
-      },
+      // The deadline passing is the run timing out: one rule for both.
+      after: { untilDeadline: { guard: 'hasDeadline', actions: raise(({ context }) => ({ type: 'timed_out', after_s: context.timeoutS! })) } },
       on: {
         exited: [
           { guard: 'succeeded', target: 'completed', actions: assign(({ event }) => exitedWith(event.result)) },

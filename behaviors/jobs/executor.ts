@@ -17,7 +17,7 @@ import { LogChunkSchema } from './jobs.js';
 import { JobSchema } from './schema.js';
 
 /** Executor actors' inboxes: `executor/<name>`, the name jobs give as their `executor`. */
-export const EXECUTOR_INBOX_PREFIX = 'executor/';
+const EXECUTOR_INBOX_PREFIX = 'executor/';
 export const executorInbox = (name: string): string => `${EXECUTOR_INBOX_PREFIX}${name}`;
 
 export const ExecutorBehaviors = {
@@ -80,7 +80,7 @@ export const StartPayload = z.strictObject({ jobs: z.array(JobSchema).min(1).max
 
 export const WatchPayload = runs;
 export const StatusPayload = handleOnly;
-export const StatusReply = z.discriminatedUnion('state', [
+export const RunStatusReply = z.discriminatedUnion('state', [
   z.object({ state: z.enum(['created', 'running']) }),
   z.object({ state: z.literal('exited'), result: ExitResultSchema }),
   z.object({ state: z.literal('missing') }),
