@@ -49,6 +49,10 @@ const runSetup = setup({
     events: {} as RunEvent,
     input: {} as { jobId: string; id?: string },
   },
+  actions: {
+    /** Why it could not start, or can no longer be followed. */
+    noteError: assign({ error: ({ event }) => (event.type === 'failed' ? event.error : event.type === 'lost' ? event.reason : null) }),
+  },
   guards: {
     hasResult: ({ context }) => context.result !== null,
   },
@@ -64,33 +68,33 @@ function machineFrom(phase: RunPhase) {
       pulling: {
         on: {
           pulled: 'creating',
-          failed: { target: 'failed', actions: assign({ error: ({ event }) => event.error }) },
+          failed: { target: 'failed', actions: 'noteError' },
         },
       },
       creating: {
         on: {
           created: { target: 'running', actions: assign({ id: ({ event }) => event.id }) },
-          failed: { target: 'failed', actions: assign({ error: ({ event }) => event.error }) },
+          failed: { target: 'failed', actions: 'noteError' },
         },
       },
       attaching: {
         on: {
           attached: 'running',
-          lost: { target: 'lost', actions: assign({ error: ({ event }) => event.reason }) },
+          lost: { target: 'lost', actions: 'noteError' },
         },
       },
       running: {
         on: {
           exited: { target: 'exited', actions: assign({ result: ({ event }) => event.result }) },
           cancel: { target: 'stopping', actions: assign({ cancelReason: ({ event }) => event.reason }) },
-          lost: { target: 'lost', actions: assign({ error: ({ event }) => event.reason }) },
+          lost: { target: 'lost', actions: 'noteError' },
         },
       },
       stopping: {
         on: {
           // Noted; the run ends once the stop is over.
           exited: { actions: assign({ result: ({ event }) => event.result }) },
-          lost: { actions: assign({ error: ({ event }) => event.reason }) },
+          lost: { actions: 'noteError' },
           stopped: [{ guard: 'hasResult', target: 'killed' }, { target: 'lost' }],
         },
       },

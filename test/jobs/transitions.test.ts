@@ -47,18 +47,21 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-it('shows a job running to completion as the transitions of its machine and of its executor run, in order', async () => {
+/** Every transition from now on, and a caller of the orchestrator's behaviors. */
+function watching() {
   const seen: Transition[] = [];
   system.events.subscribe((e) => {
     if (e.type === 'transition') seen.push(e);
   });
   const caller = system.spawn({ inbox: 'caller' });
-  const orchestrator = localHandle(caller, ORCHESTRATOR_INBOX);
-  const job = await callBehavior(caller, orchestrator, JobBehaviors.submit, nullJob({ durationMs: 50, stdout: 'hi' }), z.custom<Job>());
-  await waitFor('the job to complete', async () => {
-    const now = await callBehavior(caller, orchestrator, JobBehaviors.status, { id: job.id }, z.custom<Job>());
-    return now.status === 'completed';
-  });
+  const call = (be: string, payload: unknown) => callBehavior(caller, localHandle(caller, ORCHESTRATOR_INBOX), be, payload, z.custom<Job>());
+  return { seen, call };
+}
+
+it('shows a job running to completion as the transitions of its machine and of its executor run, in order', async () => {
+  const { seen, call } = watching();
+  const job = await call(JobBehaviors.submit, nullJob({ durationMs: 50, stdout: 'hi' }));
+  await waitFor('the job to complete', async () => (await call(JobBehaviors.status, { id: job.id })).status === 'completed');
 
   const step = (t: Transition) => `${t.actor} ${t.machine}: ${t.from} → ${t.to} (${t.event})`;
   const ours = seen.filter((t) => t.machine === 'job' || t.machine === 'executor-run').map(step);
@@ -84,15 +87,10 @@ it('shows a job running to completion as the transitions of its machine and of i
 });
 
 it('shows a cancelled job stopping, and its run killed before the job fails', async () => {
-  const seen: Transition[] = [];
-  system.events.subscribe((e) => {
-    if (e.type === 'transition') seen.push(e);
-  });
-  const caller = system.spawn({ inbox: 'caller' });
-  const orchestrator = localHandle(caller, ORCHESTRATOR_INBOX);
-  const job = await callBehavior(caller, orchestrator, JobBehaviors.submit, nullJob({ durationMs: 60_000 }), z.custom<Job>());
+  const { seen, call } = watching();
+  const job = await call(JobBehaviors.submit, nullJob({ durationMs: 60_000 }));
   await waitFor('the job to run', () => seen.some((t) => t.machine === 'job' && t.to === 'running'));
-  const cancelled = await callBehavior(caller, orchestrator, JobBehaviors.cancel, { id: job.id }, z.custom<Job>());
+  const cancelled = await call(JobBehaviors.cancel, { id: job.id });
   expect(cancelled).toMatchObject({ status: 'failed', error: 'cancelled' });
 
   const steps = seen.filter((t) => t.machine === 'job' || t.machine === 'executor-run').map((t) => `${t.machine}: ${t.to}`);
