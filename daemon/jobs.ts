@@ -1,20 +1,23 @@
 /**
- * The part of the composition root that makes a node run jobs: its database, the executors,
- * the resource manager and the orchestrator, started in the order they depend on each other
- * and stopped so that every write made is committed before the database closes.
+ * The part of the composition root that makes a node run jobs: its database, the executor
+ * actors, the resource manager and the orchestrator, started in the order they depend on each
+ * other (StartOrder) and stopped in reverse, so every write made is committed before the
+ * database closes.
  */
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { DockerExecutor } from '../actors/executors/docker.js';
-import { installExecutorGuard } from '../actors/executors/guard.js';
-import { NullExecutor } from '../actors/executors/null.js';
-import { ExecutorRegistry } from '../actors/executors/registry.js';
-import { Orchestrator } from '../actors/orchestrator/orchestrator.js';
+import { DockerExecutorActor, NullExecutorActor } from '../actors/executors/actor.js';
+import { OrchestratorActor } from '../actors/orchestrator/orchestrator.js';
 import { measureCapacity } from '../actors/resources/capacity.js';
-import { ResourceManager } from '../actors/resources/manager.js';
+import { ResourceManagerActor } from '../actors/resources/manager.js';
+import { executorInbox } from '../behaviors/jobs/executor.js';
+import { ORCHESTRATOR_INBOX } from '../behaviors/jobs/jobs.js';
+import { RESOURCES_INBOX } from '../behaviors/jobs/resources.js';
+import { makeActor } from '../runtime/component.js';
 import type { Config } from '../runtime/config.js';
 import { homePaths } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
+import { StartOrder } from '../runtime/start-order.js';
 import type { ActorSystem } from '../runtime/system.js';
 import { type Authority, ownKeys } from '../runtime/capability/authority.js';
 import type { Envelope } from '../runtime/wire/envelope.js';
@@ -31,10 +34,8 @@ export interface JobsOptions {
 
 export interface Jobs {
   storage: Storage;
-  resources: ResourceManager;
-  orchestrator: Orchestrator;
-  /** The executors jobs can run with, which the node's profile publishes. */
-  executors: ExecutorRegistry;
+  /** The executors jobs can run with (actors at executor/<name>), which the node's profile publishes. */
+  executors: { names(): string[] };
   /** Stops placing and following jobs (their runs go on), commits what is pending, closes the database. */
   stop(): Promise<void>;
 }
@@ -48,55 +49,44 @@ function trustedBy(system: ActorSystem, authority?: Pick<Authority, 'isRoot'>) {
   return (env: Envelope) => own(env.from.id) || (authority?.isRoot(env.from.did) ?? false);
 }
 
+/** The executors every node has. */
+const EXECUTORS = ['docker', 'null'] as const;
+
 export async function startJobs({ system, config, home, log, authority }: JobsOptions): Promise<Jobs> {
   const paths = homePaths(home);
-  const storage = await openStorage(databasePath(config, home));
-  // Before any executor runs: from here on an executor's fault fails its job, not the node.
-  const unguard = installExecutorGuard(log);
-  try {
-    const jobs = config.jobs;
-    // Both executors keep output in one directory: job ids are unique across them.
-    const logsDir = join(paths.data, 'job-logs');
-    const executors = new ExecutorRegistry();
-    executors.register(
-      new DockerExecutor({
-        nodeId: system.host,
-        logsDir,
-        maxLogBytes: jobs.max_log_bytes,
-        stopGraceSeconds: jobs.stop_grace_s,
-        limits: {
-          defaultCores: jobs.default_resources.cores,
-          defaultMemoryBytes: jobs.default_resources.memory_bytes,
-          pids: jobs.pids_limit,
-          logBytes: jobs.max_log_bytes,
-        },
-      }),
-    );
-    executors.register(new NullExecutor({ logsDir, maxLogBytes: jobs.max_log_bytes }));
-    const capacity = await measureCapacity({ dataDir: paths.data });
-    const resources = await ResourceManager.spawn(system, { storage, capacity, defaultName: config.general.name || hostname(), log });
-    const orchestrator = await Orchestrator.spawn(system, {
+  const jobs = config.jobs;
+  const order = new StartOrder(log);
+  const storage = await order.step('storage', () => openStorage(databasePath(config, home)), (s) => s.close());
+  // Before the orchestrator, which asks them what a previous process left. Both keep output in
+  // one directory: job ids are unique across them.
+  const logsDir = join(paths.data, 'job-logs');
+  await order.component(executorInbox('docker'), () =>
+    makeActor(system, DockerExecutorActor, {
+      nodeId: system.host,
+      logsDir,
+      maxLogBytes: jobs.max_log_bytes,
+      stopGraceSeconds: jobs.stop_grace_s,
+      limits: {
+        defaultCores: jobs.default_resources.cores,
+        defaultMemoryBytes: jobs.default_resources.memory_bytes,
+        pids: jobs.pids_limit,
+        logBytes: jobs.max_log_bytes,
+      },
+    }),
+  );
+  await order.component(executorInbox('null'), () => makeActor(system, NullExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes }));
+  const capacity = await order.step('capacity', () => measureCapacity({ dataDir: paths.data }));
+  await order.component(RESOURCES_INBOX, () =>
+    makeActor(system, ResourceManagerActor, { storage, capacity, defaultName: config.general.name || hostname() }),
+  );
+  await order.component(ORCHESTRATOR_INBOX, () =>
+    makeActor(system, OrchestratorActor, {
       storage,
-      executors,
-      log,
+      executors: EXECUTORS,
       defaultResources: jobs.default_resources,
       allowedRegistries: jobs.allowed_registries,
       trusted: trustedBy(system, authority),
-    });
-    return {
-      storage,
-      resources,
-      orchestrator,
-      executors,
-      stop: async () => {
-        await orchestrator.halt();
-        await storage.close();
-        unguard();
-      },
-    };
-  } catch (e) {
-    unguard();
-    await storage.close();
-    throw e;
-  }
+    }),
+  );
+  return { storage, executors: { names: () => [...EXECUTORS] }, stop: () => order.stop() };
 }

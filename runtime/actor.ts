@@ -211,8 +211,9 @@ export class Actor {
   }
 
   async send(to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Promise<void> {
-    const env = await signEnvelope(this.envelope(to, be, payload, opts), this.key);
-    await this.system.route(env);
+    const env = this.envelope(to, be, payload, opts);
+    const sealed = this.seal(env, opts);
+    await this.system.route(sealed === env ? env : await sealed);
   }
 
   /** Sends and waits for the reply until the envelope's expiry. */
@@ -220,10 +221,13 @@ export class Actor {
     const env = this.envelope(to, be, payload, opts);
     env.opt.cont = `/private/reply/${env.nonce}`;
     const reply = this.awaitReply<T>(this.primary, env.opt.cont, env.opt.exp);
-    if (opts.unsigned) {
-      if (to.addr.host !== '' && to.addr.host !== this.system.host) throw invalid('only an envelope for this node may stay unsigned');
-    } else {
-      await signEnvelope(env, this.key);
+    try {
+      const sealed = this.seal(env, opts);
+      // Unsigned, nothing is awaited: the envelope is queued before invoke returns.
+      if (sealed !== env) await sealed;
+    } catch (e) {
+      this.primary.behaviors.remove(env.opt.cont);
+      throw e;
     }
     try {
       await this.system.route(env);
@@ -232,6 +236,21 @@ export class Actor {
       throw e;
     }
     return reply;
+  }
+
+  /** Whether `h` is the primary inbox of an actor of this node. */
+  private isActorHere(h: Handle): boolean {
+    if (h.addr.host !== '' && h.addr.host !== this.system.host) return false;
+    const inbox = this.system.inbox(h.addr.inbox);
+    return inbox !== undefined && inbox === inbox.actor.primary;
+  }
+
+  /** Signs the envelope (a promise), unless `opts.unsigned` and it stays on this node (the envelope itself, at once). */
+  private seal(env: Envelope, opts: SendOptions): Envelope | Promise<Envelope> {
+    if (!opts.unsigned) return signEnvelope(env, this.key);
+    const host = env.to.addr.host;
+    if (host !== '' && host !== this.system.host) throw invalid('only an envelope for this node may stay unsigned');
+    return env;
   }
 
   /** Registers a one-shot behavior at `cont` on `inbox` that resolves with the reply or rejects at `exp`. */
@@ -258,12 +277,16 @@ export class Actor {
   /**
    * Replies to an invoke or broadcast: to its sender, behavior `opt.cont`, same expiry. Routed
    * as a reply, so on this node it reaches only a reply waiter, never an ordinary behavior.
+   * A reply to an actor of this node's own invoke is not signed: it lands in that actor's
+   * primary inbox, where the kernel's reply waiter takes it, and never leaves the node (a REST
+   * client's inbox is never an actor's primary one: its replies, which it is shown, are signed).
    */
   async reply(req: Envelope, payload: unknown): Promise<void> {
     if (!req.opt.cont || isExpired(req.opt.exp)) return;
     try {
-      const env = await signEnvelope(this.envelope(req.from, req.opt.cont, payload, { exp: req.opt.exp }), this.key);
-      await this.system.route(env, { kind: 'local' }, { reply: true });
+      const env = this.envelope(req.from, req.opt.cont, payload, { exp: req.opt.exp });
+      const sealed = this.seal(env, { unsigned: this.isActorHere(req.from) });
+      await this.system.route(sealed === env ? env : await sealed, { kind: 'local' }, { reply: true });
     } catch (e) {
       // A REST client that gave up has closed its inbox; that is routine, not a warning.
       const level = e instanceof DmsError && e.kind === 'not_found' ? 'debug' : 'warn';

@@ -9,8 +9,11 @@ import Docker from 'dockerode';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { formatBytes } from '../../runtime/bytes.js';
-import { DmsError, invalid, notFound } from '../../runtime/errors.js';
+import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
+import type { Logger } from '../../runtime/log.js';
 import { JobLogs, type LogWriter } from './logfile.js';
+import { OomEvents } from './oom-events.js';
+import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from './run-machine.js';
 import type {
   ExecutionHandle,
   ExecutionState,
@@ -40,6 +43,11 @@ export interface DockerExecutorOptions {
   stopGraceSeconds?: number;
   /** Limits every container gets, whatever its job asked for. */
   limits?: Partial<ContainerLimits>;
+  /** Makes each run's machine: the executor actor's `ctx.machine`, so the node sees its steps. Default: plain xstate. */
+  machine?: MachineFactory;
+  /** Runs what follows one job's run (its capture and its wait) on that job's behalf: the executor guard's scope. */
+  jobScope?: <T>(jobId: string, fn: () => T) => T;
+  log?: Logger;
 }
 
 /** What bounds every container (`jobs.default_resources`, `jobs.pids_limit`, `jobs.max_log_bytes`). */
@@ -63,9 +71,10 @@ export const DEFAULT_CONTAINER_LIMITS: ContainerLimits = {
 
 interface DockerRun {
   container: Docker.Container;
-  /** Set before stopping, so the result says the run was cancelled and why. */
-  cancelReason?: string;
-  result: Promise<ExitResult>;
+  /** Where the run is, why it is being stopped, how it ended (./run-machine.ts). */
+  machine: RunMachine;
+  /** Settles once the run is followed: at once for a run this process started; rejects when a container to pick up is gone. */
+  ready: Promise<void>;
 }
 
 /** An error from the engine: dockerode puts the HTTP status and the engine's message on it. */
@@ -129,10 +138,12 @@ export class DockerExecutor implements Executor {
   private readonly logStore: JobLogs;
   private readonly stopGraceSeconds: number;
   private readonly limits: ContainerLimits;
-  /** Runs this process watches, by container id. */
+  private readonly machines: MachineFactory;
+  private readonly jobScope: <T>(jobId: string, fn: () => T) => T;
+  /** The engine's `oom` events for this node's containers, followed between open() and close(). */
+  private readonly oom: OomEvents;
+  /** Runs this process follows, by container id. */
   private readonly runs = new Map<string, DockerRun>();
-  /** Pick-ups in progress, so two callers asking at once share one capture. */
-  private readonly attaching = new Map<string, Promise<DockerRun>>();
 
   constructor(opts: DockerExecutorOptions) {
     this.docker = opts.docker ?? new Docker();
@@ -140,6 +151,18 @@ export class DockerExecutor implements Executor {
     this.logStore = new JobLogs(opts.logsDir, opts.maxLogBytes);
     this.stopGraceSeconds = opts.stopGraceSeconds ?? 10;
     this.limits = { ...DEFAULT_CONTAINER_LIMITS, ...opts.limits };
+    this.machines = opts.machine ?? plainMachines;
+    this.jobScope = opts.jobScope ?? ((_, fn) => fn());
+    this.oom = new OomEvents(this.docker, `${NODE_LABEL}=${this.nodeId}`, opts.log);
+  }
+
+  /** Starts following the engine's OOM events (the executor actor's start). Never fails: an absent engine is tried again. */
+  open(): Promise<void> {
+    return this.oom.open();
+  }
+
+  close(): void {
+    this.oom.close();
   }
 
   async start(job: Job, opts: StartOptions = {}): Promise<ExecutionHandle> {
@@ -147,10 +170,21 @@ export class DockerExecutor implements Executor {
     // whoever stored the job and whatever they checked.
     const ref = parseImageReference(job.image);
     if ('error' in ref) throw invalid(`image ${JSON.stringify(job.image)} is not a Docker image reference: ${ref.error}`);
-    await this.ensureImage(job.image, opts.onProgress);
-    // The log exists before the container does, so not one byte of output can be missed and
-    // an unwritable logs directory stops the job before it runs.
-    const writer = await this.logStore.create(job.id);
+    const machine = newRun(this.machines, job.id, 'pulling');
+    const failed = (e: unknown) => {
+      machine.send({ type: 'failed', error: errorText(e) });
+      return e;
+    };
+    let writer: LogWriter;
+    try {
+      await this.ensureImage(job.image, opts.onProgress);
+      machine.send({ type: 'pulled' });
+      // The log exists before the container does, so not one byte of output can be missed and
+      // an unwritable logs directory stops the job before it runs.
+      writer = await this.logStore.create(job.id);
+    } catch (e) {
+      throw failed(e);
+    }
     let container: Docker.Container | undefined;
     try {
       container = await this.docker.createContainer(containerSpec(job, this.nodeId, this.limits));
@@ -160,15 +194,18 @@ export class DockerExecutor implements Executor {
       writer.append('stderr', `[dms] ${message}\n`);
       await writer.close();
       if (container) await this.remove(container);
-      throw new DmsError('unavailable', message, { cause: e });
+      throw failed(new DmsError('unavailable', message, { cause: e }));
     }
+    machine.send({ type: 'created', id: container.id });
     const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: container.id };
-    this.track(handle, writer);
+    const run: DockerRun = { container, machine, ready: Promise.resolve() };
+    this.runs.set(handle.id, run);
+    this.follow(handle, run, writer);
     return handle;
   }
 
   async wait(handle: ExecutionHandle): Promise<ExitResult> {
-    return (await this.ensureRun(handle)).result;
+    return endOf((await this.ensureRun(handle)).machine);
   }
 
   async status(handle: ExecutionHandle): Promise<ExecutionState> {
@@ -182,7 +219,7 @@ export class DockerExecutor implements Executor {
     const state = info.State;
     if (state.Status === 'created') return { state: 'created' };
     if (state.Running || state.Paused || state.Restarting) return { state: 'running' };
-    return { state: 'exited', result: exitResult(info, this.runs.get(handle.id)?.cancelReason) };
+    return { state: 'exited', result: exitResult(info, this.cancelReason(handle.id)) };
   }
 
   logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
@@ -206,22 +243,29 @@ export class DockerExecutor implements Executor {
       if (e instanceof DmsError && e.kind === 'not_found') return;
       throw e;
     }
-    run.cancelReason ??= reason;
+    // The first reason given is the one the result names.
+    run.machine.send({ type: 'cancel', reason });
+    // However the stop goes, the run ends (killed) once its result is in and its container gone.
+    const over = outcomeKnown(run.machine)
+      .then(() => this.remove(run.container))
+      .finally(() => run.machine.send({ type: 'stopped' }));
     try {
       await run.container.stop({ t: this.stopGraceSeconds });
     } catch (e) {
       // 304: it had already stopped; 404: it is already gone. Either way it no longer runs.
-      if (statusOf(e) !== 304 && statusOf(e) !== 404) throw e;
+      if (statusOf(e) !== 304 && statusOf(e) !== 404) {
+        over.catch(() => undefined);
+        throw e;
+      }
     }
-    await run.result.catch(() => undefined);
-    await this.remove(run.container);
+    await over;
   }
 
   async cleanup(handle: ExecutionHandle): Promise<void> {
     await this.remove(this.docker.getContainer(handle.id));
     const run = this.runs.get(handle.id);
     if (run) {
-      await run.result.catch(() => undefined);
+      await endOf(run.machine).catch(() => undefined);
       this.runs.delete(handle.id);
     }
   }
@@ -265,69 +309,79 @@ export class DockerExecutor implements Executor {
     return report;
   }
 
-  /** The run watched for `handle`, picking a container back up if this process has not seen it. */
+  private cancelReason(id: string): string | undefined {
+    return this.runs.get(id)?.machine.getSnapshot().context.cancelReason ?? undefined;
+  }
+
+  /** The run followed for `handle`, picking a container back up if this process has not seen it. */
   private async ensureRun(handle: ExecutionHandle): Promise<DockerRun> {
-    const run = this.runs.get(handle.id);
-    if (run) return run;
-    let pending = this.attaching.get(handle.id);
-    if (!pending) {
-      pending = this.reattach(handle).finally(() => this.attaching.delete(handle.id));
-      this.attaching.set(handle.id, pending);
-    }
-    return pending;
+    const run = this.runs.get(handle.id) ?? this.reattach(handle);
+    await run.ready;
+    return run;
   }
 
-  private async reattach(handle: ExecutionHandle): Promise<DockerRun> {
-    try {
-      await this.docker.getContainer(handle.id).inspect();
-    } catch (e) {
-      if (statusOf(e) === 404) throw notFound(`container ${handle.id} of job ${handle.job_id} no longer exists`);
-      throw e;
-    }
-    // Docker keeps the whole output, so re-capturing from the start gives a complete log
-    // even for what was written while no node was watching.
-    return this.track(handle, await this.logStore.create(handle.job_id));
-  }
-
-  private track(handle: ExecutionHandle, writer: LogWriter): DockerRun {
+  /** Picks up a container a previous process of this node started. Two callers asking at once share the pick-up. */
+  private reattach(handle: ExecutionHandle): DockerRun {
     const container = this.docker.getContainer(handle.id);
-    const captured = this.capture(container, writer);
-    const run: DockerRun = {
-      container,
-      result: this.watch(handle, container, captured, () => run.cancelReason),
-    };
-    // Nobody may ever ask for the result; a failure to learn it must not crash the node.
-    run.result.catch(() => undefined);
+    const machine = newRun(this.machines, handle.job_id, 'attaching', handle.id);
+    const run: DockerRun = { container, machine, ready: Promise.resolve() };
+    run.ready = (async () => {
+      let writer: LogWriter;
+      try {
+        await container.inspect();
+        // Docker keeps the whole output, so re-capturing from the start gives a complete log
+        // even for what was written while no node was watching.
+        writer = await this.logStore.create(handle.job_id);
+      } catch (e) {
+        const gone = statusOf(e) === 404;
+        machine.send({ type: 'lost', reason: gone ? `container ${handle.id} of job ${handle.job_id} no longer exists` : engineMessage(e) });
+        this.runs.delete(handle.id);
+        throw gone ? notFound(`container ${handle.id} of job ${handle.job_id} no longer exists`) : e;
+      }
+      machine.send({ type: 'attached' });
+      this.follow(handle, run, writer);
+    })();
+    // Whoever asked awaits it; nobody else may see it fail.
+    run.ready.catch(() => undefined);
     this.runs.set(handle.id, run);
     return run;
   }
 
-  /** The run's result, once it exited and its output is fully in the log. */
-  private async watch(
-    handle: ExecutionHandle,
-    container: Docker.Container,
-    captured: Promise<void>,
-    cancelReason: () => string | undefined,
-  ): Promise<ExitResult> {
+  /** Captures the run's output and waits for its end, on the job's behalf. */
+  private follow(handle: ExecutionHandle, run: DockerRun, writer: LogWriter): void {
+    this.jobScope(handle.job_id, () => {
+      const captured = this.capture(run.container, writer);
+      void this.watch(handle, run, captured);
+    });
+  }
+
+  /** Tells the run's machine how the run ended, once it exited and its output is fully in the log. */
+  private async watch(handle: ExecutionHandle, run: DockerRun, captured: Promise<void>): Promise<void> {
+    const { container, machine } = run;
+    const cancelReason = () => machine.getSnapshot().context.cancelReason ?? undefined;
     let statusCode: number;
     try {
       // Only ever called after start(): a wait() issued before start returns at once with 0.
       statusCode = (await container.wait()).StatusCode;
     } catch (e) {
       await captured;
-      if (statusOf(e) === 404) throw notFound(`container ${handle.id} of job ${handle.job_id} vanished while it ran`);
-      throw e;
+      const reason = statusOf(e) === 404 ? `container ${handle.id} of job ${handle.job_id} vanished while it ran` : engineMessage(e);
+      machine.send({ type: 'lost', reason });
+      return;
     }
     await captured;
     try {
-      const reason = cancelReason();
       // A cancelled container was killed by us, not by the OOM killer: nothing to wait for.
-      return exitResult(await inspectAfterExit(this.docker, container, reason ? 0 : statusCode), reason);
+      const info = await oomVerdict(container, cancelReason() ? 0 : statusCode, this.oom);
+      machine.send({ type: 'exited', result: exitResult(info, cancelReason()) });
     } catch (e) {
-      if (statusOf(e) !== 404) throw e;
+      if (statusOf(e) !== 404) {
+        machine.send({ type: 'lost', reason: engineMessage(e) });
+        return;
+      }
       // Removed between exit and inspection (e.g. by hand): the exit code is all there is.
       const reason = cancelReason();
-      return { exit_code: statusCode, oom_killed: false, ...(reason ? { error: `cancelled: ${reason}` } : {}) };
+      machine.send({ type: 'exited', result: { exit_code: statusCode, oom_killed: false, ...(reason ? { error: `cancelled: ${reason}` } : {}) } });
     }
   }
 
@@ -402,54 +456,39 @@ interface PullEvent {
 }
 
 // The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
-// has returned; when it lands after the exit event the engine never sets State.OOMKilled at
-// all (seen under load), but it still publishes the event as a container `oom` event. So a
-// memory-limited container that died by SIGKILL (137) without being cancelled is checked, for
-// up to 10 s by the clock, for either sign before concluding that it was not the OOM killer.
-// Only such deaths wait; they are rare, and naming an OOM as such is worth the delay.
+// has returned (see ./oom-events.ts). So a memory-limited container that died by SIGKILL (137)
+// without being cancelled is checked, for up to 10 s by the clock, for either sign (the `oom`
+// event's record, State.OOMKilled) before concluding that it was not the OOM killer. Only such
+// deaths wait; they are rare, and naming an OOM as such is worth the delay.
 const OOM_SETTLE_MS = 10_000;
-const OOM_POLL_MS = 250;
+const OOM_INSPECT_MS = 250;
 
-/** Exported so the OOM detection can be checked against a stand-in engine. */
-export async function inspectAfterExit(
-  docker: Docker,
+/** What the engine says of the exited container, OOMKilled set when its `oom` event was seen. Exported to be checked against a stand-in engine. */
+export async function oomVerdict(
   container: Docker.Container,
   statusCode: number,
+  events: OomEvents,
   settleMs: number = OOM_SETTLE_MS,
 ): Promise<Docker.ContainerInspectInfo> {
   let info = await container.inspect();
   if (statusCode !== 137 || !info.HostConfig.Memory || info.State.OOMKilled) return info;
-  const since = Math.floor(Date.parse(info.State.StartedAt) / 1000) || undefined;
+  const oom = () => ({ ...info, State: { ...info.State, OOMKilled: true } });
+  const startedAt = Date.parse(info.State.StartedAt);
+  const since = Math.floor(startedAt / 1000) || undefined;
+  // Died where no subscription saw all of its life (before this process, in a gap): its event,
+  // if any, is in the engine's history.
+  const unwatched = () => !events.covers(startedAt);
+  if (events.seen(container.id) || (unwatched() && (await events.history(container.id, since)))) return oom();
   // A deadline on the clock, not a count of tries: under load each try takes longer.
   const deadline = Date.now() + settleMs;
-  for (;;) {
-    if (await oomEventSeen(docker, container.id, since)) return { ...info, State: { ...info.State, OOMKilled: true } };
-    if (Date.now() >= deadline) return info;
-    await new Promise((resolve) => setTimeout(resolve, OOM_POLL_MS));
+  for (let left = settleMs; left > 0; left = deadline - Date.now()) {
+    if (await events.waitFor(container.id, Math.min(OOM_INSPECT_MS, left))) return oom();
     info = await container.inspect();
     if (info.State.OOMKilled) return info;
   }
-}
-
-/**
- * Whether the engine published an `oom` event for the container since `since` (s). `until` is
- * the current second, never later: the engine holds a query open until its `until`, and the
- * events of this second are seen by the next try.
- */
-async function oomEventSeen(docker: Docker, id: string, since: number | undefined): Promise<boolean> {
-  try {
-    const until = Math.floor(Date.now() / 1000);
-    const stream = (await docker.getEvents({ since, until, filters: { container: [id], event: ['oom'] } } as never)) as unknown as NodeJS.ReadableStream;
-    let text = '';
-    await new Promise<void>((resolve) => {
-      stream.on('data', (d: Buffer) => (text += d.toString('utf8')));
-      stream.on('end', resolve);
-      stream.on('error', () => resolve());
-    });
-    return text.includes('"oom"');
-  } catch {
-    return false;
-  }
+  // The history up to the current second now reaches past the exit.
+  if (unwatched() && (await events.history(container.id, since))) return oom();
+  return info;
 }
 
 function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | undefined): ExitResult {

@@ -15,6 +15,7 @@ import { z } from 'zod';
 import { parseWith, type Job } from '../../behaviors/jobs/schema.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
 import { JobLogs } from './logfile.js';
+import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from './run-machine.js';
 import type { ExecutionHandle, ExecutionState, Executor, ExitResult, LogChunk, LogOptions, LogPage, ReconcileReport } from './types.js';
 
 const count = z.string().regex(/^\d+$/, 'must be a whole number').transform(Number);
@@ -32,19 +33,29 @@ const OOM_EXIT = 137;
 const CANCEL_EXIT = 143;
 
 interface NullRun {
+  /** Where the run is and how it ended (./run-machine.ts). */
+  machine: RunMachine;
   timers: NodeJS.Timeout[];
-  result: Promise<ExitResult>;
-  finish(result: ExitResult): void;
-  finished: ExitResult | null;
+  /** Ends the run with `result`, its output complete first; a later call waits for the first one's end. */
+  finish(result: ExitResult): Promise<void>;
+}
+
+export interface NullExecutorOptions {
+  logsDir: string;
+  maxLogBytes?: number;
+  /** Makes each run's machine: the executor actor's `ctx.machine`, so the node sees its steps. Default: plain xstate. */
+  machine?: MachineFactory;
 }
 
 export class NullExecutor implements Executor {
   readonly name = 'null';
   private readonly runs = new Map<string, NullRun>();
   private readonly logStore: JobLogs;
+  private readonly machines: MachineFactory;
 
-  constructor(opts: { logsDir: string; maxLogBytes?: number }) {
+  constructor(opts: NullExecutorOptions) {
     this.logStore = new JobLogs(opts.logsDir, opts.maxLogBytes);
+    this.machines = opts.machine ?? plainMachines;
   }
 
   async start(job: Job): Promise<ExecutionHandle> {
@@ -54,27 +65,30 @@ export class NullExecutor implements Executor {
     }
     if (this.runs.has(job.id)) throw new DmsError('conflict', `job ${job.id} is already running`);
     const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: job.id };
+    const machine = newRun(this.machines, job.id, 'creating');
     const lines = [...chunks('stdout', options.DMS_NULL_STDOUT), ...chunks('stderr', options.DMS_NULL_STDERR)];
+    const run: NullRun = { machine, timers: [], finish: async () => {} };
+    // Claimed before the first await: a second start of the job meanwhile is a conflict.
+    this.runs.set(handle.id, run);
     // A run with no output leaves no file (reading it gives no chunks), which spares the
     // open/close per job that dominated the cost of a silent null job.
-    const writer = lines.length ? await this.logStore.create(job.id) : undefined;
-
-    let finish!: (result: ExitResult) => void;
-    const result = new Promise<ExitResult>((resolve) => (finish = resolve));
-    const run: NullRun = {
-      timers: [],
-      result,
-      finished: null,
-      finish: (r) => {
-        if (run.finished) return;
-        run.finished = r;
+    let writer;
+    try {
+      writer = lines.length ? await this.logStore.create(job.id) : undefined;
+    } catch (e) {
+      this.runs.delete(handle.id);
+      machine.send({ type: 'failed', error: String(e) });
+      throw e;
+    }
+    let finishing: Promise<void> | null = null;
+    run.finish = (result) =>
+      (finishing ??= (async () => {
         run.timers.forEach(clearTimeout);
         // Output is complete before anyone learns the run ended, as with a real container.
-        if (writer) void writer.close().then(() => finish(r));
-        else finish(r);
-      },
-    };
-    this.runs.set(handle.id, run);
+        await writer?.close();
+        machine.send({ type: 'exited', result });
+      })());
+    machine.send({ type: 'created', id: handle.id });
 
     const duration = options.DMS_NULL_DURATION_MS;
     lines.forEach(([stream, data], i) => {
@@ -83,7 +97,7 @@ export class NullExecutor implements Executor {
     const oom = options.DMS_NULL_OOM === '1';
     run.timers.push(
       setTimeout(() => {
-        run.finish(
+        void run.finish(
           oom
             ? { exit_code: OOM_EXIT, oom_killed: true, error: 'killed: out of memory' }
             : { exit_code: options.DMS_NULL_EXIT_CODE, oom_killed: false },
@@ -94,13 +108,15 @@ export class NullExecutor implements Executor {
   }
 
   async wait(handle: ExecutionHandle): Promise<ExitResult> {
-    return this.run(handle).result;
+    return endOf(this.run(handle).machine);
   }
 
   async status(handle: ExecutionHandle): Promise<ExecutionState> {
     const run = this.runs.get(handle.id);
     if (!run) return { state: 'missing' };
-    return run.finished ? { state: 'exited', result: run.finished } : { state: 'running' };
+    const { value, context } = run.machine.getSnapshot();
+    if (value === 'creating') return { state: 'created' };
+    return context.result && run.machine.getSnapshot().status === 'done' ? { state: 'exited', result: context.result } : { state: 'running' };
   }
 
   logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
@@ -119,14 +135,17 @@ export class NullExecutor implements Executor {
     const run = this.runs.get(handle.id);
     // An unknown run is not running: there is nothing left to stop.
     if (!run) return;
-    run.finish({ exit_code: CANCEL_EXIT, oom_killed: false, error: `cancelled: ${reason}` });
-    await run.result;
+    run.machine.send({ type: 'cancel', reason });
+    await run.finish({ exit_code: CANCEL_EXIT, oom_killed: false, error: `cancelled: ${reason}` });
+    // Nothing to remove: the stop is over once the run has ended.
+    run.machine.send({ type: 'stopped' });
+    await endOf(run.machine).catch(() => undefined);
   }
 
   async cleanup(handle: ExecutionHandle): Promise<void> {
     const run = this.runs.get(handle.id);
     if (!run) return;
-    if (!run.finished) await this.cancel(handle, 'cleaned up while running');
+    if (run.machine.getSnapshot().status !== 'done') await this.cancel(handle, 'cleaned up while running');
     this.runs.delete(handle.id);
   }
 

@@ -1,11 +1,14 @@
 import { DmsError, notFound } from '../../runtime/errors.js';
 import type { Executor } from './types.js';
 
-/** Executors by name: the node registers docker and null, plugins add their own. */
-export class ExecutorRegistry {
-  private readonly executors = new Map<string, Executor>();
+/**
+ * Executors by name. The orchestrator keeps one of the executor actors it may use (each as
+ * the client that asks it by envelopes); anything with a name can be listed.
+ */
+export class ExecutorRegistry<E extends { readonly name: string } = Executor> {
+  private readonly executors = new Map<string, E>();
 
-  register(executor: Executor): void {
+  register(executor: E): void {
     if (this.executors.has(executor.name)) {
       throw new DmsError('conflict', `an executor named "${executor.name}" is already registered`);
     }
@@ -16,7 +19,7 @@ export class ExecutorRegistry {
     return this.executors.has(name);
   }
 
-  get(name: string): Executor {
+  get(name: string): E {
     const executor = this.executors.get(name);
     if (!executor) throw notFound(`no executor named "${name}" (available: ${this.names().join(', ') || 'none'})`);
     return executor;
@@ -26,7 +29,7 @@ export class ExecutorRegistry {
     return [...this.executors.keys()];
   }
 
-  all(): Executor[] {
+  all(): E[] {
     return [...this.executors.values()];
   }
 }

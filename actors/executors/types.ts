@@ -4,44 +4,26 @@
  * result means for it. Handles are plain data so they can be stored with the job and
  * rebuilt after a restart.
  */
+import type { z } from 'zod';
+import type {
+  ExecutionHandleSchema,
+  ExitResultSchema,
+  LogPageSchema,
+  ReconcileReplySchema,
+  RunStatusReply,
+} from '../../behaviors/jobs/executor.js';
+import type { LogChunkSchema } from '../../behaviors/jobs/jobs.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 
-export interface ExecutionHandle {
-  /** Name of the executor that owns the run (its registry key). */
-  executor: string;
-  job_id: string;
-  /** The executor's own id for the run (a container id for docker); stored as job.container_id. */
-  id: string;
-}
+export type ExecutionHandle = z.output<typeof ExecutionHandleSchema>;
+export type ExitResult = z.output<typeof ExitResultSchema>;
+export type ExecutionState = z.output<typeof RunStatusReply>;
 
-export interface ExitResult {
-  exit_code: number;
-  oom_killed: boolean;
-  /** Why the run failed beyond its exit code: cancelled, out of memory. */
-  error?: string;
-}
-
-export type ExecutionState =
-  | { state: 'created' | 'running' }
-  | { state: 'exited'; result: ExitResult }
-  /** The executor has no trace of the run (removed, or lost in a restart). */
-  | { state: 'missing' };
-
-export interface LogChunk {
-  stream: 'stdout' | 'stderr';
-  data: string;
-  /** When the output was produced (RFC 3339). */
-  at: string;
-}
+/** A piece of output: its stream, its text, and when it was produced (RFC 3339). */
+export type LogChunk = z.output<typeof LogChunkSchema>;
 
 /** A page of stored output, addressed by byte offsets into the job's log. */
-export interface LogPage {
-  chunks: LogChunk[];
-  /** Where the next page starts. */
-  next: number;
-  /** Bytes stored so far: `next < size` means there is more to read now. */
-  size: number;
-}
+export type LogPage = z.output<typeof LogPageSchema>;
 
 export interface LogOptions {
   /** Keep yielding until the run ends, instead of stopping at the output so far. */
@@ -63,14 +45,12 @@ export interface StartOptions {
   onProgress?: (event: PullProgress) => void;
 }
 
-export interface ReconcileReport {
-  /** Runs found again and tracked anew; call wait() for the result, which may already be there. */
-  reattached: { handle: ExecutionHandle; state: 'running' | 'exited' }[];
-  /** Known jobs whose run is gone: the orchestrator should fail them with `reason`. */
-  missing: { job_id: string; reason: string }[];
-  /** Runs of this node for jobs nobody asked about, left alone; cleanup() removes one. */
-  orphans: ExecutionHandle[];
-}
+/**
+ * What start-up recovery found: runs tracked anew (`reattached`; their result may already be
+ * there), known jobs whose run is gone (`missing`, with the reason to fail them with), and runs
+ * of this node for jobs nobody asked about (`orphans`, left alone; cleanup() removes one).
+ */
+export type ReconcileReport = z.output<typeof ReconcileReplySchema>;
 
 export interface Executor {
   readonly name: string;

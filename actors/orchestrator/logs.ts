@@ -1,11 +1,12 @@
 /**
  * Where a job's output is read from: its executor and the handle of its run. Reads are by byte
- * offset (Executor.readLogs), so a follower coming back for more reads only what is new.
+ * offset (/dms/executor/logs/read), so a follower coming back for more reads only what is new.
  */
-import type { ExecutionHandle, Executor } from '../executors/types.js';
+import type { ExecutionHandle } from '../executors/types.js';
+import type { ExecutorClient } from './executors.js';
 
 export interface LogSource {
-  executor: Executor;
+  executor: ExecutorClient;
   handle: ExecutionHandle;
 }
 

@@ -1,13 +1,23 @@
 /**
  * The life of one job as an xstate machine. The machine decides which events a job accepts
- * and what each one means; the orchestrator supplies the effects (persist, start, watch,
- * stop, finish) through `provide`, so the rules can be read here in one place and tested
- * without an executor or a database.
+ * and what each one means; the orchestrator supplies the effects through `provide`, so the
+ * rules can be read here in one place and tested without an executor or a database:
+ *
+ *  - `start` and `stop` are invoked actors: each asks the job's executor (an envelope). The stop
+ *    sends back what came of it (`exited` / `lost`); how the start went is reported by the
+ *    executor (/dms/job/started), which the orchestrator hands to the machine as `started` or
+ *    `start_failed`. Leaving the state stops them, so a late answer is not taken for a new event.
+ *  - the run's end arrives as an event: `watch` asks the executor to report it (/dms/job/exited),
+ *    and the orchestrator hands the report to the machine as `exited` or `lost`.
+ *  - the timeout is a delay of the running state, computed from the deadline in the context:
+ *    the deadline is set once, when the run starts, so a run picked up after a restart keeps
+ *    the deadline it had.
+ *  - `persistRunning` and `finish` are actions: they write to the journal.
  *
  *   pending ──reserved──▶ starting ──started──▶ running ──exited──▶ completed | failed
  *      │                     │                    │  ▲
  *      │                     │ start_failed       │  └─ reattached (from pending, after a restart)
- *      │                     ▼                    ▼ cancel / timed_out
+ *      │                     ▼                    ▼ cancel / timeout
  *      └──cancel / lost──▶ failed ◀──exited─── stopping
  *
  * The stored status follows the tags: `starting` is still pending (nothing runs yet) and
@@ -15,7 +25,7 @@
  * statuses is one the job model allows (behaviors/jobs/transitions.ts, which storage enforces);
  * test/jobs/machine-rules.test.ts walks the machine against that table.
  */
-import { assign, setup } from 'xstate';
+import { assign, type EventObject, fromCallback, raise, setup } from 'xstate';
 import type { JobStatus } from '../../behaviors/jobs/schema.js';
 import { type ExecutionHandle, type ExitResult, outcome } from '../executors/types.js';
 
@@ -24,9 +34,13 @@ export type JobMachineEvent =
   | { type: 'reserved' }
   | { type: 'started'; handle: ExecutionHandle }
   | { type: 'start_failed'; error: string }
-  /** Found running (or already exited) by the executor after a restart of the node. */
-  | { type: 'reattached'; handle: ExecutionHandle }
+  /**
+   * Found running (or already exited) by the executor after a restart of the node; `since`:
+   * when it began running (ms since the epoch), which its timeout counts from.
+   */
+  | { type: 'reattached'; handle: ExecutionHandle; since?: number }
   | { type: 'exited'; result: ExitResult }
+  /** The run's deadline passed (raised by the machine's own timer). */
   | { type: 'timed_out'; after_s: number }
   | { type: 'cancel'; reason: string }
   /** The run can no longer be found or followed. */
@@ -41,29 +55,87 @@ export interface JobMachineContext {
   error: string | null;
   /** Why the latest stored transition happened: the text of the job's event. */
   reason: string;
+  /** The job's timeout_s, if it has one. */
+  timeoutS: number | null;
+  /** When the timeout stops the run (ms since the epoch); set once, as the run starts. */
+  deadline: number | null;
 }
+
+export interface JobMachineInput {
+  jobId: string;
+  timeoutS?: number | null;
+}
+
+/** What the invoked effects are given. */
+export type StartInput = { jobId: string };
+export type StopInput = { jobId: string; handle: ExecutionHandle; reason: string };
+
+/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); a longer one is chained by timeoutClock. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * The clock of the job machines' timers (their timeouts): a pending timeout does not keep the
+ * process up, and one longer than a timer takes (24.8 days) is chained rather than cut short.
+ */
+export const timeoutClock = {
+  setTimeout(fn: (...args: unknown[]) => void, ms: number): { timer?: NodeJS.Timeout } {
+    const handle: { timer?: NodeJS.Timeout } = {};
+    const arm = (left: number) => {
+      handle.timer = setTimeout(() => (left > MAX_TIMER_MS ? arm(left - MAX_TIMER_MS) : fn()), Math.min(left, MAX_TIMER_MS));
+      handle.timer.unref();
+    };
+    arm(ms);
+    return handle;
+  },
+  clearTimeout(handle: { timer?: NodeJS.Timeout }): void {
+    clearTimeout(handle.timer);
+  },
+};
+
+const deadlineFrom = (context: JobMachineContext, since: number): number | null =>
+  context.deadline ?? (context.timeoutS ? since + context.timeoutS * 1000 : null);
 
 export const jobMachine = setup({
   types: {
     context: {} as JobMachineContext,
     events: {} as JobMachineEvent,
-    input: {} as { jobId: string },
+    input: {} as JobMachineInput,
+  },
+  actors: {
+    // Effects, supplied by the orchestrator: these stand-ins do nothing.
+    /** Asks for the run to be started; sends back `start_failed` if it cannot even ask. */
+    start: fromCallback<EventObject, StartInput>(() => {}),
+    /** Stops the run; sends back `exited` or `lost` once it is stopped. */
+    stop: fromCallback<EventObject, StopInput>(() => {}),
   },
   actions: {
-    // Effects, supplied by the orchestrator (see JobRunner).
-    start: () => {},
+    // Effects, supplied by the orchestrator.
     persistRunning: () => {},
+    /** Asks the executor to report the run's end. */
     watch: () => {},
-    stop: () => {},
     finish: (_, _params: { status: 'completed' | 'failed' }) => {},
+  },
+  delays: {
+    // Without a deadline the timer is never due: the guard below turns it away.
+    untilDeadline: ({ context }) => (context.deadline === null ? MAX_TIMER_MS : Math.max(0, context.deadline - Date.now())),
   },
   guards: {
     stopRequested: ({ context }) => context.stopReason !== null,
     succeeded: ({ event }) => event.type === 'exited' && outcome(event.result).status === 'completed',
+    hasDeadline: ({ context }) => context.deadline !== null,
   },
 }).createMachine({
   id: 'job',
-  context: ({ input }) => ({ jobId: input.jobId, handle: null, stopReason: null, exitCode: null, error: null, reason: 'submitted' }),
+  context: ({ input }) => ({
+    jobId: input.jobId,
+    handle: null,
+    stopReason: null,
+    exitCode: null,
+    error: null,
+    reason: 'submitted',
+    timeoutS: input.timeoutS ?? null,
+    deadline: null,
+  }),
   initial: 'pending',
   states: {
     pending: {
@@ -72,7 +144,11 @@ export const jobMachine = setup({
         reserved: 'starting',
         reattached: {
           target: 'running',
-          actions: assign({ handle: ({ event }) => event.handle, reason: 'reattached after the node restarted' }),
+          actions: assign({
+            handle: ({ event }) => event.handle,
+            reason: 'reattached after the node restarted',
+            deadline: ({ context, event }) => deadlineFrom(context, event.since ?? Date.now()),
+          }),
         },
         cancel: { target: 'failed', actions: assign(({ event }) => ({ error: event.reason, reason: event.reason })) },
         lost: { target: 'failed', actions: assign(({ event }) => ({ error: event.reason, reason: event.reason })) },
@@ -80,9 +156,12 @@ export const jobMachine = setup({
     },
     starting: {
       tags: ['pending'],
-      entry: 'start',
+      invoke: { src: 'start', input: ({ context }) => ({ jobId: context.jobId }) },
       on: {
-        started: { target: 'running', actions: assign({ handle: ({ event }) => event.handle, reason: 'started' }) },
+        started: {
+          target: 'running',
+          actions: assign({ handle: ({ event }) => event.handle, reason: 'started', deadline: ({ context }) => deadlineFrom(context, Date.now()) }),
+        },
         start_failed: { target: 'failed', actions: assign(({ event }) => ({ error: event.error, reason: event.error })) },
         // Nothing to stop yet: noted, and acted on once the run exists.
         cancel: { actions: assign({ stopReason: ({ event }) => event.reason }) },
@@ -92,6 +171,8 @@ export const jobMachine = setup({
       tags: ['running'],
       entry: ['persistRunning', 'watch'],
       always: { guard: 'stopRequested', target: 'stopping' },
+      // The deadline passing is the run timing out: one rule for both.
+      after: { untilDeadline: { guard: 'hasDeadline', actions: raise(({ context }) => ({ type: 'timed_out', after_s: context.timeoutS! })) } },
       on: {
         exited: [
           { guard: 'succeeded', target: 'completed', actions: assign(({ event }) => exitedWith(event.result)) },
@@ -104,7 +185,7 @@ export const jobMachine = setup({
     },
     stopping: {
       tags: ['running'],
-      entry: 'stop',
+      invoke: { src: 'stop', input: ({ context }) => ({ jobId: context.jobId, handle: context.handle!, reason: context.stopReason! }) },
       on: {
         // However the run ended, it ended because it was stopped: the stop's reason is the error.
         exited: {

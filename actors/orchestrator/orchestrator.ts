@@ -1,12 +1,23 @@
 /**
  * The orchestrator actor (inbox `orchestrator`): accepts jobs, places them on this node when
  * the resource manager grants their resources, runs them through their executor and records
- * every step. Each job is a JobRun driven by the job machine (./machine.ts); this class
- * supplies the machine's effects. What a caller is told always comes from the database, and
- * every write goes through the journal (group commit), so nothing is acknowledged before it
- * is durable.
+ * every step. Each job is a JobRun driven by the job machine (./machine.ts), made through the
+ * actor's `machine()` so every step of every job is a transition the node's inspector sees;
+ * this actor supplies the machine's effects. Executors are actors too, asked by envelopes only
+ * (./executors.ts); they report a run's end with /dms/job/exited. What a caller is told always
+ * comes from the database, and every write goes through the journal (group commit), so nothing
+ * is acknowledged before it is durable.
  */
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { type EventObject, fromCallback } from 'xstate';
+import {
+  ExitedPayload,
+  JobNotifications,
+  ProgressPayload,
+  REPORT_CAPABILITY,
+  type RunReport,
+  StartedPayload,
+  type StartReport,
+} from '../../behaviors/jobs/executor.js';
 import {
   CancelPayload,
   JobBehaviors,
@@ -19,34 +30,34 @@ import {
   ORCHESTRATOR_INBOX,
   SubmitPayload,
 } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
+import { Batcher, callBehavior, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
 import { isTerminal, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
+import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
-import type { ActorSystem } from '../../runtime/system.js';
 import type { Envelope, Handle } from '../../runtime/wire/envelope.js';
 import { ownKeys } from '../../runtime/capability/authority.js';
 import type { JobChange, Storage } from '../../storage/index.js';
-import { withinJob } from '../executors/guard.js';
-import type { ExecutorRegistry } from '../executors/registry.js';
-import type { ExecutionHandle, Executor, PullProgress } from '../executors/types.js';
+import { ExecutorRegistry } from '../executors/registry.js';
+import type { ExecutionHandle } from '../executors/types.js';
+import { ExecutorClient } from './executors.js';
 import { JobJournal } from './journal.js';
 import { aborted, type LogSource } from './logs.js';
-import { type JobMachineContext, jobMachine } from './machine.js';
+import { type JobMachineContext, type JobMachineEvent, jobMachine, type StartInput, type StopInput, timeoutClock } from './machine.js';
 import { type ExecutorFindings, planRecovery } from './recovery.js';
 import { refusedRegistry } from './registries.js';
 import { whyNoNodeCouldHold } from './placement.js';
 import { type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
 
-export interface OrchestratorOptions {
+export interface OrchestratorDeps {
   storage: Storage;
-  executors: ExecutorRegistry;
-  log: Logger;
+  /** Names of this node's executor actors (inboxes `executor/<name>`): the executors a job may name. */
+  executors: readonly string[];
   /** What a job gets when it asks for zero cores or memory (`jobs.default_resources`). */
   defaultResources?: { cores: number; memory_bytes: number };
   /** Private registry hosts images may name (`jobs.allowed_registries`). */
@@ -64,20 +75,41 @@ const DEFAULT_RESOURCES = { cores: 1, memory_bytes: 512 * 1024 * 1024 };
 /** Most job ids one release message carries. */
 const MAX_RELEASE = 5000;
 
-export class Orchestrator {
-  readonly actor: Actor;
+export const OrchestratorActor = defineActor({
+  inbox: ORCHESTRATOR_INBOX,
+  // Handlers wait on the database and the journal and are independent of each other: the job
+  // table and the job machines are only touched between awaits, never across one. Many
+  // submissions in flight at once is also what lets them share one group commit.
+  concurrency: 'node',
+  create: (ctx: ActorContext<OrchestratorDeps>) => {
+    const orchestrator = new Orchestrator(ctx);
+    return {
+      behaviors: orchestrator.behaviors(),
+      api: { journal: orchestrator.journal },
+      // The executors and the resource manager are already running: what a previous process
+      // left is recovered before any job is placed.
+      start: () => orchestrator.recover(),
+      stop: () => orchestrator.halt(),
+    };
+  },
+});
+
+class Orchestrator {
   readonly journal: JobJournal;
+  private readonly actor: Actor;
   private readonly storage: Storage;
-  private readonly executors: ExecutorRegistry;
+  /** The executor actors, each as the client that asks it by envelopes. */
+  private readonly executors = new ExecutorRegistry<ExecutorClient>();
   private readonly log: Logger;
   private readonly machine: JobMachine;
+  /** Makes a job's machine as one of this actor's: the node's inspector sees its transitions. */
+  private readonly makeMachine: ActorContext<OrchestratorDeps>['machine'];
   private readonly scheduler: Scheduler;
   /** Jobs not yet finished, by id. A job leaves once its final state is committed. */
   private readonly runs = new Map<string, JobRun>();
   private readonly manager: Handle;
-  /** Jobs whose resources go back to the manager with the next release message. */
-  private readonly toRelease = new Set<string>();
-  private releasing: Promise<void> | null = null;
+  /** Jobs whose resources go back to the manager, those of one moment in one message. */
+  private readonly releases = new Batcher<string>((ids) => this.sendReleases(ids), MAX_RELEASE);
   private stopping = false;
   private readonly defaults: { cores: number; memory_bytes: number };
   private readonly allowedRegistries: readonly string[];
@@ -85,21 +117,25 @@ export class Orchestrator {
   /** This machine's capacity, as the resource manager measured it at start (it does not change while the node runs). */
   private capacity: Promise<ResourceCapacity> | null = null;
 
-  private constructor(system: ActorSystem, opts: OrchestratorOptions) {
-    this.storage = opts.storage;
-    this.executors = opts.executors;
-    this.log = opts.log;
-    this.defaults = opts.defaultResources ?? DEFAULT_RESOURCES;
-    this.allowedRegistries = opts.allowedRegistries ?? [];
+  constructor({ actor, system, log, deps, machine }: ActorContext<OrchestratorDeps>) {
+    this.actor = actor;
+    this.storage = deps.storage;
+    this.log = log;
+    this.makeMachine = machine;
+    for (const name of deps.executors) this.executors.register(new ExecutorClient(actor, name));
+    this.defaults = deps.defaultResources ?? DEFAULT_RESOURCES;
+    this.allowedRegistries = deps.allowedRegistries ?? [];
     const own = ownKeys(system);
-    this.trusted = opts.trusted ?? ((env) => own(env.from.id));
-    this.journal = new JobJournal(opts.storage.jobs);
+    this.trusted = deps.trusted ?? ((env) => own(env.from.id));
+    this.journal = new JobJournal(deps.storage.jobs);
     this.machine = jobMachine.provide({
+      actors: {
+        start: fromCallback<EventObject, StartInput>(({ input, sendBack }) => this.start(input, sendBack)),
+        stop: fromCallback<EventObject, StopInput>(({ input, sendBack }) => this.stop(input, sendBack)),
+      },
       actions: {
-        start: ({ context }) => this.start(context),
         persistRunning: ({ context }) => this.persistRunning(context),
         watch: ({ context }) => this.watch(context),
-        stop: ({ context }) => this.stop(context),
         finish: ({ context }, { status }) => this.finish(context, status),
       },
     });
@@ -110,21 +146,9 @@ export class Orchestrator {
         unwanted: (id) => this.release(id),
         refused: (run, reason) => this.noteWaiting(run, reason),
       },
-      opts.log,
+      log,
     );
-    this.actor = system.spawn({ inbox: ORCHESTRATOR_INBOX, behaviors: this.behaviors() });
-    this.manager = localHandle(this.actor, RESOURCES_INBOX);
-  }
-
-  /**
-   * Starts the actor and recovers what a previous process left: runs still going are followed
-   * again, runs that vanished fail with the reason, jobs that never started wait again. The
-   * resource manager must already be running.
-   */
-  static async spawn(system: ActorSystem, opts: OrchestratorOptions): Promise<Orchestrator> {
-    const orchestrator = new Orchestrator(system, opts);
-    await orchestrator.recover();
-    return orchestrator;
+    this.manager = localHandle(actor, RESOURCES_INBOX);
   }
 
   /** Stops placing and following jobs and waits for every write made so far. Runs are left running. */
@@ -133,14 +157,14 @@ export class Orchestrator {
     this.scheduler.halt();
     for (const run of this.runs.values()) run.halt();
     await this.journal.drain();
-    await this.releasing;
+    await this.releases.drain();
     const { writes, commits } = this.journal.stats;
     this.log.info({ writes, commits }, 'job journal drained');
   }
 
   // --- behaviors -------------------------------------------------------------------------
 
-  private behaviors() {
+  behaviors() {
     // Senders that are not this node or its roots get jobs without their environment values.
     const shown = (env: Envelope) => (this.trusted(env) ? (job: Job) => job : redactJob);
     return [
@@ -188,6 +212,25 @@ export class Orchestrator {
           this.scheduler.freed();
           return {};
         },
+      }),
+      // What the executors report about runs.
+      defineBehavior({
+        name: JobNotifications.started,
+        payload: StartedPayload,
+        capability: REPORT_CAPABILITY,
+        handle: ({ payload }) => this.started(payload.runs),
+      }),
+      defineBehavior({
+        name: JobNotifications.exited,
+        payload: ExitedPayload,
+        capability: REPORT_CAPABILITY,
+        handle: ({ payload }) => this.exited(payload.runs),
+      }),
+      defineBehavior({
+        name: JobNotifications.progress,
+        payload: ProgressPayload,
+        capability: REPORT_CAPABILITY,
+        handle: ({ payload }) => this.notePull(payload),
       }),
     ];
   }
@@ -305,7 +348,7 @@ export class Orchestrator {
         if (source) {
           // Output that ended or cannot be read is no news: the other waits decide.
           const quiet = () => aborted(ac.signal);
-          waits.push(source.executor.waitForLogs(source.handle, from, ac.signal).then((found) => (found ? undefined : quiet()), quiet));
+          waits.push(source.executor.waitForLogs(source.handle, from, ms).then((found) => (found ? undefined : quiet()), quiet));
         }
       }
       await Promise.race(waits);
@@ -338,46 +381,41 @@ export class Orchestrator {
     return refusedRegistry(job.image, this.allowedRegistries);
   }
 
-  /**
-   * Runs an executor call for `run` under the executor guard: a fault the call sets off where
-   * nobody listens fails this job instead of the node.
-   */
-  private guarded<T>(run: JobRun, fn: () => Promise<T>): Promise<T> {
-    return withinJob(run.id, (reason) => {
-      run.send({ type: 'start_failed', error: reason });
-      run.send({ type: 'lost', reason });
-    }, fn);
-  }
-
   // --- the machine's effects -------------------------------------------------------------
 
   private track(job: Job): JobRun {
     // Jobs stored before defaults applied still reserve (and are limited to) them.
-    const run = new JobRun({ ...job, resources: this.withDefaults(job.resources) }, this.machine);
+    const machine = this.makeMachine(this.machine, { input: { jobId: job.id, timeoutS: job.timeout_s }, clock: timeoutClock });
+    const run = new JobRun({ ...job, resources: this.withDefaults(job.resources) }, machine);
     this.runs.set(job.id, run);
     return run.start();
   }
 
-  private run(ctx: JobMachineContext): JobRun {
+  private run(ctx: { jobId: string }): JobRun {
     return this.runs.get(ctx.jobId)!;
   }
 
-  private executorOf(run: JobRun): Executor {
+  private executorOf(run: JobRun): ExecutorClient {
     return this.executors.get(run.job.executor);
   }
 
-  private start(ctx: JobMachineContext): void {
-    const run = this.run(ctx);
-    const onProgress = (p: PullProgress) => this.notePull(run, p);
-    // A turn later: the machine is still in its transition while this action runs.
-    this.guarded(run, () => Promise.resolve().then(() => this.executorOf(run).start(run.job, { onProgress }))).then(
-      (handle) => {
-        run.send({ type: 'started', handle });
-        // The job was failed meanwhile (an executor fault): nothing may keep running for it.
-        if (run.finished && run.handle === null) this.cleanup(run, handle);
-      },
-      (e: unknown) => run.send({ type: 'start_failed', error: errorText(e) }),
-    );
+  /** The invoked `start`: asks the executor to start the run; how it went is reported (see started()). */
+  private start(input: StartInput, sendBack: (event: JobMachineEvent) => void): void {
+    const run = this.run(input);
+    this.executorOf(run)
+      .start(run.job)
+      .catch((e: unknown) => sendBack({ type: 'start_failed', error: errorText(e) }));
+  }
+
+  /** An executor reported how starts went. */
+  private started(reports: StartReport[]): void {
+    for (const report of reports) {
+      const run = this.runs.get(report.job_id);
+      if ('error' in report) run?.send({ type: 'start_failed', error: report.error });
+      // The job was failed meanwhile (an executor fault): nothing may keep running for it.
+      else if (!run || (run.finished && run.handle === null)) void this.executors.get(report.handle.executor).cleanup(report.handle).catch(() => undefined);
+      else run.send({ type: 'started', handle: report.handle });
+    }
   }
 
   private persistRunning(ctx: JobMachineContext): void {
@@ -389,32 +427,48 @@ export class Orchestrator {
     );
   }
 
-  /** Follows the run to its end, and stops it at its timeout. */
+  /** Asks the executor to report the run's end (/dms/job/exited, see exited()). */
   private watch(ctx: JobMachineContext): void {
     const run = this.run(ctx);
-    const handle = ctx.handle!;
-    this.guarded(run, () => Promise.resolve().then(() => this.executorOf(run).wait(handle)))
-      .then(
-        (result) => run.send({ type: 'exited', result }),
-        (e: unknown) => run.send({ type: 'lost', reason: `lost track of its run: ${errorText(e)}` }),
-      );
-    const timeout = run.job.timeout_s;
-    if (timeout) {
-      run.deadline ??= Date.now() + timeout * 1000;
-      run.timer = setTimeout(() => run.send({ type: 'timed_out', after_s: timeout }), Math.max(0, run.deadline - Date.now()));
-    }
+    this.executorOf(run)
+      .watch(ctx.handle!)
+      .catch((e: unknown) => run.send({ type: 'lost', reason: `lost track of its run: ${errorText(e)}` }));
   }
 
-  private stop(ctx: JobMachineContext): void {
-    const run = this.run(ctx);
-    run.stopped = this.guarded(run, () => Promise.resolve().then(() => this.executorOf(run).cancel(ctx.handle!, ctx.stopReason!)))
-      .catch((e: unknown) => this.log.warn({ job: ctx.jobId, err: errorText(e) }, 'could not stop run'));
+  /** The invoked `stop`: the run is stopped (cancel, timeout); answers once it is gone. */
+  private stop(input: StopInput, sendBack: (event: JobMachineEvent) => void): void {
+    this.executors
+      .get(input.handle.executor)
+      .cancel(input.handle, input.reason)
+      .then(
+        // However it ended, it is gone; without a result it is gone without one.
+        (result) => sendBack(result ? { type: 'exited', result } : { type: 'lost', reason: input.reason }),
+        // Its end may still be reported; until then the job stays stopping.
+        (e: unknown) => this.log.warn({ job: input.jobId, err: errorText(e) }, 'could not stop run'),
+      );
+  }
+
+  /** An executor reported runs' ends, or that it can no longer follow them (a fault, a vanished container). */
+  private exited(reports: RunReport[]): void {
+    for (const report of reports) this.ended(report);
+  }
+
+  private ended(report: RunReport): void {
+    const run = this.runs.get(report.job_id);
+    // A report about another run of the job (an earlier attempt) says nothing about this one.
+    if (!run || (report.handle && run.handle && report.handle.id !== run.handle.id)) return;
+    if ('result' in report) {
+      run.send({ type: 'exited', result: report.result });
+      return;
+    }
+    // Whichever applies: a fault while starting fails the start, one later loses the run.
+    run.send({ type: 'start_failed', error: report.lost });
+    run.send({ type: 'lost', reason: report.lost });
   }
 
   /** Records the end; then the run's resources, container and waiters are let go. */
   private finish(ctx: JobMachineContext, status: 'completed' | 'failed'): void {
     const run = this.run(ctx);
-    if (run.timer) clearTimeout(run.timer);
     this.scheduler.remove(ctx.jobId);
     this.release(ctx.jobId);
     const change: JobChange = {
@@ -424,9 +478,7 @@ export class Orchestrator {
       error: status === 'failed' ? (ctx.error ?? ctx.reason) : null,
     };
     this.journal.change(ctx.jobId, change).then(
-      async (job) => {
-        // A cancel answers once the run is really gone, not merely told to go.
-        await run.stopped;
+      (job) => {
         this.runs.delete(ctx.jobId);
         run.end({ job });
         // Only now: removing the container before the end is stored could make a crash in
@@ -442,8 +494,8 @@ export class Orchestrator {
   }
 
   private cleanup(run: JobRun, handle: ExecutionHandle): void {
-    Promise.resolve()
-      .then(() => this.executorOf(run).cleanup(handle))
+    this.executorOf(run)
+      .cleanup(handle)
       .catch((e: unknown) => this.log.warn({ job: run.id, err: errorText(e) }, 'run not cleaned up'));
   }
 
@@ -458,9 +510,10 @@ export class Orchestrator {
     });
   }
 
-  /** Image pulls report their steps in the job's events (progress ticks are left out). */
-  private notePull(run: JobRun, p: PullProgress): void {
-    if (p.current !== undefined || !p.status) return;
+  /** Image pulls report their steps in the job's events (the executor leaves progress ticks out). */
+  private notePull(p: { job_id: string; status: string; id?: string }): void {
+    const run = this.runs.get(p.job_id);
+    if (!run) return;
     const reason = `pulling image ${run.job.image}: ${p.status}${p.id ? ` (${p.id})` : ''}`;
     this.journal.change(run.id, { reason }).catch((e: unknown) => this.log.debug({ job: run.id, err: errorText(e) }, 'pull step not stored'));
   }
@@ -469,28 +522,22 @@ export class Orchestrator {
 
   /** Gives a job's resources back; releases of one moment travel in one message. */
   private release(jobId: string): void {
-    this.toRelease.add(jobId);
-    this.releasing ??= this.sendReleases();
+    // The batch's own failure is logged where it is sent.
+    void this.releases.add(jobId).catch(() => undefined);
   }
 
-  private async sendReleases(): Promise<void> {
-    await nextTurn();
-    while (this.toRelease.size > 0) {
-      const ids = [...this.toRelease].slice(0, MAX_RELEASE);
-      for (const id of ids) this.toRelease.delete(id);
-      try {
-        await callBehavior(this.actor, this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
-      } catch (e) {
-        this.log.warn({ err: errorText(e), jobs: ids.length }, 'resources not released');
-      }
-      this.scheduler.freed();
+  private async sendReleases(ids: string[]): Promise<void> {
+    try {
+      await callBehavior(this.actor, this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
+    } catch (e) {
+      this.log.warn({ err: errorText(e), jobs: ids.length }, 'resources not released');
     }
-    this.releasing = null;
+    this.scheduler.freed();
   }
 
   // --- start-up --------------------------------------------------------------------------
 
-  private async recover(): Promise<void> {
+  async recover(): Promise<void> {
     const open = await this.storage.jobs.list({ status: ['pending', 'running'] });
     const findings = new Map<string, ExecutorFindings>();
     for (const name of new Set(open.map((j) => j.executor))) if (!this.executors.has(name)) findings.set(name, { absent: true });
@@ -514,9 +561,9 @@ export class Orchestrator {
       await callBehavior(this.actor, this.manager, ResourceBehaviors.reserve, { jobs, force: true }, ReserveReply);
     }
     for (const { job, handle } of plan.reattach) {
-      const run = this.track(job);
-      if (job.timeout_s) run.deadline = (await this.runningSince(job)) + job.timeout_s * 1000;
-      run.send({ type: 'reattached', handle });
+      // Its timeout counts from when it began running, not from now.
+      const since = job.timeout_s ? await this.runningSince(job) : undefined;
+      this.track(job).send({ type: 'reattached', handle, since });
     }
     for (const { job, reason } of plan.lose) this.track(job).send({ type: 'lost', reason });
     for (const job of plan.queue) this.scheduler.add(this.track(job));
@@ -534,7 +581,7 @@ export class Orchestrator {
   }
 
   /** Runs left over from finished jobs (a crash between the end and the clean-up) are removed. */
-  private async removeOrphans(executor: Executor, orphans: ExecutionHandle[]): Promise<void> {
+  private async removeOrphans(executor: ExecutorClient, orphans: ExecutionHandle[]): Promise<void> {
     for (const handle of orphans) {
       const job = await this.storage.jobs.get(handle.job_id);
       if (job && isTerminal(job.status)) await executor.cleanup(handle);

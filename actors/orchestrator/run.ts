@@ -3,23 +3,17 @@
  * committed: the job machine's actor, the job record as last committed, and what waits on it
  * (a cancel waiting for the end, log readers waiting for news).
  */
-import { type Actor, createActor } from 'xstate';
+import type { Actor } from 'xstate';
 import type { Job, JobStatus } from '../../behaviors/jobs/schema.js';
 import type { ExecutionHandle } from '../executors/types.js';
-import { type JobMachineEvent, jobMachine, statusOf } from './machine.js';
+import { type JobMachineEvent, type jobMachine, statusOf } from './machine.js';
 
 export type JobMachine = typeof jobMachine;
 
 export class JobRun {
   readonly id: string;
-  readonly machine: Actor<JobMachine>;
   /** The reservation epoch this job was last refused in (see Scheduler); -1 before its first try. */
   refusedIn = -1;
-  /** When a timeout, if the job has one, stops the run (ms since the epoch); set when it starts running. */
-  deadline: number | null = null;
-  timer: NodeJS.Timeout | null = null;
-  /** The executor stopping the run (cancel, timeout); the job is reported ended only after it. */
-  stopped: Promise<void> | null = null;
   /** Resolves with the final job once its final state is committed. */
   readonly settled: Promise<Job>;
   private settle!: (job: Job) => void;
@@ -30,7 +24,8 @@ export class JobRun {
   constructor(
     /** The job as last committed: its spec, and its pending reason. */
     public job: Job,
-    machine: JobMachine,
+    /** The job's machine, made (not started) by the orchestrator so the node observes it. */
+    readonly machine: Actor<JobMachine>,
   ) {
     this.id = job.id;
     this.settled = new Promise<Job>((resolve, reject) => {
@@ -39,7 +34,6 @@ export class JobRun {
     });
     // A cancel is usually waiting; when none is, a failed final write must not go unhandled.
     this.settled.catch(() => undefined);
-    this.machine = createActor(machine, { input: { jobId: job.id } });
     this.machine.subscribe(() => this.wake());
   }
 
@@ -96,10 +90,8 @@ export class JobRun {
     });
   }
 
-  /** Stops the machine: no transition, and so no effect, happens after this. */
+  /** Stops the machine, its timer and its invoked effects: no transition, and so no effect, happens after this. */
   halt(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
     this.machine.stop();
     this.wake();
   }

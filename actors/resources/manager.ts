@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { localHandle } from '../../behaviors/jobs/replies.js';
+import { localHandle, tell } from '../../behaviors/jobs/replies.js';
 import {
   AllocatePayload,
   AllocationListPayload,
@@ -27,20 +27,19 @@ import {
 import type { Allocation, DeviceSettings, DeviceSettingsChanges, ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
+import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { formatBytes as bytes } from '../../runtime/bytes.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
-import type { ActorSystem } from '../../runtime/system.js';
 import type { Storage } from '../../storage/index.js';
 import { fitsWithin, ResourceLedger } from './ledger.js';
 
-export interface ResourceManagerOptions {
+export interface ResourceManagerDeps {
   storage: Storage;
   /** What the machine has (measureCapacity). */
   capacity: ResourceCapacity;
   /** The device name until the operator sets one. */
   defaultName: string;
-  log: Logger;
 }
 
 const NO_SETTINGS: DeviceSettings = { name: '', location: {}, onboarded: null };
@@ -48,31 +47,38 @@ const NO_SETTINGS: DeviceSettings = { name: '', location: {}, onboarded: null };
 const jobKey = (jobId: string) => `job:${jobId}`;
 const allocationKey = (id: string) => `allocation:${id}`;
 
-export class ResourceManager {
-  readonly actor: Actor;
+export const ResourceManagerActor = defineActor({
+  inbox: RESOURCES_INBOX,
+  // Correctness does not rest on the mailbox: every check and reservation is made synchronously
+  // within one handler, and an allocation claims its share before it awaits its write. The
+  // handlers that wait (storage) do not hold up the rest.
+  concurrency: 'node',
+  create: async ({ actor, log, deps }: ActorContext<ResourceManagerDeps>) => {
+    // The device settings and the allocations still held, before the first envelope.
+    const settings = (await deps.storage.device.get()) ?? NO_SETTINGS;
+    const held = await deps.storage.allocations.list({ active: true });
+    const manager = new ResourceManager(actor, deps, log, settings, held);
+    return { behaviors: manager.behaviors(), api: { usage: () => manager.usage(), device: () => manager.device() } };
+  },
+});
+
+class ResourceManager {
   private readonly ledger: ResourceLedger;
   /** Held allocations made for a job, by job id: the job runs on its allocation. */
   private readonly forJobs = new Map<string, Allocation>();
   /** Jobs running on an allocation made for them, rather than on a reservation of their own. */
   private readonly covered = new Set<string>();
 
-  private constructor(
-    system: ActorSystem,
-    private readonly opts: ResourceManagerOptions,
+  constructor(
+    private readonly actor: Actor,
+    private readonly opts: ResourceManagerDeps,
+    private readonly log: Logger,
     private settings: DeviceSettings,
     held: Allocation[],
   ) {
     this.ledger = new ResourceLedger(settings.onboarded ?? opts.capacity);
     // Stored allocations were granted before; a smaller share since then does not revoke them.
     for (const a of held) this.hold(a, true);
-    this.actor = system.spawn({ inbox: RESOURCES_INBOX, behaviors: this.behaviors() });
-  }
-
-  /** Loads the device settings and the allocations still held, then starts the actor. */
-  static async spawn(system: ActorSystem, opts: ResourceManagerOptions): Promise<ResourceManager> {
-    const settings = (await opts.storage.device.get()) ?? NO_SETTINGS;
-    const held = await opts.storage.allocations.list({ active: true });
-    return new ResourceManager(system, opts, settings, held);
   }
 
   usage(): Usage {
@@ -96,7 +102,7 @@ export class ResourceManager {
     };
   }
 
-  private behaviors() {
+  behaviors() {
     return [
       defineBehavior({ name: ResourceBehaviors.usage, payload: EmptyPayload, handle: () => this.usage() }),
       defineBehavior({ name: ResourceBehaviors.reserve, payload: ReservePayload, handle: ({ payload }) => this.reserve(payload) }),
@@ -227,9 +233,8 @@ export class ResourceManager {
 
   /** Tells the orchestrator that pending jobs may fit now. */
   private resourcesFreed(): void {
-    const to = localHandle(this.actor, ORCHESTRATOR_INBOX);
-    this.actor.send(to, JobBehaviors.schedule, {}).catch((e: unknown) => {
-      this.opts.log.debug({ err: errorText(e) }, 'orchestrator not told about freed resources');
+    tell(this.actor, localHandle(this.actor, ORCHESTRATOR_INBOX), JobBehaviors.schedule, {}).catch((e: unknown) => {
+      this.log.debug({ err: errorText(e) }, 'orchestrator not told about freed resources');
     });
   }
 }

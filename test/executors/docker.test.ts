@@ -75,9 +75,12 @@ describe.skipIf(problem !== null)('docker executor', () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'dms-docker-'));
     executor = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs'), stopGraceSeconds: 1 });
+    // As its actor does at start: the engine's OOM events are followed live.
+    await executor.open();
   });
 
   afterAll(async () => {
+    executor.close();
     const left = await docker.listContainers({ all: true, filters: { label: [`${NODE_LABEL}=${nodeId}`] } });
     await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
     await rm(dir, { recursive: true, force: true });

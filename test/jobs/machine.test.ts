@@ -1,23 +1,25 @@
-import { describe, expect, it } from 'vitest';
-import { createActor } from 'xstate';
+import { describe, expect, it, vi } from 'vitest';
+import { createActor, type EventObject, fromCallback } from 'xstate';
 import type { ExecutionHandle } from '../../actors/executors/types.js';
-import { type JobMachineContext, type JobMachineEvent, jobMachine, statusOf } from '../../actors/orchestrator/machine.js';
+import { type JobMachineContext, type JobMachineEvent, jobMachine, statusOf, type StopInput } from '../../actors/orchestrator/machine.js';
 
 const handle: ExecutionHandle = { executor: 'null', job_id: 'j', id: 'c-1' };
 
 /** The machine with its effects recorded instead of performed. */
-function job() {
+function job(timeoutS?: number) {
   const effects: string[] = [];
   const machine = jobMachine.provide({
+    actors: {
+      start: fromCallback(() => void effects.push('start')),
+      stop: fromCallback<EventObject, StopInput>(({ input }) => void effects.push(`stop(${input.reason})`)),
+    },
     actions: {
-      start: () => effects.push('start'),
       persistRunning: ({ context }) => effects.push(`persistRunning(${context.reason})`),
       watch: () => effects.push('watch'),
-      stop: ({ context }) => effects.push(`stop(${context.stopReason})`),
       finish: ({ context }, { status }) => effects.push(`finish(${status}: ${context.reason})`),
     },
   });
-  const actor = createActor(machine, { input: { jobId: 'j' } }).start();
+  const actor = createActor(machine, { input: { jobId: 'j', timeoutS } }).start();
   const send = (...events: JobMachineEvent[]) => events.forEach((e) => actor.send(e));
   const state = () => ({ value: actor.getSnapshot().value, status: statusOf(actor.getSnapshot()) });
   const context = (): JobMachineContext => actor.getSnapshot().context;
@@ -106,5 +108,41 @@ describe('job machine', () => {
     j.send({ type: 'reserved' }, { type: 'exited', result: { exit_code: 0, oom_killed: false } }, { type: 'reattached', handle });
     expect(j.state().value).toBe('starting');
     expect(j.effects).toEqual(['start']);
+  });
+
+  it('stops a run by itself at its timeout, counted from when it started', () => {
+    vi.useFakeTimers();
+    try {
+      const j = job(1);
+      j.send({ type: 'reserved' }, { type: 'started', handle });
+      vi.advanceTimersByTime(999);
+      expect(j.state().value).toBe('running');
+      vi.advanceTimersByTime(1);
+      expect(j.state().value).toBe('stopping');
+      expect(j.context().stopReason).toBe('timed out after 1 s');
+      expect(j.effects.at(-1)).toBe('stop(timed out after 1 s)');
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('keeps the deadline of a run reattached after a restart, rather than starting its timeout again', () => {
+    vi.useFakeTimers();
+    try {
+      const j = job(1);
+      j.send({ type: 'reattached', handle, since: Date.now() - 900 });
+      vi.advanceTimersByTime(99);
+      expect(j.state().value).toBe('running');
+      vi.advanceTimersByTime(1);
+      expect(j.state().value).toBe('stopping');
+      // Without a timeout there is no deadline, and nothing stops the run.
+      const untimed = job();
+      untimed.send({ type: 'reattached', handle, since: Date.now() - 3_600_000 });
+      expect(untimed.context().deadline).toBeNull();
+      vi.advanceTimersByTime(3_600_000);
+      expect(untimed.state().value).toBe('running');
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

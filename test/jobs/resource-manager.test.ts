@@ -6,12 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { ResourceManager } from '../../actors/resources/manager.js';
+import { ResourceManagerActor } from '../../actors/resources/manager.js';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { callBehavior, localHandle } from '../../behaviors/jobs/replies.js';
 import { DeviceBehaviors, ResourceBehaviors, RESOURCES_INBOX, type Usage } from '../../behaviors/jobs/resources.js';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
+import { type Component, makeActor } from '../../runtime/component.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { DmsError } from '../../runtime/errors.js';
 import { silentLogger } from '../../runtime/log.js';
@@ -29,8 +30,10 @@ let caller: Actor;
 /** Wake-ups the manager sent to the orchestrator's inbox. */
 let wakeUps: number;
 
-async function spawnManager(machine: ResourceSpec = capacity): Promise<ResourceManager> {
-  return ResourceManager.spawn(system, { storage, capacity: machine, defaultName: 'test-device', log: silentLogger() });
+async function spawnManager(machine: ResourceSpec = capacity): Promise<Component> {
+  const manager = await makeActor(system, ResourceManagerActor, { storage, capacity: machine, defaultName: 'test-device' });
+  await manager.start();
+  return manager;
 }
 
 const call = <S extends z.ZodType>(be: string, payload: unknown, schema: S) =>
@@ -107,7 +110,7 @@ describe('resource manager', () => {
     const held = await call(ResourceBehaviors.allocate, { resources: spec(1.5, GiB) }, z.object({ id: z.string() }));
     const short = await refusal(call(ResourceBehaviors.allocate, { resources: spec(1) }, z.any()));
     expect(short).toMatchObject({ kind: 'conflict', message: 'not enough cpu: 1 cores asked, 0.5 cores free of 2 cores onboarded' });
-    await first.actor.stop();
+    await first.stop();
 
     await spawnManager();
     expect((await usage()).allocated).toEqual(spec(1.5, GiB));

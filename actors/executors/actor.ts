@@ -1,0 +1,207 @@
+/**
+ * Executors as actors. An executor is an actor at inbox `executor/<name>` answering the executor
+ * protocol (behaviors/jobs/executor.ts); the orchestrator knows it by nothing else. How its
+ * runs started and ended, pull steps and faults are reported to the orchestrator as /dms/job/…
+ * envelopes.
+ *
+ * `defineExecutor` makes such an actor from an Executor implementation (Docker, null, or one a
+ * plugin brings): it gives the implementation the actor's machine factory (each run's state is
+ * a machine the node observes) and the scope of the actor's own executor guard, installs the
+ * guard when the actor starts and removes it when it stops.
+ */
+import {
+  CancelRunPayload,
+  CleanupPayload,
+  ExecutorBehaviors,
+  executorInbox,
+  JobNotifications,
+  MAX_RUNS_PER_ENVELOPE,
+  ReadLogsPayload,
+  ReconcilePayload,
+  type RunReport,
+  StartPayload,
+  type StartReport,
+  StatusPayload,
+  WaitForLogsPayload,
+  WatchPayload,
+} from '../../behaviors/jobs/executor.js';
+import { ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
+import { Batcher, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
+import { defineBehavior } from '../../runtime/behavior.js';
+import { type ActorContext, defineActor } from '../../runtime/component.js';
+import { DmsError, errorText } from '../../runtime/errors.js';
+import { DockerExecutor, type DockerExecutorOptions } from './docker.js';
+import { ExecutorGuard } from './guard.js';
+import { NullExecutor, type NullExecutorOptions } from './null.js';
+import type { MachineFactory } from './run-machine.js';
+import type { ExecutionHandle, Executor, PullProgress } from './types.js';
+
+export interface ExecutorActorDeps {
+  /** The inbox on this node told about runs (starts, ends, pull steps, faults); default the orchestrator's. */
+  reportTo?: string;
+}
+
+/** An implementation with a life of its own (e.g. an engine subscription): opened and closed with its actor. */
+export interface ExecutorImplementation extends Executor {
+  open?(): Promise<void> | void;
+  close?(): Promise<void> | void;
+}
+
+/** What the actor gives its implementation. */
+export interface ExecutorParts {
+  /** Makes each run's machine, observed by the node (ActorContext.machine). */
+  machine: MachineFactory;
+  /** Runs `fn`, and all it sets going, on behalf of job `jobId`: a fault there fails that job, not the node. */
+  jobScope: <T>(jobId: string, fn: () => T) => T;
+}
+
+/**
+ * A failure told to the caller in its own words: a stop or recovery that fails is a job's error
+ * or a warning, not a fault of the node to be hidden behind an error id.
+ */
+async function told<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (e) {
+    throw e instanceof DmsError ? e : new DmsError('unavailable', errorText(e), { cause: e });
+  }
+}
+
+export function defineExecutor<Deps extends ExecutorActorDeps>(
+  name: string,
+  make: (ctx: ActorContext<Deps>, parts: ExecutorParts) => ExecutorImplementation,
+) {
+  return defineActor({
+    inbox: executorInbox(name),
+    // Envelopes concern runs independent of each other, and the implementation's table of runs
+    // is only changed synchronously; what waits long (a pull, a stop, a wait for output) answers
+    // or reports when done instead of holding a mailbox slot, so a cancel never queues behind a pull.
+    concurrency: 'node',
+    create: (ctx: ActorContext<Deps>) => {
+      const { actor, log, deps } = ctx;
+      const guard = new ExecutorGuard(log);
+      const reportTo = localHandle(actor, deps.reportTo ?? ORCHESTRATOR_INBOX);
+      const notDelivered = (be: string) => (e: unknown) => log.debug({ be, err: errorText(e) }, 'report not delivered');
+      const report = (be: string, payload: unknown) => void tell(actor, reportTo, be, payload).catch(notDelivered(be));
+      // Reports of one moment travel together.
+      const batched = <T>(be: string) => {
+        const batch = new Batcher<T>((runs) => tell(actor, reportTo, be, { runs }), MAX_RUNS_PER_ENVELOPE);
+        return (run: T) => void batch.add(run).catch(notDelivered(be));
+      };
+      const started = batched<StartReport>(JobNotifications.started);
+      const exited = batched<RunReport>(JobNotifications.exited);
+      const lost = (jobId: string, reason: string, handle?: ExecutionHandle) => exited({ job_id: jobId, ...(handle ? { handle } : {}), lost: reason });
+      const scoped = <T>(jobId: string, fn: () => T): T => guard.within(jobId, (reason) => lost(jobId, reason), fn);
+      const impl = make(ctx, { machine: ctx.machine, jobScope: scoped });
+      if (impl.name !== name) throw new DmsError('internal', `executor actor ${name} was given the executor "${impl.name}"`);
+
+      const progress = (jobId: string) => (p: PullProgress) => {
+        // Progress ticks are many and say little: only the steps are told.
+        if (p.current !== undefined || !p.status) return;
+        report(JobNotifications.progress, { job_id: jobId, status: p.status.slice(0, 500), ...(p.id ? { id: p.id.slice(0, 200) } : {}) });
+      };
+
+      return {
+        behaviors: [
+          defineBehavior({
+            name: ExecutorBehaviors.start,
+            payload: StartPayload,
+            handle: ({ payload: { jobs } }) => {
+              for (const job of jobs) {
+                scoped(job.id, () => impl.start(job, { onProgress: progress(job.id) })).then(
+                  (handle) => started({ job_id: job.id, handle }),
+                  (e: unknown) => started({ job_id: job.id, error: errorText(e) }),
+                );
+              }
+            },
+          }),
+          defineBehavior({
+            name: ExecutorBehaviors.watch,
+            payload: WatchPayload,
+            handle: ({ payload: { handles } }) => {
+              for (const handle of handles) {
+                scoped(handle.job_id, () => impl.wait(handle)).then(
+                  (result) => exited({ job_id: handle.job_id, handle, result }),
+                  (e: unknown) => lost(handle.job_id, `lost track of its run: ${errorText(e)}`, handle),
+                );
+              }
+            },
+          }),
+          defineBehavior({ name: ExecutorBehaviors.status, payload: StatusPayload, handle: ({ payload }) => impl.status(payload.handle) }),
+          defineBehavior({
+            name: ExecutorBehaviors.cancel,
+            payload: CancelRunPayload,
+            noReply: true,
+            handle: (c) =>
+              replyWhenDone(c, async () => {
+                const { handle, reason } = c.payload;
+                await told(() => scoped(handle.job_id, () => impl.cancel(handle, reason)));
+                // The run has ended now, unless it was gone already.
+                const result = await impl.wait(handle).catch(() => undefined);
+                return result ? { result } : {};
+              }),
+          }),
+          defineBehavior({
+            name: ExecutorBehaviors.cleanup,
+            payload: CleanupPayload,
+            handle: ({ payload: { handles } }) => {
+              for (const handle of handles) {
+                scoped(handle.job_id, () => impl.cleanup(handle)).catch((e: unknown) =>
+                  log.warn({ job: handle.job_id, err: errorText(e) }, 'run not cleaned up'),
+                );
+              }
+            },
+          }),
+          defineBehavior({
+            name: ExecutorBehaviors.readLogs,
+            payload: ReadLogsPayload,
+            handle: ({ payload }) => impl.readLogs(payload.handle, payload.from, payload.limit),
+          }),
+          defineBehavior({
+            name: ExecutorBehaviors.waitForLogs,
+            payload: WaitForLogsPayload,
+            noReply: true,
+            handle: (c) =>
+              replyWhenDone(c, async () => {
+                const ac = new AbortController();
+                const timer = setTimeout(() => ac.abort(), c.payload.wait_ms);
+                try {
+                  return { found: await impl.waitForLogs(c.payload.handle, c.payload.from, ac.signal) };
+                } finally {
+                  clearTimeout(timer);
+                }
+              }),
+          }),
+          defineBehavior({
+            name: ExecutorBehaviors.reconcile,
+            payload: ReconcilePayload,
+            handle: ({ payload }) => told(() => impl.reconcile(payload.job_ids)),
+          }),
+        ],
+        api: { executor: impl },
+        start: async () => {
+          // Before any run is started or picked up: from here on a fault fails its job, not the node.
+          guard.install();
+          await impl.open?.();
+        },
+        stop: async () => {
+          await impl.close?.();
+          guard.uninstall();
+        },
+      };
+    },
+  });
+}
+
+/** Runs jobs as Docker containers (./docker.ts). */
+export const DockerExecutorActor = defineExecutor(
+  'docker',
+  ({ deps, log }: ActorContext<Omit<DockerExecutorOptions, 'machine' | 'jobScope' | 'log'> & ExecutorActorDeps>, parts) =>
+    new DockerExecutor({ ...deps, ...parts, log }),
+);
+
+/** Plays runs back without running anything (./null.ts). */
+export const NullExecutorActor = defineExecutor(
+  'null',
+  ({ deps }: ActorContext<Omit<NullExecutorOptions, 'machine'> & ExecutorActorDeps>, { machine }) => new NullExecutor({ ...deps, machine }),
+);
