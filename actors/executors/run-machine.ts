@@ -121,7 +121,7 @@ export const plainMachines: MachineFactory = (logic, options) => createActor(log
 
 /** Makes and starts a run's machine. */
 export function newRun(make: MachineFactory, jobId: string, phase: RunPhase, id?: string): RunMachine {
-  return make(runMachines[phase], { input: { jobId, id } }).start();
+  return make(runMachines[phase], { id: jobId, input: { jobId, id } }).start();
 }
 
 /** The run's result once it has ended; rejects with the reason when it ended without one. */

@@ -385,7 +385,7 @@ class Orchestrator {
 
   private track(job: Job): JobRun {
     // Jobs stored before defaults applied still reserve (and are limited to) them.
-    const machine = this.makeMachine(this.machine, { input: { jobId: job.id, timeoutS: job.timeout_s }, clock: timeoutClock });
+    const machine = this.makeMachine(this.machine, { id: job.id, input: { jobId: job.id, timeoutS: job.timeout_s }, clock: timeoutClock });
     const run = new JobRun({ ...job, resources: this.withDefaults(job.resources) }, machine);
     this.runs.set(job.id, run);
     return run.start();

@@ -16,8 +16,9 @@ import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { DEV_PAGE, DEV_PAGE_PATH } from '../dev-page.js';
 import type { RouteModule } from './types.js';
 
-/** Events a slow watcher may lag behind before the stream drops instead of buffering. */
+/** Events, and their bytes, a slow watcher may lag behind before the stream drops instead of buffering. */
 const MAX_IN_FLIGHT = 1000;
+const MAX_IN_FLIGHT_BYTES = 4 * 1024 * 1024;
 /** How often each actor's mailbox depth is sampled while someone watches. */
 const MAILBOX_SAMPLE_MS = 1000;
 
@@ -80,22 +81,32 @@ export const devRoutes: RouteModule = ({ table, config, system }) => {
 function watch(event: H3Event, system: ActorSystem, filters: DevStreamFilters, payloads: boolean) {
   const stream = createEventStream(event);
   let inFlight = 0;
+  let inFlightBytes = 0;
   let dropped = 0;
-  const push = (e: DevEvent) => {
+  const push = (data: string) => {
     inFlight++;
-    stream.push({ event: 'dms', data: JSON.stringify(e) }).finally(() => inFlight--);
+    inFlightBytes += data.length;
+    stream.push({ event: 'dms', data }).finally(() => {
+      inFlight--;
+      inFlightBytes -= data.length;
+      // Caught up: say what was lost now, not only when the next event comes.
+      if (inFlight === 0) reportDropped();
+    });
+  };
+  const reportDropped = () => {
+    if (dropped === 0) return;
+    const count = dropped;
+    dropped = 0;
+    push(JSON.stringify({ type: 'dropped', at: new Date().toISOString(), count } satisfies DevEvent));
   };
   const send = (e: DevEvent | null) => {
     if (!e || !matchesFilters(e, filters)) return;
-    if (inFlight >= MAX_IN_FLIGHT) {
+    if (inFlight >= MAX_IN_FLIGHT || inFlightBytes >= MAX_IN_FLIGHT_BYTES) {
       dropped++;
       return;
     }
-    if (dropped > 0) {
-      push({ type: 'dropped', at: new Date().toISOString(), count: dropped });
-      dropped = 0;
-    }
-    push(e);
+    reportDropped();
+    push(JSON.stringify(e));
   };
   const sub = system.events.subscribe((e) => send(devEvent(e, payloads)));
   const sampler = setInterval(() => {

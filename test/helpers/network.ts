@@ -105,9 +105,10 @@ export class DevEvents {
   private constructor() {}
 
   /** Resolves once the node has the subscription open, so no later event is missed. */
-  static async open(url: string, types: DevEventType[]): Promise<DevEvents> {
+  static async open(url: string, types: DevEventType[], filters: { actor?: string; behavior?: string } = {}): Promise<DevEvents> {
     const watch = new DevEvents();
-    const res = await fetch(`${url}/api/v1/dev/stream?type=${types.join(',')}`, { signal: watch.abort.signal });
+    const query = new URLSearchParams({ type: types.join(','), ...filters });
+    const res = await fetch(`${url}/api/v1/dev/stream?${query}`, { signal: watch.abort.signal });
     if (res.status !== 200 || !res.body) throw new Error(`dev stream: HTTP ${res.status} ${await res.text()}`);
     const reader = res.body.getReader();
     // The node writes a comment as soon as it has subscribed; events published after it reach us.
