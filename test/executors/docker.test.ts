@@ -6,7 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { dockerForTests, OVER_ITS_MEMORY, TEST_IMAGE } from '../helpers/docker.js';
 import { containerSpec, DockerExecutor, JOB_LABEL, NODE_LABEL } from '../../actors/executors/docker.js';
 import { outcome } from '../../actors/executors/types.js';
 import { waitFor } from '../helpers/network.js';
@@ -126,8 +126,7 @@ describe.skipIf(problem !== null)('docker executor', () => {
   });
 
   it('detects and names a kill for exceeding the memory limit', async () => {
-    // dd allocates its block size at once: a 64 MiB block in a 16 MiB container.
-    const handle = await executor.start(dockerJob(['dd', 'if=/dev/zero', 'of=/dev/null', 'bs=64M', 'count=1'], 16 * MiB));
+    const handle = await executor.start(dockerJob(OVER_ITS_MEMORY, 16 * MiB));
     const result = await executor.wait(handle);
     expect(result).toEqual({ exit_code: 137, oom_killed: true, error: 'killed: out of memory (limit 16 MiB)' });
     expect(outcome(result)).toEqual({ status: 'failed', error: 'killed: out of memory (limit 16 MiB)' });

@@ -6,6 +6,16 @@ import { dockerSkipLine } from '../support/docker-skips.js';
 /** Built by .ci/docker-setup.sh with `docker import`: no registry is reachable. */
 export const TEST_IMAGE = 'dms-test/busybox:latest';
 
+/**
+ * dd allocates its block size at once: a 64 MiB block in a 16 MiB container is killed by the
+ * kernel's OOM killer. The shell outlives it for a moment and exits with dd's status (137):
+ * the engine learns of an OOM kill by watching the container's cgroup, and when the container
+ * ends at the same instant (its only process was the one killed) a loaded engine can remove the
+ * cgroup before it reads the kill, and then never reports it at all, whoever asks.
+ */
+export const OVER_ITS_MEMORY = ['sh', '-c', 'dd if=/dev/zero of=/dev/null bs=64M count=1; s=$?; sleep 1; exit $s'];
+
+
 async function engineProblem(docker: Docker): Promise<string | null> {
   const probe = await probeDocker(docker);
   if (!probe.ok) return probe.reason;

@@ -4,7 +4,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { dockerForTests, OVER_ITS_MEMORY, TEST_IMAGE } from '../helpers/docker.js';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
 import { MiB, Rest, startJobNode, textOf, until } from './helpers.js';
@@ -75,8 +75,7 @@ describe.skipIf(problem !== null)('docker jobs on a node', () => {
 
   it('fails a job that exits 3 with exit code 3, and one over its memory limit as OOM', async () => {
     const exit3 = await rest.submit(container(['sh', '-c', 'exit 3']));
-    // dd allocates its whole block at once: 64 MiB in a 16 MiB container.
-    const oom = await rest.submit(container(['dd', 'if=/dev/zero', 'of=/dev/null', 'bs=64M', 'count=1'], { memory: 16 * MiB }));
+    const oom = await rest.submit(container(OVER_ITS_MEMORY, { memory: 16 * MiB }));
     expect(await rest.waitFor(exit3.id)).toMatchObject({ status: 'failed', exit_code: 3, error: 'exited with code 3' });
     expect(await rest.waitFor(oom.id, undefined, 50_000)).toMatchObject({ status: 'failed', exit_code: 137, error: 'killed: out of memory (limit 16 MiB)' });
   }, 60_000);
