@@ -18,6 +18,7 @@ import type { Config } from '../runtime/config.js';
 import { homePaths } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { StartOrder } from '../runtime/start-order.js';
+import type { PluginExecutorActor } from './plugins.js';
 import type { ActorSystem } from '../runtime/system.js';
 import { type Authority, ownKeys } from '../runtime/capability/authority.js';
 import type { Envelope } from '../runtime/wire/envelope.js';
@@ -30,6 +31,8 @@ export interface JobsOptions {
   log: Logger;
   /** Whose envelopes see job environments: the node's own keys and the authority's roots. */
   authority?: Pick<Authority, 'isRoot'>;
+  /** Executors plugins bring (daemon/plugins.ts): started with the built-in ones, before the orchestrator, which may choose them. */
+  pluginExecutors?: readonly PluginExecutorActor[];
 }
 
 export interface Jobs {
@@ -50,9 +53,9 @@ function trustedBy(system: ActorSystem, authority?: Pick<Authority, 'isRoot'>) {
 }
 
 /** The executors every node has. */
-const EXECUTORS = ['docker', 'null'] as const;
+export const BUILTIN_EXECUTORS = ['docker', 'null'] as const;
 
-export async function startJobs({ system, config, home, log, authority }: JobsOptions): Promise<Jobs> {
+export async function startJobs({ system, config, home, log, authority, pluginExecutors = [] }: JobsOptions): Promise<Jobs> {
   const paths = homePaths(home);
   const jobs = config.jobs;
   const order = new StartOrder(log);
@@ -75,6 +78,10 @@ export async function startJobs({ system, config, home, log, authority }: JobsOp
     }),
   );
   await order.component(executorInbox('null'), () => makeActor(system, NullExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes }));
+  for (const ex of pluginExecutors) {
+    await order.component(executorInbox(ex.name), () => makeActor(system, ex.definition, { logsDir, maxLogBytes: jobs.max_log_bytes }));
+  }
+  const executors = [...BUILTIN_EXECUTORS, ...pluginExecutors.map((e) => e.name)];
   const capacity = await order.step('capacity', () => measureCapacity({ dataDir: paths.data }));
   await order.component(RESOURCES_INBOX, () =>
     makeActor(system, ResourceManagerActor, { storage, capacity, defaultName: config.general.name || hostname() }),
@@ -82,11 +89,11 @@ export async function startJobs({ system, config, home, log, authority }: JobsOp
   await order.component(ORCHESTRATOR_INBOX, () =>
     makeActor(system, OrchestratorActor, {
       storage,
-      executors: EXECUTORS,
+      executors,
       defaultResources: jobs.default_resources,
       allowedRegistries: jobs.allowed_registries,
       trusted: trustedBy(system, authority),
     }),
   );
-  return { storage, executors: { names: () => [...EXECUTORS] }, stop: () => order.stop() };
+  return { storage, executors: { names: () => [...executors] }, stop: () => order.stop() };
 }

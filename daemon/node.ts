@@ -17,11 +17,11 @@ import { StartOrder } from '../runtime/start-order.js';
 import { ActorSystem } from '../runtime/system.js';
 import { listenFailures } from '../runtime/network/listen-failure.js';
 import { Libp2pTransport } from '../runtime/network/transport.js';
-import { loadPlugins, pluginActor } from './plugins.js';
+import { BUILTIN_INBOXES, loadPlugins, pluginActor, pluginExecutors, pluginRoutes } from './plugins.js';
 import { deviceRoutes } from '../http/routes/device.js';
 import { jobRoutes } from '../http/routes/jobs.js';
 import { resourceRoutes } from '../http/routes/resources.js';
-import { startJobs } from './jobs.js';
+import { BUILTIN_EXECUTORS, startJobs } from './jobs.js';
 import { setUpSecurity } from './security.js';
 
 export interface NodeOptions {
@@ -73,10 +73,22 @@ export class DmsNode {
     // kernel owns it once attached and stops it last.
     const transport = config.network.enabled ? await order.step('network', () => startNetwork(system, config, log, keys.node)) : undefined;
     const root = await order.component(ROOT_INBOX, () => makeActor(system, RootActor, {}));
-    const plugins = await order.step('plugins', () => loadPlugins(system, config.plugins.modules, home));
-    for (const plugin of plugins) await order.component(plugin.name, () => makeActor(system, pluginActor(plugin), {}));
-    if (plugins.length) log.info({ plugins: plugins.map((p) => p.name) }, 'plugins loaded');
-    const jobs = await order.step('jobs', () => startJobs({ system, config, home, log, authority: security.authority }), (j) => j.stop());
+    // Imported and checked, names included, before any of their parts is made.
+    const plugins = await order.step('plugins', () =>
+      loadPlugins(config.plugins.modules, home, { inboxes: BUILTIN_INBOXES, executors: BUILTIN_EXECUTORS }, config.plugins.config),
+    );
+    const jobs = await order.step(
+      'jobs',
+      () => startJobs({ system, config, home, log, authority: security.authority, pluginExecutors: plugins.flatMap(pluginExecutors) }),
+      (j) => j.stop(),
+    );
+    // After the jobs part, so a start hook can call the orchestrator and its executors; stopped before them.
+    const pluginActors = [];
+    for (const loaded of plugins) {
+      const made = await order.component(loaded.plugin.name, () => makeActor(system, pluginActor(loaded), {}));
+      pluginActors.push({ loaded, ctx: made.api.ctx });
+    }
+    if (plugins.length) log.info({ plugins: plugins.map((p) => p.plugin.name) }, 'plugins loaded');
     // After the jobs component, whose executors the node's profile names. Peers that connected
     // meanwhile are greeted when it starts.
     await order.component('discovery', () =>
@@ -102,9 +114,13 @@ export class DmsNode {
         provide: security.provide,
       }),
     );
-    const routes = [jobRoutes, resourceRoutes, deviceRoutes];
-    const app = createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys, version: NODE_VERSION });
-    const http = await order.step('rest', () => listen(app, config), (h) => h.close());
+    const routes = [jobRoutes, resourceRoutes, deviceRoutes, pluginRoutes(pluginActors)];
+    // Within the step: a route a plugin cannot add stops what started.
+    const http = await order.step(
+      'rest',
+      () => listen(createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys, version: NODE_VERSION }), config),
+      (h) => h.close(),
+    );
     const paths = homePaths(home);
     await order.step(
       'runtime file',

@@ -1,29 +1,72 @@
+/**
+ * Loading plugins (behaviors/plugin.ts is their API) and making their parts the node's own
+ * components: the plugin's actor (its behaviors, start/stop hooks), one executor actor per
+ * executor it brings (defineExecutor, like Docker's and null's), and its REST routes in the
+ * route table. Every check runs before anything of a plugin starts, and every failure stops
+ * start-up with a message naming the plugin (`plugins.modules: '<spec>' …`).
+ */
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { defineActor } from '../runtime/component.js';
-import { DmsError } from '../runtime/errors.js';
+import { z } from 'zod';
+import { DISCOVERY_INBOX } from '../actors/discovery.js';
+import { defineExecutor, type ExecutorActorDeps } from '../actors/executors/actor.js';
+import { JobLogs } from '../actors/executors/logfile.js';
+import { endOf, newRun } from '../actors/executors/run-machine.js';
+import { ROOT_INBOX } from '../actors/node.js';
+import { ORCHESTRATOR_INBOX } from '../behaviors/jobs/jobs.js';
+import { callBehavior, localHandle, tell } from '../behaviors/jobs/replies.js';
+import { RESOURCES_INBOX } from '../behaviors/jobs/resources.js';
+import {
+  isDefinedPlugin,
+  type LegacyPlugin,
+  type Plugin,
+  type PluginContext,
+  type PluginDefinition,
+  type PluginExecutor,
+  PluginShape,
+  type Target,
+} from '../behaviors/plugin.js';
+import { HTTP_INBOX } from '../http/actor.js';
+import type { RouteModule } from '../http/routes/types.js';
+import type { Actor } from '../runtime/actor.js';
+import type { Behavior } from '../runtime/behavior.js';
+import { type ActorContext, type ActorDefinition, defineActor } from '../runtime/component.js';
+import { DmsError, errorText } from '../runtime/errors.js';
 import { describeIssues } from '../runtime/issues.js';
-import type { ActorSystem } from '../runtime/system.js';
-import { type Plugin, PluginShape } from '../behaviors/plugin.js';
+import type { Logger } from '../runtime/log.js';
 
 const isPath = (spec: string) => spec.startsWith('.') || isAbsolute(spec);
 
-/**
- * A plugin's actor, made like every other component. Its handlers run as many at once as the
- * node's default allows, like the core's own; a plugin whose handlers share state across
- * awaits asks for `concurrency: 1`.
- */
-export const pluginActor = (plugin: Plugin) =>
-  defineActor({
-    inbox: plugin.name,
-    topics: plugin.topics,
-    concurrency: plugin.concurrency ?? 'node',
-    create: () => ({ behaviors: plugin.behaviors }),
-  });
+/** The inboxes of the node's own actors: no plugin may take one. */
+export const BUILTIN_INBOXES = [ROOT_INBOX, DISCOVERY_INBOX, HTTP_INBOX, ORCHESTRATOR_INBOX, RESOURCES_INBOX] as const;
 
-/** Imports each plugin module and checks it; any failure stops start-up naming the plugin. */
-export async function loadPlugins(system: ActorSystem, modules: string[], home: string): Promise<Plugin[]> {
-  const loaded: Plugin[] = [];
+/** A plugin module, loaded and checked. */
+export interface LoadedPlugin {
+  /** As `plugins.modules` lists it: what messages name. */
+  spec: string;
+  plugin: Plugin;
+  /** Its section of `plugins.config`. */
+  config: Record<string, unknown>;
+}
+
+export interface Reserved {
+  /** Inboxes bound or to be bound by the node's own actors. */
+  inboxes: readonly string[];
+  /** The node's own executors. */
+  executors: readonly string[];
+}
+
+const refused = (spec: string, problem: string) => new DmsError('invalid', `plugins.modules: '${spec}' ${problem}`);
+
+/** Imports each plugin module and checks it and its names; any failure stops start-up naming the plugin. */
+export async function loadPlugins(
+  modules: string[],
+  home: string,
+  reserved: Reserved,
+  configs: Record<string, Record<string, unknown>> = {},
+): Promise<LoadedPlugin[]> {
+  const loaded: LoadedPlugin[] = [];
+  const executors = new Map<string, string>(reserved.executors.map((e) => [e, 'a built-in executor']));
   for (const spec of modules) {
     const target = isPath(spec) ? pathToFileURL(resolve(home, spec)).href : spec;
     let mod: { default?: unknown };
@@ -33,11 +76,150 @@ export async function loadPlugins(system: ActorSystem, modules: string[], home: 
       throw new DmsError('invalid', `plugins.modules: cannot load '${spec}' (${(e as Error).message})`);
     }
     const check = PluginShape.safeParse(mod.default);
-    if (!check.success) throw new DmsError('invalid', `plugins.modules: '${spec}' is not a DMS plugin: ${describeIssues(check.error)}`);
+    if (!check.success) throw refused(spec, `is not a DMS plugin: ${describeIssues(check.error)}`);
     const plugin = mod.default as Plugin;
-    if (system.inbox(plugin.name)) throw new DmsError('invalid', `plugins.modules: '${spec}' uses the name '${plugin.name}', already taken`);
-    if (loaded.some((p) => p.name === plugin.name)) throw new DmsError('invalid', `plugins.modules: '${spec}' uses the name '${plugin.name}', already taken`);
-    loaded.push(plugin);
+    const { name } = plugin;
+    const owner = reserved.inboxes.includes(name) ? 'the built-in actor of that inbox' : loaded.find((p) => p.plugin.name === name)?.spec;
+    if (owner) throw refused(spec, `uses the name '${name}', already taken by ${owner.startsWith('the ') ? owner : `'${owner}'`}`);
+    const own = isDefinedPlugin(plugin) ? plugin : undefined;
+    for (const ex of own?.executors ?? []) {
+      const by = executors.get(ex.name);
+      if (by) throw refused(spec, `declares the executor '${ex.name}', already taken by ${by}`);
+      executors.set(ex.name, `'${spec}'`);
+    }
+    duplicates(spec, 'behavior', (plugin.behaviors ?? []).map((b) => b.name));
+    duplicates(spec, 'route', (own?.routes ?? []).map((r) => `${r.method} ${r.path}`));
+    duplicates(spec, 'route operationId', (own?.routes ?? []).map((r) => r.operationId));
+    loaded.push({ spec, plugin, config: configs[name] ?? {} });
   }
   return loaded;
+}
+
+function duplicates(spec: string, what: string, names: string[]): void {
+  const twice = names.find((n, i) => names.indexOf(n) !== i);
+  if (twice) throw refused(spec, `declares the ${what} '${twice}' twice`);
+}
+
+/** The plugin context of an actor: envelopes from it, its logger, the plugin's config. */
+function pluginContext(name: string, actor: Actor, log: Logger, config: Record<string, unknown>): PluginContext {
+  const handle = (inbox: string, host?: string) => (host ? { id: '', did: '', addr: { host, inbox } } : localHandle(actor, inbox));
+  const to = (t: Target) => (typeof t === 'string' ? handle(t) : t);
+  return {
+    name,
+    log,
+    config: Object.freeze({ ...config }),
+    get self() {
+      return actor.handle;
+    },
+    handle,
+    invoke: <T>(t: Target, be: string, payload: unknown, opts: { ttlMs?: number } = {}) =>
+      callBehavior(actor, to(t), be, payload, z.unknown(), opts) as Promise<T>,
+    send: (t, be, payload, opts = {}) => tell(actor, to(t), be, payload, opts),
+  };
+}
+
+/** A plugin behavior as a kernel behavior: the same checks and observation; the handler sees the plugin context. */
+const asBehavior = (b: NonNullable<PluginDefinition['behaviors']>[number], ctx: PluginContext): Behavior<any, any> => ({
+  name: b.name,
+  capability: b.capability,
+  payload: b.payload,
+  description: b.description,
+  handle: ({ env, payload }) => b.handle({ env, payload, ctx }),
+});
+
+export interface PluginApi {
+  ctx: PluginContext;
+}
+
+/**
+ * A plugin's actor, made like every other component. Its handlers run as many at once as the
+ * node's default allows, like the core's own; a plugin whose handlers share state across
+ * awaits asks for `concurrency: 1`. A start hook that throws stops start-up naming the plugin.
+ */
+export const pluginActor = ({ spec, plugin, config }: LoadedPlugin): ActorDefinition<object, PluginApi> =>
+  defineActor({
+    inbox: plugin.name,
+    topics: plugin.topics,
+    concurrency: plugin.concurrency ?? 'node',
+    create: ({ actor, log }: ActorContext<object>) => {
+      const ctx = pluginContext(plugin.name, actor, log, config);
+      if (!isDefinedPlugin(plugin)) return { behaviors: (plugin as LegacyPlugin).behaviors, api: { ctx } };
+      return {
+        behaviors: (plugin.behaviors ?? []).map((b) => asBehavior(b, ctx)),
+        api: { ctx },
+        start: async () => {
+          try {
+            await plugin.start?.(ctx);
+          } catch (e) {
+            throw refused(spec, `(plugin ${plugin.name}) failed to start: ${errorText(e)}`);
+          }
+        },
+        stop: () => plugin.stop?.(ctx),
+      };
+    },
+  });
+
+const EXECUTOR_METHODS = ['start', 'wait', 'status', 'logs', 'readLogs', 'waitForLogs', 'cancel', 'cleanup', 'reconcile'] as const;
+
+export interface PluginExecutorDeps extends ExecutorActorDeps {
+  logsDir: string;
+  maxLogBytes?: number;
+}
+
+/** One executor a plugin brings, as an executor actor at `executor/<name>`. */
+export interface PluginExecutorActor {
+  name: string;
+  definition: ActorDefinition<PluginExecutorDeps, object>;
+}
+
+export function pluginExecutors({ spec, plugin, config }: LoadedPlugin): PluginExecutorActor[] {
+  if (!isDefinedPlugin(plugin)) return [];
+  return (plugin.executors ?? []).map((ex: PluginExecutor) => ({
+    name: ex.name,
+    definition: defineExecutor(ex.name, ({ actor, log, deps }: ActorContext<PluginExecutorDeps>, parts) => {
+      const logs = new JobLogs(deps.logsDir, deps.maxLogBytes);
+      const impl = ex.create({
+        ...pluginContext(plugin.name, actor, log, config),
+        self: actor.handle,
+        logs,
+        newRun: (jobId, phase = 'creating') => newRun(parts.machine, jobId, phase),
+        endOf,
+        jobScope: parts.jobScope,
+      });
+      const missing = EXECUTOR_METHODS.filter((m) => typeof (impl as unknown as Record<string, unknown> | undefined)?.[m] !== 'function');
+      if (missing.length) throw refused(spec, `(plugin ${plugin.name}): executor '${ex.name}' lacks ${missing.join(', ')}`);
+      if (impl.name !== ex.name) throw refused(spec, `(plugin ${plugin.name}): executor '${ex.name}' made an executor named '${impl.name}'`);
+      return impl;
+    }),
+  }));
+}
+
+/** The plugins' REST routes, under `/api/v1/plugins/<name>`, documented like the node's own. */
+export function pluginRoutes(plugins: { loaded: LoadedPlugin; ctx: PluginContext }[]): RouteModule {
+  return ({ table }) => {
+    for (const { loaded, ctx } of plugins) {
+      const { plugin, spec } = loaded;
+      if (!isDefinedPlugin(plugin)) continue;
+      for (const r of plugin.routes ?? []) {
+        const path = `/api/v1/plugins/${plugin.name}${r.path === '/' ? '' : r.path}`;
+        try {
+          table.add({
+            method: r.method,
+            path,
+            operationId: `plugin_${plugin.name.replace(/-/g, '_')}_${r.operationId}`,
+            summary: r.summary,
+            description: r.description,
+            tags: [`plugin:${plugin.name}`],
+            params: r.params ?? {},
+            query: r.query,
+            body: r.body,
+            responses: r.responses ?? { 200: { description: 'ok' } },
+            handler: (event, input) => r.handler(event, input, ctx),
+          });
+        } catch (e) {
+          throw refused(spec, `(plugin ${plugin.name}): route ${r.method} ${path}: ${errorText(e)}`);
+        }
+      }
+    }
+  };
 }

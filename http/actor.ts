@@ -18,7 +18,7 @@ import type { Role } from '../runtime/api-keys.js';
 import { ClientBytes, envelopeBytes, type ByteClaim } from './reply-bytes.js';
 import { checkRoleScope, type RolePaths } from './role-scope.js';
 
-const HTTP_INBOX = 'http';
+export const HTTP_INBOX = 'http';
 
 /** What the HTTP actor is given: the `rest.*` limits and roles, the operator, the security hooks. */
 export interface HttpDeps {

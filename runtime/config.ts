@@ -159,6 +159,8 @@ export const ConfigSchema = z
       .object({
         /** Plugin modules to load at start: paths (relative to the node home) or package names. */
         modules: z.array(z.string().min(1)).default([]),
+        /** Each plugin's own settings, by plugin name: what its context's `config` holds. */
+        config: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
       })
       .strict()
       .prefault({}),

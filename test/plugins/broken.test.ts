@@ -1,0 +1,46 @@
+// A plugin that cannot be loaded, is not a plugin, takes a name already taken or fails to start
+// stops start-up: the node exits non-zero with one line naming the plugin and the problem, and
+// what had started is stopped (no runtime file is left).
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { removeHome, runCli, tempHome } from '../helpers/node.js';
+
+const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/plugins/${name}`, import.meta.url));
+const example = (name: string) => fileURLToPath(new URL(`../../examples/plugins/${name}/index.mjs`, import.meta.url));
+
+/** Starts a node with `modules` (after writing `files` to its home) and returns how it failed. */
+async function failedStart(modules: string[], files: Record<string, string> = {}) {
+  const home = tempHome();
+  try {
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(home, name), text);
+    writeFileSync(join(home, 'dms_config.json'), JSON.stringify({ plugins: { modules }, network: { enabled: false } }));
+    const r = await runCli(['--home', home, 'start', '--port', '0', '--log-level', 'warn']);
+    return { ...r, lines: r.stderr.trim().split('\n'), runtimeLeft: existsSync(join(home, 'node.json')) };
+  } finally {
+    removeHome(home);
+  }
+}
+
+describe('a broken plugin stops start-up naming it', { timeout: 60_000 }, () => {
+  it.each([
+    ['a module that does not exist', ['./missing.mjs'], {}, /plugins.modules: cannot load '.\/missing.mjs'/],
+    ['a module that throws on import', ['./throws.mjs'], { 'throws.mjs': 'throw new Error("boom at import")' }, /cannot load '.\/throws.mjs' \(boom at import\)/],
+    ['no default export', ['./none.mjs'], { 'none.mjs': 'export const x = 1' }, /'.\/none.mjs' is not a DMS plugin/],
+    ['a behavior without a handler', ['./nohandle.mjs'], { 'nohandle.mjs': 'export default { name: "p", behaviors: [{ name: "/p/x" }] }' }, /'.\/nohandle.mjs' is not a DMS plugin: behaviors.0.handle: handle must be a function/],
+    ['nothing to add', ['./empty.mjs'], { 'empty.mjs': 'export default { name: "p", behaviors: [] }' }, /is not a DMS plugin: a plugin needs at least one behavior, executor or route/],
+    ['the inbox of a built-in actor', ['./orch.mjs'], { 'orch.mjs': 'export default { name: "orchestrator", behaviors: [{ name: "/x", handle() {} }] }' }, /'.\/orch.mjs' uses the name 'orchestrator', already taken by the built-in actor/],
+    ['the name of another plugin', [example('greeter'), './greeter2.mjs'], { 'greeter2.mjs': 'export default { name: "greeter", behaviors: [{ name: "/x", handle() {} }] }' }, /'.\/greeter2.mjs' uses the name 'greeter', already taken by '.*greeter\/index.mjs'/],
+    ['a built-in executor name', [fixture('takes-null.mjs')], {}, /takes-null.mjs' declares the executor 'null', already taken by a built-in executor/],
+    ['one route twice', [fixture('twice-routed.mjs')], {}, /twice-routed.mjs' declares the route 'GET \/x' twice/],
+    ['an executor that is not one', [fixture('half-executor.mjs')], {}, /half-executor.mjs' \(plugin half\): executor 'half' lacks wait, status/],
+    ['a start hook that throws', [fixture('broken-start.mjs')], {}, /broken-start.mjs' \(plugin broken\) failed to start: cannot reach its database/],
+  ])('%s', async (_what, modules, files, pattern) => {
+    const r = await failedStart(modules, files as Record<string, string>);
+    expect(r.code, r.stderr).not.toBe(0);
+    expect(r.stderr).toMatch(pattern);
+    expect(r.lines, r.stderr).toHaveLength(1);
+    expect(r.runtimeLeft).toBe(false);
+  });
+});
