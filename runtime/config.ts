@@ -434,6 +434,9 @@ export function loadConfig(opts: LoadOptions): Config {
 export function redact(config: Config): Config {
   const copy = structuredClone(config) as unknown as JsonObject;
   for (const key of SECRET_KEYS) if (getKey(copy, key)) setKey(copy, key, '[redacted]');
+  // Plugins keep what they like in their sections, credentials included: only the names show.
+  const plugins = (copy.plugins as JsonObject | undefined)?.config as JsonObject | undefined;
+  if (plugins) for (const name of Object.keys(plugins)) plugins[name] = '[redacted]';
   return copy as unknown as Config;
 }
 

@@ -51,6 +51,13 @@ describe('config', () => {
     expect(allowsUnsigned(c)).toBe(false);
   });
 
+  it('redacts every plugin\'s config section, which may hold its credentials', () => {
+    const c = defaultConfig();
+    c.plugins.config = { greeter: { token: 'secret' } };
+    expect(redact(c).plugins.config).toEqual({ greeter: '[redacted]' });
+    expect(c.plugins.config.greeter).toEqual({ token: 'secret' });
+  });
+
   it('names the key and the problem', () => {
     expect(() => loadConfig({ home: home(), env: { DMS_PORT: '-1' } })).toThrow(/DMS_PORT: '-1' is not a valid rest.port/);
     expect(() => loadConfig({ home: home(), env: {}, flags: { 'rest.nope': 1 } })).toThrow(/--rest.nope: no such configuration key/);
