@@ -12,6 +12,7 @@ import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ReplayLog } from '../runtime/replay-log.js';
 import { makeActor } from '../runtime/component.js';
+import { NodeMetrics } from '../runtime/metrics.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { StartOrder } from '../runtime/start-order.js';
 import { ActorSystem } from '../runtime/system.js';
@@ -63,6 +64,7 @@ export class DmsNode {
           mailbox: { capacity: config.actor.mailbox_capacity, concurrency: config.actor.mailbox_concurrency },
           replay: ReplayLog.open(homePaths(home).replayLog, { capacity: config.actor.replay_capacity, perSender: config.actor.replay_per_sender }),
           maxTtlS: config.actor.max_ttl_s,
+          metrics: new NodeMetrics(),
         }),
       // Last to stop: the actors still bound, the network it owns, the replay log.
       (s) => s.stop(),

@@ -271,7 +271,10 @@ export const HttpActor = defineActor({
         if (!parsed.opt.cont) throw invalid('opt.cont is required for invoke: it names the behavior the reply goes to');
         const { env, origin } = await prepare(parsed, caller);
         return withReplyInbox(env, abort, caller, origin, async (inbox, cont, claim) => {
+          const sent = performance.now();
           const { env: reply } = await actor.awaitReply(inbox, cont, env.opt.exp);
+          const host = env.to.addr.host;
+          system.metrics?.invoked(host === '' || host === system.host ? 'local' : 'remote', (performance.now() - sent) / 1000);
           if (!claim.take(envelopeBytes(reply))) {
             throw new DmsError('overloaded', `replies waiting for you hold more than ${replyBytes.limit} bytes; retry later`, { retryAfter: 1 });
           }

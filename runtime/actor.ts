@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { type AddOptions, type Behavior, BehaviorRegistry, isReplyWaiter, notWaiting, replySentAt, replyWaiter } from './behavior.js';
+import { REPLY_BEHAVIOR } from './metrics.js';
 import { signEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
 import { errorReply } from './error-reply.js';
@@ -62,6 +63,9 @@ interface Delivery {
 }
 
 const DEFAULT_TTL_MS = 30_000;
+
+/** A registered behavior's metrics label: replies share one, their names are one-shot. */
+const behaviorLabel = (b: Behavior<any, any>): string => (isReplyWaiter(b) ? REPLY_BEHAVIOR : b.name);
 
 export class Actor {
   readonly handle: Handle;
@@ -162,6 +166,7 @@ export class Actor {
       return;
     }
     const behavior = inbox.behaviors.take(env.be);
+    const metrics = this.system.metrics;
     if (!behavior) {
       this.system.deadLetter(env, `no behavior ${env.be} at ${inbox.name}`);
       await this.replyError(env, notFound(`no behavior ${env.be} at actor ${inbox.name}`), inbox);
@@ -179,6 +184,7 @@ export class Actor {
         }
       }
     } catch (e) {
+      metrics?.envelope(behaviorLabel(behavior), 'refused');
       await this.replyError(env, e, inbox);
       return;
     }
@@ -186,9 +192,11 @@ export class Actor {
     try {
       result = await behavior.handle({ env, payload, actor: this, inbox });
     } catch (e) {
+      metrics?.envelope(behaviorLabel(behavior), 'error');
       await this.replyError(env, e, inbox);
       return;
     }
+    metrics?.envelope(behaviorLabel(behavior), 'ok');
     if (env.opt.cont && !behavior.noReply) await this.reply(env, result ?? {});
   }
 
@@ -221,6 +229,12 @@ export class Actor {
     const env = this.envelope(to, be, payload, opts);
     env.opt.cont = `/private/reply/${env.nonce}`;
     const reply = this.awaitReply<T>(this.primary, env.opt.cont, env.opt.exp);
+    const metrics = this.system.metrics;
+    if (metrics) {
+      const sent = performance.now();
+      const kind = to.addr.host === '' || to.addr.host === this.system.host ? 'local' : 'remote';
+      reply.then(() => metrics.invoked(kind, (performance.now() - sent) / 1000), () => undefined);
+    }
     try {
       const sealed = this.seal(env, opts);
       // Unsigned, nothing is awaited: the envelope is queued before invoke returns.

@@ -27,7 +27,12 @@ export class NodeMetrics {
   readonly placements: Counter<'outcome'>;
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'dms_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'dms_' });
+    // prom-client names three gauges *_total, which Prometheus reserves for counters (promtool
+    // refuses them); the handle and request counts they give are of little use here.
+    for (const m of this.registry.getMetricsAsArray()) {
+      if (m.name.endsWith('_total') && (m as { type?: string }).type !== 'counter') this.registry.removeSingleMetric(m.name);
+    }
     this.envelopes = new Counter({
       name: 'dms_envelopes_total',
       help: 'Envelopes that reached this node, by behavior and by what became of them: ok (handled), error (the behavior failed), refused (capability or payload), dead_letter (nobody took it), rejected (expired, bad signature, replayed)',

@@ -8,6 +8,7 @@ import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
 import type { MailboxOptions } from './mailbox.js';
+import { type NodeMetrics, REPLY_BEHAVIOR, UNKNOWN_BEHAVIOR } from './metrics.js';
 import { ReplayCache } from './replay.js';
 import { isExpired, nextNonce, nowNs } from './time.js';
 import type { Arrival, Transport } from './transport.js';
@@ -72,6 +73,8 @@ export interface SystemOptions {
   replayCapacity?: number;
   /** How far ahead `opt.exp` may be, in seconds (`actor.max_ttl_s`); default 900. */
   maxTtlS?: number;
+  /** The node's Prometheus metrics; none by default (tests, benches). */
+  metrics?: NodeMetrics;
 }
 
 const DEFAULT_MAX_TTL_S = 900;
@@ -88,6 +91,7 @@ export class ActorSystem {
   readonly mailboxDefaults: MailboxOptions;
   readonly replay: ReplayCache;
   readonly events = new Subject<SystemEvent>();
+  readonly metrics?: NodeMetrics;
   private readonly routes = new Map<string, Inbox>();
   private readonly topics = new Map<string, Set<Inbox>>();
   private readonly actors = new Map<string, Actor>();
@@ -111,6 +115,11 @@ export class ActorSystem {
     this.replay = opts.replay ?? new ReplayCache({ capacity: opts.replayCapacity ?? DEFAULT_REPLAY_CAPACITY, perSender: opts.replayCapacity ?? DEFAULT_REPLAY_CAPACITY });
     this.maxTtlS = opts.maxTtlS ?? DEFAULT_MAX_TTL_S;
     this.maxTtlNs = BigInt(this.maxTtlS) * 1_000_000_000n;
+    this.metrics = opts.metrics;
+    this.metrics?.gauge('dms_mailbox_depth', "Envelopes waiting or in progress in each actor's mailbox", ['actor'], (set) => {
+      for (const a of this.actors.values()) set({ actor: a.name }, a.load.depth);
+    });
+    this.metrics?.gauge('dms_peers', 'Peers connected now', [], (set) => set({}, this.transport?.peers().length ?? 0));
   }
 
   // --- actors and inboxes ----------------------------------------------------------------
@@ -265,6 +274,7 @@ export class ActorSystem {
 
   deadLetter(env: Envelope, reason: string): void {
     this.log.debug({ be: env.be, to: env.to.addr, reason }, 'dead letter');
+    this.metrics?.envelope(this.behaviorLabel(env), 'dead_letter');
     this.emit({ type: 'dead-letter', env, reason });
   }
 
@@ -275,6 +285,27 @@ export class ActorSystem {
    * Throws an `invalid` DmsError when it must not be delivered (README "How a request flows").
    */
   async accept(env: Envelope, origin: Origin): Promise<void> {
+    if (!this.metrics) return this.admit(env, origin);
+    try {
+      await this.admit(env, origin);
+    } catch (e) {
+      this.metrics.envelope(this.behaviorLabel(env), 'rejected');
+      throw e;
+    }
+  }
+
+  /**
+   * The metrics label of an envelope's behavior: one of this node's own behaviors, or a bounded
+   * stand-in, so no sender can make a series per name it invents.
+   */
+  behaviorLabel(env: Envelope): string {
+    const inbox = this.routes.get(env.to.addr.inbox);
+    const behavior = inbox?.behaviors.get(env.be);
+    if (!behavior) return UNKNOWN_BEHAVIOR;
+    return isReplyWaiter(behavior) ? REPLY_BEHAVIOR : behavior.name;
+  }
+
+  private async admit(env: Envelope, origin: Origin): Promise<void> {
     const now = nowNs();
     if (isExpired(env.opt.exp, now)) throw invalid('envelope expired: opt.exp is in the past');
     // Every accepted envelope holds a replay-cache entry until its exp: an unbounded exp would

@@ -33,7 +33,7 @@ import {
 import { Batcher, callBehavior, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
-import { isTerminal, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
@@ -83,6 +83,9 @@ export const OrchestratorActor = defineActor({
   concurrency: 'node',
   create: (ctx: ActorContext<OrchestratorDeps>) => {
     const orchestrator = new Orchestrator(ctx);
+    ctx.system.metrics?.gauge('dms_jobs', 'Jobs stored on this node, by status', ['status'], async (set) => {
+      for (const status of JOB_STATUSES) set({ status }, await ctx.deps.storage.jobs.count({ status }));
+    });
     return {
       behaviors: orchestrator.behaviors(),
       api: { journal: orchestrator.journal },
@@ -142,9 +145,15 @@ class Orchestrator {
     this.scheduler = new Scheduler(
       {
         reserve: (jobs) => callBehavior(this.actor, this.manager, ResourceBehaviors.reserve, { jobs }, ReserveReply),
-        granted: (run) => run.send({ type: 'reserved' }),
+        granted: (run) => {
+          system.metrics?.placements.labels('placed').inc();
+          run.send({ type: 'reserved' });
+        },
         unwanted: (id) => this.release(id),
-        refused: (run, reason) => this.noteWaiting(run, reason),
+        refused: (run, reason) => {
+          system.metrics?.placements.labels('waiting').inc();
+          this.noteWaiting(run, reason);
+        },
       },
       log,
     );
@@ -420,6 +429,7 @@ class Orchestrator {
 
   private persistRunning(ctx: JobMachineContext): void {
     const run = this.run(ctx);
+    run.runningSince ??= performance.now();
     const change: JobChange = { status: 'running', reason: ctx.reason, container_id: ctx.handle!.id, node: this.actor.system.host };
     this.journal.change(ctx.jobId, change).then(
       (job) => (run.job = job),
@@ -469,6 +479,7 @@ class Orchestrator {
   /** Records the end; then the run's resources, container and waiters are let go. */
   private finish(ctx: JobMachineContext, status: 'completed' | 'failed'): void {
     const run = this.run(ctx);
+    if (run.runningSince !== null) this.actor.system.metrics?.runSeconds.labels(run.job.executor, status).observe((performance.now() - run.runningSince) / 1000);
     this.scheduler.remove(ctx.jobId);
     this.release(ctx.jobId);
     const change: JobChange = {

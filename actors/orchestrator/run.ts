@@ -14,6 +14,8 @@ export class JobRun {
   readonly id: string;
   /** The reservation epoch this job was last refused in (see Scheduler); -1 before its first try. */
   refusedIn = -1;
+  /** When this process saw the run start (performance.now()), for the run duration metric. */
+  runningSince: number | null = null;
   /** Resolves with the final job once its final state is committed. */
   readonly settled: Promise<Job>;
   private settle!: (job: Job) => void;

@@ -1,0 +1,68 @@
+// GET /metrics on a real node: what it counts after real traffic and a real job, that a sender
+// inventing behavior names cannot add series, and that Prometheus' own linter accepts it
+// (`promtool check metrics`, from Debian's prometheus package, which .ci/run installs).
+import { spawnSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DmsClient } from '../../client/index.js';
+import { type NodeProcess, removeHome } from '../helpers/node.js';
+import { nullJob, Rest, startJobNode } from '../jobs/helpers.js';
+
+const promtool = spawnSync('promtool', ['--version']).status === 0;
+
+let node: NodeProcess;
+beforeAll(async () => {
+  node = await startJobNode();
+}, 60_000);
+afterAll(async () => {
+  await node?.stop();
+  if (node) removeHome(node.home);
+});
+
+const scrape = async () => {
+  const res = await fetch(`${node.url}/metrics`);
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+  return res.text();
+};
+/** The value of one series, by its name and labels as written. */
+const value = (text: string, series: string): number | undefined => {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+};
+
+describe('GET /metrics', () => {
+  it('counts envelopes by behavior and outcome, times invokes, and reports mailboxes, peers, jobs, runs and placements', async () => {
+    const client = new DmsClient({ url: node.url, timeoutMs: 20_000 });
+    for (let i = 0; i < 3; i++) await client.invoke({ inbox: 'root' }, '/public/hello', {});
+    const rest = new Rest(node.url);
+    const job = await rest.submit(nullJob({ stdout: 'hi\n' }));
+    await rest.waitFor(job.id);
+
+    const text = await scrape();
+    expect(value(text, 'dms_envelopes_total{behavior="/public/hello",outcome="ok"}')).toBeGreaterThanOrEqual(3);
+    expect(value(text, 'dms_envelopes_total{behavior="/dms/job/submit",outcome="ok"}')).toBeGreaterThanOrEqual(1);
+    expect(value(text, 'dms_invoke_duration_seconds_count{kind="local"}')).toBeGreaterThanOrEqual(4);
+    expect(value(text, 'dms_mailbox_depth{actor="root"}')).toBe(0);
+    expect(value(text, 'dms_peers')).toBe(0);
+    expect(value(text, 'dms_jobs{status="completed"}')).toBe(1);
+    expect(value(text, 'dms_executor_run_duration_seconds_count{executor="null",outcome="completed"}')).toBe(1);
+    expect(value(text, 'dms_placements_total{outcome="placed"}')).toBe(1);
+    expect(value(text, 'dms_process_resident_memory_bytes')).toBeGreaterThan(0);
+  });
+
+  it('counts envelopes for behaviors it does not have under one label, however many names a sender invents', async () => {
+    const client = new DmsClient({ url: node.url, timeoutMs: 20_000 });
+    for (let i = 0; i < 20; i++) await client.invoke({ inbox: 'root' }, `/invented/${i}`, {}).catch(() => undefined);
+    const text = await scrape();
+    expect(text).not.toContain('/invented/');
+    expect(value(text, 'dms_envelopes_total{behavior="(unknown)",outcome="rejected"}')).toBeGreaterThanOrEqual(20);
+  });
+
+  it.skipIf(!promtool && process.env.CI !== 'true')('passes promtool check metrics', async () => {
+    const text = await scrape();
+    const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    expect(lint.error, 'promtool is not installed (Debian package prometheus)').toBeUndefined();
+    expect(`${lint.stdout}${lint.stderr}`).toBe('');
+    expect(lint.status).toBe(0);
+  });
+});
