@@ -31,7 +31,7 @@ export class NodeMetrics {
     // prom-client names three gauges *_total, which Prometheus reserves for counters (promtool
     // refuses them); the handle and request counts they give are of little use here.
     for (const m of this.registry.getMetricsAsArray()) {
-      if (m.name.endsWith('_total') && (m as { type?: string }).type !== 'counter') this.registry.removeSingleMetric(m.name);
+      if (m.name.endsWith('_total') && !(m instanceof Counter)) this.registry.removeSingleMetric(m.name);
     }
     this.envelopes = new Counter({
       name: 'dms_envelopes_total',
