@@ -7,7 +7,10 @@
  *      directly (same handler and reply as /public/hello, but not public), granted to the client
  *      by the operator (a root of the node), as `dms cap new` makes it
  *  (e) as (d), the grant reaching the client through a two-link delegation chain
- * autocannon, 16 connections. Targets: b/a >= 0.15, c/a >= 0.08, d/c >= 0.90 (e/c is shown).
+ *  (f) as (b), with one watcher reading the dev stream (every envelope of every actor)
+ * autocannon, 16 connections. Targets: b/a >= 0.15, c/a >= 0.08, d/c >= 0.90, f/b >= 0.85 (e/c
+ * is shown). The node runs in dev mode throughout: (b) is the cost with the stream code there
+ * and nobody watching.
  *
  * The cases are interleaved over several rounds and each ratio is the median of its rounds'
  * ratios, so load drift on a shared machine hits baseline and subject alike. Within a round
@@ -32,7 +35,23 @@ const headers = { 'content-type': 'application/json' };
 const echo = await startEchoServer();
 // One signing key sends every request of a case, far more than a sender may hold in the replay
 // cache at once (actor.replay_per_sender): the quota would turn the measurement into 503s.
-const node = await startNode({ config: { actor: { replay_per_sender: 1_000_000 } } });
+const node = await startNode({ config: { actor: { replay_per_sender: 1_000_000 }, general: { debug: true } } });
+
+/** A dev stream watcher that reads (and drops) everything it is sent, until stopped. */
+async function watchDevStream(): Promise<() => void> {
+  const ac = new AbortController();
+  const res = await fetch(`${node.url}/api/v1/dev/stream`, { signal: ac.signal });
+  const reader = res.body!.getReader();
+  await reader.read();
+  void (async () => {
+    try {
+      for (;;) if ((await reader.read()).done) return;
+    } catch {
+      // aborted
+    }
+  })();
+  return () => ac.abort();
+}
 const url = `${node.url}/api/v1/actor/invoke`;
 const to = { id: node.did.slice('did:key:'.length), did: node.did, addr: { host: node.peerId, inbox: 'root' } };
 const exp = () => nowNs() + msToNs(600_000);
@@ -117,6 +136,10 @@ const cases = {
     name: '(d) REST invoke, signed + capability token',
     opts: () => ({ url, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: granted.bodies[granted.next++] ?? unsignedBody() }) }] }),
   },
+  f: {
+    name: '(f) as (b), one dev stream watcher',
+    opts: () => ({ url, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: unsignedBody() }) }] }),
+  },
   e: {
     name: '(e) REST invoke, signed + delegation chain',
     opts: () => ({ url, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: delegated.bodies[delegated.next++] ?? unsignedBody() }) }] }),
@@ -143,6 +166,9 @@ for (let r = 0; r < ROUNDS; r++) {
   const round = {} as Record<Case, Figures>;
   const run = (key: Case) => measure(cases[key].name, cases[key].opts(), SECONDS, r === 0 ? 2 : 1);
   for (const key of ['a', 'b'] as const) round[key] = await run(key);
+  const stopWatching = await watchDevStream();
+  round.f = await run('f');
+  stopWatching();
   const first: Partial<Record<Case, Figures>> = {};
   for (const key of ['c', 'd', 'e'] as const) first[key] = await run(key);
   for (const key of ['e', 'd', 'c'] as const) round[key] = combine(first[key]!, await run(key));
@@ -153,7 +179,7 @@ for (let r = 0; r < ROUNDS; r++) {
   }
   perSecond = Math.max(perSecond, round.c.rps, round.d.rps, round.e.rps);
   rounds.push(round);
-  console.log(`round ${r + 1}: ${(['a', 'b', 'c', 'd', 'e'] as const).map((k) => `${k} ${round[k].rps}`).join(', ')} req/s`);
+  console.log(`round ${r + 1}: ${(['a', 'b', 'c', 'd', 'e', 'f'] as const).map((k) => `${k} ${round[k].rps}`).join(', ')} req/s`);
 }
 echo.stop();
 await node.stop();
@@ -164,17 +190,19 @@ const mid = (key: Case): Figures => {
   return sorted[Math.floor(sorted.length / 2)][key];
 };
 console.log();
-printTable([mid('a'), mid('b'), mid('c'), mid('d'), mid('e')]);
+printTable([mid('a'), mid('b'), mid('c'), mid('d'), mid('e'), mid('f')]);
 const ratios = {
   'b/a': median(rounds.map((r) => r.b.rps / r.a.rps)),
   'c/a': median(rounds.map((r) => r.c.rps / r.a.rps)),
   'd/c': median(rounds.map((r) => r.d.rps / r.c.rps)),
   'e/c': median(rounds.map((r) => r.e.rps / r.c.rps)),
+  'f/b': median(rounds.map((r) => r.f.rps / r.b.rps)),
 };
 console.log(`\nmedian of ${ROUNDS} rounds (${SECONDS} s per case per round):`);
 console.log(`b/a = ${ratios['b/a'].toFixed(3)} (target >= 0.15: ${ratios['b/a'] >= 0.15 ? 'holds' : 'MISSED'})`);
 console.log(`c/a = ${ratios['c/a'].toFixed(3)} (target >= 0.08: ${ratios['c/a'] >= 0.08 ? 'holds' : 'MISSED'})`);
 console.log(`d/c = ${ratios['d/c'].toFixed(3)} (target >= 0.90: ${ratios['d/c'] >= 0.9 ? 'holds' : 'MISSED'})`);
 console.log(`e/c = ${ratios['e/c'].toFixed(3)} (two-link chain, for information)`);
+console.log(`f/b = ${ratios['f/b'].toFixed(3)} (target >= 0.85: ${ratios['f/b'] >= 0.85 ? 'holds' : 'MISSED'})`);
 mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
 writeFileSync(new URL('./results/invoke.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, rounds, ratios }, null, 2));
