@@ -54,7 +54,9 @@ async function watchDevStream(): Promise<() => void> {
 }
 const url = `${node.url}/api/v1/actor/invoke`;
 const to = { id: node.did.slice('did:key:'.length), did: node.did, addr: { host: node.peerId, inbox: 'root' } };
-const exp = () => nowNs() + msToNs(600_000);
+// Long enough for a round's pre-signed bodies, short enough that the replay cache (every
+// accepted envelope holds an entry until its exp) does not fill over the rounds.
+const exp = () => nowNs() + msToNs(150_000);
 
 // Unsigned: built on the fly; every request needs its own nonce (replay) and cont (one waiter per cont).
 let n = 0;
