@@ -29,7 +29,13 @@ export interface AppOptions {
   version?: string;
 }
 
+/** The node's REST app. */
 export function createApp(opts: AppOptions): H3 {
+  return buildApp(opts).app;
+}
+
+/** The app and the table of its routes (what the OpenAPI document is written from). */
+export function buildApp(opts: AppOptions): { app: H3; table: RouteTable } {
   const { config, log } = opts;
   const cors = config.rest.cors;
   const app = new H3({
@@ -77,5 +83,5 @@ export function createApp(opts: AppOptions): H3 {
   const ctx = { table, config, system: opts.system, http: opts.http, log };
   for (const mod of [systemRoutes, actorRoutes, devRoutes, ...(opts.routes ?? [])]) mod(ctx);
   addOpenApiRoute(table, { version: opts.version ?? 'unknown', auth: { apiKey: auth.api_key_enabled, jwt: Boolean(auth.jwt_secret) } });
-  return app;
+  return { app, table };
 }

@@ -104,11 +104,6 @@ function param(event: H3Event, name: string): string {
 
 const pathParams = (path: string): string[] => [...path.matchAll(/:(\w+)/g)].map((m) => m[1]);
 
-const tables = new WeakMap<H3, RouteTable>();
-
-/** The table of routes an app was built with (createApp). */
-export const routeTableOf = (app: H3): RouteTable | undefined => tables.get(app);
-
 export class RouteTable {
   readonly #routes: RouteDoc[] = [];
 
@@ -118,7 +113,6 @@ export class RouteTable {
     /** Largest request body (rest.body_limit): 413 above it. */
     private readonly bodyLimit: number,
   ) {
-    tables.set(app, this);
   }
 
   /** Every route added, in order. */

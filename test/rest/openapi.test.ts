@@ -4,9 +4,8 @@ import { readFileSync } from 'node:fs';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../http/app.js';
+import { buildApp } from '../../http/app.js';
 import type { HttpApi } from '../../http/actor.js';
-import { routeTableOf } from '../../http/route-table.js';
 import { deviceRoutes } from '../../http/routes/device.js';
 import { jobRoutes } from '../../http/routes/jobs.js';
 import { resourceRoutes } from '../../http/routes/resources.js';
@@ -42,7 +41,7 @@ afterAll(async () => {
 
 /** An app built in this process with the route modules the daemon adds, and no actors behind it. */
 function appWith(config: Config = defaultConfig()) {
-  return createApp({
+  return buildApp({
     config,
     system: {} as ActorSystem,
     http: {} as HttpApi,
@@ -71,9 +70,9 @@ describe('the document', () => {
   });
 
   it('lists every route the app answers, each with its method', async () => {
-    const app = appWith();
+    const { app, table } = appWith();
     const answered = app['~routes'].map((r) => `${r.method} ${r.route}`);
-    const tabled = routeTableOf(app)!.routes.map((r) => `${r.method} ${r.path}`);
+    const tabled = table.routes.map((r) => `${r.method} ${r.path}`);
     // h3's own list of what it routes: everything is in the table.
     expect(answered.sort()).toEqual([...tabled].sort());
     // The running node documents exactly the table: no route of the daemon is left out.
@@ -182,7 +181,7 @@ describe('credentials', () => {
   it('with bearer JWTs on, it is behind them like any GET (a viewer may read it) and says which routes need them', async () => {
     const config = defaultConfig();
     config.auth.jwt_secret = SECRET;
-    const app = appWith(config);
+    const { app } = appWith(config);
     const url = 'http://127.0.0.1/api/v1/openapi.json';
     expect((await app.fetch(new Request(url))).status).toBe(401);
     const jwt = await new SignJWT({ role: 'viewer' }).setProtectedHeader({ alg: 'HS256' }).setExpirationTime('5m').sign(new TextEncoder().encode(SECRET));
