@@ -94,7 +94,7 @@ export function setUpSecurity(o: SecurityOptions): Security {
     unwatch();
     apiKeys?.close();
   };
-  const leaves = (env: Envelope) => isBroadcast(env) || (env.to.addr.host !== '' && env.to.addr.host !== system.host);
+  const leaves = (env: Envelope) => isBroadcast(env) || !system.isHere(env.to.addr.host);
   return {
     authority,
     apiKeys,

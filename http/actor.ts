@@ -130,8 +130,7 @@ export const HttpActor = defineActor({
       env.from = { id: op.id, did: op.did, addr: env.from.addr };
       // The operator's signature is what other nodes check; an envelope that stays on this node
       // is trusted as it is, so it is signed only when it will leave (another host, or gossip).
-      const host = env.to.addr.host;
-      if (isBroadcast(env) || (host !== '' && host !== system.host)) await signEnvelope(env, op);
+      if (isBroadcast(env) || !system.isHere(env.to.addr.host)) await signEnvelope(env, op);
       return { env, origin: { kind: 'rest', trusted: true } };
     };
 
@@ -273,8 +272,7 @@ export const HttpActor = defineActor({
         return withReplyInbox(env, abort, caller, origin, async (inbox, cont, claim) => {
           const sent = performance.now();
           const { env: reply } = await actor.awaitReply(inbox, cont, env.opt.exp);
-          const host = env.to.addr.host;
-          system.metrics?.invoked(host === '' || host === system.host ? 'local' : 'remote', (performance.now() - sent) / 1000);
+          system.metrics?.invoked(system.isHere(env.to.addr.host) ? 'local' : 'remote', (performance.now() - sent) / 1000);
           if (!claim.take(envelopeBytes(reply))) {
             throw new DmsError('overloaded', `replies waiting for you hold more than ${replyBytes.limit} bytes; retry later`, { retryAfter: 1 });
           }

@@ -22,8 +22,7 @@ const forbidden = (role: Role, what: string) =>
  * its name); for another node's, its name, the default every node applies.
  */
 function capabilityUsed(system: ActorSystem, env: Envelope): string {
-  const host = env.to.addr.host;
-  const local = !isBroadcast(env) && (host === '' || host === system.host);
+  const local = !isBroadcast(env) && system.isHere(env.to.addr.host);
   const behavior = local ? system.inbox(env.to.addr.inbox)?.behaviors.get(env.be) : undefined;
   return behavior ? capabilityOf(behavior) : env.be;
 }

@@ -232,7 +232,7 @@ export class Actor {
     const metrics = this.system.metrics;
     if (metrics) {
       const sent = performance.now();
-      const kind = to.addr.host === '' || to.addr.host === this.system.host ? 'local' : 'remote';
+      const kind = this.system.isHere(to.addr.host) ? 'local' : 'remote';
       reply.then(() => metrics.invoked(kind, (performance.now() - sent) / 1000), () => undefined);
     }
     try {
@@ -254,7 +254,7 @@ export class Actor {
 
   /** Whether `h` is the primary inbox of an actor of this node. */
   private isActorHere(h: Handle): boolean {
-    if (h.addr.host !== '' && h.addr.host !== this.system.host) return false;
+    if (!this.system.isHere(h.addr.host)) return false;
     const inbox = this.system.inbox(h.addr.inbox);
     return inbox !== undefined && inbox === inbox.actor.primary;
   }
@@ -262,8 +262,7 @@ export class Actor {
   /** Signs the envelope (a promise), unless `opts.unsigned` and it stays on this node (the envelope itself, at once). */
   private seal(env: Envelope, opts: SendOptions): Envelope | Promise<Envelope> {
     if (!opts.unsigned) return signEnvelope(env, this.key);
-    const host = env.to.addr.host;
-    if (host !== '' && host !== this.system.host) throw invalid('only an envelope for this node may stay unsigned');
+    if (!this.system.isHere(env.to.addr.host)) throw invalid('only an envelope for this node may stay unsigned');
     return env;
   }
 

@@ -60,8 +60,6 @@ export type SenderTrust = (env: Envelope) => boolean;
  */
 export interface RouteOptions {
   reply?: boolean;
-  /** How it was found trustworthy (for observers); set by `route` from the origin. */
-  verified?: Verification;
 }
 
 export interface SystemOptions {
@@ -120,6 +118,11 @@ export class ActorSystem {
       for (const a of this.actors.values()) set({ actor: a.name }, a.load.depth);
     });
     this.metrics?.gauge('dms_peers', 'Peers connected now', [], (set) => set({}, this.transport?.peers().length ?? 0));
+  }
+
+  /** Whether `host` names this node: its peer id, or empty (an address on whatever node reads it). */
+  isHere(host: string): boolean {
+    return host === '' || host === this.host;
   }
 
   // --- actors and inboxes ----------------------------------------------------------------
@@ -329,7 +332,7 @@ export class ActorSystem {
     if (this.events.observed && origin.kind === 'local') this.emit({ type: 'send', actor: env.from.addr.inbox, env });
     if (isBroadcast(env)) return this.broadcast(env, origin);
     const host = env.to.addr.host;
-    if (host === '' || host === this.host) return this.deliverLocal(env, { ...opts, verified: verificationOf(origin) });
+    if (this.isHere(host)) return this.deliverLocal(env, opts, verificationOf(origin));
     if (!isPeerId(host)) throw invalid(`to.addr.host '${host.slice(0, 80)}' is not a peer id`);
     if (!this.transport) throw new DmsError('unroutable', `cannot reach host ${host}: the network is not running on this node`);
     await this.transport.send(env);
@@ -341,7 +344,7 @@ export class ActorSystem {
    * delivered to an ordinary behavior it would run that behavior with the node's authority
    * (reply reflection), so it is dropped unless a reply waiter expects it.
    */
-  deliverLocal(env: Envelope, opts: RouteOptions = {}): void {
+  deliverLocal(env: Envelope, opts: RouteOptions = {}, verified: Verification = 'local'): void {
     const inbox = this.routes.get(env.to.addr.inbox);
     if (!inbox) throw new DmsError('not_found', `no actor with inbox '${env.to.addr.inbox}' on this node`);
     const behavior = inbox.behaviors.get(env.be);
@@ -350,7 +353,7 @@ export class ActorSystem {
       this.deadLetter(env, notWaiting(inbox.name, env.be));
       return;
     }
-    inbox.actor.deliver(env, inbox, opts.reply, opts.verified);
+    inbox.actor.deliver(env, inbox, opts.reply, verified);
   }
 
   private async broadcast(env: Envelope, origin: Origin): Promise<void> {
