@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { type AddOptions, type Behavior, BehaviorRegistry, isReplyWaiter, notWaiting, replySentAt, replyWaiter } from './behavior.js';
-import { REPLY_BEHAVIOR } from './metrics.js';
+import { behaviorLabel } from './metrics.js';
 import { signEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
 import { errorReply } from './error-reply.js';
@@ -63,9 +63,6 @@ interface Delivery {
 }
 
 const DEFAULT_TTL_MS = 30_000;
-
-/** A registered behavior's metrics label: replies share one, their names are one-shot. */
-const behaviorLabel = (b: Behavior<any, any>): string => (isReplyWaiter(b) ? REPLY_BEHAVIOR : b.name);
 
 export class Actor {
   readonly handle: Handle;
@@ -150,8 +147,10 @@ export class Actor {
   }
 
   private async dispatch({ env, inbox, reply, verified }: Delivery): Promise<void> {
+    // Checked again here: the waiter may have gone, and another behavior taken its name, while queued.
+    const waiting = inbox.behaviors.get(env.be);
     if (this.system.events.observed) {
-      const sentAt = replySentAt(inbox.behaviors.get(env.be));
+      const sentAt = replySentAt(waiting);
       const replyMs = sentAt === undefined ? undefined : Math.round((performance.now() - sentAt) * 100) / 100;
       this.system.emit({ type: 'deliver', actor: inbox.name, env, verified, replyMs });
     }
@@ -159,8 +158,6 @@ export class Actor {
       this.system.deadLetter(env, 'expired while queued');
       return;
     }
-    // Checked again here: the waiter may have gone, and another behavior taken its name, while queued.
-    const waiting = inbox.behaviors.get(env.be);
     if (reply && waiting && !isReplyWaiter(waiting)) {
       this.system.deadLetter(env, notWaiting(inbox.name, env.be));
       return;

@@ -8,7 +8,7 @@ import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
 import type { MailboxOptions } from './mailbox.js';
-import { type NodeMetrics, REPLY_BEHAVIOR, UNKNOWN_BEHAVIOR } from './metrics.js';
+import { behaviorLabel, type NodeMetrics } from './metrics.js';
 import { ReplayCache } from './replay.js';
 import { isExpired, nextNonce, nowNs } from './time.js';
 import type { Arrival, Transport } from './transport.js';
@@ -277,7 +277,7 @@ export class ActorSystem {
 
   deadLetter(env: Envelope, reason: string): void {
     this.log.debug({ be: env.be, to: env.to.addr, reason }, 'dead letter');
-    this.metrics?.envelope(this.behaviorLabel(env), 'dead_letter');
+    this.metrics?.envelope(this.labelOf(env), 'dead_letter');
     this.emit({ type: 'dead-letter', env, reason });
   }
 
@@ -292,7 +292,7 @@ export class ActorSystem {
     try {
       await this.admit(env, origin);
     } catch (e) {
-      this.metrics.envelope(this.behaviorLabel(env), 'rejected');
+      this.metrics.envelope(this.labelOf(env), 'rejected');
       throw e;
     }
   }
@@ -301,11 +301,8 @@ export class ActorSystem {
    * The metrics label of an envelope's behavior: one of this node's own behaviors, or a bounded
    * stand-in, so no sender can make a series per name it invents.
    */
-  behaviorLabel(env: Envelope): string {
-    const inbox = this.routes.get(env.to.addr.inbox);
-    const behavior = inbox?.behaviors.get(env.be);
-    if (!behavior) return UNKNOWN_BEHAVIOR;
-    return isReplyWaiter(behavior) ? REPLY_BEHAVIOR : behavior.name;
+  private labelOf(env: Envelope): string {
+    return behaviorLabel(this.routes.get(env.to.addr.inbox)?.behaviors.get(env.be));
   }
 
   private async admit(env: Envelope, origin: Origin): Promise<void> {

@@ -157,16 +157,10 @@ export function devEvent(e: SystemEvent, payloads: boolean, at: string): DevEven
       return { ...envelopeFields(e.env, payloads), type: 'envelope', at, direction: 'in', actor: e.actor, verified: e.verified, reply_ms: e.replyMs };
     case 'send':
       return { ...envelopeFields(e.env, payloads), type: 'envelope', at, direction: 'out', actor: e.actor };
-    case 'dead-letter':
-      return {
-        type: 'dead-letter',
-        at,
-        behavior: e.env.be,
-        to: { host: e.env.to.addr.host, inbox: e.env.to.addr.inbox },
-        from: { host: e.env.from.addr.host, inbox: e.env.from.addr.inbox, did: e.env.from.did },
-        nonce: String(e.env.nonce),
-        reason: e.reason,
-      };
+    case 'dead-letter': {
+      const { behavior, from, to, nonce } = envelopeFields(e.env, false);
+      return { type: 'dead-letter', at, behavior, from, to, nonce, reason: e.reason };
+    }
     case 'transition':
       return { type: 'transition', at, actor: e.actor, machine: e.machine, ...(e.instance ? { instance: e.instance } : {}), from: e.from, to: e.to, event: e.event };
     case 'lifecycle':
