@@ -7,6 +7,7 @@ import { decodePayload } from '../../runtime/wire/envelope.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, tempHome } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
+import { nullJob, Rest } from '../jobs/helpers.js';
 
 /**
  * The capability check where an actor runs a behavior (Actor.dispatch), for envelopes that
@@ -45,6 +46,24 @@ describe('the dispatch-time capability check', () => {
     expect(decodePayload(reply.msg)).toEqual({ error: denied(peer.key.did), kind: 'forbidden' });
     expect(reply.from.addr.host).toBe(a.peerId);
     expect(await pokes()).toBe(0);
+  });
+
+  it('refuses a foreign peer’s forged executor report, so no stranger can end a job', async () => {
+    const rest = new Rest(a.url);
+    const job = await rest.submit(nullJob({ durationMs: 60_000 }));
+    const running = await rest.waitFor(job.id, ['running']);
+    const handle = { executor: 'null', job_id: job.id, id: running.container_id };
+    const env = peer.envelope(a, {
+      be: '/dms/job/exited',
+      inbox: 'orchestrator',
+      cont: '/private/r/forged-exit',
+      payload: { runs: [{ job_id: job.id, handle, result: { exit_code: 0, oom_killed: false } }] },
+    });
+    await peer.send(env);
+    const reply = await peer.waitReply('/private/r/forged-exit');
+    expect(decodePayload(reply.msg)).toEqual({ error: `capability /dms/executor/report not granted to ${peer.key.did}`, kind: 'forbidden' });
+    expect(await rest.job(job.id)).toMatchObject({ status: 'running' });
+    await rest.delete(`/api/v1/jobs/${job.id}`);
   });
 
   it('refuses a caller’s envelope that a plugin relays to the behavior', async () => {
