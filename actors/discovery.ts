@@ -15,13 +15,13 @@ import {
   PingPayload,
   type PingReply,
 } from '../behaviors/discovery.js';
-import { HelloReply, NodeBehaviors } from '../behaviors/node.js';
+import { HelloReply, NodeBehaviors } from '../behaviors/root.js';
 import type { Actor } from '../runtime/actor.js';
 import { type Behavior, defineBehavior } from '../runtime/behavior.js';
 import { type ActorBody, type ActorContext, defineActor } from '../runtime/component.js';
 import { peerIdFromPublicKey, publicKeyFromId } from '../runtime/crypto/keys.js';
 import { DmsError, errorText, invalid } from '../runtime/errors.js';
-import type { Libp2pTransport } from '../runtime/network/transport.js';
+import type { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
 import type { Handle } from '../runtime/wire/envelope.js';
 import { type HelloOutcome, type PeerContext, type PeerLimits, peerMachine, peerState } from './peer-machine.js';
 import { PeerProfiles } from './peer-profiles.js';

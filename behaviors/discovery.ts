@@ -2,7 +2,7 @@ import { multiaddr } from '@multiformats/multiaddr';
 import * as z from 'zod';
 import { isPeerId } from '../runtime/crypto/keys.js';
 import { LocationSchema, ResourceSpecSchema } from './jobs/schema.js';
-import { EmptyPayload, NodeBehaviors } from './node.js';
+import { EmptyPayload, NodeBehaviors } from './root.js';
 
 /**
  * The discovery catalogue: what a node knows about its peers and how to reach more of them.

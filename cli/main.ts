@@ -8,7 +8,7 @@ import { registerCapCommands } from './commands/cap.js';
 import { registerKeyCommands } from './commands/key.js';
 import { registerConfigCommands } from './commands/config.js';
 import { registerDevCommands } from './commands/dev.js';
-import { registerNodeCommands } from './commands/node.js';
+import { registerNodeCommands } from './commands/lifecycle.js';
 import { registerJobCommands } from './commands/jobs.js';
 import { registerResourceCommands } from './commands/resources.js';
 import { registerPeersCommands } from './commands/peers.js';

@@ -6,7 +6,7 @@ import {
   PeerListReply,
   PeerSelfReply,
   StatusReply,
-} from '../behaviors/node.js';
+} from '../behaviors/root.js';
 import { anyImplies } from '../runtime/capability/paths.js';
 import { encodeTokenList, LIMITS, type Token } from '../runtime/capability/token.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
@@ -200,7 +200,7 @@ export class DmsClient {
     return Promise.all(replies.map((r) => this.readReply<T>(r, true)));
   }
 
-  // --- typed calls to the root actor's behaviors (behaviors/node.ts) -------------------------
+  // --- typed calls to the root actor's behaviors (behaviors/root.ts) -------------------------
 
   async hello(to: Target = 'root', opts: CallOptions = {}): Promise<HelloReply> {
     return this.call(to, NodeBehaviors.hello, HelloReply, opts);

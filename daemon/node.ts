@@ -1,6 +1,6 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { NODE_VERSION, RootActor, ROOT_INBOX } from '../actors/node.js';
+import { NODE_VERSION, RootActor, ROOT_INBOX } from '../actors/root.js';
 import { Discovery } from '../actors/discovery.js';
 import { HttpActor } from '../http/actor.js';
 import { createApp } from '../http/app.js';
@@ -17,7 +17,7 @@ import type { KeyPair } from '../runtime/crypto/keys.js';
 import { StartOrder } from '../runtime/start-order.js';
 import { ActorSystem } from '../runtime/system.js';
 import { listenFailures } from '../runtime/network/listen-failure.js';
-import { Libp2pTransport } from '../runtime/network/transport.js';
+import { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
 import { BUILTIN_INBOXES, loadPlugins, pluginActor, pluginExecutors, pluginRoutes } from './plugins.js';
 import { deviceRoutes } from '../http/routes/device.js';
 import { jobRoutes } from '../http/routes/jobs.js';

@@ -12,7 +12,7 @@ import { DISCOVERY_INBOX } from '../actors/discovery.js';
 import { defineExecutor, type ExecutorActorDeps } from '../actors/executors/actor.js';
 import { JobLogs } from '../actors/executors/logfile.js';
 import { endOf, newRun } from '../actors/executors/run-machine.js';
-import { ROOT_INBOX } from '../actors/node.js';
+import { ROOT_INBOX } from '../actors/root.js';
 import { ORCHESTRATOR_INBOX } from '../behaviors/jobs/jobs.js';
 import { callBehavior, localHandle, tell } from '../behaviors/jobs/replies.js';
 import { RESOURCES_INBOX } from '../behaviors/jobs/resources.js';

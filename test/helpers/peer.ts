@@ -1,7 +1,7 @@
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { silentLogger } from '../../runtime/log.js';
-import { Libp2pTransport } from '../../runtime/network/transport.js';
+import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { emptyHandle, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { listenAddr, waitFor } from './network.js';

@@ -4,7 +4,7 @@ import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { signEnvelopeSync, verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
-import { ACTOR_PROTOCOL, Libp2pTransport } from '../../runtime/network/transport.js';
+import { ACTOR_PROTOCOL, Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { silentLogger } from '../../runtime/log.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, encodePayload, type Envelope, envelopeFromJson, parseEnvelope, parseJsonLossless } from '../../runtime/wire/envelope.js';

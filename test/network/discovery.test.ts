@@ -2,11 +2,11 @@
 // each step of a peer is a `transition` event on the node's system events.
 import { afterEach, describe, expect, it } from 'vitest';
 import { Discovery, type DiscoveryDeps } from '../../actors/discovery.js';
-import { RootActor } from '../../actors/node.js';
+import { RootActor } from '../../actors/root.js';
 import { makeActor } from '../../runtime/component.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { silentLogger } from '../../runtime/log.js';
-import { Libp2pTransport } from '../../runtime/network/transport.js';
+import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { freePort, waitFor } from '../helpers/network.js';
 

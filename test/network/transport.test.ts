@@ -5,7 +5,7 @@ import { DmsError } from '../../runtime/errors.js';
 import { silentLogger } from '../../runtime/log.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
 import type { HostOptions } from '../../runtime/network/host.js';
-import { ACTOR_PROTOCOL, Libp2pTransport, type PeerEvent, type TransportOptions } from '../../runtime/network/transport.js';
+import { ACTOR_PROTOCOL, Libp2pTransport, type PeerEvent, type TransportOptions } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import type { Arrival } from '../../runtime/transport.js';
 import { decodePayload, emptyHandle, encodeEnvelope, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { silentLogger } from '../../runtime/log.js';
-import { Libp2pTransport } from '../../runtime/network/transport.js';
+import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import type { Arrival } from '../../runtime/transport.js';
 import { emptyHandle, encodeEnvelope, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';

@@ -13,7 +13,7 @@ import { KeyPair } from '../../runtime/crypto/keys.js';
 import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { silentLogger } from '../../runtime/log.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
-import { ACTOR_PROTOCOL, Libp2pTransport } from '../../runtime/network/transport.js';
+import { ACTOR_PROTOCOL, Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { encodeEnvelope, encodePayload, type Envelope, U64_MAX } from '../../runtime/wire/envelope.js';
 import { envelope, newCaller, rootOf } from '../helpers/envelopes.js';

@@ -2,7 +2,7 @@
 // says hello, how it takes a bootstrap peer back from libp2p, and the redial delays.
 import { describe, expect, it } from 'vitest';
 import { Discovery, type DiscoveryDeps, type PeerNetwork } from '../../actors/discovery.js';
-import { RootActor } from '../../actors/node.js';
+import { RootActor } from '../../actors/root.js';
 import { type PeerLimits, redialDelay } from '../../actors/peer-machine.js';
 import { DeviceBehaviors, RESOURCES_INBOX, ResourceBehaviors } from '../../behaviors/jobs/resources.js';
 import { emptyHandle } from '../../runtime/actor.js';
@@ -11,7 +11,7 @@ import { makeActor } from '../../runtime/component.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { DmsError } from '../../runtime/errors.js';
 import { silentLogger } from '../../runtime/log.js';
-import type { PeerHandler } from '../../runtime/network/transport.js';
+import type { PeerHandler } from '../../runtime/network/libp2p-transport.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { waitFor } from '../helpers/network.js';
 

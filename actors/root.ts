@@ -7,7 +7,7 @@ import {
   type HelloReply,
   NodeBehaviors,
   type StatusReply,
-} from '../behaviors/node.js';
+} from '../behaviors/root.js';
 
 export const ROOT_INBOX = 'root';
 
