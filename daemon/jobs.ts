@@ -6,11 +6,14 @@
  */
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { DockerExecutorActor, NullExecutorActor } from '../actors/executors/actor.js';
+import { DeploymentActor } from '../actors/deployment/actor.js';
+import { DockerExecutorActor, NullExecutorActor, RemoteExecutorActor } from '../actors/executors/actor.js';
+import { REMOTE_EXECUTOR } from '../actors/executors/remote.js';
 import { OrchestratorActor } from '../actors/orchestrator/orchestrator.js';
 import { measureCapacity } from '../actors/resources/capacity.js';
 import { ResourceManagerActor } from '../actors/resources/manager.js';
 import { executorInbox } from '../behaviors/jobs/executor.js';
+import { DEPLOYMENT_INBOX } from '../behaviors/jobs/deployment.js';
 import { ORCHESTRATOR_INBOX } from '../behaviors/jobs/jobs.js';
 import { RESOURCES_INBOX } from '../behaviors/jobs/resources.js';
 import { makeActor } from '../runtime/component.js';
@@ -82,6 +85,12 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
     await order.component(executorInbox(ex.name), () => makeActor(system, ex.definition, { logsDir, maxLogBytes: jobs.max_log_bytes }));
   }
   const executors = [...BUILTIN_EXECUTORS, ...pluginExecutors.map((e) => e.name)];
+  // With a network, jobs may leave this node and others' jobs may come: the remote executor
+  // follows the former, the deployment actor places them and takes the latter.
+  const network = system.network;
+  if (network) {
+    await order.component(executorInbox(REMOTE_EXECUTOR), () => makeActor(system, RemoteExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes }));
+  }
   const capacity = await order.step('capacity', () => measureCapacity({ dataDir: paths.data }));
   await order.component(RESOURCES_INBOX, () =>
     makeActor(system, ResourceManagerActor, { storage, capacity, defaultName: config.general.name || hostname() }),
@@ -93,7 +102,9 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       defaultResources: jobs.default_resources,
       allowedRegistries: jobs.allowed_registries,
       trusted: trustedBy(system, authority),
+      ...(network ? { peers: () => network.peers().length } : {}),
     }),
   );
+  if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network }));
   return { storage, executors: { names: () => [...executors] }, stop: () => order.stop() };
 }

@@ -18,6 +18,7 @@ import { StartOrder } from '../runtime/start-order.js';
 import { ActorSystem } from '../runtime/system.js';
 import { listenFailures } from '../runtime/network/listen-failure.js';
 import { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
+import { REMOTE_EXECUTOR } from '../actors/executors/remote.js';
 import { BUILTIN_INBOXES, loadPlugins, pluginActor, pluginExecutors, pluginRoutes } from './plugins.js';
 import { deviceRoutes } from '../http/routes/device.js';
 import { jobRoutes } from '../http/routes/jobs.js';
@@ -77,7 +78,7 @@ export class DmsNode {
     const root = await order.component(ROOT_INBOX, () => makeActor(system, RootActor, {}));
     // Imported and checked, names included, before any of their parts is made.
     const plugins = await order.step('plugins', () =>
-      loadPlugins(config.plugins.modules, home, { inboxes: BUILTIN_INBOXES, executors: BUILTIN_EXECUTORS }, config.plugins.config),
+      loadPlugins(config.plugins.modules, home, { inboxes: BUILTIN_INBOXES, executors: [...BUILTIN_EXECUTORS, REMOTE_EXECUTOR] }, config.plugins.config),
     );
     const jobs = await order.step(
       'jobs',

@@ -5,6 +5,7 @@
  * route table. Every check runs before anything of a plugin starts, and every failure stops
  * start-up with a message naming the plugin (`plugins.modules: '<spec>' …`).
  */
+import { DEPLOYMENT_INBOX } from '../behaviors/jobs/deployment.js';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
@@ -38,7 +39,7 @@ import type { Logger } from '../runtime/log.js';
 const isPath = (spec: string) => spec.startsWith('.') || isAbsolute(spec);
 
 /** The inboxes of the node's own actors: no plugin may take one. */
-export const BUILTIN_INBOXES = [ROOT_INBOX, DISCOVERY_INBOX, HTTP_INBOX, ORCHESTRATOR_INBOX, RESOURCES_INBOX] as const;
+export const BUILTIN_INBOXES = [ROOT_INBOX, DISCOVERY_INBOX, HTTP_INBOX, ORCHESTRATOR_INBOX, RESOURCES_INBOX, DEPLOYMENT_INBOX] as const;
 
 /** A plugin module, loaded and checked. */
 export interface LoadedPlugin {

@@ -1,3 +1,4 @@
+import { DEPLOYMENT_CAPABILITY } from '../behaviors/jobs/deployment.js';
 import { ApiKeyStore } from '../http/apikeys.js';
 import { apiKeysPath } from '../runtime/api-keys.js';
 import { anchorsPath, ensureAnchors, watchAnchors } from '../runtime/capability/anchors.js';
@@ -53,7 +54,9 @@ export function setUpSecurity(o: SecurityOptions): Security {
   const { system, config, log } = o;
   checkExposure(config);
   const path = anchorsPath(o.home);
-  const policy = { openTopics: config.capabilities.open_topics, openCapabilities: config.capabilities.open_capabilities };
+  const caps = config.capabilities;
+  const deployment = caps.open_deployment ? [DEPLOYMENT_CAPABILITY] : [];
+  const policy = { openTopics: [...caps.open_topics, ...deployment], openCapabilities: [...caps.open_capabilities, ...deployment] };
   const authority = new Authority(ensureAnchors(path, o.operator.did), policy, ownKeys(system));
   const report = (problems: readonly string[]) => {
     for (const p of problems) log.warn({ anchors: path, problem: p }, 'require anchor grants nothing');

@@ -64,6 +64,21 @@ interface Delivery {
 
 const DEFAULT_TTL_MS = 30_000;
 
+export interface GatherOptions {
+  /** Longest the replies are waited for (ms). */
+  windowMs: number;
+  /** Most replies taken. */
+  max: number;
+  /** Most payload bytes taken, all replies together. */
+  maxBytes: number;
+  /** Called with each reply taken (the newest last); true ends the wait: the replies suffice. */
+  enough?: (replies: readonly Envelope[]) => boolean;
+  /** Ends the wait at once, with the replies so far. */
+  signal?: AbortSignal;
+  /** The broadcast's expiry from now (ms); default the window and a second. */
+  ttlMs?: number;
+}
+
 export class Actor {
   readonly handle: Handle;
   readonly primary: Inbox;
@@ -247,6 +262,43 @@ export class Actor {
       throw e;
     }
     return reply;
+  }
+
+  /**
+   * Broadcasts `be` on `topic` (signed: it goes to other nodes) and collects the replies until
+   * `opts.enough` says there are enough, `opts.max` have come, their bytes reach
+   * `opts.maxBytes`, or `opts.windowMs` has passed: whichever comes first. A reply too large on
+   * its own is left out. The reply waiter is gone when this resolves; later replies are dead letters.
+   */
+  async gather(topic: string, be: string, payload: unknown, opts: GatherOptions): Promise<Envelope[]> {
+    const env = this.envelope(emptyHandle(), be, payload, { topic, ttlMs: opts.ttlMs ?? opts.windowMs + 1_000 });
+    const cont = `/private/gather/${env.nonce}`;
+    env.opt.cont = cont;
+    const replies: Envelope[] = [];
+    let bytes = 0;
+    let settle!: () => void;
+    const done = new Promise<void>((resolve) => (settle = resolve));
+    const window = setTimeout(settle, opts.windowMs);
+    opts.signal?.addEventListener('abort', settle, { once: true });
+    this.primary.behaviors.add(
+      replyWaiter(cont, (reply) => {
+        const size = reply.msg.byteLength;
+        if (size > opts.maxBytes) return;
+        if (bytes + size > opts.maxBytes) return settle();
+        bytes += size;
+        replies.push(reply);
+        if (replies.length >= opts.max || opts.enough?.(replies)) settle();
+      }),
+      { expiresAt: Number(env.opt.exp / 1_000_000n), onExpire: () => settle() },
+    );
+    try {
+      await this.system.route(await signEnvelope(env, this.key));
+      await done;
+    } finally {
+      clearTimeout(window);
+      this.primary.behaviors.remove(cont);
+    }
+    return replies;
   }
 
   /** Whether `h` is the primary inbox of an actor of this node. */

@@ -131,6 +131,11 @@ export const ConfigSchema = z
         open_topics: z.array(capabilityPath).default(['/dms/hello']),
         /** Capabilities anyone may use without a token (/public is always open). */
         open_capabilities: z.array(capabilityPath).default([]),
+        /**
+         * Any node of the network may place jobs here (bid, reserve, start: the /dms/deployment
+         * capability and topic). false: only holders of a /dms/deployment grant.
+         */
+        open_deployment: z.boolean().default(true),
       })
       .strict()
       .prefault({}),

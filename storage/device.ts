@@ -9,7 +9,7 @@ import {
 import { DeviceSettingEntity } from './entities.js';
 
 const ROW_ID = 1;
-const DEFAULTS: DeviceSettings = { name: '', location: {}, onboarded: null };
+const DEFAULTS: DeviceSettings = { name: '', location: {}, labels: {}, onboarded: null };
 
 export class DeviceRepository {
   constructor(private readonly orm: MikroORM) {}
@@ -17,7 +17,7 @@ export class DeviceRepository {
   /** The stored settings, or null before the operator has set any. */
   async get(): Promise<DeviceSettings | null> {
     const row = await this.orm.em.fork().findOne(DeviceSettingEntity, { id: ROW_ID });
-    return row ? { name: row.name, location: row.location, onboarded: row.onboarded ?? null } : null;
+    return row ? settingsOf(row) : null;
   }
 
   /** Merges `patch` over the stored settings (top-level fields replace) and returns the result. */
@@ -25,13 +25,15 @@ export class DeviceRepository {
     const changes = parseWith(DeviceSettingsPatchSchema, patch, 'device settings');
     return this.orm.em.fork().transactional(async (em) => {
       const row = await em.findOne(DeviceSettingEntity, { id: ROW_ID });
-      const current: DeviceSettings = row
-        ? { name: row.name, location: row.location, onboarded: row.onboarded ?? null }
-        : DEFAULTS;
+      const current: DeviceSettings = row ? settingsOf(row) : DEFAULTS;
       const next = parseWith(DeviceSettingsSchema, { ...current, ...changes }, 'device settings');
       if (row) em.assign(row, next);
       else em.create(DeviceSettingEntity, { id: ROW_ID, ...next });
       return next;
     });
   }
+}
+
+function settingsOf(row: { name: string; location: DeviceSettings['location']; labels?: DeviceSettings['labels'] | null; onboarded?: DeviceSettings['onboarded'] | null }): DeviceSettings {
+  return { name: row.name, location: row.location, labels: row.labels ?? {}, onboarded: row.onboarded ?? null };
 }

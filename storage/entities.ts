@@ -4,7 +4,7 @@
  * ./migrations; a test checks that these mappings and the migrated schema agree.
  */
 import { defineEntity } from '@mikro-orm/core';
-import type { JobStatus, Location, ResourceSpec } from '../behaviors/jobs/schema.js';
+import type { Attempt, JobStatus, Labels, Location, Placement, ResourceSpec } from '../behaviors/jobs/schema.js';
 
 export const JobEntity = defineEntity({
   name: 'Job',
@@ -27,6 +27,9 @@ export const JobEntity = defineEntity({
     pending_reason: p.text().nullable(),
     timeout_s: p.integer().nullable(),
     container_id: p.string().nullable(),
+    placement: p.json<Placement>().nullable(),
+    requester: p.string().nullable(),
+    attempts: p.json<Attempt[]>(),
     created_at: p.datetime(),
     updated_at: p.datetime(),
   }),
@@ -67,6 +70,7 @@ export const DeviceSettingEntity = defineEntity({
     id: p.integer().primary().autoincrement(false),
     name: p.string(),
     location: p.json<Location>(),
+    labels: p.json<Labels>(),
     onboarded: p.json<ResourceSpec>().nullable(),
   }),
 });

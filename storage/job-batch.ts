@@ -44,11 +44,14 @@ const JOB_COLUMNS = [
   'pending_reason',
   'timeout_s',
   'container_id',
+  'placement',
+  'requester',
+  'attempts',
   'created_at',
   'updated_at',
 ] as const;
 /** What a transition can change; the other columns are fixed when the job is created. */
-const MUTABLE = ['status', 'node', 'exit_code', 'error', 'pending_reason', 'container_id', 'updated_at'] as const;
+const MUTABLE = ['status', 'node', 'exit_code', 'error', 'pending_reason', 'container_id', 'attempts', 'updated_at'] as const;
 const EVENT_COLUMNS = ['job_id', 'at', 'from_status', 'to_status', 'reason'] as const;
 
 /** Rows per statement, keeping bound parameters under SQLite's oldest limit (999). */
@@ -126,6 +129,9 @@ function toColumns(row: JobRow): unknown[] {
     row.pending_reason ?? null,
     row.timeout_s ?? null,
     row.container_id ?? null,
+    row.placement ? JSON.stringify(row.placement) : null,
+    row.requester ?? null,
+    JSON.stringify(row.attempts ?? []),
     row.created_at.getTime(),
     row.updated_at.getTime(),
   ];
@@ -149,6 +155,9 @@ function fromColumns(r: Record<string, unknown>): JobRow {
     pending_reason: text(r.pending_reason),
     timeout_s: int(r.timeout_s),
     container_id: text(r.container_id),
+    placement: r.placement === null || r.placement === undefined ? null : json(r.placement),
+    requester: text(r.requester),
+    attempts: r.attempts === null || r.attempts === undefined ? [] : json(r.attempts),
     created_at: date(r.created_at),
     updated_at: date(r.updated_at),
   };

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { InferEntity } from '@mikro-orm/core';
 import { z } from 'zod';
-import { JobSpecSchema, parseWith, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
+import { type Attempt, JobSpecSchema, parseWith, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
 import { refusedTransition } from '../behaviors/jobs/transitions.js';
 import { DmsError } from '../runtime/errors.js';
 import type { JobEntity, JobEventEntity } from './entities.js';
@@ -22,6 +22,8 @@ export interface JobCreateOptions {
   id?: string;
   node?: string | null;
   pending_reason?: string | null;
+  /** Peer id of the node it was submitted on (a job run here for another node). */
+  requester?: string | null;
 }
 
 /**
@@ -37,6 +39,8 @@ export interface JobChange {
   error?: string | null;
   pending_reason?: string | null;
   container_id?: string | null;
+  /** Replaces the list of placements. */
+  attempts?: Attempt[];
 }
 
 /** The row of a new pending job; throws invalid naming every bad field of the spec. */
@@ -57,6 +61,9 @@ export function newJobRow(spec: JobSpecInput, opts: JobCreateOptions, now: Date)
     pending_reason: opts.pending_reason ?? null,
     timeout_s: valid.timeout_s ?? null,
     container_id: null,
+    placement: valid.placement ?? null,
+    requester: opts.requester ?? null,
+    attempts: [],
     created_at: now,
     updated_at: now,
   };
@@ -85,6 +92,7 @@ export function transition(row: JobRow, change: JobChange, now: Date): NewJobEve
   if (change.container_id !== undefined) row.container_id = change.container_id;
   if (change.pending_reason !== undefined) row.pending_reason = change.pending_reason;
   if (change.error !== undefined) row.error = change.error;
+  if (change.attempts !== undefined) row.attempts = change.attempts;
   // A reason only describes a wait; once the job left pending it would mislead.
   if (to !== 'pending') row.pending_reason = null;
   if (to === 'failed') row.error ??= change.reason;
@@ -109,6 +117,9 @@ export function toJob(row: JobRow): Job {
     pending_reason: row.pending_reason ?? null,
     timeout_s: row.timeout_s ?? null,
     container_id: row.container_id ?? null,
+    placement: row.placement ?? null,
+    requester: row.requester ?? null,
+    attempts: row.attempts ?? [],
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };

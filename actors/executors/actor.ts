@@ -33,6 +33,7 @@ import { DmsError, errorText } from '../../runtime/errors.js';
 import { DockerExecutor, type DockerExecutorOptions } from './docker.js';
 import { ExecutorGuard } from './guard.js';
 import { NullExecutor, type NullExecutorOptions } from './null.js';
+import { RemoteExecutor, type RemoteExecutorOptions } from './remote.js';
 import type { MachineFactory } from './run-machine.js';
 import type { ExecutionHandle, Executor, PullProgress } from './types.js';
 
@@ -204,4 +205,10 @@ export const DockerExecutorActor = defineExecutor(
 export const NullExecutorActor = defineExecutor(
   'null',
   ({ deps }: ActorContext<Omit<NullExecutorOptions, 'machine'> & ExecutorActorDeps>, { machine }) => new NullExecutor({ ...deps, machine }),
+);
+
+/** Follows jobs this node placed on other nodes (./remote.ts). */
+export const RemoteExecutorActor = defineExecutor(
+  'remote',
+  ({ actor, deps }: ActorContext<Omit<RemoteExecutorOptions, 'actor'> & ExecutorActorDeps>) => new RemoteExecutor({ ...deps, actor }),
 );

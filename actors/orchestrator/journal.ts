@@ -9,7 +9,7 @@
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
-import type { JobChange, JobRepository, JobWrite } from '../../storage/index.js';
+import type { JobChange, JobCreateOptions, JobRepository, JobWrite } from '../../storage/index.js';
 
 /** Most writes one transaction takes; more wait for the next, so no commit holds the lock for long. */
 const MAX_BATCH = 512;
@@ -33,8 +33,8 @@ export class JobJournal {
   constructor(private readonly jobs: Pick<JobRepository, 'commitAll'>) {}
 
   /** Stores a new pending job; resolves with it once committed. */
-  create(spec: JobSpecInput): Promise<Job> {
-    return this.enqueue({ op: 'create', spec });
+  create(spec: JobSpecInput, opts?: JobCreateOptions): Promise<Job> {
+    return this.enqueue(opts ? { op: 'create', spec, opts } : { op: 'create', spec });
   }
 
   /** Applies a change (see JobRepository.update); resolves with the job once committed. */

@@ -14,11 +14,16 @@
  *    the deadline it had.
  *  - `persistRunning` and `finish` are actions: they write to the journal.
  *
- *   pending ──reserved──▶ starting ──started──▶ running ──exited──▶ completed | failed
- *      │                     │                    │  ▲
- *      │                     │ start_failed       │  └─ reattached (from pending, after a restart)
- *      │                     ▼                    ▼ cancel / timeout
- *      └──cancel / lost──▶ failed ◀──exited─── stopping
+ *   pending ──reserved / placed──▶ starting ──started──▶ running ──exited──▶ completed | failed
+ *      │  ▲                          │                    │  ▲
+ *      │  └── start_failed / lost, placed on another node with placements left (replace)
+ *      │                             │ start_failed       │  └─ reattached (from pending, after a restart)
+ *      │                             ▼                    ▼ cancel / timeout
+ *      └──cancel / lost──────────▶ failed ◀──exited─── stopping
+ *
+ * `reserved`: this node's resource manager granted the job's share. `placed`: another node
+ * holds it (a lease, see actors/deployment/); the start and everything after go to that node
+ * through the remote executor, and a run lost there sends the job back to pending.
  *
  * The stored status follows the tags: `starting` is still pending (nothing runs yet) and
  * `stopping` is still running (the container has not exited yet). Every move between stored
@@ -32,13 +37,15 @@ import { type ExecutionHandle, type ExitResult, outcome } from '../executors/typ
 export type JobMachineEvent =
   /** The resource manager granted the job's resources: start it. */
   | { type: 'reserved' }
+  /** Another node reserved the job's resources (a lease): start it there. */
+  | { type: 'placed'; node: string }
   | { type: 'started'; handle: ExecutionHandle }
   | { type: 'start_failed'; error: string }
   /**
    * Found running (or already exited) by the executor after a restart of the node; `since`:
    * when it began running (ms since the epoch), which its timeout counts from.
    */
-  | { type: 'reattached'; handle: ExecutionHandle; since?: number }
+  | { type: 'reattached'; handle: ExecutionHandle; since?: number; node?: string }
   | { type: 'exited'; result: ExitResult }
   /** The run's deadline passed (raised by the machine's own timer). */
   | { type: 'timed_out'; after_s: number }
@@ -59,11 +66,20 @@ export interface JobMachineContext {
   timeoutS: number | null;
   /** When the timeout stops the run (ms since the epoch); set once, as the run starts. */
   deadline: number | null;
+  /** The other node running it, while placed on one; null while here or not yet placed. */
+  node: string | null;
+  /** Placements on other nodes used so far, and how many the job may use. */
+  placements: number;
+  maxAttempts: number;
 }
 
 export interface JobMachineInput {
   jobId: string;
   timeoutS?: number | null;
+  /** `placement.max_attempts` (default 3). */
+  maxAttempts?: number;
+  /** Placements it already used (a job picked up after a restart). */
+  placements?: number;
 }
 
 /** What the invoked effects are given. */
@@ -114,6 +130,8 @@ export const jobMachine = setup({
     /** Asks the executor to report the run's end. */
     watch: () => {},
     finish: (_, _params: { status: 'completed' | 'failed' }) => {},
+    /** The node running it was lost or refused to start it: the job waits to be placed again. */
+    replace: (_, _params: { node: string; reason: string; outcome: 'lost' | 'refused' }) => {},
   },
   delays: {
     // Without a deadline the timer is never due: the guard below turns it away.
@@ -123,6 +141,8 @@ export const jobMachine = setup({
     stopRequested: ({ context }) => context.stopReason !== null,
     succeeded: ({ event }) => event.type === 'exited' && outcome(event.result).status === 'completed',
     hasDeadline: ({ context }) => context.deadline !== null,
+    /** Placed on another node, and placements are left: try elsewhere rather than fail. */
+    mayReplace: ({ context }) => context.node !== null && context.placements < context.maxAttempts,
   },
 }).createMachine({
   id: 'job',
@@ -135,6 +155,9 @@ export const jobMachine = setup({
     reason: 'submitted',
     timeoutS: input.timeoutS ?? null,
     deadline: null,
+    node: null,
+    placements: input.placements ?? 0,
+    maxAttempts: input.maxAttempts ?? 3,
   }),
   initial: 'pending',
   states: {
@@ -142,9 +165,11 @@ export const jobMachine = setup({
       tags: ['pending'],
       on: {
         reserved: 'starting',
+        placed: { target: 'starting', actions: assign({ node: ({ event }) => event.node, placements: ({ context }) => context.placements + 1 }) },
         reattached: {
           target: 'running',
           actions: assign({
+            node: ({ event }) => event.node ?? null,
             handle: ({ event }) => event.handle,
             reason: 'reattached after the node restarted',
             deadline: ({ context, event }) => deadlineFrom(context, event.since ?? Date.now()),
@@ -162,7 +187,17 @@ export const jobMachine = setup({
           target: 'running',
           actions: assign({ handle: ({ event }) => event.handle, reason: 'started', deadline: ({ context }) => deadlineFrom(context, Date.now()) }),
         },
-        start_failed: { target: 'failed', actions: assign(({ event }) => ({ error: event.error, reason: event.error })) },
+        start_failed: [
+          {
+            guard: 'mayReplace',
+            target: 'pending',
+            actions: [
+              { type: 'replace', params: ({ context, event }) => ({ node: context.node!, reason: `node ${context.node} could not start it: ${event.error}`, outcome: 'refused' as const }) },
+              assign({ node: null, handle: null }),
+            ],
+          },
+          { target: 'failed', actions: assign(({ event }) => ({ error: event.error, reason: event.error })) },
+        ],
         // Nothing to stop yet: noted, and acted on once the run exists.
         cancel: { actions: assign({ stopReason: ({ event }) => event.reason }) },
       },
@@ -180,7 +215,17 @@ export const jobMachine = setup({
         ],
         timed_out: { target: 'stopping', actions: assign({ stopReason: ({ event }) => `timed out after ${event.after_s} s` }) },
         cancel: { target: 'stopping', actions: assign({ stopReason: ({ event }) => event.reason }) },
-        lost: { target: 'failed', actions: assign(({ event }) => ({ error: event.reason, reason: event.reason })) },
+        lost: [
+          {
+            guard: 'mayReplace',
+            target: 'pending',
+            actions: [
+              { type: 'replace', params: ({ context, event }) => ({ node: context.node!, reason: event.reason, outcome: 'lost' as const }) },
+              assign({ node: null, handle: null, deadline: null }),
+            ],
+          },
+          { target: 'failed', actions: assign(({ event }) => ({ error: event.reason, reason: event.reason })) },
+        ],
       },
     },
     stopping: {

@@ -9,6 +9,7 @@
  * is acknowledged before it is durable.
  */
 import { type EventObject, fromCallback } from 'xstate';
+import type { z } from 'zod';
 import {
   ExitedPayload,
   JobNotifications,
@@ -30,10 +31,11 @@ import {
   ORCHESTRATOR_INBOX,
   SubmitPayload,
 } from '../../behaviors/jobs/jobs.js';
-import { Batcher, callBehavior, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
+import { AcceptPayload, DEPLOYMENT_INBOX, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
+import { Batcher, callBehavior, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
-import { isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { type Attempt, isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
@@ -43,6 +45,7 @@ import type { Envelope, Handle } from '../../runtime/wire/envelope.js';
 import { ownKeys } from '../../runtime/capability/authority.js';
 import type { JobChange, Storage } from '../../storage/index.js';
 import { ExecutorRegistry } from '../executors/registry.js';
+import { REMOTE_EXECUTOR } from '../executors/remote.js';
 import type { ExecutionHandle } from '../executors/types.js';
 import { ExecutorClient } from './executors.js';
 import { JobJournal } from './journal.js';
@@ -67,7 +70,21 @@ export interface OrchestratorDeps {
    * identities. Defaults to the node's own keys only.
    */
   trusted?: (env: Envelope) => boolean;
+  /**
+   * How many peers are connected now. With any, a job this node cannot hold now (or whose
+   * placement asks for another node, a location or labels) is placed on the network through
+   * the deployment actor and followed through the remote executor (`executor/remote`).
+   * Absent: jobs never leave this node.
+   */
+  peers?: () => number;
 }
+
+/** How often jobs no node could take are offered again. */
+const PLACE_RETRY_MS = 1_000;
+/** Longest wait between two offers of a job nobody takes: a node that appears or grows its share gets it within this. */
+const MAX_PLACE_BACKOFF_MS = 8_000;
+/** Longest a placement (offer, bids, reservation) may take. */
+const PLACE_TTL_MS = 30_000;
 
 /** `jobs.default_resources` as shipped, for orchestrators built without a config (tests, benches). */
 const DEFAULT_RESOURCES = { cores: 1, memory_bytes: 512 * 1024 * 1024 };
@@ -103,6 +120,13 @@ class Orchestrator {
   private readonly storage: Storage;
   /** The executor actors, each as the client that asks it by envelopes. */
   private readonly executors = new ExecutorRegistry<ExecutorClient>();
+  /** Executors jobs may name (the remote executor is not one: it follows jobs, it does not run them). */
+  private readonly runnable: ReadonlySet<string>;
+  private readonly remote: ExecutorClient | null;
+  private readonly peers: () => number;
+  /** Jobs no node could take at their last offer: offered again every PLACE_RETRY_MS. */
+  private readonly unplaced = new Set<string>();
+  private placeRetry: NodeJS.Timeout | null = null;
   private readonly log: Logger;
   private readonly machine: JobMachine;
   /** Makes a job's machine as one of this actor's: the node's inspector sees its transitions. */
@@ -126,6 +150,10 @@ class Orchestrator {
     this.log = log;
     this.makeMachine = machine;
     for (const name of deps.executors) this.executors.register(new ExecutorClient(actor, name));
+    this.runnable = new Set(deps.executors);
+    this.remote = deps.peers ? new ExecutorClient(actor, REMOTE_EXECUTOR) : null;
+    if (this.remote) this.executors.register(this.remote);
+    this.peers = deps.peers ?? (() => 0);
     this.defaults = deps.defaultResources ?? DEFAULT_RESOURCES;
     this.allowedRegistries = deps.allowedRegistries ?? [];
     const own = ownKeys(system);
@@ -140,6 +168,7 @@ class Orchestrator {
         persistRunning: ({ context }) => this.persistRunning(context),
         watch: ({ context }) => this.watch(context),
         finish: ({ context }, { status }) => this.finish(context, status),
+        replace: ({ context }, params) => this.replace(context, params),
       },
     });
     this.scheduler = new Scheduler(
@@ -151,6 +180,12 @@ class Orchestrator {
         },
         unwanted: (id) => this.release(id),
         refused: (run, reason) => {
+          // Not here, not now: another node may hold it.
+          if (this.mayLeave(run)) {
+            this.scheduler.remove(run.id);
+            this.offer(run);
+            return;
+          }
           system.metrics?.placements.labels('waiting').inc();
           this.noteWaiting(run, reason);
         },
@@ -164,6 +199,7 @@ class Orchestrator {
   async halt(): Promise<void> {
     this.stopping = true;
     this.scheduler.halt();
+    if (this.placeRetry) clearTimeout(this.placeRetry);
     for (const run of this.runs.values()) run.halt();
     await this.journal.drain();
     await this.releases.drain();
@@ -215,6 +251,11 @@ class Orchestrator {
         handle: (ctx) => replyWhenDone(ctx, () => this.logs(ctx.payload)),
       }),
       defineBehavior({
+        name: JobBehaviors.accept,
+        payload: AcceptPayload,
+        handle: ({ payload }) => this.accept(payload.job, payload.requester),
+      }),
+      defineBehavior({
         name: JobBehaviors.schedule,
         payload: EmptyPayload,
         handle: () => {
@@ -246,18 +287,36 @@ class Orchestrator {
 
   private async submit(spec: JobSpec): Promise<Job> {
     if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
-    if (!this.executors.has(spec.executor)) {
-      throw invalid(`executor: no executor named "${spec.executor}" on this node (available: ${this.executors.names().join(', ')})`);
+    // Whether it may go to a node other than this one, which may have what this one lacks.
+    const here = spec.placement?.local === true || (spec.placement?.node !== undefined && this.actor.system.isHere(spec.placement.node));
+    const network = !here && this.remote !== null && (this.peers() > 0 || spec.placement?.node !== undefined);
+    if (!this.runnable.has(spec.executor) && !network) {
+      throw invalid(`executor: no executor named "${spec.executor}" on this node (available: ${[...this.runnable].join(', ')})`);
     }
     const refused = refusedRegistry(spec.image, this.allowedRegistries);
     if (refused) throw invalid(refused);
     const resources = this.withDefaults(spec.resources);
-    // A job that could wait for resources to be freed is accepted; one no machine could ever hold would wait forever.
-    const never = whyNoNodeCouldHold(resources, [{ label: 'this node', capacity: await this.machineCapacity() }]);
-    if (never) throw new DmsError('conflict', never);
+    // A job that could wait for resources to be freed is accepted; one no machine could ever
+    // hold would wait forever. Peers may be bigger: placement then says why none takes it.
+    if (!network) {
+      const never = whyNoNodeCouldHold(resources, [{ label: 'this node', capacity: await this.machineCapacity() }]);
+      if (never) throw new DmsError('conflict', never);
+    }
     // Stored with the defaults filled in: what the job holds, and is limited to, is on its record.
     const job = await this.journal.create({ ...spec, resources });
-    this.scheduler.add(this.track(job));
+    this.queue(this.track(job));
+    return job;
+  }
+
+  /** A job another node placed here (its reservation is held): run as one of this node's own, never passed on. */
+  private async accept(spec: z.output<typeof AcceptPayload>['job'], requester: string): Promise<Job> {
+    if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
+    if (!this.runnable.has(spec.executor)) throw invalid(`executor: no executor named "${spec.executor}" on this node`);
+    const refused = refusedRegistry(spec.image, this.allowedRegistries);
+    if (refused) throw invalid(refused);
+    const { id, ...rest } = spec;
+    const job = await this.journal.create(rest, { id, requester });
+    this.queue(this.track(job));
     return job;
   }
 
@@ -368,6 +427,7 @@ class Orchestrator {
   }
 
   private logSource(job: Job, run: JobRun | undefined): LogSource | null {
+    if (this.remotely(job)) return { executor: this.remote!, handle: run?.handle ?? { executor: REMOTE_EXECUTOR, job_id: job.id, id: job.node! } };
     if (!this.executors.has(job.executor)) return null;
     const handle: ExecutionHandle = run?.handle ?? { executor: job.executor, job_id: job.id, id: job.container_id ?? job.id };
     return { executor: this.executors.get(job.executor), handle };
@@ -394,7 +454,9 @@ class Orchestrator {
 
   private track(job: Job): JobRun {
     // Jobs stored before defaults applied still reserve (and are limited to) them.
-    const machine = this.makeMachine(this.machine, { id: job.id, input: { jobId: job.id, timeoutS: job.timeout_s }, clock: timeoutClock });
+    const placements = job.attempts.filter((a) => !this.actor.system.isHere(a.node)).length;
+    const input = { jobId: job.id, timeoutS: job.timeout_s, maxAttempts: job.placement?.max_attempts ?? 3, placements };
+    const machine = this.makeMachine(this.machine, { id: job.id, input, clock: timeoutClock });
     const run = new JobRun({ ...job, resources: this.withDefaults(job.resources) }, machine);
     this.runs.set(job.id, run);
     return run.start();
@@ -404,8 +466,14 @@ class Orchestrator {
     return this.runs.get(ctx.jobId)!;
   }
 
+  /** Whoever runs it: its executor here, or the remote executor following it on another node. */
   private executorOf(run: JobRun): ExecutorClient {
-    return this.executors.get(run.job.executor);
+    return this.remotely(run.job) ? this.remote! : this.executors.get(run.job.executor);
+  }
+
+  /** Placed on another node (this node follows it there). */
+  private remotely(job: Job): boolean {
+    return this.remote !== null && job.node !== null && job.requester === null && !this.actor.system.isHere(job.node);
   }
 
   /** The invoked `start`: asks the executor to start the run; how it went is reported (see started()). */
@@ -430,7 +498,12 @@ class Orchestrator {
   private persistRunning(ctx: JobMachineContext): void {
     const run = this.run(ctx);
     run.runningSince ??= performance.now();
-    const change: JobChange = { status: 'running', reason: ctx.reason, container_id: ctx.handle!.id, node: this.actor.system.host };
+    const node = ctx.node ?? this.actor.system.host;
+    // A reattached run already has its attempt open.
+    if (run.attempts.at(-1)?.ended_at !== null || run.attempts.at(-1)?.node !== node) {
+      run.attempts.push({ node, started_at: new Date().toISOString(), ended_at: null, outcome: null, reason: null });
+    }
+    const change: JobChange = { status: 'running', reason: ctx.reason, container_id: ctx.handle!.id, node, attempts: [...run.attempts] };
     this.journal.change(ctx.jobId, change).then(
       (job) => (run.job = job),
       (e: unknown) => this.log.error({ job: ctx.jobId, err: errorText(e) }, 'running state not stored'),
@@ -482,12 +555,13 @@ class Orchestrator {
     if (run.runningSince !== null) this.actor.system.metrics?.runSeconds.labels(run.job.executor, status).observe((performance.now() - run.runningSince) / 1000);
     this.scheduler.remove(ctx.jobId);
     this.release(ctx.jobId);
-    const change: JobChange = {
-      status,
-      reason: ctx.reason,
-      exit_code: ctx.exitCode,
-      error: status === 'failed' ? (ctx.error ?? ctx.reason) : null,
-    };
+    const error = status === 'failed' ? (ctx.error ?? ctx.reason) : null;
+    const closed = closeAttempt(run.attempts, status, error);
+    const change: JobChange = { status, reason: ctx.reason, exit_code: ctx.exitCode, error, ...(closed ? { attempts: [...run.attempts] } : {}) };
+    // Run here for another node: its deployment is over.
+    if (run.job.requester) {
+      void tell(this.actor, localHandle(this.actor, DEPLOYMENT_INBOX), DeploymentBehaviors.ended, { job_id: ctx.jobId }).catch(() => undefined);
+    }
     this.journal.change(ctx.jobId, change).then(
       (job) => {
         this.runs.delete(ctx.jobId);
@@ -510,9 +584,120 @@ class Orchestrator {
       .catch((e: unknown) => this.log.warn({ job: run.id, err: errorText(e) }, 'run not cleaned up'));
   }
 
+  // --- placement -------------------------------------------------------------------------
+
+  /**
+   * Where a tracked pending job goes next: this node's scheduler (which passes it to the
+   * network if this node cannot hold it now), or straight to the network when its placement
+   * names another node, a location or labels.
+   */
+  private queue(run: JobRun): void {
+    const p = run.job.placement;
+    if (p?.node && this.actor.system.isHere(p.node)) run.placedHere = true;
+    const elsewhere = !run.placedHere && this.remote !== null && (p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined);
+    if (elsewhere) return this.offer(run);
+    // Asked afresh: a refusal here from before it went to the network says nothing now.
+    run.refusedIn = -1;
+    this.scheduler.add(run);
+  }
+
+  /** Whether a job this node cannot hold now may be offered to other nodes. */
+  private mayLeave(run: JobRun): boolean {
+    return !run.placedHere && this.remote !== null && !this.stopping && this.peers() > 0;
+  }
+
+  /** Asks the deployment actor to place the job; it then starts there, starts here, or waits with the reason. */
+  private offer(run: JobRun): void {
+    if (run.offering || run.finished) return;
+    run.offering = true;
+    this.unplaced.delete(run.id);
+    const { job } = run;
+    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...run.exclude] };
+    callBehavior(this.actor, localHandle(this.actor, DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
+      .catch((e: unknown): PlaceReply => ({ waiting: `placement failed: ${errorText(e)}` }))
+      .then((reply) => {
+        run.offering = false;
+        if ('waiting' in reply) return this.unplacedFor(run, reply.waiting);
+        if (this.actor.system.isHere(reply.node)) {
+          // This node's own bid won: its scheduler reserves (and, finding it short after all, offers it again).
+          if (run.status === 'pending' && !run.finished) this.scheduler.add(run);
+          return;
+        }
+        this.placeOn(run, reply.node);
+      });
+  }
+
+  /** Reserved on `node`: recorded there, then started through the remote executor. */
+  private placeOn(run: JobRun, node: string): void {
+    if (run.finished || run.status !== 'pending' || this.stopping) {
+      // Cancelled meanwhile: the reservation there is let go rather than left to run out.
+      void tell(this.actor, { id: '', did: '', addr: { host: node, inbox: DEPLOYMENT_INBOX } }, DeploymentBehaviors.release, { job_id: run.id }).catch(() => undefined);
+      return;
+    }
+    this.actor.system.metrics?.placements.labels('placed').inc();
+    const reason = `placed on node ${node}`;
+    this.journal.change(run.id, { node, reason, pending_reason: null }).then(
+      (job) => {
+        run.job = { ...run.job, node: job.node, pending_reason: null };
+        run.offerBackoffMs = 0;
+        run.send({ type: 'placed', node });
+      },
+      (e: unknown) => this.log.warn({ job: run.id, err: errorText(e) }, 'placement not stored'),
+    );
+  }
+
+  /** Nobody can take it now: it waits, says why, and is offered again shortly. */
+  private unplacedFor(run: JobRun, reason: string): void {
+    if (run.finished || run.status !== 'pending') return;
+    this.actor.system.metrics?.placements.labels('waiting').inc();
+    this.noteWaiting(run, reason, 'waiting for a node');
+    // Each fruitless offer doubles the wait before the next, up to MAX_PLACE_BACKOFF_MS: a
+    // full network is not flooded with offers of jobs it cannot take.
+    run.offerBackoffMs = Math.min(MAX_PLACE_BACKOFF_MS, run.offerBackoffMs * 2 || PLACE_RETRY_MS);
+    run.nextOfferAt = Date.now() + run.offerBackoffMs;
+    this.unplaced.add(run.id);
+    this.armPlaceRetry();
+  }
+
+  private armPlaceRetry(): void {
+    if (this.placeRetry || this.unplaced.size === 0 || this.stopping) return;
+    this.placeRetry = setTimeout(() => {
+      this.placeRetry = null;
+      const now = Date.now();
+      for (const id of [...this.unplaced]) {
+        const waiting = this.runs.get(id);
+        if (!waiting || waiting.finished || waiting.status !== 'pending') this.unplaced.delete(id);
+        else if (waiting.nextOfferAt <= now) {
+          this.unplaced.delete(id);
+          this.queue(waiting);
+        }
+      }
+      this.armPlaceRetry();
+    }, PLACE_RETRY_MS);
+    this.placeRetry.unref();
+  }
+
+  /** The machine's `replace`: the node running it lost it or refused to start it; it waits to be placed again. */
+  private replace(ctx: JobMachineContext, { node, reason, outcome }: { node: string; reason: string; outcome: 'lost' | 'refused' }): void {
+    const run = this.run(ctx);
+    run.exclude.add(node);
+    const open = run.attempts.at(-1);
+    const now = new Date().toISOString();
+    if (open && open.node === node && open.ended_at === null) Object.assign(open, { ended_at: now, outcome, reason });
+    else run.attempts.push({ node, started_at: now, ended_at: now, outcome, reason });
+    const text = `${reason}; placing it again (${ctx.placements} of ${ctx.maxAttempts} placements used)`;
+    run.job = { ...run.job, node: null, container_id: null };
+    this.journal
+      .change(run.id, { status: 'pending', reason: text, node: null, container_id: null, pending_reason: text, attempts: [...run.attempts] })
+      .then(
+        () => this.queue(run),
+        (e: unknown) => this.log.error({ job: run.id, err: errorText(e) }, 'return to pending not stored'),
+      );
+  }
+
   /** A job that does not fit keeps waiting, and says what for. */
-  private noteWaiting(run: JobRun, reason: string): void {
-    const text = `waiting for resources: ${reason}`;
+  private noteWaiting(run: JobRun, reason: string, what = 'waiting for resources'): void {
+    const text = `${what}: ${reason}`;
     if (run.job.pending_reason === text) return;
     run.job = { ...run.job, pending_reason: text };
     this.journal.change(run.id, { pending_reason: text, reason: text }).catch((e: unknown) => {
@@ -549,7 +734,10 @@ class Orchestrator {
   // --- start-up --------------------------------------------------------------------------
 
   async recover(): Promise<void> {
-    const open = await this.storage.jobs.list({ status: ['pending', 'running'] });
+    const stored = await this.storage.jobs.list({ status: ['pending', 'running'] });
+    // Jobs placed on other nodes are followed there again; the executors here know nothing of them.
+    const open = stored.filter((job) => !this.remotely(job));
+    const remote = stored.filter((job) => this.remotely(job));
     const findings = new Map<string, ExecutorFindings>();
     for (const name of new Set(open.map((j) => j.executor))) if (!this.executors.has(name)) findings.set(name, { absent: true });
     for (const executor of this.executors.all()) {
@@ -577,9 +765,19 @@ class Orchestrator {
       this.track(job).send({ type: 'reattached', handle, since });
     }
     for (const { job, reason } of plan.lose) this.track(job).send({ type: 'lost', reason });
-    for (const job of plan.queue) this.scheduler.add(this.track(job));
-    if (open.length > 0) {
-      this.log.info({ reattached: plan.reattach.length, failed: plan.lose.length, pending: plan.queue.length }, 'jobs recovered');
+    for (const job of remote) {
+      if (job.status === 'running') {
+        const since = job.timeout_s ? await this.runningSince(job) : undefined;
+        this.track(job).send({ type: 'reattached', handle: { executor: REMOTE_EXECUTOR, job_id: job.id, id: job.node! }, since, node: job.node! });
+      } else {
+        // Placed but not known to have started: its lease there runs out; it is placed anew.
+        const reset = await this.journal.change(job.id, { node: null, reason: 'placed again after this node restarted' });
+        this.queue(this.track(reset));
+      }
+    }
+    for (const job of plan.queue) this.queue(this.track(job));
+    if (stored.length > 0) {
+      this.log.info({ reattached: plan.reattach.length, failed: plan.lose.length, pending: plan.queue.length, remote: remote.length }, 'jobs recovered');
     }
     this.scheduler.resume();
   }
@@ -601,3 +799,11 @@ class Orchestrator {
   }
 }
 
+
+/** Ends the open attempt with the job's end; false when none was open (it never ran). */
+function closeAttempt(attempts: Attempt[], status: 'completed' | 'failed', error: string | null): boolean {
+  const open = attempts.at(-1);
+  if (!open || open.ended_at !== null) return false;
+  Object.assign(open, { ended_at: new Date().toISOString(), outcome: status, reason: error });
+  return true;
+}

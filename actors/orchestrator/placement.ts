@@ -30,8 +30,8 @@ export function whyNoNodeCouldHold(want: ResourceSpec, candidates: readonly Cand
 // Thousandths of a core, as the ledger counts them, so 0.1 + 0.2 compares as people expect.
 const millicores = (cores: number) => Math.round(cores * 1000);
 
-/** What `want` needs beyond everything `candidate`'s machine has; null when it has enough. */
-function lacks(want: ResourceSpec, { label, capacity: has }: Candidate): string | null {
+/** What `want` needs beyond everything `candidate` has; null when it has enough. */
+export function lacks(want: ResourceSpec, { label, capacity: has }: Candidate): string | null {
   if (millicores(want.cpu.cores) > millicores(has.cpu.cores)) return `needs ${want.cpu.cores} cores; ${label} has at most ${has.cpu.cores}`;
   if (want.memory.size > has.memory.size) return `needs ${formatBytes(want.memory.size)} of memory; ${label} has at most ${formatBytes(has.memory.size)}`;
   if (want.storage.size > has.storage.size) return `needs ${formatBytes(want.storage.size)} of storage; ${label} has at most ${formatBytes(has.storage.size)}`;

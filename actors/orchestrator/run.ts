@@ -4,7 +4,7 @@
  * (a cancel waiting for the end, log readers waiting for news).
  */
 import type { Actor } from 'xstate';
-import type { Job, JobStatus } from '../../behaviors/jobs/schema.js';
+import type { Attempt, Job, JobStatus } from '../../behaviors/jobs/schema.js';
 import type { ExecutionHandle } from '../executors/types.js';
 import { type JobMachineEvent, type jobMachine, statusOf } from './machine.js';
 
@@ -16,6 +16,17 @@ export class JobRun {
   refusedIn = -1;
   /** When this process saw the run start (performance.now()), for the run duration metric. */
   runningSince: number | null = null;
+  /** Its placements, kept here as they change (each write stores the whole list). */
+  attempts: Attempt[];
+  /** Nodes that lost or refused it: not asked again. */
+  readonly exclude = new Set<string>();
+  /** It runs on this node whatever happens: local by its placement, pinned here, or run here for another node. */
+  placedHere: boolean;
+  /** A placement on the network is under way. */
+  offering = false;
+  /** When nobody took it: the wait before offering it again, and when that is (ms since the epoch). */
+  offerBackoffMs = 0;
+  nextOfferAt = 0;
   /** Resolves with the final job once its final state is committed. */
   readonly settled: Promise<Job>;
   private settle!: (job: Job) => void;
@@ -30,6 +41,8 @@ export class JobRun {
     readonly machine: Actor<JobMachine>,
   ) {
     this.id = job.id;
+    this.attempts = [...job.attempts];
+    this.placedHere = job.requester !== null || job.placement?.local === true;
     this.settled = new Promise<Job>((resolve, reject) => {
       this.settle = resolve;
       this.fail = reject;

@@ -17,6 +17,7 @@ import {
   type Device,
   DeviceBehaviors,
   EmptyPayload,
+  LeasePayload,
   ReleasePayload,
   ReservePayload,
   type ReserveReply,
@@ -42,7 +43,7 @@ export interface ResourceManagerDeps {
   defaultName: string;
 }
 
-const NO_SETTINGS: DeviceSettings = { name: '', location: {}, onboarded: null };
+const NO_SETTINGS: DeviceSettings = { name: '', location: {}, labels: {}, onboarded: null };
 
 const jobKey = (jobId: string) => `job:${jobId}`;
 const allocationKey = (id: string) => `allocation:${id}`;
@@ -68,6 +69,8 @@ class ResourceManager {
   private readonly forJobs = new Map<string, Allocation>();
   /** Jobs running on an allocation made for them, rather than on a reservation of their own. */
   private readonly covered = new Set<string>();
+  /** Reservations of jobs not started yet, each ending by itself at its timer unless the job reserves first. */
+  private readonly leases = new Map<string, NodeJS.Timeout>();
 
   constructor(
     private readonly actor: Actor,
@@ -87,6 +90,7 @@ class ResourceManager {
       onboarded: this.ledger.offering,
       allocated: this.ledger.allocated(),
       free: this.ledger.free(),
+      offered: this.settings.onboarded !== null,
     };
   }
 
@@ -98,6 +102,7 @@ class ResourceManager {
       status: this.ledger.holders('job:').length > 0 || this.covered.size > 0 ? 'busy' : 'online',
       resources: this.ledger.offering,
       location: this.settings.location,
+      labels: this.settings.labels,
       last_seen: new Date().toISOString(),
     };
   }
@@ -111,6 +116,7 @@ class ResourceManager {
         payload: ReleasePayload,
         handle: async ({ payload }) => ({ released: await this.releaseJobs(payload.job_ids) }),
       }),
+      defineBehavior({ name: ResourceBehaviors.lease, payload: LeasePayload, handle: ({ payload }) => this.lease(payload) }),
       defineBehavior({ name: ResourceBehaviors.allocate, payload: AllocatePayload, handle: ({ payload }) => this.allocate(payload) }),
       defineBehavior({
         name: ResourceBehaviors.allocations,
@@ -128,6 +134,8 @@ class ResourceManager {
   private reserve(request: { jobs: { job_id: string; resources: ResourceSpec }[]; force: boolean }): ReserveReply {
     const reply: ReserveReply = { granted: [], refused: [] };
     for (const { job_id, resources } of request.jobs) {
+      // A leased share becomes the job's for as long as it runs.
+      this.endLease(job_id);
       // Asking again for a job that already holds its share is not asking for more.
       if (this.ledger.has(jobKey(job_id)) || this.covered.has(job_id)) {
         reply.granted.push(job_id);
@@ -155,6 +163,7 @@ class ResourceManager {
     let released = 0;
     const ended: Allocation[] = [];
     for (const id of jobIds) {
+      this.endLease(id);
       if (this.ledger.release(jobKey(id))) released++;
       if (this.covered.delete(id)) {
         const allocation = this.forJobs.get(id)!;
@@ -167,6 +176,37 @@ class ResourceManager {
     // reserved until released by hand, which errs on the side of never over-committing.
     await Promise.all(ended.map((a) => this.opts.storage.allocations.release(a.id)));
     return released;
+  }
+
+  /**
+   * Holds a job's resources until `ttl_ms` from now, unless the job reserves them first (it
+   * started) or they are released (the placement fell through). Leasing again renews it.
+   */
+  private lease({ job_id, resources, ttl_ms }: { job_id: string; resources: ResourceSpec; ttl_ms: number }): { until: string } {
+    const key = jobKey(job_id);
+    const renewing = this.leases.has(job_id);
+    if (!renewing) {
+      if (this.ledger.has(key) || this.covered.has(job_id)) throw new DmsError('conflict', `job ${job_id} already holds its resources here`);
+      const short = this.ledger.shortfall(resources);
+      if (short) throw new DmsError('conflict', short);
+      this.ledger.reserve(key, resources, true);
+    }
+    this.endLease(job_id);
+    const timer = setTimeout(() => {
+      this.leases.delete(job_id);
+      if (this.ledger.release(key)) this.resourcesFreed();
+    }, ttl_ms);
+    timer.unref();
+    this.leases.set(job_id, timer);
+    return { until: new Date(Date.now() + ttl_ms).toISOString() };
+  }
+
+  /** The lease stops counting down: the job took its share, or gave it back. */
+  private endLease(jobId: string): void {
+    const timer = this.leases.get(jobId);
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    this.leases.delete(jobId);
   }
 
   // --- allocations -----------------------------------------------------------------------

@@ -17,6 +17,8 @@ export const JobBehaviors = {
   logs: '/dms/job/logs',
   /** A job's stored history: every transition with its time and reason. */
   events: '/dms/job/events',
+  /** Run a job another node placed here (the deployment actor, on that node's start; this node's own only). */
+  accept: '/dms/job/accept',
   /** Resources were freed elsewhere (an allocation released, a bigger share onboarded): try pending jobs again. */
   schedule: '/dms/job/schedule',
 } as const;

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import {
   AllocationRequestSchema,
   DeviceSettingsPatchSchema,
+  LabelsSchema,
   LocationSchema,
   ResourceSpecSchema,
 } from './schema.js';
@@ -20,6 +21,11 @@ export const ResourceBehaviors = {
   reserve: '/dms/resources/reserve',
   /** Give back what jobs reserved (the orchestrator, when they end). */
   release: '/dms/resources/release',
+  /**
+   * Hold a job's resources for a short while (the deployment actor, for another node's job
+   * about to be started here): the lease ends by itself unless the job reserves them first.
+   */
+  lease: '/dms/resources/lease',
   allocate: '/dms/allocations/create',
   allocations: '/dms/allocations/list',
   deallocate: '/dms/allocations/release',
@@ -41,6 +47,8 @@ export const UsageReply = z.object({
   allocated: ResourceSpecSchema,
   /** Onboarded minus allocated: what a new job or allocation can still get. */
   free: ResourceSpecSchema,
+  /** Whether the operator onboarded a share: until then the node runs its own jobs only. */
+  offered: z.boolean(),
 });
 export type Usage = z.output<typeof UsageReply>;
 
@@ -62,6 +70,16 @@ export const ReserveReply = z.object({
 export type ReserveReply = z.output<typeof ReserveReply>;
 
 export const ReleasePayload = z.strictObject({ job_ids: z.array(jobId).max(10_000) });
+
+/** The longest a lease may hold resources without its job starting. */
+export const MAX_LEASE_MS = 60_000;
+
+export const LeasePayload = z.strictObject({
+  job_id: jobId,
+  resources: ResourceSpecSchema,
+  ttl_ms: z.int().min(100).max(MAX_LEASE_MS),
+});
+export const LeaseReply = z.object({ until: z.iso.datetime({ offset: true }) });
 export const ReleaseReply = z.object({ released: z.int().nonnegative() });
 
 export const AllocatePayload = AllocationRequestSchema;
@@ -82,6 +100,7 @@ export const DeviceSchema = z.object({
   /** The onboarded capacity (ResourceCapacity). */
   resources: ResourceSpecSchema,
   location: LocationSchema,
+  labels: LabelsSchema,
   last_seen: z.iso.datetime({ offset: true }),
 });
 export type Device = z.output<typeof DeviceSchema>;

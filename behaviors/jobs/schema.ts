@@ -146,6 +146,49 @@ const CommandSchema = acceptsAlso(
   z.union([z.string().meta({ description: 'run as sh -c <string>' }), argv]),
 );
 
+export const LocationSchema = z.strictObject({
+  region: z.string().max(100).optional(),
+  country: z.string().max(100).optional(),
+  city: z.string().max(100).optional(),
+});
+export type Location = z.output<typeof LocationSchema>;
+
+/** Device labels (`{"gpu": "a100", "zone": "lab"}`), which a job's placement may ask for. */
+const labelKey = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$/, 'label names are letters, digits and . _ / - (at most 63)');
+export const LabelsSchema = z
+  .record(labelKey, z.string().max(200))
+  .refine((labels) => Object.keys(labels).length <= 32, { error: 'at most 32 labels' });
+export type Labels = z.output<typeof LabelsSchema>;
+
+/**
+ * A libp2p peer id as `dms peers list` prints it: base58btc of an identity or sha256
+ * multihash (12D3Koo… for Ed25519 keys, Qm… for older RSA ones).
+ */
+export const PeerIdSchema = z.string().regex(/^(12D3KooW[1-9A-HJ-NP-Za-km-z]{44}|Qm[1-9A-HJ-NP-Za-km-z]{44})$/, 'not a valid peer id (e.g. 12D3KooW…, as dms peers list prints it)');
+
+/** The most placements a job may use when the nodes running it fail. */
+export const MAX_ATTEMPTS = 10;
+
+/**
+ * Where a job may run. Left out: on any node of the network that can hold it, this node
+ * included (the README's Placement section says how the node is chosen).
+ */
+export const PlacementSchema = z
+  .strictObject({
+    /** Run exactly on this node. */
+    node: PeerIdSchema.optional(),
+    /** Only on nodes whose device location matches every field given. */
+    location: LocationSchema.optional(),
+    /** Only on nodes whose device labels include every one given. */
+    labels: LabelsSchema.optional(),
+    /** Never leave the node it was submitted on. */
+    local: z.boolean().optional(),
+    /** How many placements the job may use when the nodes running it fail or vanish. */
+    max_attempts: z.int().min(1).max(MAX_ATTEMPTS).default(3),
+  })
+  .refine((p) => !(p.local && p.node), { error: 'local and node exclude each other: local keeps the job here', path: ['local'] });
+export type Placement = z.output<typeof PlacementSchema>;
+
 /** What POST /api/v1/jobs accepts. Unknown fields are rejected so a typo is not silently ignored. */
 export const JobSpecSchema = z.strictObject({
   name: z.string().min(1).max(200),
@@ -156,12 +199,24 @@ export const JobSpecSchema = z.strictObject({
   resources: JobResourcesSchema.default({ cpu: { cores: 0 }, memory: { size: 0 }, storage: { size: 0 } }),
   executor: z.string().min(1).max(64).default('docker'),
   timeout_s: z.int().positive().optional(),
+  placement: PlacementSchema.optional(),
 });
 /** A spec as a caller writes it (defaults not yet applied). */
 export type JobSpecInput = z.input<typeof JobSpecSchema>;
 export type JobSpec = z.output<typeof JobSpecSchema>;
 
 const time = z.iso.datetime({ offset: true });
+
+/** One placement of a job: where it went and how that ended (null while it lasts). */
+export const AttemptSchema = z.object({
+  node: z.string(),
+  started_at: time,
+  ended_at: time.nullable(),
+  outcome: z.enum(['completed', 'failed', 'lost', 'refused']).nullable(),
+  /** Why it ended that way, when it did not complete. */
+  reason: z.string().nullable(),
+});
+export type Attempt = z.output<typeof AttemptSchema>;
 
 export const JobSchema = z.object({
   id: z.uuid(),
@@ -181,6 +236,12 @@ export const JobSchema = z.object({
   timeout_s: z.int().positive().nullable(),
   /** The executor's handle id (a container id for docker), kept to reattach after a restart. */
   container_id: z.string().nullable(),
+  /** Where it may run, as submitted; null: anywhere that can hold it. */
+  placement: PlacementSchema.nullable(),
+  /** Peer id of the node it was submitted on. */
+  requester: z.string().nullable(),
+  /** Each placement it used, oldest first: the node, when it ran there and how that ended. */
+  attempts: z.array(AttemptSchema),
   created_at: time,
   updated_at: time,
 });
@@ -214,17 +275,12 @@ export const AllocationSchema = z.object({
 });
 export type Allocation = z.output<typeof AllocationSchema>;
 
-export const LocationSchema = z.strictObject({
-  region: z.string().optional(),
-  country: z.string().optional(),
-  city: z.string().optional(),
-});
-export type Location = z.output<typeof LocationSchema>;
-
 /** The operator's settings for this device (PUT /api/v1/device/config). */
 export const DeviceSettingsSchema = z.strictObject({
   name: z.string().max(200),
   location: LocationSchema,
+  /** What jobs may ask for in `placement.labels`. */
+  labels: LabelsSchema.default({}),
   /** The share of the machine's capacity offered to the network; null until onboarded. */
   onboarded: ResourceSpecSchema.nullable(),
 });

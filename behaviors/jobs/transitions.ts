@@ -7,11 +7,13 @@
 import { isTerminal, type JobStatus } from './schema.js';
 
 // pending → running → completed | failed; a pending job can also fail (cancelled, never
-// scheduled). Terminal jobs never change, so a late executor report cannot resurrect one.
-// Staying put is a change too: a new pending reason, a reattached container.
+// scheduled), and a running one goes back to pending when the node running it for this one
+// is lost and the job may be placed again. Terminal jobs never change, so a late executor
+// report cannot resurrect one. Staying put is a change too: a new pending reason, a
+// reattached container.
 export const JOB_TRANSITIONS: Readonly<Record<JobStatus, readonly JobStatus[]>> = {
   pending: ['pending', 'running', 'failed'],
-  running: ['running', 'completed', 'failed'],
+  running: ['running', 'pending', 'completed', 'failed'],
   completed: [],
   failed: [],
 };

@@ -23,6 +23,9 @@ export function jobOf(spec: TestSpec): Job {
     pending_reason: null,
     timeout_s: null,
     container_id: null,
+    placement: null,
+    requester: null,
+    attempts: [],
     created_at: now,
     updated_at: now,
   };

@@ -33,19 +33,19 @@ describe('group commit (JobRepository.commitAll)', () => {
       { op: 'update', id, change: { status: 'running', reason: 'started', container_id: 'c-1' } },
       { op: 'create', spec: { ...spec, name: '' } },
       { op: 'update', id: '00000000-0000-4000-8000-000000000000', change: { status: 'failed', reason: 'x' } },
-      { op: 'update', id, change: { status: 'pending', reason: 'back' } },
       { op: 'update', id, change: { status: 'completed', reason: 'exited with code 0', exit_code: 0 } },
+      { op: 'update', id, change: { status: 'pending', reason: 'back' } },
       { op: 'create', spec, opts: { id } },
     ]);
     expect(results.map((r) => (r.ok ? r.job.status : `${r.error.kind}: ${r.error.message}`))).toEqual([
       'running',
       'invalid: invalid job spec: name: Too small: expected string to have >=1 characters',
       'not_found: job 00000000-0000-4000-8000-000000000000 not found',
-      `conflict: job ${id} is running and cannot become pending`,
       'completed',
+      `conflict: job ${id} has already completed`,
       `conflict: job ${id} already exists`,
     ]);
-    expect(await storage.jobs.get(id)).toEqual((results[4] as { job: unknown }).job);
+    expect(await storage.jobs.get(id)).toEqual((results[3] as { job: unknown }).job);
     expect(await storage.jobs.get(id)).toMatchObject({ status: 'completed', exit_code: 0, container_id: 'c-1', command: ['echo', 'ü'], timeout_s: 5 });
     expect((await storage.events.listFor(id)).map((e) => `${e.from_status}→${e.to_status}: ${e.reason}`)).toEqual([
       'null→pending: submitted',

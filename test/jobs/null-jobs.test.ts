@@ -203,7 +203,7 @@ describe('device', () => {
     expect(Math.abs(Date.parse(status.body.last_seen) - Date.now())).toBeLessThan(60_000);
 
     const put = await rest.put('/api/v1/device/config', { name: 'rack-7', location: { region: 'eu', country: 'NL', city: 'Delft' } });
-    expect(put).toEqual({ status: 200, body: { name: 'rack-7', location: { region: 'eu', country: 'NL', city: 'Delft' }, onboarded: null } });
+    expect(put).toEqual({ status: 200, body: { name: 'rack-7', location: { region: 'eu', country: 'NL', city: 'Delft' }, labels: {}, onboarded: null } });
     expect((await rest.get('/api/v1/device/status')).body).toMatchObject({ name: 'rack-7', location: { city: 'Delft' } });
   });
 });

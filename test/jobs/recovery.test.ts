@@ -21,6 +21,9 @@ function job(executor: string, status: JobStatus): Job {
     pending_reason: null,
     timeout_s: null,
     container_id: status === 'running' ? 'c' : null,
+    placement: null,
+    requester: null,
+    attempts: [],
     created_at: now,
     updated_at: now,
   };

@@ -1,0 +1,164 @@
+/**
+ * The requester's side of placing one job on the network, as an xstate machine (so each step
+ * is a `transition` event on the node's stream, machine `placement`, instance the job id):
+ *
+ *   bidding ─┬─ offering ──offered──▶ collecting ──enough / window──▶ ranking
+ *            └─ offer_failed ────────────────────────────────────────▶ unplaced
+ *   ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
+ *   ranking ──▶ reserving ──reserved──▶ placed
+ *                  └──refused──▶ reserving (next bidder) … ──none left──▶ unplaced
+ *
+ * What follows a placement (starting, running, done) is the job machine's
+ * (actors/orchestrator/machine.ts). The effects (publishing the offer and collecting the
+ * bids, asking a bidder to reserve) are supplied by the deployment actor.
+ */
+import { assign, type EventObject, fromCallback, fromPromise, setup } from 'xstate';
+import type { Bid, BidReply, PlaceReply } from '../../behaviors/jobs/deployment.js';
+import type { Placement, ResourceSpec } from '../../behaviors/jobs/schema.js';
+
+export interface PlacementInput {
+  jobId: string;
+  resources: ResourceSpec;
+  executor: string;
+  placement: Placement | null;
+  /** Nodes this job must not go to (they failed it). */
+  exclude: readonly string[];
+  /** This node's peer id. */
+  self: string;
+  /** Nodes that failed some job lately: asked only when no other bidder is left. */
+  suspect: ReadonlySet<string>;
+}
+
+export type OfferEvent =
+  | { type: 'offered' }
+  | { type: 'bid'; reply: BidReply }
+  | { type: 'window_closed' }
+  | { type: 'offer_failed'; reason: string };
+
+interface PlacementContext extends PlacementInput {
+  bids: Bid[];
+  declines: { node: string; declined: string }[];
+  /** Bidders not yet asked to reserve, best first. */
+  candidates: Bid[];
+  chosen: string | null;
+  /** Why the bidders asked so far refused to reserve. */
+  refusals: string[];
+  reason: string | null;
+  /** How many answers would be all there can be: with that many the window closes at once. */
+  expected: number;
+}
+
+/** Best first: the least loaded, then by chance (so equal nodes share the work). */
+export function rank(bids: readonly Bid[], suspect: ReadonlySet<string>): Bid[] {
+  const shuffled = bids.map((bid) => ({ bid, luck: Math.random() }));
+  shuffled.sort((a, b) => Number(suspect.has(a.bid.node)) - Number(suspect.has(b.bid.node)) || a.bid.load - b.bid.load || a.luck - b.luck);
+  return shuffled.map((s) => s.bid);
+}
+
+/** Why nobody bid, in a line a person can act on. */
+function whyUnplaced(ctx: PlacementContext): string {
+  if (ctx.placement?.node) {
+    const declined = ctx.declines.find((d) => d.node === ctx.placement!.node);
+    return declined ? `node ${ctx.placement.node} cannot hold it: ${declined.declined}` : `node ${ctx.placement.node} did not answer`;
+  }
+  if (ctx.declines.length === 0) return 'no node answered the offer';
+  const shown = ctx.declines.slice(0, 3).map((d) => `${d.node.slice(-8)}: ${d.declined}`);
+  const more = ctx.declines.length > 3 ? `; ${ctx.declines.length - 3} more` : '';
+  return `no node can hold it now (${shown.join('; ')}${more})`;
+}
+
+export const placementMachine = setup({
+  types: {
+    context: {} as PlacementContext,
+    events: {} as OfferEvent,
+    input: {} as PlacementInput & { expected: number },
+    output: {} as PlaceReply,
+  },
+  actors: {
+    // Effects, supplied by the deployment actor: these stand-ins do nothing.
+    /** Publishes the offer (or asks the pinned node); sends back offered, each bid, and window_closed. */
+    offer: fromCallback<EventObject, PlacementInput>(() => {}),
+    /** Asks the bidder to hold the job's resources (a lease). */
+    reserve: fromPromise<void, { node: string; jobId: string; resources: ResourceSpec }>(async () => {}),
+  },
+  guards: {
+    enough: ({ context }) => context.bids.length + context.declines.length >= context.expected,
+    noBids: ({ context }) => context.candidates.length === 0,
+    selfBest: ({ context }) => context.candidates[0]?.node === context.self,
+    moreCandidates: ({ context }) => context.candidates.length > 1,
+  },
+}).createMachine({
+  id: 'placement',
+  context: ({ input }) => ({
+    ...input,
+    bids: [],
+    declines: [],
+    candidates: [],
+    chosen: null,
+    refusals: [],
+    reason: null,
+  }),
+  initial: 'bidding',
+  states: {
+    bidding: {
+      invoke: { src: 'offer', input: ({ context }) => context },
+      initial: 'offering',
+      on: {
+        bid: {
+          actions: assign(({ context, event }) => {
+            const reply = event.reply;
+            if (reply.job_id !== context.jobId) return {};
+            if ('declined' in reply) return { declines: [...context.declines, { node: reply.node, declined: reply.declined }] };
+            // A bidder this job must avoid, or one answering twice, adds nothing.
+            if (context.exclude.includes(reply.node) || context.bids.some((b) => b.node === reply.node)) return {};
+            return { bids: [...context.bids, reply] };
+          }),
+        },
+        offer_failed: { target: 'unplaced', actions: assign({ reason: ({ event }) => event.reason }) },
+      },
+      states: {
+        offering: { on: { offered: 'collecting' } },
+        collecting: {
+          always: { guard: 'enough', target: '#placement.ranking' },
+          on: { window_closed: '#placement.ranking' },
+        },
+      },
+    },
+    ranking: {
+      entry: assign({ candidates: ({ context }) => rank(context.bids, context.suspect) }),
+      always: [
+        { guard: 'noBids', target: 'unplaced', actions: assign({ reason: ({ context }) => whyUnplaced(context) }) },
+        // Nothing to reserve across the network: this node's own scheduler reserves for it.
+        { guard: 'selfBest', target: 'placed', actions: assign({ chosen: ({ context }) => context.self }) },
+        { target: 'reserving' },
+      ],
+    },
+    reserving: {
+      invoke: {
+        src: 'reserve',
+        input: ({ context }) => ({ node: context.candidates[0].node, jobId: context.jobId, resources: context.resources }),
+        onDone: { target: 'placed', actions: assign({ chosen: ({ context }) => context.candidates[0].node }) },
+        onError: [
+          {
+            guard: 'moreCandidates',
+            target: 'reserving',
+            reenter: true,
+            actions: assign(({ context, event }) => ({
+              refusals: [...context.refusals, `${context.candidates[0].node.slice(-8)}: ${String((event.error as Error)?.message ?? event.error)}`],
+              candidates: context.candidates.slice(1),
+            })),
+          },
+          {
+            target: 'unplaced',
+            actions: assign(({ context, event }) => ({
+              reason: `every bidder refused to reserve (${[...context.refusals, `${context.candidates[0].node.slice(-8)}: ${String((event.error as Error)?.message ?? event.error)}`].slice(0, 3).join('; ')})`,
+            })),
+          },
+        ],
+      },
+    },
+    placed: { type: 'final' },
+    unplaced: { type: 'final' },
+  },
+  output: ({ context }) => (context.chosen ? { node: context.chosen } : { waiting: context.reason ?? 'not placed' }),
+});

@@ -1,0 +1,168 @@
+/**
+ * The executor of jobs placed on other nodes, as this node (their requester) sees them. Its
+ * "run" is the job on the provider: start asks the provider's deployment actor to start what it
+ * reserved, and a follower long-polls the provider for the job's state and output, copying
+ * every chunk into this node's own log store, so reading, following and keeping the output
+ * work here exactly as for a local job. The poll is the heartbeat too: a provider that cannot
+ * be reached for LOST_AFTER_MS loses the run, and the orchestrator places the job again.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DeploymentBehaviors, DEPLOYMENT_INBOX, StartReply } from '../../behaviors/jobs/deployment.js';
+import { LogsReply } from '../../behaviors/jobs/jobs.js';
+import { callBehavior } from '../../behaviors/jobs/replies.js';
+import type { Job } from '../../behaviors/jobs/schema.js';
+import { JobSchema } from '../../behaviors/jobs/schema.js';
+import type { Actor } from '../../runtime/actor.js';
+import { DmsError, errorText, invalid } from '../../runtime/errors.js';
+import type { Handle } from '../../runtime/wire/envelope.js';
+import type { ExecutorImplementation } from './actor.js';
+import { JobLogs } from './logfile.js';
+import type { ExecutionHandle, ExecutionState, ExitResult, LogChunk, LogOptions, LogPage, ReconcileReport } from './types.js';
+
+export const REMOTE_EXECUTOR = 'remote';
+
+/** How long the provider holds each poll open when there is no news. */
+const POLL_WAIT_MS = 5_000;
+/** A provider unanswered this long has lost the run (the README states the bound with the poll's own timeout). */
+export const LOST_AFTER_MS = 10_000;
+/** Pause between polls that failed. */
+const RETRY_MS = 500;
+/** Output read per poll. */
+const PAGE_BYTES = 1024 * 1024;
+const CALL_TTL_MS = 5_000;
+const STOP_TTL_MS = 600_000;
+
+export interface RemoteExecutorOptions {
+  actor: Actor;
+  logsDir: string;
+  maxLogBytes?: number;
+  lostAfterMs?: number;
+}
+
+interface RemoteRun {
+  node: string;
+  /** The follower: resolves with how the job ended there. */
+  result?: Promise<ExitResult>;
+  ended?: ExitResult;
+}
+
+export class RemoteExecutor implements ExecutorImplementation {
+  readonly name = REMOTE_EXECUTOR;
+  private readonly runs = new Map<string, RemoteRun>();
+  private readonly logStore: JobLogs;
+  private readonly stopping = new AbortController();
+  private readonly lostAfterMs: number;
+
+  constructor(private readonly opts: RemoteExecutorOptions) {
+    this.logStore = new JobLogs(opts.logsDir, opts.maxLogBytes);
+    this.lostAfterMs = opts.lostAfterMs ?? LOST_AFTER_MS;
+  }
+
+  close(): void {
+    this.stopping.abort();
+  }
+
+  /** Phase two of the placement: the provider starts what it holds for the job. */
+  async start(job: Job): Promise<ExecutionHandle> {
+    const node = job.node;
+    if (!node || this.opts.actor.system.isHere(node)) throw invalid(`job ${job.id} is not placed on another node`);
+    const { id, name, image, command, environment, resources, executor, timeout_s } = job;
+    const spec = { id, name, image, command, environment, resources, executor, ...(timeout_s ? { timeout_s } : {}) };
+    await callBehavior(this.opts.actor, provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
+    this.runs.set(job.id, { node });
+    return { executor: this.name, job_id: job.id, id: node };
+  }
+
+  wait(handle: ExecutionHandle): Promise<ExitResult> {
+    let run = this.runs.get(handle.job_id);
+    // Picked up after a restart of this node: the handle names the provider.
+    if (!run) this.runs.set(handle.job_id, (run = { node: handle.id }));
+    run.result ??= this.follow(handle.job_id, run);
+    return run.result;
+  }
+
+  async status(handle: ExecutionHandle): Promise<ExecutionState> {
+    const run = this.runs.get(handle.job_id);
+    if (!run) return { state: 'missing' };
+    return run.ended ? { state: 'exited', result: run.ended } : { state: 'running' };
+  }
+
+  logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
+    return this.logStore.read(handle.job_id, opts);
+  }
+
+  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
+    return this.logStore.readPage(handle.job_id, from, limit);
+  }
+
+  waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean> {
+    return this.logStore.waitBeyond(handle.job_id, from, signal);
+  }
+
+  /** Asks the provider to stop it; the follower then sees it end. */
+  async cancel(handle: ExecutionHandle, reason: string): Promise<void> {
+    const node = this.runs.get(handle.job_id)?.node ?? handle.id;
+    try {
+      await callBehavior(this.opts.actor, provider(node), DeploymentBehaviors.cancel, { id: handle.job_id, reason }, JobSchema, { ttlMs: STOP_TTL_MS });
+    } catch (e) {
+      // Ended there already: nothing left to stop.
+      if (e instanceof DmsError && e.kind === 'conflict') return;
+      throw e;
+    }
+  }
+
+  /** The provider cleans up its own run; here only the follower's record goes. */
+  async cleanup(handle: ExecutionHandle): Promise<void> {
+    this.runs.delete(handle.job_id);
+  }
+
+  /** Remote runs are picked up by the orchestrator from the jobs' records (their node), not found here. */
+  async reconcile(): Promise<ReconcileReport> {
+    return { reattached: [], missing: [], orphans: [] };
+  }
+
+  /**
+   * Polls the provider until the job ends there, copying its output here. The copy starts
+   * afresh (a follower picked up after a restart reads the output again from the start).
+   */
+  private async follow(jobId: string, run: RemoteRun): Promise<ExitResult> {
+    const writer = await this.logStore.create(jobId);
+    const to = provider(run.node);
+    let from = 0;
+    let answeredAt = Date.now();
+    try {
+      for (;;) {
+        if (this.stopping.signal.aborted) throw new DmsError('unavailable', 'the node is stopping');
+        let page: LogsReply;
+        try {
+          page = await callBehavior(this.opts.actor, to, DeploymentBehaviors.logs, { id: jobId, from, limit: PAGE_BYTES, wait_ms: POLL_WAIT_MS }, LogsReply, {
+            ttlMs: POLL_WAIT_MS + CALL_TTL_MS,
+          });
+        } catch (e) {
+          if (e instanceof DmsError && e.kind === 'not_found') throw new DmsError('unavailable', `node ${run.node} no longer knows the job`);
+          const silent = Date.now() - answeredAt;
+          if (silent >= this.lostAfterMs) throw new DmsError('unavailable', `node ${run.node} unreachable for ${Math.round(silent / 1000)} s: ${errorText(e)}`);
+          await sleep(RETRY_MS, undefined, { signal: this.stopping.signal }).catch(() => undefined);
+          continue;
+        }
+        answeredAt = Date.now();
+        for (const c of page.chunks) writer.append(c.stream, c.data, new Date(c.at));
+        from = page.next;
+        if (page.done) {
+          const failed = page.status === 'failed';
+          const result: ExitResult = {
+            exit_code: page.exit_code ?? (failed ? -1 : 0),
+            oom_killed: page.error === 'killed: out of memory',
+            ...(failed ? { error: page.error ?? `failed on node ${run.node}` } : {}),
+          };
+          run.ended = result;
+          return result;
+        }
+      }
+    } finally {
+      await writer.close();
+    }
+  }
+}
+
+const provider = (node: string): Handle => ({ id: '', did: '', addr: { host: node, inbox: DEPLOYMENT_INBOX } });

@@ -1,0 +1,112 @@
+/**
+ * Placing a job on another node: the deployment actor's behaviors (inbox `deployment` on every
+ * node). A requester offers a job on the `/dms/deployment` topic (or to the one node it is
+ * pinned to); nodes that can hold it answer with a bid; the requester reserves on the best
+ * bidder (a lease that ends by itself) and then starts it there; the provider runs it as one of
+ * its own jobs, and the requester follows it (status and output) until it ends.
+ *
+ * Every behavior here needs the capability `/dms/deployment`. By default a node opens it to
+ * every node of its network (`deployment.open`); with `deployment.open: false` only holders of
+ * a `/dms/deployment` grant may deploy here.
+ */
+import { z } from 'zod';
+import { JobIdSchema, LogsPayload } from './jobs.js';
+import { MAX_LEASE_MS } from './resources.js';
+import { JobSpecSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, ResourceSpecSchema } from './schema.js';
+
+export const DEPLOYMENT_INBOX = 'deployment';
+/** Where bid requests are published. */
+export const DEPLOYMENT_TOPIC = '/dms/deployment';
+export const DEPLOYMENT_CAPABILITY = '/dms/deployment';
+
+export const DeploymentBehaviors = {
+  /** Would you run this job? Answered with a bid or a decline (topic `/dms/deployment`, or direct). */
+  bid: '/dms/deployment/bid',
+  /** Hold the job's resources for a while: phase one. */
+  reserve: '/dms/deployment/reserve',
+  /** Run the job on what you hold for it: phase two. */
+  start: '/dms/deployment/start',
+  /** Let go of a reservation that will not be started. */
+  release: '/dms/deployment/release',
+  /** A page of a job's output and its state, waiting for news: how the requester follows it. */
+  logs: '/dms/deployment/logs',
+  cancel: '/dms/deployment/cancel',
+  /** This node's orchestrator asks where a job should go (local only). */
+  place: '/dms/deployment/place',
+  /** This node's orchestrator says a job run for another node has ended (local only). */
+  ended: '/dms/deployment/ended',
+} as const;
+
+const jobId = z.uuid();
+
+/** What a job needs of a node: the bid request. */
+export const BidRequest = z.strictObject({
+  job_id: jobId,
+  resources: ResourceSpecSchema,
+  executor: z.string().min(1).max(64),
+  location: LocationSchema.optional(),
+  labels: LabelsSchema.optional(),
+});
+export type BidRequest = z.output<typeof BidRequest>;
+
+export const Bid = z.object({
+  job_id: jobId,
+  node: PeerIdSchema,
+  /** What the node has free now, which the job fits in. */
+  free: ResourceSpecSchema,
+  /** Share of the node's offered cores or memory (the larger) already held: 0 idle, 1 full. */
+  load: z.number().min(0).max(1),
+  executors: z.array(z.string().max(64)).max(64),
+});
+export type Bid = z.output<typeof Bid>;
+
+export const Decline = z.object({
+  job_id: jobId,
+  node: PeerIdSchema,
+  /** Why this node will not run it (e.g. "needs 3 GiB of memory, 1 GiB free"). */
+  declined: z.string().max(500),
+});
+export type Decline = z.output<typeof Decline>;
+
+export const BidReply = z.union([Bid, Decline]);
+export type BidReply = z.output<typeof BidReply>;
+
+export const ReserveRequest = z.strictObject({
+  job_id: jobId,
+  resources: ResourceSpecSchema,
+  lease_ms: z.int().min(100).max(MAX_LEASE_MS),
+});
+export const ReserveReply = z.object({ until: z.iso.datetime({ offset: true }) });
+
+/** The job as the requester stored it: what the provider needs to run it. */
+export const DeployedJob = JobSpecSchema.omit({ placement: true }).extend({ id: jobId });
+export type DeployedJob = z.input<typeof DeployedJob>;
+
+export const StartRequest = z.strictObject({ job: DeployedJob });
+/** What the deployment actor hands this node's orchestrator on start (/dms/job/accept). */
+export const AcceptPayload = z.strictObject({ job: DeployedJob, requester: PeerIdSchema });
+export const StartReply = z.object({ job_id: jobId });
+
+export const ReleaseRequest = z.strictObject({ job_id: jobId });
+export const DeploymentLogsRequest = LogsPayload;
+export const DeploymentCancelRequest = z.strictObject({ id: JobIdSchema, reason: z.string().min(1).max(500).optional() });
+
+export const PlaceRequest = z.strictObject({
+  job_id: jobId,
+  resources: ResourceSpecSchema,
+  executor: z.string().min(1).max(64),
+  placement: PlacementSchema.nullable(),
+  /** Nodes that failed this job already: not asked again. */
+  exclude: z.array(z.string()).max(64).default([]),
+});
+export type PlaceRequest = z.input<typeof PlaceRequest>;
+
+export const PlaceReply = z.union([
+  /** Reserved there (a lease), or this node itself (nothing reserved: the local scheduler reserves). */
+  z.object({ node: PeerIdSchema }),
+  /** Nobody can hold it now, and why. */
+  z.object({ waiting: z.string() }),
+]);
+export type PlaceReply = z.output<typeof PlaceReply>;
+
+export const EndedRequest = z.strictObject({ job_id: jobId });

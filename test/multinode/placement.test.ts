@@ -1,0 +1,206 @@
+/**
+ * Decentralized placement against three real node processes on loopback (null executor):
+ * node 1 submits, nodes 2 and 3 offer shares of different sizes, and each test checks where a
+ * job ran, what node 1 knows of it, and that nothing stays reserved anywhere afterwards.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DmsClient } from '../../client/client.js';
+import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
+import { ForeignPeer } from '../helpers/peer.js';
+import { freePort, startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { type NodeProcess, startNode } from '../helpers/node.js';
+import { decodePayload, encodePayload } from '../../runtime/wire/envelope.js';
+
+let nodes: NodeProcess[] = [];
+let n1: NodeProcess;
+let n2: NodeProcess;
+let n3: NodeProcess;
+
+const GiB = 1024 ** 3;
+const SHARES = [
+  { cpu: 0.5, memory: 512 * 1024 * 1024 },
+  { cpu: 1, memory: 1 * GiB },
+  { cpu: 2, memory: 4 * GiB },
+];
+
+async function rest(node: NodeProcess, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+  const res = await fetch(`${node.url}${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text ? JSON.parse(text) : null };
+}
+
+const onboard = (node: NodeProcess, share: { cpu: number; memory: number }, extra: Record<string, unknown> = {}) =>
+  rest(node, 'PUT', '/api/v1/device/config', { onboarded: { cpu: share.cpu, memory: share.memory }, ...extra });
+
+async function submit(node: NodeProcess, spec: Record<string, unknown>): Promise<any> {
+  const { status, json } = await rest(node, 'POST', '/api/v1/jobs', { name: 'placed', image: 'none', executor: 'null', ...spec });
+  expect(status, JSON.stringify(json)).toBe(201);
+  return json;
+}
+
+const job = async (node: NodeProcess, id: string) => (await rest(node, 'GET', `/api/v1/jobs/${id}`)).json;
+
+async function until(node: NodeProcess, id: string, status: string, timeoutMs = 40_000): Promise<any> {
+  return waitFor(`job ${id} ${status} on ${node.peerId.slice(-6)}`, async () => {
+    const j = await job(node, id);
+    if (j?.status !== status) throw new Error(`${j?.status} ${j?.node ?? ''} ${j?.pending_reason ?? ''} ${j?.error ?? ''}`);
+    return j;
+  }, { timeoutMs, intervalMs: 100 });
+}
+
+const allocated = async (node: NodeProcess) => (await rest(node, 'GET', '/api/v1/resources/usage')).json.allocated;
+
+/** Nothing held anywhere: every node's allocated resources back to zero. */
+async function nothingReserved(): Promise<void> {
+  for (const node of nodes) {
+    await waitFor(`nothing reserved on ${node.peerId.slice(-6)}`, async () => {
+      const a = await allocated(node);
+      return a.cpu.cores === 0 && a.memory.size === 0;
+    }, { timeoutMs: 20_000 });
+  }
+}
+
+async function connected(a: NodeProcess, b: NodeProcess): Promise<void> {
+  await waitFor(`${a.peerId.slice(-6)} connected to ${b.peerId.slice(-6)}`, async () => {
+    return (await new DmsClient({ url: a.url, timeoutMs: 5_000 }).peers()).includes(b.peerId);
+  }, { timeoutMs: 30_000 });
+}
+
+beforeAll(async () => {
+  const listen = await Promise.all([0, 1, 2].map(async () => `/ip4/127.0.0.1/tcp/${await freePort()}`));
+  nodes = await startCluster(3, { node: (i) => ({ env: { DMS_NETWORK_LISTEN_ADDRESSES: listen[i] } }) });
+  [n1, n2, n3] = nodes;
+  for (const [i, node] of nodes.entries()) expect((await onboard(node, SHARES[i])).status).toBe(200);
+  await rest(n2, 'PUT', '/api/v1/device/config', { labels: { zone: 'a' }, location: { region: 'eu' } });
+  await rest(n3, 'PUT', '/api/v1/device/config', { labels: { zone: 'b' }, location: { region: 'us' } });
+  await connected(n1, n2);
+  await connected(n1, n3);
+}, 120_000);
+afterAll(() => stopCluster(nodes));
+
+describe('placement', { timeout: 90_000 }, () => {
+  it('a job only node 3 can hold runs on node 3; node 1 reads its status, history and output; node 3 lists it with its requester', async () => {
+    const j = await submit(n1, {
+      resources: { cpu: 1.5, memory: '2GiB' },
+      environment: { DMS_NULL_DURATION_MS: '300', DMS_NULL_STDOUT: 'hello from afar\nsecond line' },
+    });
+    const done = await until(n1, j.id, 'completed');
+    expect(done.node).toBe(n3.peerId);
+    expect(done.attempts).toEqual([expect.objectContaining({ node: n3.peerId, outcome: 'completed' })]);
+    const logs = await rest(n1, 'GET', `/api/v1/jobs/${j.id}/logs`);
+    expect(JSON.stringify(logs.json)).toContain('hello from afar');
+    expect(JSON.stringify(logs.json)).toContain('second line');
+    const there = await rest(n3, 'GET', '/api/v1/jobs');
+    const mine = there.json.find((x: any) => x.id === j.id);
+    expect(mine).toMatchObject({ status: 'completed', requester: n1.peerId, node: n3.peerId });
+    // Node 2 never saw it.
+    expect((await rest(n2, 'GET', `/api/v1/jobs/${j.id}`)).status).toBe(404);
+    await nothingReserved();
+  });
+
+  it('a pinned job runs on its node, even one smaller nodes could hold', async () => {
+    const j = await submit(n1, { resources: { cpu: 0.1, memory: '16MiB' }, placement: { node: n2.peerId } });
+    expect((await until(n1, j.id, 'completed')).node).toBe(n2.peerId);
+    await nothingReserved();
+  });
+
+  it('labels and location choose among the nodes that fit', async () => {
+    const a = await submit(n1, { resources: { cpu: 0.1, memory: '16MiB' }, placement: { labels: { zone: 'a' } } });
+    const b = await submit(n1, { resources: { cpu: 0.1, memory: '16MiB' }, placement: { labels: { zone: 'b' } } });
+    const us = await submit(n1, { resources: { cpu: 0.1, memory: '16MiB' }, placement: { location: { region: 'US' } } });
+    expect((await until(n1, a.id, 'completed')).node).toBe(n2.peerId);
+    expect((await until(n1, b.id, 'completed')).node).toBe(n3.peerId);
+    expect((await until(n1, us.id, 'completed')).node).toBe(n3.peerId);
+    await nothingReserved();
+  });
+
+  it('an invalid pinned node is refused with 400 naming the field', async () => {
+    const { status, json } = await rest(n1, 'POST', '/api/v1/jobs', { name: 'x', image: 'none', executor: 'null', placement: { node: 'not-a-peer' } });
+    expect(status).toBe(400);
+    expect(json.error).toContain('placement.node');
+  });
+
+  it('cancel on node 1 stops the run on node 3 and frees its resources', async () => {
+    const j = await submit(n1, { resources: { cpu: 1.5, memory: '2GiB' }, environment: { DMS_NULL_DURATION_MS: '60000' } });
+    await until(n1, j.id, 'running');
+    await waitFor('node 3 holding the job', async () => (await allocated(n3)).cpu.cores === 1.5);
+    const cancelled = await rest(n1, 'DELETE', `/api/v1/jobs/${j.id}`);
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.json).toMatchObject({ status: 'failed' });
+    expect((await until(n3, j.id, 'failed')).error).toContain('cancelled');
+    await nothingReserved();
+  });
+
+  it('a job nobody can hold waits pending with a reason, and runs once a node grows its share', async () => {
+    const j = await submit(n1, { resources: { cpu: 2, memory: '6GiB' } });
+    const waiting = await waitFor('a pending reason', async () => {
+      const x = await job(n1, j.id);
+      return x.status === 'pending' && x.pending_reason?.includes('no node can hold it') ? x : undefined;
+    });
+    expect(waiting.pending_reason).toContain('memory');
+    expect((await onboard(n3, { cpu: 2, memory: 8 * GiB })).status).toBe(200);
+    expect((await until(n1, j.id, 'completed')).node).toBe(n3.peerId);
+    await onboard(n3, SHARES[2]);
+    await nothingReserved();
+  });
+
+  it('a bid with a bad signature is ignored; the same bid signed is taken (the control)', async () => {
+    const forger = await ForeignPeer.start();
+    let tamper = true;
+    try {
+      forger.transport.subscribe(DEPLOYMENT_TOPIC);
+      await forger.connect(n1);
+      await waitFor('the forger in the deployment mesh', () => forger.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0);
+      // Answers every offer at once with a bid for anything, signed, then (while tampering)
+      // changed after signing so the signature no longer holds.
+      forger.transport.onEnvelope((env) => {
+        if (env.be !== '/dms/deployment/bid' || !env.opt.cont) return;
+        const offer = decodePayload(env.msg) as { job_id: string; resources: unknown };
+        const payload = { job_id: offer.job_id, node: forger.host, free: offer.resources, load: 0, executors: ['null'] };
+        const requester = { peerId: env.from.addr.host } as NodeProcess;
+        const bid = forger.envelope(requester, { be: env.opt.cont, exp: env.opt.exp, inbox: env.from.addr.inbox, payload });
+        if (tamper) bid.msg = encodePayload({ ...payload, executors: ['null', 'docker'] });
+        void forger.send(bid).catch(() => undefined);
+      });
+      // Three cores: only the forger claims to have them.
+      const forged = await submit(n1, { resources: { cpu: 3, memory: '64MiB' } });
+      await waitFor('the job waiting, nobody able to hold it', async () => (await job(n1, forged.id)).pending_reason?.includes('no node can hold it'));
+      expect(forger.replies('/dms/deployment/reserve')).toEqual([]);
+      expect((await rest(n1, 'DELETE', `/api/v1/jobs/${forged.id}`)).status).toBe(200);
+
+      tamper = false;
+      const signed = await submit(n1, { resources: { cpu: 3, memory: '64MiB' } });
+      const reserve = await forger.waitReply('/dms/deployment/reserve');
+      expect(decodePayload(reserve.msg)).toMatchObject({ job_id: signed.id });
+      expect((await rest(n1, 'DELETE', `/api/v1/jobs/${signed.id}`)).status).toBe(200);
+    } finally {
+      await forger.stop();
+    }
+    await nothingReserved();
+  });
+
+  it('kill -9 of the provider mid-job: the job is placed again on the other provider and completes there', async () => {
+    // Fits node 2 and node 3, not node 1.
+    const j = await submit(n1, { resources: { cpu: 0.8, memory: '600MiB' }, environment: { DMS_NULL_DURATION_MS: '8000' } });
+    const running = await until(n1, j.id, 'running');
+    const victim = running.node === n2.peerId ? n2 : n3;
+    const other = victim === n2 ? n3 : n2;
+    await victim.kill();
+    const done = await until(n1, j.id, 'completed', 60_000);
+    expect(done.node).toBe(other.peerId);
+    expect(done.attempts.map((a: any) => [a.node, a.outcome])).toEqual([
+      [victim.peerId, 'lost'],
+      [other.peerId, 'completed'],
+    ]);
+    // The lost provider comes back (same home, same key) and holds nothing.
+    const back = await startNode({ home: victim.home, timeoutMs: 45_000, env: { DMS_NETWORK_BOOTSTRAP_PEERS: '' } });
+    nodes[nodes.indexOf(victim)] = back;
+    if (victim === n2) n2 = back;
+    else n3 = back;
+    await nothingReserved();
+  });
+});
