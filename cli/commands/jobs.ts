@@ -10,6 +10,7 @@ import { CliError, globals, output } from '../context.js';
 import { followJob } from '../follow.js';
 import { resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
+import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
 import { grid } from '../table.js';
 
@@ -22,7 +23,7 @@ interface ListOptions {
   wide?: boolean;
 }
 
-interface SubmitOptions {
+interface SubmitOptions extends PlacementFlags {
   follow?: boolean;
   wait?: boolean;
   idOnly?: boolean;
@@ -52,15 +53,17 @@ export function registerJobCommands(program: Command): void {
       if (more > 0 && !globals(cmd).json) process.stderr.write(`${more} more; use --limit/--offset (or --all)\n`);
     });
 
-  jobs
-    .command('submit')
-    .description('submit a job from a JSON or YAML spec file (- reads stdin)')
-    .argument('<spec>', 'spec file: name, image, command, environment, resources, executor, timeout_s')
+  placementOptions(
+    jobs
+      .command('submit')
+      .description('submit a job from a JSON or YAML spec file (- reads stdin)')
+      .argument('<spec>', 'spec file: name, image, command, environment, resources, executor, timeout_s, placement'),
+  )
     .option('-f, --follow', "show the job's progress and output until it ends, and exit with its exit code")
     .addOption(new Option('--wait', "wait for the job's end without printing its output, and exit with its exit code").conflicts('follow'))
     .option('-q, --id-only', "print only the job's id")
     .action(async (file: string, opts: SubmitOptions, cmd: Command) => {
-      await submitJob(cmd, readSpec(file), opts);
+      await submitJob(cmd, withPlacement(readSpec(file), opts), opts);
     });
 
   jobs
@@ -163,8 +166,9 @@ function readSpec(file: string): unknown {
 }
 
 function table(list: Job[], wide: boolean): string {
-  const rows = list.map((j) => [wide ? j.id : shortId(j.id), j.status, j.executor, j.exit_code === null ? '-' : String(j.exit_code), j.created_at, j.name]);
-  return grid(['ID', 'STATUS', 'EXECUTOR', 'EXIT', 'CREATED', 'NAME'], rows);
+  const node = (j: Job) => (j.node === null ? '-' : wide ? j.node : `…${j.node.slice(-8)}`);
+  const rows = list.map((j) => [wide ? j.id : shortId(j.id), j.status, j.executor, node(j), j.exit_code === null ? '-' : String(j.exit_code), j.created_at, j.name]);
+  return grid(['ID', 'STATUS', 'EXECUTOR', 'NODE', 'EXIT', 'CREATED', 'NAME'], rows);
 }
 
 /** `label  value` lines, leaving out what the job does not have. */
@@ -189,6 +193,7 @@ function summary(job: Job): string {
       ['image', job.image],
       ['command', job.command.length ? job.command.join(' ') : null],
       ['node', job.node],
+      ['requester', job.requester],
       ['created', job.created_at],
       ['updated', job.updated_at],
     ],
@@ -216,6 +221,9 @@ function describe(job: Job, events: JobEventsReply['events']): string {
       ['status', job.status],
       ['waiting', job.pending_reason],
       ['node', job.node ?? '(not placed yet)'],
+      ['requester', job.requester],
+      ['placement', job.placement ? JSON.stringify(job.placement) : null],
+      ['attempts', job.attempts.length ? job.attempts.map(attempt).join(`\n${' '.repeat(width)}`) : null],
       ['exit code', job.exit_code],
       ['error', job.error],
       ['resources', resources.join(', ')],
@@ -227,6 +235,12 @@ function describe(job: Job, events: JobEventsReply['events']): string {
     ],
     width,
   ) + `\n\nhistory\n${timeline(events)}`;
+}
+
+/** One placement: where, when, and how it ended. */
+function attempt(a: Job['attempts'][number]): string {
+  const end = a.ended_at ? `${a.outcome}${a.reason ? ` (${a.reason})` : ''} at ${a.ended_at}` : 'running';
+  return `${a.node}  from ${a.started_at}: ${end}`;
 }
 
 /**

@@ -2,13 +2,14 @@ import { type Command, Option } from 'commander';
 import type { JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { CliError } from '../context.js';
 import { sizeArg } from '../sizes.js';
+import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
 
 /** What a job gets when `run` is not told: enough for a small tool, and said in --help. */
 const DEFAULT_CORES = 1;
 const DEFAULT_MEMORY = '512MiB';
 
-interface RunOptions {
+interface RunOptions extends PlacementFlags {
   cpu?: string;
   memory?: string;
   env?: string[];
@@ -30,7 +31,7 @@ const collect = (v: string, prev: string[] | undefined) => [...(prev ?? []), v];
  * after `--`.
  */
 export function registerRunCommand(program: Command): void {
-  program
+  const run = program
     .command('run')
     .description("run a job and follow its output until it ends, exiting with the job's exit code (Ctrl-C stops following, not the job)")
     .argument('<image>', 'container image, e.g. busybox:latest')
@@ -44,7 +45,8 @@ export function registerRunCommand(program: Command): void {
     .addOption(new Option('-d, --detach', 'submit, print the job id, and return').conflicts('wait'))
     .option('-q, --id-only', 'print only the job id (and return, unless --wait)')
     .option('--wait', "wait for the end without printing the job's output; exit 0 if it completed, non-zero if it failed")
-    .allowUnknownOption()
+    .allowUnknownOption();
+  placementOptions(run)
     .action(async (image: string, command: string[], opts: RunOptions, cmd: Command) => {
       // An unknown option before the image lands here as the "image": a typo of one of run's.
       if (image.startsWith('-')) throw new CliError(`unknown option '${image}'; see \`dms run --help\``);
@@ -61,7 +63,7 @@ export function registerRunCommand(program: Command): void {
         ...(opts.timeout !== undefined ? { timeout_s: seconds(opts.timeout) } : {}),
       };
       const detach = opts.detach || (opts.idOnly && !opts.wait);
-      await submitJob(cmd, spec, { idOnly: opts.idOnly, wait: opts.wait, follow: !detach && !opts.wait });
+      await submitJob(cmd, withPlacement(spec, opts), { idOnly: opts.idOnly, wait: opts.wait, follow: !detach && !opts.wait });
     });
 }
 
