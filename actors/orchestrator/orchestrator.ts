@@ -52,7 +52,7 @@ import { JobJournal } from './journal.js';
 import { aborted, type LogSource } from './logs.js';
 import { type JobMachineContext, type JobMachineEvent, jobMachine, type StartInput, type StopInput, timeoutClock } from './machine.js';
 import { type ExecutorFindings, planRecovery } from './recovery.js';
-import { refusedRegistry } from './registries.js';
+import { refusedRegistry, refusedRegistryResolved } from './registries.js';
 import { whyNoNodeCouldHold } from './placement.js';
 import { type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
@@ -293,7 +293,7 @@ class Orchestrator {
     if (!this.runnable.has(spec.executor) && !network) {
       throw invalid(`executor: no executor named "${spec.executor}" on this node (available: ${[...this.runnable].join(', ')})`);
     }
-    const refused = refusedRegistry(spec.image, this.allowedRegistries);
+    const refused = await refusedRegistryResolved(spec.image, this.allowedRegistries);
     if (refused) throw invalid(refused);
     const resources = this.withDefaults(spec.resources);
     // A job that could wait for resources to be freed is accepted; one no machine could ever

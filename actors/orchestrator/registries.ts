@@ -5,10 +5,13 @@
  * metadata at 169.254.169.254, a registry on 127.0.0.1:5000). Such hosts are refused unless
  * the operator lists them in `jobs.allowed_registries`.
  *
- * Only what the reference itself says is judged: a public DNS name that resolves to a private
- * address is the engine's resolver's business and is not caught here.
+ * A registry named by a DNS name is also looked up when the job is submitted
+ * (`refusedRegistryResolved`): a name that resolves to such an address (`vm:5000`, with `vm`
+ * in /etc/hosts) is refused the same way. The engine resolves the name again when it pulls,
+ * so a name whose answer changes in between (DNS rebinding) is not caught here.
  */
-import { BlockList, isIPv4 } from 'node:net';
+import { lookup } from 'node:dns/promises';
+import { BlockList, isIP, isIPv4 } from 'node:net';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 
 const PRIVATE = new BlockList();
@@ -66,15 +69,48 @@ export function privateHostReason(host: string): string | null {
  * host[:port] entries as the operator wrote them; a bare host allows it on every port.
  */
 export function refusedRegistry(image: string, allowed: readonly string[]): string | null {
+  const registry = registryOf(image, allowed);
+  if (!registry) return null;
+  const why = privateHostReason(registry.host);
+  return why === null ? null : refusal(registry.domain, why);
+}
+
+/** How long a submission waits for the registry name's lookup before leaving it to the engine. */
+const LOOKUP_MS = 2_000;
+
+export type Resolve = (host: string) => Promise<{ address: string; family: number }[]>;
+const resolveAll: Resolve = (host) => lookup(host, { all: true, verbatim: true });
+
+/**
+ * `refusedRegistry`, and for a registry named by a DNS name, whether the name resolves to a
+ * loopback, link-local or private address. A name that does not resolve (or not within
+ * LOOKUP_MS) is left to the engine, whose pull then fails.
+ */
+export async function refusedRegistryResolved(image: string, allowed: readonly string[], resolve: Resolve = resolveAll): Promise<string | null> {
+  const literal = refusedRegistry(image, allowed);
+  if (literal !== null) return literal;
+  const registry = registryOf(image, allowed);
+  if (!registry || isIP(registry.host) !== 0 || numericIPv4(registry.host) !== null) return null;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<null>((resolveTimeout) => {
+    timer = setTimeout(() => resolveTimeout(null), LOOKUP_MS);
+    timer.unref();
+  });
+  const addresses = await Promise.race([resolve(registry.host).catch(() => null), timeout]).finally(() => clearTimeout(timer));
+  const bad = addresses?.find((a) => PRIVATE.check(a.address, a.family === 6 ? 'ipv6' : 'ipv4'));
+  return bad ? refusal(registry.domain, `resolves to ${bad.address}, a loopback, link-local or private address`) : null;
+}
+
+/** The registry an image names (not Docker Hub's implicit one), unless `allowed` lists it. */
+function registryOf(image: string, allowed: readonly string[]): { domain: string; host: string } | null {
   const ref = parseImageReference(image);
   if ('error' in ref || ref.domain === undefined) return null;
   const domain = ref.domain.toLowerCase();
   const m = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(domain);
   if (!m) return null;
-  const host = m[1].replace(/^\[|\]$/g, '');
-  const why = privateHostReason(host);
-  if (why === null) return null;
   const listed = allowed.map((a) => a.toLowerCase());
   if (listed.includes(domain) || listed.includes(m[1])) return null;
-  return `image: registry ${ref.domain} ${why}; list it in jobs.allowed_registries to pull from it`;
+  return { domain: ref.domain, host: m[1].replace(/^\[|\]$/g, '') };
 }
+
+const refusal = (domain: string, why: string) => `image: registry ${domain} ${why}; list it in jobs.allowed_registries to pull from it`;

@@ -1,7 +1,9 @@
 // Attacks on a running node, each reproduced through its REST interface against a real node
 // process: bad image references, private registries, environment secrets, file modes, bad ids,
 // and output that would not fit in memory.
+import { lookup } from 'node:dns/promises';
 import { statSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
@@ -16,6 +18,14 @@ afterAll(async () => {
     removeHome(n.home);
   }
 });
+
+/**
+ * This machine's own name, when it resolves to a loopback or private address (as /etc/hosts
+ * makes it on most machines and containers): a registry name no literal check can see through.
+ */
+const THIS_HOST = hostname().toLowerCase();
+const PRIVATE_ADDRESS = /^(127\.|10\.|192\.168\.|172\.(1[6-9]|2\d|3[01])\.|169\.254\.|::1$|f[cd][0-9a-f]{2}:|fe80:)/i;
+const privateHere = (await lookup(THIS_HOST, { all: true }).catch(() => [])).filter((a) => PRIVATE_ADDRESS.test(a.address));
 
 const healthy = async (node: NodeProcess) => (await fetch(`${node.url}/health`)).status === 200;
 
@@ -46,6 +56,19 @@ describe('image references at submit', () => {
       const answer = await rest.post('/api/v1/jobs', { ...nullJob(), image });
       expect(answer.status).toBe(400);
       expect(answer.body.error).toMatch(/^image: registry .* list it in jobs\.allowed_registries to pull from it$/);
+    },
+  );
+
+  it.skipIf(privateHere.length === 0 || !/^[a-z0-9-]+(\.[a-z0-9-]+)*$/.test(THIS_HOST))(
+    `refuses a registry name that resolves to a private address: this machine's name (${THIS_HOST})`,
+    async () => {
+      const before = (await rest.jobs()).total;
+      const answer = await rest.post('/api/v1/jobs', { ...nullJob(), image: `${THIS_HOST}:5000/x` });
+      expect(answer.status).toBe(400);
+      expect(answer.body.error).toMatch(new RegExp(`^image: registry ${THIS_HOST}:5000 resolves to .*, a loopback, link-local or private address; list it in jobs\\.allowed_registries to pull from it$`));
+      expect(privateHere.map((a) => a.address)).toContain(/resolves to (\S+),/.exec(answer.body.error)![1]);
+      expect((await rest.jobs()).total).toBe(before);
+      expect(await healthy(node)).toBe(true);
     },
   );
 

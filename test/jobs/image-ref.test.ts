@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import { JobSpecSchema } from '../../behaviors/jobs/schema.js';
-import { numericIPv4, refusedRegistry } from '../../actors/orchestrator/registries.js';
+import { numericIPv4, refusedRegistry, refusedRegistryResolved, type Resolve } from '../../actors/orchestrator/registries.js';
 
 const hex64 = 'a'.repeat(64);
 
@@ -109,5 +109,47 @@ describe('registry hosts', () => {
     expect(numericIPv4('256.0.0.1')).toBeNull();
     expect(numericIPv4('example.com')).toBeNull();
     expect(numericIPv4('08.1.1.1')).toBeNull();
+  });
+});
+
+describe('registry names, resolved at submit', () => {
+  const answers: Record<string, string[]> = {
+    'vm': ['127.0.0.1'],
+    'registry.corp.example': ['203.0.113.9', '10.0.0.5'],
+    'six.example': ['fd00::7'],
+    'ghcr.io': ['140.82.112.33'],
+  };
+  let asked: string[] = [];
+  const resolve: Resolve = async (host) => {
+    asked.push(host);
+    const a = answers[host];
+    if (!a) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+    return a.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+  };
+
+  it('refuses a name that resolves to a loopback, link-local or private address, naming it', async () => {
+    expect(await refusedRegistryResolved('vm:5000/x', [], resolve)).toBe(
+      'image: registry vm:5000 resolves to 127.0.0.1, a loopback, link-local or private address; list it in jobs.allowed_registries to pull from it',
+    );
+    expect(await refusedRegistryResolved('registry.corp.example/team/app:1', [], resolve)).toMatch(/resolves to 10\.0\.0\.5/);
+    expect(await refusedRegistryResolved('six.example/x', [], resolve)).toMatch(/resolves to fd00::7/);
+  });
+
+  it('lets a listed name, a public name and a name that does not resolve through; asks nothing for Docker Hub or literal addresses', async () => {
+    asked = [];
+    expect(await refusedRegistryResolved('vm:5000/x', ['vm:5000'], resolve)).toBeNull();
+    expect(await refusedRegistryResolved('vm:5000/x', ['vm'], resolve)).toBeNull();
+    expect(await refusedRegistryResolved('ghcr.io/org/app', [], resolve)).toBeNull();
+    expect(await refusedRegistryResolved('nowhere.example/x', [], resolve)).toBeNull();
+    expect(asked).toEqual(['ghcr.io', 'nowhere.example']);
+    asked = [];
+    for (const image of ['busybox', 'library/busybox', 'vm/x', '8.8.8.8/x', '[2001:db8::1]/x']) expect(await refusedRegistryResolved(image, [], resolve)).toBeNull();
+    expect(await refusedRegistryResolved('127.0.0.1:5000/x', [], resolve)).toMatch(/is a loopback/);
+    expect(asked).toEqual([]);
+  });
+
+  it('leaves a lookup that does not answer to the engine', async () => {
+    const never: Resolve = () => new Promise(() => {});
+    expect(await refusedRegistryResolved('slow.example/x', [], never)).toBeNull();
   });
 });

@@ -2,8 +2,10 @@ import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
-import { decodePayload } from '../../runtime/wire/envelope.js';
-import { DevEvents } from '../helpers/network.js';
+import { decodePayload, encodeEnvelope } from '../../runtime/wire/envelope.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { envelope, post, rootOf } from '../helpers/envelopes.js';
+import { DevEvents, waitFor } from '../helpers/network.js';
 import { type NodeProcess, removeHome, startNode, tempHome } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
 
@@ -55,6 +57,30 @@ describe('a gossiped envelope whose from.addr.host is not its publisher', () => 
       expect(dropped).toMatchObject({ reason: `from.addr.host ${host || '(empty)'} is not the publishing peer ${peer.host}` });
     }
     expect(await pokes()).toBe(0);
+    expect(watch.find((e) => e.type === 'envelope' && e.direction === 'in' && e.actor === 'probe' && e.behavior === '/plugin/probe/poke')).toBeUndefined();
+    expect((await fetch(`${victim.url}/health`)).status).toBe(200);
+  });
+});
+
+describe('a request whose from and opt.cont name an ordinary behavior of the node', () => {
+  it('gets its reply dropped: the node never runs a behavior of its own as a reply', async () => {
+    const before = await pokes();
+    // A stranger's signed request, over REST, to the root actor: the reply would go to this
+    // node's probe actor at /plugin/probe/poke, signed with the node's key.
+    const attacks = [victim.peerId, ''].map((host) =>
+      envelope({ key: KeyPair.generate(), inbox: 'probe' }, { to: rootOf(victim.peerId), be: '/public/hello', host, cont: '/plugin/probe/poke', ttlMs: 20_000 }),
+    );
+    for (const env of attacks) {
+      const r = await post(`${victim.url}/api/v1/actor/send`, encodeEnvelope(env));
+      expect(r.status, r.text).toBe(200);
+    }
+    for (const env of attacks) {
+      // The request itself was delivered and answered; its reply is what is dropped.
+      await watch.waitFor(`the root actor to take nonce ${env.nonce}`, (e) => e.type === 'envelope' && e.direction === 'in' && e.nonce === String(env.nonce));
+    }
+    const dropped = () => watch.events.filter((e) => e.type === 'dead-letter' && e.reason === 'reply to /plugin/probe/poke at probe dropped: no reply waiter there');
+    await waitFor('the replies to be dropped', () => dropped().length >= attacks.length);
+    expect(await pokes()).toBe(before);
     expect(watch.find((e) => e.type === 'envelope' && e.direction === 'in' && e.actor === 'probe' && e.behavior === '/plugin/probe/poke')).toBeUndefined();
     expect((await fetch(`${victim.url}/health`)).status).toBe(200);
   });

@@ -24,6 +24,13 @@ import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
 const SECONDS = Number(process.env.DMS_SOAK_SECONDS ?? 60);
 /** The bound the README states: a node under this mix stays well below it. */
 const RSS_BOUND_MB = 600;
+/**
+ * The plateau: RSS in the last third of the run may exceed the highest RSS of the first two
+ * thirds by at most this much. A leak proportional to traffic (about 1,000 requests a second
+ * here) would keep climbing through the last third; a plateaued heap only swings with its
+ * garbage collections, which a full run shows within a few tens of MB.
+ */
+const PLATEAU_MB = 64;
 const WINDOW_MS = 5_000;
 
 let node: NodeProcess;
@@ -298,10 +305,15 @@ describe(`soak: ${SECONDS} s of valid and hostile traffic`, () => {
 
     const sorted = [...validLatencies].sort((a, b) => a - b);
     const pct = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]?.toFixed(1);
+    const third = Math.floor(rssSamples.length / 3);
+    const earlier = Math.max(...rssSamples.slice(0, 2 * third));
+    const last = Math.max(...rssSamples.slice(2 * third));
     console.log(
       `soak ${SECONDS} s: valid ${validLatencies.length} ok / ${validFailures.length} failed (p50 ${pct(0.5)} ms, p99 ${pct(0.99)} ms); ` +
         `hostile REST ${hostileSent}, unexpected ${unexpected.length}; network frames ${netSent}, honest hellos answered ${answered.size}/${honestSent.length}; ` +
-        `RSS max ${rssMax.toFixed(0)} MB (first ${rssSamples[0]?.toFixed(0)} MB, last ${rssSamples.at(-1)?.toFixed(0)} MB, bound ${RSS_BOUND_MB} MB)`,
+        `RSS max ${rssMax.toFixed(0)} MB (first ${rssSamples[0]?.toFixed(0)} MB, last ${rssSamples.at(-1)?.toFixed(0)} MB, bound ${RSS_BOUND_MB} MB); ` +
+        `RSS max in the first two thirds ${earlier.toFixed(0)} MB, in the last third ${last.toFixed(0)} MB (plateau bound +${PLATEAU_MB} MB); ` +
+        `samples every 10 s: ${rssSamples.filter((_, i) => i % 10 === 0).map((m) => m.toFixed(0)).join(' ')}`,
     );
 
     expect(unexpected.slice(0, 10)).toEqual([]);
@@ -310,6 +322,9 @@ describe(`soak: ${SECONDS} s of valid and hostile traffic`, () => {
     const full = Math.floor((SECONDS * 1000) / WINDOW_MS);
     for (let w = 0; w < full; w++) expect(windows.get(w)?.ok ?? 0, `valid answers in window ${w}`).toBeGreaterThan(0);
     expect(rssMax).toBeLessThan(RSS_BOUND_MB);
+    // It plateaus: the last third climbs no higher than a GC swing above the first two.
+    expect(rssSamples.length).toBeGreaterThanOrEqual(SECONDS / 2);
+    expect(last - earlier, `RSS grew from at most ${earlier.toFixed(0)} MB to ${last.toFixed(0)} MB in the last third`).toBeLessThan(PLATEAU_MB);
     expect((await fetch(`${node.url}/health`)).status).toBe(200);
   });
 });
