@@ -9,7 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DeploymentBehaviors, DEPLOYMENT_INBOX, StartReply } from '../../behaviors/jobs/deployment.js';
 import { LogsReply } from '../../behaviors/jobs/jobs.js';
-import { callBehavior } from '../../behaviors/jobs/replies.js';
+import { callBehavior, tell } from '../../behaviors/jobs/replies.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
@@ -68,7 +68,13 @@ export class RemoteExecutor implements ExecutorImplementation {
     if (!node || this.opts.actor.system.isHere(node)) throw invalid(`job ${job.id} is not placed on another node`);
     const { id, name, image, command, environment, resources, executor, timeout_s } = job;
     const spec = { id, name, image, command, environment, resources, executor, ...(timeout_s ? { timeout_s } : {}) };
-    await callBehavior(this.opts.actor, provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
+    try {
+      await callBehavior(this.opts.actor, provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
+    } catch (e) {
+      // Its share there is let go at once rather than when the lease runs out.
+      void tell(this.opts.actor, provider(node), DeploymentBehaviors.release, { job_id: job.id }).catch(() => undefined);
+      throw e;
+    }
     this.runs.set(job.id, { node });
     return { executor: this.name, job_id: job.id, id: node };
   }

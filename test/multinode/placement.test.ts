@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
 import { ForeignPeer } from '../helpers/peer.js';
-import { freePort, startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { freePort, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, startNode } from '../helpers/node.js';
 import { decodePayload, encodePayload } from '../../runtime/wire/envelope.js';
 
@@ -180,6 +180,25 @@ describe('placement', { timeout: 90_000 }, () => {
     } finally {
       await forger.stop();
     }
+    await nothingReserved();
+  });
+
+  it('kill -9 of the requester mid-job: the provider finishes it, and the requester reconciles when it returns', async () => {
+    const j = await submit(n1, {
+      resources: { cpu: 1.5, memory: '2GiB' },
+      environment: { DMS_NULL_DURATION_MS: '4000', DMS_NULL_STDOUT: 'one\ntwo\nthree' },
+    });
+    expect((await until(n1, j.id, 'running')).node).toBe(n3.peerId);
+    await n1.kill();
+    await until(n3, j.id, 'completed');
+    const back = await startNode({ home: n1.home, timeoutMs: 45_000, env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(n3), DMS_NETWORK_LISTEN_ADDRESSES: listenAddr(n1).replace(/\/p2p\/.*$/, '') } });
+    nodes[nodes.indexOf(n1)] = back;
+    n1 = back;
+    const done = await until(n1, j.id, 'completed', 60_000);
+    expect(done.node).toBe(n3.peerId);
+    const logs = await rest(n1, 'GET', `/api/v1/jobs/${j.id}/logs`);
+    expect(logs.json.chunks.map((c: any) => c.data).join('')).toBe('one\ntwo\nthree\n');
+    await connected(n1, n2);
     await nothingReserved();
   });
 

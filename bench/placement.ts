@@ -1,0 +1,155 @@
+/**
+ * npm run bench:placement — what placing jobs on other nodes costs, in one run, on 5 node
+ * processes on loopback (null executor, so only DMS is measured):
+ *  - node 1, the requester, offers a share too small for the benchmark's jobs, so each one is
+ *    offered to the network; nodes 2–5 offer room for 40 at once each.
+ *  (a) latency: 200 jobs one after another; p50/p99 of submit → running on another node (the
+ *      job's created_at to its stored pending → running transition, both stamped by node 1).
+ *      Target: p50 <= 50 ms.
+ *  (b) throughput: 1,000 jobs from 32 concurrent callers; cross-node jobs completed per second
+ *      (first submission to last completion). Target: >= 100 per second.
+ *  The baseline, measured in the same run on node 1: the same jobs with `placement.local`
+ *  (they fit node 1's share), so the ratio says what leaving the node costs.
+ */
+import '../runtime/polyfills.js';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { DmsClient } from '../client/client.js';
+import type { Job, JobSpecInput } from '../behaviors/jobs/schema.js';
+import { startCluster, stopCluster } from '../test/helpers/network.js';
+import type { NodeProcess } from '../test/helpers/node.js';
+
+const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 200);
+const JOBS = Number(process.env.BENCH_JOBS ?? 1000);
+const CONCURRENCY = 32;
+const TARGET_P50_MS = 50;
+const TARGET_PER_S = 100;
+
+const remoteSpec: JobSpecInput = { name: 'bench', image: 'none', executor: 'null', resources: { cpu: 0.05, memory: '8MiB' } };
+const localSpec: JobSpecInput = { ...remoteSpec, resources: { cpu: 0.001, memory: '1KiB' }, placement: { local: true } };
+
+async function call(node: NodeProcess, method: string, path: string, body?: unknown): Promise<any> {
+  const res = await fetch(`${node.url}/api/v1${path}`, {
+    method,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (res.status >= 300) throw new Error(`${method} ${path} answered ${res.status}: ${await res.text()}`);
+  return res.json();
+}
+
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function settled(node: NodeProcess, ids: Set<string>): Promise<Job[]> {
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    const done: Job[] = [];
+    for (const status of ['completed', 'failed']) {
+      for (let offset = 0; ; offset += 1000) {
+        const page = (await call(node, 'GET', `/jobs?status=${status}&limit=1000&offset=${offset}`)) as Job[];
+        done.push(...page.filter((j) => ids.has(j.id)));
+        if (page.length < 1000) break;
+      }
+    }
+    if (done.length === ids.size) return done;
+    if (Date.now() > deadline) throw new Error(`only ${done.length} of ${ids.size} jobs ended within 180 s`);
+    await sleep(200);
+  }
+}
+
+/** Submit → running for `n` jobs one after another: the requester's own stamps. */
+async function latency(node: NodeProcess, spec: JobSpecInput, n: number): Promise<{ p50: number; p99: number; elsewhere: number }> {
+  const ids = new Set<string>();
+  for (let i = 0; i < n; i++) {
+    const job = (await call(node, 'POST', '/jobs', spec)) as Job;
+    ids.add(job.id);
+    // One at a time: wait for it to run before the next.
+    for (;;) {
+      const j = (await call(node, 'GET', `/jobs/${job.id}`)) as Job;
+      if (j.status !== 'pending') break;
+      await sleep(2);
+    }
+  }
+  const jobs = await settled(node, ids);
+  const times: number[] = [];
+  let elsewhere = 0;
+  for (const job of jobs) {
+    const { events } = (await call(node, 'GET', `/jobs/${job.id}/events`)) as { events: { at: string; from: string | null; to: string }[] };
+    const running = events.find((e) => e.from === 'pending' && e.to === 'running');
+    if (!running) throw new Error(`job ${job.id} never ran: ${job.error}`);
+    times.push(Date.parse(running.at) - Date.parse(job.created_at));
+    if (job.node !== null && job.node !== node.peerId) elsewhere++;
+  }
+  times.sort((a, b) => a - b);
+  return { p50: quantile(times, 0.5), p99: quantile(times, 0.99), elsewhere };
+}
+
+/** `n` jobs from CONCURRENCY callers: completed per second, first submission to last completion. */
+async function throughput(node: NodeProcess, spec: JobSpecInput, n: number): Promise<{ per_s: number; failed: number; elsewhere: number }> {
+  const submitted = new Set<string>();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < n) {
+        next++;
+        submitted.add(((await call(node, 'POST', '/jobs', spec)) as Job).id);
+      }
+    }),
+  );
+  const done = await settled(node, submitted);
+  const created = done.map((j) => Date.parse(j.created_at));
+  const ended = done.map((j) => Date.parse(j.updated_at));
+  const span = (Math.max(...ended) - Math.min(...created)) / 1000;
+  return {
+    per_s: Math.round(done.length / span),
+    failed: done.filter((j) => j.status !== 'completed').length,
+    elsewhere: done.filter((j) => j.node !== null && j.node !== node.peerId).length,
+  };
+}
+
+const nodes = await startCluster(5);
+try {
+  const [requester, ...providers] = nodes;
+  await call(requester, 'PUT', '/device/config', { onboarded: { cpu: 0.04, memory: '4MiB' } });
+  for (const p of providers) await call(p, 'PUT', '/device/config', { onboarded: { cpu: 2, memory: '4GiB' } });
+  const client = new DmsClient({ url: requester.url, timeoutMs: 5_000 });
+  for (;;) {
+    const peers = await client.peers();
+    if (providers.every((p) => peers.includes(p.peerId))) break;
+    await sleep(200);
+  }
+  // Warm-up: connections, JIT, the first database pages, gossip meshes.
+  await throughput(requester, remoteSpec, 100);
+  await throughput(requester, localSpec, 100);
+
+  const localLatency = await latency(requester, localSpec, SEQUENTIAL);
+  const remoteLatency = await latency(requester, remoteSpec, SEQUENTIAL);
+  const localRate = await throughput(requester, localSpec, JOBS);
+  const remoteRate = await throughput(requester, remoteSpec, JOBS);
+  if (remoteLatency.elsewhere !== SEQUENTIAL || remoteRate.elsewhere !== JOBS) {
+    throw new Error(`not every job left node 1: ${remoteLatency.elsewhere}/${SEQUENTIAL}, ${remoteRate.elsewhere}/${JOBS}`);
+  }
+
+  const results = {
+    submit_to_running_ms: {
+      remote: { p50: remoteLatency.p50, p99: remoteLatency.p99 },
+      local: { p50: localLatency.p50, p99: localLatency.p99 },
+      target_p50: TARGET_P50_MS,
+      holds: remoteLatency.p50 <= TARGET_P50_MS,
+    },
+    completed_per_s: {
+      remote: remoteRate.per_s,
+      local: localRate.per_s,
+      ratio: Number((remoteRate.per_s / localRate.per_s).toFixed(3)),
+      failed: remoteRate.failed + localRate.failed,
+      target: TARGET_PER_S,
+      holds: remoteRate.per_s >= TARGET_PER_S,
+    },
+  };
+  console.log(`submit → running, ${SEQUENTIAL} jobs one by one: on another node p50 ${remoteLatency.p50} ms, p99 ${remoteLatency.p99} ms; here p50 ${localLatency.p50} ms, p99 ${localLatency.p99} ms (target p50 <= ${TARGET_P50_MS} ms: ${results.submit_to_running_ms.holds ? 'holds' : 'MISSED'})`);
+  console.log(`${JOBS} jobs, ${CONCURRENCY} callers: ${remoteRate.per_s} cross-node completed/s against ${localRate.per_s} here, ratio ${results.completed_per_s.ratio} (target >= ${TARGET_PER_S}/s: ${results.completed_per_s.holds ? 'holds' : 'MISSED'})`);
+  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+  writeFileSync(new URL('./results/placement.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), ...results }, null, 2));
+} finally {
+  await stopCluster(nodes);
+}

@@ -1,0 +1,64 @@
+/**
+ * A Docker job placed on another node: it runs in a real container on the provider, and its
+ * output is read on the requester as if it had run there.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DmsClient } from '../../client/client.js';
+import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import type { NodeProcess } from '../helpers/node.js';
+
+const { docker, problem } = await dockerForTests('Docker placement test');
+
+describe.skipIf(problem !== null)('a Docker job on another node', { timeout: 120_000 }, () => {
+  let nodes: NodeProcess[] = [];
+
+  beforeAll(async () => {
+    nodes = await startCluster(2);
+    const [n1, n2] = nodes;
+    const put = await fetch(`${n2.url}/api/v1/device/config`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ onboarded: { cpu: 1, memory: '1GiB' } }),
+    });
+    expect(put.status).toBe(200);
+    await waitFor('node 1 connected to node 2', async () => (await new DmsClient({ url: n1.url, timeoutMs: 5_000 }).peers()).includes(n2.peerId), { timeoutMs: 30_000 });
+  }, 90_000);
+
+  afterAll(async () => {
+    for (const n of nodes) {
+      const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
+      await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    }
+    await stopCluster(nodes);
+  });
+
+  it('runs in a container on node 2 and shows its output on node 1', async () => {
+    const [n1, n2] = nodes;
+    const res = await fetch(`${n1.url}/api/v1/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        name: 'remote-echo',
+        image: TEST_IMAGE,
+        command: 'echo hello from $(hostname | cut -c1-3)x; echo to stderr >&2',
+        resources: { cpu: 0.5, memory: '64MiB' },
+        placement: { node: n2.peerId },
+      }),
+    });
+    expect(res.status).toBe(201);
+    const { id } = (await res.json()) as { id: string };
+    const done = await waitFor('the job completed on node 1', async () => {
+      const j = (await (await fetch(`${n1.url}/api/v1/jobs/${id}`)).json()) as { status: string; node: string };
+      return j.status === 'completed' ? j : j.status === 'failed' ? Promise.reject(new Error(JSON.stringify(j))) : undefined;
+    }, { timeoutMs: 60_000 });
+    expect(done.node).toBe(n2.peerId);
+    const logs = (await (await fetch(`${n1.url}/api/v1/jobs/${id}/logs`)).json()) as { chunks: { stream: string; data: string }[] };
+    expect(logs.chunks.filter((c) => c.stream === 'stdout').map((c) => c.data).join('')).toMatch(/^hello from \w{3}x\n$/);
+    expect(logs.chunks.filter((c) => c.stream === 'stderr').map((c) => c.data).join('')).toBe('to stderr\n');
+    // The container ran on node 2's engine, labelled with node 2's peer id, and is gone once the job ended.
+    await waitFor('its container removed', async () => (await docker.listContainers({ all: true, filters: { label: [`dms.job=${id}`] } })).length === 0);
+    const usage = (await (await fetch(`${n2.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number } } };
+    expect(usage.allocated.cpu.cores).toBe(0);
+  });
+});
