@@ -37,7 +37,7 @@ import {
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { callBehavior, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
-import { DeviceBehaviors, DeviceSchema, LeaseReply, ReleaseReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
+import { LeaseReply, OfferReply, ReleaseReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { JobSchema, type Labels, type Location, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
@@ -232,7 +232,7 @@ class Deployment {
           if (reply) sendBack({ type: 'bid', reply });
           // Timed from the first answer across the network: this node's own comes at once.
           if (!this.actor.system.isHere(last.from.addr.host)) {
-            window ??= setTimeout(close, Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, 3 * (performance.now() - began))));
+            window ??= setTimeout(close, Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, 2 * (performance.now() - began))));
           }
           return false;
         },
@@ -260,19 +260,16 @@ class Deployment {
     const node = this.actor.system.host;
     const decline = (declined: string): BidReply => ({ job_id: req.job_id, node, declined });
     const requester = this.requesterOf(env);
-    const [usage, device] = await Promise.all([
-      callBehavior(this.actor, this.manager(), ResourceBehaviors.usage, {}, UsageReply, { ttlMs: CALL_TTL_MS }),
-      callBehavior(this.actor, this.manager(), DeviceBehaviors.status, {}, DeviceSchema, { ttlMs: CALL_TTL_MS }),
-    ]);
-    if (!this.actor.system.isHere(requester) && !usage.offered) return decline('offers nothing to the network (no onboarded share)');
     if (!this.ctx.deps.executors.includes(req.executor)) return decline(`has no executor "${req.executor}" (has ${this.ctx.deps.executors.join(', ')})`);
-    const place = locationMismatch(req.location, device.location);
+    const offer = await callBehavior(this.actor, this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
+    if (!this.actor.system.isHere(requester) && !offer.offered) return decline('offers nothing to the network (no onboarded share)');
+    const place = locationMismatch(req.location, offer.location);
     if (place) return decline(place);
-    const label = labelMismatch(req.labels, device.labels);
+    const label = labelMismatch(req.labels, offer.labels);
     if (label) return decline(label);
-    const short = lacks(req.resources, { label: 'its free share', capacity: usage.free });
+    const short = lacks(req.resources, { label: 'its free share', capacity: offer.free });
     if (short) return decline(short);
-    const bid: Bid = { job_id: req.job_id, node, free: usage.free, load: loadOf(usage), executors: [...this.ctx.deps.executors] };
+    const bid: Bid = { job_id: req.job_id, node, free: offer.free, load: offer.load, executors: [...this.ctx.deps.executors] };
     return bid;
   }
 
@@ -353,11 +350,6 @@ function bidOf(env: Envelope | undefined): BidReply | null {
   } catch {
     return null;
   }
-}
-
-function loadOf(usage: { onboarded: ResourceSpec; allocated: ResourceSpec }): number {
-  const part = (held: number, of: number) => (of > 0 ? Math.min(1, held / of) : 0);
-  return Math.max(part(usage.allocated.cpu.cores, usage.onboarded.cpu.cores), part(usage.allocated.memory.size, usage.onboarded.memory.size));
 }
 
 function locationMismatch(want: Location | undefined, has: Location): string | null {

@@ -635,15 +635,15 @@ class Orchestrator {
       return;
     }
     this.actor.system.metrics?.placements.labels('placed').inc();
-    const reason = `placed on node ${node}`;
-    this.journal.change(run.id, { node, reason, pending_reason: null }).then(
-      (job) => {
-        run.job = { ...run.job, node: job.node, pending_reason: null };
-        run.offerBackoffMs = 0;
-        run.send({ type: 'placed', node });
-      },
-      (e: unknown) => this.log.warn({ job: run.id, err: errorText(e) }, 'placement not stored'),
-    );
+    // Recorded, not waited for: the record is history (journal writes keep their order, so it
+    // comes before the running one), and a requester that restarts before the job runs places
+    // it anew whatever it says.
+    this.journal.change(run.id, { node, reason: `placed on node ${node}`, pending_reason: null }).catch((e: unknown) => {
+      this.log.warn({ job: run.id, err: errorText(e) }, 'placement not stored');
+    });
+    run.job = { ...run.job, node, pending_reason: null };
+    run.offerBackoffMs = 0;
+    run.send({ type: 'placed', node });
   }
 
   /** Nobody can take it now: it waits, says why, and is offered again shortly. */

@@ -18,6 +18,7 @@ import {
   DeviceBehaviors,
   EmptyPayload,
   LeasePayload,
+  type Offer,
   ReleasePayload,
   ReservePayload,
   type ReserveReply,
@@ -94,6 +95,20 @@ class ResourceManager {
     };
   }
 
+  /** What a bid for a job is made from. */
+  offer(): Offer {
+    const offering = this.ledger.offering;
+    const held = this.ledger.allocated();
+    const part = (h: number, of: number) => (of > 0 ? Math.min(1, h / of) : 0);
+    return {
+      free: this.ledger.free(),
+      load: Math.max(part(held.cpu.cores, offering.cpu.cores), part(held.memory.size, offering.memory.size)),
+      offered: this.settings.onboarded !== null,
+      location: this.settings.location,
+      labels: this.settings.labels,
+    };
+  }
+
   device(): Device {
     return {
       id: this.actor.system.key.did,
@@ -116,6 +131,7 @@ class ResourceManager {
         payload: ReleasePayload,
         handle: async ({ payload }) => ({ released: await this.releaseJobs(payload.job_ids) }),
       }),
+      defineBehavior({ name: ResourceBehaviors.offer, payload: EmptyPayload, handle: () => this.offer() }),
       defineBehavior({ name: ResourceBehaviors.lease, payload: LeasePayload, handle: ({ payload }) => this.lease(payload) }),
       defineBehavior({ name: ResourceBehaviors.allocate, payload: AllocatePayload, handle: ({ payload }) => this.allocate(payload) }),
       defineBehavior({

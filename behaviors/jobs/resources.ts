@@ -26,6 +26,8 @@ export const ResourceBehaviors = {
    * about to be started here): the lease ends by itself unless the job reserves them first.
    */
   lease: '/dms/resources/lease',
+  /** What this node offers a job now: free share, load, location and labels (the deployment actor's bids). */
+  offer: '/dms/resources/offer',
   allocate: '/dms/allocations/create',
   allocations: '/dms/allocations/list',
   deallocate: '/dms/allocations/release',
@@ -70,6 +72,18 @@ export const ReserveReply = z.object({
 export type ReserveReply = z.output<typeof ReserveReply>;
 
 export const ReleasePayload = z.strictObject({ job_ids: z.array(jobId).max(10_000) });
+
+/** What a bid is made from, in one answer. */
+export const OfferReply = z.object({
+  free: ResourceSpecSchema,
+  /** Share of the offered cores or memory (the larger) held now: 0 idle, 1 full. */
+  load: z.number().min(0).max(1),
+  /** Whether the operator onboarded a share: until then the node runs its own jobs only. */
+  offered: z.boolean(),
+  location: LocationSchema,
+  labels: LabelsSchema,
+});
+export type Offer = z.output<typeof OfferReply>;
 
 /** The longest a lease may hold resources without its job starting. */
 export const MAX_LEASE_MS = 60_000;
