@@ -43,6 +43,22 @@ export function shellBlocks(markdown: string): Block[] {
   return blocks;
 }
 
+/**
+ * Fences that hold shell but are not written ```sh, which shellBlocks would pass over: every
+ * command example must be a ```sh block, so that it is run here (or marked skip, with why).
+ */
+export function otherShellFences(markdown: string): string[] {
+  const found: string[] = [];
+  let open = false;
+  markdown.split('\n').forEach((line, i) => {
+    const fence = /^\s*```(\S*)/.exec(line);
+    if (!fence) return;
+    if (!open && /^(bash|shell|console|zsh|shell-session|sh-session|)$/i.test(fence[1])) found.push(`README.md:${i + 1}: \`\`\`${fence[1]}`);
+    open = !open;
+  });
+  return found;
+}
+
 const blocks = shellBlocks(README);
 const [first, ...rest] = blocks;
 
@@ -99,12 +115,15 @@ afterAll(async () => {
     await exited;
   }
   for (const h of [HOME, ...OTHER_HOMES]) rmSync(h, { recursive: true, force: true });
+  // What the First job section writes in the checkout, as a reader's would.
+  rmSync(join(ROOT, 'first-job.yaml'), { force: true });
 }, 60_000);
 
 describe('the README, run as written', () => {
   it('has shell examples to run, each one marked or runnable', () => {
     expect(rest.length).toBeGreaterThanOrEqual(4);
-    for (const b of blocks) if (b.mark) expect(b.mark, `README.md:${b.line}`).toMatch(/^(first|docker|skip) ?/);
+    for (const b of blocks) if (b.mark) expect(b.mark, `README.md:${b.line}`).toMatch(/^(first|docker|skip \(.+\))/);
+    expect(otherShellFences(README), 'shell examples written in a fence other than ```sh, which this test would not run').toEqual([]);
   });
 
   for (const block of rest) {
@@ -118,8 +137,23 @@ describe('the README, run as written', () => {
       const r = await bash(block.code);
       expect(r.code, `exit code of the block at README.md:${block.line}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}\nnode log:\n${nodeLog.slice(-2000)}`).toBe(0);
       expect(r.stderr, 'no block fails part-way with a dms error').not.toMatch(/^dms: (?!warning)/m);
-      if (block.code.includes('examples/jobs/hello.yaml')) expect(r.stdout).toContain('hello world\nhi\n');
-      if (block.code.includes('/api/v1/actor/invoke')) expect(r.stdout).toContain('"be":"/private/reply"');
+      if (block.code.includes('cat > first-job.yaml')) {
+        // Written, run, followed (its output), its history read, then hello.yaml and dms run.
+        expect(r.stdout).toContain('hello world\ndone after 2 s\n');
+        expect(r.stdout).toMatch(/^history\n {2}\S+ +pending +submitted$/m);
+        expect(r.stdout).toMatch(/^ {2}\S+ +pending → running +started$/m);
+        expect(r.stdout).toMatch(/^ {2}\S+ +running → completed +exited with code 0$/m);
+        expect(r.stdout).toMatch(/^resources +0\.5 cores, 64 MiB memory/m);
+        expect(r.stdout).toContain('hello world\nhi\n');
+      }
+      if (block.code.includes('/api/v1/actor/invoke')) {
+        expect(r.stdout).toContain('"be":"/private/reply"');
+        // Pasted again, it works again: a fresh nonce each time, never "replayed envelope".
+        const again = await bash(block.code);
+        expect(again.code, again.stderr).toBe(0);
+        expect(again.stdout).toContain('"be":"/private/reply"');
+        expect(again.stdout).not.toContain('replayed');
+      }
       if (block.code.includes('actor invoke /public/hello')) expect(r.stdout).toContain('did:key:z6Mk');
     });
   }
