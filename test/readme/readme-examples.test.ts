@@ -97,14 +97,24 @@ beforeAll(async () => {
   expect(first.mark, 'the first sh block is the one that starts the node').toMatch(/^first\b/);
   expect(first.code).toContain('npm install && npm start');
   expect(first.code).toContain('npm test');
+  // The README's ports are fixed: a node already there (the reader's own, another run of this
+  // test) would take the examples' jobs and commands. Refuse to run against it.
+  const there = await fetch('http://127.0.0.1:9999/health').then(() => true, () => false);
+  expect(there, 'nothing may answer on 127.0.0.1:9999 before the README test starts its node there').toBe(false);
   node = spawn('npm', ['start'], { cwd: ROOT, env: ENV, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   node.stdout!.on('data', (d) => (nodeLog += d));
   node.stderr!.on('data', (d) => (nodeLog += d));
   await waitFor(
-    `the node from npm start to answer on 127.0.0.1:9999 (log: ${nodeLog.slice(-500)})`,
-    () => fetch('http://127.0.0.1:9999/health').then((r) => r.ok, () => false),
+    'the node from npm start to answer on 127.0.0.1:9999',
+    async () => {
+      if (node!.exitCode !== null) throw new Error(`npm start exited (${node!.exitCode}): ${nodeLog.slice(-1000)}`);
+      return fetch('http://127.0.0.1:9999/health').then((r) => r.ok, () => false);
+    },
     { timeoutMs: 60_000 },
   );
+  // And the node answering is the one started here, from the README's home.
+  const info = JSON.parse(readFileSync(join(HOME, '.dms', 'node.json'), 'utf8')) as { url: string };
+  expect(info.url).toBe('http://127.0.0.1:9999');
 }, 90_000);
 
 afterAll(async () => {
