@@ -39,7 +39,7 @@ export function registerRunCommand(program: Command): void {
     .option('--cpu <cores>', `cores, e.g. 0.5 (default ${DEFAULT_CORES})`)
     .option('--memory <size>', `memory, e.g. 256MiB or 2GB (default ${DEFAULT_MEMORY})`)
     .option('-e, --env <NAME=value>', 'environment variable for the job (repeatable)', collect)
-    .option('--timeout <seconds>', 'stop the job, failed, after this many seconds (default: no limit)')
+    .option('--timeout <seconds>', 'stop the job, failed, after this many seconds (SIGTERM, then SIGKILL after jobs.stop_grace_s; default: no limit)')
     .option('--executor <name>', "executor to run it with: docker, null, or a plugin's (default: the node's, docker)")
     .option('--name <name>', 'a name for the job (default: the image)')
     .addOption(new Option('-d, --detach', 'submit, print the job id, and return').conflicts('wait'))

@@ -130,6 +130,13 @@ describe('a job no node could ever hold', () => {
         status: 'pending',
         pending_reason: 'waiting for resources: not enough cpu: 0.5 cores asked, 0.25 cores free of 0.25 cores onboarded',
       });
+      // What a user sees: `dms jobs status` (and describe) says why it waits.
+      for (const cmd of ['status', 'describe']) {
+        const shown = await dms('jobs', cmd, job.id.slice(0, 8));
+        expect(shown.code, shown.stderr).toBe(0);
+        expect(shown.stdout).toMatch(/^status\s+pending$/m);
+        expect(shown.stdout).toMatch(/^waiting\s+waiting for resources: not enough cpu: 0\.5 cores asked, 0\.25 cores free of 0\.25 cores onboarded$/m);
+      }
       await rest.put('/api/v1/device/config', { onboarded: null });
       expect((await rest.waitFor(job.id)).status).toBe('completed');
     } finally {

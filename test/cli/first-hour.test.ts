@@ -200,18 +200,26 @@ describe('dms run', () => {
 });
 
 describe('Ctrl-C while following a job', () => {
-  for (const how of ['jobs logs --follow', 'run'] as const) {
+  // Every command the README says follows a job: run, jobs submit --follow|--wait, jobs logs --follow.
+  for (const how of ['jobs logs --follow', 'run', 'jobs submit --follow', 'jobs submit --wait'] as const) {
     it(`${how}: leaves the job running, says so and how to stop it, exits 130`, async () => {
       let id: string;
       let proc: ReturnType<typeof spawnCli>;
-      if (how === 'run') {
-        proc = spawnCli([...NULL_RUN, '--env', 'DMS_NULL_STDOUT=started', '--env', 'DMS_NULL_DURATION_MS=60000']);
-        await until('the job to start', async () => proc.out().includes('started'));
-        id = UUID.exec(proc.err())![0];
-      } else {
+      if (how === 'jobs logs --follow') {
         id = (await rest.submit(nullJob({ stdout: 'started', durationMs: 60_000 }))).id;
         proc = spawnCli(['jobs', 'logs', id, '--follow']);
         await until('the output to be followed', async () => proc.out().includes('started'));
+      } else {
+        if (how === 'run') proc = spawnCli([...NULL_RUN, '--env', 'DMS_NULL_STDOUT=started', '--env', 'DMS_NULL_DURATION_MS=60000']);
+        else {
+          const spec = join(node.home, 'ctrl-c.json');
+          writeFileSync(spec, JSON.stringify(nullJob({ stdout: 'started', durationMs: 60_000 })));
+          proc = spawnCli(['jobs', 'submit', spec, how.endsWith('--wait') ? '--wait' : '--follow']);
+        }
+        // The id is on stderr once submitted; Ctrl-C once the job runs.
+        id = await until('the job to be submitted', async () => UUID.exec(proc.err())?.[0]);
+        await until('the job to run', async () => (await rest.job(id)).status === 'running');
+        if (how !== 'jobs submit --wait') await until('the output to be followed', async () => proc.out().includes('started'));
       }
       proc.child.kill('SIGINT');
       expect(await proc.exit).toBe(130);

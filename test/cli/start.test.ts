@@ -1,10 +1,11 @@
+import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenAddr } from '../helpers/network.js';
+import { listenAddr, waitFor } from '../helpers/network.js';
 import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
-import { assertBuilt, cleanupHomes, dms, freePort, prepareHome, tempHome } from './helpers.js';
+import { assertBuilt, CLI, cleanEnv, cleanupHomes, dms, freePort, prepareHome, readInfo, tempHome } from './helpers.js';
 
 beforeAll(assertBuilt);
 afterAll(cleanupHomes);
@@ -125,6 +126,28 @@ describe('dms start --log-format', { timeout: 90_000 }, () => {
     expect(started, out).toBeDefined();
     expect(started).toMatch(/INFO/);
     expect(lines(out).filter(isJson)).toEqual([]);
+  });
+
+  it('at a terminal, without --log-format, the lines are human-readable', async () => {
+    // `script` gives the node a pseudo-terminal, as a person starting it in a shell has.
+    const home = prepareHome('log-tty');
+    const command = `${process.execPath} ${CLI} --home ${home} start --port 0 --log-level info`;
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { cwd: home, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout!.on('data', (d) => (out += d));
+    child.stderr!.on('data', (d) => (out += d));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      await waitFor('the node at a terminal to say it started', async () => out.includes('node started'), { timeoutMs: 60_000 });
+    } finally {
+      const pid = readInfo(home)?.pid;
+      if (pid) process.kill(pid, 'SIGTERM');
+      else child.kill('SIGKILL');
+      await exited;
+    }
+    const started = lines(out).find((l) => l.includes('node started'))!;
+    expect(started).toMatch(/INFO/);
+    expect(lines(out).filter((l) => isJson(l.trim()))).toEqual([]);
   });
 
   it('without a terminal the default stays JSON lines, as does --log-format json', async () => {

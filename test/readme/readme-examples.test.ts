@@ -43,6 +43,22 @@ export function shellBlocks(markdown: string): Block[] {
   return blocks;
 }
 
+/**
+ * Fences that hold shell but are not written ```sh, which shellBlocks would pass over: every
+ * command example must be a ```sh block, so that it is run here (or marked skip, with why).
+ */
+export function otherShellFences(markdown: string): string[] {
+  const found: string[] = [];
+  let open = false;
+  markdown.split('\n').forEach((line, i) => {
+    const fence = /^\s*```(\S*)/.exec(line);
+    if (!fence) return;
+    if (!open && /^(bash|shell|console|zsh|shell-session|sh-session|)$/i.test(fence[1])) found.push(`README.md:${i + 1}: \`\`\`${fence[1]}`);
+    open = !open;
+  });
+  return found;
+}
+
 const blocks = shellBlocks(README);
 const [first, ...rest] = blocks;
 
@@ -81,14 +97,24 @@ beforeAll(async () => {
   expect(first.mark, 'the first sh block is the one that starts the node').toMatch(/^first\b/);
   expect(first.code).toContain('npm install && npm start');
   expect(first.code).toContain('npm test');
+  // The README's ports are fixed: a node already there (the reader's own, another run of this
+  // test) would take the examples' jobs and commands. Refuse to run against it.
+  const there = await fetch('http://127.0.0.1:9999/health').then(() => true, () => false);
+  expect(there, 'nothing may answer on 127.0.0.1:9999 before the README test starts its node there').toBe(false);
   node = spawn('npm', ['start'], { cwd: ROOT, env: ENV, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   node.stdout!.on('data', (d) => (nodeLog += d));
   node.stderr!.on('data', (d) => (nodeLog += d));
   await waitFor(
-    `the node from npm start to answer on 127.0.0.1:9999 (log: ${nodeLog.slice(-500)})`,
-    () => fetch('http://127.0.0.1:9999/health').then((r) => r.ok, () => false),
+    'the node from npm start to answer on 127.0.0.1:9999',
+    async () => {
+      if (node!.exitCode !== null) throw new Error(`npm start exited (${node!.exitCode}): ${nodeLog.slice(-1000)}`);
+      return fetch('http://127.0.0.1:9999/health').then((r) => r.ok, () => false);
+    },
     { timeoutMs: 60_000 },
   );
+  // And the node answering is the one started here, from the README's home.
+  const info = JSON.parse(readFileSync(join(HOME, '.dms', 'node.json'), 'utf8')) as { url: string };
+  expect(info.url).toBe('http://127.0.0.1:9999');
 }, 90_000);
 
 afterAll(async () => {
@@ -99,12 +125,15 @@ afterAll(async () => {
     await exited;
   }
   for (const h of [HOME, ...OTHER_HOMES]) rmSync(h, { recursive: true, force: true });
+  // What the First job section writes in the checkout, as a reader's would.
+  rmSync(join(ROOT, 'first-job.yaml'), { force: true });
 }, 60_000);
 
 describe('the README, run as written', () => {
   it('has shell examples to run, each one marked or runnable', () => {
     expect(rest.length).toBeGreaterThanOrEqual(4);
-    for (const b of blocks) if (b.mark) expect(b.mark, `README.md:${b.line}`).toMatch(/^(first|docker|skip) ?/);
+    for (const b of blocks) if (b.mark) expect(b.mark, `README.md:${b.line}`).toMatch(/^(first|docker|skip \(.+\))/);
+    expect(otherShellFences(README), 'shell examples written in a fence other than ```sh, which this test would not run').toEqual([]);
   });
 
   for (const block of rest) {
@@ -118,8 +147,23 @@ describe('the README, run as written', () => {
       const r = await bash(block.code);
       expect(r.code, `exit code of the block at README.md:${block.line}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}\nnode log:\n${nodeLog.slice(-2000)}`).toBe(0);
       expect(r.stderr, 'no block fails part-way with a dms error').not.toMatch(/^dms: (?!warning)/m);
-      if (block.code.includes('examples/jobs/hello.yaml')) expect(r.stdout).toContain('hello world\nhi\n');
-      if (block.code.includes('/api/v1/actor/invoke')) expect(r.stdout).toContain('"be":"/private/reply"');
+      if (block.code.includes('cat > first-job.yaml')) {
+        // Written, run, followed (its output), its history read, then hello.yaml and dms run.
+        expect(r.stdout).toContain('hello world\ndone after 2 s\n');
+        expect(r.stdout).toMatch(/^history\n {2}\S+ +pending +submitted$/m);
+        expect(r.stdout).toMatch(/^ {2}\S+ +pending → running +started$/m);
+        expect(r.stdout).toMatch(/^ {2}\S+ +running → completed +exited with code 0$/m);
+        expect(r.stdout).toMatch(/^resources +0\.5 cores, 64 MiB memory/m);
+        expect(r.stdout).toContain('hello world\nhi\n');
+      }
+      if (block.code.includes('/api/v1/actor/invoke')) {
+        expect(r.stdout).toContain('"be":"/private/reply"');
+        // Pasted again, it works again: a fresh nonce each time, never "replayed envelope".
+        const again = await bash(block.code);
+        expect(again.code, again.stderr).toBe(0);
+        expect(again.stdout).toContain('"be":"/private/reply"');
+        expect(again.stdout).not.toContain('replayed');
+      }
       if (block.code.includes('actor invoke /public/hello')) expect(r.stdout).toContain('did:key:z6Mk');
     });
   }
