@@ -324,6 +324,9 @@ class Deployment {
 
   /** Only the node that placed a job here may follow or stop it; to anyone else it does not exist. */
   private async requesterOnly(env: Envelope, jobId: string): Promise<void> {
+    // Running now: its deployment knows who asked. Otherwise (ended, or this node restarted) the record says.
+    const running = this.provided.get(jobId)?.getSnapshot();
+    if (running?.value === 'running' && running.context.requester === this.requesterOf(env)) return;
     const job = await callBehavior(this.actor, this.orchestrator(), JobBehaviors.status, { id: jobId }, JobSchema, { ttlMs: CALL_TTL_MS }).catch((e: unknown) => {
       if (e instanceof DmsError && e.kind === 'not_found') return null;
       throw e;

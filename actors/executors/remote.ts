@@ -16,7 +16,7 @@ import type { Actor } from '../../runtime/actor.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
 import type { ExecutorImplementation } from './actor.js';
-import { JobLogs } from './logfile.js';
+import { JobLogs, type LogWriter } from './logfile.js';
 import type { ExecutionHandle, ExecutionState, ExitResult, LogChunk, LogOptions, LogPage, ReconcileReport } from './types.js';
 
 export const REMOTE_EXECUTOR = 'remote';
@@ -129,10 +129,12 @@ export class RemoteExecutor implements ExecutorImplementation {
 
   /**
    * Polls the provider until the job ends there, copying its output here. The copy starts
-   * afresh (a follower picked up after a restart reads the output again from the start).
+   * afresh (a follower picked up after a restart reads the output again from the start, and
+   * its first chunk replaces what an earlier process copied).
    */
   private async follow(jobId: string, run: RemoteRun): Promise<ExitResult> {
-    const writer = await this.logStore.create(jobId);
+    // Made at the first chunk: a silent job leaves no file, which spares an open and a close per job.
+    let writer: LogWriter | undefined;
     const to = provider(run.node);
     let from = 0;
     let answeredAt = Date.now();
@@ -152,7 +154,8 @@ export class RemoteExecutor implements ExecutorImplementation {
           continue;
         }
         answeredAt = Date.now();
-        for (const c of page.chunks) writer.append(c.stream, c.data, new Date(c.at));
+        if (page.chunks.length > 0) writer ??= await this.logStore.create(jobId);
+        for (const c of page.chunks) writer!.append(c.stream, c.data, new Date(c.at));
         from = page.next;
         if (page.done) {
           const failed = page.status === 'failed';
@@ -166,7 +169,7 @@ export class RemoteExecutor implements ExecutorImplementation {
         }
       }
     } finally {
-      await writer.close();
+      await writer?.close();
     }
   }
 }

@@ -48,12 +48,15 @@ export const TEST_ENV: Record<string, string> = {
   DMS_NETWORK_BOOTSTRAP_PEERS: '',
 };
 
-/** Starts `dms start --port 0` as a real process and waits until it answers /health. */
+/**
+ * Starts `dms start --port 0` as a real process and waits until it answers /health. With
+ * DMS_PROFILE_DIR set, each node writes a V8 CPU profile there when it exits (for benches).
+ */
 export async function startNode(opts: StartOptions = {}): Promise<NodeProcess> {
   const home = opts.home ?? tempHome();
   if (opts.config !== undefined) writeFileSync(join(home, 'dms_config.json'), JSON.stringify(opts.config));
   const portArgs = opts.configuredPort ? [] : ['--port', '0'];
-  const proc = spawn(process.execPath, [CLI, '--home', home, 'start', ...portArgs, '--log-level', 'warn', ...(opts.args ?? [])], {
+  const proc = spawn(process.execPath, [...(process.env.DMS_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.DMS_PROFILE_DIR}`] : []), CLI, '--home', home, 'start', ...portArgs, '--log-level', 'warn', ...(opts.args ?? [])], {
     env: { ...process.env, ...TEST_ENV, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd: opts.cwd ?? home,
@@ -110,7 +113,7 @@ export function runCli(
   cwd: string = tmpdir(),
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...TEST_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'], cwd });
+    const proc = spawn(process.execPath, [...(process.env.DMS_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.DMS_PROFILE_DIR}`] : []), CLI, ...args], { env: { ...process.env, ...TEST_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'], cwd });
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (d) => (stdout += d));
