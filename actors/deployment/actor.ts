@@ -18,9 +18,11 @@ import { performance } from 'node:perf_hooks';
 import type { z } from 'zod';
 import { type EventObject, fromCallback, fromPromise, toPromise } from 'xstate';
 import {
-  Bid,
+  type BidAnswer,
   BidReply,
   BidRequest,
+  type JobOffer,
+  MAX_OFFERS_PER_REQUEST,
   DEPLOYMENT_CAPABILITY,
   DEPLOYMENT_INBOX,
   DEPLOYMENT_TOPIC,
@@ -100,6 +102,8 @@ class Deployment {
   /** Nodes that refused to reserve lately, with when. */
   private readonly suspect = new Map<string, number>();
   private readonly machine: typeof placementMachine;
+  /** Offers made in this turn of the event loop, published together at its end. */
+  private batch: OfferBatch | null = null;
 
   constructor(private readonly ctx: ActorContext<DeploymentDeps>) {
     this.actor = ctx.actor;
@@ -196,40 +200,78 @@ class Deployment {
 
   /**
    * Offers the job and passes each answer to the machine. Pinned: asks that node alone.
-   * Otherwise publishes on the topic; the window closes when every node that could answer has,
-   * or a few times the first answer's delay after it came, or at MAX_WINDOW_MS.
+   * Otherwise the offer joins this moment's batch (see flushOffers).
    */
   private offer(input: PlacementInput, sendBack: (e: OfferEvent) => void): () => void {
-    const request: BidRequest = {
+    const job: JobOffer = {
       job_id: input.jobId,
       resources: input.resources,
       executor: input.executor,
       ...(input.placement?.location ? { location: input.placement.location } : {}),
       ...(input.placement?.labels ? { labels: input.placement.labels } : {}),
     };
-    const ac = new AbortController();
     const pinned = input.placement?.node;
     if (pinned) {
+      let stopped = false;
       sendBack({ type: 'offered' });
-      callBehavior(this.actor, this.deploymentOf(pinned), DeploymentBehaviors.bid, request, BidReply, { ttlMs: CALL_TTL_MS }).then(
-        (reply) => !ac.signal.aborted && sendBack({ type: 'bid', reply }),
-        (e: unknown) => !ac.signal.aborted && sendBack({ type: 'offer_failed', reason: `node ${pinned} is unreachable: ${errorText(e)}` }),
+      callBehavior(this.actor, this.deploymentOf(pinned), DeploymentBehaviors.bid, { jobs: [job] }, BidReply, { ttlMs: CALL_TTL_MS }).then(
+        (reply) => {
+          const answer = reply.node === pinned ? reply.answers.find((a) => a.job_id === job.job_id) : undefined;
+          if (stopped) return;
+          if (answer) sendBack({ type: 'bid', node: reply.node, answer });
+          else sendBack({ type: 'offer_failed', reason: `node ${pinned} gave no answer about the job` });
+        },
+        (e: unknown) => !stopped && sendBack({ type: 'offer_failed', reason: `node ${pinned} is unreachable: ${errorText(e)}` }),
       );
-      return () => ac.abort();
+      return () => (stopped = true);
     }
+    let batch = this.batch;
+    if (!batch) {
+      batch = this.batch = { jobs: [], listeners: new Map(), ac: new AbortController() };
+      setImmediate(() => this.flushOffers(batch!));
+    }
+    batch.jobs.push(job);
+    batch.listeners.set(job.job_id, sendBack);
+    if (batch.jobs.length >= MAX_OFFERS_PER_REQUEST) this.flushOffers(batch);
+    sendBack({ type: 'offered' });
+    const mine = batch;
+    return () => {
+      mine.listeners.delete(job.job_id);
+      // Every machine of the batch has what it needs: the rest of the answers are not waited for.
+      if (mine.listeners.size === 0 && this.batch !== mine) mine.ac.abort();
+    };
+  }
+
+  /**
+   * Publishes the offers made at one moment in one bid request on the topic, and hands each
+   * answer to its job's machine. The window closes when every node that could answer has, or
+   * twice the first remote answer's delay after the offer (at least MIN_WINDOW_MS), or at
+   * MAX_WINDOW_MS.
+   */
+  private flushOffers(batch: OfferBatch): void {
+    if (this.batch !== batch) return;
+    this.batch = null;
     const began = performance.now();
     let window: NodeJS.Timeout | undefined;
-    const close = () => !ac.signal.aborted && sendBack({ type: 'window_closed' });
+    const tell = (e: OfferEvent) => {
+      for (const listener of batch.listeners.values()) listener(e);
+    };
+    const close = () => {
+      clearTimeout(window);
+      if (!batch.ac.signal.aborted) tell({ type: 'window_closed' });
+    };
     this.actor
-      .gather(DEPLOYMENT_TOPIC, DeploymentBehaviors.bid, request, {
+      .gather(DEPLOYMENT_TOPIC, DeploymentBehaviors.bid, { jobs: batch.jobs }, {
         windowMs: MAX_WINDOW_MS,
-        max: 256,
+        max: 1024,
         maxBytes: MAX_BID_BYTES,
-        signal: ac.signal,
+        signal: batch.ac.signal,
         enough: (replies) => {
           const last = replies[replies.length - 1];
-          const reply = bidOf(last);
-          if (reply) sendBack({ type: 'bid', reply });
+          const reply = bidsOf(last);
+          if (reply) {
+            for (const answer of reply.answers) batch.listeners.get(answer.job_id)?.({ type: 'bid', node: reply.node, answer });
+          }
           // Timed from the first answer across the network: this node's own comes at once.
           if (!this.actor.system.isHere(last.from.addr.host)) {
             window ??= setTimeout(close, Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, 2 * (performance.now() - began))));
@@ -237,12 +279,7 @@ class Deployment {
           return false;
         },
       })
-      .then(close, (e: unknown) => !ac.signal.aborted && sendBack({ type: 'offer_failed', reason: `the offer could not be sent: ${errorText(e)}` }));
-    sendBack({ type: 'offered' });
-    return () => {
-      ac.abort();
-      clearTimeout(window);
-    };
+      .then(close, (e: unknown) => !batch.ac.signal.aborted && tell({ type: 'offer_failed', reason: `the offer could not be sent: ${errorText(e)}` }));
   }
 
   private deploymentOf(node: string): Handle {
@@ -256,21 +293,22 @@ class Deployment {
     return env.from.addr.host || this.actor.system.host;
   }
 
-  private async bid(env: Envelope, req: BidRequest): Promise<BidReply> {
-    const node = this.actor.system.host;
-    const decline = (declined: string): BidReply => ({ job_id: req.job_id, node, declined });
+  private async bid(env: Envelope, { jobs }: BidRequest): Promise<BidReply> {
     const requester = this.requesterOf(env);
-    if (!this.ctx.deps.executors.includes(req.executor)) return decline(`has no executor "${req.executor}" (has ${this.ctx.deps.executors.join(', ')})`);
+    const executors = this.ctx.deps.executors;
     const offer = await callBehavior(this.actor, this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
-    if (!this.actor.system.isHere(requester) && !offer.offered) return decline('offers nothing to the network (no onboarded share)');
-    const place = locationMismatch(req.location, offer.location);
-    if (place) return decline(place);
-    const label = labelMismatch(req.labels, offer.labels);
-    if (label) return decline(label);
-    const short = lacks(req.resources, { label: 'its free share', capacity: offer.free });
-    if (short) return decline(short);
-    const bid: Bid = { job_id: req.job_id, node, free: offer.free, load: offer.load, executors: [...this.ctx.deps.executors] };
-    return bid;
+    const answers = jobs.map((job): BidAnswer => {
+      const declined = (why: string): BidAnswer => ({ job_id: job.job_id, declined: why });
+      if (!this.actor.system.isHere(requester) && !offer.offered) return declined('offers nothing to the network (no onboarded share)');
+      if (!executors.includes(job.executor)) return declined(`has no executor "${job.executor}" (has ${executors.join(', ')})`);
+      const mismatch = locationMismatch(job.location, offer.location) ?? labelMismatch(job.labels, offer.labels);
+      if (mismatch) return declined(mismatch);
+      // Each job against the whole free share: a bid is an offer, the reservation decides.
+      const short = lacks(job.resources, { label: 'its free share', capacity: offer.free });
+      if (short) return declined(short);
+      return { job_id: job.job_id, free: offer.free, load: offer.load, executors: [...executors] };
+    });
+    return { node: this.actor.system.host, answers };
   }
 
   private async reserve(env: Envelope, req: { job_id: string; resources: ResourceSpec; lease_ms: number }): Promise<{ until: string }> {
@@ -343,8 +381,8 @@ class Deployment {
   }
 }
 
-/** A bid or decline out of a reply envelope; anything else (an error reply, a malformed bid) is no answer. */
-function bidOf(env: Envelope | undefined): BidReply | null {
+/** A node's answers out of a reply envelope; anything else (an error reply, a malformed bid) is no answer. */
+function bidsOf(env: Envelope | undefined): BidReply | null {
   if (!env) return null;
   try {
     const parsed = BidReply.safeParse(decodePayload(env.msg));
@@ -353,6 +391,14 @@ function bidOf(env: Envelope | undefined): BidReply | null {
   } catch {
     return null;
   }
+}
+
+/** The offers of one moment, waiting for their answers together. */
+interface OfferBatch {
+  jobs: JobOffer[];
+  /** Each job's machine, by job id; gone once it stopped listening. */
+  listeners: Map<string, (e: OfferEvent) => void>;
+  ac: AbortController;
 }
 
 function locationMismatch(want: Location | undefined, has: Location): string | null {

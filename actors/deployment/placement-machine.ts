@@ -13,7 +13,7 @@
  * bids, asking a bidder to reserve) are supplied by the deployment actor.
  */
 import { assign, type EventObject, fromCallback, fromPromise, setup } from 'xstate';
-import type { Bid, BidReply, PlaceReply } from '../../behaviors/jobs/deployment.js';
+import type { Bid, BidAnswer, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import type { Placement, ResourceSpec } from '../../behaviors/jobs/schema.js';
 
 export interface PlacementInput {
@@ -31,15 +31,18 @@ export interface PlacementInput {
 
 export type OfferEvent =
   | { type: 'offered' }
-  | { type: 'bid'; reply: BidReply }
+  | { type: 'bid'; node: string; answer: BidAnswer }
   | { type: 'window_closed' }
   | { type: 'offer_failed'; reason: string };
 
+/** A bid and who made it. */
+export type NodeBid = Bid & { node: string };
+
 interface PlacementContext extends PlacementInput {
-  bids: Bid[];
+  bids: NodeBid[];
   declines: { node: string; declined: string }[];
   /** Bidders not yet asked to reserve, best first. */
-  candidates: Bid[];
+  candidates: NodeBid[];
   chosen: string | null;
   /** Why the bidders asked so far refused to reserve. */
   refusals: string[];
@@ -49,7 +52,7 @@ interface PlacementContext extends PlacementInput {
 }
 
 /** Best first: the least loaded, then by chance (so equal nodes share the work). */
-export function rank(bids: readonly Bid[], suspect: ReadonlySet<string>): Bid[] {
+export function rank(bids: readonly NodeBid[], suspect: ReadonlySet<string>): NodeBid[] {
   const shuffled = bids.map((bid) => ({ bid, luck: Math.random() }));
   shuffled.sort((a, b) => Number(suspect.has(a.bid.node)) - Number(suspect.has(b.bid.node)) || a.bid.load - b.bid.load || a.luck - b.luck);
   return shuffled.map((s) => s.bid);
@@ -106,12 +109,14 @@ export const placementMachine = setup({
       on: {
         bid: {
           actions: assign(({ context, event }) => {
-            const reply = event.reply;
-            if (reply.job_id !== context.jobId) return {};
-            if ('declined' in reply) return { declines: [...context.declines, { node: reply.node, declined: reply.declined }] };
-            // A bidder this job must avoid, or one answering twice, adds nothing.
-            if (context.exclude.includes(reply.node) || context.bids.some((b) => b.node === reply.node)) return {};
-            return { bids: [...context.bids, reply] };
+            const { node, answer } = event;
+            if (answer.job_id !== context.jobId) return {};
+            // A node answering twice adds nothing.
+            if (context.bids.some((b) => b.node === node) || context.declines.some((d) => d.node === node)) return {};
+            if ('declined' in answer) return { declines: [...context.declines, { node, declined: answer.declined }] };
+            // A bidder this job must avoid counts as having answered.
+            if (context.exclude.includes(node)) return { declines: [...context.declines, { node, declined: 'failed this job before' }] };
+            return { bids: [...context.bids, { ...answer, node }] };
           }),
         },
         offer_failed: { target: 'unplaced', actions: assign({ reason: ({ event }) => event.reason }) },

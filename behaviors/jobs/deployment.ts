@@ -39,19 +39,25 @@ export const DeploymentBehaviors = {
 
 const jobId = z.uuid();
 
-/** What a job needs of a node: the bid request. */
-export const BidRequest = z.strictObject({
+/** Most jobs one bid request carries: offers made at the same moment travel together. */
+export const MAX_OFFERS_PER_REQUEST = 256;
+
+/** What a job needs of a node. */
+export const JobOffer = z.strictObject({
   job_id: jobId,
   resources: ResourceSpecSchema,
   executor: z.string().min(1).max(64),
   location: LocationSchema.optional(),
   labels: LabelsSchema.optional(),
 });
+export type JobOffer = z.output<typeof JobOffer>;
+
+/** The bid request: the jobs offered at one moment. */
+export const BidRequest = z.strictObject({ jobs: z.array(JobOffer).min(1).max(MAX_OFFERS_PER_REQUEST) });
 export type BidRequest = z.output<typeof BidRequest>;
 
 export const Bid = z.object({
   job_id: jobId,
-  node: PeerIdSchema,
   /** What the node has free now, which the job fits in. */
   free: ResourceSpecSchema,
   /** Share of the node's offered cores or memory (the larger) already held: 0 idle, 1 full. */
@@ -62,13 +68,19 @@ export type Bid = z.output<typeof Bid>;
 
 export const Decline = z.object({
   job_id: jobId,
-  node: PeerIdSchema,
-  /** Why this node will not run it (e.g. "needs 3 GiB of memory, 1 GiB free"). */
+  /** Why this node will not run it (e.g. "needs 3 GiB of memory; its free share has at most 1 GiB"). */
   declined: z.string().max(500),
 });
 export type Decline = z.output<typeof Decline>;
 
-export const BidReply = z.union([Bid, Decline]);
+export const BidAnswer = z.union([Bid, Decline]);
+export type BidAnswer = z.output<typeof BidAnswer>;
+
+/** One node's answers, one per job offered. */
+export const BidReply = z.object({
+  node: PeerIdSchema,
+  answers: z.array(BidAnswer).max(MAX_OFFERS_PER_REQUEST),
+});
 export type BidReply = z.output<typeof BidReply>;
 
 export const ReserveRequest = z.strictObject({

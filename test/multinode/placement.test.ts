@@ -159,11 +159,11 @@ describe('placement', { timeout: 90_000 }, () => {
       // changed after signing so the signature no longer holds.
       forger.transport.onEnvelope((env) => {
         if (env.be !== '/dms/deployment/bid' || !env.opt.cont) return;
-        const offer = decodePayload(env.msg) as { job_id: string; resources: unknown };
-        const payload = { job_id: offer.job_id, node: forger.host, free: offer.resources, load: 0, executors: ['null'] };
+        const offer = decodePayload(env.msg) as { jobs: { job_id: string; resources: unknown }[] };
+        const payload = { node: forger.host, answers: offer.jobs.map((j) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) };
         const requester = { peerId: env.from.addr.host } as NodeProcess;
         const bid = forger.envelope(requester, { be: env.opt.cont, exp: env.opt.exp, inbox: env.from.addr.inbox, payload });
-        if (tamper) bid.msg = encodePayload({ ...payload, executors: ['null', 'docker'] });
+        if (tamper) bid.msg = encodePayload({ ...payload, answers: payload.answers.map((a) => ({ ...a, executors: ['null', 'docker'] })) });
         void forger.send(bid).catch(() => undefined);
       });
       // Three cores: only the forger claims to have them.
