@@ -29,7 +29,7 @@ export const JobEntity = defineEntity({
     container_id: p.string().nullable(),
     placement: p.json<Placement>().nullable(),
     requester: p.string().nullable(),
-    attempts: p.json<Attempt[]>(),
+    attempts: p.json<Attempt[]>().default('[]'),
     created_at: p.datetime(),
     updated_at: p.datetime(),
   }),
@@ -70,7 +70,7 @@ export const DeviceSettingEntity = defineEntity({
     id: p.integer().primary().autoincrement(false),
     name: p.string(),
     location: p.json<Location>(),
-    labels: p.json<Labels>(),
+    labels: p.json<Labels>().default('{}'),
     onboarded: p.json<ResourceSpec>().nullable(),
   }),
 });

@@ -24,6 +24,7 @@ import {
   type JobOffer,
   MAX_OFFERS_PER_REQUEST,
   DEPLOYMENT_CAPABILITY,
+  DEPLOYMENT_INTERNAL_CAPABILITY,
   DEPLOYMENT_INBOX,
   DEPLOYMENT_TOPIC,
   DeploymentBehaviors,
@@ -72,7 +73,6 @@ const MAX_LEASES_PER_REQUESTER = 64;
 const MAX_DEPLOYMENTS = 4096;
 /** A local hop, or one to a peer: answered at once unless it is gone. */
 const CALL_TTL_MS = 5_000;
-const INTERNAL = '/dms/internal/deployment';
 
 export const DeploymentActor = defineActor({
   inbox: DEPLOYMENT_INBOX,
@@ -160,14 +160,14 @@ class Deployment {
       defineBehavior({
         name: DeploymentBehaviors.place,
         payload: PlaceRequest,
-        capability: INTERNAL,
+        capability: DEPLOYMENT_INTERNAL_CAPABILITY,
         noReply: true,
         handle: (c) => replyWhenDone(c, () => this.place(c.payload)),
       }),
       defineBehavior({
         name: DeploymentBehaviors.ended,
         payload: EndedRequest,
-        capability: INTERNAL,
+        capability: DEPLOYMENT_INTERNAL_CAPABILITY,
         handle: ({ payload }) => {
           this.provided.get(payload.job_id)?.send({ type: 'ended' });
           this.provided.delete(payload.job_id);

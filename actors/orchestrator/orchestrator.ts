@@ -31,7 +31,7 @@ import {
   ORCHESTRATOR_INBOX,
   SubmitPayload,
 } from '../../behaviors/jobs/jobs.js';
-import { AcceptPayload, DEPLOYMENT_INBOX, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
+import { AcceptPayload, DEPLOYMENT_INBOX, DEPLOYMENT_INTERNAL_CAPABILITY, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import { Batcher, callBehavior, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
@@ -253,6 +253,7 @@ class Orchestrator {
       defineBehavior({
         name: JobBehaviors.accept,
         payload: AcceptPayload,
+        capability: DEPLOYMENT_INTERNAL_CAPABILITY,
         handle: ({ payload }) => this.accept(payload.job, payload.requester),
       }),
       defineBehavior({
@@ -290,7 +291,10 @@ class Orchestrator {
     // Whether it may go to a node other than this one, which may have what this one lacks.
     const here = spec.placement?.local === true || (spec.placement?.node !== undefined && this.actor.system.isHere(spec.placement.node));
     const network = !here && this.remote !== null && (this.peers() > 0 || spec.placement?.node !== undefined);
-    if (!this.runnable.has(spec.executor) && !network) {
+    // An executor this node lacks is taken only for a job aimed at other nodes (pinned, or by
+    // labels or location): anywhere else it is more likely a typo than a plan.
+    const aimed = spec.placement?.node !== undefined || spec.placement?.labels !== undefined || spec.placement?.location !== undefined;
+    if (!this.runnable.has(spec.executor) && !(network && aimed)) {
       throw invalid(`executor: no executor named "${spec.executor}" on this node (available: ${[...this.runnable].join(', ')})`);
     }
     const refused = await refusedRegistryResolved(spec.image, this.allowedRegistries);
@@ -315,7 +319,8 @@ class Orchestrator {
     const refused = refusedRegistry(spec.image, this.allowedRegistries);
     if (refused) throw invalid(refused);
     const { id, ...rest } = spec;
-    const job = await this.journal.create(rest, { id, requester });
+    // Whatever the requester sent, the job runs within this node's defaults and limits.
+    const job = await this.journal.create({ ...rest, resources: this.withDefaults(rest.resources) }, { id, requester });
     this.queue(this.track(job));
     return job;
   }

@@ -18,6 +18,12 @@ export const DEPLOYMENT_INBOX = 'deployment';
 /** Where bid requests are published. */
 export const DEPLOYMENT_TOPIC = '/dms/deployment';
 export const DEPLOYMENT_CAPABILITY = '/dms/deployment';
+/**
+ * What the node's own actors say to each other about deployments (the orchestrator asking for a
+ * placement, the deployment actor handing over a job to run): outside `/dms/job` and
+ * `/dms/deployment`, so neither a REST role nor the open deployment policy reaches it.
+ */
+export const DEPLOYMENT_INTERNAL_CAPABILITY = '/dms/internal/deployment';
 
 export const DeploymentBehaviors = {
   /** Would you run this job? Answered with a bid or a decline (topic `/dms/deployment`, or direct). */

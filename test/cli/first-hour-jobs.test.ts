@@ -172,7 +172,7 @@ describe('jobs list', () => {
     expect(page.code, page.stderr).toBe(0);
     const rows = page.stdout.trim().split('\n');
     expect(rows).toHaveLength(3);
-    expect(rows[1]).toMatch(new RegExp(`^${newest.id.slice(0, 8)}\\s+completed\\s+null\\s+0\\s+\\S+\\s+the-newest$`));
+    expect(rows[1]).toMatch(new RegExp(`^${newest.id.slice(0, 8)}\\s+completed\\s+null\\s+…\\S{8}\\s+0\\s+\\S+\\s+the-newest$`));
     expect(page.stderr).toBe(`${total + 1 - 2} more; use --limit/--offset (or --all)\n`);
 
     const all = await dms('jobs', 'list', '--all');

@@ -255,7 +255,7 @@ describe('short ids', () => {
     const job = await rest.submit(nullJob({ name: 'listed' }));
     await rest.waitFor(job.id);
     const list = await dms('jobs', 'list');
-    expect(list.stdout).toMatch(new RegExp(`\\n${job.id.slice(0, 8)}\\s+completed\\s+null\\s+0\\s+\\S+\\s+listed\\n`));
+    expect(list.stdout).toMatch(new RegExp(`\\n${job.id.slice(0, 8)}\\s+completed\\s+null\\s+…\\S{8}\\s+0\\s+\\S+\\s+listed\\n`));
     expect(list.stdout).not.toContain(job.id);
     expect((await dms('jobs', 'list', '--wide')).stdout).toMatch(new RegExp(`\\n${job.id}\\s+completed`));
     expect((await dms('--json', 'jobs', 'list', '--limit', '1000')).stdout).toContain(`"id": "${job.id}"`);

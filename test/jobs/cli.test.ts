@@ -57,9 +57,9 @@ describe('dms jobs', () => {
 
     const list = await dms('jobs', 'list', '--status', 'completed');
     expect(list.code).toBe(0);
-    expect(list.stdout.split('\n')[0]).toMatch(/^ID\s+STATUS\s+EXECUTOR\s+EXIT\s+CREATED\s+NAME$/);
-    expect(list.stdout).toMatch(new RegExp(`${id.slice(0, 8)}\\s+completed\\s+null\\s+0\\s+\\S+\\s+from-yaml`));
-    expect((await dms('jobs', 'list', '--status', 'completed', '--wide')).stdout).toMatch(new RegExp(`${id}\\s+completed\\s+null\\s+0\\s+\\S+\\s+from-yaml`));
+    expect(list.stdout.split('\n')[0]).toMatch(/^ID\s+STATUS\s+EXECUTOR\s+NODE\s+EXIT\s+CREATED\s+NAME$/);
+    expect(list.stdout).toMatch(new RegExp(`${id.slice(0, 8)}\\s+completed\\s+null\\s+…\\S{8}\\s+0\\s+\\S+\\s+from-yaml`));
+    expect((await dms('jobs', 'list', '--status', 'completed', '--wide')).stdout).toMatch(new RegExp(`${id}\\s+completed\\s+null\\s+12D3KooW\\S+\\s+0\\s+\\S+\\s+from-yaml`));
     const listed = JSON.parse((await dms('--json', 'jobs', 'list', '--limit', '1000')).stdout) as Job[];
     expect(listed.map((j) => j.id)).toContain(id);
   });

@@ -92,6 +92,11 @@ describe('what the node signs for a REST role (6)', () => {
     expect(alloc.json.error).toMatch(/role operator .* capability \/dms\/allocations\/create/);
     const send = await post(node, '/api/v1/actor/send', unsigned('/dms/device/config', { name: 'pwned' }), op);
     expect(send.status).toBe(403);
+    // The orchestrator's hand-over of a job another node placed is the node's own, not under /dms/job.
+    const job = { id: '6f1d2c3b-4a5e-4f60-8a7b-9c0d1e2f3a4b', name: 'x', image: 'none', executor: 'null' };
+    const handed = await post(node, '/api/v1/actor/invoke', unsigned('/dms/job/accept', { job, requester: node.peerId }, inbox('orchestrator')), op);
+    expect(handed.status, handed.text).toBe(403);
+    expect(handed.json.error).toMatch(/role operator .* capability \/dms\/internal\/deployment/);
     // A broadcast of an admin behavior, signed by the operator, would reach every node that trusts it.
     const bcast = await post(node, '/api/v1/actor/broadcast', wire(newCaller(false), { be: '/dms/device/config', topic: '/dms/hello', payload: { name: 'pwned' } }), op);
     expect(bcast.status).toBe(403);

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -5,7 +6,6 @@ import { MikroORM } from '@mikro-orm/sqlite';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { storageConfig } from '../../storage/config.js';
 import { openStorage } from '../../storage/index.js';
-import { JobRepository } from '../../storage/jobs.js';
 import { MIGRATIONS } from '../../storage/migrations/index.js';
 
 let dir: string;
@@ -29,17 +29,26 @@ it('upgrades a database made by the first release in place, keeping its rows', a
   const path = join(dir, 'old.db');
   // The database as a node that shipped only the first migration left it.
   const old = await MikroORM.init(storageConfig(path, MIGRATIONS.slice(0, 1)));
-  const jobs = new JobRepository(old);
   await old.getMigrator().up();
-  const job = await jobs.create({ name: 'old', image: 'img', resources: { cpu: { cores: 1 }, memory: { size: 1 } } });
-  await jobs.update(job.id, { status: 'running', reason: 'started' });
+  // Rows as that release wrote them: the columns of its schema only.
+  const job = { id: randomUUID() };
+  const conn = old.em.getConnection();
+  const now = Date.now();
+  await conn.execute(
+    'insert into `job` (`id`, `name`, `image`, `command`, `environment`, `resources`, `executor`, `status`, `created_at`, `updated_at`) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+    [job.id, 'old', 'img', '[]', '{}', JSON.stringify({ cpu: { cores: 1 }, memory: { size: 1 }, storage: { size: 0 } }), 'docker', 'running', now, now],
+  );
+  for (const [from, to, reason] of [[null, 'pending', 'submitted'], ['pending', 'running', 'started']]) {
+    await conn.execute('insert into `job_event` (`job_id`, `at`, `from_status`, `to_status`, `reason`) values (?, ?, ?, ?, ?)', [job.id, now, from, to, reason]);
+  }
   // The entities already expect the later indexes, so the diff check sees what is missing.
   expect(await old.schema.getUpdateSchemaSQL({ wrap: false })).toContain('job_status_created_at_index');
   await old.close(true);
 
   const storage = await openStorage(path);
   try {
-    expect(await storage.jobs.get(job.id)).toMatchObject({ name: 'old', status: 'running' });
+    // The later columns read as an old job means: no placement, no requester, no attempts.
+    expect(await storage.jobs.get(job.id)).toMatchObject({ name: 'old', status: 'running', placement: null, requester: null, attempts: [] });
     expect((await storage.events.listFor(job.id)).map((e) => e.to_status)).toEqual(['pending', 'running']);
     expect(await storage.jobs.list({ status: 'running' })).toHaveLength(1);
   } finally {

@@ -179,12 +179,13 @@ describe('allocations', () => {
 describe('device settings', () => {
   it('starts empty, merges updates and persists them', async () => {
     expect(await storage.device.get()).toBeNull();
-    expect(await storage.device.put({ name: 'edge-1' })).toEqual({ name: 'edge-1', location: {}, onboarded: null });
+    expect(await storage.device.put({ name: 'edge-1' })).toEqual({ name: 'edge-1', location: {}, labels: {}, onboarded: null });
     const onboarded = { cpu: { cores: 2 }, memory: { size: 4 * 1024 ** 3 }, storage: { size: 10 ** 10 } };
-    await storage.device.put({ location: { region: 'eu', country: 'DE', city: 'Berlin' }, onboarded });
+    await storage.device.put({ location: { region: 'eu', country: 'DE', city: 'Berlin' }, labels: { zone: 'lab' }, onboarded });
     await storage.close();
     storage = await openStorage(path);
-    expect(await storage.device.get()).toEqual({ name: 'edge-1', location: { region: 'eu', country: 'DE', city: 'Berlin' }, onboarded });
+    expect(await storage.device.get()).toEqual({ name: 'edge-1', location: { region: 'eu', country: 'DE', city: 'Berlin' }, labels: { zone: 'lab' }, onboarded });
+    expect((await rejection(storage.device.put({ labels: { 'bad label': 'x' } }))).kind).toBe('invalid');
     expect((await rejection(storage.device.put({ location: { planet: 'mars' } } as never))).kind).toBe('invalid');
   });
 });

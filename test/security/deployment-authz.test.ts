@@ -1,0 +1,89 @@
+/**
+ * What a stranger on the network can and cannot do with a node's deployment behaviors, against
+ * a real node process: it may bid-ask and reserve only where the operator offers a share, it
+ * can never hand the orchestrator a job directly, and it can neither read nor stop a job another
+ * node placed there. (The REST `operator` role and the hand-over:
+ * test/security/rest-hardening.test.ts.)
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DmsClient } from '../../client/client.js';
+import { decodePayload } from '../../runtime/wire/envelope.js';
+import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import type { NodeProcess } from '../helpers/node.js';
+import { ForeignPeer } from '../helpers/peer.js';
+
+let nodes: NodeProcess[] = [];
+let a: NodeProcess;
+let b: NodeProcess;
+let peer: ForeignPeer;
+
+const put = (node: NodeProcess, path: string, body: unknown) =>
+  fetch(`${node.url}${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const usage = async (node: NodeProcess) => (await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number } } };
+
+/** Sends `be` to node `a`'s `inbox` from the foreign peer and returns the reply's payload. */
+async function ask(inbox: string, be: string, payload: unknown): Promise<any> {
+  const cont = `/private/r/${randomUUID()}`;
+  await peer.send(peer.envelope(a, { be, inbox, cont, payload }));
+  return decodePayload((await peer.waitReply(cont)).msg);
+}
+
+beforeAll(async () => {
+  nodes = await startCluster(2);
+  [a, b] = nodes;
+  peer = await ForeignPeer.start();
+  await peer.connect(a);
+}, 120_000);
+afterAll(async () => {
+  await peer?.stop();
+  await stopCluster(nodes);
+});
+
+const resources = { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 }, storage: { size: 0 } };
+
+describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
+  it('a node without an onboarded share declines to bid and refuses to reserve', async () => {
+    const job_id = randomUUID();
+    const bids = await ask('deployment', '/dms/deployment/bid', { jobs: [{ job_id, resources, executor: 'null' }] });
+    expect(bids).toEqual({ node: a.peerId, answers: [{ job_id, declined: 'offers nothing to the network (no onboarded share)' }] });
+    const reserve = await ask('deployment', '/dms/deployment/reserve', { job_id, resources, lease_ms: 10_000 });
+    expect(reserve).toMatchObject({ kind: 'forbidden' });
+    expect((await usage(a)).allocated.cpu.cores).toBe(0);
+  });
+
+  it('a reservation nobody starts ends with its lease; a start by another node than the reserver is refused', async () => {
+    expect((await put(a, '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
+    const job_id = randomUUID();
+    expect(await ask('deployment', '/dms/deployment/reserve', { job_id, resources, lease_ms: 1_000 })).toHaveProperty('until');
+    expect((await usage(a)).allocated.cpu.cores).toBe(0.5);
+    // Node b never reserved it: its start is refused, whatever job it names.
+    const job = { id: job_id, name: 'x', image: 'none', executor: 'null' };
+    const started = await new DmsClient({ url: b.url, timeoutMs: 10_000 }).invoke<{ error?: string }>(
+      { host: a.peerId, inbox: 'deployment' },
+      '/dms/deployment/start',
+      { job },
+      { raw: true },
+    );
+    expect(started.payload).toMatchObject({ kind: 'conflict' });
+    await waitFor('the lease to run out', async () => (await usage(a)).allocated.cpu.cores === 0, { timeoutMs: 10_000 });
+  });
+
+  it('a stranger cannot hand the orchestrator a job, nor read or stop a job another node placed', async () => {
+    const handed = await ask('orchestrator', '/dms/job/accept', { job: { id: randomUUID(), name: 'x', image: 'none', executor: 'null' }, requester: peer.host });
+    expect(handed).toEqual({ error: `capability /dms/internal/deployment not granted to ${peer.key.did}`, kind: 'forbidden' });
+    // Node b places a long job on node a.
+    const res = await fetch(`${b.url}/api/v1/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'placed', image: 'none', executor: 'null', environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: a.peerId } }),
+    });
+    expect(res.status).toBe(201);
+    const { id } = (await res.json()) as { id: string };
+    await waitFor('the job running on node a', async () => ((await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string }).status === 'running');
+    expect(await ask('deployment', '/dms/deployment/logs', { id })).toEqual({ error: `job ${id} not found`, kind: 'not_found' });
+    expect(await ask('deployment', '/dms/deployment/cancel', { id })).toEqual({ error: `job ${id} not found`, kind: 'not_found' });
+    expect(((await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string }).status).toBe('running');
+    expect((await fetch(`${b.url}/api/v1/jobs/${id}`, { method: 'DELETE' })).status).toBe(200);
+  });
+});
