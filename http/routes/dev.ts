@@ -118,7 +118,21 @@ function watch(event: H3Event, system: ActorSystem, filters: DevStreamFilters, p
     push(JSON.stringify(e));
   };
   const now = clock();
-  const sub = system.events.subscribe((e) => send(devEvent(e, payloads, now())));
+  const sub = system.events.subscribe((e) => {
+    // Envelopes are most of the stream (four per REST invoke): written straight to JSON,
+    // without the intermediate event object, as devEvent would make it.
+    if ((e.type === 'deliver' || e.type === 'send') && !payloads) {
+      if (!envelopePasses(e, filters)) return;
+      if (held >= MAX_IN_FLIGHT || heldBytes >= MAX_IN_FLIGHT_BYTES) {
+        dropped++;
+        return;
+      }
+      reportDropped();
+      push(envelopeEventJson(e, now()));
+      return;
+    }
+    send(devEvent(e, payloads, now()));
+  });
   const sampler = setInterval(() => {
     for (const e of mailboxSamples(system)) send(e);
   }, MAILBOX_SAMPLE_MS);
@@ -166,6 +180,33 @@ export function devEvent(e: SystemEvent, payloads: boolean, at: string): DevEven
     case 'lifecycle':
       return { type: 'lifecycle', at, actor: e.actor, state: e.state };
   }
+}
+
+type EnvelopeEvent = Extract<SystemEvent, { type: 'deliver' | 'send' }>;
+
+/** matchesFilters for an envelope event, before it is made. */
+function envelopePasses(e: EnvelopeEvent, f: DevStreamFilters): boolean {
+  if (f.type && !f.type.includes('envelope')) return false;
+  if (f.actor && !f.actor.includes(e.actor)) return false;
+  if (f.behavior && !f.behavior.includes(e.env.be)) return false;
+  if (f.topic && !(e.env.opt.topic !== undefined && f.topic.includes(e.env.opt.topic))) return false;
+  return true;
+}
+
+const q = JSON.stringify;
+
+/** JSON.stringify(devEvent(e, false, at)), byte for byte (test/unit/dev-events.test.ts holds it to that). */
+export function envelopeEventJson(e: EnvelopeEvent, at: string): string {
+  const { env } = e;
+  const topic = env.opt.topic ? `,"topic":${q(env.opt.topic)}` : '';
+  const head =
+    `{"behavior":${q(env.be)},"from":{"host":${q(env.from.addr.host)},"inbox":${q(env.from.addr.inbox)},"did":${q(env.from.did)}},` +
+    `"to":{"host":${q(env.to.addr.host)},"inbox":${q(env.to.addr.inbox)}}${topic},"nonce":"${env.nonce}","size":${env.msg.length},` +
+    `"type":"envelope","at":"${at}"`;
+  if (e.type === 'send') return `${head},"direction":"out","actor":${q(e.actor)}}`;
+  const verified = e.verified === undefined ? '' : `,"verified":${q(e.verified)}`;
+  const reply = e.replyMs === undefined ? '' : `,"reply_ms":${q(e.replyMs)}`;
+  return `${head},"direction":"in","actor":${q(e.actor)}${verified}${reply}}`;
 }
 
 function envelopeFields(env: Envelope, payloads: boolean) {

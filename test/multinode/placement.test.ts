@@ -3,12 +3,14 @@
  * node 1 submits, nodes 2 and 3 offer shares of different sizes, and each test checks where a
  * job ran, what node 1 knows of it, and that nothing stays reserved anywhere afterwards.
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
 import { ForeignPeer } from '../helpers/peer.js';
 import { freePort, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
-import { type NodeProcess, startNode } from '../helpers/node.js';
+import { type NodeProcess, runCli, startNode } from '../helpers/node.js';
 import { decodePayload, encodePayload } from '../../runtime/wire/envelope.js';
 
 let nodes: NodeProcess[] = [];
@@ -115,6 +117,31 @@ describe('placement', { timeout: 90_000 }, () => {
     expect((await until(n1, a.id, 'completed')).node).toBe(n2.peerId);
     expect((await until(n1, b.id, 'completed')).node).toBe(n3.peerId);
     expect((await until(n1, us.id, 'completed')).node).toBe(n3.peerId);
+    await nothingReserved();
+  });
+
+  it('dms run --node, jobs submit --label/--region, and jobs list showing where each ran', async () => {
+    const dms = (...args: string[]) => runCli(['--home', n1.home, ...args]);
+    const ran = await dms('run', '--executor', 'null', '--cpu', '0.1', '--memory', '16MiB', '--node', n2.peerId, '-e', 'DMS_NULL_STDOUT=ran there', 'none');
+    expect(ran.code, ran.stderr).toBe(0);
+    expect(ran.stdout).toBe('ran there\n');
+    const spec = join(n1.home, 'placed.yaml');
+    writeFileSync(spec, 'name: by-label\nimage: none\nexecutor: "null"\nresources: {cpu: 0.1, memory: 16MiB}\n');
+    const byLabel = await dms('jobs', 'submit', spec, '--label', 'zone=b', '--wait', '--id-only');
+    expect(byLabel.code, byLabel.stderr).toBe(0);
+    const byRegion = await dms('jobs', 'submit', spec, '--region', 'eu', '--wait', '--id-only');
+    expect(byRegion.code, byRegion.stderr).toBe(0);
+    expect((await job(n1, byLabel.stdout.trim())).node).toBe(n3.peerId);
+    expect((await job(n1, byRegion.stdout.trim())).node).toBe(n2.peerId);
+    const list = await dms('jobs', 'list', '--limit', '3');
+    expect(list.stdout.split('\n')[0]).toMatch(/^ID\s+STATUS\s+EXECUTOR\s+NODE\s+/);
+    expect(list.stdout).toContain(`…${n3.peerId.slice(-8)}`);
+    expect(list.stdout).toContain(`…${n2.peerId.slice(-8)}`);
+    const described = await dms('jobs', 'describe', byLabel.stdout.trim().slice(0, 8));
+    expect(described.stdout).toMatch(new RegExp(`attempts\\s+${n3.peerId}  from \\S+: completed at `));
+    const bad = await dms('run', '--executor', 'null', '--node', 'nope', 'none');
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('placement.node');
     await nothingReserved();
   });
 
