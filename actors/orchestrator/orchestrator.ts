@@ -175,13 +175,16 @@ class Orchestrator {
       {
         reserve: (jobs) => callBehavior(this.actor, this.manager, ResourceBehaviors.reserve, { jobs }, ReserveReply),
         granted: (run) => {
+          // Being placed on the network meanwhile: one place only, so this share goes back.
+          if (run.offering) return this.release(run.id);
+          this.unplaced.delete(run.id);
           system.metrics?.placements.labels('placed').inc();
           run.send({ type: 'reserved' });
         },
         unwanted: (id) => this.release(id),
         refused: (run, reason) => {
-          // Not here, not now: another node may hold it.
-          if (this.mayLeave(run)) {
+          // Not here, not now: another node may hold it (unless it was offered lately and waits its turn).
+          if (this.mayLeave(run) && Date.now() >= run.nextOfferAt) {
             this.scheduler.remove(run.id);
             this.offer(run);
             return;
@@ -260,7 +263,7 @@ class Orchestrator {
         name: JobBehaviors.schedule,
         payload: EmptyPayload,
         handle: () => {
-          this.scheduler.freed();
+          this.resourcesFreed();
           return {};
         },
       }),
@@ -614,6 +617,8 @@ class Orchestrator {
   /** Asks the deployment actor to place the job; it then starts there, starts here, or waits with the reason. */
   private offer(run: JobRun): void {
     if (run.offering || run.finished) return;
+    // One place at a time: it leaves this node's queue while the network is asked.
+    this.scheduler.remove(run.id);
     run.offering = true;
     this.unplaced.delete(run.id);
     const { job } = run;
@@ -625,7 +630,7 @@ class Orchestrator {
         if ('waiting' in reply) return this.unplacedFor(run, reply.waiting);
         if (this.actor.system.isHere(reply.node)) {
           // This node's own bid won: its scheduler reserves (and, finding it short after all, offers it again).
-          if (run.status === 'pending' && !run.finished) this.scheduler.add(run);
+          if (run.machine.getSnapshot().value === 'pending') this.scheduler.add(run);
           return;
         }
         this.placeOn(run, reply.node);
@@ -634,7 +639,7 @@ class Orchestrator {
 
   /** Reserved on `node`: recorded there, then started through the remote executor. */
   private placeOn(run: JobRun, node: string): void {
-    if (run.finished || run.status !== 'pending' || this.stopping) {
+    if (run.finished || run.machine.getSnapshot().value !== 'pending' || this.stopping) {
       // Cancelled meanwhile: the reservation there is let go rather than left to run out.
       void tell(this.actor, { id: '', did: '', addr: { host: node, inbox: DEPLOYMENT_INBOX } }, DeploymentBehaviors.release, { job_id: run.id }).catch(() => undefined);
       return;
@@ -653,7 +658,7 @@ class Orchestrator {
 
   /** Nobody can take it now: it waits, says why, and is offered again shortly. */
   private unplacedFor(run: JobRun, reason: string): void {
-    if (run.finished || run.status !== 'pending') return;
+    if (run.machine.getSnapshot().value !== 'pending') return;
     this.actor.system.metrics?.placements.labels('waiting').inc();
     this.noteWaiting(run, reason, 'waiting for a node');
     // Each fruitless offer doubles the wait before the next, up to MAX_PLACE_BACKOFF_MS: a
@@ -671,7 +676,7 @@ class Orchestrator {
       const now = Date.now();
       for (const id of [...this.unplaced]) {
         const waiting = this.runs.get(id);
-        if (!waiting || waiting.finished || waiting.status !== 'pending') this.unplaced.delete(id);
+        if (!waiting || waiting.machine.getSnapshot().value !== 'pending') this.unplaced.delete(id);
         else if (waiting.nextOfferAt <= now) {
           this.unplaced.delete(id);
           this.queue(waiting);
@@ -732,6 +737,20 @@ class Orchestrator {
       await callBehavior(this.actor, this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
     } catch (e) {
       this.log.warn({ err: errorText(e), jobs: ids.length }, 'resources not released');
+    }
+    this.resourcesFreed();
+  }
+
+  /**
+   * Resources were freed here: every job waiting may fit now, those waiting for a node
+   * included (asked here first; offered again to the network only when their turn comes).
+   */
+  private resourcesFreed(): void {
+    for (const id of this.unplaced) {
+      const run = this.runs.get(id);
+      if (!run || run.offering || run.machine.getSnapshot().value !== 'pending') continue;
+      run.refusedIn = -1;
+      this.scheduler.add(run);
     }
     this.scheduler.freed();
   }
