@@ -4,7 +4,7 @@
  */
 import { type Command, Option } from 'commander';
 import type { JobSpecInput } from '../behaviors/jobs/schema.js';
-import { CliError } from './context.js';
+import { parsePairs } from './pairs.js';
 
 export interface PlacementFlags {
   node?: string;
@@ -28,19 +28,9 @@ export function withPlacement(spec: unknown, flags: PlacementFlags): unknown {
   const given: Record<string, unknown> = {};
   if (flags.node) given.node = flags.node;
   if (flags.local) given.local = true;
-  if (flags.label?.length) given.labels = labels(flags.label);
+  if (flags.label?.length) given.labels = parsePairs('--label', flags.label, 'key=value');
   if (flags.region) given.location = { region: flags.region };
   if (Object.keys(given).length === 0 || typeof spec !== 'object' || spec === null) return spec;
   const own = (spec as JobSpecInput).placement ?? {};
   return { ...spec, placement: { ...own, ...given } };
-}
-
-function labels(pairs: string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const pair of pairs) {
-    const eq = pair.indexOf('=');
-    if (eq <= 0) throw new CliError(`--label: '${pair}' is not key=value`);
-    out[pair.slice(0, eq)] = pair.slice(eq + 1);
-  }
-  return out;
 }

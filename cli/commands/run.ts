@@ -2,6 +2,7 @@ import { type Command, Option } from 'commander';
 import type { JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { CliError } from '../context.js';
 import { sizeArg } from '../sizes.js';
+import { parsePairs } from '../pairs.js';
 import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
 
@@ -54,7 +55,7 @@ export function registerRunCommand(program: Command): void {
         name: (opts.name ?? image).slice(0, 200),
         image,
         command,
-        environment: environment(opts.env ?? []),
+        environment: parsePairs('--env', opts.env ?? [], 'NAME=value'),
         resources: {
           cpu: { cores: cores(opts.cpu ?? String(DEFAULT_CORES)) },
           memory: { size: sizeArg('--memory', opts.memory ?? DEFAULT_MEMORY) },
@@ -65,16 +66,6 @@ export function registerRunCommand(program: Command): void {
       const detach = opts.detach || (opts.idOnly && !opts.wait);
       await submitJob(cmd, withPlacement(spec, opts), { idOnly: opts.idOnly, wait: opts.wait, follow: !detach && !opts.wait });
     });
-}
-
-function environment(pairs: string[]): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const pair of pairs) {
-    const eq = pair.indexOf('=');
-    if (eq <= 0) throw new CliError(`--env: '${pair}' is not NAME=value`);
-    env[pair.slice(0, eq)] = pair.slice(eq + 1);
-  }
-  return env;
 }
 
 function cores(text: string): number {
