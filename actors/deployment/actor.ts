@@ -46,6 +46,7 @@ import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText, notFound } from '../../runtime/errors.js';
+import { ownKeys } from '../../runtime/capability/authority.js';
 import { decodePayload, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
 import { lacks } from '../orchestrator/placement.js';
 import { type OfferEvent, placementMachine, type PlacementInput } from './placement-machine.js';
@@ -104,9 +105,12 @@ class Deployment {
   private readonly machine: typeof placementMachine;
   /** Offers made in this turn of the event loop, published together at its end. */
   private batch: OfferBatch | null = null;
+  /** Whether a key id is one of this node's own. */
+  private readonly own: (id: string) => boolean;
 
   constructor(private readonly ctx: ActorContext<DeploymentDeps>) {
     this.actor = ctx.actor;
+    this.own = ownKeys(ctx.system);
     this.machine = placementMachine.provide({
       actors: {
         offer: fromCallback<EventObject, PlacementInput>(({ input, sendBack }) => this.offer(input, sendBack as (e: OfferEvent) => void)),
@@ -288,9 +292,18 @@ class Deployment {
 
   // --- provider --------------------------------------------------------------------------
 
-  /** The node that asked: proven by the kernel for envelopes from the network (the sending peer). */
+  /**
+   * The node that asked: proven by the kernel for envelopes from the network (the sending
+   * peer). A request naming this node must come from this node's own actors: anyone else
+   * reaching the deployment behaviors through REST (whose envelopes name this node) would
+   * otherwise deploy here as the node itself, past its share and the caller's REST role.
+   */
   private requesterOf(env: Envelope): string {
-    return env.from.addr.host || this.actor.system.host;
+    const host = env.from.addr.host || this.actor.system.host;
+    if (this.actor.system.isHere(host) && !this.own(env.from.id)) {
+      throw new DmsError('forbidden', 'deployment requests naming this node come from its own actors only; submit jobs with /dms/job/submit');
+    }
+    return host;
   }
 
   private async bid(env: Envelope, { jobs }: BidRequest): Promise<BidReply> {

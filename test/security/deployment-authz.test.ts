@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import type { NodeProcess } from '../helpers/node.js';
@@ -85,5 +86,20 @@ describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
     expect(await ask('deployment', '/dms/deployment/cancel', { id })).toEqual({ error: `job ${id} not found`, kind: 'not_found' });
     expect(((await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string }).status).toBe('running');
     expect((await fetch(`${b.url}/api/v1/jobs/${id}`, { method: 'DELETE' })).status).toBe(200);
+  });
+
+  it('a REST caller with a key of its own cannot deploy here as the node (its envelope names this node)', async () => {
+    const stranger = KeyPair.generate();
+    const client = new DmsClient({ url: a.url, key: stranger, timeoutMs: 10_000 });
+    const job_id = randomUUID();
+    let text: string;
+    try {
+      const reply = await client.invoke({ inbox: 'deployment' }, '/dms/deployment/reserve', { job_id, resources, lease_ms: 10_000 }, { raw: true });
+      text = JSON.stringify(reply.payload);
+    } catch (e) {
+      text = String(e);
+    }
+    expect(text).toContain('deployment requests naming this node come from its own actors only');
+    expect((await usage(a)).allocated.cpu.cores).toBe(0);
   });
 });
