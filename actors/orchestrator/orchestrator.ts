@@ -690,7 +690,8 @@ class Orchestrator {
   /** The machine's `replace`: the node running it lost it or refused to start it; it waits to be placed again. */
   private replace(ctx: JobMachineContext, { node, reason, outcome }: { node: string; reason: string; outcome: 'lost' | 'refused' }): void {
     const run = this.run(ctx);
-    run.exclude.add(node);
+    // Not asked again, unless it is the one node the job may run on: then it waits for it.
+    if (run.job.placement?.node !== node) run.exclude.add(node);
     const open = run.attempts.at(-1);
     const now = new Date().toISOString();
     if (open && open.node === node && open.ended_at === null) Object.assign(open, { ended_at: now, outcome, reason });
