@@ -11,7 +11,8 @@ import type { Job } from '../../behaviors/jobs/schema.js';
 import { formatBytes } from '../../runtime/bytes.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
-import { JobLogs, type LogWriter } from './logfile.js';
+import type { LogWriter } from './logfile.js';
+import { StoredOutput } from './stored-output.js';
 import { OomEvents } from './oom-events.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from './run-machine.js';
 import type {
@@ -20,8 +21,6 @@ import type {
   Executor,
   ExitResult,
   LogChunk,
-  LogOptions,
-  LogPage,
   PullProgress,
   ReconcileReport,
   StartOptions,
@@ -131,11 +130,10 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
   };
 }
 
-export class DockerExecutor implements Executor {
+export class DockerExecutor extends StoredOutput implements Executor {
   readonly name = 'docker';
   private readonly docker: Docker;
   private readonly nodeId: string;
-  private readonly logStore: JobLogs;
   private readonly stopGraceSeconds: number;
   private readonly limits: ContainerLimits;
   private readonly machines: MachineFactory;
@@ -146,9 +144,9 @@ export class DockerExecutor implements Executor {
   private readonly runs = new Map<string, DockerRun>();
 
   constructor(opts: DockerExecutorOptions) {
+    super(opts.logsDir, opts.maxLogBytes);
     this.docker = opts.docker ?? new Docker();
     this.nodeId = opts.nodeId;
-    this.logStore = new JobLogs(opts.logsDir, opts.maxLogBytes);
     this.stopGraceSeconds = opts.stopGraceSeconds ?? 10;
     this.limits = { ...DEFAULT_CONTAINER_LIMITS, ...opts.limits };
     this.machines = opts.machine ?? plainMachines;
@@ -220,18 +218,6 @@ export class DockerExecutor implements Executor {
     if (state.Status === 'created') return { state: 'created' };
     if (state.Running || state.Paused || state.Restarting) return { state: 'running' };
     return { state: 'exited', result: exitResult(info, this.cancelReason(handle.id)) };
-  }
-
-  logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
-    return this.logStore.read(handle.job_id, opts);
-  }
-
-  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
-    return this.logStore.readPage(handle.job_id, from, limit);
-  }
-
-  waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean> {
-    return this.logStore.waitBeyond(handle.job_id, from, signal);
   }
 
   async cancel(handle: ExecutionHandle, reason: string): Promise<void> {

@@ -14,9 +14,9 @@
 import { z } from 'zod';
 import { parseWith, type Job } from '../../behaviors/jobs/schema.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
-import { JobLogs } from './logfile.js';
+import { StoredOutput } from './stored-output.js';
 import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from './run-machine.js';
-import type { ExecutionHandle, ExecutionState, Executor, ExitResult, LogChunk, LogOptions, LogPage, ReconcileReport } from './types.js';
+import type { ExecutionHandle, ExecutionState, Executor, ExitResult, LogChunk, ReconcileReport } from './types.js';
 
 const count = z.string().regex(/^\d+$/, 'must be a whole number').transform(Number);
 const NullOptionsSchema = z.object({
@@ -47,14 +47,13 @@ export interface NullExecutorOptions {
   machine?: MachineFactory;
 }
 
-export class NullExecutor implements Executor {
+export class NullExecutor extends StoredOutput implements Executor {
   readonly name = 'null';
   private readonly runs = new Map<string, NullRun>();
-  private readonly logStore: JobLogs;
   private readonly machines: MachineFactory;
 
   constructor(opts: NullExecutorOptions) {
-    this.logStore = new JobLogs(opts.logsDir, opts.maxLogBytes);
+    super(opts.logsDir, opts.maxLogBytes);
     this.machines = opts.machine ?? plainMachines;
   }
 
@@ -117,18 +116,6 @@ export class NullExecutor implements Executor {
     const { value, context } = run.machine.getSnapshot();
     if (value === 'creating') return { state: 'created' };
     return context.result && run.machine.getSnapshot().status === 'done' ? { state: 'exited', result: context.result } : { state: 'running' };
-  }
-
-  logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
-    return this.logStore.read(handle.job_id, opts);
-  }
-
-  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
-    return this.logStore.readPage(handle.job_id, from, limit);
-  }
-
-  waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean> {
-    return this.logStore.waitBeyond(handle.job_id, from, signal);
   }
 
   async cancel(handle: ExecutionHandle, reason: string): Promise<void> {

@@ -9,15 +9,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DeploymentBehaviors, DEPLOYMENT_INBOX, StartReply } from '../../behaviors/jobs/deployment.js';
 import { LogsReply } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, tell } from '../../behaviors/jobs/replies.js';
+import { callBehavior, handleAt, tell } from '../../behaviors/jobs/replies.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
 import type { ExecutorImplementation } from './actor.js';
-import { JobLogs, type LogWriter } from './logfile.js';
-import type { ExecutionHandle, ExecutionState, ExitResult, LogChunk, LogOptions, LogPage, ReconcileReport } from './types.js';
+import type { LogWriter } from './logfile.js';
+import { StoredOutput } from './stored-output.js';
+import type { ExecutionHandle, ExecutionState, ExitResult, ReconcileReport } from './types.js';
 
 export const REMOTE_EXECUTOR = 'remote';
 
@@ -46,15 +47,14 @@ interface RemoteRun {
   ended?: ExitResult;
 }
 
-export class RemoteExecutor implements ExecutorImplementation {
+export class RemoteExecutor extends StoredOutput implements ExecutorImplementation {
   readonly name = REMOTE_EXECUTOR;
   private readonly runs = new Map<string, RemoteRun>();
-  private readonly logStore: JobLogs;
   private readonly stopping = new AbortController();
   private readonly lostAfterMs: number;
 
   constructor(private readonly opts: RemoteExecutorOptions) {
-    this.logStore = new JobLogs(opts.logsDir, opts.maxLogBytes);
+    super(opts.logsDir, opts.maxLogBytes);
     this.lostAfterMs = opts.lostAfterMs ?? LOST_AFTER_MS;
   }
 
@@ -91,18 +91,6 @@ export class RemoteExecutor implements ExecutorImplementation {
     const run = this.runs.get(handle.job_id);
     if (!run) return { state: 'missing' };
     return run.ended ? { state: 'exited', result: run.ended } : { state: 'running' };
-  }
-
-  logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
-    return this.logStore.read(handle.job_id, opts);
-  }
-
-  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
-    return this.logStore.readPage(handle.job_id, from, limit);
-  }
-
-  waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean> {
-    return this.logStore.waitBeyond(handle.job_id, from, signal);
   }
 
   /** Asks the provider to stop it; the follower then sees it end. */
@@ -174,4 +162,4 @@ export class RemoteExecutor implements ExecutorImplementation {
   }
 }
 
-const provider = (node: string): Handle => ({ id: '', did: '', addr: { host: node, inbox: DEPLOYMENT_INBOX } });
+const provider = (node: string): Handle => handleAt(node, DEPLOYMENT_INBOX);

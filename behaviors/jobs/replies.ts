@@ -55,6 +55,9 @@ export function tell(actor: Actor, to: Handle, be: string, payload: unknown, opt
 
 const isLocal = (actor: Actor, to: Handle) => to.addr.host === '' || to.addr.host === actor.system.host;
 
+/** The handle of actor `inbox` on node `host` (a peer id): what a caller on another node addresses. */
+export const handleAt = (host: string, inbox: string): Handle => ({ id: '', did: '', addr: { host, inbox } });
+
 /** The handle of an actor of this node, by inbox: what a local caller addresses. */
 export const localHandle = (self: Actor, inbox: string): Handle => ({
   id: self.system.key.id,

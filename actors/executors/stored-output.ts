@@ -1,0 +1,27 @@
+/**
+ * The output side of an executor that keeps its runs' output in a JobLogs store (Docker, null,
+ * remote): the Executor interface's output methods, answered from the store by job id. Each
+ * of those executors extends it and writes into `logStore` as its runs produce output.
+ */
+import { JobLogs } from './logfile.js';
+import type { ExecutionHandle, Executor, LogChunk, LogOptions, LogPage } from './types.js';
+
+export abstract class StoredOutput implements Pick<Executor, 'logs' | 'readLogs' | 'waitForLogs'> {
+  protected readonly logStore: JobLogs;
+
+  constructor(logsDir: string, maxLogBytes?: number) {
+    this.logStore = new JobLogs(logsDir, maxLogBytes);
+  }
+
+  logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
+    return this.logStore.read(handle.job_id, opts);
+  }
+
+  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
+    return this.logStore.readPage(handle.job_id, from, limit);
+  }
+
+  waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean> {
+    return this.logStore.waitBeyond(handle.job_id, from, signal);
+  }
+}
