@@ -107,13 +107,21 @@ export const DevStreamQuery = z.object({
 });
 export type DevStreamFilters = z.infer<typeof DevStreamQuery>;
 
+/** What the filters look at: an event, or the fields of one not made yet. */
+export interface FilteredFields {
+  type: DevEventType;
+  actor?: string;
+  behavior?: string;
+  topic?: string;
+}
+
 /** Whether an event passes: each filter given must match, and one that does not apply to the event's type excludes it. */
-export function matchesFilters(e: DevEvent, f: DevStreamFilters): boolean {
+export function matchesFilters(e: FilteredFields, f: DevStreamFilters): boolean {
   // A watcher is always told what it missed.
   if (e.type === 'dropped') return true;
   if (f.type && !f.type.includes(e.type)) return false;
-  if (f.actor && !('actor' in e && f.actor.includes(e.actor))) return false;
-  if (f.behavior && !('behavior' in e && f.behavior.includes(e.behavior))) return false;
+  if (f.actor && !(e.actor !== undefined && f.actor.includes(e.actor))) return false;
+  if (f.behavior && !(e.behavior !== undefined && f.behavior.includes(e.behavior))) return false;
   if (f.topic && !(e.type === 'envelope' && e.topic !== undefined && f.topic.includes(e.topic))) return false;
   return true;
 }

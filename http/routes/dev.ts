@@ -122,7 +122,7 @@ function watch(event: H3Event, system: ActorSystem, filters: DevStreamFilters, p
     // Envelopes are most of the stream (four per REST invoke): written straight to JSON,
     // without the intermediate event object, as devEvent would make it.
     if ((e.type === 'deliver' || e.type === 'send') && !payloads) {
-      if (!envelopePasses(e, filters)) return;
+      if (!matchesFilters({ type: 'envelope', actor: e.actor, behavior: e.env.be, topic: e.env.opt.topic }, filters)) return;
       if (held >= MAX_IN_FLIGHT || heldBytes >= MAX_IN_FLIGHT_BYTES) {
         dropped++;
         return;
@@ -183,15 +183,6 @@ export function devEvent(e: SystemEvent, payloads: boolean, at: string): DevEven
 }
 
 type EnvelopeEvent = Extract<SystemEvent, { type: 'deliver' | 'send' }>;
-
-/** matchesFilters for an envelope event, before it is made. */
-function envelopePasses(e: EnvelopeEvent, f: DevStreamFilters): boolean {
-  if (f.type && !f.type.includes('envelope')) return false;
-  if (f.actor && !f.actor.includes(e.actor)) return false;
-  if (f.behavior && !f.behavior.includes(e.env.be)) return false;
-  if (f.topic && !(e.env.opt.topic !== undefined && f.topic.includes(e.env.opt.topic))) return false;
-  return true;
-}
 
 const q = JSON.stringify;
 
