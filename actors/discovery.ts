@@ -16,6 +16,7 @@ import {
   type PingReply,
 } from '../behaviors/discovery.js';
 import { HelloReply, NodeBehaviors } from '../behaviors/root.js';
+import { handleAt } from '../behaviors/jobs/replies.js';
 import type { Actor } from '../runtime/actor.js';
 import { type Behavior, defineBehavior } from '../runtime/behavior.js';
 import { type ActorBody, type ActorContext, defineActor } from '../runtime/component.js';
@@ -103,7 +104,7 @@ function createDiscovery({ actor, system, log, deps, machine }: ActorContext<Dis
   const bootstrap = network ? bootstrapPeers(deps.bootstrap ?? [], system.host) : new Map<string, string[]>();
   const source: ProfileSource = { version: '', executors: [], fallbackName: '', ...deps.profile, addrs: () => network?.addrs() ?? [] };
   const followed = new Map<string, MachineActor<typeof peerMachine>>();
-  const rootOf = (peer: string): Handle => ({ id: '', did: '', addr: { host: peer, inbox: 'root' } });
+  const rootOf = (peer: string): Handle => handleAt(peer, 'root');
 
   const profiles = new PeerProfiles({
     ask: async (peer) => {

@@ -39,8 +39,8 @@ import {
   StartRequest,
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
-import { LeaseReply, OfferReply, ReleaseReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
+import { callBehavior, handleAt, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
+import { LeaseReply, OfferReply, ReleaseReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { JobSchema, type Labels, type Location, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
@@ -287,7 +287,7 @@ class Deployment {
   }
 
   private deploymentOf(node: string): Handle {
-    return this.actor.system.isHere(node) ? localHandle(this.actor, DEPLOYMENT_INBOX) : { id: '', did: '', addr: { host: node, inbox: DEPLOYMENT_INBOX } };
+    return this.actor.system.isHere(node) ? localHandle(this.actor, DEPLOYMENT_INBOX) : handleAt(node, DEPLOYMENT_INBOX);
   }
 
   // --- provider --------------------------------------------------------------------------
@@ -336,8 +336,8 @@ class Deployment {
       for (const m of this.provided.values()) if (m.getSnapshot().context.requester === requester && m.getSnapshot().value === 'reserved') mine++;
       if (mine >= MAX_LEASES_PER_REQUESTER) throw new DmsError('overloaded', `your node holds ${mine} reservations here not yet started`, { retryAfter: 5 });
       if (!here) {
-        const usage = await callBehavior(this.actor, this.manager(), ResourceBehaviors.usage, {}, UsageReply, { ttlMs: CALL_TTL_MS });
-        if (!usage.offered) throw new DmsError('forbidden', 'this node offers nothing to the network (no onboarded share)');
+        const offer = await callBehavior(this.actor, this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
+        if (!offer.offered) throw new DmsError('forbidden', 'this node offers nothing to the network (no onboarded share)');
       }
     }
     const lease = await callBehavior(this.actor, this.manager(), ResourceBehaviors.lease, { job_id: req.job_id, resources: req.resources, ttl_ms: req.lease_ms }, LeaseReply, {

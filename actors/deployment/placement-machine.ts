@@ -15,6 +15,7 @@
 import { assign, type EventObject, fromCallback, fromPromise, setup } from 'xstate';
 import type { Bid, BidAnswer, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import type { Placement, ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { errorText } from '../../runtime/errors.js';
 
 export interface PlacementInput {
   jobId: string;
@@ -68,6 +69,11 @@ function whyUnplaced(ctx: PlacementContext): string {
   const shown = ctx.declines.slice(0, 3).map((d) => `${d.node.slice(-8)}: ${d.declined}`);
   const more = ctx.declines.length > 3 ? `; ${ctx.declines.length - 3} more` : '';
   return `no node can hold it now (${shown.join('; ')}${more})`;
+}
+
+/** Why the bidder being asked refused, in a line: its peer id's tail and the error. */
+function refusalOf(context: PlacementContext, error: unknown): string {
+  return `${context.candidates[0].node.slice(-8)}: ${errorText(error)}`;
 }
 
 export const placementMachine = setup({
@@ -149,14 +155,14 @@ export const placementMachine = setup({
             target: 'reserving',
             reenter: true,
             actions: assign(({ context, event }) => ({
-              refusals: [...context.refusals, `${context.candidates[0].node.slice(-8)}: ${String((event.error as Error)?.message ?? event.error)}`],
+              refusals: [...context.refusals, refusalOf(context, event.error)],
               candidates: context.candidates.slice(1),
             })),
           },
           {
             target: 'unplaced',
             actions: assign(({ context, event }) => ({
-              reason: `every bidder refused to reserve (${[...context.refusals, `${context.candidates[0].node.slice(-8)}: ${String((event.error as Error)?.message ?? event.error)}`].slice(0, 3).join('; ')})`,
+              reason: `every bidder refused to reserve (${[...context.refusals, refusalOf(context, event.error)].slice(0, 3).join('; ')})`,
             })),
           },
         ],

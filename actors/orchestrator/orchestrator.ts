@@ -32,7 +32,7 @@ import {
   SubmitPayload,
 } from '../../behaviors/jobs/jobs.js';
 import { AcceptPayload, DEPLOYMENT_INBOX, DEPLOYMENT_INTERNAL_CAPABILITY, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
-import { Batcher, callBehavior, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
+import { Batcher, callBehavior, handleAt, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
 import { type Attempt, isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
@@ -641,7 +641,7 @@ class Orchestrator {
   private placeOn(run: JobRun, node: string): void {
     if (run.finished || run.machine.getSnapshot().value !== 'pending' || this.stopping) {
       // Cancelled meanwhile: the reservation there is let go rather than left to run out.
-      void tell(this.actor, { id: '', did: '', addr: { host: node, inbox: DEPLOYMENT_INBOX } }, DeploymentBehaviors.release, { job_id: run.id }).catch(() => undefined);
+      void tell(this.actor, handleAt(node, DEPLOYMENT_INBOX), DeploymentBehaviors.release, { job_id: run.id }).catch(() => undefined);
       return;
     }
     this.actor.system.metrics?.placements.labels('placed').inc();
@@ -692,10 +692,11 @@ class Orchestrator {
     const run = this.run(ctx);
     // Not asked again, unless it is the one node the job may run on: then it waits for it.
     if (run.job.placement?.node !== node) run.exclude.add(node);
-    const open = run.attempts.at(-1);
-    const now = new Date().toISOString();
-    if (open && open.node === node && open.ended_at === null) Object.assign(open, { ended_at: now, outcome, reason });
-    else run.attempts.push({ node, started_at: now, ended_at: now, outcome, reason });
+    // A start refused there never opened an attempt: it is recorded as one that ended at once.
+    if (!closeAttempt(run.attempts, outcome, reason, node)) {
+      const now = new Date().toISOString();
+      run.attempts.push({ node, started_at: now, ended_at: now, outcome, reason });
+    }
     const text = `${reason}; placing it again (${ctx.placements} of ${ctx.maxAttempts} placements used)`;
     run.job = { ...run.job, node: null, container_id: null };
     this.journal
@@ -825,10 +826,10 @@ class Orchestrator {
 }
 
 
-/** Ends the open attempt with the job's end; false when none was open (it never ran). */
-function closeAttempt(attempts: Attempt[], status: 'completed' | 'failed', error: string | null): boolean {
+/** Ends the open attempt (on `node`, when given) with how it ended; false when none was open. */
+function closeAttempt(attempts: Attempt[], outcome: NonNullable<Attempt['outcome']>, reason: string | null, node?: string): boolean {
   const open = attempts.at(-1);
-  if (!open || open.ended_at !== null) return false;
-  Object.assign(open, { ended_at: new Date().toISOString(), outcome: status, reason: error });
+  if (!open || open.ended_at !== null || (node !== undefined && open.node !== node)) return false;
+  Object.assign(open, { ended_at: new Date().toISOString(), outcome, reason });
   return true;
 }

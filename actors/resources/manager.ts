@@ -91,7 +91,6 @@ class ResourceManager {
       onboarded: this.ledger.offering,
       allocated: this.ledger.allocated(),
       free: this.ledger.free(),
-      offered: this.settings.onboarded !== null,
     };
   }
 

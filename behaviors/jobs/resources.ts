@@ -49,8 +49,6 @@ export const UsageReply = z.object({
   allocated: ResourceSpecSchema,
   /** Onboarded minus allocated: what a new job or allocation can still get. */
   free: ResourceSpecSchema,
-  /** Whether the operator onboarded a share: until then the node runs its own jobs only. */
-  offered: z.boolean(),
 });
 export type Usage = z.output<typeof UsageReply>;
 
