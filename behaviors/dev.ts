@@ -4,6 +4,7 @@
  * watch` all read these types; the OpenAPI document describes the stream from these schemas.
  */
 import * as z from 'zod';
+import { STAGES } from '../runtime/stage-timings.js';
 
 export const DEV_STREAM_PATH = '/api/v1/dev/stream';
 
@@ -125,3 +126,17 @@ export function matchesFilters(e: FilteredFields, f: DevStreamFilters): boolean 
   if (f.topic && !(e.type === 'envelope' && e.topic !== undefined && f.topic.includes(e.topic))) return false;
   return true;
 }
+
+/** `GET /api/v1/dev/stages`: where envelopes' time went, stage by stage (runtime/stage-timings.ts). */
+export const DEV_STAGES_PATH = '/api/v1/dev/stages';
+export const StageFigures = z
+  .array(
+    z.object({
+      stage: z.enum(STAGES),
+      count: z.number().int().meta({ description: 'times timed since the node started or the last reset' }),
+      mean_ms: z.number(),
+      p50_ms: z.number().meta({ description: 'over the latest 8192 of them, as p99_ms' }),
+      p99_ms: z.number(),
+    }),
+  )
+  .meta({ description: 'one entry per stage timed, in the order an envelope passes them' });

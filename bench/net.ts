@@ -8,6 +8,10 @@
  * records whole milliseconds, too coarse for sub-ms p50s, so a sequential keep-alive client
  * also times each concurrency-1 request to the microsecond. The ratio
  * cross p50 / (local p50 + raw p50) uses those; target <= 1.5.
+ *  (e) where a cross-node invoke's time goes: a fresh pair of nodes with stage timings on
+ *      (runtime/stage-timings.ts) serves sequential invokes, and each side's stages are printed
+ *      with the split they imply (HTTP, requester, wire, provider). Separate nodes, so the
+ *      timing code is never in the figures above.
  */
 import '../runtime/polyfills.js';
 import { Agent, request } from 'node:http';
@@ -18,6 +22,7 @@ import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js
 import { listenAddr, waitFor } from '../test/helpers/network.js';
 import { type Figures, measure, printTable } from './lib/load.js';
 import { rawLibp2pRoundTrips } from './lib/raw-libp2p.js';
+import { meanOf, printStages, resetStages, stagesOf } from './lib/stages.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 1500);
@@ -144,6 +149,46 @@ try {
   for (const l of [local, cross, broadcast]) console.log(`${l.name.padEnd(44)} p50 ${l.p50_ms} ms  p99 ${l.p99_ms} ms  (${l.samples} requests)`);
   if (short) console.log(`warning: ${short} of ${BROADCASTS} broadcasts ended at opt.exp with fewer than 5 replies`);
 
+  // (e) on a fresh pair with stage timings on, once the others are gone.
+  await Promise.all(nodes.splice(0).map(async (node) => (await node.stop(), removeHome(node.home))));
+  const timed = { DMS_STAGE_TIMINGS: '1' };
+  const c = await startNode({ timeoutMs: 45_000, env: timed });
+  nodes.push(c);
+  const d = await startNode({ timeoutMs: 45_000, env: { ...timed, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(c) } });
+  nodes.push(d);
+  await waitFor('C to be connected to D', async () => (await new DmsClient({ url: c.url }).peers()).includes(d.peerId));
+  const timedBody = () => {
+    n++;
+    return `{"to":{"addr":{"host":"${d.peerId}","inbox":"root"}},"be":"/public/hello","from":{"addr":{"host":"${c.peerId}","inbox":"bench"}},"nonce":${n},"opt":{"exp":${nowNs() + msToNs(60_000)},"cont":"/private/r/${n}"},"msg":"e30="}`;
+  };
+  const timedUrl = `${c.url}/api/v1/actor/invoke`;
+  for (let i = 0; i < 300; i++) await post(timedUrl, timedBody());
+  await Promise.all([resetStages(c.url), resetStages(d.url)]);
+  const clientTimes: number[] = [];
+  for (let i = 0; i < SAMPLES; i++) {
+    const t0 = performance.now();
+    await post(timedUrl, timedBody());
+    clientTimes.push(performance.now() - t0);
+  }
+  const [requester, provider] = await Promise.all([stagesOf(c.url), stagesOf(d.url)]);
+  const timedCross = summarize('(e) cross-node invoke, stage timings on', clientTimes);
+  const clientMean = clientTimes.reduce((x, y) => x + y, 0) / clientTimes.length;
+  console.log('');
+  printStages('(e) requester stages (the node the REST call reached)', requester);
+  printStages('(e) provider stages (the node whose root answered)', provider);
+  const split = {
+    client_mean_ms: clientMean,
+    http_ms: clientMean - meanOf(requester, 'rest.invoke'),
+    requester_ms: meanOf(requester, 'rest.invoke') - meanOf(requester, 'net.round_trip'),
+    wire_ms: meanOf(requester, 'net.round_trip') - meanOf(provider, 'serve'),
+    provider_ms: meanOf(provider, 'serve'),
+  };
+  const f = (ms: number) => ms.toFixed(3);
+  console.log(
+    `(e) one cross-node invoke, by means (client p50 ${timedCross.p50_ms} ms): ${f(split.client_mean_ms)} ms = HTTP client and server ${f(split.http_ms)}` +
+      ` + requester ${f(split.requester_ms)} + wire both ways ${f(split.wire_ms)} + provider ${f(split.provider_ms)}`,
+  );
+
   const ratio = cross.p50_ms / (local.p50_ms + raw.p50_ms);
   console.log(
     `\ncross-node p50 / (local p50 + raw libp2p p50) = ${cross.p50_ms} / (${local.p50_ms} + ${raw.p50_ms}) = ${ratio.toFixed(3)}` +
@@ -153,7 +198,11 @@ try {
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   writeFileSync(
     new URL('./results/net.json', import.meta.url),
-    JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, raw, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET }, null, 2),
+    JSON.stringify(
+      { at: new Date().toISOString(), seconds: SECONDS, raw, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET, stages: { requester, provider, split, client: timedCross } },
+      null,
+      2,
+    ),
   );
 } finally {
   await Promise.all(nodes.map((node) => node.stop()));

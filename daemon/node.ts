@@ -14,6 +14,7 @@ import { ReplayLog } from '../runtime/replay-log.js';
 import { makeActor } from '../runtime/component.js';
 import { NodeMetrics } from '../runtime/metrics.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
+import { StageTimings } from '../runtime/stage-timings.js';
 import { StartOrder } from '../runtime/start-order.js';
 import { ActorSystem } from '../runtime/system.js';
 import { listenFailures } from '../runtime/network/listen-failure.js';
@@ -66,6 +67,7 @@ export class DmsNode {
           replay: ReplayLog.open(homePaths(home).replayLog, { capacity: config.actor.replay_capacity, perSender: config.actor.replay_per_sender }),
           maxTtlS: config.actor.max_ttl_s,
           metrics: new NodeMetrics(),
+          stages: config.general.stage_timings ? new StageTimings() : undefined,
         }),
       // Last to stop: the actors still bound, the network it owns, the replay log.
       (s) => s.stop(),
@@ -153,6 +155,7 @@ async function startNetwork(system: ActorSystem, config: Config, log: Logger, ke
       enableMdns: net.EnableMDNS,
       maxEnvelopeBytes: net.MaxEnvelopeBytes,
       log,
+      stages: system.stages,
     });
   } catch (e) {
     throw listenError(e) ?? e;

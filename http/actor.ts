@@ -265,19 +265,25 @@ export const HttpActor = defineActor({
       },
 
       async invoke(body, abort, caller = LOCAL_CALLER) {
+        const stages = system.stages;
+        const start = stages && performance.now();
         const parsed = parseEnvelope(body);
         if (isBroadcast(parsed)) throw invalid('invoke needs a destination: to is empty (use broadcast)');
         if (!parsed.opt.cont) throw invalid('opt.cont is required for invoke: it names the behavior the reply goes to');
         const { env, origin } = await prepare(parsed, caller);
-        return withReplyInbox(env, abort, caller, origin, async (inbox, cont, claim) => {
+        if (start !== undefined) stages!.since('rest.admit', start);
+        const reply = await withReplyInbox(env, abort, caller, origin, async (inbox, cont, claim) => {
           const sent = performance.now();
           const { env: reply } = await actor.awaitReply(inbox, cont, env.opt.exp);
           system.metrics?.invoked(system.isHere(env.to.addr.host) ? 'local' : 'remote', (performance.now() - sent) / 1000);
+          if (start !== undefined) stages!.since('invoke.wait', sent);
           if (!claim.take(envelopeBytes(reply))) {
             throw new DmsError('overloaded', `replies waiting for you hold more than ${replyBytes.limit} bytes; retry later`, { retryAfter: 1 });
           }
           return reply;
         });
+        if (start !== undefined) stages!.since('rest.invoke', start);
+        return reply;
       },
 
       async broadcast(body, limit, abort, caller = LOCAL_CALLER) {

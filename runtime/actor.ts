@@ -60,6 +60,8 @@ interface Delivery {
   reply: boolean;
   /** How the kernel found it trustworthy where it entered (for observers). */
   verified?: Verification;
+  /** When it was queued (performance.now()), while stage timings are on. */
+  queuedAt?: number;
 }
 
 const DEFAULT_TTL_MS = 30_000;
@@ -158,10 +160,13 @@ export class Actor {
   /** Queues a delivery; throws when the actor is not running or its mailbox is full. */
   deliver(env: Envelope, inbox: Inbox = this.primary, reply = false, verified?: Verification): void {
     if (this.state !== 'running') throw new DmsError('unavailable', `actor ${this.name} is ${this.state}`);
-    this.mailbox.post({ env, inbox, reply, verified });
+    this.mailbox.post({ env, inbox, reply, verified, queuedAt: this.system.stages && performance.now() });
   }
 
-  private async dispatch({ env, inbox, reply, verified }: Delivery): Promise<void> {
+  private async dispatch({ env, inbox, reply, verified, queuedAt }: Delivery): Promise<void> {
+    const stages = this.system.stages;
+    const start = stages && performance.now();
+    if (start !== undefined) stages!.record('mailbox.wait', start - queuedAt!);
     // Checked again here: the waiter may have gone, and another behavior taken its name, while queued.
     const waiting = inbox.behaviors.get(env.be);
     if (this.system.events.observed) {
@@ -201,6 +206,8 @@ export class Actor {
       return;
     }
     let result: unknown;
+    const called = stages && performance.now();
+    if (called !== undefined) stages!.record('behavior.prepare', called - start!);
     try {
       result = await behavior.handle({ env, payload, actor: this, inbox });
     } catch (e) {
@@ -208,8 +215,13 @@ export class Actor {
       await this.replyError(env, e, inbox);
       return;
     }
+    if (called !== undefined) stages!.since('behavior.handle', called);
     metrics?.envelope(behaviorLabel(behavior), 'ok');
-    if (env.opt.cont && !behavior.noReply) await this.reply(env, result ?? {});
+    if (env.opt.cont && !behavior.noReply) {
+      await this.reply(env, result ?? {});
+      const arrived = stages?.arrivalOf(env);
+      if (arrived !== undefined) stages!.since('serve', arrived);
+    }
   }
 
   // --- sending ---------------------------------------------------------------------------
@@ -347,8 +359,16 @@ export class Actor {
     if (!req.opt.cont || isExpired(req.opt.exp)) return;
     try {
       const env = this.envelope(req.from, req.opt.cont, payload, { exp: req.opt.exp });
+      const stages = this.system.stages;
+      let start = stages && performance.now();
       const sealed = this.seal(env, { unsigned: this.isActorHere(req.from) });
-      await this.system.route(sealed === env ? env : await sealed, { kind: 'local' }, { reply: true });
+      if (sealed !== env) await sealed;
+      if (start !== undefined) {
+        if (sealed !== env) stages!.since('reply.sign', start);
+        start = performance.now();
+      }
+      await this.system.route(env, { kind: 'local' }, { reply: true });
+      if (start !== undefined) stages!.since('reply.route', start);
     } catch (e) {
       // A REST client that gave up has closed its inbox; that is routine, not a warning.
       const level = e instanceof DmsError && e.kind === 'not_found' ? 'debug' : 'warn';

@@ -21,6 +21,11 @@ export const ConfigSchema = z
         debug: z.boolean().default(false),
         /** The dev stream shows payloads decoded as JSON (`--dev-payloads`); they may hold secrets. */
         dev_payloads: z.boolean().default(false),
+        /**
+         * Time each stage of the envelope path (runtime/stage-timings.ts), read at
+         * `GET /api/v1/dev/stages`: for finding where a message's time goes. Off, it costs nothing.
+         */
+        stage_timings: z.boolean().default(false),
         log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
         /** Device name shown in device status; empty means the machine's hostname. */
         name: z.string().default(''),
@@ -226,6 +231,7 @@ export const ENV_KEYS: Record<string, string> = {
   DMS_JWT_SECRET: 'auth.jwt_secret',
   DMS_API_KEY_ENABLED: 'auth.api_key_enabled',
   DMS_DEBUG: 'general.debug',
+  DMS_STAGE_TIMINGS: 'general.stage_timings',
 };
 
 export const CONFIG_FILE = 'dms_config.json';

@@ -9,6 +9,7 @@ import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
 import type { MailboxOptions } from './mailbox.js';
 import { behaviorLabel, type NodeMetrics } from './metrics.js';
+import type { StageTimings } from './stage-timings.js';
 import { ReplayCache } from './replay.js';
 import { isExpired, nextNonce, nowNs } from './time.js';
 import type { Arrival, Transport } from './transport.js';
@@ -73,6 +74,8 @@ export interface SystemOptions {
   maxTtlS?: number;
   /** The node's Prometheus metrics; none by default (tests, benches). */
   metrics?: NodeMetrics;
+  /** Per-stage timings of the envelope path (`general.stage_timings`); off when absent. */
+  stages?: StageTimings;
 }
 
 const DEFAULT_MAX_TTL_S = 900;
@@ -90,6 +93,7 @@ export class ActorSystem {
   readonly replay: ReplayCache;
   readonly events = new Subject<SystemEvent>();
   readonly metrics?: NodeMetrics;
+  readonly stages?: StageTimings;
   private readonly routes = new Map<string, Inbox>();
   private readonly topics = new Map<string, Set<Inbox>>();
   private readonly actors = new Map<string, Actor>();
@@ -114,6 +118,7 @@ export class ActorSystem {
     this.maxTtlS = opts.maxTtlS ?? DEFAULT_MAX_TTL_S;
     this.maxTtlNs = BigInt(this.maxTtlS) * 1_000_000_000n;
     this.metrics = opts.metrics;
+    this.stages = opts.stages;
     this.metrics?.gauge('dms_mailbox_depth', "Envelopes waiting or in progress in each actor's mailbox", ['actor'], (set) => {
       for (const a of this.actors.values()) set({ actor: a.name }, a.load.depth);
     });
@@ -306,6 +311,7 @@ export class ActorSystem {
   }
 
   private async admit(env: Envelope, origin: Origin): Promise<void> {
+    const start = this.stages && origin.kind === 'network' ? performance.now() : undefined;
     const now = nowNs();
     if (isExpired(env.opt.exp, now)) throw invalid('envelope expired: opt.exp is in the past');
     // Every accepted envelope holds a replay-cache entry until its exp: an unbounded exp would
@@ -313,7 +319,7 @@ export class ActorSystem {
     if (env.opt.exp - now > this.maxTtlNs) throw invalid(`opt.exp is more than actor.max_ttl_s (${this.maxTtlS} s) ahead`);
     const trusted = origin.kind === 'local' || (origin.kind === 'rest' && origin.trusted);
     const verified = origin.kind === 'network' && origin.arrival.signatureVerified === true;
-    if (!trusted && !verified) await verifyEnvelope(env);
+    if (!trusted && !verified) await this.verify(env);
     // Replies go to from.addr.host: on gossip as on unicast it must be the node the envelope
     // came from (for gossip the signed publisher), or anyone could aim replies at a third node.
     if (origin.kind === 'network' && env.from.addr.host !== origin.arrival.peer) {
@@ -322,6 +328,14 @@ export class ActorSystem {
     }
     this.replay.admit(env.from.id, env.nonce, env.opt.exp, now, trusted || this.senderTrust(env));
     await this.route(env, origin);
+    if (start !== undefined) this.stages!.since('kernel.admit', start);
+  }
+
+  private async verify(env: Envelope): Promise<void> {
+    if (!this.stages) return verifyEnvelope(env);
+    const start = performance.now();
+    await verifyEnvelope(env);
+    this.stages.since('kernel.verify', start);
   }
 
   /** Delivers a checked envelope: locally, to its remote host, or to every subscriber of its topic. */

@@ -9,7 +9,8 @@
  */
 import { createHash } from 'node:crypto';
 import { createEventStream, type H3Event } from 'h3';
-import { DEV_STREAM_PATH, DevEvent, type DevStreamFilters, DevStreamQuery, matchesFilters } from '../../behaviors/dev.js';
+import type * as z from 'zod';
+import { DEV_STAGES_PATH, DEV_STREAM_PATH, DevEvent, type DevStreamFilters, DevStreamQuery, matchesFilters, StageFigures } from '../../behaviors/dev.js';
 import { DmsError } from '../../runtime/errors.js';
 import type { ActorSystem, SystemEvent } from '../../runtime/system.js';
 import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
@@ -74,6 +75,43 @@ export const devRoutes: RouteModule = ({ table, config, system }) => {
     handler: (event, input) => {
       if (!config.general.debug) throw devModeOff(DEV_STREAM_PATH);
       return watch(event, system, input.query(), config.general.dev_payloads);
+    },
+  });
+
+  const stagesOff = (method: string) =>
+    new DmsError('not_found', `no route ${method} ${DEV_STAGES_PATH}: stage timings are off (general.stage_timings, DMS_STAGE_TIMINGS=1)`);
+  table.add({
+    method: 'GET',
+    path: DEV_STAGES_PATH,
+    operationId: 'getStageTimings',
+    summary: 'Where envelopes spent their time, stage by stage',
+    description:
+      'Only with `general.stage_timings` on (env `DMS_STAGE_TIMINGS=1`): count, mean, p50 and p99 of each stage of the envelope path (REST admission, network send, parse, signature check, mailbox wait, handler, reply signing, the round trip to another node and the time a peer took to serve it) since start or the last reset. Admin role.',
+    tags: ['dev'],
+    responses: {
+      200: { description: 'the stages timed so far', schema: StageFigures },
+      404: { description: 'stage timings are off' },
+    },
+    handler: (): z.output<typeof StageFigures> => {
+      if (!system.stages) throw stagesOff('GET');
+      return system.stages.snapshot();
+    },
+  });
+  table.add({
+    method: 'DELETE',
+    path: DEV_STAGES_PATH,
+    operationId: 'resetStageTimings',
+    summary: 'Starts the stage timings afresh',
+    description: 'Only with `general.stage_timings` on. Admin role.',
+    tags: ['dev'],
+    responses: {
+      204: { description: 'reset' },
+      404: { description: 'stage timings are off' },
+    },
+    handler: () => {
+      if (!system.stages) throw stagesOff('DELETE');
+      system.stages.reset();
+      return new Response(null, { status: 204 });
     },
   });
 };

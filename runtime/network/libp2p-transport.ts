@@ -3,6 +3,7 @@ import type { Connection, PeerId, Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { DmsError, errorText, invalid } from '../errors.js';
+import type { StageTimings } from '../stage-timings.js';
 import type { Arrival, Transport } from '../transport.js';
 import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
 import { OutboundChannel } from './channel.js';
@@ -34,6 +35,8 @@ export interface TransportOptions {
   lookupTimeoutMs?: number;
   /** Defaults to libp2p's debug logger under `dms:transport`. */
   log?: NetworkLog;
+  /** Times sends, parses and round trips (runtime/stage-timings.ts); off when absent. */
+  stages?: StageTimings;
 }
 
 export type EnvelopeHandler = (env: Envelope, arrival: Arrival) => void;
@@ -80,6 +83,7 @@ export class Libp2pTransport implements Transport {
   private readonly redialHandlers = new Set<(peer: string) => void>();
   private readonly counters: TransportStats = { streamsOpened: 0, envelopesSent: 0, envelopesReceived: 0, dropped: 0 };
   private readonly gossip: GossipValidator;
+  private readonly stages?: StageTimings;
   private stopped = false;
 
   /** Builds the host, wires the transport into it, then starts it. */
@@ -113,6 +117,7 @@ export class Libp2pTransport implements Transport {
     this.dialTimeoutMs = opts.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.lookupTimeoutMs = opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS;
     this.log = opts.log ?? libp2pLog(node);
+    this.stages = opts.stages;
     this.gossip = new GossipValidator(this.maxEnvelopeBytes, (peer, topic, why) => {
       this.counters.dropped++;
       // Debug only: a peer flooding forgeries must not flood the log as well.
@@ -146,6 +151,7 @@ export class Libp2pTransport implements Transport {
   }
 
   async send(env: Envelope): Promise<void> {
+    const start = this.stages && performance.now();
     this.assertRunning();
     const host = env.to.addr.host;
     const json = encodeEnvelope(env);
@@ -166,6 +172,10 @@ export class Libp2pTransport implements Transport {
     }
     await channel.write(encodeFrame(json, size));
     this.counters.envelopesSent++;
+    if (start !== undefined) {
+      this.stages!.since('net.send', start);
+      this.stages!.requestSent(env);
+    }
   }
 
   /**
@@ -352,8 +362,9 @@ export class Libp2pTransport implements Transport {
     const peer = connection.remotePeer.toString();
     const decoder = frameDecoder(this.maxEnvelopeBytes);
     stream.addEventListener('message', (evt) => {
+      const at = this.stages && performance.now();
       try {
-        for (const frame of decoder.decode(evt.data)) this.deliver(frame.subarray(), peer, 'unicast');
+        for (const frame of decoder.decode(evt.data)) this.deliver(frame.subarray(), peer, 'unicast', undefined, at);
       } catch (e) {
         // The length prefix is all a receiver can trust about where frames start; past a bad
         // one the rest of the stream is unreadable, so it goes.
@@ -378,11 +389,11 @@ export class Libp2pTransport implements Transport {
       this.log.warn({ peer, topic: msg.topic, size: msg.data.byteLength }, 'gossip message over the envelope limit dropped');
       return;
     }
-    this.deliver(this.gossip.envelopeOf(msg) ?? msg.data, peer, 'gossip', msg.topic);
+    this.deliver(this.gossip.envelopeOf(msg) ?? msg.data, peer, 'gossip', msg.topic, this.stages && performance.now());
   };
 
-  /** Delivers an envelope, or the bytes of one, to the handlers. */
-  private deliver(data: Uint8Array | Envelope, peer: string, via: Arrival['via'], topic?: string): void {
+  /** Delivers an envelope, or the bytes of one, to the handlers; `at` is when it was read, if timed. */
+  private deliver(data: Uint8Array | Envelope, peer: string, via: Arrival['via'], topic?: string, at?: number): void {
     let env: Envelope;
     if (data instanceof Uint8Array) {
       try {
@@ -392,6 +403,7 @@ export class Libp2pTransport implements Transport {
         this.log.warn({ peer, via, err: errorText(e) }, 'undecodable envelope dropped');
         return;
       }
+      if (at !== undefined) this.stages!.since('net.parse', at);
     } else {
       env = data;
     }
@@ -403,6 +415,10 @@ export class Libp2pTransport implements Transport {
       return;
     }
     this.counters.envelopesReceived++;
+    if (at !== undefined) {
+      this.stages!.arrived(env, at);
+      this.stages!.replyRead(env, at);
+    }
     // An envelope handed over parsed is one the gossip validator verified, signature included.
     const arrival: Arrival = data instanceof Uint8Array ? { peer, via } : { peer, via, signatureVerified: true };
     for (const handler of this.envelopeHandlers) {

@@ -37,6 +37,7 @@ describe('config', () => {
       DMS_JWT_SECRET: 's3cret',
       DMS_API_KEY_ENABLED: '1',
       DMS_DEBUG: 'true',
+      DMS_STAGE_TIMINGS: '1',
     };
     expect(Object.keys(env).sort()).toEqual(Object.keys(ENV_KEYS).sort());
     const c = loadConfig({ home: home(), env });
@@ -47,6 +48,7 @@ describe('config', () => {
     expect(c.network.BootstrapPeers).toHaveLength(1);
     expect(c.auth).toEqual({ jwt_secret: 's3cret', api_key_enabled: true, jwt_max_lifetime_s: 86_400, jwt_issuer: '', jwt_audience: '' });
     expect(c.general.debug).toBe(true);
+    expect(c.general.stage_timings).toBe(true);
     expect(redact(c).auth.jwt_secret).toBe('[redacted]');
     expect(allowsUnsigned(c)).toBe(false);
   });

@@ -1,0 +1,138 @@
+import type { Envelope } from './wire/envelope.js';
+
+/**
+ * Where an envelope's time goes on its way through a node, stage by stage: the tool for
+ * finding why a cross-node invoke costs what it does (`general.stage_timings`, read at
+ * `GET /api/v1/dev/stages`). Off by default; when off, the message path holds only an
+ * `undefined` check per stage.
+ *
+ * The stages nest; each is timed where it starts and ends in one place:
+ *
+ * | stage            | from → to                                                                 |
+ * |------------------|---------------------------------------------------------------------------|
+ * | rest.invoke      | REST invoke body in hand → reply envelope in hand (what the REST layer waits on) |
+ * | rest.admit       | body → envelope parsed, checked and signed, ready to enter                |
+ * | invoke.wait      | envelope entered → reply taken by its waiter                               |
+ * | net.send         | transport asked to send → frame handed to the libp2p stream               |
+ * | net.round_trip   | request frame handed to the stream → its reply's frame read (the wire and the peer) |
+ * | net.parse        | frame read → envelope parsed                                               |
+ * | kernel.verify    | signature check of an envelope that entered                               |
+ * | kernel.admit     | an envelope from the network: expiry, signature, replay, routed to a mailbox |
+ * | mailbox.wait     | queued in an actor's mailbox → its dispatch starts                         |
+ * | behavior.prepare | dispatch → handler called (capability check, payload decode and schema)    |
+ * | behavior.handle  | the handler itself                                                         |
+ * | reply.sign       | signing a reply                                                            |
+ * | reply.route      | a signed reply routed: queued here, or handed to the stream for another node |
+ * | serve            | a request's frame read → its reply handed to the stream (the peer's share of a round trip) |
+ *
+ * So, for a cross-node invoke, the wire's share is the requester's net.round_trip less the
+ * provider's serve.
+ */
+export const STAGES = [
+  'rest.invoke',
+  'rest.admit',
+  'invoke.wait',
+  'net.send',
+  'net.round_trip',
+  'net.parse',
+  'kernel.verify',
+  'kernel.admit',
+  'mailbox.wait',
+  'behavior.prepare',
+  'behavior.handle',
+  'reply.sign',
+  'reply.route',
+  'serve',
+] as const;
+export type Stage = (typeof STAGES)[number];
+
+export interface StageFigure {
+  stage: Stage;
+  count: number;
+  mean_ms: number;
+  p50_ms: number;
+  p99_ms: number;
+}
+
+// Quantiles come from the latest samples of each stage; the mean covers every one since reset.
+const SAMPLES = 8192;
+// Requests waiting for a reply to be timed; past this, the oldest is forgotten (its reply untimed).
+const MAX_AWAITED = 10_000;
+
+class StageStats {
+  count = 0;
+  totalMs = 0;
+  readonly samples = new Float64Array(SAMPLES);
+
+  add(ms: number): void {
+    this.samples[this.count % SAMPLES] = ms;
+    this.count++;
+    this.totalMs += ms;
+  }
+
+  figure(stage: Stage): StageFigure {
+    const n = Math.min(this.count, SAMPLES);
+    const sorted = this.samples.slice(0, n).sort();
+    const at = (q: number) => round(sorted[Math.min(n - 1, Math.floor(q * n))]);
+    return { stage, count: this.count, mean_ms: round(this.totalMs / this.count), p50_ms: at(0.5), p99_ms: at(0.99) };
+  }
+}
+
+const round = (ms: number) => Math.round(ms * 1000) / 1000;
+
+export class StageTimings {
+  private readonly stats = new Map<Stage, StageStats>();
+  /** When each envelope's frame was read off the network. */
+  private readonly arrivals = new WeakMap<Envelope, number>();
+  /** When each request awaiting a reply from another node left, by the reply's behavior (its opt.cont). */
+  private readonly awaited = new Map<string, number>();
+
+  /** Records a stage that started at `start` (performance.now()) and ends now. */
+  since(stage: Stage, start: number): void {
+    this.record(stage, performance.now() - start);
+  }
+
+  record(stage: Stage, ms: number): void {
+    let s = this.stats.get(stage);
+    if (!s) this.stats.set(stage, (s = new StageStats()));
+    s.add(ms);
+  }
+
+  /** The frame holding `env` was read at `at`. */
+  arrived(env: Envelope, at: number): void {
+    this.arrivals.set(env, at);
+  }
+
+  arrivalOf(env: Envelope): number | undefined {
+    return this.arrivals.get(env);
+  }
+
+  /** A request that wants a reply (`opt.cont`) was handed to the stream now. */
+  requestSent(env: Envelope): void {
+    const cont = env.opt.cont;
+    if (!cont) return;
+    if (this.awaited.size >= MAX_AWAITED) this.awaited.delete(this.awaited.keys().next().value!);
+    this.awaited.set(cont, performance.now());
+  }
+
+  /** An envelope was read off the network at `at`: if it answers a request sent from here, the round trip ends. */
+  replyRead(env: Envelope, at: number): void {
+    const sent = this.awaited.get(env.be);
+    if (sent === undefined) return;
+    this.awaited.delete(env.be);
+    this.record('net.round_trip', at - sent);
+  }
+
+  /** Every stage timed since the last reset, in path order. */
+  snapshot(): StageFigure[] {
+    return STAGES.flatMap((stage) => {
+      const s = this.stats.get(stage);
+      return s ? [s.figure(stage)] : [];
+    });
+  }
+
+  reset(): void {
+    this.stats.clear();
+    this.awaited.clear();
+  }
+}

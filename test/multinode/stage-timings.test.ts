@@ -1,0 +1,64 @@
+/**
+ * Stage timings (general.stage_timings) on real node processes: off, the route does not exist;
+ * on, a cross-node invoke shows on the requester (its round trip) and on the provider (the
+ * time it took to serve it), and a reset starts afresh.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DmsClient } from '../../client/client.js';
+import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import type { NodeProcess } from '../helpers/node.js';
+import type { StageFigure } from '../../runtime/stage-timings.js';
+
+let nodes: NodeProcess[] = [];
+let requester: NodeProcess;
+let provider: NodeProcess;
+let plain: NodeProcess;
+
+beforeAll(async () => {
+  // The third node runs without stage timings.
+  nodes = await startCluster(3, { node: (i) => (i < 2 ? { env: { DMS_STAGE_TIMINGS: '1' } } : {}) });
+  [requester, provider, plain] = nodes;
+  await waitFor('node 1 to see node 2', async () => (await new DmsClient({ url: requester.url }).peers()).includes(provider.peerId));
+}, 90_000);
+
+afterAll(() => stopCluster(nodes));
+
+const stages = async (node: NodeProcess): Promise<Map<string, StageFigure>> => {
+  const res = await fetch(`${node.url}/api/v1/dev/stages`);
+  expect(res.status).toBe(200);
+  return new Map(((await res.json()) as StageFigure[]).map((f) => [f.stage, f]));
+};
+
+describe('stage timings', () => {
+  it('are a 404 naming the setting on a node that does not time stages', async () => {
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(`${plain.url}/api/v1/dev/stages`, { method });
+      expect(res.status).toBe(404);
+      expect(await res.text()).toContain('general.stage_timings');
+    }
+  });
+
+  it('split a cross-node invoke between the requester and the provider', async () => {
+    for (const node of [requester, provider]) expect((await fetch(`${node.url}/api/v1/dev/stages`, { method: 'DELETE' })).status).toBe(204);
+    const client = new DmsClient({ url: requester.url });
+    for (let i = 0; i < 5; i++) {
+      const reply = await client.invoke({ host: provider.peerId, inbox: 'root' }, '/public/hello');
+      expect(reply.env.from.addr.host).toBe(provider.peerId);
+    }
+    const mine = await stages(requester);
+    const theirs = await stages(provider);
+    for (const stage of ['rest.invoke', 'rest.admit', 'invoke.wait', 'net.send', 'net.round_trip', 'net.parse', 'kernel.verify']) {
+      expect(mine.get(stage)?.count, `requester ${stage}`).toBe(5);
+    }
+    for (const stage of ['net.parse', 'kernel.verify', 'kernel.admit', 'mailbox.wait', 'behavior.handle', 'reply.sign', 'reply.route', 'serve']) {
+      expect(theirs.get(stage)?.count, `provider ${stage}`).toBe(5);
+    }
+    // The provider's share of a round trip is within the round trip, which is within the whole invoke.
+    expect(theirs.get('serve')!.mean_ms).toBeLessThan(mine.get('net.round_trip')!.mean_ms);
+    expect(mine.get('net.round_trip')!.mean_ms).toBeLessThan(mine.get('rest.invoke')!.mean_ms);
+    expect(theirs.has('rest.invoke')).toBe(false);
+
+    expect((await fetch(`${requester.url}/api/v1/dev/stages`, { method: 'DELETE' })).status).toBe(204);
+    expect((await stages(requester)).size).toBe(0);
+  });
+});
