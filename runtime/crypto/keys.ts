@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, randomBytes, sign as nodeSign, verify as nodeVerify, type KeyObject } from 'node:crypto';
 import { base58btc } from 'multiformats/bases/base58';
 import { invalid } from '../errors.js';
-import { offloadCrypto } from './placement.js';
+import { runCrypto } from './placement.js';
 
 // DER framings that let node:crypto take raw Ed25519 keys (RFC 8410).
 const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex');
@@ -106,19 +106,21 @@ export class KeyPair {
     return nodeSign(null, data, this.privateKeyObject);
   }
 
-  /** Signs on the message path: inline while the node is idle, on the libuv pool under load. */
+  /** Signs on the message path, inline or on the libuv pool (./placement.ts). */
   sign(data: Uint8Array): Promise<Uint8Array> {
-    if (!offloadCrypto()) return Promise.resolve(this.signSync(data));
-    return new Promise((resolve, reject) =>
-      nodeSign(null, data, this.privateKeyObject, (err, sig) => (err ? reject(err) : resolve(sig))),
+    return runCrypto<Uint8Array>(
+      () => this.signSync(data),
+      (done) => nodeSign(null, data, this.privateKeyObject, done),
     );
   }
 }
 
-/** Resolves false on a bad signature instead of throwing; inline while idle, pooled under load. */
+/** Resolves false on a bad signature instead of throwing; inline or on the libuv pool (./placement.ts). */
 export function verifyAsync(key: KeyObject, data: Uint8Array, sig: Uint8Array): Promise<boolean> {
-  if (!offloadCrypto()) return Promise.resolve(verifySync(key, data, sig));
-  return new Promise((resolve) => nodeVerify(null, data, key, sig, (err, ok) => resolve(!err && ok)));
+  return runCrypto<boolean>(
+    () => verifySync(key, data, sig),
+    (done) => nodeVerify(null, data, key, sig, (err, ok) => done(null, !err && ok)),
+  );
 }
 
 export function verifySync(key: KeyObject, data: Uint8Array, sig: Uint8Array): boolean {

@@ -2,10 +2,14 @@ import { performance } from 'node:perf_hooks';
 
 /*
  * Where Ed25519 runs on the message path. A libuv pool hop adds more latency (~0.1-0.3 ms on
- * a loaded machine) than the operation costs (~40-60 µs), and pays off only when the event
- * loop has other work to do meanwhile. So crypto runs inline while the loop is mostly idle
- * (one call at a time: lowest latency) and moves to the pool once the loop is busy (many
- * calls: the loop keeps parsing and routing while signatures are computed in parallel).
+ * a loaded machine) than the operation costs (~70-200 µs, the upper end with cold caches),
+ * and pays off only when the event loop has other work to do meanwhile: other envelopes to
+ * parse and route while the pool computes. So an operation runs inline unless the loop is busy
+ * (over half of the last 50 ms) and it has company: another operation already ran in this
+ * turn of the loop, or one is still in the pool. A lone request/reply chain (one caller, one
+ * envelope at a time) then stays inline however busy that keeps the loop; a burst spreads
+ * over the pool's threads. (Stage timings, runtime/stage-timings.ts, showed the lone chain
+ * paying a pool hop per signature check when busy alone decided.)
  */
 
 const SAMPLE_MS = 50;
@@ -13,6 +17,8 @@ const BUSY_ABOVE = 0.5;
 
 let busy = false;
 let sampler: NodeJS.Timeout | undefined;
+let thisTurn = 0;
+let inPool = 0;
 
 function startSampling(): void {
   let last = performance.eventLoopUtilization();
@@ -24,8 +30,34 @@ function startSampling(): void {
   sampler.unref();
 }
 
-/** True when crypto should go to the libuv pool rather than run on the event loop. */
-export function offloadCrypto(): boolean {
+const endTurn = () => {
+  thisTurn = 0;
+};
+
+function offload(): boolean {
   if (!sampler) startSampling();
-  return busy;
+  if (thisTurn++ === 0) setImmediate(endTurn);
+  return busy && (thisTurn > 1 || inPool > 0);
+}
+
+/**
+ * Runs one Ed25519 operation where it costs least now: `inline` on the event loop, or `pooled`
+ * (node:crypto's callback form, on the libuv pool).
+ */
+export function runCrypto<T>(inline: () => T, pooled: (done: (err: Error | null, result: T) => void) => void): Promise<T> {
+  if (!offload()) {
+    try {
+      return Promise.resolve(inline());
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+  inPool++;
+  return new Promise<T>((resolve, reject) =>
+    pooled((err, result) => {
+      inPool--;
+      if (err) reject(err);
+      else resolve(result);
+    }),
+  );
 }
