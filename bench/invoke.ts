@@ -12,6 +12,10 @@
  * autocannon, 16 connections. Targets: b/a >= 0.15, c/a >= 0.08, d/c >= 0.90, f/b >= 0.85 (e/c
  * is shown). The node runs in dev mode throughout: (b) is the cost with the stream code there
  * and nobody watching.
+ *  (g) afterwards, what the stream code costs with dev mode off: two fresh nodes with the same
+ *      history, one of this build with dev mode off (x), one of a copy of it with the dev
+ *      stream compiled out (y, ./lib/stream-free.ts), take (b)'s load in turns, in mirrored
+ *      pairs. Target: median x/y >= 0.97.
  *
  * The cases are interleaved over several rounds and each ratio is the median of its rounds'
  * ratios, so load drift on a shared machine hits baseline and subject alike. Within a round
@@ -20,7 +24,7 @@
  */
 import '../runtime/polyfills.js';
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { encodeTokenList, issueToken } from '../runtime/capability/token.js';
 import { KeyPair } from '../runtime/crypto/keys.js';
 import { signEnvelopeSync } from '../runtime/crypto/signing.js';
@@ -28,9 +32,12 @@ import { msToNs, nowNs } from '../runtime/time.js';
 import { encodeEnvelope, encodePayload, type Envelope } from '../runtime/wire/envelope.js';
 import { removeHome, startNode } from '../test/helpers/node.js';
 import { type Figures, measure, median, printTable, startEchoServer } from './lib/load.js';
+import { streamFreeBuild } from './lib/stream-free.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const DEV_OFF_PAIRS = Number(process.env.BENCH_DEV_OFF_PAIRS ?? 8);
+const DEV_OFF_SECONDS = 3;
 const CONNECTIONS = 16;
 const headers = { 'content-type': 'application/json' };
 
@@ -61,10 +68,11 @@ const exp = () => nowNs() + msToNs(150_000);
 
 // Unsigned: built on the fly; every request needs its own nonce (replay) and cont (one waiter per cont).
 let n = 0;
-const unsignedBody = () => {
+const unsignedTo = (host: string) => () => {
   n++;
-  return `{"to":{"addr":{"host":"${node.peerId}","inbox":"root"}},"be":"/public/hello","from":{"addr":{"host":"${node.peerId}","inbox":"bench"}},"nonce":${n},"opt":{"exp":${exp()},"cont":"/private/r/${n}"},"msg":"e30="}`;
+  return `{"to":{"addr":{"host":"${host}","inbox":"root"}},"be":"/public/hello","from":{"addr":{"host":"${host}","inbox":"bench"}},"nonce":${n},"opt":{"exp":${exp()},"cont":"/private/r/${n}"},"msg":"e30="}`;
 };
+const unsignedBody = unsignedTo(node.peerId);
 
 // Signed: signing is the client's cost, so bodies are signed before the clock starts, in
 // batches sized from what the previous round consumed.
@@ -184,9 +192,62 @@ for (let r = 0; r < ROUNDS; r++) {
   rounds.push(round);
   console.log(`round ${r + 1}: ${(['a', 'b', 'c', 'd', 'e', 'f'] as const).map((k) => `${k} ${round[k].rps}`).join(', ')} req/s`);
 }
-echo.stop();
 await node.stop();
 removeHome(node.home);
+
+// (g) dev mode off against the stream compiled out.
+const streamFree = streamFreeBuild();
+const config = { actor: { replay_per_sender: 1_000_000 } };
+const [devOff, compiledOut] = await Promise.all([startNode({ config }), startNode({ config, cli: streamFree.cli })]);
+const unsignedLoad = (target: typeof devOff) => {
+  const body = unsignedTo(target.peerId);
+  return { url: `${target.url}/api/v1/actor/invoke`, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: body() }) }] };
+};
+/** CPU seconds (user + system) a process has used: steadier than its rate on a shared machine. */
+const cpuSeconds = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+};
+const CLOCK_TICKS = 100;
+const timed = async (target: typeof devOff, name: string, warmup: number) => {
+  const before = cpuSeconds(target.pid);
+  const total = await measureTotal(name, unsignedLoad(target), warmup);
+  return { ...total, cpuUsPerRequest: ((cpuSeconds(target.pid) - before) / total.all) * 1e6 };
+};
+/** As measure, also counting every request served, warm-up included, for CPU per request. */
+const measureTotal = async (name: string, opts: ReturnType<typeof unsignedLoad>, warmup: number) => {
+  const start = n;
+  const figures = await measure(name, opts, DEV_OFF_SECONDS, warmup);
+  return { ...figures, all: n - start };
+};
+const devOffRatios: number[] = [];
+const devOffCpuRatios: number[] = [];
+const devOffRates: { x: number; y: number; x_cpu_us: number; y_cpu_us: number }[] = [];
+try {
+  for (let i = 0; i < DEV_OFF_PAIRS; i++) {
+    const warmup = i === 0 ? 2 : 0.5;
+    const runX = () => timed(devOff, '(g) x: dev mode off', warmup);
+    const runY = () => timed(compiledOut, '(g) y: dev stream compiled out', warmup);
+    let x: Awaited<ReturnType<typeof timed>>;
+    let y: Awaited<ReturnType<typeof timed>>;
+    if (i % 2 === 0) {
+      x = await runX();
+      y = await runY();
+    } else {
+      y = await runY();
+      x = await runX();
+    }
+    devOffRates.push({ x: x.rps, y: y.rps, x_cpu_us: Math.round(x.cpuUsPerRequest), y_cpu_us: Math.round(y.cpuUsPerRequest) });
+    devOffRatios.push(x.rps / y.rps);
+    devOffCpuRatios.push(x.cpuUsPerRequest / y.cpuUsPerRequest);
+  }
+} finally {
+  await Promise.all([devOff.stop(), compiledOut.stop()]);
+  removeHome(devOff.home);
+  removeHome(compiledOut.home);
+  streamFree.remove();
+  echo.stop();
+}
 
 const mid = (key: Case): Figures => {
   const sorted = [...rounds].sort((x, y) => x[key].rps - y[key].rps);
@@ -207,5 +268,16 @@ console.log(`c/a = ${ratios['c/a'].toFixed(3)} (target >= 0.08: ${ratios['c/a'] 
 console.log(`d/c = ${ratios['d/c'].toFixed(3)} (target >= 0.90: ${ratios['d/c'] >= 0.9 ? 'holds' : 'MISSED'})`);
 console.log(`e/c = ${ratios['e/c'].toFixed(3)} (two-link chain, for information)`);
 console.log(`f/b = ${ratios['f/b'].toFixed(3)} (target >= 0.85: ${ratios['f/b'] >= 0.85 ? 'holds' : 'MISSED'})`);
+const devOffRatio = median(devOffRatios);
+console.log(
+  `\n(g) dev mode off / dev stream compiled out (${streamFree.hooks} hooks), ${DEV_OFF_PAIRS} mirrored pairs of ${DEV_OFF_SECONDS} s: ` +
+    `median x/y = ${devOffRatio.toFixed(3)} (target >= 0.97: ${devOffRatio >= 0.97 ? 'holds' : 'MISSED'})`,
+);
+const devOffCpu = median(devOffCpuRatios);
+console.log(`    node CPU per request, x/y: median ${devOffCpu.toFixed(3)} (the steadier figure on a shared machine; <= 1.03 is the same target)`);
+console.log(`    pairs (x/y req/s, x/y µs CPU per request): ${devOffRates.map((r) => `${r.x}/${r.y} ${r.x_cpu_us}/${r.y_cpu_us}`).join(', ')}`);
 mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
-writeFileSync(new URL('./results/invoke.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, rounds, ratios }, null, 2));
+writeFileSync(
+  new URL('./results/invoke.json', import.meta.url),
+  JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, rounds, ratios, dev_off: { ratio: devOffRatio, cpu_ratio: devOffCpu, pairs: devOffRates } }, null, 2),
+);
