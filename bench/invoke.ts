@@ -38,6 +38,13 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DEV_OFF_PAIRS = Number(process.env.BENCH_DEV_OFF_PAIRS ?? 8);
 const DEV_OFF_SECONDS = 3;
+const CLOCK_TICKS = 100;
+
+/** CPU seconds (user + system) a process has used: steadier than its rate on a shared machine. */
+const cpuSeconds = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+};
 const CONNECTIONS = 16;
 const headers = { 'content-type': 'application/json' };
 
@@ -159,6 +166,7 @@ const cases = {
 
 type Case = keyof typeof cases;
 const rounds: Record<Case, Figures>[] = [];
+const watcherCpu: { b: number; f: number }[] = [];
 /** Two measurements of one case as one: mean rates and latencies, summed counts. */
 const combine = (x: Figures, y: Figures): Figures => ({
   name: x.name,
@@ -176,10 +184,19 @@ for (let r = 0; r < ROUNDS; r++) {
   for (const capped of [granted, delegated]) capped.sign(Math.ceil(perSecond * (SECONDS + 2) * 2.5));
   const round = {} as Record<Case, Figures>;
   const run = (key: Case) => measure(cases[key].name, cases[key].opts(), SECONDS, r === 0 ? 2 : 1);
-  for (const key of ['a', 'b'] as const) round[key] = await run(key);
+  round.a = await run('a');
+  // Node CPU per request of (b) and (f): what a watcher costs the node itself, apart from the
+  // watcher process's share of the machine.
+  const cpuPerRequest = async (key: 'b' | 'f') => {
+    const [cpu, start] = [cpuSeconds(node.pid), n];
+    round[key] = await run(key);
+    return ((cpuSeconds(node.pid) - cpu) / (n - start)) * 1e6;
+  };
+  const bCpu = await cpuPerRequest('b');
   const stopWatching = await watchDevStream();
-  round.f = await run('f');
+  const fCpu = await cpuPerRequest('f');
   stopWatching();
+  watcherCpu.push({ b: Math.round(bCpu), f: Math.round(fCpu) });
   const first: Partial<Record<Case, Figures>> = {};
   for (const key of ['c', 'd', 'e'] as const) first[key] = await run(key);
   for (const key of ['e', 'd', 'c'] as const) round[key] = combine(first[key]!, await run(key));
@@ -203,12 +220,6 @@ const unsignedLoad = (target: typeof devOff) => {
   const body = unsignedTo(target.peerId);
   return { url: `${target.url}/api/v1/actor/invoke`, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: body() }) }] };
 };
-/** CPU seconds (user + system) a process has used: steadier than its rate on a shared machine. */
-const cpuSeconds = (pid: number): number => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-};
-const CLOCK_TICKS = 100;
 const timed = async (target: typeof devOff, name: string, warmup: number) => {
   const before = cpuSeconds(target.pid);
   const total = await measureTotal(name, unsignedLoad(target), warmup);
@@ -268,6 +279,10 @@ console.log(`c/a = ${ratios['c/a'].toFixed(3)} (target >= 0.08: ${ratios['c/a'] 
 console.log(`d/c = ${ratios['d/c'].toFixed(3)} (target >= 0.90: ${ratios['d/c'] >= 0.9 ? 'holds' : 'MISSED'})`);
 console.log(`e/c = ${ratios['e/c'].toFixed(3)} (two-link chain, for information)`);
 console.log(`f/b = ${ratios['f/b'].toFixed(3)} (target >= 0.85: ${ratios['f/b'] >= 0.85 ? 'holds' : 'MISSED'})`);
+const watcherCpuRatio = median(watcherCpu.map((c) => c.f / c.b));
+console.log(
+  `    node CPU per request f/b: median ${watcherCpuRatio.toFixed(3)} (µs per request, b/f by round: ${watcherCpu.map((c) => `${c.b}/${c.f}`).join(', ')})`,
+);
 const devOffRatio = median(devOffRatios);
 console.log(
   `\n(g) dev mode off / dev stream compiled out (${streamFree.hooks} hooks), ${DEV_OFF_PAIRS} mirrored pairs of ${DEV_OFF_SECONDS} s: ` +
@@ -279,5 +294,5 @@ console.log(`    pairs (x/y req/s, x/y µs CPU per request): ${devOffRates.map((
 mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
 writeFileSync(
   new URL('./results/invoke.json', import.meta.url),
-  JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, rounds, ratios, dev_off: { ratio: devOffRatio, cpu_ratio: devOffCpu, pairs: devOffRates } }, null, 2),
+  JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, rounds, ratios, watcher_cpu: { ratio: watcherCpuRatio, rounds: watcherCpu }, dev_off: { ratio: devOffRatio, cpu_ratio: devOffCpu, pairs: devOffRates } }, null, 2),
 );
