@@ -12,6 +12,8 @@
  *      (runtime/stage-timings.ts) serves sequential invokes, and each side's stages are printed
  *      with the split they imply (HTTP, requester, wire, provider). Separate nodes, so the
  *      timing code is never in the figures above.
+ *  (f) the same for a broadcast: three more timed nodes join, and the publisher's and the
+ *      subscribers' stages are printed.
  */
 import '../runtime/polyfills.js';
 import { Agent, request } from 'node:http';
@@ -189,6 +191,33 @@ try {
       ` + requester ${f(split.requester_ms)} + wire both ways ${f(split.wire_ms)} + provider ${f(split.provider_ms)}`,
   );
 
+  // (f) the broadcast, stage by stage: three more timed nodes join the pair.
+  const timedJoin = () => startNode({ timeoutMs: 45_000, env: { ...timed, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(c) } });
+  nodes.push(...(await Promise.all([timedJoin(), timedJoin(), timedJoin()])));
+  const timedBroadcast = async (): Promise<number> => {
+    n++;
+    const body = `{"to":{},"be":"/broadcast/hello","from":{"addr":{"host":"${c.peerId}","inbox":"bench-b"}},"nonce":${n},"opt":{"exp":${nowNs() + msToNs(5_000)},"cont":"/private/b/${n}","topic":"/dms/hello"}, "msg":"e30="}`;
+    return (JSON.parse(await post(`${c.url}/api/v1/actor/broadcast?limit=5`, body)) as unknown[]).length;
+  };
+  await waitFor('a broadcast to reach all 5 timed nodes', async () => (await timedBroadcast()) === 5, { timeoutMs: 60_000, intervalMs: 500 });
+  await Promise.all(nodes.map((node) => resetStages(node.url)));
+  const timedBroadcastTimes: number[] = [];
+  for (let i = 0; i < BROADCASTS; i++) {
+    const t0 = performance.now();
+    await timedBroadcast();
+    timedBroadcastTimes.push(performance.now() - t0);
+  }
+  const publisher = await stagesOf(c.url);
+  const subscribers = await Promise.all(nodes.filter((node) => node !== c).map((node) => stagesOf(node.url)));
+  console.log('');
+  printStages(`(f) publisher stages, ${BROADCASTS} broadcasts ?limit=5 over 5 nodes (client p50 ${summarize('', timedBroadcastTimes).p50_ms} ms)`, publisher);
+  printStages('(f) one subscriber', subscribers[0]);
+  const subscriberMean = (stage: Parameters<typeof meanOf>[1]) => subscribers.reduce((sum, f) => sum + meanOf(f, stage), 0) / subscribers.length;
+  console.log(
+    `(f) subscribers' means: gossip.validate ${f(subscriberMean('gossip.validate'))} ms, serve ${f(subscriberMean('serve'))} ms;` +
+      ` publisher: net.publish ${f(meanOf(publisher, 'net.publish'))} ms, each reply read ${f(meanOf(publisher, 'net.broadcast_reply'))} ms after publishing`,
+  );
+
   const ratio = cross.p50_ms / (local.p50_ms + raw.p50_ms);
   console.log(
     `\ncross-node p50 / (local p50 + raw libp2p p50) = ${cross.p50_ms} / (${local.p50_ms} + ${raw.p50_ms}) = ${ratio.toFixed(3)}` +
@@ -199,7 +228,7 @@ try {
   writeFileSync(
     new URL('./results/net.json', import.meta.url),
     JSON.stringify(
-      { at: new Date().toISOString(), seconds: SECONDS, raw, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET, stages: { requester, provider, split, client: timedCross } },
+      { at: new Date().toISOString(), seconds: SECONDS, raw, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET, stages: { requester, provider, split, client: timedCross, publisher, subscribers } },
       null,
       2,
     ),

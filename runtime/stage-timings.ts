@@ -15,6 +15,9 @@ import type { Envelope } from './wire/envelope.js';
  * | invoke.wait      | envelope entered → reply taken by its waiter                               |
  * | net.send         | transport asked to send → frame handed to the libp2p stream               |
  * | net.round_trip   | request frame handed to the stream → its reply's frame read (the wire and the peer) |
+ * | net.publish      | a broadcast handed to gossipsub → gossipsub done sending it                |
+ * | net.broadcast_reply | a broadcast published → each reply's frame read                         |
+ * | gossip.validate  | a gossiped envelope checked before gossipsub delivers or relays it (parse, signature) |
  * | net.parse        | frame read → envelope parsed                                               |
  * | kernel.verify    | signature check of an envelope that entered                               |
  * | kernel.admit     | an envelope from the network: expiry, signature, replay, routed to a mailbox |
@@ -34,6 +37,9 @@ export const STAGES = [
   'invoke.wait',
   'net.send',
   'net.round_trip',
+  'net.publish',
+  'net.broadcast_reply',
+  'gossip.validate',
   'net.parse',
   'kernel.verify',
   'kernel.admit',
@@ -56,7 +62,8 @@ export interface StageFigure {
 
 // Quantiles come from the latest samples of each stage; the mean covers every one since reset.
 const SAMPLES = 8192;
-// Requests waiting for a reply to be timed; past this, the oldest is forgotten (its reply untimed).
+// Requests waiting for a reply to be timed, and broadcasts whose replies are timed; past this,
+// the oldest is forgotten (its replies untimed).
 const MAX_AWAITED = 10_000;
 
 class StageStats {
@@ -86,6 +93,8 @@ export class StageTimings {
   private readonly arrivals = new WeakMap<Envelope, number>();
   /** When each request awaiting a reply from another node left, by the reply's behavior (its opt.cont). */
   private readonly awaited = new Map<string, number>();
+  /** When each broadcast from here that wants replies was published, by its opt.cont; replies come from many nodes. */
+  private readonly published = new Map<string, number>();
 
   /** Records a stage that started at `start` (performance.now()) and ends now. */
   since(stage: Stage, start: number): void {
@@ -115,12 +124,24 @@ export class StageTimings {
     this.awaited.set(cont, performance.now());
   }
 
-  /** An envelope was read off the network at `at`: if it answers a request sent from here, the round trip ends. */
+  /** A broadcast that wants replies (`opt.cont`) was published at `at`. */
+  broadcastSent(env: Envelope, at: number): void {
+    const cont = env.opt.cont;
+    if (!cont) return;
+    if (this.published.size >= MAX_AWAITED) this.published.delete(this.published.keys().next().value!);
+    this.published.set(cont, at);
+  }
+
+  /** An envelope was read off the network at `at`: if it answers a request or broadcast sent from here, time its trip. */
   replyRead(env: Envelope, at: number): void {
     const sent = this.awaited.get(env.be);
-    if (sent === undefined) return;
-    this.awaited.delete(env.be);
-    this.record('net.round_trip', at - sent);
+    if (sent !== undefined) {
+      this.awaited.delete(env.be);
+      this.record('net.round_trip', at - sent);
+      return;
+    }
+    const published = this.published.get(env.be);
+    if (published !== undefined) this.record('net.broadcast_reply', at - published);
   }
 
   /** Every stage timed since the last reset, in path order. */
@@ -134,5 +155,6 @@ export class StageTimings {
   reset(): void {
     this.stats.clear();
     this.awaited.clear();
+    this.published.clear();
   }
 }

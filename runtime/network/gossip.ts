@@ -2,6 +2,7 @@ import { type Message, TopicValidatorResult } from '@libp2p/gossipsub';
 import { createTopicScoreParams, type TopicScoreParams } from '@libp2p/gossipsub/score';
 import type { PeerId } from '@libp2p/interface';
 import { verifyEnvelope } from '../crypto/signing.js';
+import type { StageTimings } from '../stage-timings.js';
 import { errorText } from '../errors.js';
 import { isExpired } from '../time.js';
 import { type Envelope, parseEnvelope } from '../wire/envelope.js';
@@ -28,9 +29,18 @@ export class GossipValidator {
   constructor(
     private readonly maxEnvelopeBytes: number,
     private readonly onReject: (peer: string, topic: string, why: string) => void,
+    private readonly stages?: StageTimings,
   ) {}
 
   readonly validate = async (propagationSource: PeerId, msg: Message): Promise<TopicValidatorResult> => {
+    if (!this.stages) return this.check(propagationSource, msg);
+    const start = performance.now();
+    const result = await this.check(propagationSource, msg);
+    this.stages.since('gossip.validate', start);
+    return result;
+  };
+
+  private async check(propagationSource: PeerId, msg: Message): Promise<TopicValidatorResult> {
     const reject = (why: string) => {
       this.onReject(propagationSource.toString(), msg.topic, why);
       return TopicValidatorResult.Reject;
@@ -51,7 +61,7 @@ export class GossipValidator {
     }
     this.parsed.set(msg, env);
     return TopicValidatorResult.Accept;
-  };
+  }
 
   /** The envelope `validate` accepted this message with, if it did. */
   envelopeOf(msg: Message): Envelope | undefined {

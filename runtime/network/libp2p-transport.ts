@@ -118,11 +118,15 @@ export class Libp2pTransport implements Transport {
     this.lookupTimeoutMs = opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS;
     this.log = opts.log ?? libp2pLog(node);
     this.stages = opts.stages;
-    this.gossip = new GossipValidator(this.maxEnvelopeBytes, (peer, topic, why) => {
-      this.counters.dropped++;
-      // Debug only: a peer flooding forgeries must not flood the log as well.
-      this.log.debug({ peer, topic, why }, 'gossip message rejected before relay');
-    });
+    this.gossip = new GossipValidator(
+      this.maxEnvelopeBytes,
+      (peer, topic, why) => {
+        this.counters.dropped++;
+        // Debug only: a peer flooding forgeries must not flood the log as well.
+        this.log.debug({ peer, topic, why }, 'gossip message rejected before relay');
+      },
+      opts.stages,
+    );
     node.addEventListener('peer:connect', this.onConnect);
     node.addEventListener('peer:disconnect', this.onDisconnect);
     node.addEventListener('peer:reconnect-failure', this.onRedialGiveUp);
@@ -188,12 +192,16 @@ export class Libp2pTransport implements Transport {
     if (!topic) throw invalid('a broadcast envelope needs opt.topic');
     const json = encodeEnvelope(env);
     this.checkSize(json);
+    const start = this.stages && performance.now();
+    // Before publishing: a reply can be read before publish() resolves.
+    if (start !== undefined) this.stages!.broadcastSent(env, start);
     try {
       await this.node.services.pubsub.publish(topic, Buffer.from(json, 'utf8'));
     } catch (e) {
       throw new DmsError('unroutable', `publishing on topic '${topic}' failed: ${errorText(e)}`, { cause: e });
     }
     this.counters.envelopesSent++;
+    if (start !== undefined) this.stages!.since('net.publish', start);
   }
 
   /** Subscribes with the gossip validator and peer scoring in place before the first message. */

@@ -44,6 +44,16 @@ describe('StageTimings', () => {
     expect(trip.mean_ms).toBeLessThan(50);
   });
 
+  it('times every reply to a broadcast from its publication', () => {
+    const t = new StageTimings();
+    const start = performance.now();
+    t.broadcastSent(envelope('/broadcast/hello', '/private/b/1'), start);
+    t.broadcastSent(envelope('/broadcast/hello'), start); // no replies wanted: not timed
+    for (const after of [1, 2, 3]) t.replyRead(envelope('/private/b/1'), start + after);
+    const [replies] = t.snapshot();
+    expect(replies).toMatchObject({ stage: 'net.broadcast_reply', count: 3, mean_ms: 2, p50_ms: 2 });
+  });
+
   it('remembers when an envelope arrived, and forgets everything on reset', () => {
     const t = new StageTimings();
     const env = envelope('/x');
@@ -52,8 +62,10 @@ describe('StageTimings', () => {
     expect(t.arrivalOf(envelope('/x'))).toBeUndefined();
     t.record('serve', 1);
     t.requestSent(envelope('/y', '/private/r/2'));
+    t.broadcastSent(envelope('/z', '/private/b/3'), performance.now());
     t.reset();
     t.replyRead(envelope('/private/r/2'), performance.now());
+    t.replyRead(envelope('/private/b/3'), performance.now());
     expect(t.snapshot()).toEqual([]);
   });
 
