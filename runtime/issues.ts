@@ -22,6 +22,13 @@ export function describeIssues(error: z.ZodError, opts: IssueOptions = {}): stri
 function describeIssue(i: z.core.$ZodIssue, { prefix = '', sayRequired = false }: IssueOptions): string {
   const key = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
   if (i.code === 'unrecognized_keys') return `${key ? `${key}: ` : ''}unknown key ${i.keys.map((k) => `'${k}'`).join(', ')}`;
+  // A record key that fails its schema: zod says only "Invalid key in record"; the key's own
+  // issues say what a key must be.
+  if (i.code === 'invalid_key') {
+    const parent = [prefix, ...i.path.slice(0, -1).map(String)].filter(Boolean).join('.');
+    const name = String(i.path.at(-1) ?? '');
+    return `${parent ? `${parent}: ` : ''}key '${name.length > 64 ? `${name.slice(0, 64)}…` : name}': ${i.issues.map((inner) => inner.message).join('; ')}`;
+  }
   // A message that names its field already (a refinement's) stands alone.
   if (!key || i.message.startsWith(key)) return i.message;
   // Issues carry no input (zod reports it only when asked), so a missing field is told by its message.

@@ -285,7 +285,9 @@ export const DeviceSettingsSchema = z.strictObject({
   onboarded: ResourceSpecSchema.nullable(),
 });
 export type DeviceSettings = z.output<typeof DeviceSettingsSchema>;
-export const DeviceSettingsPatchSchema = DeviceSettingsSchema.partial();
+// Without its default: a patch leaves out what it does not change, and a default here would
+// reset the labels on every patch that does not name them (an onboarding, a rename).
+export const DeviceSettingsPatchSchema = DeviceSettingsSchema.extend({ labels: LabelsSchema }).partial();
 export type DeviceSettingsPatch = z.input<typeof DeviceSettingsPatchSchema>;
 /** A patch once parsed: sizes in bytes, every resource in its canonical form. */
 export type DeviceSettingsChanges = z.output<typeof DeviceSettingsPatchSchema>;

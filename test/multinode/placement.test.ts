@@ -151,6 +151,19 @@ describe('placement', { timeout: 90_000 }, () => {
     expect(json.error).toContain('placement.node');
   });
 
+  it('a label name that is not one is refused with 400 naming it and the rule, on a job and on a device; a patch without labels keeps them', async () => {
+    const job = await rest(n1, 'POST', '/api/v1/jobs', { name: 'x', image: 'none', executor: 'null', placement: { labels: { 'gpu model': 'a100' } } });
+    expect(job.status).toBe(400);
+    expect(job.json.error).toContain("placement.labels: key 'gpu model': label names are letters, digits");
+    const device = await rest(n2, 'PUT', '/api/v1/device/config', { labels: { '': 'x' } });
+    expect(device.status).toBe(400);
+    expect(device.json.error).toContain("labels: key '': label names are letters, digits");
+    // Refused whole, and a later patch that leaves labels out (onboarding again) keeps them too.
+    const again = await onboard(n2, SHARES[1]);
+    expect(again.status).toBe(200);
+    expect(again.json.labels).toEqual({ zone: 'a' });
+  });
+
   it('cancel on node 1 stops the run on node 3 and frees its resources', async () => {
     const j = await submit(n1, { resources: { cpu: 1.5, memory: '2GiB' }, environment: { DMS_NULL_DURATION_MS: '60000' } });
     await until(n1, j.id, 'running');

@@ -1,0 +1,34 @@
+import * as z from 'zod';
+import { describe, expect, it } from 'vitest';
+import { describeIssues } from '../../runtime/issues.js';
+
+const Schema = z
+  .object({
+    port: z.number().max(65535),
+    name: z.string(),
+    labels: z.record(z.string().regex(/^[a-z]+$/, 'names are lowercase letters'), z.string()).optional(),
+  })
+  .strict();
+
+const issues = (value: unknown, opts = {}) => describeIssues(Schema.safeParse(value).error!, opts);
+
+describe('describeIssues', () => {
+  it('names each field that is wrong, on one line', () => {
+    expect(issues({ port: 70000, name: 'n', extra: 1 })).toBe("port: Too big: expected number to be <=65535; unknown key 'extra'");
+  });
+
+  it('says a missing field is required when asked, and puts the prefix before every path', () => {
+    expect(issues({ port: 1 }, { sayRequired: true })).toBe('name is required');
+    expect(issues({ port: 1 }, { prefix: 'rest' })).toContain('rest.name: ');
+  });
+
+  it('names a record key that fails its schema, and what a key must be', () => {
+    expect(issues({ port: 1, name: 'n', labels: { ok: 'x', 'Bad Key': 'y' } })).toBe("labels: key 'Bad Key': names are lowercase letters");
+    const long = 'X'.repeat(500);
+    expect(issues({ port: 1, name: 'n', labels: { [long]: 'y' } })).toBe(`labels: key '${'X'.repeat(64)}…': names are lowercase letters`);
+  });
+
+  it('names at most `limit` issues', () => {
+    expect(issues({ port: 'a', name: 1 }, { limit: 1 }).split('; ')).toHaveLength(1);
+  });
+});
