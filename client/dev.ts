@@ -3,7 +3,8 @@
  * state machine transition, mailbox depths (behaviors/dev.ts). Dev mode only: a node not in
  * dev mode answers 404.
  */
-import { DEV_STREAM_PATH, DevEvent, type DevStreamFilters } from '../behaviors/dev.js';
+import * as z from 'zod';
+import { DEV_STAGES_PATH, DEV_STREAM_PATH, DevEvent, type DevStreamFilters, StageFigures } from '../behaviors/dev.js';
 import { ClientError } from './errors.js';
 import type { RestClient } from './rest.js';
 
@@ -36,4 +37,19 @@ export async function* watchDevStream(rest: RestClient, filters: DevStreamFilter
     if (signal?.aborted) return;
     throw e;
   }
+}
+
+/**
+ * The node's stage timings (`general.stage_timings`): count, mean, p50 and p99 of each stage an
+ * envelope passes, since start or the last reset. A node without them answers 404.
+ */
+export async function stageTimings(rest: RestClient): Promise<z.output<typeof StageFigures>> {
+  const answer = StageFigures.safeParse(await rest.get<unknown>(DEV_STAGES_PATH));
+  if (!answer.success) throw new ClientError({ kind: 'protocol', url: rest.url + DEV_STAGES_PATH, message: 'the node answered stage timings in a shape this client does not know' });
+  return answer.data;
+}
+
+/** Starts the node's stage timings afresh. */
+export async function resetStageTimings(rest: RestClient): Promise<void> {
+  await rest.text('DELETE', DEV_STAGES_PATH);
 }

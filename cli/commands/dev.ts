@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { DEV_EVENT_TYPES, type DevEvent, type DevStreamFilters } from '../../behaviors/dev.js';
-import { watchDevStream } from '../../client/dev.js';
+import { resetStageTimings, stageTimings, watchDevStream } from '../../client/dev.js';
+import { grid } from '../table.js';
 import { globals } from '../context.js';
 import { restFor } from '../rest.js';
 
@@ -15,7 +16,7 @@ const collect = (value: string, previous: string[] = []): string[] => [...previo
 
 /** `dms dev …`: watch a node in dev mode (`dms start --dev`). */
 export function registerDevCommands(program: Command): void {
-  const dev = program.command('dev').description('watch the actors of a node started with --dev');
+  const dev = program.command('dev').description('watch the actors of a node started with --dev, and time their stages');
 
   dev
     .command('watch')
@@ -32,6 +33,23 @@ export function registerDevCommands(program: Command): void {
       for await (const e of watchDevStream(restFor(cmd), filters, stop.signal)) {
         process.stdout.write((json ? JSON.stringify(e) : devLine(e)) + '\n');
       }
+    });
+
+  dev
+    .command('stages')
+    .description('where envelopes spent their time, stage by stage (a node started with DMS_STAGE_TIMINGS=1)')
+    .option('--reset', 'start the timings afresh after printing them')
+    .action(async (opts: { reset?: boolean }, cmd: Command) => {
+      const rest = restFor(cmd);
+      const figures = await stageTimings(rest);
+      if (globals(cmd).json) process.stdout.write(JSON.stringify(figures) + '\n');
+      else if (figures.length === 0) process.stdout.write('nothing timed yet\n');
+      else {
+        const ms = (n: number) => n.toFixed(3);
+        const rows = figures.map((f) => [f.stage, String(f.count), ms(f.mean_ms), ms(f.p50_ms), ms(f.p99_ms)]);
+        process.stdout.write(grid(['STAGE', 'COUNT', 'MEAN MS', 'P50 MS', 'P99 MS'], rows) + '\n');
+      }
+      if (opts.reset) await resetStageTimings(rest);
     });
 }
 

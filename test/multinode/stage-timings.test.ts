@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
-import type { NodeProcess } from '../helpers/node.js';
+import { type NodeProcess, runCli } from '../helpers/node.js';
 import type { StageFigure } from '../../runtime/stage-timings.js';
 
 let nodes: NodeProcess[] = [];
@@ -63,6 +63,20 @@ describe('stage timings', () => {
 
     expect((await fetch(`${requester.url}/api/v1/dev/stages`, { method: 'DELETE' })).status).toBe(204);
     expect((await stages(requester)).size).toBe(0);
+  });
+
+  it('dms dev stages prints them as a table, --reset starts afresh, and a node without them is named the setting', async () => {
+    await new DmsClient({ url: requester.url }).invoke({ host: provider.peerId, inbox: 'root' }, '/public/hello');
+    const table = await runCli(['--home', requester.home, 'dev', 'stages', '--reset']);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/^STAGE\s+COUNT\s+MEAN MS\s+P50 MS\s+P99 MS$/m);
+    expect(table.stdout).toMatch(/^net\.round_trip\s+\d+\s+\d+\.\d{3}/m);
+    const after = await runCli(['--home', requester.home, '--json', 'dev', 'stages']);
+    expect(after.code, after.stderr).toBe(0);
+    expect(JSON.parse(after.stdout)).toEqual([]);
+    const off = await runCli(['--home', plain.home, 'dev', 'stages']);
+    expect(off.code).not.toBe(0);
+    expect(off.stderr).toContain('general.stage_timings');
   });
 
   it('time a broadcast: its publication, each reply from another node, and the check gossip makes first', async () => {
