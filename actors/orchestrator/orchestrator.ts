@@ -630,7 +630,7 @@ class Orchestrator {
         if ('waiting' in reply) return this.unplacedFor(run, reply.waiting);
         if (this.actor.system.isHere(reply.node)) {
           // This node's own bid won: its scheduler reserves (and, finding it short after all, offers it again).
-          if (run.machine.getSnapshot().value === 'pending') this.scheduler.add(run);
+          if (run.pending) this.scheduler.add(run);
           return;
         }
         this.placeOn(run, reply.node);
@@ -639,7 +639,7 @@ class Orchestrator {
 
   /** Reserved on `node`: recorded there, then started through the remote executor. */
   private placeOn(run: JobRun, node: string): void {
-    if (run.finished || run.machine.getSnapshot().value !== 'pending' || this.stopping) {
+    if (!run.pending || this.stopping) {
       // Cancelled meanwhile: the reservation there is let go rather than left to run out.
       void tell(this.actor, handleAt(node, DEPLOYMENT_INBOX), DeploymentBehaviors.release, { job_id: run.id }).catch(() => undefined);
       return;
@@ -658,7 +658,7 @@ class Orchestrator {
 
   /** Nobody can take it now: it waits, says why, and is offered again shortly. */
   private unplacedFor(run: JobRun, reason: string): void {
-    if (run.machine.getSnapshot().value !== 'pending') return;
+    if (!run.pending) return;
     this.actor.system.metrics?.placements.labels('waiting').inc();
     this.noteWaiting(run, reason, 'waiting for a node');
     // Each fruitless offer doubles the wait before the next, up to MAX_PLACE_BACKOFF_MS: a
@@ -676,7 +676,7 @@ class Orchestrator {
       const now = Date.now();
       for (const id of [...this.unplaced]) {
         const waiting = this.runs.get(id);
-        if (!waiting || waiting.machine.getSnapshot().value !== 'pending') this.unplaced.delete(id);
+        if (!waiting?.pending) this.unplaced.delete(id);
         else if (waiting.nextOfferAt <= now) {
           this.unplaced.delete(id);
           this.queue(waiting);
@@ -750,7 +750,7 @@ class Orchestrator {
   private resourcesFreed(): void {
     for (const id of this.unplaced) {
       const run = this.runs.get(id);
-      if (!run || run.offering || run.machine.getSnapshot().value !== 'pending') continue;
+      if (!run?.pending || run.offering) continue;
       run.refusedIn = -1;
       this.scheduler.add(run);
     }

@@ -66,6 +66,14 @@ export class JobRun {
     return statusOf(this.machine.getSnapshot());
   }
 
+  /**
+   * Waiting in the machine's `pending` state itself: not reserving, placed, starting or done
+   * (all of which `status` may still report as pending).
+   */
+  get pending(): boolean {
+    return this.machine.getSnapshot().value === 'pending';
+  }
+
   /** The machine reached completed or failed (its final write may still be in flight). */
   get finished(): boolean {
     return this.machine.getSnapshot().status === 'done';

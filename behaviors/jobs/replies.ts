@@ -53,7 +53,7 @@ export function tell(actor: Actor, to: Handle, be: string, payload: unknown, opt
   return actor.send(to, be, payload, { ...opts, unsigned: isLocal(actor, to) });
 }
 
-const isLocal = (actor: Actor, to: Handle) => to.addr.host === '' || to.addr.host === actor.system.host;
+const isLocal = (actor: Actor, to: Handle) => actor.system.isHere(to.addr.host);
 
 /** The handle of actor `inbox` on node `host` (a peer id): what a caller on another node addresses. */
 export const handleAt = (host: string, inbox: string): Handle => ({ id: '', did: '', addr: { host, inbox } });
