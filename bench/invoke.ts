@@ -81,6 +81,16 @@ const unsignedTo = (host: string) => () => {
 };
 const unsignedBody = unsignedTo(node.peerId);
 
+/**
+ * Runs a load of unsigned bodies and adds the µs of `pid`'s CPU per request it served (warm-up
+ * included, bodies counted as made): steadier than the rate on a shared machine.
+ */
+async function withCpu(pid: number, load: () => Promise<Figures>): Promise<Figures & { cpuUsPerRequest: number }> {
+  const [cpu, start] = [cpuSeconds(pid), n];
+  const figures = await load();
+  return { ...figures, cpuUsPerRequest: ((cpuSeconds(pid) - cpu) / (n - start)) * 1e6 };
+}
+
 // Signed: signing is the client's cost, so bodies are signed before the clock starts, in
 // batches sized from what the previous round consumed.
 const client = KeyPair.generate();
@@ -187,16 +197,12 @@ for (let r = 0; r < ROUNDS; r++) {
   round.a = await run('a');
   // Node CPU per request of (b) and (f): what a watcher costs the node itself, apart from the
   // watcher process's share of the machine.
-  const cpuPerRequest = async (key: 'b' | 'f') => {
-    const [cpu, start] = [cpuSeconds(node.pid), n];
-    round[key] = await run(key);
-    return ((cpuSeconds(node.pid) - cpu) / (n - start)) * 1e6;
-  };
-  const bCpu = await cpuPerRequest('b');
+  const b = await withCpu(node.pid, () => run('b'));
   const stopWatching = await watchDevStream();
-  const fCpu = await cpuPerRequest('f');
+  const f = await withCpu(node.pid, () => run('f'));
   stopWatching();
-  watcherCpu.push({ b: Math.round(bCpu), f: Math.round(fCpu) });
+  [round.b, round.f] = [b, f];
+  watcherCpu.push({ b: Math.round(b.cpuUsPerRequest), f: Math.round(f.cpuUsPerRequest) });
   const first: Partial<Record<Case, Figures>> = {};
   for (const key of ['c', 'd', 'e'] as const) first[key] = await run(key);
   for (const key of ['e', 'd', 'c'] as const) round[key] = combine(first[key]!, await run(key));
@@ -220,17 +226,8 @@ const unsignedLoad = (target: typeof devOff) => {
   const body = unsignedTo(target.peerId);
   return { url: `${target.url}/api/v1/actor/invoke`, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: body() }) }] };
 };
-const timed = async (target: typeof devOff, name: string, warmup: number) => {
-  const before = cpuSeconds(target.pid);
-  const total = await measureTotal(name, unsignedLoad(target), warmup);
-  return { ...total, cpuUsPerRequest: ((cpuSeconds(target.pid) - before) / total.all) * 1e6 };
-};
-/** As measure, also counting every request served, warm-up included, for CPU per request. */
-const measureTotal = async (name: string, opts: ReturnType<typeof unsignedLoad>, warmup: number) => {
-  const start = n;
-  const figures = await measure(name, opts, DEV_OFF_SECONDS, warmup);
-  return { ...figures, all: n - start };
-};
+const timed = (target: typeof devOff, name: string, warmup: number) =>
+  withCpu(target.pid, () => measure(name, unsignedLoad(target), DEV_OFF_SECONDS, warmup));
 const devOffRatios: number[] = [];
 const devOffCpuRatios: number[] = [];
 const devOffRates: { x: number; y: number; x_cpu_us: number; y_cpu_us: number }[] = [];

@@ -1,16 +1,11 @@
+import { resetStageTimings, stageTimings } from '../../client/dev.js';
+import { RestClient } from '../../client/rest.js';
 import type { StageFigure } from '../../runtime/stage-timings.js';
 
-/** A node's stage timings (`GET /api/v1/dev/stages`; the node runs with DMS_STAGE_TIMINGS=1). */
-export async function stagesOf(url: string): Promise<StageFigure[]> {
-  const res = await fetch(`${url}/api/v1/dev/stages`);
-  if (!res.ok) throw new Error(`GET /api/v1/dev/stages: HTTP ${res.status} ${await res.text()}`);
-  return (await res.json()) as StageFigure[];
-}
+/** A node's stage timings (the node runs with DMS_STAGE_TIMINGS=1), through the client. */
+export const stagesOf = (url: string): Promise<StageFigure[]> => stageTimings(new RestClient({ url }));
 
-export async function resetStages(url: string): Promise<void> {
-  const res = await fetch(`${url}/api/v1/dev/stages`, { method: 'DELETE' });
-  if (!res.ok) throw new Error(`DELETE /api/v1/dev/stages: HTTP ${res.status} ${await res.text()}`);
-}
+export const resetStages = (url: string): Promise<void> => resetStageTimings(new RestClient({ url }));
 
 export function printStages(title: string, figures: StageFigure[]): void {
   console.log(title);
