@@ -4,7 +4,7 @@ import { silentLogger } from '../../runtime/log.js';
 import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { emptyHandle, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
-import { listenAddr, waitFor } from './network.js';
+import { type ClusterOptions, listenAddr, startCluster, stopCluster, waitFor } from './network.js';
 import type { NodeProcess } from './node.js';
 
 /**
@@ -24,6 +24,18 @@ export class ForeignPeer {
   static async start(): Promise<ForeignPeer> {
     const transport = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
     return new ForeignPeer(transport);
+  }
+
+  /** A foreign peer connected to `node`; stopped again when it cannot connect. */
+  static async connectedTo(node: NodeProcess): Promise<ForeignPeer> {
+    const peer = await ForeignPeer.start();
+    try {
+      await peer.connect(node);
+    } catch (e) {
+      await peer.stop();
+      throw e;
+    }
+    return peer;
   }
 
   get host(): string {
@@ -74,5 +86,28 @@ export class ForeignPeer {
 
   stop(): Promise<void> {
     return this.transport.stop();
+  }
+}
+
+/** Two nodes on loopback and a stranger beside them: a foreign peer connected to the first (`a`). */
+export interface StrangerScene {
+  a: NodeProcess;
+  b: NodeProcess;
+  peer: ForeignPeer;
+  stop(): Promise<void>;
+}
+
+export async function strangerBesideTwoNodes(opts: ClusterOptions = {}): Promise<StrangerScene> {
+  const nodes = await startCluster(2, opts);
+  try {
+    const peer = await ForeignPeer.connectedTo(nodes[0]);
+    const stop = async () => {
+      await peer.stop();
+      await stopCluster(nodes);
+    };
+    return { a: nodes[0], b: nodes[1], peer, stop };
+  } catch (e) {
+    await stopCluster(nodes);
+    throw e;
   }
 }

@@ -10,11 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
-import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { waitFor } from '../helpers/network.js';
 import type { NodeProcess } from '../helpers/node.js';
-import { ForeignPeer } from '../helpers/peer.js';
+import { type ForeignPeer, type StrangerScene, strangerBesideTwoNodes } from '../helpers/peer.js';
 
-let nodes: NodeProcess[] = [];
+let scene: StrangerScene | undefined;
 let a: NodeProcess;
 let b: NodeProcess;
 let peer: ForeignPeer;
@@ -31,15 +31,10 @@ async function ask(inbox: string, be: string, payload: unknown): Promise<any> {
 }
 
 beforeAll(async () => {
-  nodes = await startCluster(2);
-  [a, b] = nodes;
-  peer = await ForeignPeer.start();
-  await peer.connect(a);
+  scene = await strangerBesideTwoNodes();
+  ({ a, b, peer } = scene);
 }, 120_000);
-afterAll(async () => {
-  await peer?.stop();
-  await stopCluster(nodes);
-});
+afterAll(() => scene?.stop());
 
 const resources = { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 }, storage: { size: 0 } };
 

@@ -4,9 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
-import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { waitFor } from '../helpers/network.js';
 import { type NodeProcess, tempHome } from '../helpers/node.js';
-import { ForeignPeer } from '../helpers/peer.js';
+import { type ForeignPeer, type StrangerScene, strangerBesideTwoNodes } from '../helpers/peer.js';
 import { nullJob, Rest } from '../jobs/helpers.js';
 
 /**
@@ -18,21 +18,16 @@ import { nullJob, Rest } from '../jobs/helpers.js';
 
 let a: NodeProcess;
 let b: NodeProcess;
-let nodes: NodeProcess[] = [];
+let scene: StrangerScene | undefined;
 let peer: ForeignPeer;
 
 beforeAll(async () => {
   const home = tempHome();
   copyFileSync(new URL('../fixtures/plugins/probe.mjs', import.meta.url), join(home, 'probe.mjs'));
-  nodes = await startCluster(2, { node: (i) => (i === 0 ? { home, config: { plugins: { modules: ['./probe.mjs'] } } } : {}) });
-  [a, b] = nodes;
-  peer = await ForeignPeer.start();
-  await peer.connect(a);
+  scene = await strangerBesideTwoNodes({ node: (i) => (i === 0 ? { home, config: { plugins: { modules: ['./probe.mjs'] } } } : {}) });
+  ({ a, b, peer } = scene);
 }, 120_000);
-afterAll(async () => {
-  await peer?.stop();
-  await stopCluster(nodes);
-});
+afterAll(() => scene?.stop());
 
 const TTL_MS = 20_000;
 const denied = (did: string) => `capability /plugin/probe/poke not granted to ${did}`;

@@ -24,8 +24,7 @@ beforeAll(async () => {
   const home = tempHome();
   copyFileSync(new URL('../fixtures/plugins/probe.mjs', import.meta.url), join(home, 'probe.mjs'));
   victim = await startNode({ home, env: { DMS_DEBUG: 'true' }, config: { plugins: { modules: ['./probe.mjs'] } } });
-  peer = await ForeignPeer.start();
-  await peer.connect(victim);
+  peer = await ForeignPeer.connectedTo(victim);
   watch = await DevEvents.open(victim.url, ['dead-letter', 'envelope']);
 }, 60_000);
 afterAll(async () => {

@@ -14,8 +14,7 @@ let peer: ForeignPeer;
 
 beforeAll(async () => {
   node = await startNode({ config: { jobs: { stop_grace_s: 1 } } });
-  peer = await ForeignPeer.start();
-  await peer.connect(node);
+  peer = await ForeignPeer.connectedTo(node);
 }, 60_000);
 afterAll(async () => {
   await peer?.stop();

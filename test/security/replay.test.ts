@@ -36,8 +36,7 @@ describe('opt.exp is bounded by actor.max_ttl_s, and replays are refused, on RES
 
   beforeAll(async () => {
     node = await startNode({ env: { DMS_DEBUG: 'true' }, config: { actor: { max_ttl_s: MAX_TTL_S } } });
-    peer = await ForeignPeer.start();
-    await peer.connect(node);
+    peer = await ForeignPeer.connectedTo(node);
     watch = await DevEvents.open(node.url, ['dead-letter', 'envelope']);
   }, 60_000);
   afterAll(async () => {
