@@ -10,7 +10,8 @@
 import type { H3, H3Event } from 'h3';
 import type * as z from 'zod';
 import { parseWith } from '../behaviors/jobs/schema.js';
-import { invalid } from '../runtime/errors.js';
+import { invalid, isDmsError } from '../runtime/errors.js';
+import { parseUntrustedJson } from '../runtime/json.js';
 import type { Logger } from '../runtime/log.js';
 import { readBodyText } from './body.js';
 import { route } from './handler.js';
@@ -84,8 +85,9 @@ export interface RouteDef<P extends Params, Q extends Query, B extends Body> ext
 async function readJson(event: H3Event, limit: number, what: string): Promise<unknown> {
   const text = await readBodyText(event, limit);
   try {
-    return JSON.parse(text);
+    return parseUntrustedJson(text);
   } catch (e) {
+    if (isDmsError(e)) throw invalid(`${what}: ${e.message}`);
     throw invalid(`${what}: the request body is not valid JSON (${(e as Error).message})`);
   }
 }

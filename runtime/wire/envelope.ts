@@ -1,6 +1,7 @@
 import { parse as parseLossless } from 'lossless-json';
 import * as z from 'zod';
-import { invalid } from '../errors.js';
+import { invalid, isDmsError } from '../errors.js';
+import { parseUntrustedJson } from '../json.js';
 import { describeIssues as describeIssuesOf } from '../issues.js';
 import { decodeBase64, encodeBase64 } from './base64.js';
 
@@ -192,8 +193,9 @@ export function decodePayload(msg: Uint8Array): unknown {
     throw invalid('msg: payload is not UTF-8');
   }
   try {
-    return JSON.parse(text);
+    return parseUntrustedJson(text);
   } catch (e) {
+    if (isDmsError(e)) throw invalid(`msg: ${e.message}`);
     throw invalid(`msg: payload is not JSON: ${(e as Error).message}`);
   }
 }

@@ -164,6 +164,22 @@ describe('placement', { timeout: 90_000 }, () => {
     expect(again.json.labels).toEqual({ zone: 'a' });
   });
 
+  it('a label named __proto__, which zod would drop without a word, is refused on a job and on a device, escaped or not', async () => {
+    const raw = async (node: NodeProcess, method: string, path: string, text: string) => {
+      const res = await fetch(`${node.url}${path}`, { method, headers: { 'content-type': 'application/json' }, body: text });
+      return { status: res.status, json: (await res.json()) as { error?: string } };
+    };
+    for (const key of ['__proto__', '\\u005f_proto__']) {
+      const job = await raw(n1, 'POST', '/api/v1/jobs', `{"name":"x","image":"none","executor":"null","placement":{"labels":{"${key}":"x"}}}`);
+      expect(job.status).toBe(400);
+      expect(job.json.error).toContain('a key named __proto__ is not accepted');
+      const device = await raw(n2, 'PUT', '/api/v1/device/config', `{"labels":{"${key}":{"zone":"b"}}}`);
+      expect(device.status).toBe(400);
+      expect(device.json.error).toContain('a key named __proto__ is not accepted');
+    }
+    expect((await onboard(n2, SHARES[1])).json.labels).toEqual({ zone: 'a' });
+  });
+
   it('cancel on node 1 stops the run on node 3 and frees its resources', async () => {
     const j = await submit(n1, { resources: { cpu: 1.5, memory: '2GiB' }, environment: { DMS_NULL_DURATION_MS: '60000' } });
     await until(n1, j.id, 'running');

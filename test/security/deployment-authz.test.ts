@@ -39,6 +39,11 @@ afterAll(() => scene?.stop());
 const resources = { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 }, storage: { size: 0 } };
 
 describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
+  it('a payload with a __proto__ key, which the schema would drop without a word, gets an error reply naming it', async () => {
+    const payload = JSON.parse(`{"jobs":[{"job_id":"${randomUUID()}","resources":${JSON.stringify(resources)},"executor":"null","labels":{"__proto__":"x"}}]}`);
+    expect(await ask('deployment', '/dms/deployment/bid', payload)).toMatchObject({ kind: 'invalid', error: expect.stringContaining('a key named __proto__ is not accepted') });
+  });
+
   it('a node without an onboarded share declines to bid and refuses to reserve', async () => {
     const job_id = randomUUID();
     const bids = await ask('deployment', '/dms/deployment/bid', { jobs: [{ job_id, resources, executor: 'null' }] });
