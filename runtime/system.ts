@@ -123,6 +123,8 @@ export class ActorSystem {
       for (const a of this.actors.values()) set({ actor: a.name }, a.load.depth);
     });
     this.metrics?.gauge('dms_peers', 'Peers connected now', [], (set) => set({}, this.transport?.peers().length ?? 0));
+    // The kernel builds events only while this is above zero (dev stream watchers).
+    this.metrics?.gauge('dms_event_watchers', "Watchers of the system event stream (dev mode's live streams)", [], (set) => set({}, this.events.observers.length));
   }
 
   /** Whether `host` names this node: its peer id, or empty (an address on whatever node reads it). */

@@ -8,7 +8,6 @@
  * a watcher that falls behind loses events, which the stream then reports as `dropped`.
  */
 import { createHash } from 'node:crypto';
-import { createEventStream, type H3Event } from 'h3';
 import type * as z from 'zod';
 import { DEV_STAGES_PATH, DEV_STREAM_PATH, DevEvent, type DevStreamFilters, DevStreamQuery, matchesFilters, StageFigures } from '../../behaviors/dev.js';
 import { DmsError } from '../../runtime/errors.js';
@@ -17,9 +16,17 @@ import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { DEV_PAGE, DEV_PAGE_PATH } from '../dev-page.js';
 import type { RouteModule } from './types.js';
 
-/** Events, and their bytes, a slow watcher may lag behind before the stream drops instead of buffering. */
-const MAX_IN_FLIGHT = 1000;
-const MAX_IN_FLIGHT_BYTES = 4 * 1024 * 1024;
+/** The bytes a slow watcher may lag behind (past what the sockets hold) before the stream drops events instead of buffering. */
+const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+/** The most a watcher waits for an event: short enough to read as live. */
+const FLUSH_MS = 25;
+const FLUSH_BYTES = 64 * 1024;
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-store, no-transform',
+  // A proxy in front of the node must not hold events back.
+  'x-accel-buffering': 'no',
+};
 /** How often each actor's mailbox depth is sampled while someone watches. */
 const MAILBOX_SAMPLE_MS = 1000;
 
@@ -72,9 +79,9 @@ export const devRoutes: RouteModule = ({ table, config, system }) => {
       400: { description: 'a filter that is not a list of names, or an unknown event type' },
       404: { description: 'dev mode is off' },
     },
-    handler: (event, input) => {
+    handler: (_event, input) => {
       if (!config.general.debug) throw devModeOff(DEV_STREAM_PATH);
-      return watch(event, system, input.query(), config.general.dev_payloads);
+      return watch(system, input.query(), config.general.dev_payloads);
     },
   });
 
@@ -116,29 +123,50 @@ export const devRoutes: RouteModule = ({ table, config, system }) => {
   });
 };
 
-function watch(event: H3Event, system: ActorSystem, filters: DevStreamFilters, payloads: boolean) {
-  const stream = createEventStream(event);
-  // Events of one turn of the event loop go out as one write: one promise and one chunk for
-  // many events, not one each, which is most of what a watcher costs the node.
-  let batch: string[] = [];
-  let held = 0;
-  let heldBytes = 0;
+/**
+ * The stream, written by hand rather than with h3's EventStream: every event here is one line
+ * of JSON (JSON.stringify escapes line breaks), so an SSE frame is two fixed strings around it,
+ * where the general formatter splits each event into lines with a regular expression.
+ */
+function watch(system: ActorSystem, filters: DevStreamFilters, payloads: boolean): Response {
+  // Events go out in batches, one chunk each, every FLUSH_MS or sooner when FLUSH_BYTES have
+  // gathered: a chunk is a stream read, a syscall and a wake-up of the watcher, which under
+  // load cost the node and the watcher more than building the events does.
+  let batch = '';
+  let timer: NodeJS.Timeout | undefined;
   let dropped = 0;
+  let closed = false;
+  const encoder = new TextEncoder();
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  const body = new ReadableStream<Uint8Array>(
+    {
+      // Written once subscribed: a watcher that has read it misses nothing that happens after.
+      start: (c) => {
+        controller = c;
+        c.enqueue(encoder.encode(': dms dev stream\n\n'));
+      },
+      // The watcher read and nothing waits: say what was lost now, not only when the next event comes.
+      pull: (c) => {
+        if (c.desiredSize === MAX_QUEUED_BYTES && batch === '') reportDropped();
+      },
+      cancel: () => close(),
+    },
+    new ByteLengthQueuingStrategy({ highWaterMark: MAX_QUEUED_BYTES }),
+  );
   const flush = () => {
-    const messages = batch.map((data) => ({ event: 'dms', data }));
-    const bytes = batch.reduce((n, d) => n + d.length, 0);
-    batch = [];
-    stream.push(messages).finally(() => {
-      held -= messages.length;
-      heldBytes -= bytes;
-      // Caught up: say what was lost now, not only when the next event comes.
-      if (held === 0) reportDropped();
-    });
+    clearTimeout(timer);
+    timer = undefined;
+    if (closed || batch === '') return;
+    const chunk = encoder.encode(batch);
+    batch = '';
+    controller.enqueue(chunk);
   };
-  const push = (data: string) => {
-    held++;
-    heldBytes += data.length;
-    if (batch.push(data) === 1) setImmediate(flush);
+  /** Bytes written and not yet taken by the connection, and gathered for the next chunk. */
+  const queued = () => MAX_QUEUED_BYTES - (controller.desiredSize ?? 0) + batch.length;
+  const push = (json: string) => {
+    batch += `event: dms\ndata: ${json}\n\n`;
+    if (batch.length >= FLUSH_BYTES) flush();
+    else timer ??= setTimeout(flush, FLUSH_MS);
   };
   const reportDropped = () => {
     if (dropped === 0) return;
@@ -146,27 +174,25 @@ function watch(event: H3Event, system: ActorSystem, filters: DevStreamFilters, p
     dropped = 0;
     push(JSON.stringify({ type: 'dropped', at: new Date().toISOString(), count } satisfies DevEvent));
   };
-  const send = (e: DevEvent | null) => {
-    if (!e || !matchesFilters(e, filters)) return;
-    if (held >= MAX_IN_FLIGHT || heldBytes >= MAX_IN_FLIGHT_BYTES) {
+  /** Whether there is room for one more event; counts it as dropped when not. */
+  const room = () => {
+    if (closed) return false;
+    if (queued() >= MAX_QUEUED_BYTES) {
       dropped++;
-      return;
+      return false;
     }
     reportDropped();
-    push(JSON.stringify(e));
+    return true;
+  };
+  const send = (e: DevEvent | null) => {
+    if (e && matchesFilters(e, filters) && room()) push(JSON.stringify(e));
   };
   const now = clock();
   const sub = system.events.subscribe((e) => {
     // Envelopes are most of the stream (four per REST invoke): written straight to JSON,
     // without the intermediate event object, as devEvent would make it.
     if ((e.type === 'deliver' || e.type === 'send') && !payloads) {
-      if (!matchesFilters({ type: 'envelope', actor: e.actor, behavior: e.env.be, topic: e.env.opt.topic }, filters)) return;
-      if (held >= MAX_IN_FLIGHT || heldBytes >= MAX_IN_FLIGHT_BYTES) {
-        dropped++;
-        return;
-      }
-      reportDropped();
-      push(envelopeEventJson(e, now()));
+      if (matchesFilters({ type: 'envelope', actor: e.actor, behavior: e.env.be, topic: e.env.opt.topic }, filters) && room()) push(envelopeEventJson(e, now()));
       return;
     }
     send(devEvent(e, payloads, now()));
@@ -174,13 +200,13 @@ function watch(event: H3Event, system: ActorSystem, filters: DevStreamFilters, p
   const sampler = setInterval(() => {
     for (const e of mailboxSamples(system)) send(e);
   }, MAILBOX_SAMPLE_MS);
-  stream.onClosed(() => {
+  function close() {
+    closed = true;
     clearInterval(sampler);
+    clearTimeout(timer);
     sub.unsubscribe();
-  });
-  // Written once subscribed: a watcher that has read it misses nothing that happens after.
-  stream.pushComment('dms dev stream').catch(() => {});
-  return stream;
+  }
+  return new Response(body, { headers: SSE_HEADERS });
 }
 
 /** The time as RFC 3339, made once per millisecond: many events share one. */

@@ -110,6 +110,25 @@ describe('the dev stream', () => {
     ac.abort();
     expect((await fetch(`${node.url}/health`)).status).toBe(200);
   });
+
+  it('stops building events for a watcher once it hangs up', async () => {
+    const watchers = async () => {
+      const text = await (await fetch(`${node.url}/metrics`)).text();
+      return Number(/^dms_event_watchers (\d+)$/m.exec(text)?.[1]);
+    };
+    // Watchers of the tests before may take a moment to hang up.
+    await waitFor('no watcher yet', async () => (await watchers()) === 0);
+    const a = await DevEvents.open(node.url, ['envelope']);
+    const b = await DevEvents.open(node.url, ['envelope']);
+    expect(await watchers()).toBe(2);
+    a.close();
+    await waitFor('the first watcher gone', async () => (await watchers()) === 1);
+    // The one still there goes on receiving, within the batching delay.
+    await hello(node);
+    await b.waitFor('a hello after the other watcher left', (e) => e.type === 'envelope' && e.behavior === '/public/hello');
+    b.close();
+    await waitFor('no watcher left', async () => (await watchers()) === 0);
+  });
 });
 
 describe('dms dev watch', () => {
