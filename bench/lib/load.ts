@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import autocannon, { type Options, type Result } from 'autocannon';
 
@@ -25,6 +26,74 @@ export async function measure(name: string, opts: Options, seconds: number, warm
     non2xx: r.non2xx,
     errors: r.errors + r.timeouts,
   };
+}
+
+/**
+ * CPU seconds a process has run, all its threads together, from the scheduler's own accounting
+ * (/proc/<pid>/task/<tid>/schedstat, in ns): user+system time in /proc/<pid>/stat is sampled
+ * at the 100 Hz tick, too coarse for a difference of a few percent over seconds.
+ */
+export function cpuSeconds(pid: number): number {
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return ns / 1e9;
+}
+
+/** One node under load in a side-by-side comparison: its process and the load it takes. */
+export interface Side {
+  pid: number;
+  opts: () => Options;
+}
+
+export interface SideFigures {
+  rps: number;
+  /** µs of the node process's CPU per request it answered. */
+  cpuUsPerRequest: number;
+  requests: number;
+  non2xx: number;
+  errors: number;
+}
+
+/**
+ * Loads every side at once, each with its own connections, for `seconds`: one window in which
+ * whatever else the machine does (steal, other tenants, cache pressure) weighs on every side
+ * alike, where sides measured in turn each meet their own weather. The sides start in the
+ * order given; a comparison should rotate it from window to window.
+ */
+export async function sideBySide(sides: Side[], seconds: number): Promise<SideFigures[]> {
+  const before = sides.map((s) => cpuSeconds(s.pid));
+  const results = await Promise.all(sides.map((s) => autocannon({ ...s.opts(), duration: seconds })));
+  return results.map((r, i) => ({
+    rps: Math.round(r.requests.average),
+    cpuUsPerRequest: ((cpuSeconds(sides[i].pid) - before[i]) / Math.max(1, r.requests.total)) * 1e6,
+    requests: r.requests.total,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+  }));
+}
+
+/**
+ * `windows` side-by-side windows of `seconds`, after a warm-up window (none for 0), the order of the sides
+ * rotated each window. Returns each window's figures, in the order the sides were given.
+ */
+export async function compareSideBySide(sides: Side[], windows: number, seconds: number, warmupSeconds = 2): Promise<SideFigures[][]> {
+  if (warmupSeconds > 0) await sideBySide(sides, warmupSeconds);
+  const out: SideFigures[][] = [];
+  for (let w = 0; w < windows; w++) {
+    const shift = w % sides.length;
+    const order = sides.map((_, i) => (i + shift) % sides.length);
+    const figures = await sideBySide(order.map((i) => sides[i]), seconds);
+    const back: SideFigures[] = new Array(sides.length);
+    order.forEach((i, k) => (back[i] = figures[k]));
+    out.push(back);
+  }
+  return out;
 }
 
 export async function startEchoServer(): Promise<{ url: string; proc: ChildProcess; stop(): void }> {
