@@ -6,6 +6,7 @@
  * start-up with a message naming the plugin (`plugins.modules: '<spec>' …`).
  */
 import { DEPLOYMENT_INBOX } from '../behaviors/jobs/deployment.js';
+import { register } from 'node:module';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
@@ -67,6 +68,7 @@ export async function loadPlugins(
   configs: Record<string, Record<string, unknown>> = {},
 ): Promise<LoadedPlugin[]> {
   const loaded: LoadedPlugin[] = [];
+  if (modules.length > 0) resolvePluginApiHere();
   const executors = new Map<string, string>(reserved.executors.map((e) => [e, 'a built-in executor']));
   for (const spec of modules) {
     const target = isPath(spec) ? pathToFileURL(resolve(home, spec)).href : spec;
@@ -94,6 +96,15 @@ export async function loadPlugins(
     loaded.push({ spec, plugin, config: configs[name] ?? {} });
   }
   return loaded;
+}
+
+let apiResolved = false;
+
+/** From now on `import 'dms/plugin'` anywhere in this process is this node's plugin API (./plugin-api-resolve.ts). */
+function resolvePluginApiHere(): void {
+  if (apiResolved) return;
+  apiResolved = true;
+  register(new URL('./plugin-api-resolve.js', import.meta.url), { data: { api: new URL('../behaviors/plugin.js', import.meta.url).href } });
 }
 
 function duplicates(spec: string, what: string, names: string[]): void {
