@@ -319,7 +319,9 @@ class Orchestrator {
   private async accept(spec: z.output<typeof AcceptPayload>['job'], requester: string): Promise<Job> {
     if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
     if (!this.runnable.has(spec.executor)) throw invalid(`executor: no executor named "${spec.executor}" on this node`);
-    const refused = refusedRegistry(spec.image, this.allowedRegistries);
+    // Looked up here, by the node whose engine would pull: the requester's lookup says nothing
+    // about the names of this node's network, and a hostile requester makes none.
+    const refused = await refusedRegistryResolved(spec.image, this.allowedRegistries);
     if (refused) throw invalid(refused);
     const { id, ...rest } = spec;
     // Whatever the requester sent, the job runs within this node's defaults and limits.
