@@ -10,6 +10,9 @@
  *      (first submission to last completion). Target: >= 100 per second.
  *  The baseline, measured in the same run on node 1: the same jobs with `placement.local`
  *  (they fit node 1's share), so the ratio says what leaving the node costs.
+ *  (c) where a placement's time goes: a fresh cluster of five with stage timings on
+ *      (runtime/stage-timings.ts) places jobs one after another, and the requester's and one
+ *      provider's stages are printed. Separate nodes, so the timing code is never in (a), (b).
  */
 import '../runtime/polyfills.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -17,10 +20,12 @@ import { DmsClient } from '../client/client.js';
 import type { Job, JobSpecInput } from '../behaviors/jobs/schema.js';
 import { startCluster, stopCluster } from '../test/helpers/network.js';
 import type { NodeProcess } from '../test/helpers/node.js';
+import { printStages, resetStages, stagesOf } from './lib/stages.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 200);
 const JOBS = Number(process.env.BENCH_JOBS ?? 1000);
 const CONCURRENCY = 32;
+const TIMED = Number(process.env.BENCH_TIMED ?? 60);
 const TARGET_P50_MS = 50;
 const TARGET_PER_S = 100;
 
@@ -107,8 +112,8 @@ async function throughput(node: NodeProcess, spec: JobSpecInput, n: number): Pro
   };
 }
 
-const nodes = await startCluster(5);
-try {
+/** Node 1 offers too little for the bench's jobs, nodes 2–5 room for 40 each; resolves once node 1 sees them all. */
+async function prepare(nodes: NodeProcess[]): Promise<void> {
   const [requester, ...providers] = nodes;
   await call(requester, 'PUT', '/device/config', { onboarded: { cpu: 0.04, memory: '4MiB' } });
   for (const p of providers) await call(p, 'PUT', '/device/config', { onboarded: { cpu: 2, memory: '4GiB' } });
@@ -118,6 +123,12 @@ try {
     if (providers.every((p) => peers.includes(p.peerId))) break;
     await sleep(200);
   }
+}
+
+const nodes = await startCluster(5);
+try {
+  const [requester] = nodes;
+  await prepare(nodes);
   // Warm-up: connections, JIT, the first database pages, gossip meshes.
   await throughput(requester, remoteSpec, 100);
   await throughput(requester, localSpec, 100);
@@ -152,4 +163,19 @@ try {
   writeFileSync(new URL('./results/placement.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), ...results }, null, 2));
 } finally {
   await stopCluster(nodes);
+}
+
+// (c) stage timings of sequential placements, on a cluster of their own.
+const timed = await startCluster(5, { env: { DMS_STAGE_TIMINGS: '1' } });
+try {
+  const [requester, provider] = timed;
+  await prepare(timed);
+  await latency(requester, remoteSpec, 30);
+  for (const node of timed) await resetStages(node.url);
+  const { p50 } = await latency(requester, remoteSpec, TIMED);
+  console.log(`\n(c) ${TIMED} placements one after another on a timed cluster, submit → running p50 ${p50} ms:`);
+  printStages('(c) requester stages (node 1)', await stagesOf(requester.url));
+  printStages('(c) one provider\'s stages (node 2: its bids for every job, the runs it won)', await stagesOf(provider.url));
+} finally {
+  await stopCluster(timed);
 }
