@@ -44,6 +44,7 @@ import { msToNs, nowNs } from '../runtime/time.js';
 import { encodeEnvelope, encodePayload, type Envelope } from '../runtime/wire/envelope.js';
 import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js';
 import { compareSideBySide, cpuSeconds, type Figures, measure, median, printTable, type SideFigures, sideBySide, startEchoServer } from './lib/load.js';
+import { helloInvoke } from './lib/bodies.js';
 import { streamFreeBuild } from './lib/stream-free.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -81,12 +82,8 @@ const to = { id: node.did.slice('did:key:'.length), did: node.did, addr: { host:
 // accepted envelope holds an entry until its exp) does not fill over the rounds.
 const exp = () => nowNs() + msToNs(150_000);
 
-// Unsigned: built on the fly; every request needs its own nonce (replay) and cont (one waiter per cont).
-let n = 0;
-const unsignedTo = (host: string) => () => {
-  n++;
-  return `{"to":{"addr":{"host":"${host}","inbox":"root"}},"be":"/public/hello","from":{"addr":{"host":"${host}","inbox":"bench"}},"nonce":${n},"opt":{"exp":${exp()},"cont":"/private/r/${n}"},"msg":"e30="}`;
-};
+// Unsigned: built on the fly (./lib/bodies.ts).
+const unsignedTo = (host: string) => () => helloInvoke(host, host, 150_000);
 const unsignedBody = unsignedTo(node.peerId);
 
 // Signed: signing is the client's cost, so bodies are signed before the clock starts, in

@@ -19,10 +19,10 @@ import '../runtime/polyfills.js';
 import { Agent, request } from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { DmsClient } from '../client/client.js';
-import { msToNs, nowNs } from '../runtime/time.js';
 import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js';
 import { listenAddr, waitFor } from '../test/helpers/network.js';
 import { type Figures, measure, printTable } from './lib/load.js';
+import { helloBroadcast, helloInvoke } from './lib/bodies.js';
 import { rawLibp2pRoundTrips } from './lib/raw-libp2p.js';
 import { meanOf, printStages, resetStages, stagesOf } from './lib/stages.js';
 
@@ -102,13 +102,7 @@ try {
   nodes.push(b);
   await waitFor('A to be connected to B', async () => (await new DmsClient({ url: a.url }).peers()).includes(b.peerId));
 
-  // Unsigned envelopes (A signs them as its operator, as for any trusted local caller), each
-  // with its own nonce (replay) and cont (one waiter per cont); the counter spans every case.
-  let n = Date.now() * 1000;
-  const invokeBody = (to: NodeProcess) => () => {
-    n++;
-    return `{"to":{"addr":{"host":"${to.peerId}","inbox":"root"}},"be":"/public/hello","from":{"addr":{"host":"${a.peerId}","inbox":"bench"}},"nonce":${n},"opt":{"exp":${nowNs() + msToNs(60_000)},"cont":"/private/r/${n}"},"msg":"e30="}`;
-  };
+  const invokeBody = (to: NodeProcess) => () => helloInvoke(a.peerId, to.peerId, 60_000);
   const invokeUrl = `${a.url}/api/v1/actor/invoke`;
   const load = (name: string, to: NodeProcess, connections: number) => {
     const body = invokeBody(to);
@@ -128,10 +122,7 @@ try {
   // (d) three more nodes join through A.
   nodes.push(...(await Promise.all([join(), join(), join()])));
   const broadcastUrl = `${a.url}/api/v1/actor/broadcast?limit=5`;
-  const broadcastBody = () => {
-    n++;
-    return `{"to":{},"be":"/broadcast/hello","from":{"addr":{"host":"${a.peerId}","inbox":"bench-b"}},"nonce":${n},"opt":{"exp":${nowNs() + msToNs(5_000)},"cont":"/private/b/${n}","topic":"/dms/hello"},"msg":"e30="}`;
-  };
+  const broadcastBody = () => helloBroadcast(a.peerId, 5_000);
   const replies = async (): Promise<number> => (JSON.parse(await post(broadcastUrl, broadcastBody())) as unknown[]).length;
   // Gossipsub builds its mesh over a few heartbeats: measure only once every node answers.
   await waitFor('a broadcast to reach all 5 nodes', async () => (await replies()) === 5, { timeoutMs: 60_000, intervalMs: 500 });
@@ -159,10 +150,7 @@ try {
   const d = await startNode({ timeoutMs: 45_000, env: { ...timed, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(c) } });
   nodes.push(d);
   await waitFor('C to be connected to D', async () => (await new DmsClient({ url: c.url }).peers()).includes(d.peerId));
-  const timedBody = () => {
-    n++;
-    return `{"to":{"addr":{"host":"${d.peerId}","inbox":"root"}},"be":"/public/hello","from":{"addr":{"host":"${c.peerId}","inbox":"bench"}},"nonce":${n},"opt":{"exp":${nowNs() + msToNs(60_000)},"cont":"/private/r/${n}"},"msg":"e30="}`;
-  };
+  const timedBody = () => helloInvoke(c.peerId, d.peerId, 60_000);
   const timedUrl = `${c.url}/api/v1/actor/invoke`;
   for (let i = 0; i < 300; i++) await post(timedUrl, timedBody());
   await Promise.all([resetStages(c.url), resetStages(d.url)]);
@@ -195,8 +183,7 @@ try {
   const timedJoin = () => startNode({ timeoutMs: 45_000, env: { ...timed, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(c) } });
   nodes.push(...(await Promise.all([timedJoin(), timedJoin(), timedJoin()])));
   const timedBroadcast = async (): Promise<number> => {
-    n++;
-    const body = `{"to":{},"be":"/broadcast/hello","from":{"addr":{"host":"${c.peerId}","inbox":"bench-b"}},"nonce":${n},"opt":{"exp":${nowNs() + msToNs(5_000)},"cont":"/private/b/${n}","topic":"/dms/hello"}, "msg":"e30="}`;
+    const body = helloBroadcast(c.peerId, 5_000);
     return (JSON.parse(await post(`${c.url}/api/v1/actor/broadcast?limit=5`, body)) as unknown[]).length;
   };
   await waitFor('a broadcast to reach all 5 timed nodes', async () => (await timedBroadcast()) === 5, { timeoutMs: 60_000, intervalMs: 500 });
