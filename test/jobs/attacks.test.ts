@@ -1,14 +1,13 @@
 // Attacks on a running node, each reproduced through its REST interface against a real node
 // process: bad image references, private registries, environment secrets, file modes, bad ids,
 // and output that would not fit in memory.
-import { lookup } from 'node:dns/promises';
 import { statSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { apiKeysPath, createApiKey } from '../../runtime/api-keys.js';
 import { type NodeProcess, removeHome, startNode, tempHome } from '../helpers/node.js';
+import { privateNameHere } from '../helpers/private-name.js';
 import { MiB, nullJob, Rest, startJobNode, until } from './helpers.js';
 
 const nodes: NodeProcess[] = [];
@@ -19,13 +18,7 @@ afterAll(async () => {
   }
 });
 
-/**
- * This machine's own name, when it resolves to a loopback or private address (as /etc/hosts
- * makes it on most machines and containers): a registry name no literal check can see through.
- */
-const THIS_HOST = hostname().toLowerCase();
-const PRIVATE_ADDRESS = /^(127\.|10\.|192\.168\.|172\.(1[6-9]|2\d|3[01])\.|169\.254\.|::1$|f[cd][0-9a-f]{2}:|fe80:)/i;
-const privateHere = (await lookup(THIS_HOST, { all: true }).catch(() => [])).filter((a) => PRIVATE_ADDRESS.test(a.address));
+const here = await privateNameHere();
 
 const healthy = async (node: NodeProcess) => (await fetch(`${node.url}/health`)).status === 200;
 
@@ -59,14 +52,14 @@ describe('image references at submit', () => {
     },
   );
 
-  it.skipIf(privateHere.length === 0 || !/^[a-z0-9-]+(\.[a-z0-9-]+)*$/.test(THIS_HOST))(
-    `refuses a registry name that resolves to a private address: this machine's name (${THIS_HOST})`,
+  it.skipIf(here === null)(
+    `refuses a registry name that resolves to a private address: this machine's name (${here?.name})`,
     async () => {
       const before = (await rest.jobs()).total;
-      const answer = await rest.post('/api/v1/jobs', { ...nullJob(), image: `${THIS_HOST}:5000/x` });
+      const answer = await rest.post('/api/v1/jobs', { ...nullJob(), image: `${here!.name}:5000/x` });
       expect(answer.status).toBe(400);
-      expect(answer.body.error).toMatch(new RegExp(`^image: registry ${THIS_HOST}:5000 resolves to .*, a loopback, link-local or private address; list it in jobs\\.allowed_registries to pull from it$`));
-      expect(privateHere.map((a) => a.address)).toContain(/resolves to (\S+),/.exec(answer.body.error)![1]);
+      expect(answer.body.error).toMatch(new RegExp(`^image: registry ${here!.name}:5000 resolves to .*, a loopback, link-local or private address; list it in jobs\\.allowed_registries to pull from it$`));
+      expect(here!.addresses).toContain(/resolves to (\S+),/.exec(answer.body.error)![1]);
       expect((await rest.jobs()).total).toBe(before);
       expect(await healthy(node)).toBe(true);
     },

@@ -6,14 +6,13 @@
  * test/security/rest-hardening.test.ts.)
  */
 import { randomUUID } from 'node:crypto';
-import { lookup } from 'node:dns/promises';
-import { hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';
 import type { NodeProcess } from '../helpers/node.js';
+import { privateNameHere } from '../helpers/private-name.js';
 import { type ForeignPeer, type StrangerScene, strangerBesideTwoNodes } from '../helpers/peer.js';
 
 let scene: StrangerScene | undefined;
@@ -38,9 +37,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => scene?.stop());
 
-/** This machine's name, which /etc/hosts on most machines resolves to a loopback or private address. */
-const THIS_HOST = hostname().toLowerCase();
-const privateHere = (await lookup(THIS_HOST, { all: true, verbatim: true }).catch(() => [])).filter((x) => /^(127\.|10\.|192\.168\.|::1$)/.test(x.address));
+const here = await privateNameHere();
 
 const resources = { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 }, storage: { size: 0 } };
 
@@ -76,17 +73,17 @@ describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
     await waitFor('the lease to run out', async () => (await usage(a)).allocated.cpu.cores === 0, { timeoutMs: 10_000 });
   });
 
-  it.skipIf(privateHere.length === 0)("a job whose registry name resolves to this node's private network is refused at start, by this node's own lookup", async () => {
+  it.skipIf(here === null)("a job whose registry name resolves to this node's private network is refused at start, by this node's own lookup", async () => {
     expect((await put(a, '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
     // The requester's lookup (here: none at all, a stranger's) proves nothing about the names
     // the provider's engine would pull from.
     const job_id = randomUUID();
     expect(await ask('deployment', '/dms/deployment/reserve', { job_id, resources, lease_ms: 2_000 })).toHaveProperty('until');
-    const image = `${THIS_HOST}:5000/x`;
+    const image = `${here!.name}:5000/x`;
     const started = await ask('deployment', '/dms/deployment/start', { job: { id: job_id, name: 'x', image, executor: 'null', resources } });
     expect(started).toEqual({
       kind: 'invalid',
-      error: `image: registry ${image.split('/')[0]} resolves to ${privateHere[0].address}, a loopback, link-local or private address; list it in jobs.allowed_registries to pull from it`,
+      error: `image: registry ${image.split('/')[0]} resolves to ${here!.addresses[0]}, a loopback, link-local or private address; list it in jobs.allowed_registries to pull from it`,
     });
     expect((await fetch(`${a.url}/api/v1/jobs/${job_id}`)).status).toBe(404);
     await waitFor('the lease to run out', async () => (await usage(a)).allocated.cpu.cores === 0, { timeoutMs: 10_000 });
