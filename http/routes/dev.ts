@@ -16,6 +16,8 @@ import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { DEV_PAGE, DEV_PAGE_PATH } from '../dev-page.js';
 import type { RouteModule } from './types.js';
 
+/** Watchers at once: with MAX_QUEUED_BYTES each, what they can make the node hold is bounded. */
+const MAX_WATCHERS = 16;
 /** The bytes a slow watcher may lag behind (past what the sockets hold) before the stream drops events instead of buffering. */
 const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 /** The most a watcher waits for an event: short enough to read as live. */
@@ -46,6 +48,7 @@ function hashOf(part: RegExp): string {
 const devModeOff = (path: string) => new DmsError('not_found', `no route GET ${path}: dev mode is off (start the node with --dev)`);
 
 export const devRoutes: RouteModule = ({ table, config, system }) => {
+  let watchers = 0;
   table.add({
     method: 'GET',
     path: DEV_PAGE_PATH,
@@ -78,10 +81,16 @@ export const devRoutes: RouteModule = ({ table, config, system }) => {
       200: { description: 'the stream', content: { 'text/event-stream': { description: 'one `dms` event per item, its data a DevEvent', events: { dms: DevEvent } } } },
       400: { description: 'a filter that is not a list of names, or an unknown event type' },
       404: { description: 'dev mode is off' },
+      503: { description: `as many watchers as the stream takes (${MAX_WATCHERS}) are watching; Retry-After says when to try again` },
     },
     handler: (_event, input) => {
       if (!config.general.debug) throw devModeOff(DEV_STREAM_PATH);
-      return watch(system, input.query(), config.general.dev_payloads);
+      const filters = input.query();
+      if (watchers >= MAX_WATCHERS) {
+        throw new DmsError('overloaded', `the dev stream has ${MAX_WATCHERS} watchers, as many as it takes; close one or retry later`, { retryAfter: 5 });
+      }
+      watchers++;
+      return watch(system, filters, config.general.dev_payloads, () => watchers--);
     },
   });
 
@@ -128,7 +137,7 @@ export const devRoutes: RouteModule = ({ table, config, system }) => {
  * of JSON (JSON.stringify escapes line breaks), so an SSE frame is two fixed strings around it,
  * where the general formatter splits each event into lines with a regular expression.
  */
-function watch(system: ActorSystem, filters: DevStreamFilters, payloads: boolean): Response {
+function watch(system: ActorSystem, filters: DevStreamFilters, payloads: boolean, onClosed: () => void): Response {
   // Events go out in batches, one chunk each, every FLUSH_MS or sooner when FLUSH_BYTES have
   // gathered: a chunk is a stream read, a syscall and a wake-up of the watcher, which under
   // load cost the node and the watcher more than building the events does.
@@ -201,10 +210,12 @@ function watch(system: ActorSystem, filters: DevStreamFilters, payloads: boolean
     for (const e of mailboxSamples(system)) send(e);
   }, MAILBOX_SAMPLE_MS);
   function close() {
+    if (closed) return;
     closed = true;
     clearInterval(sampler);
     clearTimeout(timer);
     sub.unsubscribe();
+    onClosed();
   }
   return new Response(body, { headers: SSE_HEADERS });
 }

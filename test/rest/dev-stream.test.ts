@@ -111,6 +111,28 @@ describe('the dev stream', () => {
     expect((await fetch(`${node.url}/health`)).status).toBe(200);
   });
 
+  it('takes at most 16 watchers at once, answering the next 503 with Retry-After, and one again once one leaves', async () => {
+    // Each watcher may hold 4 MiB the node has not yet written: their number bounds the memory.
+    const open = await Promise.all(Array.from({ length: 16 }, () => DevEvents.open(node.url, ['lifecycle'])));
+    try {
+      const refused = await fetch(`${node.url}/api/v1/dev/stream`);
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).not.toBeNull();
+      expect(((await refused.json()) as { error: string }).error).toBe('the dev stream has 16 watchers, as many as it takes; close one or retry later');
+      open.pop()!.close();
+      const again = await waitFor('room for a watcher', async () => {
+        try {
+          return await DevEvents.open(node.url, ['lifecycle']);
+        } catch {
+          return undefined;
+        }
+      });
+      open.push(again);
+    } finally {
+      for (const w of open) w.close();
+    }
+  });
+
   it('stops building events for a watcher once it hangs up', async () => {
     const watchers = async () => {
       const text = await (await fetch(`${node.url}/metrics`)).text();
