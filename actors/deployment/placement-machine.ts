@@ -2,7 +2,7 @@
  * The requester's side of placing one job on the network, as an xstate machine (so each step
  * is a `transition` event on the node's stream, machine `placement`, instance the job id):
  *
- *   bidding ─┬─ offering ──offered──▶ collecting ──enough / window──▶ ranking
+ *   bidding ─┬─ offering ──offered──▶ collecting ──enough / unbeatable / window──▶ ranking
  *            └─ offer_failed ────────────────────────────────────────▶ unplaced
  *   ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
  *   ranking ──▶ reserving ──reserved──▶ placed
@@ -52,7 +52,10 @@ interface PlacementContext extends PlacementInput {
   expected: number;
 }
 
-/** Best first: the least loaded, then by chance (so equal nodes share the work). */
+/**
+ * Best first: the least loaded, then by chance (so equal nodes share the work). Nodes that
+ * failed some job lately come last.
+ */
 export function rank(bids: readonly NodeBid[], suspect: ReadonlySet<string>): NodeBid[] {
   const shuffled = bids.map((bid) => ({ bid, luck: Math.random() }));
   shuffled.sort((a, b) => Number(suspect.has(a.bid.node)) - Number(suspect.has(b.bid.node)) || a.bid.load - b.bid.load || a.luck - b.luck);
@@ -92,6 +95,9 @@ export const placementMachine = setup({
   },
   guards: {
     enough: ({ context }) => context.bids.length + context.declines.length >= context.expected,
+    // An idle bidder that is not suspect ranks first whatever else comes (rank: suspect, then
+    // load): waiting for the other answers could only add equals to draw among.
+    unbeatable: ({ context }) => context.bids.some((b) => b.load === 0 && !context.suspect.has(b.node)),
     noBids: ({ context }) => context.candidates.length === 0,
     selfBest: ({ context }) => context.candidates[0]?.node === context.self,
     moreCandidates: ({ context }) => context.candidates.length > 1,
@@ -130,7 +136,10 @@ export const placementMachine = setup({
       states: {
         offering: { on: { offered: 'collecting' } },
         collecting: {
-          always: { guard: 'enough', target: '#placement.ranking' },
+          always: [
+            { guard: 'enough', target: '#placement.ranking' },
+            { guard: 'unbeatable', target: '#placement.ranking' },
+          ],
           on: { window_closed: '#placement.ranking' },
         },
       },

@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { createActor, fromCallback, fromPromise } from 'xstate';
+import type { BidAnswer } from '../../behaviors/jobs/deployment.js';
+import { type OfferEvent, placementMachine, type PlacementInput } from '../../actors/deployment/placement-machine.js';
+
+/*
+ * The requester's collection of bids, on its own: when it stops waiting for answers, and whom
+ * it then asks to reserve. The machine's effects are stand-ins here; the real offer and
+ * reservation run in test/multinode/placement.test.ts.
+ */
+
+const SELF = 'node-self';
+const resources = { cpu: { cores: 1 }, memory: { size: 1024 }, storage: { size: 0 }, gpus: [] } as unknown as PlacementInput['resources'];
+
+function start(opts: { expected: number; suspect?: string[] }) {
+  let send!: (e: OfferEvent) => void;
+  const reserved: string[] = [];
+  const machine = placementMachine.provide({
+    actors: {
+      offer: fromCallback(({ sendBack }) => {
+        send = sendBack as (e: OfferEvent) => void;
+        sendBack({ type: 'offered' });
+      }),
+      reserve: fromPromise(async ({ input }) => {
+        reserved.push(input.node);
+      }),
+    },
+  });
+  const actor = createActor(machine, {
+    input: {
+      jobId: 'job-1',
+      resources,
+      executor: 'null',
+      placement: null,
+      exclude: [],
+      self: SELF,
+      suspect: new Set(opts.suspect ?? []),
+      expected: opts.expected,
+    },
+  });
+  actor.start();
+  const bid = (node: string, load: number) =>
+    send({ type: 'bid', node, answer: { job_id: 'job-1', free: resources, load, executors: ['null'] } as unknown as BidAnswer });
+  const decline = (node: string) => send({ type: 'bid', node, answer: { job_id: 'job-1', declined: 'too small' } as BidAnswer });
+  const state = () => JSON.stringify(actor.getSnapshot().value);
+  const done = () => new Promise<unknown>((resolve) => actor.subscribe((s) => s.status === 'done' && resolve(s.output)));
+  return { actor, send: (e: OfferEvent) => send(e), bid, decline, state, done, reserved };
+}
+
+describe('placement machine: collecting bids', () => {
+  it('waits while a busy bidder might still be beaten, and ranks the least loaded first once all have answered', async () => {
+    const m = start({ expected: 3 });
+    m.bid('busy', 0.5);
+    expect(m.state()).toContain('collecting');
+    m.decline('small');
+    expect(m.state()).toContain('collecting');
+    const output = m.done();
+    m.bid('quieter', 0.2);
+    expect(await output).toEqual({ node: 'quieter' });
+    expect(m.reserved).toEqual(['quieter']);
+  });
+
+  it('stops at the first idle bidder: no answer still to come can rank above it', async () => {
+    const m = start({ expected: 5 });
+    m.bid('busy', 0.5);
+    expect(m.state()).toContain('collecting');
+    const output = m.done();
+    m.bid('idle', 0);
+    expect(m.state()).toBe('"reserving"');
+    expect(await output).toEqual({ node: 'idle' });
+    expect(m.reserved).toEqual(['idle']);
+  });
+
+  it('does not stop for an idle bidder that failed a job lately: a later one may rank above it', async () => {
+    const m = start({ expected: 5, suspect: ['flaky'] });
+    m.bid('flaky', 0);
+    expect(m.state()).toContain('collecting');
+    const output = m.done();
+    m.send({ type: 'window_closed' });
+    // Nobody else came: the suspect node is still asked rather than nobody.
+    expect(await output).toEqual({ node: 'flaky' });
+  });
+
+  it('at the window, ranks what came; with no bid at all, says why', async () => {
+    const some = start({ expected: 5 });
+    some.bid('a', 0.6);
+    some.bid('b', 0.3);
+    const placed = some.done();
+    some.send({ type: 'window_closed' });
+    expect(await placed).toEqual({ node: 'b' });
+
+    const none = start({ expected: 5 });
+    none.decline('small');
+    const waiting = none.done();
+    none.send({ type: 'window_closed' });
+    expect(await waiting).toEqual({ waiting: expect.stringMatching(/no node can hold it now \(small: too small\)/) as unknown });
+  });
+});
