@@ -40,7 +40,7 @@ import {
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { callBehavior, handleAt, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
-import { LeaseReply, OfferReply, ReleaseReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
+import { LeaseReply, type Offer, OfferReply, ReleaseReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { JobSchema, type Labels, type Location, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
@@ -310,6 +310,8 @@ class Deployment {
     const requester = this.requesterOf(env);
     const executors = this.ctx.deps.executors;
     const offer = await callBehavior(this.actor, this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
+    // What the jobs bid for so far in this request would hold here (see Bid.load).
+    const taken = { cores: 0, memory: 0 };
     const answers = jobs.map((job): BidAnswer => {
       const declined = (why: string): BidAnswer => ({ job_id: job.job_id, declined: why });
       if (!this.actor.system.isHere(requester) && !offer.offered) return declined('offers nothing to the network (no onboarded share)');
@@ -319,7 +321,10 @@ class Deployment {
       // Each job against the whole free share: a bid is an offer, the reservation decides.
       const short = lacks(job.resources, { label: 'its free share', capacity: offer.free });
       if (short) return declined(short);
-      return { job_id: job.job_id, free: offer.free, load: offer.load, executors: [...executors] };
+      const load = loadWith(offer, taken);
+      taken.cores += job.resources.cpu.cores;
+      taken.memory += job.resources.memory.size;
+      return { job_id: job.job_id, free: offer.free, load, executors: [...executors] };
     });
     return { node: this.actor.system.host, answers };
   }
@@ -392,6 +397,16 @@ class Deployment {
   private orchestrator(): Handle {
     return localHandle(this.actor, ORCHESTRATOR_INBOX);
   }
+}
+
+/** The load a node's offer would show with `taken` more held: its own figure while nothing more is. */
+function loadWith(offer: Offer, taken: { cores: number; memory: number }): number {
+  if (taken.cores === 0 && taken.memory === 0) return offer.load;
+  const part = (held: number, of: number) => (of > 0 ? Math.min(1, Math.max(0, held / of)) : 0);
+  const { offering, free } = offer;
+  const cpu = part(offering.cpu.cores - free.cpu.cores + taken.cores, offering.cpu.cores);
+  const memory = part(offering.memory.size - free.memory.size + taken.memory, offering.memory.size);
+  return Math.max(offer.load, cpu, memory);
 }
 
 /** A node's answers out of a reply envelope; anything else (an error reply, a malformed bid) is no answer. */

@@ -2,11 +2,13 @@
  * The requester's side of placing one job on the network, as an xstate machine (so each step
  * is a `transition` event on the node's stream, machine `placement`, instance the job id):
  *
- *   bidding ─┬─ offering ──offered──▶ collecting ──enough / unbeatable / window──▶ ranking
- *            └─ offer_failed ────────────────────────────────────────▶ unplaced
- *   ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
- *   ranking ──▶ reserving ──reserved──▶ placed
- *                  └──refused──▶ reserving (next bidder) … ──none left──▶ unplaced
+ *   bidding: offering ──offered──▶ collecting ──enough / unbeatable / window──▶ ranking
+ *            ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
+ *            ranking ──▶ reserving ──reserved──▶ placed
+ *                           ├──refused──▶ reserving (next bidder)
+ *                           ├──refused, none left, answers to come──▶ collecting
+ *                           └──refused, none left──▶ unplaced
+ *            offering, collecting ──offer_failed──▶ unplaced
  *
  * What follows a placement (starting, running, done) is the job machine's
  * (actors/orchestrator/machine.ts). The effects (publishing the offer and collecting the
@@ -50,6 +52,8 @@ interface PlacementContext extends PlacementInput {
   reason: string | null;
   /** How many answers would be all there can be: with that many the window closes at once. */
   expected: number;
+  /** The offer's window has closed: no more answers are waited for. */
+  windowClosed: boolean;
 }
 
 /**
@@ -79,6 +83,19 @@ function refusalOf(context: PlacementContext, error: unknown): string {
   return `${context.candidates[0].node.slice(-8)}: ${errorText(error)}`;
 }
 
+/** Every node that could answer has. */
+const answered = (ctx: PlacementContext): boolean => ctx.bids.length + ctx.declines.length >= ctx.expected;
+
+/** The bidder asked refused: noted, and its bid no longer counts (it answered, as a decline). */
+function refusedBy(context: PlacementContext, error: unknown): Pick<PlacementContext, 'refusals' | 'bids' | 'declines'> {
+  const node = context.candidates[0].node;
+  return {
+    refusals: [...context.refusals, refusalOf(context, error)],
+    bids: context.bids.filter((b) => b.node !== node),
+    declines: [...context.declines, { node, declined: `refused to reserve: ${errorText(error)}` }],
+  };
+}
+
 export const placementMachine = setup({
   types: {
     context: {} as PlacementContext,
@@ -94,13 +111,16 @@ export const placementMachine = setup({
     reserve: fromPromise<void, { node: string; jobId: string; resources: ResourceSpec }>(async () => {}),
   },
   guards: {
-    enough: ({ context }) => context.bids.length + context.declines.length >= context.expected,
+    enough: ({ context }) => answered(context),
     // An idle bidder that is not suspect ranks first whatever else comes (rank: suspect, then
     // load): waiting for the other answers could only add equals to draw among.
     unbeatable: ({ context }) => context.bids.some((b) => b.load === 0 && !context.suspect.has(b.node)),
+    windowClosed: ({ context }) => context.windowClosed,
     noBids: ({ context }) => context.candidates.length === 0,
     selfBest: ({ context }) => context.candidates[0]?.node === context.self,
     moreCandidates: ({ context }) => context.candidates.length > 1,
+    // Ranking stopped early (an idle bid), so answers may still come: wait for them.
+    answersToCome: ({ context }) => !context.windowClosed && !answered(context),
   },
 }).createMachine({
   id: 'placement',
@@ -112,9 +132,12 @@ export const placementMachine = setup({
     chosen: null,
     refusals: [],
     reason: null,
+    windowClosed: false,
   }),
   initial: 'bidding',
   states: {
+    // The offer stays open until the job is placed or given up: a bidder that refuses to
+    // reserve after ranking stopped early leaves the answers still to come to choose from.
     bidding: {
       invoke: { src: 'offer', input: ({ context }) => context },
       initial: 'offering',
@@ -131,50 +154,50 @@ export const placementMachine = setup({
             return { bids: [...context.bids, { ...answer, node }] };
           }),
         },
-        offer_failed: { target: 'unplaced', actions: assign({ reason: ({ event }) => event.reason }) },
+        window_closed: { actions: assign({ windowClosed: true }) },
       },
       states: {
-        offering: { on: { offered: 'collecting' } },
+        offering: { on: { offered: 'collecting', offer_failed: { target: '#placement.unplaced', actions: assign({ reason: ({ event }) => event.reason }) } } },
         collecting: {
+          // Only while waiting: a reservation under way is not given up for a failure of the offer.
+          on: { offer_failed: { target: '#placement.unplaced', actions: assign({ reason: ({ event }) => event.reason }) } },
           always: [
-            { guard: 'enough', target: '#placement.ranking' },
-            { guard: 'unbeatable', target: '#placement.ranking' },
+            { guard: 'enough', target: 'ranking' },
+            { guard: 'unbeatable', target: 'ranking' },
+            { guard: 'windowClosed', target: 'ranking' },
           ],
-          on: { window_closed: '#placement.ranking' },
         },
-      },
-    },
-    ranking: {
-      entry: assign({ candidates: ({ context }) => rank(context.bids, context.suspect) }),
-      always: [
-        { guard: 'noBids', target: 'unplaced', actions: assign({ reason: ({ context }) => whyUnplaced(context) }) },
-        // Nothing to reserve across the network: this node's own scheduler reserves for it.
-        { guard: 'selfBest', target: 'placed', actions: assign({ chosen: ({ context }) => context.self }) },
-        { target: 'reserving' },
-      ],
-    },
-    reserving: {
-      invoke: {
-        src: 'reserve',
-        input: ({ context }) => ({ node: context.candidates[0].node, jobId: context.jobId, resources: context.resources }),
-        onDone: { target: 'placed', actions: assign({ chosen: ({ context }) => context.candidates[0].node }) },
-        onError: [
-          {
-            guard: 'moreCandidates',
-            target: 'reserving',
-            reenter: true,
-            actions: assign(({ context, event }) => ({
-              refusals: [...context.refusals, refusalOf(context, event.error)],
-              candidates: context.candidates.slice(1),
-            })),
+        ranking: {
+          entry: assign({ candidates: ({ context }) => rank(context.bids, context.suspect) }),
+          always: [
+            { guard: 'noBids', target: '#placement.unplaced', actions: assign({ reason: ({ context }) => whyUnplaced(context) }) },
+            // Nothing to reserve across the network: this node's own scheduler reserves for it.
+            { guard: 'selfBest', target: '#placement.placed', actions: assign({ chosen: ({ context }) => context.self }) },
+            { target: 'reserving' },
+          ],
+        },
+        reserving: {
+          invoke: {
+            src: 'reserve',
+            input: ({ context }) => ({ node: context.candidates[0].node, jobId: context.jobId, resources: context.resources }),
+            onDone: { target: '#placement.placed', actions: assign({ chosen: ({ context }) => context.candidates[0].node }) },
+            onError: [
+              {
+                guard: 'moreCandidates',
+                target: 'reserving',
+                reenter: true,
+                actions: assign(({ context, event }) => ({ ...refusedBy(context, event.error), candidates: context.candidates.slice(1) })),
+              },
+              { guard: 'answersToCome', target: 'collecting', actions: assign(({ context, event }) => refusedBy(context, event.error)) },
+              {
+                target: '#placement.unplaced',
+                actions: assign(({ context, event }) => ({
+                  reason: `every bidder refused to reserve (${[...context.refusals, refusalOf(context, event.error)].slice(0, 3).join('; ')})`,
+                })),
+              },
+            ],
           },
-          {
-            target: 'unplaced',
-            actions: assign(({ context, event }) => ({
-              reason: `every bidder refused to reserve (${[...context.refusals, refusalOf(context, event.error)].slice(0, 3).join('; ')})`,
-            })),
-          },
-        ],
+        },
       },
     },
     placed: { type: 'final' },

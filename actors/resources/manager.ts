@@ -100,6 +100,7 @@ class ResourceManager {
     const held = this.ledger.allocated();
     const part = (h: number, of: number) => (of > 0 ? Math.min(1, h / of) : 0);
     return {
+      offering,
       free: this.ledger.free(),
       load: Math.max(part(held.cpu.cores, offering.cpu.cores), part(held.memory.size, offering.memory.size)),
       offered: this.settings.onboarded !== null,

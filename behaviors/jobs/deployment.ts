@@ -66,7 +66,11 @@ export const Bid = z.object({
   job_id: jobId,
   /** What the node has free now, which the job fits in. */
   free: ResourceSpecSchema,
-  /** Share of the node's offered cores or memory (the larger) already held: 0 idle, 1 full. */
+  /**
+   * Share of the node's offered cores or memory (the larger) held: 0 idle, 1 full. Counted as
+   * if the node also took the jobs it bid for earlier in the same request, so the jobs of one
+   * request spread by load instead of all going to the first idle node to answer.
+   */
   load: z.number().min(0).max(1),
   executors: z.array(z.string().max(64)).max(64),
 });

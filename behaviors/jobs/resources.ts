@@ -73,6 +73,8 @@ export const ReleasePayload = z.strictObject({ job_ids: z.array(jobId).max(10_00
 
 /** What a bid is made from, in one answer. */
 export const OfferReply = z.object({
+  /** The share onboarded for others' jobs (the whole machine's before onboarding). */
+  offering: ResourceSpecSchema,
   free: ResourceSpecSchema,
   /** Share of the offered cores or memory (the larger) held now: 0 idle, 1 full. */
   load: z.number().min(0).max(1),

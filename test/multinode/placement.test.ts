@@ -120,6 +120,23 @@ describe('placement', { timeout: 90_000 }, () => {
     await nothingReserved();
   });
 
+  it('jobs submitted together go by load, not all to the first idle node to bid: none waits while room is free', async () => {
+    // 600 MiB each: node 1 (512 MiB) cannot hold one, node 2 (1 GiB) holds one, node 3 (4 GiB)
+    // six. Offered in one bid request, each bid's load counts the jobs before it, so only the
+    // first job can meet an idle bid and the rest go to node 3. Were all six sent to whichever
+    // idle node bid first, and that was node 2, five would be refused and wait.
+    const jobs = await Promise.all(
+      Array.from({ length: 6 }, () => submit(n1, { resources: { cpu: 0.1, memory: '600MiB' }, environment: { DMS_NULL_DURATION_MS: '1500' } })),
+    );
+    await Promise.all(jobs.map((j) => until(n1, j.id, 'completed')));
+    for (const j of jobs) {
+      const { events } = (await rest(n1, 'GET', `/api/v1/jobs/${j.id}/events`)).json;
+      const waited = events.filter((e: { reason: string | null }) => /no node|refused|cannot hold/.test(e.reason ?? ''));
+      expect(waited, `job ${j.id} waited: ${JSON.stringify(waited)}`).toEqual([]);
+    }
+    await nothingReserved();
+  });
+
   it('dms run --node, jobs submit --label/--region, and jobs list showing where each ran', async () => {
     const dms = (...args: string[]) => runCli(['--home', n1.home, ...args]);
     const ran = await dms('run', '--executor', 'null', '--cpu', '0.1', '--memory', '16MiB', '--node', n2.peerId, '-e', 'DMS_NULL_STDOUT=ran there', 'none');

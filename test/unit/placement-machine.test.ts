@@ -12,7 +12,7 @@ import { type OfferEvent, placementMachine, type PlacementInput } from '../../ac
 const SELF = 'node-self';
 const resources = { cpu: { cores: 1 }, memory: { size: 1024 }, storage: { size: 0 }, gpus: [] } as unknown as PlacementInput['resources'];
 
-function start(opts: { expected: number; suspect?: string[] }) {
+function start(opts: { expected: number; suspect?: string[]; refuse?: string[] }) {
   let send!: (e: OfferEvent) => void;
   const reserved: string[] = [];
   const machine = placementMachine.provide({
@@ -22,6 +22,7 @@ function start(opts: { expected: number; suspect?: string[] }) {
         sendBack({ type: 'offered' });
       }),
       reserve: fromPromise(async ({ input }) => {
+        if (opts.refuse?.includes(input.node)) throw new Error('not enough memory');
         reserved.push(input.node);
       }),
     },
@@ -66,9 +67,30 @@ describe('placement machine: collecting bids', () => {
     expect(m.state()).toContain('collecting');
     const output = m.done();
     m.bid('idle', 0);
-    expect(m.state()).toBe('"reserving"');
+    expect(m.state()).toBe('{"bidding":"reserving"}');
     expect(await output).toEqual({ node: 'idle' });
     expect(m.reserved).toEqual(['idle']);
+  });
+
+  it('an idle bidder that refuses to reserve after an early stop: the answers still to come are waited for', async () => {
+    const m = start({ expected: 3, refuse: ['stale'] });
+    m.bid('stale', 0);
+    // Its refusal arrives asynchronously; the machine then waits again instead of giving up.
+    await new Promise((r) => setTimeout(r, 10));
+    expect(m.state()).toContain('collecting');
+    const output = m.done();
+    m.bid('other', 0.4);
+    m.decline('small');
+    expect(await output).toEqual({ node: 'other' });
+    expect(m.reserved).toEqual(['other']);
+  });
+
+  it('the window closing while a refusal is pending: with nobody left, the job waits, naming the refusal', async () => {
+    const m = start({ expected: 4, refuse: ['stale'] });
+    m.bid('stale', 0);
+    const output = m.done();
+    m.send({ type: 'window_closed' });
+    expect(await output).toEqual({ waiting: expect.stringMatching(/stale.*not enough memory/) as unknown });
   });
 
   it('does not stop for an idle bidder that failed a job lately: a later one may rank above it', async () => {
