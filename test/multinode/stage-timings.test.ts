@@ -18,7 +18,13 @@ beforeAll(async () => {
   // The third node runs without stage timings.
   nodes = await startCluster(3, { node: (i) => (i < 2 ? { env: { DMS_STAGE_TIMINGS: '1' } } : {}) });
   [requester, provider, plain] = nodes;
-  await waitFor('node 1 to see node 2', async () => (await new DmsClient({ url: requester.url }).peers()).includes(provider.peerId));
+  // Discovery done: each node has greeted the others (those exchanges are envelopes too).
+  for (const node of nodes) {
+    await waitFor(`node ${node.peerId.slice(-6)} to see the other two`, async () => {
+      const peers = await new DmsClient({ url: node.url }).peers();
+      return nodes.every((other) => other === node || peers.includes(other.peerId));
+    });
+  }
 }, 90_000);
 
 afterAll(() => stopCluster(nodes));
@@ -47,11 +53,16 @@ describe('stage timings', () => {
     }
     const mine = await stages(requester);
     const theirs = await stages(provider);
-    for (const stage of ['rest.invoke', 'rest.admit', 'invoke.wait', 'net.send', 'net.round_trip', 'net.parse', 'kernel.verify']) {
+    for (const stage of ['rest.invoke', 'rest.admit', 'invoke.wait']) {
       expect(mine.get(stage)?.count, `requester ${stage}`).toBe(5);
     }
+    // The network stages count every envelope, and a node still exchanging a late discovery
+    // message with the third one adds its own (CI saw 9 for 5 once): at least each invoke's.
+    for (const stage of ['net.send', 'net.round_trip', 'net.parse', 'kernel.verify']) {
+      expect(mine.get(stage)?.count, `requester ${stage}`).toBeGreaterThanOrEqual(5);
+    }
     for (const stage of ['net.parse', 'kernel.verify', 'kernel.admit', 'mailbox.wait', 'behavior.handle', 'reply.sign', 'reply.route', 'serve']) {
-      expect(theirs.get(stage)?.count, `provider ${stage}`).toBe(5);
+      expect(theirs.get(stage)?.count, `provider ${stage}`).toBeGreaterThanOrEqual(5);
     }
     // Stages of one process nest: the round trip is within the whole invoke. (The provider's
     // serve is within the round trip in real time too, but ends only when its process resumes
