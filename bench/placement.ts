@@ -45,26 +45,46 @@ async function call(node: NodeProcess, method: string, path: string, body?: unkn
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function settled(node: NodeProcess, ids: Set<string>): Promise<Job[]> {
+/** How many jobs on `node` have ended (completed or failed): the list's total header, one row read. */
+async function endedCount(node: NodeProcess): Promise<number> {
+  let total = 0;
+  for (const status of ['completed', 'failed']) {
+    const res = await fetch(`${node.url}/api/v1/jobs?status=${status}&limit=1`);
+    if (res.status !== 200) throw new Error(`GET /jobs?status=${status} answered ${res.status}: ${await res.text()}`);
+    await res.body?.cancel();
+    total += Number(res.headers.get('x-total-count'));
+  }
+  return total;
+}
+
+/**
+ * Waits until the jobs `ids` have all ended, then reads them. While waiting it only counts
+ * (one row read a poll): reading every ended job each time, thousands by the end of a run,
+ * took a share of node 1's CPU that the figures then charged to placement.
+ */
+async function settled(node: NodeProcess, ids: Set<string>, endedBefore: number): Promise<Job[]> {
   const deadline = Date.now() + 180_000;
-  for (;;) {
-    const done: Job[] = [];
-    for (const status of ['completed', 'failed']) {
-      for (let offset = 0; ; offset += 1000) {
-        const page = (await call(node, 'GET', `/jobs?status=${status}&limit=1000&offset=${offset}`)) as Job[];
-        done.push(...page.filter((j) => ids.has(j.id)));
-        if (page.length < 1000) break;
-      }
-    }
-    if (done.length === ids.size) return done;
-    if (Date.now() > deadline) throw new Error(`only ${done.length} of ${ids.size} jobs ended within 180 s`);
+  while ((await endedCount(node)) < endedBefore + ids.size) {
+    if (Date.now() > deadline) throw new Error(`the ${ids.size} jobs did not all end within 180 s`);
     await sleep(200);
   }
+  const done: Job[] = [];
+  for (const status of ['completed', 'failed']) {
+    // Newest first: this run's jobs are on the first pages.
+    for (let offset = 0; ; offset += 1000) {
+      const page = (await call(node, 'GET', `/jobs?status=${status}&limit=1000&offset=${offset}`)) as Job[];
+      done.push(...page.filter((j) => ids.has(j.id)));
+      if (page.length < 1000 || done.length === ids.size) break;
+    }
+  }
+  if (done.length !== ids.size) throw new Error(`only ${done.length} of ${ids.size} jobs found ended`);
+  return done;
 }
 
 /** Submit → running for `n` jobs one after another: the requester's own stamps. */
 async function latency(node: NodeProcess, spec: JobSpecInput, n: number): Promise<{ p50: number; p99: number; elsewhere: number }> {
   const ids = new Set<string>();
+  const endedBefore = await endedCount(node);
   for (let i = 0; i < n; i++) {
     const job = (await call(node, 'POST', '/jobs', spec)) as Job;
     ids.add(job.id);
@@ -75,7 +95,7 @@ async function latency(node: NodeProcess, spec: JobSpecInput, n: number): Promis
       await sleep(2);
     }
   }
-  const jobs = await settled(node, ids);
+  const jobs = await settled(node, ids, endedBefore);
   const times: number[] = [];
   let elsewhere = 0;
   for (const job of jobs) {
@@ -92,6 +112,7 @@ async function latency(node: NodeProcess, spec: JobSpecInput, n: number): Promis
 /** `n` jobs from CONCURRENCY callers: completed per second, first submission to last completion. */
 async function throughput(node: NodeProcess, spec: JobSpecInput, n: number): Promise<{ per_s: number; failed: number; elsewhere: number }> {
   const submitted = new Set<string>();
+  const endedBefore = await endedCount(node);
   let next = 0;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -101,7 +122,7 @@ async function throughput(node: NodeProcess, spec: JobSpecInput, n: number): Pro
       }
     }),
   );
-  const done = await settled(node, submitted);
+  const done = await settled(node, submitted, endedBefore);
   const created = done.map((j) => Date.parse(j.created_at));
   const ended = done.map((j) => Date.parse(j.updated_at));
   const span = (Math.max(...ended) - Math.min(...created)) / 1000;
