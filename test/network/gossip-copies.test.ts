@@ -26,10 +26,9 @@ describe('gossip copies', () => {
     hosts = await Promise.all(Array.from({ length: 4 }, () => createHost({ keyPair: KeyPair.generate() })));
     for (const h of hosts) {
       h.services.pubsub.topicValidators.set(TOPIC, () => TopicValidatorResult.Accept);
-      h.services.pubsub.addEventListener('gossipsub:message', (evt) => {
+      h.services.pubsub.addEventListener('gossipsub:message', () => {
         const id = h.peerId.toString();
         received.set(id, (received.get(id) ?? 0) + 1);
-        void evt;
       });
     }
     await Promise.all(hosts.map((h) => h.start()));
