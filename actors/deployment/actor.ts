@@ -40,7 +40,7 @@ import {
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { callBehavior, handleAt, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
-import { LeaseReply, type Offer, OfferReply, ReleaseReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
+import { LeaseReply, loadOf, type Offer, OfferReply, ReleaseReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { JobSchema, type Labels, type Location, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
@@ -402,11 +402,9 @@ class Deployment {
 /** The load a node's offer would show with `taken` more held: its own figure while nothing more is. */
 function loadWith(offer: Offer, taken: { cores: number; memory: number }): number {
   if (taken.cores === 0 && taken.memory === 0) return offer.load;
-  const part = (held: number, of: number) => (of > 0 ? Math.min(1, Math.max(0, held / of)) : 0);
   const { offering, free } = offer;
-  const cpu = part(offering.cpu.cores - free.cpu.cores + taken.cores, offering.cpu.cores);
-  const memory = part(offering.memory.size - free.memory.size + taken.memory, offering.memory.size);
-  return Math.max(offer.load, cpu, memory);
+  const held = { cores: offering.cpu.cores - free.cpu.cores + taken.cores, memory: offering.memory.size - free.memory.size + taken.memory };
+  return Math.max(offer.load, loadOf(held, offering));
 }
 
 /** A node's answers out of a reply envelope; anything else (an error reply, a malformed bid) is no answer. */

@@ -18,6 +18,7 @@ import {
   DeviceBehaviors,
   EmptyPayload,
   LeasePayload,
+  loadOf,
   type Offer,
   ReleasePayload,
   ReservePayload,
@@ -98,11 +99,10 @@ class ResourceManager {
   offer(): Offer {
     const offering = this.ledger.offering;
     const held = this.ledger.allocated();
-    const part = (h: number, of: number) => (of > 0 ? Math.min(1, h / of) : 0);
     return {
       offering,
       free: this.ledger.free(),
-      load: Math.max(part(held.cpu.cores, offering.cpu.cores), part(held.memory.size, offering.memory.size)),
+      load: loadOf({ cores: held.cpu.cores, memory: held.memory.size }, offering),
       offered: this.settings.onboarded !== null,
       location: this.settings.location,
       labels: this.settings.labels,

@@ -9,6 +9,7 @@ import {
   DeviceSettingsPatchSchema,
   LabelsSchema,
   LocationSchema,
+  type ResourceSpec,
   ResourceSpecSchema,
 } from './schema.js';
 
@@ -84,6 +85,12 @@ export const OfferReply = z.object({
   labels: LabelsSchema,
 });
 export type Offer = z.output<typeof OfferReply>;
+
+/** An offer's `load`: the share of `offering`'s cores or memory (the larger) that `held` takes, 0 idle, 1 full. */
+export function loadOf(held: { cores: number; memory: number }, offering: ResourceSpec): number {
+  const part = (h: number, of: number) => (of > 0 ? Math.min(1, h / of) : 0);
+  return Math.max(part(held.cores, offering.cpu.cores), part(held.memory, offering.memory.size));
+}
 
 /** The longest a lease may hold resources without its job starting. */
 export const MAX_LEASE_MS = 60_000;
