@@ -1,15 +1,13 @@
-import type { Stream } from '@libp2p/interface';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { encodeFrame, frameDecoder } from '../../runtime/network/frames.js';
-import { createHost, type DmsLibp2p } from '../../runtime/network/host.js';
+import { encodeFrame } from '../../runtime/network/frames.js';
+import { createHost } from '../../runtime/network/host.js';
+import { openEcho, serveEcho } from '../../test/helpers/libp2p-echo.js';
 
 /**
  * The floor under DMS's network figures: request/reply over the very libp2p stack the node
  * runs (TCP, Noise, Yamux, same services), on one reused stream, with no envelopes, actors
  * or signatures. Whatever `bench:net` measures above this is DMS's own cost.
  */
-
-const ECHO_PROTOCOL = '/dms-bench/echo/1.0.0';
 
 export interface RawLibp2pOptions {
   /** Measured round trips (default 5000). */
@@ -35,12 +33,11 @@ export async function rawLibp2pRoundTrips(opts: RawLibp2pOptions = {}): Promise<
   const payloadBytes = opts.payloadBytes ?? 512;
   const [server, client] = await Promise.all([createHost({ keyPair: KeyPair.generate() }), createHost({ keyPair: KeyPair.generate() })]);
   try {
-    // The server echoes bytes as they come: frames go back exactly as they arrived.
-    await server.handle(ECHO_PROTOCOL, (stream) => {
-      stream.addEventListener('message', (evt) => stream.send(evt.data));
-    });
+    await serveEcho(server);
     await Promise.all([server.start(), client.start()]);
-    const roundTrip = await openEcho(client, server, payloadBytes);
+    const echo = await openEcho(client, server);
+    const frame = encodeFrame('x'.repeat(payloadBytes));
+    const roundTrip = () => echo.roundTrip(frame, payloadBytes);
 
     for (let i = 0; i < warmup; i++) await roundTrip();
     const latencies = new Float64Array(requests);
@@ -62,25 +59,6 @@ export async function rawLibp2pRoundTrips(opts: RawLibp2pOptions = {}): Promise<
   } finally {
     await Promise.all([client.stop(), server.stop()]);
   }
-}
-
-/** One stream to the echo server; each call sends one frame and resolves on its echo. */
-async function openEcho(client: DmsLibp2p, server: DmsLibp2p, payloadBytes: number): Promise<() => Promise<void>> {
-  const stream: Stream = await client.dialProtocol(server.getMultiaddrs(), ECHO_PROTOCOL);
-  const frame = encodeFrame('x'.repeat(payloadBytes));
-  const decoder = frameDecoder(frame.byteLength);
-  let replied: (() => void) | undefined;
-  stream.addEventListener('message', (evt) => {
-    for (const reply of decoder.decode(evt.data)) {
-      if (reply.byteLength !== payloadBytes) throw new Error(`echo returned ${reply.byteLength} bytes, sent ${payloadBytes}`);
-      replied?.();
-    }
-  });
-  return () =>
-    new Promise<void>((resolve) => {
-      replied = resolve;
-      stream.send(frame);
-    });
 }
 
 const percentile = (sorted: Float64Array, q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];

@@ -2,8 +2,9 @@ import { Socket } from 'node:net';
 import type { Stream } from '@libp2p/interface';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { encodeFrame, frameDecoder } from '../../runtime/network/frames.js';
+import { encodeFrame } from '../../runtime/network/frames.js';
 import { createHost, type DmsLibp2p } from '../../runtime/network/host.js';
+import { openEcho, serveEcho } from '../helpers/libp2p-echo.js';
 
 /*
  * What one envelope costs the socket, over the node's real libp2p stack (TCP, Noise, Yamux) on
@@ -13,8 +14,6 @@ import { createHost, type DmsLibp2p } from '../../runtime/network/host.js';
  * these fail after a dependency update, the patches no longer apply as they did: see README
  * "Network".
  */
-
-const ECHO = '/dms-test/echo/1.0.0';
 
 /** Counts socket writes that reach the kernel: Writable's _write is one write(2), _writev one writev(2). */
 function countWrites(): { count(): number; restore(): void } {
@@ -45,9 +44,7 @@ describe('libp2p stream writes (patches/)', () => {
 
   beforeAll(async () => {
     [server, client] = await Promise.all([createHost({ keyPair: KeyPair.generate() }), createHost({ keyPair: KeyPair.generate() })]);
-    await server.handle(ECHO, (stream) => {
-      stream.addEventListener('message', (evt) => stream.send(evt.data));
-    });
+    await serveEcho(server);
     await Promise.all([server.start(), client.start()]);
   });
 
@@ -57,25 +54,8 @@ describe('libp2p stream writes (patches/)', () => {
 
   /** An echo stream: `roundTrip(bytes)` sends one frame of that size and resolves once all of it is back. */
   async function echoStream(): Promise<{ stream: Stream; roundTrip(bytes: number): Promise<void> }> {
-    const stream = await client.dialProtocol(server.getMultiaddrs(), ECHO);
-    const decoder = frameDecoder(64 * 1024 * 1024);
-    let waiting: { bytes: number; done: () => void; fail: (e: Error) => void } | undefined;
-    stream.addEventListener('message', (evt) => {
-      for (const frame of decoder.decode(evt.data)) {
-        const w = waiting!;
-        waiting = undefined;
-        if (frame.byteLength === w.bytes) w.done();
-        else w.fail(new Error(`echo returned ${frame.byteLength} bytes, sent ${w.bytes}`));
-      }
-    });
-    return {
-      stream,
-      roundTrip: (bytes) =>
-        new Promise<void>((done, fail) => {
-          waiting = { bytes, done, fail };
-          stream.send(encodeFrame('x'.repeat(bytes)));
-        }),
-    };
+    const echo = await openEcho(client, server);
+    return { stream: echo.stream, roundTrip: (bytes) => echo.roundTrip(encodeFrame('x'.repeat(bytes)), bytes) };
   }
 
   it('sends each envelope of a request/reply exchange in one socket write', async () => {
