@@ -3,6 +3,7 @@ import { TopicValidatorResult } from '@libp2p/gossipsub';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { createHost, type DmsLibp2p, gossipFastId } from '../../runtime/network/host.js';
+import { waitFor } from '../helpers/network.js';
 
 /*
  * In a mesh every peer relays a message to every other, so each node hears it from several
@@ -35,11 +36,7 @@ describe('gossip copies', () => {
     for (const [i, a] of hosts.entries()) for (const b of hosts.slice(i + 1)) await a.dial(b.getMultiaddrs());
     for (const h of hosts) h.services.pubsub.subscribe(TOPIC);
     // Until every node has every other in its mesh for the topic (heartbeats graft them).
-    const deadline = Date.now() + 10_000;
-    while (!hosts.every((h) => meshOf(h).length === hosts.length - 1)) {
-      if (Date.now() > deadline) throw new Error('meshes did not form within 10 s');
-      await sleep(100);
-    }
+    await waitFor('every mesh to hold the other three', () => hosts.every((h) => meshOf(h).length === hosts.length - 1), { timeoutMs: 10_000, intervalMs: 100 });
   }, 20_000);
 
   afterAll(async () => {
@@ -62,11 +59,7 @@ describe('gossip copies', () => {
       const [publisher] = hosts;
       for (let i = 0; i < messages; i++) await publisher.services.pubsub.publish(TOPIC, new TextEncoder().encode(`message ${i} `.padEnd(1500, '.')));
       const receivers = hosts.slice(1).map((h) => h.peerId.toString());
-      const deadline = Date.now() + 10_000;
-      while (!receivers.every((id) => (received.get(id) ?? 0) >= messages)) {
-        if (Date.now() > deadline) throw new Error(`not every node got every message: ${JSON.stringify([...received])}`);
-        await sleep(50);
-      }
+      await waitFor('every node to get every message', () => receivers.every((id) => (received.get(id) ?? 0) >= messages), { timeoutMs: 10_000, intervalMs: 50 });
       // Copies still in flight when the last one was delivered are checked (or not) now.
       await sleep(500);
       checks = verify.mock.calls.length;
