@@ -256,6 +256,43 @@ describe('placement', { timeout: 90_000 }, () => {
     await nothingReserved();
   });
 
+  it('a peer that bids idle for everything, first, then refuses to reserve: the job goes to an honest node without waiting', async () => {
+    const liar = await ForeignPeer.start();
+    try {
+      liar.transport.subscribe(DEPLOYMENT_TOPIC);
+      await liar.connect(n1);
+      await waitFor('the liar in the deployment mesh', () => liar.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0);
+      // An idle bid (load 0) the moment an offer arrives, which ends the requester's collection
+      // early; then a refusal when asked to hold the job.
+      liar.transport.onEnvelope((env) => {
+        if (!env.opt.cont) return;
+        const requester = { peerId: env.from.addr.host } as NodeProcess;
+        const answer = (payload: unknown) => void liar.send(liar.envelope(requester, { be: env.opt.cont!, exp: env.opt.exp, inbox: env.from.addr.inbox, payload })).catch(() => undefined);
+        if (env.be === '/dms/deployment/bid') {
+          const offer = decodePayload(env.msg) as { jobs: { job_id: string; resources: unknown }[] };
+          answer({ node: liar.host, answers: offer.jobs.map((j) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
+        } else if (env.be === '/dms/deployment/reserve') {
+          answer({ error: 'not enough memory', kind: 'conflict' });
+        }
+      });
+      // Node 3, the one honest node that can hold the job, busy with another: its bid is not
+      // idle, so only the liar's can end the collection early.
+      const busy = await submit(n1, { resources: { cpu: 0.1, memory: '16MiB' }, placement: { node: n3.peerId }, environment: { DMS_NULL_DURATION_MS: '60000' } });
+      await until(n1, busy.id, 'running');
+      const j = await submit(n1, { resources: { cpu: 1.5, memory: '64MiB' } });
+      const done = await until(n1, j.id, 'completed');
+      expect(done.node).toBe(n3.peerId);
+      expect(liar.replies('/dms/deployment/reserve').length).toBeGreaterThan(0);
+      expect((await rest(n1, 'DELETE', `/api/v1/jobs/${busy.id}`)).status).toBe(200);
+      const { events } = (await rest(n1, 'GET', `/api/v1/jobs/${j.id}/events`)).json;
+      const waited = events.filter((e: { reason: string | null }) => /no node|refused|cannot hold/.test(e.reason ?? ''));
+      expect(waited, `the job waited: ${JSON.stringify(waited)}`).toEqual([]);
+    } finally {
+      await liar.stop();
+    }
+    await nothingReserved();
+  });
+
   it('kill -9 of the requester mid-job: the provider finishes it, and the requester reconciles when it returns', async () => {
     const j = await submit(n1, {
       resources: { cpu: 1.5, memory: '2GiB' },

@@ -73,4 +73,34 @@ describe('gossip copies', () => {
     expect(checks).toBeGreaterThanOrEqual(once);
     expect(checks).toBeLessThan(once * 1.5);
   });
+
+  it("a forged copy sent ahead of a message (its publisher and sequence number, a bad signature) does not shadow it", async () => {
+    const [publisher, receiver, attacker] = hosts;
+    const seen: { seqno: bigint; data: string }[] = [];
+    const listener = (evt: CustomEvent<{ msg: { type: string; from?: { toString(): string }; sequenceNumber?: bigint; data: Uint8Array } }>) => {
+      const { msg } = evt.detail;
+      if (msg.type === 'signed' && msg.from?.toString() === publisher.peerId.toString()) seen.push({ seqno: msg.sequenceNumber!, data: new TextDecoder().decode(msg.data) });
+    };
+    receiver.services.pubsub.addEventListener('gossipsub:message', listener as unknown as EventListener);
+    try {
+      // The sequence number is a counter (one per process here): the next message takes the next one.
+      await publisher.services.pubsub.publish(TOPIC, new TextEncoder().encode('first'));
+      await waitFor('the first message', () => seen.some((m) => m.data === 'first'));
+      const next = seen.find((m) => m.data === 'first')!.seqno + 1n;
+      const seqno = new Uint8Array(8);
+      new DataView(seqno.buffer).setBigUint64(0, next);
+      // As a peer would send it: the publisher's id and the coming sequence number, other data, a signature that is not one.
+      const gossip = receiver.services.pubsub as unknown as { handleReceivedRpc(from: unknown, rpc: unknown): Promise<void> };
+      await gossip.handleReceivedRpc(attacker.peerId, {
+        subscriptions: [],
+        messages: [{ from: publisher.peerId.toMultihash().bytes, seqno, data: new TextEncoder().encode('forged'), topic: TOPIC, signature: new Uint8Array(64) }],
+      });
+      await publisher.services.pubsub.publish(TOPIC, new TextEncoder().encode('real'));
+      await waitFor('the real message', () => seen.some((m) => m.data === 'real'), { timeoutMs: 10_000 });
+      expect(seen.find((m) => m.data === 'real')!.seqno).toBe(next);
+      expect(seen.map((m) => m.data)).not.toContain('forged');
+    } finally {
+      receiver.services.pubsub.removeEventListener('gossipsub:message', listener as unknown as EventListener);
+    }
+  });
 });
