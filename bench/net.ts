@@ -34,6 +34,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 1500);
 const BROADCASTS = Number(process.env.BENCH_BROADCASTS ?? 300);
 const COLD = Number(process.env.BENCH_COLD ?? 200);
+const COLD_BROADCASTS = Number(process.env.BENCH_COLD_BROADCASTS ?? 50);
 const WARMUP_INVOKES = Number(process.env.BENCH_WARMUP_INVOKES ?? 3000);
 const WARMUP_BROADCASTS = Number(process.env.BENCH_WARMUP_BROADCASTS ?? 600);
 const TARGET = 1.5;
@@ -151,7 +152,7 @@ try {
   const counted = async () => {
     if ((await replies()) < 5) short++;
   };
-  const coldBroadcast = summarize(`(d) broadcast ?limit=5, 5 nodes, cold (first ${COLD / 4})`, await timeEach(COLD / 4, counted));
+  const coldBroadcast = summarize(`(d) broadcast ?limit=5, 5 nodes, cold (first ${COLD_BROADCASTS})`, await timeEach(COLD_BROADCASTS, counted));
   for (let i = 0; i < WARMUP_BROADCASTS; i++) await replies();
   const broadcast = summarize('(d) broadcast ?limit=5, 5 nodes, warm', await timeEach(BROADCASTS, counted));
 
@@ -159,7 +160,7 @@ try {
   printTable(loads);
   console.log('');
   for (const l of [coldLocal, coldCross, coldBroadcast, local, cross, broadcast]) console.log(`${l.name.padEnd(48)} p50 ${l.p50_ms} ms  p99 ${l.p99_ms} ms  (${l.samples} requests)`);
-  if (short) console.log(`warning: ${short} of ${COLD / 4 + BROADCASTS} timed broadcasts ended at opt.exp with fewer than 5 replies`);
+  if (short) console.log(`warning: ${short} of ${COLD_BROADCASTS + BROADCASTS} timed broadcasts ended at opt.exp with fewer than 5 replies`);
 
   // (e) on a fresh pair with stage timings on, once the others are gone.
   await Promise.all(nodes.splice(0).map(async (node) => (await node.stop(), removeHome(node.home))));
