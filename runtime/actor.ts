@@ -169,7 +169,7 @@ export class Actor {
     if (start !== undefined) stages!.record('mailbox.wait', start - queuedAt!);
     // Checked again here: the waiter may have gone, and another behavior taken its name, while queued.
     const waiting = inbox.behaviors.get(env.be);
-    if (this.system.events.observed) {
+    if (this.system.watched) {
       const sentAt = replySentAt(waiting);
       const replyMs = sentAt === undefined ? undefined : Math.round((performance.now() - sentAt) * 100) / 100;
       this.system.emit({ type: 'deliver', actor: inbox.name, env, verified, replyMs });

@@ -1,4 +1,4 @@
-import { Subject } from 'rxjs';
+import { Observable, Subject } from 'rxjs';
 import { type AnyActorLogic, createActor, type Actor as MachineActor, type ActorOptions as MachineOptions, type InspectionEvent } from 'xstate';
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
 import { type Behavior, isReplyWaiter, notWaiting } from './behavior.js';
@@ -91,7 +91,21 @@ export class ActorSystem {
   readonly log: Logger;
   readonly mailboxDefaults: MailboxOptions;
   readonly replay: ReplayCache;
-  readonly events = new Subject<SystemEvent>();
+  private readonly eventSubject = new Subject<SystemEvent>();
+  private eventWatchers = 0;
+  /**
+   * What happens in the kernel and its machines, as it happens. Built only while watched:
+   * `watched` says whether anyone is, and the metrics count how many (RxJS keeps a Subject's
+   * observer list to itself).
+   */
+  readonly events = new Observable<SystemEvent>((subscriber) => {
+    this.eventWatchers++;
+    const subscription = this.eventSubject.subscribe(subscriber);
+    return () => {
+      this.eventWatchers--;
+      subscription.unsubscribe();
+    };
+  });
   readonly metrics?: NodeMetrics;
   readonly stages?: StageTimings;
   private readonly routes = new Map<string, Inbox>();
@@ -124,7 +138,7 @@ export class ActorSystem {
     });
     this.metrics?.gauge('dms_peers', 'Peers connected now', [], (set) => set({}, this.transport?.peers().length ?? 0));
     // The kernel builds events only while this is above zero (dev stream watchers).
-    this.metrics?.gauge('dms_event_watchers', "Watchers of the system event stream (dev mode's live streams)", [], (set) => set({}, this.events.observers.length));
+    this.metrics?.gauge('dms_event_watchers', "Watchers of the system event stream (dev mode's live streams)", [], (set) => set({}, this.eventWatchers));
   }
 
   /** Whether `host` names this node: its peer id, or empty (an address on whatever node reads it). */
@@ -181,8 +195,8 @@ export class ActorSystem {
       this.machineNames.delete(id);
       if (ev.rootId === id) this.machineOwners.delete(id);
     }
-    if (from === to || !this.events.observed) return;
-    this.events.next({
+    if (from === to || !this.watched) return;
+    this.eventSubject.next({
       type: 'transition',
       actor: owner,
       machine: snapshot.machine?.id ?? (ev.actorRef as { id?: string }).id ?? 'machine',
@@ -278,8 +292,13 @@ export class ActorSystem {
     return this.transport;
   }
 
+  /** Whether anyone watches `events`: the kernel builds none while nobody does. */
+  get watched(): boolean {
+    return this.eventWatchers > 0;
+  }
+
   emit(event: SystemEvent): void {
-    if (this.events.observed) this.events.next(event);
+    if (this.watched) this.eventSubject.next(event);
   }
 
   deadLetter(env: Envelope, reason: string): void {
@@ -342,7 +361,7 @@ export class ActorSystem {
 
   /** Delivers a checked envelope: locally, to its remote host, or to every subscriber of its topic. */
   async route(env: Envelope, origin: Origin = { kind: 'local' }, opts: RouteOptions = {}): Promise<void> {
-    if (this.events.observed && origin.kind === 'local') this.emit({ type: 'send', actor: env.from.addr.inbox, env });
+    if (this.watched && origin.kind === 'local') this.emit({ type: 'send', actor: env.from.addr.inbox, env });
     if (isBroadcast(env)) return this.broadcast(env, origin);
     const host = env.to.addr.host;
     if (this.isHere(host)) return this.deliverLocal(env, opts, verificationOf(origin));
