@@ -61,6 +61,22 @@ const IDS_PER_SELECT = 900;
 
 const UPSERT_TAIL = `on conflict (\`id\`) do update set ${MUTABLE.map((c) => `\`${c}\` = excluded.\`${c}\``).join(', ')}`;
 
+/**
+ * The stored rows of the jobs `ids` (those that exist, in no particular order), read directly
+ * like the writes: through the ORM's `findOne`, one job read cost ~0.5 ms of CPU, ten times
+ * the statement itself. Inside `em`'s transaction when it has one.
+ */
+export async function readJobRows(em: EntityManager, ids: readonly string[]): Promise<JobRow[]> {
+  const conn = em.getConnection();
+  const ctx = em.getTransactionContext();
+  const rows: JobRow[] = [];
+  for (const part of chunks(ids, IDS_PER_SELECT)) {
+    const found = await conn.execute<Record<string, unknown>[]>(`select * from \`job\` where \`id\` in (${marks(part.length)})`, part, 'all', ctx);
+    for (const r of found) rows.push(fromColumns(r));
+  }
+  return rows;
+}
+
 /** Applies `writes` in order inside `em`'s transaction (see JobRepository.commitAll). */
 export async function writeBatch(em: EntityManager, writes: readonly JobWrite[]): Promise<JobWriteResult[]> {
   const conn = em.getConnection();
@@ -71,10 +87,7 @@ export async function writeBatch(em: EntityManager, writes: readonly JobWrite[])
     else if (w.opts?.id !== undefined) wanted.add(w.opts.id);
   }
   const rows = new Map<string, JobRow>();
-  for (const ids of chunks([...wanted], IDS_PER_SELECT)) {
-    const found = await conn.execute<Record<string, unknown>[]>(`select * from \`job\` where \`id\` in (${marks(ids.length)})`, ids, 'all', ctx);
-    for (const r of found) rows.set(String(r.id), fromColumns(r));
-  }
+  for (const row of await readJobRows(em, [...wanted])) rows.set(row.id, row);
 
   const touched = new Set<JobRow>();
   const events: NewJobEvent[] = [];
@@ -169,7 +182,7 @@ const names = (columns: readonly string[]) => columns.map((c) => `\`${c}\``).joi
 const marks = (n: number) => new Array<string>(n).fill('?').join(', ');
 const tuples = (rows: number, columns: number) => new Array<string>(rows).fill(`(${marks(columns)})`).join(', ');
 
-function chunks<T>(items: T[], size: number): T[][] {
+function chunks<T>(items: readonly T[], size: number): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
   return out;

@@ -1,7 +1,7 @@
 import type { MikroORM } from '@mikro-orm/sqlite';
 import type { Job, JobEvent, JobSpecInput, JobStatus } from '../behaviors/jobs/schema.js';
 import { JobEntity, JobEventEntity } from './entities.js';
-import { type JobWrite, type JobWriteResult, writeBatch } from './job-batch.js';
+import { type JobWrite, type JobWriteResult, readJobRows, writeBatch } from './job-batch.js';
 import type { JobChange, JobCreateOptions, JobEventRow } from './job-rules.js';
 import { toJob } from './job-rules.js';
 
@@ -32,7 +32,7 @@ export class JobRepository {
   }
 
   async get(id: string): Promise<Job | null> {
-    const row = await this.orm.em.fork().findOne(JobEntity, { id });
+    const [row] = await readJobRows(this.orm.em.fork(), [id]);
     return row ? toJob(row) : null;
   }
 
