@@ -66,6 +66,25 @@ describe('jobs', () => {
     expect(await storage.events.listFor(job.id)).toMatchObject([{ from_status: null, to_status: 'pending', reason: 'submitted' }]);
   });
 
+  it('reads a job the same by id (plain SELECT) as in a list (the ORM), with every field set', async () => {
+    const requester = '12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf';
+    const job = await storage.jobs.create(
+      { ...spec, timeout_s: 30, placement: { labels: { gpu: 'a100' }, location: { region: 'eu' }, max_attempts: 2 } },
+      { requester, pending_reason: 'no node has 64 MiB memory free' },
+    );
+    const attempts = [{ node: requester, started_at: new Date(0).toISOString(), ended_at: null, outcome: null, reason: null }];
+    await storage.jobs.update(job.id, { status: 'running', reason: 'started', node: requester, container_id: 'c1', attempts });
+    const ended = await storage.jobs.update(job.id, { status: 'failed', reason: 'exit 3', exit_code: 3, error: 'exit 3' });
+    expect(ended).toMatchObject({ placement: { labels: { gpu: 'a100' }, max_attempts: 2 }, requester, node: requester, exit_code: 3, timeout_s: 30, attempts });
+
+    await storage.close();
+    storage = await openStorage(path);
+    const [listed] = await storage.jobs.list({ status: 'failed' });
+    expect(listed).toEqual(ended);
+    expect(await storage.jobs.get(job.id)).toEqual(listed);
+    expect(await storage.jobs.get('0b6f8f3e-6c55-4b43-9d0a-000000000000')).toBeNull();
+  });
+
   it('keeps a given id and refuses a spec with a bad field, naming it', async () => {
     const id = '0b6f8f3e-6c55-4b43-9d0a-6f7e2d4b7a10';
     expect((await storage.jobs.create(spec, { id, node: 'peer-1' })).id).toBe(id);
