@@ -142,7 +142,12 @@ export class Libp2pTransport implements Transport {
   }
 
   peers(): string[] {
-    return this.node.getPeers().map(String);
+    // The connections' own ids, not libp2p's getPeers(): that one collects them in a PeerSet,
+    // which keeps base58 strings and decodes each into a new PeerId on the way out, only for
+    // this to encode it again. A job asks for the peers about three times on its way.
+    const peers = new Set<string>();
+    for (const conn of this.node.getConnections()) peers.add(conn.remotePeer.toString());
+    return [...peers];
   }
 
   /** Peers known to be subscribed to `topic`, i.e. who a publish on it reaches directly. */
@@ -327,7 +332,7 @@ export class Libp2pTransport implements Transport {
       }
     }
     // With no peer to ask, kad-dht would park the query until one connects: fail now instead.
-    if (this.node.getPeers().length === 0) {
+    if (this.node.getConnections().length === 0) {
       throw new DmsError('unroutable', `cannot reach peer ${peer}: ${dialFailure}, and no connected peer to look it up through`);
     }
     try {
