@@ -8,16 +8,17 @@
  * records whole milliseconds, too coarse for sub-ms p50s, so a sequential keep-alive client
  * also times each concurrency-1 request to the microsecond. The ratio
  * cross p50 / (local p50 + raw p50) uses those; target <= 1.5.
- * Every case is timed twice: over a fresh node's first requests ("cold"), and after a warm-up
- * long enough for V8 to have optimised the message path ("warm", the figures the targets are
- * read against). On this machine that takes ~2,500 cross-node invokes or ~600 broadcasts, and
- * until then a request costs about twice the CPU (measured window by window on fresh nodes).
  *  (e) where a cross-node invoke's time goes: a fresh pair of nodes with stage timings on
  *      (runtime/stage-timings.ts) serves sequential invokes, and each side's stages are printed
  *      with the split they imply (HTTP, requester, wire, provider). Separate nodes, so the
  *      timing code is never in the figures above.
  *  (f) the same for a broadcast: three more timed nodes join, and the publisher's and the
  *      subscribers' stages are printed.
+ * (b), (c) and (d) at concurrency 1 are timed twice: over the fresh nodes' first requests
+ * ("cold"), and after a warm-up long enough for V8 to have optimised the message path ("warm",
+ * the figures the targets are read against). On this machine that takes ~2,500 cross-node
+ * invokes or ~600 broadcasts, and until then a request costs about twice the CPU (measured
+ * window by window on fresh nodes). The autocannon runs, (e) and (f) come after a warm-up too.
  */
 import '../runtime/polyfills.js';
 import { Agent, request } from 'node:http';

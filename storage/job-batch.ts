@@ -1,5 +1,6 @@
 /**
- * The SQL of a group commit. Through the ORM's unit of work a batch spends more on change
+ * The job table's SQL, written directly: a group commit, and reading jobs by id (`readJobRows`,
+ * which the commit uses too). Through the ORM's unit of work a batch spends more on change
  * tracking than SQLite spends storing it; written directly it is one SELECT of the jobs it
  * changes, one INSERT … ON CONFLICT DO UPDATE for every job it creates or changes, and one
  * INSERT for its events, all inside the caller's transaction. The rules (what a new job is,
