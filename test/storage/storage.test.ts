@@ -85,6 +85,14 @@ describe('jobs', () => {
     expect(await storage.jobs.get('0b6f8f3e-6c55-4b43-9d0a-000000000000')).toBeNull();
   });
 
+  it('reads by id as a value, never as SQL: quotes, wildcards and a changed case find nothing', async () => {
+    const job = await storage.jobs.create(spec);
+    for (const id of [`x' or '1'='1`, `${job.id}' --`, '1) or (1=1', '%', '*', `${job.id.slice(0, 8)}%`, job.id.toUpperCase()]) {
+      expect(await storage.jobs.get(id), id).toBeNull();
+    }
+    expect((await storage.jobs.get(job.id))?.id).toBe(job.id);
+  });
+
   it('keeps a given id and refuses a spec with a bad field, naming it', async () => {
     const id = '0b6f8f3e-6c55-4b43-9d0a-6f7e2d4b7a10';
     expect((await storage.jobs.create(spec, { id, node: 'peer-1' })).id).toBe(id);
