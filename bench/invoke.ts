@@ -21,7 +21,7 @@
  *      Target: F/B >= 0.85. The watcher process's own CPU per request is shown apart.
  *  (g) what the stream code costs with dev mode off: a node of this build with dev mode off
  *      (x) against one of a copy of the build with the dev stream compiled out (y,
- *      ./lib/stream-free.ts), first at full load (rates), then each held at the same fixed
+ *      ./lib/variant-build.ts), first at full load (rates), then each held at the same fixed
  *      rate (CPU per request, from the scheduler's ns accounting). Target: x within 3 % of y.
  *      It is judged on the fixed-rate CPU: at full load three nodes on two cores feed back on
  *      one another (a node that gets more CPU batches more per turn and gets cheaper per
@@ -45,7 +45,7 @@ import { encodeEnvelope, encodePayload, type Envelope } from '../runtime/wire/en
 import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js';
 import { compareSideBySide, cpuSeconds, type Figures, measure, median, printTable, type SideFigures, sideBySide, startEchoServer } from './lib/load.js';
 import { helloInvoke } from './lib/bodies.js';
-import { streamFreeBuild } from './lib/stream-free.js';
+import { STREAM_FREE, variantBuild } from './lib/variant-build.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -235,7 +235,7 @@ try {
 }
 
 // (g) dev mode off against the stream compiled out, with a control.
-const streamFree = streamFreeBuild();
+const streamFree = variantBuild(STREAM_FREE);
 let devOffWindows: SideFigures[][];
 let fixedWindows: SideFigures[][];
 try {
@@ -282,7 +282,7 @@ console.log(`\n(f) a watcher's cost to the node, ${sideNote}: median F/B = ${wat
 console.log(`    node CPU per request, B/F: median ${watch.cpu_ratio.toFixed(3)}; the watcher process: ${watch.watcher_cpu_us_per_request} µs per request of F`);
 console.log(`    B/F req/s by window: ${perWindow(watchWindows)}; µs CPU per request: ${perWindowCpu(watchWindows)}`);
 const devOff = {
-  hooks: streamFree.hooks,
+  hooks: streamFree.hits,
   cpu_ratio: ratio(fixedWindows, 0, 1, 'cpuUsPerRequest'),
   control_cpu: ratio(fixedWindows, 2, 1, 'cpuUsPerRequest'),
   rate_ratio: ratio(devOffWindows, 0, 1, 'rps'),

@@ -1,0 +1,85 @@
+import { cpSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * Copies of this checkout's build with one thing taken out, as baselines that say what that
+ * thing costs: everything else is the same build, byte for byte. A copy sits beside dist/ (its
+ * folder is in .gitignore), so it resolves node_modules and ../package.json as dist does.
+ *
+ * Each variant names what it replaces and how many places it must find: a build whose code no
+ * longer looks as the variant expects would otherwise yield a copy identical to dist/, and the
+ * comparison would prove nothing while looking fine. So a miss fails loudly instead
+ * (test/unit/bench-variants.test.ts checks every variant against the current build).
+ */
+export interface VariantSpec {
+  /** Folder beside dist/ that holds the copy. */
+  dir: string;
+  /** What the replaced places are, for the error message. */
+  what: string;
+  /** Only files whose path (relative to dist/) ends with this are edited; all when absent. */
+  only?: string;
+  pattern: RegExp;
+  replacement: string;
+  /** The fewest places the pattern must replace. */
+  min: number;
+}
+
+export interface Variant {
+  /** The copy's `dms` entry point. */
+  cli: string;
+  /** How many places were replaced. */
+  hits: number;
+  remove(): void;
+}
+
+export function variantBuild(spec: VariantSpec): Variant {
+  const dist = fileURLToPath(new URL('../../dist/', import.meta.url));
+  const copy = fileURLToPath(new URL(`../../${spec.dir}/`, import.meta.url));
+  rmSync(copy, { recursive: true, force: true });
+  cpSync(dist, copy, { recursive: true });
+  let hits = 0;
+  for (const file of readdirSync(copy, { recursive: true, encoding: 'utf8' })) {
+    if (!file.endsWith('.js') || (spec.only && !file.endsWith(spec.only))) continue;
+    const text = readFileSync(copy + file, 'utf8');
+    const found = text.match(spec.pattern)?.length ?? 0;
+    if (found === 0) continue;
+    hits += found;
+    writeFileSync(copy + file, text.replace(spec.pattern, spec.replacement));
+  }
+  const remove = () => rmSync(copy, { recursive: true, force: true });
+  if (hits < spec.min) {
+    remove();
+    throw new Error(`found ${hits} ${spec.what} in dist/, expected at least ${spec.min}: update bench/lib/variant-build.ts`);
+  }
+  return { cli: `${copy}cli/main.js`, hits, remove };
+}
+
+/**
+ * The dev stream compiled out: the baseline for "the stream code costs nothing while nobody
+ * watches". The kernel asks `watched` before building any dev event; the copy has `false`
+ * there instead, so V8 drops those branches and the copy runs the message path as a node
+ * without the dev stream would.
+ */
+export const STREAM_FREE: VariantSpec = {
+  dir: 'dist-nostream',
+  what: 'dev stream hooks (this.watched, this.system.watched)',
+  pattern: /\bthis\.(?:system\.)?watched\b/g,
+  replacement: 'false',
+  min: 4,
+};
+
+/**
+ * Envelope signatures taken as valid without the Ed25519 check: the floor of the message path
+ * if verification were free. Only node:crypto's verify calls in runtime/crypto/keys.js are
+ * replaced (its sync form returns true, its callback form calls back with true), so the signed
+ * bytes are still built and every other check still runs; libp2p's own cryptography (Noise,
+ * gossipsub) is untouched. A bench baseline only: no node may run this way.
+ */
+export const VERIFY_FREE: VariantSpec = {
+  dir: 'dist-noverify',
+  what: "node:crypto verify calls (nodeVerify) in runtime/crypto/keys.js",
+  only: 'runtime/crypto/keys.js',
+  pattern: /\bnodeVerify\(/g,
+  replacement: "((...a) => (typeof a[4] === 'function' ? a[4](null, true) : true))(",
+  min: 2,
+};
