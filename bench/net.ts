@@ -14,6 +14,11 @@
  *      timing code is never in the figures above.
  *  (f) the same for a broadcast: three more timed nodes join, and the publisher's and the
  *      subscribers' stages are printed.
+ *  (g) the floor if envelope signature checks cost nothing: a fresh pair from a copy of the build
+ *      whose Ed25519 verification always succeeds (./lib/variant-build.ts, VERIFY_FREE; no node
+ *      may run so), timed as (b) and (c) warm and at concurrency 16. What the ratio and the
+ *      concurrency-16 share come to there bounds what any speed-up of the rest of the path could
+ *      reach while every signature is checked.
  * (b), (c) and (d) at concurrency 1 are timed twice: over the fresh nodes' first requests
  * ("cold"), and after a warm-up long enough for V8 to have optimised the message path ("warm",
  * the figures the targets are read against). On this machine that takes ~2,500 cross-node
@@ -30,6 +35,7 @@ import { type Figures, measure, printTable } from './lib/load.js';
 import { helloBroadcast, helloInvoke } from './lib/bodies.js';
 import { rawLibp2pRoundTrips } from './lib/raw-libp2p.js';
 import { meanOf, printStages, resetStages, stagesOf } from './lib/stages.js';
+import { VERIFY_FREE, variantBuild } from './lib/variant-build.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 1500);
@@ -217,17 +223,51 @@ try {
       ` publisher: net.publish ${f(meanOf(publisher, 'net.publish'))} ms, each reply read ${f(meanOf(publisher, 'net.broadcast_reply'))} ms after publishing`,
   );
 
+  // (g) the same pair measurements on the verify-free copy, once the timed nodes are gone.
+  await Promise.all(nodes.splice(0).map(async (node) => (await node.stop(), removeHome(node.home))));
+  const verifyFree = variantBuild(VERIFY_FREE);
+  let free: { local: Latency; cross: Latency; loads: Figures[] };
+  try {
+    const g = await startNode({ timeoutMs: 45_000, cli: verifyFree.cli });
+    nodes.push(g);
+    const h = await startNode({ timeoutMs: 45_000, cli: verifyFree.cli, env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(g) } });
+    nodes.push(h);
+    await waitFor('G to be connected to H', async () => (await new DmsClient({ url: g.url }).peers()).includes(h.peerId));
+    const freeUrl = `${g.url}/api/v1/actor/invoke`;
+    const freeCases = [g, h].map((to, i) => ({ name: `(g) ${i ? 'cross-node' : 'local'}, unverified, warm`, body: () => helloInvoke(g.peerId, to.peerId, 60_000) }));
+    const [freeLocal, freeCross] = await sequential(freeUrl, freeCases, { warmup: WARMUP_INVOKES, samples: SAMPLES, blocks: 6 });
+    const freeLoad = (c: (typeof freeCases)[number], connections: number) =>
+      measure(`${c.name.replace(', warm', '')}, concurrency ${connections}`, { url: freeUrl, connections, requests: [{ method: 'POST', headers, setupRequest: (r) => ({ ...r, body: c.body() }) }] }, SECONDS, 1);
+    free = { local: freeLocal, cross: freeCross, loads: [await freeLoad(freeCases[0], 16), await freeLoad(freeCases[1], 16)] };
+  } finally {
+    await Promise.all(nodes.splice(0).map(async (node) => (await node.stop(), removeHome(node.home))));
+    verifyFree.remove();
+  }
+  console.log('');
+  printTable(free.loads);
+  for (const l of [free.local, free.cross]) console.log(`${l.name.padEnd(48)} p50 ${l.p50_ms} ms  p99 ${l.p99_ms} ms  (${l.samples} requests)`);
+
   const ratio = cross.p50_ms / (local.p50_ms + raw.p50_ms);
+  const freeRatio = free.cross.p50_ms / (free.local.p50_ms + raw.p50_ms);
+  const share = (l: Figures[]) => l[1].rps / l[0].rps;
+  const c16 = share([loads[1], loads[3]]);
   console.log(
     `\ncross-node p50 / (local p50 + raw libp2p p50) = ${cross.p50_ms} / (${local.p50_ms} + ${raw.p50_ms}) = ${ratio.toFixed(3)}` +
       ` (target <= ${TARGET}: ${ratio <= TARGET ? 'holds' : 'MISSED'})`,
+  );
+  console.log(
+    `cross-node / local req/s at concurrency 16 = ${loads[3].rps} / ${loads[1].rps} = ${c16.toFixed(3)} (target >= 0.5: ${c16 >= 0.5 ? 'holds' : 'MISSED'})`,
+  );
+  console.log(
+    `(g) with no signature checks at all: ratio ${free.cross.p50_ms} / (${free.local.p50_ms} + ${raw.p50_ms}) = ${freeRatio.toFixed(3)},` +
+      ` concurrency 16 ${free.loads[1].rps} / ${free.loads[0].rps} = ${share(free.loads).toFixed(3)}`,
   );
   console.log(`bench took ${Math.round((Date.now() - started) / 1000)} s`);
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   writeFileSync(
     new URL('./results/net.json', import.meta.url),
     JSON.stringify(
-      { at: new Date().toISOString(), seconds: SECONDS, raw, cold: { local: coldLocal, cross: coldCross, broadcast: coldBroadcast }, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET, stages: { requester, provider, split, client: timedCross, publisher, subscribers } },
+      { at: new Date().toISOString(), seconds: SECONDS, raw, cold: { local: coldLocal, cross: coldCross, broadcast: coldBroadcast }, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET, c16_share: c16, verify_free: { ...free, ratio: freeRatio, c16_share: share(free.loads) }, stages: { requester, provider, split, client: timedCross, publisher, subscribers } },
       null,
       2,
     ),
