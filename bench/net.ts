@@ -29,7 +29,7 @@ import '../runtime/polyfills.js';
 import { Agent, request } from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { DmsClient } from '../client/client.js';
-import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js';
+import { type NodeProcess, removeHome, type StartOptions, startNode } from '../test/helpers/node.js';
 import { listenAddr, waitFor } from '../test/helpers/network.js';
 import { type Figures, measure, printTable } from './lib/load.js';
 import { helloBroadcast, helloInvoke } from './lib/bodies.js';
@@ -115,18 +115,34 @@ function summarize(name: string, times: number[]): Latency {
 }
 
 const nodes: NodeProcess[] = [];
+type NodeOptions = Pick<StartOptions, 'env' | 'cli'>;
+
+/** Starts a node that joins the network through `via`; `nodes` keeps it for stopAll. */
+async function joinNode(via: NodeProcess, opts: NodeOptions = {}): Promise<NodeProcess> {
+  const node = await startNode({ timeoutMs: 45_000, ...opts, env: { ...opts.env, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(via) } });
+  nodes.push(node);
+  return node;
+}
+
+/** A fresh pair, the second joined through the first, once the first lists the second as a peer. */
+async function startPair(opts: NodeOptions = {}): Promise<[NodeProcess, NodeProcess]> {
+  const first = await startNode({ timeoutMs: 45_000, ...opts });
+  nodes.push(first);
+  const second = await joinNode(first, opts);
+  await waitFor('the pair to be connected', async () => (await new DmsClient({ url: first.url }).peers()).includes(second.peerId));
+  return [first, second];
+}
+
+/** Stops every node started so far and removes its home. */
+const stopAll = () => Promise.all(nodes.splice(0).map(async (node) => (await node.stop(), removeHome(node.home))));
+
 const started = Date.now();
 try {
   // (a) the floor, before any node process competes for the CPU.
   const raw = await rawLibp2pRoundTrips({ requests: 3000, warmup: 300 });
   console.log(`(a) raw libp2p: p50 ${raw.p50_ms} ms, p99 ${raw.p99_ms} ms, ${raw.rps} req/s (concurrency 1, ${raw.payload_bytes}-byte frames)`);
 
-  const a = await startNode({ timeoutMs: 45_000 });
-  nodes.push(a);
-  const join = () => startNode({ timeoutMs: 45_000, env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(a) } });
-  const b = await join();
-  nodes.push(b);
-  await waitFor('A to be connected to B', async () => (await new DmsClient({ url: a.url }).peers()).includes(b.peerId));
+  const [a, b] = await startPair();
 
   const invokeBody = (to: NodeProcess) => () => helloInvoke(a.peerId, to.peerId, 60_000);
   const invokeUrl = `${a.url}/api/v1/actor/invoke`;
@@ -149,7 +165,7 @@ try {
   loads.push(await load('(c) cross-node invoke, concurrency 16', b, 16));
 
   // (d) three more nodes join through A.
-  nodes.push(...(await Promise.all([join(), join(), join()])));
+  await Promise.all([joinNode(a), joinNode(a), joinNode(a)]);
   const broadcastUrl = `${a.url}/api/v1/actor/broadcast?limit=5`;
   const broadcastBody = () => helloBroadcast(a.peerId, 5_000);
   const replies = async (): Promise<number> => (JSON.parse(await post(broadcastUrl, broadcastBody())) as unknown[]).length;
@@ -170,13 +186,9 @@ try {
   if (short) console.log(`warning: ${short} of ${COLD_BROADCASTS + BROADCASTS} timed broadcasts ended at opt.exp with fewer than 5 replies`);
 
   // (e) on a fresh pair with stage timings on, once the others are gone.
-  await Promise.all(nodes.splice(0).map(async (node) => (await node.stop(), removeHome(node.home))));
+  await stopAll();
   const timed = { DMS_STAGE_TIMINGS: '1' };
-  const c = await startNode({ timeoutMs: 45_000, env: timed });
-  nodes.push(c);
-  const d = await startNode({ timeoutMs: 45_000, env: { ...timed, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(c) } });
-  nodes.push(d);
-  await waitFor('C to be connected to D', async () => (await new DmsClient({ url: c.url }).peers()).includes(d.peerId));
+  const [c, d] = await startPair({ env: timed });
   const timedBody = () => helloInvoke(c.peerId, d.peerId, 60_000);
   const timedUrl = `${c.url}/api/v1/actor/invoke`;
   for (let i = 0; i < WARMUP_INVOKES; i++) await post(timedUrl, timedBody());
@@ -202,8 +214,7 @@ try {
   );
 
   // (f) the broadcast, stage by stage: three more timed nodes join the pair.
-  const timedJoin = () => startNode({ timeoutMs: 45_000, env: { ...timed, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(c) } });
-  nodes.push(...(await Promise.all([timedJoin(), timedJoin(), timedJoin()])));
+  await Promise.all([joinNode(c, { env: timed }), joinNode(c, { env: timed }), joinNode(c, { env: timed })]);
   const timedBroadcast = async (): Promise<number> => {
     const body = helloBroadcast(c.peerId, 5_000);
     return (JSON.parse(await post(`${c.url}/api/v1/actor/broadcast?limit=5`, body)) as unknown[]).length;
@@ -224,15 +235,11 @@ try {
   );
 
   // (g) the same pair measurements on the verify-free copy, once the timed nodes are gone.
-  await Promise.all(nodes.splice(0).map(async (node) => (await node.stop(), removeHome(node.home))));
+  await stopAll();
   const verifyFree = variantBuild(VERIFY_FREE);
   let free: { local: Latency; cross: Latency; loads: Figures[] };
   try {
-    const g = await startNode({ timeoutMs: 45_000, cli: verifyFree.cli });
-    nodes.push(g);
-    const h = await startNode({ timeoutMs: 45_000, cli: verifyFree.cli, env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(g) } });
-    nodes.push(h);
-    await waitFor('G to be connected to H', async () => (await new DmsClient({ url: g.url }).peers()).includes(h.peerId));
+    const [g, h] = await startPair({ cli: verifyFree.cli });
     const freeUrl = `${g.url}/api/v1/actor/invoke`;
     const freeCases = [g, h].map((to, i) => ({ name: `(g) ${i ? 'cross-node' : 'local'}, unverified, warm`, body: () => helloInvoke(g.peerId, to.peerId, 60_000) }));
     const [freeLocal, freeCross] = await sequential(freeUrl, freeCases, { warmup: WARMUP_INVOKES, samples: SAMPLES, blocks: 6 });
@@ -240,7 +247,7 @@ try {
       measure(`${c.name.replace(', warm', '')}, concurrency ${connections}`, { url: freeUrl, connections, requests: [{ method: 'POST', headers, setupRequest: (r) => ({ ...r, body: c.body() }) }] }, SECONDS, 1);
     free = { local: freeLocal, cross: freeCross, loads: [await freeLoad(freeCases[0], 16), await freeLoad(freeCases[1], 16)] };
   } finally {
-    await Promise.all(nodes.splice(0).map(async (node) => (await node.stop(), removeHome(node.home))));
+    await stopAll();
     verifyFree.remove();
   }
   console.log('');
@@ -249,8 +256,8 @@ try {
 
   const ratio = cross.p50_ms / (local.p50_ms + raw.p50_ms);
   const freeRatio = free.cross.p50_ms / (free.local.p50_ms + raw.p50_ms);
-  const share = (l: Figures[]) => l[1].rps / l[0].rps;
-  const c16 = share([loads[1], loads[3]]);
+  const share = (local: Figures, cross: Figures) => cross.rps / local.rps;
+  const c16 = share(loads[1], loads[3]);
   console.log(
     `\ncross-node p50 / (local p50 + raw libp2p p50) = ${cross.p50_ms} / (${local.p50_ms} + ${raw.p50_ms}) = ${ratio.toFixed(3)}` +
       ` (target <= ${TARGET}: ${ratio <= TARGET ? 'holds' : 'MISSED'})`,
@@ -260,19 +267,18 @@ try {
   );
   console.log(
     `(g) with no signature checks at all: ratio ${free.cross.p50_ms} / (${free.local.p50_ms} + ${raw.p50_ms}) = ${freeRatio.toFixed(3)},` +
-      ` concurrency 16 ${free.loads[1].rps} / ${free.loads[0].rps} = ${share(free.loads).toFixed(3)}`,
+      ` concurrency 16 ${free.loads[1].rps} / ${free.loads[0].rps} = ${share(free.loads[0], free.loads[1]).toFixed(3)}`,
   );
   console.log(`bench took ${Math.round((Date.now() - started) / 1000)} s`);
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   writeFileSync(
     new URL('./results/net.json', import.meta.url),
     JSON.stringify(
-      { at: new Date().toISOString(), seconds: SECONDS, raw, cold: { local: coldLocal, cross: coldCross, broadcast: coldBroadcast }, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET, c16_share: c16, verify_free: { ...free, ratio: freeRatio, c16_share: share(free.loads) }, stages: { requester, provider, split, client: timedCross, publisher, subscribers } },
+      { at: new Date().toISOString(), seconds: SECONDS, raw, cold: { local: coldLocal, cross: coldCross, broadcast: coldBroadcast }, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET, c16_share: c16, verify_free: { ...free, ratio: freeRatio, c16_share: share(free.loads[0], free.loads[1]) }, stages: { requester, provider, split, client: timedCross, publisher, subscribers } },
       null,
       2,
     ),
   );
 } finally {
-  await Promise.all(nodes.map((node) => node.stop()));
-  for (const node of nodes) removeHome(node.home);
+  await stopAll();
 }
