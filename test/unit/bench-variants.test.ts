@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { STREAM_FREE, type Variant, VERIFY_FREE, variantBuild } from '../../bench/lib/variant-build.js';
+import { STREAM_FREE, type Variant, type VariantSpec, VERIFY_FREE, variantBuild } from '../../bench/lib/variant-build.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 
 /*
@@ -13,7 +13,7 @@ import { KeyPair } from '../../runtime/crypto/keys.js';
  */
 const built: Variant[] = [];
 afterAll(() => built.forEach((v) => v.remove()));
-const build = (spec: typeof STREAM_FREE) => {
+const build = (spec: VariantSpec) => {
   const v = variantBuild(spec);
   built.push(v);
   return v;
