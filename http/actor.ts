@@ -274,7 +274,7 @@ export const HttpActor = defineActor({
         if (start !== undefined) stages!.since('rest.admit', start);
         const reply = await withReplyInbox(env, abort, caller, origin, async (inbox, cont, claim) => {
           const sent = performance.now();
-          const { env: reply } = await actor.awaitReply(inbox, cont, env.opt.exp);
+          const { env: reply } = await actor.awaitReply(inbox, cont, env.opt.exp, env.to.addr.host);
           system.metrics?.invoked(system.isHere(env.to.addr.host) ? 'local' : 'remote', (performance.now() - sent) / 1000);
           if (start !== undefined) stages!.since('invoke.wait', sent);
           if (!claim.take(envelopeBytes(reply))) {

@@ -252,7 +252,7 @@ export class Actor {
   async invoke<T = unknown>(to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Promise<Reply<T>> {
     const env = this.envelope(to, be, payload, opts);
     env.opt.cont = `/private/reply/${env.nonce}`;
-    const reply = this.awaitReply<T>(this.primary, env.opt.cont, env.opt.exp);
+    const reply = this.awaitReply<T>(this.primary, env.opt.cont, env.opt.exp, to.addr.host);
     const metrics = this.system.metrics;
     if (metrics) {
       const sent = performance.now();
@@ -327,8 +327,11 @@ export class Actor {
     return env;
   }
 
-  /** Registers a one-shot behavior at `cont` on `inbox` that resolves with the reply or rejects at `exp`. */
-  awaitReply<T>(inbox: Inbox, cont: string, exp: bigint): Promise<Reply<T>> {
+  /**
+   * Registers a one-shot behavior at `cont` on `inbox` that resolves with the reply from `from`
+   * (the host the request went to, ../behavior.ts replyWaiter) or rejects at `exp`.
+   */
+  awaitReply<T>(inbox: Inbox, cont: string, exp: bigint, from: string): Promise<Reply<T>> {
     return new Promise<Reply<T>>((resolve, reject) => {
       inbox.behaviors.add(
         replyWaiter(cont, (env) => {
@@ -338,7 +341,7 @@ export class Actor {
           } catch (e) {
             reject(e);
           }
-        }),
+        }, from),
         {
           once: true,
           expiresAt: Number(exp / 1_000_000n),

@@ -51,14 +51,23 @@ const REPLY_WAITER = Symbol('dms.replyWaiter');
  * The behavior at an invoke's or broadcast's `opt.cont` that takes its replies: it needs no
  * capability (the request itself invited whoever answers), sends no reply of its own, and
  * sees the envelope as it came. Register it one-shot or expiring: it waits for one request's replies.
+ *
+ * `from` is the host an invoke went to (its `to.addr.host`; empty for this node): the kernel
+ * then hands the waiter only replies from that node. A cont is no secret (a REST caller picks
+ * its own, the node's are nonces, which are timestamps), so without it any peer could answer
+ * in place of the node that was asked. A broadcast's waiter leaves it out: any node may answer.
  */
-export function replyWaiter(cont: string, take: (env: Envelope) => void): Behavior<Uint8Array, void> {
+export function replyWaiter(cont: string, take: (env: Envelope) => void, from?: string): Behavior<Uint8Array, void> {
   const waiter: Behavior<Uint8Array, void> = { name: cont, capability: '', noReply: true, raw: true, handle: ({ env }) => take(env) };
   // When the request was sent (performance.now()): observers see how long its reply took.
-  return Object.assign(waiter, { [REPLY_WAITER]: true, [SENT_AT]: performance.now() });
+  return Object.assign(waiter, { [REPLY_WAITER]: true, [SENT_AT]: performance.now(), [REPLY_FROM]: from });
 }
 
 const SENT_AT = Symbol('dms.replySentAt');
+const REPLY_FROM = Symbol('dms.replyFrom');
+
+/** The host a reply waiter takes replies from (empty: this node); undefined when any may answer, or for any other behavior. */
+export const replyFromHost = (b: Behavior<any, any>): string | undefined => (b as { [REPLY_FROM]?: string })[REPLY_FROM];
 
 /** When the request a reply waiter waits for was sent (performance.now()); undefined for any other behavior. */
 export const replySentAt = (b: Behavior<any, any> | undefined): number | undefined => (b as { [SENT_AT]?: number } | undefined)?.[SENT_AT];

@@ -1,7 +1,7 @@
 import { Observable, Subject } from 'rxjs';
 import { type AnyActorLogic, createActor, type Actor as MachineActor, type ActorOptions as MachineOptions, type InspectionEvent } from 'xstate';
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
-import { type Behavior, isReplyWaiter, notWaiting } from './behavior.js';
+import { type Behavior, isReplyWaiter, notWaiting, replyFromHost } from './behavior.js';
 import { isPeerId, type KeyPair } from './crypto/keys.js';
 import { signEnvelope, verifyEnvelope } from './crypto/signing.js';
 import { errorReply } from './error-reply.js';
@@ -144,6 +144,11 @@ export class ActorSystem {
   /** Whether `host` names this node: its peer id, or empty (an address on whatever node reads it). */
   isHere(host: string): boolean {
     return host === '' || host === this.host;
+  }
+
+  /** Whether two hosts name the same node (empty and this node's peer id both mean this node). */
+  sameHost(a: string, b: string): boolean {
+    return a === b || (this.isHere(a) && this.isHere(b));
   }
 
   // --- actors and inboxes ----------------------------------------------------------------
@@ -383,6 +388,12 @@ export class ActorSystem {
     if (!behavior) throw new DmsError('not_found', `actor ${inbox.name} has no behavior ${env.be}`);
     if (opts.reply && !isReplyWaiter(behavior)) {
       this.deadLetter(env, notWaiting(inbox.name, env.be));
+      return;
+    }
+    const askedHost = replyFromHost(behavior);
+    if (askedHost !== undefined && !this.sameHost(env.from.addr.host, askedHost)) {
+      // The waiter stays: the node that was asked may still answer.
+      this.deadLetter(env, `reply to ${env.be} from ${env.from.addr.host || this.host} dropped: the request went to ${askedHost || this.host}`);
       return;
     }
     inbox.actor.deliver(env, inbox, opts.reply, verified);
