@@ -105,6 +105,8 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       ...(network ? { peers: () => network.peers().length } : {}),
     }),
   );
-  if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network }));
+  const d = config.deployment;
+  const limits = { leaseMs: d.lease_ms, leaseShare: d.lease_share, maxLeases: d.max_unstarted_leases };
+  if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits }));
   return { storage, executors: { names: () => [...executors] }, stop: () => order.stop() };
 }

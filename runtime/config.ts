@@ -207,6 +207,24 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /** What this node grants other nodes that place jobs here (README "Who may deploy here"). */
+    deployment: z
+      .object({
+        /**
+         * How long a reservation is held for the start that should follow at once: asked for as a
+         * requester, and granted at most as a provider. It is never renewed.
+         */
+        lease_ms: z.number().int().min(100).max(60_000).default(10_000),
+        /**
+         * Part of the onboarded share one requester's unstarted reservations may hold together
+         * beyond its first: a single lease may be as large as the job, more leases stay within this.
+         */
+        lease_share: z.number().gt(0).max(1).default(0.25),
+        /** Unstarted reservations one requester may hold here at once. */
+        max_unstarted_leases: positiveInt.max(4096).default(64),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

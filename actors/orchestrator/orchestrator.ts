@@ -53,7 +53,7 @@ import { aborted, type LogSource } from './logs.js';
 import { type JobMachineContext, type JobMachineEvent, jobMachine, type StartInput, type StopInput, timeoutClock } from './machine.js';
 import { type ExecutorFindings, planRecovery } from './recovery.js';
 import { refusedRegistry, refusedRegistryResolved } from './registries.js';
-import { whyNoNodeCouldHold } from './placement.js';
+import { whyNoNodeCouldHold } from '../../behaviors/jobs/fit.js';
 import { type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
 

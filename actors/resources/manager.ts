@@ -71,8 +71,11 @@ class ResourceManager {
   private readonly forJobs = new Map<string, Allocation>();
   /** Jobs running on an allocation made for them, rather than on a reservation of their own. */
   private readonly covered = new Set<string>();
-  /** Reservations of jobs not started yet, each ending by itself at its timer unless the job reserves first. */
-  private readonly leases = new Map<string, NodeJS.Timeout>();
+  /**
+   * Jobs whose share is leased, not started yet. The lease's clock is its deployment machine's
+   * (actors/deployment/provider-machine.ts): it releases the share when the lease runs out.
+   */
+  private readonly leases = new Set<string>();
 
   constructor(
     private readonly actor: Actor,
@@ -151,7 +154,7 @@ class ResourceManager {
     const reply: ReserveReply = { granted: [], refused: [] };
     for (const { job_id, resources } of request.jobs) {
       // A leased share becomes the job's for as long as it runs.
-      this.endLease(job_id);
+      this.leases.delete(job_id);
       // Asking again for a job that already holds its share is not asking for more.
       if (this.ledger.has(jobKey(job_id)) || this.covered.has(job_id)) {
         reply.granted.push(job_id);
@@ -177,9 +180,10 @@ class ResourceManager {
   /** Frees what the jobs hold; an allocation made for one of them ends with it. */
   private async releaseJobs(jobIds: string[]): Promise<number> {
     let released = 0;
+    let leased = false;
     const ended: Allocation[] = [];
     for (const id of jobIds) {
-      this.endLease(id);
+      if (this.leases.delete(id)) leased = true;
       if (this.ledger.release(jobKey(id))) released++;
       if (this.covered.delete(id)) {
         const allocation = this.forJobs.get(id)!;
@@ -191,38 +195,23 @@ class ResourceManager {
     // Stored after the fact: were this lost in a crash, the allocation would only stay
     // reserved until released by hand, which errs on the side of never over-committing.
     await Promise.all(ended.map((a) => this.opts.storage.allocations.release(a.id)));
+    // A job that ends is followed by the orchestrator's own scheduling; a lease nobody started is not.
+    if (leased) this.resourcesFreed();
     return released;
   }
 
   /**
-   * Holds a job's resources until `ttl_ms` from now, unless the job reserves them first (it
-   * started) or they are released (the placement fell through). Leasing again renews it.
+   * Holds a job's share for its start: the job then reserves it as its own (see reserve), or
+   * its deployment releases it. A job may lease once.
    */
-  private lease({ job_id, resources, ttl_ms }: { job_id: string; resources: ResourceSpec; ttl_ms: number }): { until: string } {
+  private lease({ job_id, resources }: { job_id: string; resources: ResourceSpec }): { job_id: string } {
     const key = jobKey(job_id);
-    const renewing = this.leases.has(job_id);
-    if (!renewing) {
-      if (this.ledger.has(key) || this.covered.has(job_id)) throw new DmsError('conflict', `job ${job_id} already holds its resources here`);
-      const short = this.ledger.shortfall(resources);
-      if (short) throw new DmsError('conflict', short);
-      this.ledger.reserve(key, resources, true);
-    }
-    this.endLease(job_id);
-    const timer = setTimeout(() => {
-      this.leases.delete(job_id);
-      if (this.ledger.release(key)) this.resourcesFreed();
-    }, ttl_ms);
-    timer.unref();
-    this.leases.set(job_id, timer);
-    return { until: new Date(Date.now() + ttl_ms).toISOString() };
-  }
-
-  /** The lease stops counting down: the job took its share, or gave it back. */
-  private endLease(jobId: string): void {
-    const timer = this.leases.get(jobId);
-    if (timer === undefined) return;
-    clearTimeout(timer);
-    this.leases.delete(jobId);
+    if (this.ledger.has(key) || this.covered.has(job_id)) throw new DmsError('conflict', `job ${job_id} already holds its resources here`);
+    const short = this.ledger.shortfall(resources);
+    if (short) throw new DmsError('conflict', short);
+    this.ledger.reserve(key, resources, true);
+    this.leases.add(job_id);
+    return { job_id };
   }
 
   // --- allocations -----------------------------------------------------------------------

@@ -11,7 +11,6 @@
  */
 import { z } from 'zod';
 import { JobIdSchema, LogsPayload } from './jobs.js';
-import { MAX_LEASE_MS } from './resources.js';
 import { JobSpecSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, ResourceSpecSchema } from './schema.js';
 
 export const DEPLOYMENT_INBOX = 'deployment';
@@ -92,6 +91,9 @@ export const BidReply = z.object({
   answers: z.array(BidAnswer).max(MAX_OFFERS_PER_REQUEST),
 });
 export type BidReply = z.output<typeof BidReply>;
+
+/** The longest lease anyone may ask for; a provider grants at most its own `deployment.lease_ms`. */
+export const MAX_LEASE_MS = 60_000;
 
 export const ReserveRequest = z.strictObject({
   job_id: jobId,

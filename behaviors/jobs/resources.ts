@@ -93,14 +93,12 @@ export function loadOf(held: { cores: number; memory: number }, offering: Resour
 }
 
 /** The longest a lease may hold resources without its job starting. */
-export const MAX_LEASE_MS = 60_000;
-
+/** Holds a job's share until it starts or its deployment releases it (the deployment machine keeps the lease's time). */
 export const LeasePayload = z.strictObject({
   job_id: jobId,
   resources: ResourceSpecSchema,
-  ttl_ms: z.int().min(100).max(MAX_LEASE_MS),
 });
-export const LeaseReply = z.object({ until: z.iso.datetime({ offset: true }) });
+export const LeaseReply = z.object({ job_id: jobId });
 export const ReleaseReply = z.object({ released: z.int().nonnegative() });
 
 export const AllocatePayload = AllocationRequestSchema;

@@ -1,6 +1,6 @@
 // The one decision of whether any known node could ever hold a job (actors/orchestrator/placement.ts).
 import { describe, expect, it } from 'vitest';
-import { whyNoNodeCouldHold } from '../../actors/orchestrator/placement.js';
+import { whyNoNodeCouldHold } from '../../behaviors/jobs/fit.js';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { GiB, MiB } from './helpers.js';
 

@@ -6,14 +6,14 @@
  * test/security/rest-hardening.test.ts.)
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';
 import type { NodeProcess } from '../helpers/node.js';
 import { privateNameHere } from '../helpers/private-name.js';
-import { type ForeignPeer, type StrangerScene, strangerBesideTwoNodes } from '../helpers/peer.js';
+import { ForeignPeer, type StrangerScene, strangerBesideTwoNodes } from '../helpers/peer.js';
 
 let scene: StrangerScene | undefined;
 let a: NodeProcess;
@@ -59,6 +59,7 @@ describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
   it('a reservation nobody starts ends with its lease; a start by another node than the reserver is refused', async () => {
     expect((await put(a, '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
     const job_id = randomUUID();
+    await ask('deployment', '/dms/deployment/bid', { jobs: [{ job_id, resources, executor: 'null' }] });
     expect(await ask('deployment', '/dms/deployment/reserve', { job_id, resources, lease_ms: 1_000 })).toHaveProperty('until');
     expect((await usage(a)).allocated.cpu.cores).toBe(0.5);
     // Node b never reserved it: its start is refused, whatever job it names.
@@ -75,9 +76,17 @@ describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
 
   it.skipIf(here === null)("a job whose registry name resolves to this node's private network is refused at start, by this node's own lookup", async () => {
     expect((await put(a, '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
+    // A stranger of its own: the one before let a lease run out, and is barred from reserving for a while.
+    const first = peer;
+    const fresh = (peer = await ForeignPeer.connectedTo(a));
+    onTestFinished(async () => {
+      peer = first;
+      await fresh.stop();
+    });
     // The requester's lookup (here: none at all, a stranger's) proves nothing about the names
     // the provider's engine would pull from.
     const job_id = randomUUID();
+    await ask('deployment', '/dms/deployment/bid', { jobs: [{ job_id, resources, executor: 'null' }] });
     expect(await ask('deployment', '/dms/deployment/reserve', { job_id, resources, lease_ms: 2_000 })).toHaveProperty('until');
     const image = `${here!.name}:5000/x`;
     const started = await ask('deployment', '/dms/deployment/start', { job: { id: job_id, name: 'x', image, executor: 'null', resources } });

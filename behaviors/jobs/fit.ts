@@ -1,12 +1,11 @@
 /**
- * Whether a job could ever be placed: not "does it fit what is free now" (the resource
- * manager answers that, and a job that does not fit yet waits), but "is there a node whose
- * whole machine could hold it". A job no node could ever hold would wait forever, so it is
- * refused when submitted instead. Today the only node known here is this one; placement on
- * other nodes will pass their capacities too, and this stays the one place that decides.
+ * Whether a job fits a node, each answer a reason a person can read: what it lacks of a
+ * node's resources, where its location or labels differ. The orchestrator asks whether any
+ * node could ever hold a job (a job no node could hold would wait forever, so it is refused
+ * when submitted); a provider asks whether its free share, location and labels fit an offer.
  */
-import type { ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { formatBytes } from '../../runtime/bytes.js';
+import type { Labels, Location, ResourceCapacity, ResourceSpec } from './schema.js';
 
 /** A node the job might go to: what its machine has, and how to name it to a person. */
 export interface Candidate {
@@ -45,6 +44,27 @@ export function lacks(want: ResourceSpec, { label, capacity: has }: Candidate): 
   }
   if (gpu.vram !== undefined && has.gpu.vram !== undefined && gpu.vram > has.gpu.vram) {
     return `needs ${formatBytes(gpu.vram)} of memory per GPU; ${label}'s GPUs have ${formatBytes(has.gpu.vram)}`;
+  }
+  return null;
+}
+
+/** Where `has` differs from the location a job asks for (any case); null when it matches. */
+export function locationMismatch(want: Location | undefined, has: Location): string | null {
+  if (!want) return null;
+  for (const key of ['region', 'country', 'city'] as const) {
+    const asked = want[key];
+    if (asked !== undefined && asked.toLowerCase() !== (has[key] ?? '').toLowerCase()) {
+      return `is not in ${key} ${asked} (${has[key] ? `it is in ${has[key]}` : `its ${key} is not set`})`;
+    }
+  }
+  return null;
+}
+
+/** The first label a job asks for that `has` lacks; null when it has them all. */
+export function labelMismatch(want: Labels | undefined, has: Labels): string | null {
+  if (!want) return null;
+  for (const [key, value] of Object.entries(want)) {
+    if (has[key] !== value) return `lacks label ${key}=${value}${has[key] !== undefined ? ` (has ${key}=${has[key]})` : ''}`;
   }
   return null;
 }

@@ -1,0 +1,267 @@
+/**
+ * The provider's half of the deployment actor: it answers bids from what the resource manager
+ * says is free, leases a share for a job it bid on to the node that offered it, and on start
+ * hands the job to this node's orchestrator, which runs it on exactly that share with its
+ * `requester` recorded. Whether a reserve or start is taken is decided by the job's `deployment`
+ * machine (./provider-machine.ts); this class gathers what its guards need and carries out what
+ * it decides.
+ */
+import type { z } from 'zod';
+import type { BidAnswer, BidReply, BidRequest, ReserveRequest, StartRequest } from '../../behaviors/jobs/deployment.js';
+import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
+import { callBehavior, localHandle, tell } from '../../behaviors/jobs/replies.js';
+import { LeaseReply, loadOf, type Offer, OfferReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
+import { JobSchema, type ResourceSpec } from '../../behaviors/jobs/schema.js';
+import type { Actor } from '../../runtime/actor.js';
+import { ownKeys } from '../../runtime/capability/authority.js';
+import type { ActorContext } from '../../runtime/component.js';
+import { DmsError, errorText, notFound } from '../../runtime/errors.js';
+import { type Envelope, type Handle, isBroadcast } from '../../runtime/wire/envelope.js';
+import { BidBook } from './bid-book.js';
+import { labelMismatch, lacks, locationMismatch } from '../../behaviors/jobs/fit.js';
+import { type Holding, providerMachine, type ProviderInput, type ProviderLimits } from './provider-machine.js';
+import { Strikes } from './strikes.js';
+
+/** Deployments (leased or running for other nodes) held here at once. */
+const MAX_DEPLOYMENTS = 4096;
+/** A local hop: answered at once unless the node is stopping. */
+const CALL_TTL_MS = 5_000;
+/** How long after a bid its job may be reserved: the requester's window (≤ 0.5 s) and a few refused reserves before it. */
+const BID_VALID_MS = 15_000;
+/** Unstarted ends within this window that bar a requester; a lease that runs out counts as all of them. */
+const STRIKE_WINDOW_MS = 60_000;
+const STRIKES_TO_BAR = 4;
+
+type ProviderMachine = ReturnType<typeof startMachine>;
+
+function startMachine(ctx: ActorContext<unknown>, input: ProviderInput, returnShare: () => void) {
+  const machine = ctx.machine(providerMachine.provide({ actions: { returnShare } }), { id: input.jobId, input });
+  machine.start();
+  return machine;
+}
+
+export class Provider {
+  private readonly actor: Actor;
+  /** Jobs other nodes reserved or run here, by job id; gone once released. */
+  private readonly provided = new Map<string, ProviderMachine>();
+  private readonly bids = new BidBook({ validMs: BID_VALID_MS, perRequester: 1024, total: 16_384 });
+  private readonly strikes = new Strikes({ windowMs: STRIKE_WINDOW_MS, bar: STRIKES_TO_BAR, maxRequesters: 4096 });
+  /** Whether a key id is one of this node's own. */
+  private readonly own: (id: string) => boolean;
+
+  constructor(
+    private readonly ctx: ActorContext<unknown>,
+    private readonly executors: readonly string[],
+    private readonly limits: ProviderLimits,
+  ) {
+    this.actor = ctx.actor;
+    this.own = ownKeys(ctx.system);
+  }
+
+  stop(): void {
+    for (const m of this.provided.values()) m.stop();
+    this.provided.clear();
+  }
+
+  /**
+   * The node that asked: proven by the kernel for envelopes from the network (the sending
+   * peer). A request naming this node must come from this node's own actors: anyone else
+   * reaching the deployment behaviors through REST (whose envelopes name this node) would
+   * otherwise deploy here as the node itself, past its share and the caller's REST role.
+   */
+  requesterOf(env: Envelope): string {
+    const host = env.from.addr.host || this.actor.system.host;
+    if (this.actor.system.isHere(host) && !this.own(env.from.id)) {
+      throw new DmsError('forbidden', 'deployment requests naming this node come from its own actors only; submit jobs with /dms/job/submit');
+    }
+    return host;
+  }
+
+  /**
+   * Reserve, start, release, logs and cancel are asked of one node by name. Published on the
+   * topic, one request would reach every node that opened it (a reserve would lease everywhere at once).
+   */
+  direct(env: Envelope): void {
+    if (isBroadcast(env)) throw new DmsError('forbidden', `${env.be} is taken only as a direct message to one node, never from a topic`);
+  }
+
+  async bid(env: Envelope, { jobs }: BidRequest): Promise<BidReply> {
+    const requester = this.requesterOf(env);
+    const here = this.actor.system.isHere(requester);
+    const offer = await callBehavior(this.actor, this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
+    const barred = here ? null : this.strikes.barred(requester);
+    this.bids.purge();
+    // What the jobs bid for so far in this request would hold here (see Bid.load).
+    const taken = { cores: 0, memory: 0 };
+    const answers = jobs.map((job): BidAnswer => {
+      const declined = (why: string): BidAnswer => ({ job_id: job.job_id, declined: why });
+      if (!here && !offer.offered) return declined('offers nothing to the network (no onboarded share)');
+      if (barred) return declined(barred);
+      if (!this.executors.includes(job.executor)) return declined(`has no executor "${job.executor}" (has ${this.executors.join(', ')})`);
+      const mismatch = locationMismatch(job.location, offer.location) ?? labelMismatch(job.labels, offer.labels);
+      if (mismatch) return declined(mismatch);
+      // Each job against the whole free share: a bid is an offer, the reservation decides.
+      const short = lacks(job.resources, { label: 'its free share', capacity: offer.free });
+      if (short) return declined(short);
+      const load = loadWith(offer, taken);
+      taken.cores += job.resources.cpu.cores;
+      taken.memory += job.resources.memory.size;
+      // This node's own jobs are reserved by its scheduler, never leased.
+      if (!here) this.bids.record(job.job_id, requester, job.resources);
+      return { job_id: job.job_id, free: offer.free, load, executors: [...this.executors] };
+    });
+    return { node: this.actor.system.host, answers };
+  }
+
+  async reserve(env: Envelope, req: z.output<typeof ReserveRequest>): Promise<{ until: string }> {
+    this.direct(env);
+    const requester = this.requesterOf(env);
+    const here = this.actor.system.isHere(requester);
+    const known = this.provided.get(req.job_id);
+    if (known) return this.reserveAgain(known, requester, req);
+    if (this.provided.size >= MAX_DEPLOYMENTS) throw new DmsError('overloaded', 'this node holds as many deployments as it takes', { retryAfter: 5 });
+    const offer = here ? null : await callBehavior(this.actor, this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
+    // Another reserve of the same job may have come in while the offer was asked.
+    const raced = this.provided.get(req.job_id);
+    if (raced) return this.reserveAgain(raced, requester, req);
+    const offered = this.bids.take(req.job_id);
+    const leaseMs = Math.min(req.lease_ms, this.limits.leaseMs);
+    const machine = startMachine(
+      this.ctx,
+      {
+        jobId: req.job_id,
+        requester: offered?.bid.requester ?? requester,
+        bid: offered ? { resources: offered.bid.resources, validMs: offered.validMs } : null,
+        limits: { ...this.limits, leaseMs },
+      },
+      () => this.returnShare(req.job_id),
+    );
+    machine.send({
+      type: 'reserve',
+      requester,
+      resources: req.resources,
+      here,
+      share: { offered: offer?.offered ?? true, offering: offer?.offering ?? req.resources },
+      holding: this.holding(requester),
+      barred: here ? null : this.strikes.barred(requester),
+    });
+    const refused = machine.getSnapshot().context.refusal;
+    if (refused) {
+      machine.stop();
+      throw new DmsError(refused.kind, refused.message, refused.kind === 'overloaded' ? { retryAfter: 5 } : {});
+    }
+    this.provided.set(req.job_id, machine);
+    this.bids.forget(req.job_id);
+    machine.subscribe((s) => {
+      if (s.status !== 'done') return;
+      if (this.provided.get(req.job_id) === machine) this.provided.delete(req.job_id);
+      const unstarted = s.context.unstarted;
+      if (unstarted && !here) this.strikes.strike(s.context.requester, unstarted === 'expired' ? STRIKES_TO_BAR : 1);
+    });
+    try {
+      await callBehavior(this.actor, this.manager(), ResourceBehaviors.lease, { job_id: req.job_id, resources: req.resources }, LeaseReply, { ttlMs: CALL_TTL_MS });
+    } catch (e) {
+      machine.send({ type: 'lease_refused', reason: errorText(e) });
+      throw e;
+    }
+    const until = new Date(Date.now() + leaseMs).toISOString();
+    machine.send({ type: 'leased', until, resources: req.resources });
+    return { until };
+  }
+
+  /** A reserve of a job that has a deployment here: its holder gets the same lease back, never a longer one. */
+  private reserveAgain(machine: ProviderMachine, requester: string, req: z.output<typeof ReserveRequest>): { until: string } {
+    const snap = machine.getSnapshot();
+    if (snap.context.requester !== requester) throw new DmsError('conflict', `job ${req.job_id} is reserved here by another node`);
+    if (snap.value !== 'reserved') {
+      throw new DmsError('conflict', snap.value === 'leasing' ? `job ${req.job_id} is being reserved here already` : `job ${req.job_id} already runs here`);
+    }
+    return { until: snap.context.until! };
+  }
+
+  async start(env: Envelope, { job }: z.output<typeof StartRequest>): Promise<{ job_id: string }> {
+    this.direct(env);
+    const requester = this.requesterOf(env);
+    const machine = this.provided.get(job.id);
+    const snap = machine?.getSnapshot();
+    if (!machine || snap!.context.requester !== requester || snap!.value !== 'reserved') {
+      const why = snap?.value === 'leasing' ? 'is still being reserved' : snap?.value === 'starting' || snap?.value === 'running' ? 'runs here already' : 'holds no reservation of yours here (the lease may have run out)';
+      throw new DmsError('conflict', `job ${job.id} ${why}`);
+    }
+    machine.send({ type: 'start', requester, resources: job.resources });
+    const after = machine.getSnapshot();
+    if (after.context.refusal) throw new DmsError(after.context.refusal.kind, after.context.refusal.message);
+    // It runs on what was leased, and is limited to it: the lease is what the resource manager holds.
+    const lease = after.context.lease!;
+    try {
+      await callBehavior(this.actor, this.orchestrator(), JobBehaviors.accept, { job: { ...job, resources: lease }, requester }, JobSchema, { ttlMs: CALL_TTL_MS });
+    } catch (e) {
+      machine.send({ type: 'start_failed' });
+      throw e;
+    }
+    machine.send({ type: 'accepted' });
+    return { job_id: job.id };
+  }
+
+  release(env: Envelope, jobId: string): Record<string, never> {
+    this.direct(env);
+    // A release of what is not (or no longer) reserved by the caller is nothing to do.
+    this.provided.get(jobId)?.send({ type: 'release', requester: this.requesterOf(env) });
+    return {};
+  }
+
+  ended(jobId: string): void {
+    this.provided.get(jobId)?.send({ type: 'ended' });
+    this.provided.delete(jobId);
+  }
+
+  /** Only the node that placed a job here may follow or stop it; to anyone else it does not exist. */
+  async requesterOnly(env: Envelope, jobId: string): Promise<void> {
+    this.direct(env);
+    const requester = this.requesterOf(env);
+    // Running now: its deployment knows who asked. Otherwise (ended, or this node restarted) the record says.
+    const running = this.provided.get(jobId)?.getSnapshot();
+    if (running?.value === 'running' && running.context.requester === requester) return;
+    const job = await callBehavior(this.actor, this.orchestrator(), JobBehaviors.status, { id: jobId }, JobSchema, { ttlMs: CALL_TTL_MS }).catch((e: unknown) => {
+      if (e instanceof DmsError && e.kind === 'not_found') return null;
+      throw e;
+    });
+    if (!job || job.requester === null || job.requester !== requester) throw notFound(`job ${jobId} not found`);
+  }
+
+  /** What `requester`'s unstarted leases here hold now (those being leased count what they asked). */
+  private holding(requester: string): Holding {
+    const h: Holding = { count: 0, cores: 0, memory: 0 };
+    for (const m of this.provided.values()) {
+      const { value, context } = m.getSnapshot();
+      if (context.requester !== requester || (value !== 'leasing' && value !== 'reserved')) continue;
+      const r = context.lease ?? context.bid!.resources;
+      h.count++;
+      h.cores += r.cpu.cores;
+      h.memory += r.memory.size;
+    }
+    return h;
+  }
+
+  private returnShare(jobId: string): void {
+    tell(this.actor, this.manager(), ResourceBehaviors.release, { job_ids: [jobId] }).catch((e: unknown) => {
+      this.ctx.log.warn({ job: jobId, err: errorText(e) }, 'a lease could not be given back');
+    });
+  }
+
+  private manager(): Handle {
+    return localHandle(this.actor, RESOURCES_INBOX);
+  }
+
+  private orchestrator(): Handle {
+    return localHandle(this.actor, ORCHESTRATOR_INBOX);
+  }
+}
+
+/** The load a node's offer would show with `taken` more held: its own figure while nothing more is. */
+function loadWith(offer: Offer, taken: { cores: number; memory: number }): number {
+  if (taken.cores === 0 && taken.memory === 0) return offer.load;
+  const { offering, free } = offer;
+  const held = { cores: offering.cpu.cores - free.cpu.cores + taken.cores, memory: offering.memory.size - free.memory.size + taken.memory };
+  return Math.max(offer.load, loadOf(held, offering));
+}
