@@ -57,7 +57,18 @@ export function setUpSecurity(o: SecurityOptions): Security {
   const caps = config.capabilities;
   const deployment = caps.open_deployment ? [DEPLOYMENT_CAPABILITY] : [];
   const policy = { openTopics: [...caps.open_topics, ...deployment], openCapabilities: [...caps.open_capabilities, ...deployment] };
-  const authority = new Authority(ensureAnchors(path, o.operator.did), policy, ownKeys(system));
+  const authority = new Authority(ensureAnchors(path, o.operator.did), policy, ownKeys(system), {
+    maxChainLinks: caps.max_chain_links,
+    peerBadSignaturesPerS: caps.peer_bad_signatures_per_s,
+    peerRefuseS: caps.peer_refuse_s,
+  });
+  // Counted, so that what tokens cost the node can be watched (and tested) without a clock.
+  const verified = authority.cache.verified;
+  system.metrics?.gauge('dms_capability_signature_checks', 'Capability token signatures verified since start (cache hits not counted), by result', ['result'], (set) => {
+    set({ result: 'valid' }, verified.valid);
+    set({ result: 'invalid' }, verified.invalid);
+  });
+  system.metrics?.gauge('dms_capability_refused_senders', 'Peers and keys refused now for sending tokens whose signatures do not verify', [], (set) => set({}, authority.refusedSenders()));
   const report = (problems: readonly string[]) => {
     for (const p of problems) log.warn({ anchors: path, problem: p }, 'require anchor grants nothing');
   };

@@ -141,6 +141,20 @@ export const ConfigSchema = z
          * capability and topic). false: only holders of a /dms/deployment grant.
          */
         open_deployment: z.boolean().default(true),
+        /**
+         * Longest token chain accepted (root grant plus delegations). A stranger picks the chain
+         * and each link is a signature to check; real delegation trees are shallow. At most 16,
+         * the most a token may hold at all.
+         */
+        max_chain_links: z.number().int().min(1).max(16).default(4),
+        /**
+         * Token signatures that fail a sender (a network peer, else a signing key) may make the
+         * node check per second before it is refused: a forgery costs its sender nothing and the
+         * node a verification, and a genuine sender sends none.
+         */
+        peer_bad_signatures_per_s: positiveInt.default(10),
+        /** How long such a sender is refused, seconds. */
+        peer_refuse_s: positiveInt.default(60),
       })
       .strict()
       .prefault({}),

@@ -114,6 +114,8 @@ export class ActorSystem {
   private transport?: Transport;
   private authorizer: Authorizer = () => {};
   private senderTrust: SenderTrust = () => false;
+  /** The libp2p peer each envelope from the network came from, authenticated by its connection. */
+  private readonly arrivedFrom = new WeakMap<Envelope, string>();
   private readonly maxTtlS: number;
   private readonly maxTtlNs: bigint;
   /** Owner (an inbox) of each machine made by `machine()`, by the xstate system's root session. */
@@ -289,8 +291,14 @@ export class ActorSystem {
     this.transport = transport;
     for (const topic of this.topics.keys()) transport.subscribe(topic);
     transport.onEnvelope((env, arrival) => {
+      this.arrivedFrom.set(env, arrival.peer);
       this.accept(env, { kind: 'network', arrival }).catch((e) => this.refuseRemote(env, arrival, e));
     });
+  }
+
+  /** The peer a network envelope came from (the authorizer charges failed token checks to it); undefined for others. */
+  peerOf(env: Envelope): string | undefined {
+    return this.arrivedFrom.get(env);
   }
 
   get network(): Transport | undefined {

@@ -5,8 +5,9 @@ import type { ActorSystem } from '../system.js';
 import { nowNs } from '../time.js';
 import { type Envelope, isBroadcast } from '../wire/envelope.js';
 import type { Anchors } from './anchors.js';
-import { ChainCache } from './cache.js';
-import { checkChain, type Grant, type TrustView } from './chain.js';
+import { FailureBudget } from './budget.js';
+import { ChainCache, type SignatureCount } from './cache.js';
+import { type CheckedList, checkChain, DEFAULT_MAX_CHAIN_LINKS, type Grant, type TrustView } from './chain.js';
 import { anyImplies, implies, parsePath } from './paths.js';
 import { encodeTokenList, LIMITS, signatureValid, type Token } from './token.js';
 
@@ -20,6 +21,20 @@ export interface Policy {
 
 export const DEFAULT_POLICY: Policy = { openTopics: ['/dms/hello'], openCapabilities: [] };
 
+/** What a stranger may cost this node in token verification (the `capabilities.*` config keys). */
+export interface AuthorityLimits {
+  /** Longest chain accepted (`max_chain_links`). */
+  maxChainLinks: number;
+  /** Failing signature checks a second a sender may cause before it is refused (`peer_bad_signatures_per_s`). */
+  peerBadSignaturesPerS: number;
+  /** How long such a sender is refused, seconds (`peer_refuse_s`). */
+  peerRefuseS: number;
+  /** Milliseconds, for the budget; tests pass their own. */
+  clock: () => number;
+}
+
+export const DEFAULT_LIMITS: AuthorityLimits = { maxChainLinks: DEFAULT_MAX_CHAIN_LINKS, peerBadSignaturesPerS: 10, peerRefuseS: 60, clock: Date.now };
+
 const PUBLIC = '/public';
 const BROADCAST = '/broadcast';
 
@@ -32,7 +47,8 @@ const forbidden = (text: string) => new DmsError('forbidden', text);
  * Decides who may run what on this node. Trusted without tokens: the node's own key and
  * actors, and the root DIDs. Everyone else needs a grant — from a token chain attached to the
  * envelope (`cap`) or a `require` anchor naming them — that covers the behavior's capability,
- * or, for a broadcast, its topic. Verdicts on tokens are cached (ChainCache).
+ * or, for a broadcast, its topic. Verdicts on tokens are cached (ChainCache), and a sender
+ * whose tokens make the node check too many signatures that fail is refused for a while.
  */
 export class Authority implements TrustView {
   private roots = new Set<string>();
@@ -42,6 +58,8 @@ export class Authority implements TrustView {
   private readonly provideMemo = new Map<string, { bytes: Uint8Array | undefined; until: bigint }>();
   private readonly policy: Policy;
   readonly cache: ChainCache;
+  readonly maxChainLinks: number;
+  private readonly budget: FailureBudget;
   /** Why some `require` anchors of the last load grant nothing (for the node's log). */
   problems: readonly string[] = [];
   /**
@@ -55,7 +73,11 @@ export class Authority implements TrustView {
     policy: Policy = DEFAULT_POLICY,
     /** Key ids whose envelopes are the node's own (its key, its actors' keys). */
     private readonly own: (id: string) => boolean = () => false,
+    limits: Partial<AuthorityLimits> = {},
   ) {
+    const l = { ...DEFAULT_LIMITS, ...limits };
+    this.maxChainLinks = l.maxChainLinks;
+    this.budget = new FailureBudget({ perSecond: l.peerBadSignaturesPerS, refuseS: l.peerRefuseS, clock: l.clock });
     this.policy = {
       openTopics: policy.openTopics.map((t) => parsePath(t, 'open topic')),
       openCapabilities: policy.openCapabilities.map((c) => parsePath(c, 'open capability')),
@@ -110,25 +132,30 @@ export class Authority implements TrustView {
     return this.roots.has(env.from.did) || this.own(env.from.id);
   }
 
-  /** Throws `forbidden` unless `env` may run `behavior` (installed as the system's authorizer). */
-  check(env: Envelope, behavior: Pick<Behavior, 'name' | 'capability'>): void {
+  /**
+   * Throws `forbidden` unless `env` may run `behavior` (installed as the system's authorizer).
+   * `peer` is the libp2p peer a network envelope came from: the sender its failing signatures
+   * are charged to (without one, its signing key is).
+   */
+  check(env: Envelope, behavior: Pick<Behavior, 'name' | 'capability'>, peer?: string): void {
     const need = capabilityOf(behavior);
     if (need === '') return;
     const capOpen = implies(PUBLIC, need) || anyImplies(this.policy.openCapabilities, need);
-    if (isBroadcast(env)) return this.checkBroadcast(env, need, capOpen);
+    if (isBroadcast(env)) return this.checkBroadcast(env, need, capOpen, peer);
     if (capOpen || this.trusted(env)) return;
     const now = nowNs();
     if (this.passedBefore(env, need, now)) return;
     const ok = (g: Grant) => g.aud === env.from.did && g.act !== 'broadcast' && g.exp > now && anyImplies(g.cap, need);
-    if (this.find(env, need, ok)) return;
-    throw forbidden(this.denial(`capability ${need} not granted to ${env.from.did || '(unsigned sender)'}`, env, now));
+    const attached = this.find(env, need, ok, peer);
+    if (!attached) return;
+    throw forbidden(this.denial(`capability ${need} not granted to ${env.from.did || '(unsigned sender)'}`, env, now, attached));
   }
 
   /**
    * A broadcast needs its topic (open by policy, or a broadcast/delegate grant naming it); a
    * behavior outside `/broadcast` and `/public` needs its capability from that same grant.
    */
-  private checkBroadcast(env: Envelope, need: string, capOpen: boolean): void {
+  private checkBroadcast(env: Envelope, need: string, capOpen: boolean, peer?: string): void {
     const topic = env.opt.topic ?? '';
     const topicOpen = topic !== '' && anyImplies(this.policy.openTopics, topic);
     const behaviorOpen = capOpen || implies(BROADCAST, need);
@@ -141,9 +168,10 @@ export class Authority implements TrustView {
       g.exp > now &&
       (topicOpen || anyImplies(g.topic, topic)) &&
       (behaviorOpen || anyImplies(g.cap, need));
-    if (this.find(env, need, ok)) return;
+    const attached = this.find(env, need, ok, peer);
+    if (!attached) return;
     const what = topicOpen ? `capability ${need}` : behaviorOpen ? `broadcast on topic ${topic}` : `broadcast of ${need} on topic ${topic}`;
-    throw forbidden(this.denial(`${what} not granted to ${env.from.did || '(unsigned sender)'}`, env, now));
+    throw forbidden(this.denial(`${what} not granted to ${env.from.did || '(unsigned sender)'}`, env, now, attached));
   }
 
   /** Whether `env`'s sender may publish on its topic at all (REST answers 403 before publishing). */
@@ -156,17 +184,35 @@ export class Authority implements TrustView {
     return p !== undefined && p.need === need && p.exp > now;
   }
 
-  private find(env: Envelope, need: string, ok: (g: Grant) => boolean): boolean {
-    const attached = this.cache.check(env.cap);
+  /**
+   * Looks for a grant `ok` accepts; undefined when found, else the attached tokens' verdicts
+   * (for the refusal). A refused sender is turned away before any of its tokens is read.
+   */
+  private find(env: Envelope, need: string, ok: (g: Grant) => boolean, peer?: string): CheckedList | undefined {
+    const sender = peer === undefined ? `key ${env.from.id}` : `peer ${peer}`;
+    if (this.budget.isRefused(sender)) throw forbidden(this.refusal(sender));
+    const spent: SignatureCount = { valid: 0, invalid: 0 };
+    const attached = this.cache.check(env.cap, spent);
+    if (spent.invalid > 0) this.budget.spend(sender, spent.invalid);
     let hit = attached.grants.find(ok);
     if (!hit) hit = this.required.get(env.from.did)?.find(ok);
-    if (hit) this.passed.set(env, { need, exp: hit.exp });
-    return hit !== undefined;
+    if (!hit) return attached;
+    this.passed.set(env, { need, exp: hit.exp });
+    return undefined;
+  }
+
+  private refusal(sender: string): string {
+    const { refuseS, perSecond } = this.budget.options;
+    return `${sender} is refused for ${refuseS} s: it sent capability tokens whose signatures do not verify, more than ${perSecond} a second (capabilities.peer_bad_signatures_per_s)`;
+  }
+
+  /** Senders refused now for failing signatures (the node's metrics). */
+  refusedSenders(): number {
+    return this.budget.refusedNow();
   }
 
   /** The refusal text: what is missing and, when tokens came along, why they did not help. */
-  private denial(base: string, env: Envelope, now: bigint): string {
-    const { grants, problems } = this.cache.check(env.cap);
+  private denial(base: string, env: Envelope, now: bigint, { grants, problems }: CheckedList): string {
     const notes = [...problems];
     for (const g of grants) {
       if (g.aud !== env.from.did) notes.push(`a token is for ${g.aud}, not the sender`);
@@ -211,11 +257,11 @@ export class Authority implements TrustView {
 
 /**
  * Installs the authority as the system's authorizer: every behavior dispatch, local or from
- * the network, passes `check`; and its trusted senders are the ones the replay cache keeps a
+ * the network, passes `check`, charged to the peer a network envelope came from; and its trusted senders are the ones the replay cache keeps a
  * reserve for. The node's own key and every actor key of this system count as the node's own.
  */
 export function installAuthority(system: ActorSystem, authority: Authority): void {
-  system.setAuthorizer((env: Envelope, behavior: Behavior<any, any>, _inbox: Inbox) => authority.check(env, behavior));
+  system.setAuthorizer((env: Envelope, behavior: Behavior<any, any>, _inbox: Inbox) => authority.check(env, behavior, system.peerOf(env)));
   // The same senders may use the replay cache's reserve, which throwaway keys cannot fill.
   system.setSenderTrust((env) => authority.trusted(env));
 }

@@ -1,4 +1,5 @@
 import { type Checked, checkChain, type CheckedList, checkTokenList, type TrustView } from './chain.js';
+import { nowNs } from '../time.js';
 import { signatureValid, type Token, tokenId } from './token.js';
 
 /**
@@ -11,9 +12,13 @@ import { signatureValid, type Token, tokenId } from './token.js';
  *   cache of whole lists cannot recognise) cost a parse and look-ups, no signature;
  * - signature verdicts by link id: a new leaf below a known chain pays for its own signature.
  *
- * Verdicts do not depend on the clock (see Grant). Lists and chain verdicts do depend on the
+ * Verdicts do not depend on the clock (see Grant), except that an expired chain is refused
+ * without checking its signatures, which stays true. Lists and chain verdicts do depend on the
  * roots and revocations, so the owner calls `clear()` when those change; whether a signature
  * verifies depends on nothing, so those verdicts stay.
+ *
+ * Within one list, once a signature fails, no further signature is checked: a genuine sender
+ * never attaches a forgery, and 16 forged tokens would otherwise cost 16 verifications.
  */
 export interface ChainCacheOptions {
   /** Lists kept (default 10 000). */
@@ -27,6 +32,14 @@ export interface ChainCacheOptions {
 }
 
 const EMPTY: CheckedList = { grants: [], problems: [] };
+
+/** Signatures verified afresh (not found in the cache), by outcome. */
+export interface SignatureCount {
+  valid: number;
+  invalid: number;
+}
+
+const NOT_CHECKED = 'not checked: an earlier token of this list has a signature that does not verify';
 
 /** A map that forgets its oldest entry first once full: a flood of distinct junk cannot grow memory. */
 class Bounded<V> {
@@ -54,6 +67,8 @@ export class ChainCache {
   private readonly signatures: Bounded<boolean>;
   private readonly maxLists: number;
   private readonly maxListBytes: number;
+  /** Every signature this cache had verified, by outcome (the node's metrics). */
+  readonly verified: SignatureCount = { valid: 0, invalid: 0 };
 
   constructor(
     private readonly trust: TrustView,
@@ -70,13 +85,19 @@ export class ChainCache {
     return this.lists.size;
   }
 
-  /** An envelope's `cap`, verified. */
-  check(bytes: Uint8Array | undefined): CheckedList {
+  /** An envelope's `cap`, verified; the signatures this took are added to `spent`. */
+  check(bytes: Uint8Array | undefined, spent?: SignatureCount): CheckedList {
     if (!bytes || bytes.length === 0) return EMPTY;
     const key = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
     let hit = this.lists.get(key);
     if (!hit) {
-      hit = checkTokenList(bytes, this.trust, (t) => this.verdict(t));
+      const list: SignatureCount = { valid: 0, invalid: 0 };
+      const now = nowNs();
+      hit = checkTokenList(bytes, this.trust, (t) => this.verdict(t, list, now));
+      if (spent) {
+        spent.valid += list.valid;
+        spent.invalid += list.invalid;
+      }
       while (this.lists.size && (this.lists.size >= this.maxLists || this.listBytes + key.length > this.maxListBytes)) {
         const oldest = this.lists.keys().next().value!;
         this.lists.delete(oldest);
@@ -88,29 +109,45 @@ export class ChainCache {
     return hit;
   }
 
-  /** One token and its chain, verified; see `checkChain`. */
-  verdict(t: Token): Checked {
+  /**
+   * One token and its chain, verified (see `checkChain`); fresh signature checks are counted
+   * in `list`, and none is made once it holds a failure.
+   */
+  verdict(t: Token, list: SignatureCount = { valid: 0, invalid: 0 }, now = nowNs()): Checked {
     const id = tokenId(t);
     const known = this.verdicts.get(id);
     if (known) return known;
     let reachedSignatures = false;
-    const r = checkChain(t, this.trust, (link) => {
-      reachedSignatures = true;
-      return this.signature(link);
-    });
-    // A chain refused before any signature (untrusted root, bad shape) is as cheap to refuse
-    // again as to look up: only verdicts that cost something take room from others.
+    let skipped = false;
+    const r = checkChain(
+      t,
+      this.trust,
+      (link) => {
+        reachedSignatures = true;
+        const ok = this.signature(link, list);
+        if (ok === undefined) skipped = true;
+        return ok === true;
+      },
+      now,
+    );
+    if (skipped) return { ok: false, reason: NOT_CHECKED };
+    // A chain refused before any signature (untrusted root, bad shape, expired) is as cheap to
+    // refuse again as to look up: only verdicts that cost something take room from others.
     if (reachedSignatures) this.verdicts.set(id, r);
     return r;
   }
 
-  private signature(link: Token): boolean {
+  /** Whether `link`'s own signature verifies; undefined when it was not checked (the list already failed one). */
+  private signature(link: Token, list: SignatureCount): boolean | undefined {
     const id = tokenId(link);
     let ok = this.signatures.get(id);
-    if (ok === undefined) {
-      ok = signatureValid(link);
-      this.signatures.set(id, ok);
-    }
+    if (ok !== undefined) return ok;
+    if (list.invalid > 0) return undefined;
+    ok = signatureValid(link);
+    this.signatures.set(id, ok);
+    const outcome = ok ? 'valid' : 'invalid';
+    list[outcome]++;
+    this.verified[outcome]++;
     return ok;
   }
 

@@ -22,11 +22,16 @@ export interface Grant {
 
 export type Checked = { ok: true; grant: Grant } | { ok: false; reason: string };
 
+/** Links a chain may have by default (`capabilities.max_chain_links`): root grant and three delegations. */
+export const DEFAULT_MAX_CHAIN_LINKS = 4;
+
 /** What verification needs to know about the node's trust anchors. */
 export interface TrustView {
   isRoot(did: string): boolean;
   /** Issuers of valid revocations of the token with this id. */
   revokers(id: string): ReadonlySet<string> | undefined;
+  /** Longest chain accepted; DEFAULT_MAX_CHAIN_LINKS when absent. */
+  readonly maxChainLinks?: number;
 }
 
 /**
@@ -51,27 +56,36 @@ export type SignatureCheck = (t: Token) => boolean;
 /**
  * Verifies a token and its chain against a node's trust. Links are numbered from the root (link 1).
  *
- * Signatures are the expensive part (one Ed25519 verification per link, up to 16 links per
- * token and 16 tokens per envelope), and a stranger chooses the chain. So everything that
- * needs no signature comes first: the first link's issuer must be a root here, and every
- * link must hang correctly below the one above. A chain failing these costs no
- * verification; signatures are then checked root first, stopping at the first bad one.
+ * Signatures are the expensive part (one Ed25519 verification per link), and a stranger
+ * chooses the chain and can forge one for nothing. So everything that needs no signature
+ * comes first, and a chain failing it costs no verification at all: the first link's issuer
+ * must be a root here, the chain no longer than `maxChainLinks`, every link must hang
+ * correctly below the one above (issuer, narrowing, expiry, depth), and with `now` given no
+ * link may have expired. Signatures are then checked root first, stopping at the first bad
+ * one: a forged chain under a known root costs one verification, however long.
+ *
+ * Without `now` the verdict does not depend on the clock and may be cached for good; with it,
+ * an expired chain is refused, which stays true as time goes on.
  */
-export function checkChain(token: Token, trust: TrustView, verify: SignatureCheck = signatureValid): Checked {
+export function checkChain(token: Token, trust: TrustView, verify: SignatureCheck = signatureValid, now?: bigint): Checked {
   if (token.act === 'revoke') return { ok: false, reason: 'a revocation grants nothing' };
   const links = linksOf(token).reverse(); // root first
   const n = links.length;
   const at = (i: number) => (n === 1 ? 'token' : `link ${i + 1} of ${n}`);
-  const forged = (i: number): Checked => ({ ok: false, reason: `${at(i)}: signature does not verify (tampered, or not signed by its issuer)` });
   if (!trust.isRoot(links[0].iss)) return { ok: false, reason: `${at(0)}: issuer ${links[0].iss} is not trusted by this node (wrong issuer)` };
+  const max = trust.maxChainLinks ?? DEFAULT_MAX_CHAIN_LINKS;
+  if (n > max) return { ok: false, reason: `a chain of ${n} links is longer than this node accepts (at most ${max}: capabilities.max_chain_links)` };
   for (let i = 1; i < n; i++) {
     const problem = delegationProblem(links[i - 1], links[i]);
-    // Refused either way. One verification (of this link alone) words the reason: a link
-    // its issuer never signed was tampered with, which the holder should hear rather than
-    // how the tampered text fails to narrow.
-    if (problem) return verify(links[i]) ? { ok: false, reason: `${at(i)}: ${problem}` } : forged(i);
+    if (problem) return { ok: false, reason: `${at(i)}: ${problem}` };
   }
-  for (let i = 0; i < n; i++) if (!verify(links[i])) return forged(i);
+  if (now !== undefined) {
+    const i = links.findIndex((l) => l.exp <= now);
+    if (i >= 0) return { ok: false, reason: n === 1 ? 'token expired' : `${at(i)} expired (expired link)` };
+  }
+  for (let i = 0; i < n; i++) {
+    if (!verify(links[i])) return { ok: false, reason: `${at(i)}: signature does not verify (tampered, or not signed by its issuer)` };
+  }
   // A revocation counts when a root made it, or the issuer of the revoked link or of a link
   // above it: whoever granted something may take it back, nobody below may.
   for (let i = 0; i < n; i++) {

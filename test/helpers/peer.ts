@@ -48,9 +48,10 @@ export class ForeignPeer {
 
   /**
    * A signed envelope from this peer (from.addr.host = its own peer id unless `host` says
-   * otherwise), to `inbox` on `node`, or a broadcast on `topic` when `topic` is given.
+   * otherwise), to `inbox` on `node`, or a broadcast on `topic` when `topic` is given; `cap`
+   * is the capability token list it carries.
    */
-  envelope(node: NodeProcess | undefined, b: { be: string; inbox?: string; cont?: string; exp?: bigint; ttlMs?: number; topic?: string; host?: string; fromInbox?: string; key?: KeyPair; payload?: unknown }): Envelope {
+  envelope(node: NodeProcess | undefined, b: { be: string; inbox?: string; cont?: string; exp?: bigint; ttlMs?: number; topic?: string; host?: string; fromInbox?: string; key?: KeyPair; payload?: unknown; cap?: Uint8Array }): Envelope {
     const key = b.key ?? this.key;
     const env: Envelope = {
       to: b.topic || !node ? emptyHandle() : { id: '', did: '', addr: { host: node.peerId, inbox: b.inbox ?? 'root' } },
@@ -62,6 +63,7 @@ export class ForeignPeer {
     };
     if (b.cont) env.opt.cont = b.cont;
     if (b.topic) env.opt.topic = b.topic;
+    if (b.cap) env.cap = b.cap;
     return signEnvelopeSync(env, key);
   }
 

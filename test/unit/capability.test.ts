@@ -194,8 +194,12 @@ describe('token chains', () => {
   it('refuses a tampered token or link', () => {
     const a = grant(root, alice, { act: 'delegate', cap: ['/dms/job'], depth: 1 });
     const b = grant(alice, bob, { cap: ['/dms/job'], chain: a });
+    // Widened past its parent, the link is refused for that, without checking any signature.
     const widened = tamper(b, (j) => j.replace('"cap":["/dms/job"],"exp"', '"cap":["/"],"exp"'));
-    expect(checkChain(widened, trustOf())).toMatchObject({ ok: false, reason: expect.stringMatching(/link 2 of 2: signature does not verify/) });
+    expect(checkChain(widened, trustOf())).toMatchObject({ ok: false, reason: expect.stringMatching(/link 2 of 2: capabilities \/ are broader/) });
+    // Changed within what its parent allows, only its signature gives it away.
+    const narrowed = tamper(b, (j) => j.replace('"cap":["/dms/job"],"exp"', '"cap":["/dms/job/submit"],"exp"'));
+    expect(checkChain(narrowed, trustOf())).toMatchObject({ ok: false, reason: expect.stringMatching(/link 2 of 2: signature does not verify/) });
     // Widen the root grant and the child alike: now the root link's signature fails.
     const both = tamper(b, (j) => j.replaceAll('"cap":["/dms/job"]', '"cap":["/"]'));
     expect(checkChain(both, trustOf())).toMatchObject({ ok: false, reason: expect.stringMatching(/link 1 of 2: signature does not verify/) });
