@@ -77,6 +77,9 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         defaultMemoryBytes: jobs.default_resources.memory_bytes,
         pids: jobs.pids_limit,
         logBytes: jobs.max_log_bytes,
+        allowNetwork: jobs.allow_network,
+        user: jobs.container_user,
+        readOnlyRoot: jobs.read_only_root,
       },
     }),
   );

@@ -207,8 +207,9 @@ export const ConfigSchema = z
         /** What a job gets when its spec asks for zero cores or zero memory (a limit always applies). */
         default_resources: z
           .object({
-            cores: z.number().positive().default(1),
-            memory_bytes: positiveInt.default(512 * 1024 * 1024),
+            // At least what a job may ask for itself (RESOURCE_FLOOR): below, the engine refuses the container.
+            cores: z.number().min(0.01).default(1),
+            memory_bytes: positiveInt.min(6 * 1024 * 1024).default(512 * 1024 * 1024),
           })
           .strict()
           .prefault({}),
@@ -218,6 +219,18 @@ export const ConfigSchema = z
         max_log_bytes: positiveInt.default(64 * 1024 * 1024),
         /** Registry hosts (host[:port]) on loopback, link-local or private ranges that images may come from. */
         allowed_registries: z.array(z.string().min(1)).default([]),
+        /**
+         * Whether jobs placed here by other nodes get a network. Off, their containers have only
+         * loopback: a stranger's code must not reach this machine's LAN or cloud metadata.
+         */
+        allow_network: z.boolean().default(false),
+        /** The user every job's container runs as ("uid[:gid]" or a name the image has); empty: the image's own. */
+        container_user: z
+          .string()
+          .regex(/^([A-Za-z0-9_][A-Za-z0-9_.-]{0,63}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,63})?)?$/, 'a user and optional group: "65534:65534" or names the image has')
+          .default(''),
+        /** Whether job containers get a read-only root filesystem (and a small writable /tmp). Off: images that write outside /tmp keep working. */
+        read_only_root: z.boolean().default(false),
       })
       .strict()
       .prefault({}),

@@ -7,7 +7,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { Writable } from 'node:stream';
 import Docker from 'dockerode';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
-import type { Job } from '../../behaviors/jobs/schema.js';
+import { type Job, millicoresOf, RESOURCE_FLOOR } from '../../behaviors/jobs/schema.js';
 import { formatBytes } from '../../runtime/bytes.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
@@ -59,6 +59,16 @@ export interface ContainerLimits {
   pids: number;
   /** The engine's own copy of the output (json-file) is kept to about this size too. */
   logBytes: number;
+  /**
+   * Whether jobs run for other nodes (`job.requester` set) get a network (`jobs.allow_network`).
+   * Without, their containers have none: a stranger's code would otherwise reach this machine's
+   * LAN and cloud metadata (169.254.169.254) from inside it.
+   */
+  allowNetwork: boolean;
+  /** The user every container runs as (`jobs.container_user`, e.g. "65534:65534"); empty: the image's own. */
+  user: string;
+  /** Whether the container's root filesystem is read-only (`jobs.read_only_root`); /tmp is then a small tmpfs. */
+  readOnlyRoot: boolean;
 }
 
 export const DEFAULT_CONTAINER_LIMITS: ContainerLimits = {
@@ -66,7 +76,13 @@ export const DEFAULT_CONTAINER_LIMITS: ContainerLimits = {
   defaultMemoryBytes: 512 * 1024 * 1024,
   pids: 1024,
   logBytes: 64 * 1024 * 1024,
+  allowNetwork: false,
+  user: '',
+  readOnlyRoot: false,
 };
+
+/** The writable /tmp a read-only root gets; tmpfs pages count against the job's memory limit. */
+const READ_ONLY_TMP = 'rw,nosuid,nodev,size=64m';
 
 interface DockerRun {
   container: Docker.Container;
@@ -101,14 +117,20 @@ export async function probeDocker(docker: Docker = new Docker()): Promise<{ ok: 
 export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS): Docker.ContainerCreateOptions {
   const { gpu } = job.resources;
   // The orchestrator stores jobs with defaults filled in; a job stored before that still gets them.
-  const cores = job.resources.cpu.cores > 0 ? job.resources.cpu.cores : limits.defaultCores;
-  const memory = job.resources.memory.size > 0 ? job.resources.memory.size : limits.defaultMemoryBytes;
+  // Never 0 (the engine's "unlimited") and never below what the engine accepts, whatever reached
+  // the job's record: the same whole millicores, rounded up, that the ledger holds for it.
+  const millicores = millicoresOf(job.resources.cpu.cores > 0 ? job.resources.cpu.cores : limits.defaultCores);
+  const asked = job.resources.memory.size > 0 ? job.resources.memory.size : limits.defaultMemoryBytes;
+  const memory = Math.max(RESOURCE_FLOOR.memoryBytes, asked);
+  // Placed here by another node: its code is a stranger's, and this node's network is not its to use.
+  const isolated = job.requester !== null && !limits.allowNetwork;
   return {
     Image: job.image,
     // An empty command keeps the image's own CMD.
     Cmd: job.command.length > 0 ? job.command : undefined,
     Env: Object.entries(job.environment).map(([name, value]) => `${name}=${value}`),
     Labels: { [JOB_LABEL]: job.id, [NODE_LABEL]: nodeId },
+    User: limits.user || undefined,
     // Without a TTY the engine keeps stdout and stderr apart in one multiplexed stream.
     Tty: false,
     OpenStdin: false,
@@ -116,13 +138,18 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
     AttachStdout: false,
     AttachStderr: false,
     HostConfig: {
-      NanoCpus: Math.round(cores * 1e9),
+      NanoCpus: millicores * 1e6,
       Memory: memory,
       // Equal to Memory: no swap on top, so a job over its limit is killed rather than slowed.
       MemorySwap: memory,
       PidsLimit: limits.pids,
       // A setuid binary in the image cannot give the job more privileges than it started with.
       SecurityOpt: ['no-new-privileges'],
+      // Root in the container keeps none of root's powers (raw sockets, mounts, chown of others' files).
+      CapDrop: ['ALL'],
+      NetworkMode: isolated ? 'none' : undefined,
+      ReadonlyRootfs: limits.readOnlyRoot,
+      Tmpfs: limits.readOnlyRoot ? { '/tmp': READ_ONLY_TMP } : undefined,
       // The engine keeps its own copy of the output; without a bound it grows with the output.
       LogConfig: { Type: 'json-file', Config: { 'max-size': String(limits.logBytes), 'max-file': '2' } },
       DeviceRequests: gpu ? [{ Driver: 'nvidia', Count: gpu.count, Capabilities: [['gpu']] }] : undefined,

@@ -1,6 +1,7 @@
 /**
  * Which registries a job's image may come from. The engine pulls with the machine's network
- * position, so an image naming a registry on loopback, link-local or a private range would
+ * position, so an image naming a registry on loopback, link-local, a private range or any other
+ * non-public range (carrier-grade NAT, reserved, NAT64 of those) would
  * let whoever submits a job make this machine talk to services only it can reach (cloud
  * metadata at 169.254.169.254, a registry on 127.0.0.1:5000). Such hosts are refused unless
  * the operator lists them in `jobs.allowed_registries`.
@@ -11,23 +12,70 @@
  * so a name whose answer changes in between (DNS rebinding) is not caught here.
  */
 import { lookup } from 'node:dns/promises';
-import { BlockList, isIP, isIPv4 } from 'node:net';
+import { isIP, isIPv4 } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 
-const PRIVATE = new BlockList();
-// "This network" (0.0.0.0 is what a listener's any-address dials as), loopback, private, link-local.
-PRIVATE.addSubnet('0.0.0.0', 8, 'ipv4');
-PRIVATE.addSubnet('127.0.0.0', 8, 'ipv4');
-PRIVATE.addSubnet('10.0.0.0', 8, 'ipv4');
-PRIVATE.addSubnet('172.16.0.0', 12, 'ipv4');
-PRIVATE.addSubnet('192.168.0.0', 16, 'ipv4');
-PRIVATE.addSubnet('169.254.0.0', 16, 'ipv4');
-// Unspecified, loopback, unique local, link-local. IPv4-mapped addresses (::ffff:127.0.0.1)
-// are checked against the IPv4 ranges by BlockList itself.
-PRIVATE.addAddress('::', 'ipv6');
-PRIVATE.addAddress('::1', 'ipv6');
-PRIVATE.addSubnet('fc00::', 7, 'ipv6');
-PRIVATE.addSubnet('fe80::', 10, 'ipv6');
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
+
+/** IPv6 prefixes whose last 32 bits are an IPv4 address that traffic to them reaches. */
+const EMBEDS_LAST_32: [ipaddr.IPv6, number][] = [
+  // IPv4-mapped (::ffff:a.b.c.d) and RFC 6145's translated form (::ffff:0:a.b.c.d).
+  [ipaddr.IPv6.parse('::ffff:0:0'), 96],
+  [ipaddr.IPv6.parse('::ffff:0:0:0'), 96],
+  // NAT64's well-known prefix (RFC 6052): a DNS64 network turns 64:ff9b::7f00:1 into 127.0.0.1.
+  [ipaddr.IPv6.parse('64:ff9b::'), 96],
+  // IPv4-compatible (::a.b.c.d, deprecated by RFC 4291): stacks that still read it reach the IPv4 host.
+  [ipaddr.IPv6.parse('::'), 96],
+];
+/** Only IPv6 global unicast is public; the rest of the space is reserved or special. */
+const GLOBAL_UNICAST_V6: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse('2000::'), 3];
+
+/**
+ * Why `address` is not a public unicast address a registry may be on, or null when it is. The
+ * ranges are ipaddr.js's, which follows IANA's special-purpose registries: anything it does not
+ * call plain `unicast` (loopback, private, link-local, carrier-grade NAT where cloud metadata
+ * lives, multicast, reserved, documentation…) is refused. An address carrying an IPv4 one
+ * (mapped, NAT64, IPv4-compatible, 6to4) is judged by that IPv4 address.
+ */
+export function nonPublicReason(address: Address): string | null {
+  if (address.kind() === 'ipv4') {
+    const range = address.range();
+    return range === 'unicast' ? null : `${address.toString()} (${range})`;
+  }
+  const v6 = address as ipaddr.IPv6;
+  const embedded = embeddedIPv4(v6);
+  if (embedded) {
+    const why = nonPublicReason(embedded);
+    return why === null ? null : `${v6.toString()}, which carries ${why}`;
+  }
+  const range = v6.range();
+  if (range !== 'unicast' || !v6.match(GLOBAL_UNICAST_V6)) return `${v6.toString()} (${range === 'unicast' ? 'not global unicast' : range})`;
+  return null;
+}
+
+function embeddedIPv4(v6: ipaddr.IPv6): ipaddr.IPv4 | null {
+  const bytes = v6.toByteArray();
+  // :: and ::1 are IPv6's own unspecified and loopback addresses, not IPv4-compatible ones.
+  if (v6.range() === 'unspecified' || v6.range() === 'loopback') return null;
+  if (EMBEDS_LAST_32.some((prefix) => v6.match(prefix))) return new ipaddr.IPv4(bytes.slice(12, 16));
+  // 6to4 (2002:AABB:CCDD::/48) routes to the IPv4 address in its bits 16-47.
+  if (v6.range() === '6to4') return new ipaddr.IPv4(bytes.slice(2, 6));
+  return null;
+}
+
+/** Why the address text `text` (IPv4 dotted quad or IPv6) is not public; null when it is. */
+function addressReason(text: string): string | null {
+  let address: Address;
+  try {
+    address = ipaddr.parse(text);
+  } catch {
+    // Only called with what the resolver or isIP took for an address: one ipaddr.js cannot
+    // read is not one this node can vouch for.
+    return `${text} (unreadable address)`;
+  }
+  return nonPublicReason(address);
+}
 
 /**
  * An IPv4 address the way inet_aton reads it (what a C resolver does with a host name made of
@@ -58,11 +106,13 @@ export function numericIPv4(host: string): string | null {
 export function privateHostReason(host: string): string | null {
   const name = host.toLowerCase();
   if (name === 'localhost' || name.endsWith('.localhost')) return 'names this machine';
-  const v6 = name.includes(':');
-  const address = v6 ? name : (numericIPv4(name) ?? (isIPv4(name) ? name : null));
+  const address = name.includes(':') ? name : (numericIPv4(name) ?? (isIPv4(name) ? name : null));
   if (address === null) return null;
-  return PRIVATE.check(address, v6 ? 'ipv6' : 'ipv4') ? 'is a loopback, link-local or private address' : null;
+  const why = addressReason(address);
+  return why === null ? null : `is ${NON_PUBLIC}: ${why}`;
 }
+
+const NON_PUBLIC = 'a non-public address';
 
 /**
  * Why `image` may not be pulled from where it names, or null when it may. `allowed` holds
@@ -83,7 +133,7 @@ const resolveAll: Resolve = (host) => lookup(host, { all: true, verbatim: true }
 
 /**
  * `refusedRegistry`, and for a registry named by a DNS name, whether the name resolves to a
- * loopback, link-local or private address. A name that does not resolve (or not within
+ * loopback, private, link-local or other non-public address. A name that does not resolve (or not within
  * LOOKUP_MS) is left to the engine, whose pull then fails.
  */
 export async function refusedRegistryResolved(image: string, allowed: readonly string[], resolve: Resolve = resolveAll): Promise<string | null> {
@@ -97,8 +147,11 @@ export async function refusedRegistryResolved(image: string, allowed: readonly s
     timer.unref();
   });
   const addresses = await Promise.race([resolve(registry.host).catch(() => null), timeout]).finally(() => clearTimeout(timer));
-  const bad = addresses?.find((a) => PRIVATE.check(a.address, a.family === 6 ? 'ipv6' : 'ipv4'));
-  return bad ? refusal(registry.domain, `resolves to ${bad.address}, a loopback, link-local or private address`) : null;
+  for (const { address } of addresses ?? []) {
+    const why = addressReason(address);
+    if (why !== null) return refusal(registry.domain, `resolves to ${why}, ${NON_PUBLIC}`);
+  }
+  return null;
 }
 
 /** The registry an image names (not Docker Hub's implicit one), unless `allowed` lists it. */

@@ -3,7 +3,7 @@
  * more request fits. Pure and synchronous, so the resource manager can check and reserve in
  * one step that no other request can interleave with.
  */
-import type { GpuSpec, ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { type GpuSpec, millicoresOf, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { formatBytes as bytes } from '../../runtime/bytes.js';
 import { DmsError } from '../../runtime/errors.js';
 
@@ -20,8 +20,10 @@ interface Amounts {
 
 const ZERO: Amounts = { millicores: 0, memory: 0, storage: 0, gpus: 0 };
 
+// Rounded up, never to nearest: a request of 1e-10 cores (which reaches the ledger from
+// messages whose schema has no floor) holds the floor, not nothing.
 const amountsOf = (spec: ResourceSpec): Amounts => ({
-  millicores: Math.round(spec.cpu.cores * 1000),
+  millicores: millicoresOf(spec.cpu.cores),
   memory: spec.memory.size,
   storage: spec.storage.size,
   gpus: spec.gpu?.count ?? 0,

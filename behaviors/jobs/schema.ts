@@ -49,10 +49,14 @@ export const SizeSchema = acceptsAlso(
   z.union([bytes, z.string().meta({ description: 'a size with its unit: B, KB…TB (powers of 1000) or KiB…TiB (powers of 1024), e.g. "512MiB"' })]),
 );
 
-/** `{"size": …}`, or the size alone. */
-const sized = () => {
+/**
+ * `{"size": …}`, or the size alone. With `min`, a size other than 0 (none asked) must be at
+ * least `min`: the floor of what is asked (resourceFloor).
+ */
+const sized = (min?: { bytes: number; text: string }) => {
+  const size = min ? SizeSchema.refine((n) => n === 0 || n >= min.bytes, { error: `must be at least ${min.text} (${min.bytes} bytes), or 0` }) : SizeSchema;
   const canonical = z.strictObject(
-    { size: SizeSchema },
+    { size },
     { error: (issue) => (issue.code === 'invalid_type' ? `${SIZE_FORMS}; or {"size": one of those}` : undefined) },
   );
   return acceptsAlso(
@@ -66,13 +70,40 @@ const sized = () => {
 
 const CORES_FORMS = 'cores as a number (0.5, 2) or {"cores": a number}';
 
+/**
+ * The least that may be asked of cores or memory, other than 0 (none asked, or the defaults
+ * for a job). The engine refuses a container below these (NanoCpus under 0.01 cores, Memory
+ * under 6 MiB: "Minimum memory limit allowed is 6MB"), and a tinier amount would count as
+ * nothing in the ledger while the job ran without its limit.
+ */
+export const RESOURCE_FLOOR = { cores: 0.01, memoryBytes: 6 * 1024 * 1024 } as const;
+
+/**
+ * Cores in whole millicores, rounded UP: the ledger counts and the executor limits in these, so
+ * no amount above 0 becomes 0 and every place agrees on what a job holds. Any amount above 0 is
+ * at least the floor. Rounded to nanocores first so that binary fractions (0.57 * 1000 =
+ * 570.0000000000001) do not round up a millicore they do not ask for.
+ */
+export function millicoresOf(cores: number): number {
+  if (!(cores > 0)) return 0;
+  return Math.max(RESOURCE_FLOOR.cores * 1000, Math.ceil(Math.round(cores * 1e6) / 1e3));
+}
+
 const cores = z.number({ error: CORES_FORMS }).nonnegative();
-const cpuCanonical = z.strictObject({ cores }, { error: (issue) => (issue.code === 'invalid_type' ? CORES_FORMS : undefined) });
-/** `{"cores": …}`, or the number alone. */
-const CpuSchema = acceptsAlso(
-  z.preprocess((value: number | { cores: number }) => (typeof value === 'number' ? { cores: value } : value), cpuCanonical),
-  z.union([cores, cpuCanonical]),
-);
+/** Cores as asked: 0 or at least the floor, stored rounded up to whole millicores. */
+const askedCores = cores
+  .refine((n) => n === 0 || n >= RESOURCE_FLOOR.cores, { error: `must be at least ${RESOURCE_FLOOR.cores}, or 0` })
+  .transform((n) => millicoresOf(n) / 1000);
+const cpu = (coresSchema: typeof cores | typeof askedCores) => {
+  const canonical = z.strictObject({ cores: coresSchema }, { error: (issue) => (issue.code === 'invalid_type' ? CORES_FORMS : undefined) });
+  /** `{"cores": …}`, or the number alone. */
+  return acceptsAlso(
+    z.preprocess((value: number | { cores: number }) => (typeof value === 'number' ? { cores: value } : value), canonical),
+    z.union([cores, canonical]),
+  );
+};
+const CpuSchema = cpu(cores);
+const AskedCpuSchema = cpu(askedCores);
 
 const GPU_FORMS = 'a number of GPUs, or {"count", "model", "vram"}';
 
@@ -102,12 +133,22 @@ const resourceFields = {
   gpu: GpuSpecSchema.optional(),
 };
 
+const MEMORY_FLOOR = { bytes: RESOURCE_FLOOR.memoryBytes, text: '6MiB' };
+/** What is asked (a job, an allocation, an onboarded share): cores and memory are 0 or at least RESOURCE_FLOOR. */
+const askedFields = { ...resourceFields, cpu: AskedCpuSchema, memory: sized(MEMORY_FLOOR) };
+
 /**
- * What a job asks for, an allocation reserves and a machine offers (ResourceCapacity is the
- * same shape). Zero cores or zero memory means "no limit asked"; `gpu` is left out when none.
+ * An amount of resources: what a machine has, what is held or free (ResourceCapacity is the
+ * same shape). Zero cores or zero memory means none; `gpu` is left out when none.
  * Each field may be written short: `{"cpu": 0.5, "memory": "512MiB", "storage": "10GB", "gpu": 1}`.
  */
 export const ResourceSpecSchema = z.strictObject(resourceFields);
+/**
+ * What may be asked for or offered (an allocation, an onboarded share): as ResourceSpecSchema,
+ * but cores and memory are 0 or at least RESOURCE_FLOOR, and cores are rounded up to whole
+ * millicores. Amounts the node reports (free, held) may be smaller and keep the plain schema.
+ */
+export const ResourceRequestSchema = z.strictObject(askedFields);
 export type ResourceSpec = z.output<typeof ResourceSpecSchema>;
 export type ResourceCapacity = ResourceSpec;
 export type GpuSpec = z.output<typeof GpuSpecSchema>;
@@ -128,9 +169,9 @@ const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment names 
  * `jobs.default_resources` (1 core, 512 MiB as shipped) before storing the job.
  */
 export const JobResourcesSchema = z.strictObject({
-  ...resourceFields,
-  cpu: CpuSchema.default({ cores: 0 }),
-  memory: sized().default({ size: 0 }),
+  ...askedFields,
+  cpu: AskedCpuSchema.default({ cores: 0 }),
+  memory: sized(MEMORY_FLOOR).default({ size: 0 }),
 });
 
 const COMMAND_FORMS = 'a string (run as sh -c <string>) or an array of strings';
@@ -260,7 +301,7 @@ export type JobEvent = z.output<typeof JobEventSchema>;
 
 /** What POST /api/v1/allocations accepts. */
 export const AllocationRequestSchema = z.strictObject({
-  resources: ResourceSpecSchema,
+  resources: ResourceRequestSchema,
   job_id: z.uuid().optional(),
 });
 export type AllocationRequest = z.input<typeof AllocationRequestSchema>;
@@ -282,7 +323,7 @@ export const DeviceSettingsSchema = z.strictObject({
   /** What jobs may ask for in `placement.labels`. */
   labels: LabelsSchema.default({}),
   /** The share of the machine's capacity offered to the network; null until onboarded. */
-  onboarded: ResourceSpecSchema.nullable(),
+  onboarded: ResourceRequestSchema.nullable(),
 });
 export type DeviceSettings = z.output<typeof DeviceSettingsSchema>;
 // Without its default: a patch leaves out what it does not change, and a default here would

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerForTests, OVER_ITS_MEMORY, TEST_IMAGE } from '../helpers/docker.js';
-import { containerSpec, DockerExecutor, JOB_LABEL, NODE_LABEL } from '../../actors/executors/docker.js';
+import { containerSpec, DEFAULT_CONTAINER_LIMITS, DockerExecutor, JOB_LABEL, NODE_LABEL } from '../../actors/executors/docker.js';
 import { outcome } from '../../actors/executors/types.js';
 import { waitFor } from '../helpers/network.js';
 import { collect, followLive, jobOf, text } from './helpers.js';
@@ -48,7 +48,7 @@ describe('container spec', () => {
       },
     });
     // No container runs unbounded: a job asking for nothing gets the defaults, and every one a pids limit and no-new-privileges.
-    const limits = { defaultCores: 0.5, defaultMemoryBytes: 32 * MiB, pids: 99, logBytes: 4 * MiB };
+    const limits = { ...DEFAULT_CONTAINER_LIMITS, defaultCores: 0.5, defaultMemoryBytes: 32 * MiB, pids: 99, logBytes: 4 * MiB };
     const bounded = containerSpec(jobOf({ executor: 'docker', resources: { cpu: { cores: 0 }, memory: { size: 0 } } }), 'p', limits);
     expect(bounded.Cmd).toBeUndefined();
     expect(bounded.HostConfig).toEqual({
@@ -57,10 +57,35 @@ describe('container spec', () => {
       MemorySwap: 32 * MiB,
       PidsLimit: 99,
       SecurityOpt: ['no-new-privileges'],
+      CapDrop: ['ALL'],
+      NetworkMode: undefined,
+      ReadonlyRootfs: false,
+      Tmpfs: undefined,
       LogConfig: { Type: 'json-file', Config: { 'max-size': String(4 * MiB), 'max-file': '2' } },
       DeviceRequests: undefined,
     });
     expect(containerSpec(job, 'peer-x', limits).HostConfig).toMatchObject({ NanoCpus: 1_500_000_000, Memory: 16 * MiB, PidsLimit: 99 });
+  });
+
+  it('never gives the engine 0 (unlimited) or less than it accepts, and rounds cores up to whole millicores', () => {
+    const spec = (cores: number, size: number) => containerSpec(jobOf({ executor: 'docker', resources: { cpu: { cores }, memory: { size } } }), 'p').HostConfig!;
+    // Stored before the floor, or come from a message whose schema has none.
+    expect(spec(1e-10, 1)).toMatchObject({ NanoCpus: 10_000_000, Memory: 6 * MiB, MemorySwap: 6 * MiB });
+    expect(spec(0.0101, 64 * MiB).NanoCpus).toBe(11_000_000);
+    expect(spec(0.57, 64 * MiB).NanoCpus).toBe(570_000_000);
+  });
+
+  it("isolates another node's job from the network unless jobs.allow_network; drops capabilities of every job", () => {
+    const remote = jobOf({ executor: 'docker' });
+    remote.requester = '12D3KooWRequesterRequesterRequesterRequesterReque';
+    const local = jobOf({ executor: 'docker' });
+    expect(containerSpec(remote, 'p').HostConfig).toMatchObject({ NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] });
+    expect(containerSpec(local, 'p').HostConfig).toMatchObject({ NetworkMode: undefined, CapDrop: ['ALL'] });
+    expect(containerSpec(remote, 'p', { ...DEFAULT_CONTAINER_LIMITS, allowNetwork: true }).HostConfig!.NetworkMode).toBeUndefined();
+    const hardened = containerSpec(local, 'p', { ...DEFAULT_CONTAINER_LIMITS, user: '65534:65534', readOnlyRoot: true });
+    expect(hardened.User).toBe('65534:65534');
+    expect(hardened.HostConfig).toMatchObject({ ReadonlyRootfs: true, Tmpfs: { '/tmp': expect.stringContaining('size=') } });
+    expect(containerSpec(local, 'p').User).toBeUndefined();
   });
 });
 
@@ -178,6 +203,42 @@ describe.skipIf(problem !== null)('docker executor', () => {
     // Nothing left to stop: cancelling a vanished container is not an error.
     await restarted.cancel(vanished, 'cancelled by user');
     await executor.cleanup(vanished);
+  });
+
+  it("runs another node's job with no network but loopback, and a local job with the engine's network", async () => {
+    const interfaces = async (job: ReturnType<typeof dockerJob>) => {
+      const handle = await executor.start(job);
+      const info = await docker.getContainer(handle.id).inspect();
+      expect(await executor.wait(handle)).toEqual({ exit_code: 0, oom_killed: false });
+      const names = text(await collect(executor, handle), 'stdout')
+        .split('\n')
+        .map((line) => /^\s*([^:\s]+):/.exec(line)?.[1])
+        .filter((n): n is string => n !== undefined);
+      await executor.cleanup(handle);
+      return { info, names };
+    };
+    // /proc/net/dev lists the interfaces the container's network namespace has.
+    const remote = dockerJob(['cat', '/proc/net/dev']);
+    remote.requester = '12D3KooWRequesterRequesterRequesterRequesterReque';
+    const isolated = await interfaces(remote);
+    expect(isolated.info.HostConfig).toMatchObject({ NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] });
+    expect(isolated.names).toEqual(['lo']);
+    const local = await interfaces(dockerJob(['cat', '/proc/net/dev']));
+    expect(local.info.HostConfig.NetworkMode).not.toBe('none');
+    expect(local.info.HostConfig.CapDrop).toEqual(['ALL']);
+    expect(local.names).toContain('eth0');
+  });
+
+  it('runs as the configured user on a read-only root with a writable /tmp', async () => {
+    const hardened = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs'), stopGraceSeconds: 1, limits: { user: '65534:65534', readOnlyRoot: true } });
+    const job = dockerJob(['sh', '-c', 'echo x > /tmp/ok && cat /tmp/ok; echo y > /etc/written']);
+    const handle = await hardened.start(job);
+    expect(await hardened.wait(handle)).toMatchObject({ exit_code: 1 });
+    const logs = await collect(hardened, handle);
+    expect(text(logs, 'stdout')).toBe('x\n');
+    expect(text(logs, 'stderr')).toMatch(/Read-only file system/);
+    expect((await docker.getContainer(handle.id).inspect()).Config.User).toBe('65534:65534');
+    await hardened.cleanup(handle);
   });
 
   it('fails to start a command the image lacks, says why in the log and leaves no container', async () => {

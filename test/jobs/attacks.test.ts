@@ -43,7 +43,9 @@ describe('image references at submit', () => {
     },
   );
 
-  it.each(['127.0.0.1:5000/x', 'localhost/x', '[::1]:5000/x', '169.254.169.254/latest', '10.0.0.1/x', '172.16.5.4/x', '192.168.0.1/x', '[fe80::1]/x', '[fd00::1]/x', '0.0.0.0/x'])(
+  it.each(['127.0.0.1:5000/x', 'localhost/x', '[::1]:5000/x', '169.254.169.254/latest', '10.0.0.1/x', '172.16.5.4/x', '192.168.0.1/x', '[fe80::1]/x', '[fd00::1]/x', '0.0.0.0/x',
+    // Carrier-grade NAT (a cloud's metadata service), IPv4-compatible and NAT64 forms of loopback.
+    '100.100.100.200/x', '[::7f00:1]/x', '[64:ff9b::7f00:1]/x', '[64:ff9b::a9fe:a9fe]/x'])(
     'refuses the private registry of %s with 400 naming image',
     async (image) => {
       const answer = await rest.post('/api/v1/jobs', { ...nullJob(), image });
@@ -58,15 +60,15 @@ describe('image references at submit', () => {
       const before = (await rest.jobs()).total;
       const answer = await rest.post('/api/v1/jobs', { ...nullJob(), image: `${here!.name}:5000/x` });
       expect(answer.status).toBe(400);
-      expect(answer.body.error).toMatch(new RegExp(`^image: registry ${here!.name}:5000 resolves to .*, a loopback, link-local or private address; list it in jobs\\.allowed_registries to pull from it$`));
-      expect(here!.addresses).toContain(/resolves to (\S+),/.exec(answer.body.error)![1]);
+      expect(answer.body.error).toMatch(new RegExp(`^image: registry ${here!.name}:5000 resolves to .*, a non-public address; list it in jobs\\.allowed_registries to pull from it$`));
+      expect(here!.addresses).toContain(/resolves to (\S+) \(/.exec(answer.body.error)![1]);
       expect((await rest.jobs()).total).toBe(before);
       expect(await healthy(node)).toBe(true);
     },
   );
 
   it('accepts a private registry listed in jobs.allowed_registries, and public ones', async () => {
-    for (const image of ['10.1.2.3:5000/team/app:1', 'ghcr.io/org/app', 'busybox']) {
+    for (const image of ['10.1.2.3:5000/team/app:1', 'ghcr.io/org/app', 'busybox', '100.128.0.1/x', '[2606:4700::1111]/x']) {
       const job = await rest.submit({ ...nullJob(), image });
       expect(job.image).toBe(image);
     }

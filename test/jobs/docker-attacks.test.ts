@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 import sqlite3 from 'sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Job } from '../../behaviors/jobs/schema.js';
+import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { openStorage } from '../../storage/index.js';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { type NodeProcess, removeHome } from '../helpers/node.js';
@@ -90,6 +90,40 @@ describe.skipIf(problem !== null)('docker attacks on a node', () => {
     expect(textOf((await rest.get(`/api/v1/jobs/${forks.id}/logs`)).body.chunks, 'stderr')).toMatch(/fork|resource|Resource/i);
     expect(ended.status).toBe('failed');
     await rest.delete(`/api/v1/jobs/${job.id}`);
+  }, 120_000);
+
+  it('refuses cores under 0.01 and memory under 6 MiB in jobs, allocations and the onboarded share, naming the field; rounds cores up', async () => {
+    const node = await startJobNode();
+    nodes.push(node);
+    const rest = new Rest(node.url);
+    const usage = async () => (await rest.get('/api/v1/resources/usage')).body as { allocated: { cpu: { cores: number } } };
+    const job = (resources: JobSpecInput['resources']) => ({ name: 'tiny', image: TEST_IMAGE, command: ['sleep', '600'], resources });
+    // 1e-10 cores used to be stored, held as 0 cores and run with NanoCpus 0: no limit at all.
+    const tinyCores = await rest.post('/api/v1/jobs', job({ cpu: 1e-10, memory: '16MiB' }));
+    expect(tinyCores.status).toBe(400);
+    expect(tinyCores.body.error).toBe('invalid job spec: resources.cpu.cores: must be at least 0.01, or 0');
+    const tinyMemory = await rest.post('/api/v1/jobs', job({ cpu: { cores: 0.1 }, memory: { size: 1 } }));
+    expect(tinyMemory.status).toBe(400);
+    expect(tinyMemory.body.error).toBe('invalid job spec: resources.memory.size: must be at least 6MiB (6291456 bytes), or 0');
+    const allocation = await rest.post('/api/v1/allocations', { resources: { cpu: 0.001, memory: '16MiB' } });
+    expect(allocation.status).toBe(400);
+    expect(allocation.body.error).toMatch(/^invalid allocation: resources\.cpu\.cores: must be at least 0\.01, or 0$/);
+    const share = await rest.put('/api/v1/device/config', { onboarded: { cpu: 1e-10, memory: '1GiB' } });
+    expect(share.status).toBe(400);
+    expect(share.body.error).toMatch(/onboarded\.cpu\.cores: must be at least 0\.01, or 0/);
+    expect((await rest.jobs()).total).toBe(0);
+    expect((await usage()).allocated.cpu.cores).toBe(0);
+
+    // Control: the floor itself runs, and a fraction of a millicore is rounded up, the same on
+    // the record, in the ledger and in the container's limit.
+    const ok = await rest.submit(job({ cpu: 0.0101, memory: '6MiB' }));
+    expect(ok.resources).toMatchObject({ cpu: { cores: 0.011 }, memory: { size: 6 * MiB } });
+    const running = await rest.waitFor(ok.id, ['running'], 60_000);
+    expect((await docker.getContainer(running.container_id!).inspect()).HostConfig).toMatchObject({ NanoCpus: 11_000_000, Memory: 6 * MiB });
+    expect((await usage()).allocated.cpu.cores).toBe(0.011);
+    expect((await rest.post('/api/v1/allocations', { resources: { cpu: 0.01, memory: 0 } })).status).toBe(201);
+    expect((await rest.put('/api/v1/device/config', { onboarded: { cpu: 0.5, memory: '1GiB' } })).status).toBe(200);
+    await rest.delete(`/api/v1/jobs/${ok.id}`);
   }, 120_000);
 
   it('cuts stored output at jobs.max_log_bytes, marks the cut, and serves it in bounded pages', async () => {

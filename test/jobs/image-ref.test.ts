@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import { JobSpecSchema } from '../../behaviors/jobs/schema.js';
-import { numericIPv4, refusedRegistry, refusedRegistryResolved, type Resolve } from '../../actors/orchestrator/registries.js';
+import ipaddr from 'ipaddr.js';
+import { nonPublicReason, numericIPv4, refusedRegistry, refusedRegistryResolved, type Resolve } from '../../actors/orchestrator/registries.js';
 
 const hex64 = 'a'.repeat(64);
 
@@ -64,26 +65,41 @@ describe('image references', () => {
 
 describe('registry hosts', () => {
   it.each([
-    ['127.0.0.1:5000/x', 'is a loopback, link-local or private address'],
-    ['127.9.9.9/x', 'is a loopback, link-local or private address'],
+    ['127.0.0.1:5000/x', 'is a non-public address'],
+    ['127.9.9.9/x', 'is a non-public address'],
     ['localhost/x', 'names this machine'],
     ['localhost:5000/x', 'names this machine'],
     ['LOCALHOST:5000/x', 'names this machine'],
     ['registry.localhost/x', 'names this machine'],
-    ['[::1]:5000/x', 'is a loopback'],
-    ['[::ffff:7f00:1]/x', 'is a loopback'],
-    ['[fe80::1]/x', 'is a loopback'],
-    ['[fd12:3456::1]/x', 'is a loopback'],
-    ['[::]/x', 'is a loopback'],
-    ['169.254.169.254/x', 'is a loopback'],
-    ['10.1.2.3/x', 'is a loopback'],
-    ['172.16.0.1/x', 'is a loopback'],
-    ['172.31.255.255/x', 'is a loopback'],
-    ['192.168.1.1:443/x', 'is a loopback'],
-    ['0.0.0.0:5000/x', 'is a loopback'],
-    ['127.1:5000/x', 'is a loopback'],
-    ['0x7f.0.0.1/x', 'is a loopback'],
-    ['2130706433:5000/x', 'is a loopback'],
+    ['[::1]:5000/x', '::1 (loopback)'],
+    ['[::ffff:7f00:1]/x', 'carries 127.0.0.1 (loopback)'],
+    ['[fe80::1]/x', 'is a non-public address'],
+    ['[fd12:3456::1]/x', 'is a non-public address'],
+    ['[::]/x', 'is a non-public address'],
+    ['169.254.169.254/x', 'is a non-public address'],
+    ['10.1.2.3/x', 'is a non-public address'],
+    ['172.16.0.1/x', 'is a non-public address'],
+    ['172.31.255.255/x', 'is a non-public address'],
+    ['192.168.1.1:443/x', 'is a non-public address'],
+    ['0.0.0.0:5000/x', 'is a non-public address'],
+    ['127.1:5000/x', 'is a non-public address'],
+    ['0x7f.0.0.1/x', 'is a non-public address'],
+    ['2130706433:5000/x', 'is a non-public address'],
+    // Carrier-grade NAT: 100.100.100.200 is a cloud's metadata service.
+    ['100.100.100.200/x', '100.100.100.200 (carrierGradeNat)'],
+    ['[::7f00:1]/x', 'carries 127.0.0.1 (loopback)'],
+    ['[64:ff9b::7f00:1]/x', 'carries 127.0.0.1 (loopback)'],
+    ['[64:ff9b::a9fe:a9fe]/x', 'carries 169.254.169.254 (linkLocal)'],
+    ['[::ffff:0:a00:1]/x', 'carries 10.0.0.1 (private)'],
+    ['[2002:c0a8:101::1]/x', 'carries 192.168.1.1 (private)'],
+    ['[64:ff9b:1::1]/x', '(rfc6052)'],
+    ['[ff02::1]/x', '(multicast)'],
+    ['[2001:db8::1]/x', '(reserved)'],
+    ['[fec0::1]/x', 'non-public'],
+    ['224.0.0.1/x', '(multicast)'],
+    ['255.255.255.255/x', '(broadcast)'],
+    ['192.0.2.1/x', '(reserved)'],
+    ['240.0.0.1/x', '(reserved)'],
   ])('refuses %s unless allowed', (image, why) => {
     expect(refusedRegistry(image, [])).toContain(why);
     expect(refusedRegistry(image, [])).toMatch(/^image: registry .* list it in jobs\.allowed_registries/);
@@ -92,7 +108,7 @@ describe('registry hosts', () => {
   });
 
   it('allows public registries, Docker Hub names, and a listed host on any port only when listed without one', () => {
-    for (const image of ['busybox', 'library/busybox', 'ghcr.io/a/b', '8.8.8.8/x', '172.32.0.1/x', '[2001:db8::1]/x', 'dms-test/busybox:latest']) {
+    for (const image of ['busybox', 'library/busybox', 'ghcr.io/a/b', '8.8.8.8/x', '172.32.0.1/x', '100.128.0.1/x', '[2606:4700::1111]/x', '[::ffff:8.8.8.8]/x', '[64:ff9b::808:808]/x', 'dms-test/busybox:latest']) {
       expect(refusedRegistry(image, [])).toBeNull();
     }
     expect(refusedRegistry('127.0.0.1:5000/x', ['127.0.0.1'])).toBeNull();
@@ -110,12 +126,40 @@ describe('registry hosts', () => {
     expect(numericIPv4('example.com')).toBeNull();
     expect(numericIPv4('08.1.1.1')).toBeNull();
   });
+
+  it('classifies addresses by their range, and IPv6 forms that carry an IPv4 address by that address', () => {
+    const why = (a: string) => nonPublicReason(ipaddr.parse(a));
+    for (const a of ['8.8.8.8', '1.1.1.1', '100.63.255.255', '100.128.0.0', '2606:4700::1111', '2a00:1450::1', '::ffff:8.8.8.8', '64:ff9b::808:808', '2002:808:808::1']) {
+      expect(why(a), a).toBeNull();
+    }
+    const refused: [string, RegExp][] = [
+      ['100.64.0.1', /carrierGradeNat/],
+      ['100.127.255.255', /carrierGradeNat/],
+      ['0.1.2.3', /unspecified/],
+      ['198.18.0.1', /reserved/],
+      ['::', /unspecified/],
+      ['::1', /loopback/],
+      ['::127.0.0.1', /carries 127\.0\.0\.1 \(loopback\)/],
+      ['::2', /carries 0\.0\.0\.2 \(unspecified\)/],
+      ['::ffff:169.254.169.254', /carries 169\.254\.169\.254 \(linkLocal\)/],
+      ['64:ff9b::10.0.0.1', /carries 10\.0\.0\.1 \(private\)/],
+      ['64:ff9b::100.100.100.200', /carries 100\.100\.100\.200 \(carrierGradeNat\)/],
+      ['2001::1', /teredo/],
+      ['100::1', /discard/],
+      ['fd00::1', /uniqueLocal/],
+      ['fe80::1', /linkLocal/],
+      ['4000::1', /not global unicast/],
+    ];
+    for (const [a, reason] of refused) expect(why(a), a).toMatch(reason);
+  });
 });
 
 describe('registry names, resolved at submit', () => {
   const answers: Record<string, string[]> = {
     'vm': ['127.0.0.1'],
-    'registry.corp.example': ['203.0.113.9', '10.0.0.5'],
+    'registry.corp.example': ['140.82.112.4', '10.0.0.5'],
+    'meta.example': ['100.100.100.200'],
+    'nat64.example': ['64:ff9b::7f00:1'],
     'six.example': ['fd00::7'],
     'ghcr.io': ['140.82.112.33'],
   };
@@ -129,8 +173,10 @@ describe('registry names, resolved at submit', () => {
 
   it('refuses a name that resolves to a loopback, link-local or private address, naming it', async () => {
     expect(await refusedRegistryResolved('vm:5000/x', [], resolve)).toBe(
-      'image: registry vm:5000 resolves to 127.0.0.1, a loopback, link-local or private address; list it in jobs.allowed_registries to pull from it',
+      'image: registry vm:5000 resolves to 127.0.0.1 (loopback), a non-public address; list it in jobs.allowed_registries to pull from it',
     );
+    expect(await refusedRegistryResolved('meta.example/x', [], resolve)).toMatch(/resolves to 100\.100\.100\.200 \(carrierGradeNat\)/);
+    expect(await refusedRegistryResolved('nat64.example/x', [], resolve)).toMatch(/resolves to 64:ff9b::7f00:1, which carries 127\.0\.0\.1/);
     expect(await refusedRegistryResolved('registry.corp.example/team/app:1', [], resolve)).toMatch(/resolves to 10\.0\.0\.5/);
     expect(await refusedRegistryResolved('six.example/x', [], resolve)).toMatch(/resolves to fd00::7/);
   });
@@ -143,8 +189,8 @@ describe('registry names, resolved at submit', () => {
     expect(await refusedRegistryResolved('nowhere.example/x', [], resolve)).toBeNull();
     expect(asked).toEqual(['ghcr.io', 'nowhere.example']);
     asked = [];
-    for (const image of ['busybox', 'library/busybox', 'vm/x', '8.8.8.8/x', '[2001:db8::1]/x']) expect(await refusedRegistryResolved(image, [], resolve)).toBeNull();
-    expect(await refusedRegistryResolved('127.0.0.1:5000/x', [], resolve)).toMatch(/is a loopback/);
+    for (const image of ['busybox', 'library/busybox', 'vm/x', '8.8.8.8/x', '[2606:4700::1111]/x']) expect(await refusedRegistryResolved(image, [], resolve)).toBeNull();
+    expect(await refusedRegistryResolved('127.0.0.1:5000/x', [], resolve)).toMatch(/is a non-public address: 127\.0\.0\.1 \(loopback\)/);
     expect(asked).toEqual([]);
   });
 

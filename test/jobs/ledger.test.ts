@@ -71,6 +71,18 @@ describe('resource ledger', () => {
     expect(new ResourceLedger(spec(1, GiB)).shortfall({ ...spec(1, GiB), gpu: { count: 1 } })).toBe('not enough gpu: this node offers no GPU');
   });
 
+  it('holds at least 0.01 cores for any amount above 0, rounding up to whole millicores', () => {
+    const ledger = new ResourceLedger(spec(0.2, GiB));
+    // 20 holders of 1e-10 cores used to hold nothing at all (rounded to 0 millicores).
+    for (let i = 0; i < 20; i++) ledger.reserve(`tiny${i}`, spec(1e-10, MiB));
+    expect(ledger.allocated().cpu.cores).toBe(0.2);
+    expect(conflict(() => ledger.reserve('one-more', spec(1e-10, MiB)))).toBe('not enough cpu: 0.01 cores asked, 0 cores free of 0.2 cores onboarded');
+    const rounding = new ResourceLedger(spec(1, GiB));
+    rounding.reserve('a', spec(0.0101, MiB));
+    rounding.reserve('b', spec(0.57, MiB));
+    expect(rounding.allocated().cpu.cores).toBe(0.581);
+  });
+
   it('refuses a second reservation under the same key', () => {
     const ledger = new ResourceLedger(spec(4, GiB));
     ledger.reserve('a', spec(1, 0));

@@ -1,6 +1,7 @@
 /**
  * A Docker job placed on another node: it runs in a real container on the provider, and its
- * output is read on the requester as if it had run there.
+ * output is read on the requester as if it had run there; a stranger's job runs there without
+ * the provider's network.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
@@ -60,5 +61,45 @@ describe.skipIf(problem !== null)('a Docker job on another node', { timeout: 120
     await waitFor('its container removed', async () => (await docker.listContainers({ all: true, filters: { label: [`dms.job=${id}`] } })).length === 0);
     const usage = (await (await fetch(`${n2.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number } } };
     expect(usage.allocated.cpu.cores).toBe(0);
+  });
+
+  it("runs another node's job with no network (only loopback) and no capabilities; the provider's own job keeps the network", async () => {
+    const [n1, n2] = nodes;
+    // Prints its interfaces, then waits for SIGUSR1: the container is sure to be there to inspect.
+    const command = `trap 'go=1' USR1; cat /proc/net/dev; while [ -z "$go" ]; do sleep 0.1; done`;
+    const run = async (on: NodeProcess, placement: object) => {
+      const res = await fetch(`${on.url}/api/v1/jobs`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'net', image: TEST_IMAGE, command, resources: { cpu: 0.1, memory: '16MiB' }, placement }),
+      });
+      expect(res.status).toBe(201);
+      const { id } = (await res.json()) as { id: string };
+      const [container] = await waitFor(`the container of job ${id}`, async () => {
+        const found = await docker.listContainers({ filters: { label: [`dms.job=${id}`] } });
+        return found.length > 0 ? found : undefined;
+      }, { timeoutMs: 60_000 });
+      const info = await docker.getContainer(container.Id).inspect();
+      await docker.getContainer(container.Id).kill({ signal: 'SIGUSR1' });
+      await waitFor(`job ${id} completed`, async () => {
+        const j = (await (await fetch(`${on.url}/api/v1/jobs/${id}`)).json()) as { status: string };
+        return j.status === 'completed' ? j : j.status === 'failed' ? Promise.reject(new Error(JSON.stringify(j))) : undefined;
+      }, { timeoutMs: 60_000 });
+      const logs = (await (await fetch(`${on.url}/api/v1/jobs/${id}/logs`)).json()) as { chunks: { stream: string; data: string }[] };
+      const out = logs.chunks.filter((c) => c.stream === 'stdout').map((c) => c.data).join('');
+      const interfaces = [...out.matchAll(/^\s*([^:\s|]+):/gm)].map((m) => m[1]);
+      return { info, interfaces, labels: container.Labels };
+    };
+
+    const remote = await run(n1, { node: n2.peerId });
+    expect(remote.labels['dms.node']).toBe(n2.peerId);
+    expect(remote.info.HostConfig).toMatchObject({ NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], PidsLimit: 1024 });
+    expect(remote.interfaces).toEqual(['lo']);
+
+    const own = await run(n2, { local: true });
+    expect(own.labels['dms.node']).toBe(n2.peerId);
+    expect(own.info.HostConfig.NetworkMode).not.toBe('none');
+    expect(own.info.HostConfig.CapDrop).toEqual(['ALL']);
+    expect(own.interfaces).toContain('eth0');
   });
 });

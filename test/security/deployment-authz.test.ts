@@ -6,7 +6,9 @@
  * test/security/rest-hardening.test.ts.)
  */
 import { randomUUID } from 'node:crypto';
+import ipaddr from 'ipaddr.js';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { nonPublicReason } from '../../actors/orchestrator/registries.js';
 import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
@@ -92,7 +94,7 @@ describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
     const started = await ask('deployment', '/dms/deployment/start', { job: { id: job_id, name: 'x', image, executor: 'null', resources } });
     expect(started).toEqual({
       kind: 'invalid',
-      error: `image: registry ${image.split('/')[0]} resolves to ${here!.addresses[0]}, a loopback, link-local or private address; list it in jobs.allowed_registries to pull from it`,
+      error: `image: registry ${image.split('/')[0]} resolves to ${nonPublicReason(ipaddr.parse(here!.addresses[0]))}, a non-public address; list it in jobs.allowed_registries to pull from it`,
     });
     expect((await fetch(`${a.url}/api/v1/jobs/${job_id}`)).status).toBe(404);
     await waitFor('the lease to run out', async () => (await usage(a)).allocated.cpu.cores === 0, { timeoutMs: 10_000 });
