@@ -11,7 +11,7 @@
  */
 import { z } from 'zod';
 import { JobIdSchema, LogsPayload } from './jobs.js';
-import { JobSpecSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, ResourceSpecSchema } from './schema.js';
+import { JobSpecSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, RESOURCE_FLOOR, ResourceRequestSchema, ResourceSpecSchema } from './schema.js';
 
 export const DEPLOYMENT_INBOX = 'deployment';
 /** Where bid requests are published. */
@@ -50,7 +50,7 @@ export const MAX_OFFERS_PER_REQUEST = 256;
 /** What a job needs of a node. */
 export const JobOffer = z.strictObject({
   job_id: jobId,
-  resources: ResourceSpecSchema,
+  resources: ResourceRequestSchema,
   executor: z.string().min(1).max(64),
   location: LocationSchema.optional(),
   labels: LabelsSchema.optional(),
@@ -95,9 +95,14 @@ export type BidReply = z.output<typeof BidReply>;
 /** The longest lease anyone may ask for; a provider grants at most its own `deployment.lease_ms`. */
 export const MAX_LEASE_MS = 60_000;
 
+/** What a lease holds: a job's share, never none of cores or memory (an executor given 0 sets no limit). */
+const LeaseResources = ResourceRequestSchema.refine((r) => r.cpu.cores > 0 && r.memory.size > 0, {
+  error: `a lease holds at least ${RESOURCE_FLOOR.cores} cores and ${RESOURCE_FLOOR.memoryBytes / (1024 * 1024)} MiB of memory`,
+});
+
 export const ReserveRequest = z.strictObject({
   job_id: jobId,
-  resources: ResourceSpecSchema,
+  resources: LeaseResources,
   lease_ms: z.int().min(100).max(MAX_LEASE_MS),
 });
 export const ReserveReply = z.object({ until: z.iso.datetime({ offset: true }) });
