@@ -15,7 +15,8 @@
  *                  or JWT, and REST auth must be on to check it (403): a listing lets a page
  *                  use its user's credentials, never the operator's reach without any.
  *   jsonBodyGuard  a body must be `Content-Type: application/json` (415). Browsers send JSON
- *                  cross-origin only after a preflight, which originGuard refuses.
+ *                  cross-origin only after a preflight, which originGuard refuses unless the
+ *                  origin is listed (and then credentials are required).
  *
  * `fromBrowser` tells the HTTP actor that a browser sent the request, so it never signs an
  * unsigned envelope as the operator for a page.

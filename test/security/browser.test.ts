@@ -7,8 +7,10 @@ import { raw, waitFor } from '../helpers/raw-http.js';
  * A web page the operator happens to visit attacks the node on 127.0.0.1: simple requests
  * (text/plain, no preflight), cross-origin fetches, DNS rebinding (a page whose own name now
  * resolves to 127.0.0.1, so the browser sends `Host: attacker.example`), and unsigned
- * envelopes the node would sign as its operator. Every attack is refused before it has any
- * effect; local tools (curl, node fetch, the dms CLI) keep working.
+ * envelopes the node would sign as its operator. No foreign origin is served by default (the
+ * old defaults localhost:9991/9992 included); a listed one only with credentials. Every attack
+ * is refused before it has any effect; local tools (curl, node fetch, the dms CLI) and the
+ * node's own pages (same-origin) keep working.
  */
 
 let node: NodeProcess;
