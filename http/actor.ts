@@ -130,7 +130,12 @@ export const HttpActor = defineActor({
       env.from = { id: op.id, did: op.did, addr: env.from.addr };
       // The operator's signature is what other nodes check; an envelope that stays on this node
       // is trusted as it is, so it is signed only when it will leave (another host, or gossip).
-      if (isBroadcast(env) || !system.isHere(env.to.addr.host)) await signEnvelope(env, op);
+      // Other nodes send replies to from.addr.host and refuse an envelope without it, so one
+      // that leaves names this node there: the README's curl example leaves it empty.
+      if (isBroadcast(env) || !system.isHere(env.to.addr.host)) {
+        if (!env.from.addr.host) env.from = { ...env.from, addr: { ...env.from.addr, host: system.host } };
+        await signEnvelope(env, op);
+      }
       return { env, origin: { kind: 'rest', trusted: true } };
     };
 

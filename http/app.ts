@@ -4,9 +4,9 @@ import type { Logger } from '../runtime/log.js';
 import type { ActorSystem } from '../runtime/system.js';
 import type { HttpApi } from './actor.js';
 import type { ApiKeyStore } from './apikeys.js';
-import { restAuth } from './auth.js';
+import { restAuth, restAuthEnabled } from './auth.js';
 import { errorId, errorJson, internalErrorBody, JsonBody, toWebResponse } from './errors.js';
-import { requestGuards } from './guard.js';
+import { crossOriginCredentials, originMatcher, requestGuards } from './guard.js';
 import { actorLimits } from './limits.js';
 import { addOpenApiRoute } from './openapi.js';
 import { RouteTable } from './route-table.js';
@@ -53,10 +53,13 @@ export function buildApp(opts: AppOptions): { app: H3; table: RouteTable } {
   });
 
   // Before anything else: a request a web page forged is refused before it has any effect.
-  for (const guard of requestGuards({ addr: config.rest.addr, allowedHosts: config.rest.allowed_hosts, origins: cors.origins })) app.use(guard);
+  const guards = requestGuards({ addr: config.rest.addr, allowedHosts: config.rest.allowed_hosts, origins: cors.origins, tls: config.tls.enabled });
+  for (const guard of guards) app.use(guard);
+  // originGuard's own matcher, so CORS headers are granted to exactly the origins it lets in.
+  const allowedOrigin = originMatcher(cors.origins);
   app.use((event) => {
     const preflight = handleCors(event, {
-      origin: cors.origins,
+      origin: allowedOrigin,
       methods: cors.methods as never,
       allowHeaders: cors.headers,
       credentials: cors.credentials,
@@ -68,13 +71,13 @@ export function buildApp(opts: AppOptions): { app: H3; table: RouteTable } {
   // Credentials first (401/403), then per-client limits, which count by the principal found.
   if (config.auth.api_key_enabled && !opts.apiKeys) throw new Error('auth.api_key_enabled needs the home API key store');
   const { auth } = config;
-  app.use(
-    restAuth({
-      apiKeys: auth.api_key_enabled ? opts.apiKeys : undefined,
-      jwtSecret: auth.jwt_secret || undefined,
-      jwt: { maxLifetimeS: auth.jwt_max_lifetime_s, issuer: auth.jwt_issuer, audience: auth.jwt_audience },
-    }),
-  );
+  const authOptions = {
+    apiKeys: auth.api_key_enabled ? opts.apiKeys : undefined,
+    jwtSecret: auth.jwt_secret || undefined,
+    jwt: { maxLifetimeS: auth.jwt_max_lifetime_s, issuer: auth.jwt_issuer, audience: auth.jwt_audience },
+  };
+  app.use(crossOriginCredentials(restAuthEnabled(authOptions)));
+  app.use(restAuth(authOptions));
   const rl = config.rest.rate_limit;
   app.use(actorLimits({ perSecond: rl.per_second, burst: rl.burst, loopback: rl.loopback, maxPendingPerClient: config.rest.max_pending_per_client }));
 

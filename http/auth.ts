@@ -4,6 +4,7 @@ import { DmsError } from '../runtime/errors.js';
 import { isRole, type Role, ROLES } from '../runtime/api-keys.js';
 import type { ApiKeyStore, Principal } from './apikeys.js';
 import { errorBody, toWebResponse } from './errors.js';
+import { crossOriginOf } from './guard.js';
 
 /**
  * REST authentication: API keys (`X-API-Key`) and HS256 bearer JWTs, each optional, with three
@@ -17,15 +18,40 @@ const OPEN_PATHS = new Set(['/health', '/api/v1/health']);
 export const isOpenPath = (path: string): boolean => OPEN_PATHS.has(path);
 
 /**
+ * The one spelling of a path that authorization judges: percent-decoded, lower case, without
+ * empty or dot segments, without a trailing slash. The router may answer `/dev/`, `//dev` or
+ * `/%64ev` as `/dev`; whatever it matches, the role check has seen the same path.
+ */
+export function canonicalPath(path: string): string {
+  let decoded = path;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    // Malformed escapes stay as they are: such a path names no route.
+  }
+  const segments: string[] = [];
+  for (const s of decoded.toLowerCase().split('/')) {
+    if (s === '' || s === '.') continue;
+    if (s === '..') segments.pop();
+    else segments.push(s);
+  }
+  return `/${segments.join('/')}`;
+}
+
+/** Under `prefix` in canonical form: the path itself or below it. */
+const under = (c: string, prefix: string) => c === prefix || c.startsWith(`${prefix}/`);
+
+/**
  * admin: everything. operator: reads, plus the actor interface and jobs. viewer: reads only.
  * The dev stream and page show every envelope in the clear, so they are admin-only even though they are GETs.
  */
 export function roleAllows(role: Role, method: string, path: string): boolean {
   if (role === 'admin') return true;
-  if (path.startsWith('/api/v1/dev/') || path === '/dev') return false;
+  const c = canonicalPath(path);
+  if (under(c, '/dev') || under(c, '/api/v1/dev')) return false;
   if (method === 'GET' || method === 'HEAD') return true;
   if (role !== 'operator') return false;
-  return path.startsWith('/api/v1/actor/') || path === '/api/v1/jobs' || path.startsWith('/api/v1/jobs/');
+  return c.startsWith('/api/v1/actor/') || under(c, '/api/v1/jobs');
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -146,11 +172,12 @@ export function restAuth(o: RestAuthOptions): Middleware {
   const challenge = [o.apiKeys ? 'ApiKey header="X-API-Key"' : '', secret ? 'Bearer' : ''].filter(Boolean).join(', ');
   return async (event) => {
     const path = event.url.pathname;
-    if (isOpenPath(path)) return undefined;
+    // A page's credentials are checked wherever it goes (crossOriginCredentials made it send some).
+    if (isOpenPath(path) && crossOriginOf(event) === undefined) return undefined;
     try {
       const p = await authenticate(event, o, jwts, secret);
       if (!roleAllows(p.role, event.req.method, path)) {
-        throw new DmsError('forbidden', `role ${p.role} may not ${event.req.method} ${path}`);
+        throw new DmsError('forbidden', `role ${p.role} may not ${event.req.method} ${path.length > 200 ? `${path.slice(0, 200)}…` : path}`);
       }
       event.context.principal = p;
       return undefined;

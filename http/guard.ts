@@ -7,11 +7,16 @@
  *   hostGuard      `Host` must name this node: loopback, `localhost`, `rest.addr` or
  *                  `rest.allowed_hosts` (403). Defeats DNS rebinding, whose requests carry
  *                  the attacker's name.
- *   originGuard    a request with an `Origin` outside `rest.cors.origins` is refused (403),
- *                  preflights included: CORS headers alone only hide answers, they never
- *                  stop a request that needs no preflight.
+ *   originGuard    a request with an `Origin` other than the node's own (same-origin: the
+ *                  scheme, `Host` and port it was sent to) must name one of `rest.cors.origins`,
+ *                  exactly (403), preflights included: CORS headers alone only hide answers,
+ *                  they never stop a request that needs no preflight.
+ *   crossOriginCredentials  a cross-origin request from a listed origin must carry an API key
+ *                  or JWT, and REST auth must be on to check it (403): a listing lets a page
+ *                  use its user's credentials, never the operator's reach without any.
  *   jsonBodyGuard  a body must be `Content-Type: application/json` (415). Browsers send JSON
- *                  cross-origin only after a preflight, which originGuard refuses.
+ *                  cross-origin only after a preflight, which originGuard refuses unless the
+ *                  origin is listed (and then credentials are required).
  *
  * `fromBrowser` tells the HTTP actor that a browser sent the request, so it never signs an
  * unsigned envelope as the operator for a page.
@@ -55,13 +60,57 @@ export function hostGuard(addr: string, allowedHosts: readonly string[]): Middle
 /** An origin as browsers serialize it (lower-case scheme and host, no path), for comparison. */
 const normalOrigin = (o: string) => o.trim().toLowerCase().replace(/\/+$/, '');
 
-export function originGuard(origins: readonly string[]): Middleware {
+/** Whether an `Origin` is one of `origins`: exactly (after normalOrigin), or any with `*`. */
+export function originMatcher(origins: readonly string[]): (origin: string) => boolean {
   const any = origins.includes('*');
   const allowed = new Set(origins.map(normalOrigin));
+  return (origin) => any || allowed.has(normalOrigin(origin));
+}
+
+/** A `Host` value that is a name or address and an optional port, nothing a URL would read as more (`user@`, a path). */
+const PLAIN_HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
+
+/** The origin a request was sent to: its scheme and its `Host`. Undefined for a Host no URL can be made of. */
+function ownOrigin(event: H3Event, scheme: 'http' | 'https'): string | undefined {
+  const host = (event.req.headers.get('host') ?? event.url.host).trim();
+  if (!PLAIN_HOST.test(host)) return undefined;
+  try {
+    return new URL(`${scheme}://${host}`).origin;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The `Origin` of a cross-origin request originGuard let through, for crossOriginCredentials and restAuth. */
+export const crossOriginOf = (event: H3Event): string | undefined => event.context.crossOrigin as string | undefined;
+
+export function originGuard(origins: readonly string[], tls: boolean): Middleware {
+  const allowed = originMatcher(origins);
+  const scheme = tls ? 'https' : 'http';
   return (event) => {
     const origin = event.req.headers.get('origin');
-    if (origin === null || any || allowed.has(normalOrigin(origin))) return undefined;
-    return refuse(403, `origin ${shown(origin)} is not allowed (rest.cors.origins)`);
+    if (origin === null) return undefined;
+    // The node's own pages (/dev): hostGuard already holds Host to this node's names.
+    if (normalOrigin(origin) === ownOrigin(event, scheme)) return undefined;
+    if (!allowed(origin)) return refuse(403, `origin ${shown(origin)} is not in rest.cors.origins`);
+    event.context.crossOrigin = origin;
+    return undefined;
+  };
+}
+
+/**
+ * Runs after CORS preflights are answered (they never carry credentials) and before restAuth,
+ * which then checks the credentials, on open paths too.
+ */
+export function crossOriginCredentials(authEnabled: boolean): Middleware {
+  return (event) => {
+    const origin = crossOriginOf(event);
+    if (origin === undefined) return undefined;
+    const needs = `origin ${shown(origin)}: a cross-origin request needs an API key or JWT`;
+    if (!authEnabled) return refuse(403, `${needs}, and REST auth is off on this node (auth.api_key_enabled, auth.jwt_secret)`);
+    const h = event.req.headers;
+    if (h.get('x-api-key') === null && h.get('authorization') === null) return refuse(403, needs);
+    return undefined;
   };
 }
 
@@ -103,7 +152,9 @@ export interface GuardOptions {
   addr: string;
   allowedHosts: readonly string[];
   origins: readonly string[];
+  /** The node serves HTTPS: its own origin's scheme. */
+  tls: boolean;
 }
 
 /** The guards in the order they run: who is addressed, who is asking, what they send. */
-export const requestGuards = (o: GuardOptions): Middleware[] => [hostGuard(o.addr, o.allowedHosts), originGuard(o.origins), jsonBodyGuard()];
+export const requestGuards = (o: GuardOptions): Middleware[] => [hostGuard(o.addr, o.allowedHosts), originGuard(o.origins, o.tls), jsonBodyGuard()];

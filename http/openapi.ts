@@ -78,7 +78,7 @@ const openApiPath = (path: string): string => path.replace(/:(\w+)/g, '{$1}');
 /** What any route may answer besides its own outcomes, by status. */
 function commonAnswers(route: RouteDoc, authOn: boolean): Record<number, string> {
   const out: Record<number, string> = {
-    403: 'a Host this node does not answer (DNS rebinding) or an Origin outside rest.cors.origins',
+    403: 'a Host this node does not answer (DNS rebinding), a foreign Origin outside rest.cors.origins, or a listed one without an API key or JWT',
     500: "the node's own failure: `internal error (id …)`, the id in its log with the details",
   };
   if (authOn && !isOpenPath(route.path)) {

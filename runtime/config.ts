@@ -95,11 +95,18 @@ export const ConfigSchema = z
           })
           .strict()
           .prefault({}),
+        /**
+         * Web pages on other origins. None by default: a page the operator visits could otherwise
+         * drive the node (submit jobs, run containers). A listed origin is matched exactly and
+         * is served only with an API key or JWT (http/guard.ts); the node's own pages are
+         * same-origin and need no entry.
+         */
         cors: z
           .object({
-            origins: z.array(z.string()).default(['http://localhost:9991', 'http://localhost:9992']),
+            origins: z.array(z.string()).default([]),
             methods: z.array(z.string()).default(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS']),
-            headers: z.array(z.string()).default(['Access-Control-Allow-Origin', 'Origin', 'Content-Length', 'Content-Type']),
+            /** X-API-Key and Authorization: a listed origin must send credentials, so its preflight must allow them. */
+            headers: z.array(z.string()).default(['Access-Control-Allow-Origin', 'Origin', 'Content-Length', 'Content-Type', 'X-API-Key', 'Authorization']),
             credentials: z.boolean().default(false),
             max_age: z.number().int().nonnegative().default(43_200),
           })

@@ -12,7 +12,7 @@ let node: NodeProcess;
 beforeAll(async () => {
   const home = tempHome();
   copyFileSync(new URL('../fixtures/plugins/slow.mjs', import.meta.url), join(home, 'slow.mjs'));
-  node = await startNode({ home, config: { plugins: { modules: ['./slow.mjs'] } } });
+  node = await startNode({ home, config: { plugins: { modules: ['./slow.mjs'] }, rest: { cors: { origins: ['http://localhost:9991', 'http://localhost:9992'] } } } });
 });
 afterAll(async () => {
   await node?.stop();
@@ -334,7 +334,7 @@ describe('limits and transport', () => {
 });
 
 describe('CORS', () => {
-  it('answers a preflight from an allowed origin', async () => {
+  it('answers a preflight from a configured origin (rest.cors.origins), allowing the credential headers', async () => {
     const res = await fetch(api('invoke'), {
       method: 'OPTIONS',
       headers: { origin: 'http://localhost:9991', 'access-control-request-method': 'POST' },
@@ -342,15 +342,18 @@ describe('CORS', () => {
     expect(res.status).toBe(204);
     expect(res.headers.get('access-control-allow-origin')).toBe('http://localhost:9991');
     expect(res.headers.get('access-control-allow-methods')).toBe('GET,POST,PUT,PATCH,DELETE,HEAD,OPTIONS');
-    expect(res.headers.get('access-control-allow-headers')).toBe('Access-Control-Allow-Origin,Origin,Content-Length,Content-Type');
+    expect(res.headers.get('access-control-allow-headers')).toBe('Access-Control-Allow-Origin,Origin,Content-Length,Content-Type,X-API-Key,Authorization');
     expect(res.headers.get('access-control-max-age')).toBe('43200');
     expect(res.headers.get('access-control-allow-credentials')).toBeNull();
   });
 
   it('does not allow other origins', async () => {
-    const res = await fetch(`${node.url}/health`, { headers: { origin: 'http://evil.example' } });
-    expect(res.headers.get('access-control-allow-origin')).toBeNull();
-    const ok = await fetch(`${node.url}/health`, { headers: { origin: 'http://localhost:9992' } });
+    for (const origin of ['http://evil.example', 'http://localhost:9993']) {
+      const res = await fetch(api('invoke'), { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST' } });
+      expect(res.status, origin).toBe(403);
+      expect(res.headers.get('access-control-allow-origin')).toBeNull();
+    }
+    const ok = await fetch(api('invoke'), { method: 'OPTIONS', headers: { origin: 'http://localhost:9992', 'access-control-request-method': 'POST' } });
     expect(ok.headers.get('access-control-allow-origin')).toBe('http://localhost:9992');
   });
 });

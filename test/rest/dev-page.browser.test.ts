@@ -9,12 +9,15 @@
 // (.ci/run sets it), where a missing browser fails it. The screenshot of the page showing the
 // live log is saved as test-output/dev-page.png.
 import { existsSync, mkdirSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DevEvent } from '../../behaviors/dev.js';
 import { DmsClient } from '../../client/index.js';
+import { newCaller, rootOf, wire } from '../helpers/envelopes.js';
+import { freePort } from '../helpers/network.js';
 import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
 import { nullJob, Rest } from '../jobs/helpers.js';
 
@@ -42,9 +45,18 @@ describe.skipIf(!HAVE_CHROMIUM)(`the dev page in headless Chromium${HAVE_CHROMIU
   /** What the page reported that it should not have: script errors, CSP refusals, failed loads. */
   const problems: string[] = [];
 
+  /** A page on another origin, served for real: Chromium treats an intercepted response as public, not loopback. */
+  let pageServer: Server;
+  let PAGE_ORIGIN: string;
+
   beforeAll(async () => {
+    const pagePort = await freePort();
+    PAGE_ORIGIN = `http://localhost:${pagePort}`;
+    pageServer = createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>another origin</title>'));
+    await new Promise<void>((resolve) => pageServer.listen(pagePort, '127.0.0.1', resolve));
+    const rest = { cors: { origins: [PAGE_ORIGIN] } };
     [node, browser] = await Promise.all([
-      startNode({ config: { general: { debug: true, log_level: 'warn' }, network: { enabled: false }, jobs: { stop_grace_s: 1 } }, timeoutMs: 45_000 }),
+      startNode({ config: { general: { debug: true, log_level: 'warn' }, network: { enabled: false }, jobs: { stop_grace_s: 1 }, rest }, timeoutMs: 45_000 }),
       chromium.launch({
         executablePath: CHROMIUM,
         args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--no-default-browser-check', '--disable-extensions'],
@@ -67,6 +79,7 @@ describe.skipIf(!HAVE_CHROMIUM)(`the dev page in headless Chromium${HAVE_CHROMIU
   }, 120_000);
 
   afterAll(async () => {
+    pageServer?.close();
     await browser?.close();
     await node?.stop();
     if (node) removeHome(node.home);
@@ -144,6 +157,47 @@ describe.skipIf(!HAVE_CHROMIUM)(`the dev page in headless Chromium${HAVE_CHROMIU
     await page.locator('#f-machine').fill('');
     await page.screenshot({ path: join(OUTPUT_DIR, 'dev-page-job.png') });
     expect(problems).toEqual([]);
+  });
+
+  it("serves the page's own requests, which carry its Origin: same-origin is not foreign", { timeout: 90_000 }, async () => {
+    const body = wire(newCaller(), { to: rootOf(node.peerId), be: '/public/hello', cont: '/private/r' });
+    const sent = page.waitForRequest((r) => r.url().endsWith('/api/v1/actor/invoke'), WAIT);
+    const status = await page.evaluate(
+      (b) => fetch('/api/v1/actor/invoke', { method: 'POST', headers: { 'content-type': 'application/json' }, body: b }).then((r) => r.status),
+      body,
+    );
+    expect(await (await sent).headerValue('origin')).toBe(node.url);
+    expect(status).toBe(200);
+  });
+
+  it('refuses a page on an origin listed in rest.cors.origins that sends no credentials: no job is made', { timeout: 90_000 }, async () => {
+    const jobs = async () => {
+      const body = (await (await fetch(`${node.url}/api/v1/jobs`)).json()) as unknown[] | { jobs: unknown[] };
+      return (Array.isArray(body) ? body : body.jobs).length;
+    };
+    const before = await jobs();
+    const other = await browser.newPage();
+    try {
+      await other.goto(`${PAGE_ORIGIN}/`, WAIT);
+      const spec = JSON.stringify(nullJob({ name: 'drive-by', durationMs: 10 }));
+      const outcome = await other.evaluate(
+        async ([url, b]) => {
+          const json = await fetch(`${url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: b }).then(
+            async (r) => `status ${r.status} ${await r.text()}`,
+            (e: Error) => `refused: ${e.name}`,
+          );
+          // A simple request needs no preflight: the node must refuse it itself (the answer stays opaque).
+          await fetch(`${url}/api/v1/jobs`, { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: b }).catch(() => undefined);
+          return json;
+        },
+        [node.url, spec] as const,
+      );
+      // The refusal's body may be readable (CORS headers for a listed origin) or not: never a job.
+      expect(outcome).toMatch(/^(status 403 .*needs an API key or JWT|refused: TypeError)/);
+    } finally {
+      await other.close();
+    }
+    expect(await jobs()).toBe(before);
   });
 
   it('draws any machine that reports transitions: a placement machine joins its job\'s card with no change to the page', { timeout: 90_000 }, async () => {

@@ -1,14 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newCaller, rootOf, wire } from '../helpers/envelopes.js';
-import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
+import { type NodeProcess, removeHome, runCli, startNode, tempHome } from '../helpers/node.js';
 import { raw, waitFor } from '../helpers/raw-http.js';
 
 /**
  * A web page the operator happens to visit attacks the node on 127.0.0.1: simple requests
  * (text/plain, no preflight), cross-origin fetches, DNS rebinding (a page whose own name now
  * resolves to 127.0.0.1, so the browser sends `Host: attacker.example`), and unsigned
- * envelopes the node would sign as its operator. Every attack is refused before it has any
- * effect; local tools (curl, node fetch, the dms CLI) keep working.
+ * envelopes the node would sign as its operator. No foreign origin is served by default (the
+ * old defaults localhost:9991/9992 included); a listed one only with credentials. Every attack
+ * is refused before it has any effect; local tools (curl, node fetch, the dms CLI) and the
+ * node's own pages (same-origin) keep working.
  */
 
 let node: NodeProcess;
@@ -96,39 +98,154 @@ describe('Content-Type', () => {
   });
 });
 
-describe('Origin', () => {
-  it('refuses a request from an origin not in rest.cors.origins with 403, before it has any effect', async () => {
-    const r = await raw(url('/api/v1/jobs'), { method: 'POST', headers: { 'content-type': 'application/json', origin: EVIL }, body: JOB });
-    expect(r.status).toBe(403);
-    expect(r.json.error).toBe(`origin ${EVIL} is not allowed (rest.cors.origins)`);
-    const send = await raw(url('/api/v1/actor/send'), { method: 'POST', headers: { 'content-type': 'text/plain', origin: EVIL }, body: rename('pwned') });
-    expect(send.status).toBe(403);
-    // Reads are refused too: the page learns nothing, even where CORS headers would hide the answer.
-    const read = await raw(url('/api/v1/actor/handle'), { headers: { origin: 'null' } });
-    expect(read.status).toBe(403);
+/** The origins allowed by default before issue 26: pages on this machine got the whole REST API. */
+const OLD_DEFAULTS = ['http://localhost:9991', 'http://localhost:9992'];
+
+/** A signed invoke of /public/hello: what any REST caller may send. */
+const signedHello = () => wire(newCaller(), { to: rootOf(node.peerId), be: '/public/hello', cont: '/private/r' });
+
+const preflight = (base: string, origin: string) =>
+  raw(`${base}/api/v1/jobs`, {
+    method: 'OPTIONS',
+    headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, x-api-key' },
+  });
+
+describe('Origin, by default (rest.cors.origins empty)', () => {
+  it('refuses every route to every foreign origin, the old defaults included, with 403, and no job is made', async () => {
+    for (const origin of [...OLD_DEFAULTS, EVIL, 'null']) {
+      const job = await raw(url('/api/v1/jobs'), { method: 'POST', headers: { 'content-type': 'application/json', origin }, body: JOB });
+      expect(job.status, `${origin}: ${job.text}`).toBe(403);
+      expect(job.json.error).toBe(`origin ${origin} is not in rest.cors.origins`);
+      for (const [method, path, body] of [
+        ['GET', '/api/v1/actor/handle'],
+        ['GET', '/api/v1/jobs'],
+        ['GET', '/config'],
+        ['GET', '/health'],
+        ['POST', '/api/v1/actor/invoke', signedHello()],
+        ['POST', '/api/v1/actor/send', rename('pwned')],
+      ] as const) {
+        const r = await raw(url(path), { method, headers: { 'content-type': 'application/json', origin }, body });
+        expect(r.status, `${origin} ${method} ${path}: ${r.text}`).toBe(403);
+        expect(r.json.error).toBe(`origin ${origin} is not in rest.cors.origins`);
+      }
+    }
     await healthy();
     expect(await jobCount()).toBe(0);
     expect(await deviceName()).not.toBe('pwned');
   });
 
-  it('refuses the preflight of a disallowed origin, and answers an allowed one', async () => {
-    const preflight = (origin: string) =>
-      raw(url('/api/v1/jobs'), {
-        method: 'OPTIONS',
-        headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
-      });
-    const evil = await preflight(EVIL);
-    expect(evil.status).toBe(403);
-    expect(evil.headers['access-control-allow-origin']).toBeUndefined();
-    const ok = await preflight(ALLOWED_ORIGIN);
-    expect(ok.status).toBe(204);
-    expect(ok.headers['access-control-allow-origin']).toBe(ALLOWED_ORIGIN);
+  it('refuses the preflight of every foreign origin, and grants nothing', async () => {
+    for (const origin of [...OLD_DEFAULTS, EVIL]) {
+      const r = await preflight(node.url, origin);
+      expect(r.status, origin).toBe(403);
+      expect(r.headers['access-control-allow-origin']).toBeUndefined();
+    }
   });
 
-  it('lets an allowed origin read, with CORS headers', async () => {
-    const r = await raw(url('/api/v1/actor/handle'), { headers: { origin: ALLOWED_ORIGIN } });
-    expect(r.status).toBe(200);
-    expect(r.headers['access-control-allow-origin']).toBe(ALLOWED_ORIGIN);
+  it('serves a same-origin request: Origin is the scheme, host and port the request was sent to', async () => {
+    // raw sends Host as the URL names it: 127.0.0.1:<port>, so node.url is this request's own origin.
+    const own = await raw(url('/api/v1/actor/handle'), { headers: { origin: node.url } });
+    expect(own.status, own.text).toBe(200);
+    const invoke = await raw(url('/api/v1/actor/invoke'), { method: 'POST', headers: { 'content-type': 'application/json', origin: node.url }, body: signedHello() });
+    expect(invoke.status, invoke.text).toBe(200);
+    const byName = await raw(url('/api/v1/actor/handle'), { headers: { host: `localhost:${port()}`, origin: `http://localhost:${port()}` } });
+    expect(byName.status, byName.text).toBe(200);
+    // The same host at another port or scheme is another origin, and so is another name for the same address.
+    for (const origin of [`http://127.0.0.1:${Number(port()) + 1}`, `https://127.0.0.1:${port()}`, `http://localhost:${port()}`, 'http://127.0.0.1']) {
+      const r = await raw(url('/api/v1/actor/handle'), { headers: { origin } });
+      expect(r.status, `${origin}: ${r.text}`).toBe(403);
+      expect(r.json.error).toBe(`origin ${origin} is not in rest.cors.origins`);
+    }
+  });
+});
+
+describe('Origin, configured (rest.cors.origins) with API keys on', () => {
+  let keyed: NodeProcess;
+  let admin: string;
+  let authOff: NodeProcess;
+
+  beforeAll(async () => {
+    const home = tempHome();
+    const r = await runCli(['--home', home, 'auth', 'apikey', 'create', '--role', 'admin', '--name', 'page']);
+    expect(r.code, r.stderr).toBe(0);
+    admin = r.stdout.trim();
+    const cors = { origins: [ALLOWED_ORIGIN] };
+    [keyed, authOff] = await Promise.all([
+      startNode({ home, env: { DMS_API_KEY_ENABLED: 'true' }, config: { network: { enabled: false }, rest: { cors } } }),
+      startNode({ config: { network: { enabled: false }, rest: { cors } } }),
+    ]);
+  });
+  afterAll(async () => {
+    for (const n of [keyed, authOff]) {
+      await n?.stop();
+      if (n) removeHome(n.home);
+    }
+  });
+
+  const jobs = async (n: NodeProcess) => {
+    const r = await raw(`${n.url}/api/v1/jobs`, { headers: { 'x-api-key': admin } });
+    expect(r.status, r.text).toBe(200);
+    return (Array.isArray(r.json) ? r.json : r.json.jobs).length;
+  };
+
+  it('refuses the configured origin without credentials with 403, on every route', async () => {
+    for (const [method, path, body] of [
+      ['POST', '/api/v1/jobs', JOB],
+      ['GET', '/api/v1/actor/handle'],
+      ['GET', '/health'],
+    ] as const) {
+      const r = await raw(`${keyed.url}${path}`, { method, headers: { 'content-type': 'application/json', origin: ALLOWED_ORIGIN }, body });
+      expect(r.status, `${method} ${path}: ${r.text}`).toBe(403);
+      expect(r.json.error).toBe(`origin ${ALLOWED_ORIGIN}: a cross-origin request needs an API key or JWT`);
+    }
+    // A credential the node does not check is no credential: with REST auth off nothing cross-origin is served.
+    const off = await raw(`${authOff.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json', origin: ALLOWED_ORIGIN, 'x-api-key': 'anything' }, body: JOB });
+    expect(off.status, off.text).toBe(403);
+    expect(off.json.error).toBe(`origin ${ALLOWED_ORIGIN}: a cross-origin request needs an API key or JWT, and REST auth is off on this node (auth.api_key_enabled, auth.jwt_secret)`);
+    // A bad key is checked, on open paths too.
+    const bad = await raw(`${keyed.url}/health`, { headers: { origin: ALLOWED_ORIGIN, 'x-api-key': 'dms_0000' } });
+    expect(bad.status, bad.text).toBe(401);
+    expect(await jobs(keyed)).toBe(0);
+  });
+
+  it('serves the configured origin with an API key, with CORS headers, and grants its preflight', async () => {
+    const pre = await preflight(keyed.url, ALLOWED_ORIGIN);
+    expect(pre.status).toBe(204);
+    expect(pre.headers['access-control-allow-origin']).toBe(ALLOWED_ORIGIN);
+    expect(String(pre.headers['access-control-allow-headers']).toLowerCase()).toContain('x-api-key');
+    const job = await raw(`${keyed.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json', origin: ALLOWED_ORIGIN, 'x-api-key': admin }, body: JOB });
+    expect(job.status, job.text).toBe(201);
+    expect(job.headers['access-control-allow-origin']).toBe(ALLOWED_ORIGIN);
+    const read = await raw(`${keyed.url}/api/v1/actor/handle`, { headers: { origin: ALLOWED_ORIGIN, 'x-api-key': admin } });
+    expect(read.status, read.text).toBe(200);
+    expect(await jobs(keyed)).toBe(1);
+  });
+
+  it('matches the configured origin exactly, never by prefix or suffix', async () => {
+    for (const origin of [`${ALLOWED_ORIGIN}.evil`, `${ALLOWED_ORIGIN}0`, 'http://localhost:999', 'https://localhost:9991', 'http://evil.localhost:9991', 'http://localhost']) {
+      const r = await raw(`${keyed.url}/api/v1/actor/handle`, { headers: { origin, 'x-api-key': admin } });
+      expect(r.status, `${origin}: ${r.text}`).toBe(403);
+      expect(r.json.error).toBe(`origin ${origin} is not in rest.cors.origins`);
+      const pre = await preflight(keyed.url, origin);
+      expect(pre.status, origin).toBe(403);
+      expect(pre.headers['access-control-allow-origin']).toBeUndefined();
+    }
+  });
+
+  it('never has the node sign an unsigned envelope for a page, even the configured origin with an admin key', async () => {
+    const r = await raw(`${keyed.url}/api/v1/actor/send`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: ALLOWED_ORIGIN, 'x-api-key': admin },
+      body: rename('pwned'),
+    });
+    expect(r.status).toBe(403);
+    expect(r.json.error).toMatch(/unsigned envelope from a browser.*sign it.*dms CLI/);
+    const signed = await raw(`${keyed.url}/api/v1/actor/invoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: ALLOWED_ORIGIN, 'x-api-key': admin },
+      body: wire(newCaller(), { to: rootOf(keyed.peerId), be: '/public/hello', cont: '/private/r' }),
+    });
+    expect(signed.status, signed.text).toBe(200);
   });
 });
 
@@ -155,25 +272,17 @@ describe('Host (DNS rebinding)', () => {
 });
 
 describe('unsigned envelopes from a browser', () => {
-  it('are refused with 403 even from an allowed origin, and the device keeps its name', async () => {
-    const r = await raw(url('/api/v1/actor/send'), { method: 'POST', headers: { 'content-type': 'application/json', origin: ALLOWED_ORIGIN }, body: rename('pwned') });
-    expect(r.status).toBe(403);
-    expect(r.json.error).toMatch(/unsigned envelope from a browser.*sign it.*dms CLI/);
+  it('are refused with 403 when Sec-Fetch headers say a browser sent them, and the device keeps its name', async () => {
     for (const headers of <Record<string, string>[]>[{ 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'no-cors' }, { 'sec-fetch-site': 'same-origin' }, { 'sec-fetch-mode': 'navigate' }]) {
       const inv = await raw(url('/api/v1/actor/invoke'), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: unsignedHello() });
       expect(inv.status, JSON.stringify(headers)).toBe(403);
+      expect(inv.json.error).toMatch(/unsigned envelope from a browser.*sign it.*dms CLI/);
     }
+    // The node's own page (same origin) does not get one signed either.
+    const own = await raw(url('/api/v1/actor/send'), { method: 'POST', headers: { 'content-type': 'application/json', origin: node.url }, body: rename('pwned') });
+    expect(own.status).toBe(403);
     await healthy();
     expect(await deviceName()).not.toBe('pwned');
-  });
-
-  it('a signed envelope from an allowed origin is fine', async () => {
-    const r = await raw(url('/api/v1/actor/invoke'), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', origin: ALLOWED_ORIGIN },
-      body: wire(newCaller(), { to: rootOf(node.peerId), be: '/public/hello', cont: '/private/r' }),
-    });
-    expect(r.status, r.text).toBe(200);
   });
 
   it('stay possible for local tools: curl (no browser headers) and node fetch', async () => {

@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { newCaller, rootOf, wire } from '../helpers/envelopes.js';
@@ -115,6 +116,72 @@ describe('API keys on', () => {
     expect(list.stdout).not.toMatch(/sha256/);
     expect((await runCli(['--home', node.home, 'auth', 'apikey', 'revoke', id])).code).toBe(0);
     await waitFor('the revoked key to be refused', async () => (await invoke(node, { 'x-api-key': key })).status === 401, 15_000);
+  });
+});
+
+/** The status of a GET with exactly this path; the body is not waited for (an admitted dev stream never ends). */
+function statusOf(node: NodeProcess, path: string, headers: Record<string, string>): Promise<{ status: number; error?: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${node.url}/`, { path, headers, timeout: 20_000 }, (res) => {
+      if (String(res.headers['content-type']).startsWith('text/event-stream')) {
+        res.destroy();
+        return resolve({ status: res.statusCode ?? 0 });
+      }
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => {
+        let error: string | undefined;
+        try {
+          error = JSON.parse(text).error;
+        } catch {
+          error = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, error });
+      });
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error(`timeout: GET ${path}`)));
+    req.end();
+  });
+}
+
+describe('the dev page and stream (admin only), by every spelling of their paths', () => {
+  it('refuse a viewer and an operator with 403 however the path is written; an admin gets them', async () => {
+    const home = tempHome();
+    const keys = { admin: await apiKey(home, 'admin'), operator: await apiKey(home, 'operator'), viewer: await apiKey(home, 'viewer') };
+    const node = await start({ home, env: { DMS_API_KEY_ENABLED: 'true' }, config: { network: { enabled: false }, general: { debug: true } } });
+    const variants = [
+      '/dev',
+      '/dev/',
+      '/dev//',
+      '//dev',
+      '/DEV',
+      '/Dev/',
+      '/%64ev',
+      '/%64%65%76/',
+      '/dev%2F',
+      '/./dev',
+      '/x/../dev',
+      '/dev?x=1',
+      '/api/v1/dev/stream',
+      '/api/v1/dev/stream/',
+      '/api/v1//dev/stream',
+      '//api/v1/dev/stream',
+      '/api/v1/DEV/stream',
+      '/API/V1/dev/stream',
+      '/api/v1/%64ev/stream',
+      '/api/v1/dev/%73tream',
+      '/api/v1/dev',
+    ];
+    for (const role of ['viewer', 'operator'] as const) {
+      for (const path of variants) {
+        const r = await statusOf(node, path, { 'x-api-key': keys[role] });
+        expect(r.status, `${role} GET ${path}: ${r.error}`).toBe(403);
+        expect(r.error, path).toMatch(new RegExp(`^role ${role} may not GET /`));
+      }
+    }
+    // The genuine paths still answer an admin.
+    for (const path of ['/dev', '/dev/', '/api/v1/dev/stream']) expect((await statusOf(node, path, { 'x-api-key': keys.admin })).status, path).toBe(200);
   });
 });
 

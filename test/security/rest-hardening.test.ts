@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { HttpActor } from '../../http/actor.js';
 import { createApp } from '../../http/app.js';
 import { makeActor } from '../../runtime/component.js';
@@ -15,6 +15,7 @@ import { ActorSystem } from '../../runtime/system.js';
 import { decodePayload, parseEnvelope } from '../../runtime/wire/envelope.js';
 import { type Caller, newCaller, rootOf, wire } from '../helpers/envelopes.js';
 import { CLI, type NodeProcess, removeHome, runCli, TEST_ENV, tempHome } from '../helpers/node.js';
+import { startCluster, stopCluster } from '../helpers/network.js';
 import { nodeStarter } from '../helpers/started.js';
 import { raw, type RawAnswer, waitFor } from '../helpers/raw-http.js';
 
@@ -58,6 +59,25 @@ describe('from.addr.host on REST envelopes (4)', () => {
     // This node's own host, or none, is fine.
     expect((await post(node, '/api/v1/actor/send', wire(newCaller(), { to: rootOf(node.peerId), be: '/public/hello', host: node.peerId }))).status).toBe(200);
     await healthy(node);
+  });
+});
+
+describe('from.addr.host left empty on a REST broadcast (26)', () => {
+  it("is this node's host on an unsigned broadcast, so the other nodes' replies come back", { timeout: 150_000 }, async () => {
+    const nodes = await startCluster(2);
+    onTestFinished(() => stopCluster(nodes));
+    const [n1, n2] = nodes;
+    const replyDids = async (host: string | undefined): Promise<string[]> => {
+      const body = wire(newCaller(false), { be: '/broadcast/hello', topic: '/dms/hello', host, ttlMs: 2_000 });
+      const r = await post(n1, '/api/v1/actor/broadcast?limit=2', body);
+      expect(r.status, r.text).toBe(200);
+      return (r.json as { from: { did: string } }[]).map((e) => e.from.did).sort();
+    };
+    const both = [n1.did, n2.did].sort();
+    // Control: with from.addr.host named, once gossipsub's mesh spans both nodes, both answer.
+    await waitFor('a broadcast naming from.addr.host to get both nodes\' replies', async () => (await replyDids(n1.peerId)).join() === both.join(), 60_000);
+    // Left empty, as the README's curl example leaves it: node 2 replies too.
+    await waitFor('a broadcast with an empty from.addr.host to get node 2\'s reply', async () => (await replyDids(undefined)).join() === both.join(), 20_000);
   });
 });
 
