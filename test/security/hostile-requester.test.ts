@@ -71,6 +71,13 @@ describe('a requester that lies to its provider', { timeout: 40_000 }, () => {
     const greedy = await ask(peer, 'start', { job: job(id, spec(2, 8 * GiB)) });
     expect(greedy).toEqual({ kind: 'invalid', error: `resources: job ${id} asks 2 cores, 8 GiB, more than its reservation here holds (0.25 cores, 64 MiB)` });
     expect(await heldCores(a)).toBe(0.25);
+    // Nor lease nothing: an executor given 0 cores or 0 bytes sets no limit.
+    const none = randomUUID();
+    await bid(peer, none, spec(0.25, 64 * MiB));
+    expect(await ask(peer, 'reserve', { job_id: none, resources: spec(0, 0), lease_ms: 10_000 })).toMatchObject({
+      kind: 'invalid',
+      error: expect.stringContaining('a lease holds at least 0.01 cores and 6 MiB of memory'),
+    });
     // Started within the lease (here: resources left out), it runs on the lease, and is limited to it.
     expect(await ask(peer, 'start', { job: job(id) })).toEqual({ job_id: id });
     const ran = await waitFor('the job on node a', async () => {
