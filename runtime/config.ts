@@ -51,6 +51,14 @@ export const ConfigSchema = z
         /** Bytes of replies one REST client's waiting requests may hold at once. */
         max_pending_bytes_per_client: positiveInt.default(64 * 1024 * 1024),
         /**
+         * Followers of job output (`logs?follow=true`) open at once on this node (503 with
+         * Retry-After above it): each holds a page of output in its connection's buffer and a
+         * poll at the orchestrator for as long as it stays open, however slowly it reads.
+         */
+        max_log_followers: positiveInt.default(64),
+        /** Followers of one job's output open at once (503 with Retry-After above it): one job's readers cannot take every slot. */
+        max_log_followers_per_job: positiveInt.default(8),
+        /**
          * Host names (the `Host` header, without port) this node answers besides loopback
          * addresses, `localhost` and `rest.addr`: a browser page that rebinds its own DNS name
          * to this node is refused (403).

@@ -1,9 +1,10 @@
 /**
  * /api/v1/jobs: submit, list, inspect, cancel and read the output of jobs. Each request is an
  * envelope to the orchestrator's behaviors; following a job's output is a series of long
- * polls of /dms/job/logs streamed to the client as server-sent events.
+ * polls of /dms/job/logs streamed to the client as server-sent events, each poll made only
+ * once the client has taken the last page.
  */
-import { createEventStream, type EventStream, type EventStreamMessage, type H3Event } from 'h3';
+import type { H3Event } from 'h3';
 import * as z from 'zod';
 import {
   JobBehaviors,
@@ -21,7 +22,7 @@ import {
 import { redactJob } from '../../behaviors/jobs/redaction.js';
 import { type Job, JobSchema, JobSpecSchema, JobStatusSchema } from '../../behaviors/jobs/schema.js';
 import { principalOf } from '../auth.js';
-import { errorText } from '../../runtime/errors.js';
+import { DmsError, errorText } from '../../runtime/errors.js';
 import type { HttpApi } from '../actor.js';
 import { ErrorBody, JsonBody } from '../errors.js';
 import { shown, wholeNumberParam } from '../query.js';
@@ -34,8 +35,26 @@ const forCaller = (event: H3Event) => (principalOf(event)?.role === 'viewer' ? r
 /** How many jobs match a list's filter over all its pages. */
 export const TOTAL_HEADER = 'x-total-count';
 
-/** How long one poll of a followed job waits for news before the stream asks again. */
-const FOLLOW_POLL_MS = 15_000;
+/**
+ * How long one poll of a followed job waits for news before the stream asks again. A follower
+ * that closed keeps its slot until its last poll answers (the poll cannot be called back), so
+ * this is also how long a closed follower's slot may stay taken.
+ */
+const FOLLOW_POLL_MS = 5_000;
+/**
+ * Bytes of stored output one poll of a follower reads at most (`limit` may ask for less). A
+ * follower that reads slowly holds one such page, as events, in its connection's buffer: this
+ * and the follower caps bound what slow followers cost the node.
+ */
+export const FOLLOW_PAGE_BYTES = 64 * 1024;
+/** Seconds a follower refused for a full cap is told to wait: a closed follower's slot is free within FOLLOW_POLL_MS. */
+const FOLLOW_RETRY_S = Math.ceil(FOLLOW_POLL_MS / 1000);
+const SSE_HEADERS = {
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-store, no-transform',
+  // A proxy in front of the node must not hold events back.
+  'x-accel-buffering': 'no',
+};
 /** The envelope of a poll outlives its wait, so a reply that comes at the last moment is still taken. */
 const FOLLOW_TTL_MS = MAX_LOGS_WAIT_MS + 10_000;
 
@@ -101,7 +120,7 @@ export const LogsQuery = z
       min: 1,
       max: MAX_LOGS_LIMIT,
       message: (raw) => `limit: '${raw}' is not a whole number of bytes from 1 to ${MAX_LOGS_LIMIT}`,
-      description: `bytes of stored output to read at most, 1 to ${MAX_LOGS_LIMIT} (whole chunks: one longer chunk is still given whole)`,
+      description: `bytes of stored output to read at most, 1 to ${MAX_LOGS_LIMIT} (whole chunks: one longer chunk is still given whole); when following, per poll and at most ${FOLLOW_PAGE_BYTES}`,
     }).optional(),
   })
   .superRefine((q, ctx) => {
@@ -127,6 +146,7 @@ const BEHAVIOR_ANSWERS: Record<number, ResponseDoc> = {
 
 export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
   const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ORCHESTRATOR_INBOX, be, payload, ttlMs);
+  const followers = new FollowerSlots(config.rest.max_log_followers, config.rest.max_log_followers_per_job);
 
   table.add({
     method: 'POST',
@@ -217,7 +237,8 @@ export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
     description:
       'A page of stored output from byte offset `from`; its `next` continues it, `more` says more is stored already, `done` that the job ended and all was given. ' +
       'With `follow`, server-sent events until the job ends: `status` when its status or pending reason changes, `log` for each chunk, then `end`; ' +
-      '`error` if following fails. An unknown job is still a 404, before the stream opens.',
+      '`error` if following fails. An unknown job is still a 404, before the stream opens. ' +
+      'Each poll reads the next page only once the client has taken the last one; followers open at once are capped per job and per node.',
     tags: ['jobs'],
     params: jobId,
     query: LogsQuery,
@@ -229,15 +250,63 @@ export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
         schema: LogsReply,
         content: { 'text/event-stream': { description: 'with follow: events status, log, end (and error), each with JSON data', events: FollowEvents } },
       },
+      503: {
+        description:
+          "a bounded queue is full (the orchestrator's mailbox, rest.max_pending), or (follow) as many followers as rest.max_log_followers_per_job (this job) or rest.max_log_followers (the node) allow are open; Retry-After says when to try again",
+      },
     },
     handler: (event, input) => {
       const query = input.query();
       const id = input.param('id');
-      if (follows(query.follow)) return followLogs(event, http, id, query);
+      if (follows(query.follow)) return followLogs(http, id, query, followers.take(id));
       return call(JobBehaviors.logs, { id, from: query.from ?? 0, limit: query.limit });
     },
   });
 };
+
+/**
+ * The followers of job output open at once, per job and in total. A slot is held from the
+ * request until the stream is closed and its last poll has answered, so the caps bound the
+ * pages and polls followers hold, not only their connections.
+ */
+class FollowerSlots {
+  private total = 0;
+  private readonly perJob = new Map<string, number>();
+
+  constructor(
+    private readonly maxTotal: number,
+    private readonly maxPerJob: number,
+  ) {}
+
+  /** A slot for a follower of job `id`, or a 503 naming the cap that is full; the function returned frees it (once). */
+  take(id: string): () => void {
+    const ofJob = this.perJob.get(id) ?? 0;
+    if (ofJob >= this.maxPerJob) {
+      throw new DmsError('overloaded', `job ${id} has ${ofJob} log followers open, as many as rest.max_log_followers_per_job (${this.maxPerJob}) allows; close one or retry later`, {
+        retryAfter: FOLLOW_RETRY_S,
+      });
+    }
+    if (this.total >= this.maxTotal) {
+      throw new DmsError('overloaded', `this node has ${this.total} log followers open, as many as rest.max_log_followers (${this.maxTotal}) allows; close one or retry later`, {
+        retryAfter: FOLLOW_RETRY_S,
+      });
+    }
+    this.total++;
+    this.perJob.set(id, ofJob + 1);
+    let freed = false;
+    return () => {
+      if (freed) return;
+      freed = true;
+      this.total--;
+      const left = (this.perJob.get(id) ?? 1) - 1;
+      if (left > 0) this.perJob.set(id, left);
+      else this.perJob.delete(id);
+    };
+  }
+}
+
+/** One server-sent event; JSON data is one line (JSON.stringify escapes line breaks), so one `data:` field. */
+const sse = <K extends keyof typeof FollowEvents>(name: K, data: z.input<(typeof FollowEvents)[K]>): string => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
 
 /**
  * Server-sent events until the job ends: `status` when its status or pending reason changes,
@@ -245,42 +314,84 @@ export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
  * `docker logs -f` shows it; `from=end` for only what comes next),
  * then `end` with the final job fields.
  * An unknown job is still an ordinary 404, since the first poll happens before the stream opens.
+ *
+ * The stream is pulled: the connection asks for more only once the socket has drained what it
+ * was given, and only then is the next page polled. A follower that reads slowly, or not at
+ * all, holds one page in its socket's buffer, never the log. `release` frees its slot once the
+ * stream is over and no poll of it is left waiting.
  */
-async function followLogs(event: H3Event, http: HttpApi, id: string, query: z.output<typeof LogsQuery>): Promise<EventStream> {
-  const { limit } = query;
-  const poll = async (from: number | 'end', wait: number) =>
-    LogsReply.parse(await http.call(ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, limit, wait_ms: wait }, FOLLOW_TTL_MS));
-  // Each poll reads on from the offset the last one ended at: the output is never read twice.
-  let reply = await poll(query.from ?? 0, 0);
-  const stream = createEventStream(event);
-  let open = true;
-  stream.onClosed(() => (open = false));
-  const message = <K extends keyof typeof FollowEvents>(name: K, data: z.input<(typeof FollowEvents)[K]>): EventStreamMessage => ({ event: name, data: JSON.stringify(data) });
-  void (async () => {
-    let shownState = '';
+async function followLogs(http: HttpApi, id: string, query: z.output<typeof LogsQuery>, release: () => void): Promise<Response> {
+  const limit = Math.min(query.limit ?? FOLLOW_PAGE_BYTES, FOLLOW_PAGE_BYTES);
+  let polling = false;
+  let closed = false;
+  const poll = async (from: number | 'end', wait: number): Promise<LogsReply> => {
+    polling = true;
     try {
-      for (;;) {
-        const messages: EventStreamMessage[] = [];
-        const state = `${reply.status}|${reply.pending_reason ?? ''}`;
-        if (state !== shownState) {
-          shownState = state;
-          messages.push(message('status', { status: reply.status, pending_reason: reply.pending_reason }));
-        }
-        for (const chunk of reply.chunks) messages.push(message('log', chunk));
-        if (reply.done) {
-          const { status, exit_code, error } = reply;
-          messages.push(message('end', { id: reply.id, status, exit_code, error }));
-        }
-        if (messages.length > 0) await stream.push(messages);
-        if (reply.done || !open) break;
-        // From where the last answer ended: nothing is read twice. More stored already: no wait.
-        reply = await poll(reply.next, reply.more ? 0 : FOLLOW_POLL_MS);
-      }
-    } catch (e) {
-      if (open) await stream.push(message('error', { error: errorText(e) })).catch(() => undefined);
+      return LogsReply.parse(await http.call(ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, limit, wait_ms: wait }, FOLLOW_TTL_MS));
     } finally {
-      await stream.close().catch(() => undefined);
+      polling = false;
+      if (closed) release();
     }
-  })();
-  return stream;
+  };
+  let first: LogsReply | undefined;
+  try {
+    first = await poll(query.from ?? 0, 0);
+  } catch (e) {
+    release();
+    throw e;
+  }
+  const close = () => {
+    closed = true;
+    if (!polling) release();
+  };
+  const encoder = new TextEncoder();
+  let shownState = '';
+  // Each poll reads on from the offset the last one ended at: the output is never read twice.
+  let next = 0;
+  let more = false;
+  /** The events of one answer, '' when it brings no news. */
+  const eventsOf = (reply: LogsReply): string => {
+    let text = '';
+    const state = `${reply.status}|${reply.pending_reason ?? ''}`;
+    if (state !== shownState) {
+      shownState = state;
+      text += sse('status', { status: reply.status, pending_reason: reply.pending_reason });
+    }
+    for (const chunk of reply.chunks) text += sse('log', chunk);
+    if (reply.done) text += sse('end', { id: reply.id, status: reply.status, exit_code: reply.exit_code, error: reply.error });
+    return text;
+  };
+  const body = new ReadableStream<Uint8Array>(
+    {
+      pull: async (controller) => {
+        try {
+          for (;;) {
+            // More stored already: no wait.
+            const reply = first ?? (await poll(next, more ? 0 : FOLLOW_POLL_MS));
+            first = undefined;
+            if (closed) return;
+            next = reply.next;
+            more = reply.more;
+            const text = eventsOf(reply);
+            if (text) controller.enqueue(encoder.encode(text));
+            if (reply.done) {
+              controller.close();
+              close();
+              return;
+            }
+            if (text) return;
+          }
+        } catch (e) {
+          if (closed) return;
+          controller.enqueue(encoder.encode(sse('error', { error: errorText(e) })));
+          controller.close();
+          close();
+        }
+      },
+      cancel: close,
+    },
+    // Nothing is read ahead of the connection: a page is polled only when it asks for one.
+    { highWaterMark: 0 },
+  );
+  return new Response(body, { headers: SSE_HEADERS });
 }
