@@ -1,8 +1,10 @@
 /**
  * What a node does about a peer that sends it frames it cannot decode (README "Network"): one
  * warning, then at most one a minute saying how many were not written, and past a bound in a
- * window the peer is disconnected and refused for a while. An honest DMS node sends no such
- * frame, so the bound only has to leave room for a bug, not for traffic.
+ * window the peer is disconnected and refused for a while. The bound is a rate, not a count:
+ * a peer whose stream carries the odd bad frame among good ones (a bug, a version skew) keeps
+ * being answered, while one writing garbage in a loop is cut off within a fraction of a second.
+ * With warnings rate-limited a bad frame costs a decode attempt only.
  */
 export interface BanPolicy {
   /** Undecodable frames within `strikeWindowMs` that get a peer banned. */
@@ -17,8 +19,8 @@ export interface BanPolicy {
 }
 
 export const DEFAULT_BAN_POLICY: BanPolicy = {
-  maxStrikes: 16,
-  strikeWindowMs: 10 * 60_000,
+  maxStrikes: 1_000,
+  strikeWindowMs: 10_000,
   banMs: 10 * 60_000,
   warnIntervalMs: 60_000,
   maxPeers: 4096,
