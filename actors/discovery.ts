@@ -31,7 +31,8 @@ import { describeSelf, type ProfileSource } from './profile.js';
 export const DISCOVERY_INBOX = 'discovery';
 
 /** What discovery needs from the network; the libp2p transport fits as is, and tests can fake it. */
-export type PeerNetwork = Pick<Libp2pTransport, 'addrs' | 'peers' | 'ping' | 'connect' | 'onPeer' | 'onReconnectFailure'>;
+export type PeerNetwork = Pick<Libp2pTransport, 'addrs' | 'peers' | 'ping' | 'connect' | 'onPeer' | 'onReconnectFailure'> &
+  Partial<Pick<Libp2pTransport, 'markGreeted'>>;
 
 export interface DiscoveryDeps {
   /** Absent when the node runs without a network: lists are empty, ping and connect refuse. */
@@ -162,8 +163,12 @@ function createDiscovery({ actor, system, log, deps, machine }: ActorContext<Dis
       hello: fromPromise(({ input }) => hello(input.peer)),
     },
     actions: {
-      // Described as soon as it is known, so the first list already shows it.
-      greeted: ({ context }) => void profiles.refresh(context.peer),
+      greeted: ({ context }) => {
+        // A DMS node, not just a libp2p peer: gossip scores it up (runtime/network/score.ts).
+        network?.markGreeted?.(context.peer);
+        // Described as soon as it is known, so the first list already shows it.
+        void profiles.refresh(context.peer);
+      },
       helloFailed: ({ context }, { error, final }) =>
         log.debug({ peer: context.peer, attempt: context.helloAttempts, final, err: errorText(error) }, 'hello exchange failed'),
       dialFailed: ({ context: { peer, addresses, failures, retryMs } }, { error }) =>

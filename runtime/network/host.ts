@@ -13,6 +13,8 @@ import { createLibp2p, type Libp2pOptions } from 'libp2p';
 import { multiaddr } from '@multiformats/multiaddr';
 import type { KeyPair } from '../crypto/keys.js';
 import { DmsError, errorText, invalid } from '../errors.js';
+import type { PeerBans } from './bans.js';
+import { GreetedPeers, peerScoreParams } from './score.js';
 
 export const DEFAULT_LISTEN = ['/ip4/127.0.0.1/tcp/0'];
 export const DEFAULT_DHT_PROTOCOL = '/dms/kad/1.0.0';
@@ -63,6 +65,10 @@ export interface HostOptions {
    * guard that also throttles several nodes started together on one machine.
    */
   inboundConnectionThreshold?: number;
+  /** Peers that completed the hello, scored up by gossipsub (score.ts); none when absent. */
+  greeted?: GreetedPeers;
+  /** Peers refused connections either way while banned (bans.ts); nobody when absent. */
+  bans?: PeerBans;
 }
 
 export interface DmsServices extends Record<string, unknown> {
@@ -80,7 +86,7 @@ export type DmsLibp2p = Libp2p<DmsServices>;
  * listeners does so before `start()`, so no early connection or stream goes unseen.
  */
 export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
-  const { keyPair } = opts;
+  const { keyPair, bans } = opts;
   const listen = opts.listen?.length ? opts.listen : DEFAULT_LISTEN;
   checkAddresses('listen', listen, false);
   checkAddresses('bootstrap', opts.bootstrap ?? [], true);
@@ -116,6 +122,9 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
       // peer on receipt; for envelopes of a few KiB, now dropped as copies before validation,
       // the announcement costs as much as the copy it saves.
       idontwantMinDataSize: IDONTWANT_MIN_BYTES,
+      // gossipsub's defaults penalise every peer on an IP that many identities visited, for an
+      // hour: loopback, a LAN or one NAT would cut genuine nodes off (score.ts).
+      scoreParams: peerScoreParams(opts.greeted ?? new GreetedPeers()),
     }),
   };
   if (opts.enableMdns) services.mdns = mdns({ serviceTag: MDNS_SERVICE_TAG });
@@ -128,6 +137,14 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
     connectionManager: { inboundConnectionThreshold: opts.inboundConnectionThreshold, ...RECONNECT },
+    // Checked once the remote peer is known (after Noise), before any protocol runs.
+    connectionGater: bans
+      ? {
+          denyDialPeer: (peer) => bans.isBanned(peer.toString()),
+          denyInboundEncryptedConnection: (peer) => bans.isBanned(peer.toString()),
+          denyOutboundEncryptedConnection: (peer) => bans.isBanned(peer.toString()),
+        }
+      : {},
     // libp2p waits 1 s before dialling bootstrap peers by default, which only delays joining.
     // Its own tag means nothing to the connection manager; ours keeps the peers connected.
     peerDiscovery: opts.bootstrap?.length ? [bootstrap({ list: opts.bootstrap, timeout: 100, tagName: BOOTSTRAP_TAG, tagValue: BOOTSTRAP_TAG_VALUE })] : [],

@@ -6,10 +6,12 @@ import { DmsError, errorText, invalid } from '../errors.js';
 import type { StageTimings } from '../stage-timings.js';
 import type { Arrival, Transport } from '../transport.js';
 import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
+import { type BanPolicy, DEFAULT_BAN_POLICY, PeerBans } from './bans.js';
 import { OutboundChannel } from './channel.js';
 import { encodeFrame, frameDecoder, frameText, utf8Length } from './frames.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
+import { GreetedPeers } from './score.js';
 
 /** The unicast stream protocol (README "Network"). */
 export const ACTOR_PROTOCOL = '/dms/actor/1.0.0';
@@ -37,6 +39,14 @@ export interface TransportOptions {
   log?: NetworkLog;
   /** Times sends, parses and round trips (runtime/stage-timings.ts); off when absent. */
   stages?: StageTimings;
+  /** When a peer sending undecodable frames is warned about and banned (bans.ts); defaults there. */
+  banPolicy?: Partial<BanPolicy>;
+}
+
+/** What the transport shares with its host: who gossipsub scores up, who the host refuses. */
+interface HostParts {
+  greeted: GreetedPeers;
+  bans: PeerBans;
 }
 
 export type EnvelopeHandler = (env: Envelope, arrival: Arrival) => void;
@@ -84,12 +94,15 @@ export class Libp2pTransport implements Transport {
   private readonly counters: TransportStats = { streamsOpened: 0, envelopesSent: 0, envelopesReceived: 0, dropped: 0 };
   private readonly gossip: GossipValidator;
   private readonly stages?: StageTimings;
+  private readonly greeted: GreetedPeers;
+  private readonly bans: PeerBans;
   private stopped = false;
 
   /** Builds the host, wires the transport into it, then starts it. */
   static async create(opts: HostOptions & TransportOptions): Promise<Libp2pTransport> {
-    const node = await createHost({ ...opts, maxEnvelopeBytes: opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES });
-    const transport = await Libp2pTransport.attach(node, opts);
+    const parts: HostParts = { greeted: new GreetedPeers(), bans: new PeerBans({ ...DEFAULT_BAN_POLICY, ...opts.banPolicy }) };
+    const node = await createHost({ ...opts, ...parts, maxEnvelopeBytes: opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES });
+    const transport = await Libp2pTransport.attach(node, opts, parts);
     try {
       await node.start();
     } catch (e) {
@@ -100,9 +113,12 @@ export class Libp2pTransport implements Transport {
     return transport;
   }
 
-  /** Wires a transport into a host from `createHost`; call before `node.start()`. */
-  static async attach(node: DmsLibp2p, opts: TransportOptions = {}): Promise<Libp2pTransport> {
-    const transport = new Libp2pTransport(node, opts);
+  /**
+   * Wires a transport into a host from `createHost`; call before `node.start()`. Without the
+   * parts the host was made with, greeted peers are not scored up and banned peers not refused.
+   */
+  static async attach(node: DmsLibp2p, opts: TransportOptions = {}, parts?: HostParts): Promise<Libp2pTransport> {
+    const transport = new Libp2pTransport(node, opts, parts ?? { greeted: new GreetedPeers(), bans: new PeerBans({ ...DEFAULT_BAN_POLICY, ...opts.banPolicy }) });
     await node.handle(ACTOR_PROTOCOL, (stream, connection) => transport.acceptStream(stream, connection));
     return transport;
   }
@@ -110,8 +126,11 @@ export class Libp2pTransport implements Transport {
   private constructor(
     readonly node: DmsLibp2p,
     opts: TransportOptions,
+    parts: HostParts,
   ) {
     this.host = node.peerId.toString();
+    this.greeted = parts.greeted;
+    this.bans = parts.bans;
     this.maxEnvelopeBytes = opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES;
     this.maxQueuedBytes = opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
     this.dialTimeoutMs = opts.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
@@ -255,6 +274,15 @@ export class Libp2pTransport implements Transport {
     }
   }
 
+  /**
+   * Tells the transport that `peer` completed the hello exchange (its root answered with its
+   * own key): gossipsub scores it up while it stays connected (score.ts), so a crowd of
+   * identities on its IP does not cut it off.
+   */
+  markGreeted(peer: string): void {
+    if (this.node.getConnections().some((c) => c.remotePeer.toString() === peer)) this.greeted.add(peer);
+  }
+
   /** Adds a handler for every envelope from the network; returns its removal. */
   onEnvelope(handler: EnvelopeHandler): () => void {
     this.envelopeHandlers.add(handler);
@@ -375,6 +403,8 @@ export class Libp2pTransport implements Transport {
     const peer = connection.remotePeer.toString();
     const decoder = frameDecoder(this.maxEnvelopeBytes);
     stream.addEventListener('message', (evt) => {
+      // What a banned peer's stream still carries while its connection closes is not read.
+      if (this.bans.isBanned(peer)) return stream.abort(new DmsError('forbidden', `peer ${peer} is banned for undecodable frames`));
       const at = this.stages && performance.now();
       try {
         for (const frame of decoder.decode(evt.data)) this.deliver(frame.subarray(), peer, 'unicast', undefined, at);
@@ -382,7 +412,7 @@ export class Libp2pTransport implements Transport {
         // The length prefix is all a receiver can trust about where frames start; past a bad
         // one the rest of the stream is unreadable, so it goes.
         this.counters.dropped++;
-        this.log.warn({ peer, err: errorText(e) }, `inbound frame over the ${this.maxEnvelopeBytes}-byte limit; resetting the stream`);
+        this.misbehaved(peer, { err: errorText(e) }, `inbound frame over the ${this.maxEnvelopeBytes}-byte limit; resetting the stream`);
         stream.abort(new DmsError('too_large', `frame over the ${this.maxEnvelopeBytes}-byte limit`));
       }
     });
@@ -413,7 +443,10 @@ export class Libp2pTransport implements Transport {
         env = parseEnvelope(frameText(data));
       } catch (e) {
         this.counters.dropped++;
-        this.log.warn({ peer, via, err: errorText(e) }, 'undecodable envelope dropped');
+        // Only a unicast sender is the peer that wrote the bytes; gossip reaches here only on a
+        // topic without the validator, which would have scored its sender down instead.
+        if (via === 'unicast') this.misbehaved(peer, { via, err: errorText(e) }, 'undecodable envelope dropped');
+        else this.log.debug({ peer, via, err: errorText(e) }, 'undecodable envelope dropped');
         return;
       }
       if (at !== undefined) this.stages!.since('net.parse', at);
@@ -443,6 +476,26 @@ export class Libp2pTransport implements Transport {
     }
   }
 
+  /**
+   * One more undecodable frame from `peer`: warned about at most once a minute (with how many
+   * went unlogged), and past the policy's bound the peer is banned and disconnected. Without
+   * this a peer writing garbage in a loop grew the log by megabytes a second.
+   */
+  private misbehaved(peer: string, fields: Record<string, unknown>, msg: string): void {
+    const strike = this.bans.strike(peer);
+    if (strike.action === 'warn') {
+      this.log.warn({ peer, ...fields, strikes: strike.strikes, ...(strike.suppressed ? { unlogged: strike.suppressed } : {}) }, msg);
+    } else if (strike.action === 'ban') {
+      const { banMs } = this.bans.policy;
+      this.log.warn(
+        { peer, strikes: strike.strikes, until: new Date(strike.until).toISOString() },
+        `peer sent ${strike.strikes} undecodable frames: disconnected and refused for ${Math.round(banMs / 1000)} s`,
+      );
+      const peerId = parsePeerId(peer);
+      if (peerId) this.node.hangUp(peerId).catch((e: unknown) => this.log.debug({ peer, err: errorText(e) }, 'hang-up of a banned peer failed'));
+    }
+  }
+
   // -------------------------------------------------------------------------------------------
   // Peers
 
@@ -452,6 +505,7 @@ export class Libp2pTransport implements Transport {
 
   private readonly onDisconnect = (evt: CustomEvent<PeerId>): void => {
     const peer = evt.detail.toString();
+    this.greeted.delete(peer);
     const channel = this.channels.get(peer);
     if (channel) {
       // Its stream died with the connection; a fresh channel will dial again on the next send.

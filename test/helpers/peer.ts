@@ -113,3 +113,26 @@ export async function strangerBesideTwoNodes(opts: ClusterOptions = {}): Promise
     throw e;
   }
 }
+
+/**
+ * One sybil visit: a fresh libp2p identity (the project's own transport) connects to each of
+ * `nodes`, subscribes to `topics`, stays until every node is a gossipsub peer of it on them
+ * (so each node has it in its peer score, with its IP), then leaves.
+ */
+export async function sybilVisit(nodes: NodeProcess[], topics: string[], timeoutMs = 15_000): Promise<string> {
+  const peer = await ForeignPeer.start();
+  try {
+    for (const topic of topics) peer.transport.subscribe(topic);
+    for (const node of nodes) {
+      // libp2p refuses more than a few inbound connections a second from one IP: try again.
+      await waitFor(`sybil ${peer.host.slice(-6)} connected to ${node.peerId.slice(-6)}`, () => peer.connect(node).then(() => true), { timeoutMs, intervalMs: 250 });
+    }
+    await waitFor(`sybil ${peer.host.slice(-6)} to see every node on ${topics.join(', ')}`, () =>
+      topics.every((t) => nodes.every((n) => peer.transport.topicPeers(t).includes(n.peerId))),
+      { timeoutMs, intervalMs: 50 },
+    );
+    return peer.host;
+  } finally {
+    await peer.stop();
+  }
+}

@@ -7,6 +7,7 @@ import { makeActor } from '../../runtime/component.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { silentLogger } from '../../runtime/log.js';
 import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
+import { GREETED_SCORE } from '../../runtime/network/score.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { freePort, waitFor } from '../helpers/network.js';
 
@@ -67,6 +68,15 @@ describe('discovery peer machines', () => {
     await waitFor("a's machine for b to end", () => a.peerTransitions().some((t) => t.to === 'gone'));
     expect(a.view(b.key.peerId)).toBeUndefined();
     expect(a.discovery.api.knownDids()).toEqual({});
+  });
+
+  it('a peer that completed the hello is scored up by gossipsub, both ways (runtime/network/score.ts)', async () => {
+    const scoreOf = (t: Libp2pTransport, peer: string): number => (t.node.services.pubsub as unknown as { getScore(p: string): number }).getScore(peer);
+    const a = await startNode();
+    const b = await startNode({ bootstrap: [a.transport.addrs()[0]] });
+    await waitFor('b to greet a', () => b.view(a.key.peerId)?.state === 'connected.greeted');
+    await waitFor('b to score a up for the hello', () => scoreOf(b.transport, a.key.peerId) === GREETED_SCORE, { timeoutMs: 10_000, intervalMs: 50 });
+    await waitFor('a to score b up for the hello', () => scoreOf(a.transport, b.key.peerId) === GREETED_SCORE, { timeoutMs: 10_000, intervalMs: 50 });
   });
 
   it('a bootstrap peer that is down is redialled with a capped backoff, and joined once it comes up', async () => {

@@ -1,0 +1,88 @@
+/**
+ * What a node does about a peer that sends it frames it cannot decode (README "Network"): one
+ * warning, then at most one a minute saying how many were not written, and past a bound in a
+ * window the peer is disconnected and refused for a while. The bound is a rate, not a count:
+ * a peer whose stream carries the odd bad frame among good ones (a bug, a version skew) keeps
+ * being answered, while one writing garbage in a loop is cut off within a fraction of a second.
+ * With warnings rate-limited a bad frame costs a decode attempt only.
+ */
+export interface BanPolicy {
+  /** Undecodable frames within `strikeWindowMs` that get a peer banned. */
+  maxStrikes: number;
+  strikeWindowMs: number;
+  /** How long a banned peer is disconnected and refused, in ms. */
+  banMs: number;
+  /** Least time between two warnings about one peer, in ms. */
+  warnIntervalMs: number;
+  /** Most peers remembered (strikes and bans each); past it the oldest goes first. */
+  maxPeers: number;
+}
+
+export const DEFAULT_BAN_POLICY: BanPolicy = {
+  maxStrikes: 1_000,
+  strikeWindowMs: 10_000,
+  banMs: 10 * 60_000,
+  warnIntervalMs: 60_000,
+  maxPeers: 4096,
+};
+
+/** What to do about one more undecodable frame from a peer. */
+export type Strike =
+  | { action: 'quiet' }
+  /** Log it, with how many were not logged since the last warning. */
+  | { action: 'warn'; strikes: number; suppressed: number }
+  /** Log the ban once, disconnect the peer; it is refused until `until` (ms since the epoch). */
+  | { action: 'ban'; strikes: number; until: number };
+
+interface PeerRecord {
+  strikes: number;
+  since: number;
+  lastWarn: number;
+  suppressed: number;
+}
+
+export class PeerBans {
+  private readonly records = new Map<string, PeerRecord>();
+  private readonly bans = new Map<string, number>();
+
+  constructor(readonly policy: BanPolicy = DEFAULT_BAN_POLICY) {}
+
+  strike(peer: string, now = Date.now()): Strike {
+    if (this.isBanned(peer, now)) return { action: 'quiet' };
+    let r = this.records.get(peer);
+    if (!r || now - r.since > this.policy.strikeWindowMs) {
+      r = { strikes: 0, since: now, lastWarn: r?.lastWarn ?? -Infinity, suppressed: r?.suppressed ?? 0 };
+      remember(this.records, peer, r, this.policy.maxPeers);
+    }
+    r.strikes++;
+    if (r.strikes >= this.policy.maxStrikes) {
+      const until = now + this.policy.banMs;
+      this.records.delete(peer);
+      remember(this.bans, peer, until, this.policy.maxPeers);
+      return { action: 'ban', strikes: r.strikes, until };
+    }
+    if (now - r.lastWarn < this.policy.warnIntervalMs) {
+      r.suppressed++;
+      return { action: 'quiet' };
+    }
+    const suppressed = r.suppressed;
+    r.lastWarn = now;
+    r.suppressed = 0;
+    return { action: 'warn', strikes: r.strikes, suppressed };
+  }
+
+  isBanned(peer: string, now = Date.now()): boolean {
+    const until = this.bans.get(peer);
+    if (until === undefined) return false;
+    if (now < until) return true;
+    this.bans.delete(peer);
+    return false;
+  }
+}
+
+/** Sets `key` as the newest entry of `map`, dropping the oldest past `max`. */
+function remember<V>(map: Map<string, V>, key: string, value: V, max: number): void {
+  map.delete(key);
+  map.set(key, value);
+  while (map.size > max) map.delete(map.keys().next().value!);
+}
