@@ -64,7 +64,12 @@ export class DmsNode {
           key: keys.node,
           log,
           mailbox: { capacity: config.actor.mailbox_capacity, concurrency: config.actor.mailbox_concurrency },
-          replay: ReplayLog.open(homePaths(home).replayLog, { capacity: config.actor.replay_capacity, perSender: config.actor.replay_per_sender }),
+          replay: ReplayLog.open(homePaths(home).replayLog, {
+            capacity: config.actor.replay_capacity,
+            perSender: config.actor.replay_per_sender,
+            perPeer: config.actor.replay_per_peer,
+            restQuota: config.actor.replay_rest_quota,
+          }),
           maxTtlS: config.actor.max_ttl_s,
           metrics: new NodeMetrics(),
           stages: config.general.stage_timings ? new StageTimings() : undefined,

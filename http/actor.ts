@@ -118,7 +118,7 @@ export const HttpActor = defineActor({
       if (env.from.addr.host && env.from.addr.host !== system.host) {
         throw invalid(`from.addr.host must be this node's host ${system.host} (or empty), not ${env.from.addr.host.slice(0, 80)}`);
       }
-      if (env.sig) return { env, origin: { kind: 'rest', trusted: false } };
+      if (env.sig) return { env, origin: { kind: 'rest', trusted: false, client: caller.client } };
       if (!deps.allowUnsigned) {
         throw invalid('sig is required: this node accepts unsigned envelopes only from trusted local callers');
       }
@@ -136,7 +136,9 @@ export const HttpActor = defineActor({
         if (!env.from.addr.host) env.from = { ...env.from, addr: { ...env.from.addr, host: system.host } };
         await signEnvelope(env, op);
       }
-      return { env, origin: { kind: 'rest', trusted: true } };
+      // The kernel counts it against the REST quota (actor.replay_rest_quota), not as the operator:
+      // REST callers may not fill the room kept for the operator's own signed calls.
+      return { env, origin: { kind: 'rest', trusted: true, client: caller.client } };
     };
 
     /** An unsigned envelope, which the node will sign as the operator, gets the operator's provide tokens. */

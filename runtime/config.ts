@@ -210,6 +210,18 @@ export const ConfigSchema = z
         replay_capacity: positiveInt.default(1_000_000),
         /** Most unexpired (from.id, nonce) entries one sender may hold in the replay cache. */
         replay_per_sender: positiveInt.default(50_000),
+        /**
+         * Most unexpired replay-cache entries one libp2p peer (the connection's authenticated peer
+         * id; on gossip the signed publisher) or one REST client signing with its own keys may
+         * hold, whatever from.id its envelopes carry: throwaway keys cannot fill the cache.
+         */
+        replay_per_peer: positiveInt.default(50_000),
+        /**
+         * Most unexpired replay-cache entries the envelopes this node signs as the operator for
+         * unsigned REST callers may hold together (never more than half the reserve, a twentieth
+         * of replay_capacity): they cannot lock out the operator's own signed calls or the peers.
+         */
+        replay_rest_quota: positiveInt.default(50_000),
         /** How far ahead `opt.exp` may be, in seconds (400 naming opt.exp beyond it). */
         max_ttl_s: positiveInt.default(900),
       })

@@ -1,6 +1,7 @@
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { DmsError, errorText } from './errors.js';
 import { ReplayCache, type ReplayJournal, type ReplayLimits } from './replay.js';
+import { parseSenderHex, type SenderHash, senderHex } from './replay-table.js';
 import { nowNs } from './time.js';
 
 export interface ReplayLogOptions {
@@ -10,9 +11,13 @@ export interface ReplayLogOptions {
 
 const MIN_COMPACT_LINES = 4096;
 
+/** Marks a line's sender as the hash the cache keys by, where logs before it had the from.id. */
+const HASHED = '~';
+
 /**
  * Persists the replay cache in the node home as an append-only text file, one line
- * `<exp> <from.id> <nonce>` per admitted entry, so an envelope accepted before a restart is
+ * `<exp> ~<sender> <nonce>` per admitted entry (sender: the 24 hex digits of the 96-bit hash of
+ * from.id the cache keys by), so an envelope accepted before a restart is
  * still refused after it. Each line is written with one write(2) on a descriptor opened once:
  * the page cache keeps it when the process dies (kill -9); only a machine crash can lose the
  * last lines, and no fsync per envelope is paid on the hot path. At start the file is read,
@@ -41,9 +46,9 @@ export class ReplayLog implements ReplayJournal {
     return cache;
   }
 
-  append(key: string, exp: bigint): void {
+  append(sender: SenderHash, nonce: bigint, exp: bigint): void {
     try {
-      writeSync(this.fd, `${exp} ${key}\n`);
+      writeSync(this.fd, logLine(sender, nonce, exp));
     } catch (e) {
       throw new DmsError('internal', `replay log ${this.path} cannot be written: ${errorText(e)}`, { cause: e });
     }
@@ -60,7 +65,11 @@ export class ReplayLog implements ReplayJournal {
     this.fd = -1;
   }
 
-  /** Reads the entries back; a torn last line (a crash mid-write) or garbage is skipped, not fatal. */
+  /**
+   * Reads the entries back; a torn last line (a crash mid-write) or garbage is skipped, not fatal.
+   * A line of an older log, `<exp> <from.id> <nonce>`, is read too (its from.id hashed), and the
+   * rewrite at start writes it anew: the log migrates itself.
+   */
   private load(cache: ReplayCache): void {
     const now = nowNs();
     for (const line of readFileSync(this.path, 'utf8').split('\n')) {
@@ -70,7 +79,9 @@ export class ReplayLog implements ReplayJournal {
       const exp = toBigInt(line.slice(0, first));
       const nonce = toBigInt(line.slice(last + 1));
       if (exp === undefined || nonce === undefined) continue;
-      cache.restore(line.slice(first + 1, last), nonce, exp, now);
+      const who = line.slice(first + 1, last);
+      const sender = who.startsWith(HASHED) ? parseSenderHex(who.slice(1)) : who;
+      if (sender !== undefined) cache.restore(sender, nonce, exp, now);
     }
   }
 
@@ -84,14 +95,14 @@ export class ReplayLog implements ReplayJournal {
     let count = 0;
     try {
       let chunk = '';
-      for (const [key, exp] of cache.entries()) {
-        chunk += `${exp} ${key}\n`;
+      cache.forEachEntry((sender, nonce, exp) => {
+        chunk += logLine(sender, nonce, exp);
         count++;
         if (chunk.length > 1 << 16) {
           writeSync(out, chunk);
           chunk = '';
         }
-      }
+      });
       if (chunk) writeSync(out, chunk);
       fsyncSync(out);
     } finally {
@@ -102,6 +113,10 @@ export class ReplayLog implements ReplayJournal {
     this.fd = openSync(this.path, 'a', 0o600);
     this.lines = count;
   }
+}
+
+function logLine(sender: SenderHash, nonce: bigint, exp: bigint): string {
+  return `${exp} ${HASHED}${senderHex(sender)} ${nonce}\n`;
 }
 
 function toBigInt(text: string): bigint | undefined {

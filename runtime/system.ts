@@ -10,7 +10,7 @@ import type { Logger } from './log.js';
 import type { MailboxOptions } from './mailbox.js';
 import { behaviorLabel, type NodeMetrics } from './metrics.js';
 import type { StageTimings } from './stage-timings.js';
-import { ReplayCache } from './replay.js';
+import { ReplayCache, type ReplayOwner, TRUSTED } from './replay.js';
 import { isExpired, nextNonce, nowNs } from './time.js';
 import type { Arrival, Transport } from './transport.js';
 import { encodePayload, type Envelope, isBroadcast } from './wire/envelope.js';
@@ -45,8 +45,11 @@ function verificationOf(origin: Origin): Verification {
 /** Who handed the system an envelope. Local actors' own envelopes skip verification. */
 export type Origin =
   | { kind: 'local' }
-  /** A REST caller; `trusted` when the node itself signed it for an unsigned local caller. */
-  | { kind: 'rest'; trusted: boolean }
+  /**
+   * A REST caller; `trusted` when the node itself signed it for an unsigned local caller.
+   * `client` is what its limits count against (its principal, else its address).
+   */
+  | { kind: 'rest'; trusted: boolean; client?: string }
   | { kind: 'network'; arrival: Arrival };
 
 /** Decides whether an envelope may run a behavior; throws a `forbidden` DmsError if not. */
@@ -130,7 +133,8 @@ export class ActorSystem {
     this.host = opts.key.peerId;
     this.log = opts.log;
     this.mailboxDefaults = opts.mailbox;
-    this.replay = opts.replay ?? new ReplayCache({ capacity: opts.replayCapacity ?? DEFAULT_REPLAY_CAPACITY, perSender: opts.replayCapacity ?? DEFAULT_REPLAY_CAPACITY });
+    const capacity = opts.replayCapacity ?? DEFAULT_REPLAY_CAPACITY;
+    this.replay = opts.replay ?? new ReplayCache({ capacity, perSender: capacity });
     this.maxTtlS = opts.maxTtlS ?? DEFAULT_MAX_TTL_S;
     this.maxTtlNs = BigInt(this.maxTtlS) * 1_000_000_000n;
     this.metrics = opts.metrics;
@@ -360,9 +364,24 @@ export class ActorSystem {
       const role = origin.arrival.via === 'unicast' ? 'sending' : 'publishing';
       throw invalid(`from.addr.host ${env.from.addr.host || '(empty)'} is not the ${role} peer ${origin.arrival.peer}`);
     }
-    this.replay.admit(env.from.id, env.nonce, env.opt.exp, now, trusted || this.senderTrust(env));
+    this.replay.admit(env.from.id, env.nonce, env.opt.exp, now, this.replayOwner(env, origin));
     await this.route(env, origin);
     if (start !== undefined) this.stages!.since('kernel.admit', start);
+  }
+
+  /**
+   * Whose replay share a checked envelope counts against. A network envelope counts against the
+   * peer it came from, authenticated by libp2p (on gossip, the signed publisher), whatever from.id
+   * it carries, so throwaway keys over one connection fill only that peer's share. One the node
+   * signed for an unsigned REST caller counts against the REST quota, not as the operator: only a
+   * signature the node checked proves the operator's own (or its actors', its roots') envelope.
+   */
+  private replayOwner(env: Envelope, origin: Origin): ReplayOwner {
+    if (origin.kind === 'local') return TRUSTED;
+    if (origin.kind === 'rest' && origin.trusted) return { kind: 'rest-signed' };
+    if (this.senderTrust(env)) return TRUSTED;
+    if (origin.kind === 'rest') return { kind: 'rest-client', client: origin.client ?? 'local' };
+    return { kind: 'peer', id: origin.arrival.peer };
   }
 
   private async verify(env: Envelope): Promise<void> {

@@ -55,6 +55,44 @@ describe('ReplayCache shares', () => {
   });
 });
 
+describe('ReplayCache owners', () => {
+  const peer = (id: string) => ({ kind: 'peer', id }) as const;
+
+  it('caps a peer whatever from.id it uses; another peer is unaffected, and shares come back as entries expire', () => {
+    const c = new ReplayCache({ capacity: 100, perSender: 100, perPeer: 5 });
+    for (let n = 1n; n <= 5n; n++) c.admit(`throwaway-${n}`, n, 100n, 0n, peer('P'));
+    expect(kindOf(() => c.admit('fresh', 1n, 100n, 0n, peer('P')))).toBe(
+      'overloaded: peer P already holds 5 unexpired envelopes in the replay cache (actor.replay_per_peer); retry once some expire',
+    );
+    c.admit('fresh', 1n, 100n, 0n, peer('Q'));
+    expect(c.heldBy(peer('P'))).toBe(5);
+    c.admit('fresh', 2n, 300n, 150n, peer('P'));
+    expect(c.heldBy(peer('P'))).toBe(1);
+    expect(c.heldBy(peer('Q'))).toBe(0);
+  });
+
+  it('a replay is refused whoever brings it, and before any share is checked', () => {
+    const c = new ReplayCache({ capacity: 100, perSender: 100, perPeer: 1 });
+    c.admit('alice', 1n, 100n, 0n, peer('P'));
+    expect(kindOf(() => c.admit('alice', 1n, 100n, 0n, peer('Q')))).toMatch(/^invalid: replayed envelope/);
+    expect(kindOf(() => c.admit('alice', 1n, 100n, 0n, true))).toMatch(/^invalid: replayed envelope/);
+  });
+
+  it('holds what the node signs for REST to its quota, within half the reserve; trusted senders keep the rest', () => {
+    const c = new ReplayCache({ capacity: 100, perSender: 100, restQuota: 1000, reserve: 10 });
+    expect(c.restQuota).toBe(5);
+    for (let n = 1n; n <= 5n; n++) c.admit('operator', n, 100n, 0n, { kind: 'rest-signed' });
+    expect(kindOf(() => c.admit('operator', 6n, 100n, 0n, { kind: 'rest-signed' }))).toBe(
+      'overloaded: REST envelopes this node signed as the operator already hold 5 unexpired entries in the replay cache (actor.replay_rest_quota); retry once some expire',
+    );
+    // Peers still have the whole open share, and the operator's signed calls the rest of the reserve.
+    for (let n = 1n; n <= 90n; n++) c.admit(`k${n}`, n, 100n, 0n, peer(`p${n}`));
+    expect(kindOf(() => c.admit('k91', 91n, 100n, 0n, peer('p91')))).toBe('overloaded: replay cache is full of unexpired envelopes; retry later');
+    for (let n = 7n; n <= 11n; n++) c.admit('operator', n, 100n, 0n, true);
+    expect(c.size).toBe(100);
+  });
+});
+
 describe('ReplayLog', () => {
   let home: string | undefined;
   afterEach(() => {
@@ -109,6 +147,21 @@ describe('ReplayLog', () => {
     expect(reopened.held('steady')).toBe(5);
     expect(reopened.held('burst')).toBe(0);
     reopened.close();
+  });
+
+  it('reads a log of the older format (from.id on each line) and rewrites it in the hashed one', () => {
+    const path = pathIn();
+    writeFileSync(path, `${later(60)} alice 1\n${later(60)} some key with spaces 2\n`);
+    const c = ReplayLog.open(path, limits);
+    expect(c.size).toBe(2);
+    expect(kindOf(() => c.admit('alice', 1n, later(60)))).toMatch(/^invalid: replayed envelope/);
+    expect(kindOf(() => c.admit('some key with spaces', 2n, later(60)))).toMatch(/^invalid: replayed envelope/);
+    c.admit('alice', 2n, later(60));
+    c.close();
+    const lines = readFileSync(path, 'utf8').split('\n').filter(Boolean);
+    expect(lines).toHaveLength(3);
+    for (const line of lines) expect(line).toMatch(/^\d+ ~[0-9a-f]{24} \d+$/);
+    expect(readFileSync(path, 'utf8')).not.toContain('alice');
   });
 
   it('starts empty from a missing file and rewrites an all-expired one', () => {
