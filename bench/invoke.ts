@@ -43,7 +43,7 @@ import { signEnvelopeSync } from '../runtime/crypto/signing.js';
 import { msToNs, nowNs } from '../runtime/time.js';
 import { encodeEnvelope, encodePayload, type Envelope } from '../runtime/wire/envelope.js';
 import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js';
-import { compareSideBySide, cpuSeconds, type Figures, measure, median, printTable, type SideFigures, sideBySide, startEchoServer } from './lib/load.js';
+import { compareSideBySide, cpuSeconds, type Figures, LOAD_NODE_CONFIG, measure, median, printTable, type SideFigures, sideBySide, startEchoServer } from './lib/load.js';
 import { helloInvoke } from './lib/bodies.js';
 import { STREAM_FREE, variantBuild } from './lib/variant-build.js';
 
@@ -58,9 +58,7 @@ const CONNECTIONS = 16;
 const headers = { 'content-type': 'application/json' };
 
 const echo = await startEchoServer();
-// One signing key sends every request of a case, far more than a sender may hold in the replay
-// cache at once (actor.replay_per_sender): the quota would turn the measurement into 503s.
-const node = await startNode({ config: { actor: { replay_per_sender: 1_000_000 }, general: { debug: true } } });
+const node = await startNode({ config: { ...LOAD_NODE_CONFIG, general: { debug: true } } });
 
 /**
  * A dev stream watcher that reads (and drops) everything it is sent, until stopped: a process
@@ -208,7 +206,7 @@ const unsignedLoad = (target: NodeProcess) => {
 const side = (target: NodeProcess) => ({ pid: target.pid, opts: () => unsignedLoad(target) });
 const fixedSide = (target: NodeProcess) => ({ pid: target.pid, opts: () => ({ ...unsignedLoad(target), overallRate: FIXED_RATE }) });
 const ratio = (windows: SideFigures[][], i: number, j: number, of: 'rps' | 'cpuUsPerRequest') => median(windows.map((w) => w[i][of] / w[j][of]));
-const config = { actor: { replay_per_sender: 1_000_000 } };
+const config = LOAD_NODE_CONFIG;
 const devConfig = { ...config, general: { debug: true } };
 const stopAll = async (nodes: NodeProcess[]) => {
   await Promise.all(nodes.map((x) => x.stop()));

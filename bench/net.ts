@@ -31,7 +31,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { DmsClient } from '../client/client.js';
 import { type NodeProcess, removeHome, type StartOptions, startNode } from '../test/helpers/node.js';
 import { listenAddr, waitFor } from '../test/helpers/network.js';
-import { type Figures, measure, printTable } from './lib/load.js';
+import { type Figures, LOAD_NODE_CONFIG, measure, printTable } from './lib/load.js';
 import { helloBroadcast, helloInvoke } from './lib/bodies.js';
 import { rawLibp2pRoundTrips } from './lib/raw-libp2p.js';
 import { meanOf, printStages, resetStages, stagesOf } from './lib/stages.js';
@@ -119,14 +119,14 @@ type NodeOptions = Pick<StartOptions, 'env' | 'cli'>;
 
 /** Starts a node that joins the network through `via`; `nodes` keeps it for stopAll. */
 async function joinNode(via: NodeProcess, opts: NodeOptions = {}): Promise<NodeProcess> {
-  const node = await startNode({ timeoutMs: 45_000, ...opts, env: { ...opts.env, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(via) } });
+  const node = await startNode({ timeoutMs: 45_000, config: LOAD_NODE_CONFIG, ...opts, env: { ...opts.env, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(via) } });
   nodes.push(node);
   return node;
 }
 
 /** A fresh pair, the second joined through the first, once the first lists the second as a peer. */
 async function startPair(opts: NodeOptions = {}): Promise<[NodeProcess, NodeProcess]> {
-  const first = await startNode({ timeoutMs: 45_000, ...opts });
+  const first = await startNode({ timeoutMs: 45_000, config: LOAD_NODE_CONFIG, ...opts });
   nodes.push(first);
   const second = await joinNode(first, opts);
   await waitFor('the pair to be connected', async () => (await new DmsClient({ url: first.url }).peers()).includes(second.peerId));

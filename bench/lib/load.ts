@@ -3,6 +3,16 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import autocannon, { type Options, type Result } from 'autocannon';
 
+/**
+ * Replay-cache room for a load test: one REST caller (signed by the node) or one peer sends
+ * hundreds of thousands of envelopes that stay in the cache until their exp, far past the
+ * bounds a node keeps against a hostile sender (actor.replay_per_peer, replay_rest_quota,
+ * replay_per_sender), which would turn the measurement into 503s.
+ */
+export const LOAD_NODE_CONFIG = {
+  actor: { replay_capacity: 20_000_000, replay_rest_quota: 1_000_000, replay_per_peer: 2_000_000, replay_per_sender: 2_000_000 },
+} as const;
+
 export interface Figures {
   name: string;
   rps: number;
