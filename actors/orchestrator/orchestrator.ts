@@ -604,11 +604,16 @@ class Orchestrator {
   private queue(run: JobRun): void {
     const p = run.job.placement;
     if (p?.node && this.actor.system.isHere(p.node)) run.placedHere = true;
-    const elsewhere = !run.placedHere && this.remote !== null && (p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined);
-    if (elsewhere) return this.offer(run);
+    if (this.aimedElsewhere(run)) return this.offer(run);
     // Asked afresh: a refusal here from before it went to the network says nothing now.
     run.refusedIn = -1;
     this.scheduler.add(run);
+  }
+
+  /** Whether the job's placement names another node, a location or labels: it is always offered, never taken by this node's scheduler. */
+  private aimedElsewhere(run: JobRun): boolean {
+    const p = run.job.placement;
+    return !run.placedHere && this.remote !== null && (p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined);
   }
 
   /** Whether a job this node cannot hold now may be offered to other nodes. */
@@ -752,7 +757,8 @@ class Orchestrator {
   private resourcesFreed(): void {
     for (const id of this.unplaced) {
       const run = this.runs.get(id);
-      if (!run?.pending || run.offering) continue;
+      // Room here says nothing about a job that must run elsewhere: it waits for its next offer.
+      if (!run?.pending || run.offering || this.aimedElsewhere(run)) continue;
       run.refusedIn = -1;
       this.scheduler.add(run);
     }
