@@ -16,7 +16,6 @@ import {
   type PingReply,
 } from '../behaviors/discovery.js';
 import { HelloReply, NodeBehaviors } from '../behaviors/root.js';
-import { handleAt } from '../behaviors/jobs/replies.js';
 import type { Actor } from '../runtime/actor.js';
 import { type Behavior, defineBehavior } from '../runtime/behavior.js';
 import { type ActorBody, type ActorContext, defineActor } from '../runtime/component.js';
@@ -27,6 +26,7 @@ import type { Handle } from '../runtime/wire/envelope.js';
 import { type HelloOutcome, type PeerContext, type PeerLimits, peerMachine, peerState } from './peer-machine.js';
 import { PeerProfiles } from './peer-profiles.js';
 import { describeSelf, type ProfileSource } from './profile.js';
+import { at } from '../runtime/wire/envelope.js';
 
 export const DISCOVERY_INBOX = 'discovery';
 
@@ -105,7 +105,7 @@ function createDiscovery({ actor, system, log, deps, machine }: ActorContext<Dis
   const bootstrap = network ? bootstrapPeers(deps.bootstrap ?? [], system.host) : new Map<string, string[]>();
   const source: ProfileSource = { version: '', executors: [], fallbackName: '', ...deps.profile, addrs: () => network?.addrs() ?? [] };
   const followed = new Map<string, MachineActor<typeof peerMachine>>();
-  const rootOf = (peer: string): Handle => handleAt(peer, 'root');
+  const rootOf = (peer: string): Handle => at('root', peer);
 
   const profiles = new PeerProfiles({
     ask: async (peer) => {

@@ -6,7 +6,6 @@
  * allocated to whom, the operator) stays private.
  */
 import type { NodeProfile } from '../behaviors/discovery.js';
-import { callBehavior, localHandle } from '../behaviors/jobs/replies.js';
 import type * as z from 'zod';
 import { DeviceBehaviors, DeviceSchema, RESOURCES_INBOX, ResourceBehaviors, UsageReply } from '../behaviors/jobs/resources.js';
 import type { Actor } from '../runtime/actor.js';
@@ -30,10 +29,10 @@ const MAX_PUBLISHED_ADDRS = 8;
 
 /** Builds the profile from the resource manager's answers; without them, the rest still describes the node. */
 export async function describeSelf(actor: Actor, source: ProfileSource): Promise<NodeProfile> {
-  const to = localHandle(actor, RESOURCES_INBOX);
+  const to = actor.local(RESOURCES_INBOX);
   const ask = async <S extends z.ZodType>(be: string, schema: S): Promise<z.output<S> | undefined> => {
     try {
-      return await callBehavior(actor, to, be, {}, schema, { ttlMs: LOCAL_TTL_MS });
+      return await actor.call(to, be, {}, schema, { ttlMs: LOCAL_TTL_MS });
     } catch (e) {
       actor.system.log.debug({ be, err: errorText(e) }, 'profile: the resource manager did not answer');
       return undefined;

@@ -16,7 +16,6 @@ import { JobLogs } from '../actors/executors/logfile.js';
 import { endOf, newRun } from '../actors/executors/run-machine.js';
 import { ROOT_INBOX } from '../actors/root.js';
 import { ORCHESTRATOR_INBOX } from '../behaviors/jobs/jobs.js';
-import { callBehavior, localHandle, tell } from '../behaviors/jobs/replies.js';
 import { RESOURCES_INBOX } from '../behaviors/jobs/resources.js';
 import {
   isDefinedPlugin,
@@ -36,6 +35,7 @@ import { type ActorContext, type ActorDefinition, defineActor } from '../runtime
 import { DmsError, errorText } from '../runtime/errors.js';
 import { describeIssues } from '../runtime/issues.js';
 import type { Logger } from '../runtime/log.js';
+import { at } from '../runtime/wire/envelope.js';
 
 const isPath = (spec: string) => spec.startsWith('.') || isAbsolute(spec);
 
@@ -114,7 +114,7 @@ function duplicates(spec: string, what: string, names: string[]): void {
 
 /** The plugin context of an actor: envelopes from it, its logger, the plugin's config. */
 function pluginContext(name: string, actor: Actor, log: Logger, config: Record<string, unknown>): PluginContext {
-  const handle = (inbox: string, host?: string) => (host ? { id: '', did: '', addr: { host, inbox } } : localHandle(actor, inbox));
+  const handle = (inbox: string, host?: string) => (host ? at(inbox, host) : actor.local(inbox));
   const to = (t: Target) => (typeof t === 'string' ? handle(t) : t);
   return {
     name,
@@ -125,8 +125,8 @@ function pluginContext(name: string, actor: Actor, log: Logger, config: Record<s
     },
     handle,
     invoke: <T>(t: Target, be: string, payload: unknown, opts: { ttlMs?: number } = {}) =>
-      callBehavior(actor, to(t), be, payload, z.unknown(), opts) as Promise<T>,
-    send: (t, be, payload, opts = {}) => tell(actor, to(t), be, payload, opts),
+      actor.call(to(t), be, payload, z.unknown(), opts) as Promise<T>,
+    send: (t, be, payload, opts = {}) => actor.tell(to(t), be, payload, opts),
   };
 }
 

@@ -4,7 +4,6 @@
  * mailbox, to a reply waiter on an inbox it opened for the request.
  */
 import { z } from 'zod';
-import { callBehavior, localHandle } from '../behaviors/jobs/replies.js';
 import type { Inbox } from '../runtime/actor.js';
 import { replyWaiter } from '../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../runtime/component.js';
@@ -311,7 +310,7 @@ export const HttpActor = defineActor({
 
       // The HTTP actor's own request, sent as any local actor sends one; its reply comes back to
       // a one-shot reply waiter on this actor's primary inbox.
-      call: (inbox, be, payload, ttlMs) => callBehavior(actor, localHandle(actor, inbox), be, payload, passThrough, { ttlMs }),
+      call: (inbox, be, payload, ttlMs) => actor.call(actor.local(inbox), be, payload, passThrough, { ttlMs }),
     };
 
     return { behaviors: [], api };

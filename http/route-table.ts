@@ -9,7 +9,7 @@
  */
 import type { H3, H3Event } from 'h3';
 import type * as z from 'zod';
-import { parseWith } from '../behaviors/jobs/schema.js';
+import { parseWith } from '../runtime/issues.js';
 import { invalid, isDmsError } from '../runtime/errors.js';
 import { parseUntrustedJson } from '../runtime/json.js';
 import type { Logger } from '../runtime/log.js';

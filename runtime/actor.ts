@@ -3,7 +3,8 @@ import { type AddOptions, type Behavior, BehaviorRegistry, isReplyWaiter, notWai
 import { behaviorLabel } from './metrics.js';
 import { signEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
-import { errorReply } from './error-reply.js';
+import type * as z from 'zod';
+import { errorReply, parseErrorReply, replyToError } from './error-reply.js';
 import { DmsError, errorText, invalid, notFound } from './errors.js';
 import { createLifecycle, type LifecycleState } from './lifecycle.js';
 import { Mailbox, type MailboxOptions } from './mailbox.js';
@@ -246,6 +247,35 @@ export class Actor {
     const env = this.envelope(to, be, payload, opts);
     const sealed = this.seal(env, opts);
     await this.system.route(sealed === env ? env : await sealed);
+  }
+
+  /**
+   * Asks `to` and returns the reply's payload checked against `schema`, waiting until the
+   * envelope's exp (`opts.ttlMs`); an error reply is thrown as the DmsError it describes, so a
+   * caller on any node (and the REST routes, which must answer 404 or 409 rather than 500) can
+   * tell an unknown job from a refused transition. Unsigned when it stays on this node.
+   */
+  async call<S extends z.ZodType>(to: Handle, be: string, payload: unknown, schema: S, opts: SendOptions = {}): Promise<z.output<S>> {
+    // A request's trip through this node's actors need not pay for a signature on every hop.
+    const reply = await this.invoke<unknown>(to, be, payload, { ...opts, unsigned: this.system.isHere(to.addr.host) });
+    const error = parseErrorReply(reply.payload);
+    if (error) throw replyToError(error);
+    const parsed = schema.safeParse(reply.payload);
+    if (!parsed.success) throw new DmsError('internal', `reply to ${be} does not match its schema: ${parsed.error.message}`);
+    return parsed.data;
+  }
+
+  /**
+   * Sends `be` to `to` without waiting for an answer (notifications, fire-and-forget requests);
+   * unsigned when it stays on this node. Resolves once the envelope is routed.
+   */
+  tell(to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Promise<void> {
+    return this.send(to, be, payload, { ...opts, unsigned: this.system.isHere(to.addr.host) });
+  }
+
+  /** The handle of this node's actor at `inbox`: what a local caller addresses. */
+  local(inbox: string): Handle {
+    return { id: this.system.key.id, did: this.system.key.did, addr: { host: this.system.host, inbox } };
   }
 
   /** Sends and waits for the reply until the envelope's expiry. */

@@ -146,3 +146,15 @@ export class BehaviorRegistry {
     for (const name of [...this.entries.keys()]) this.remove(name);
   }
 }
+
+/**
+ * For handlers that must not hold a mailbox slot while they wait (long polls, a cancel that
+ * waits for a container to stop): answers the envelope when `work` settles, failures as the
+ * kernel answers them. The behavior must be declared `noReply`.
+ */
+export function replyWhenDone<R>(ctx: BehaviorContext<unknown>, work: () => Promise<R>): void {
+  void work().then(
+    (result) => ctx.actor.reply(ctx.env, result ?? {}),
+    (e: unknown) => ctx.actor.replyError(ctx.env, e, ctx.inbox),
+  );
+}

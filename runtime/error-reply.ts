@@ -2,7 +2,7 @@
  * The one error protocol of actors: a behavior that fails answers `{"error": <text>, "kind":
  * <kind>}`. The kernel makes these replies itself (runtime/actor.ts, runtime/system.ts) from
  * the DmsError a handler throws, so behaviors just throw; callers turn them back into
- * exceptions with `parseErrorReply` (the client's decoder, `callBehavior` inside the node).
+ * exceptions with `parseErrorReply` (the client's decoder, `Actor.call` inside the node).
  */
 import { z } from 'zod';
 import { DmsError, type ErrorKind, isErrorKind } from './errors.js';

@@ -1,4 +1,5 @@
 import type * as z from 'zod';
+import { invalid } from './errors.js';
 
 export interface IssueOptions {
   /** Put before every path: the config key a value was checked for (`rest.port`). */
@@ -34,4 +35,14 @@ function describeIssue(i: z.core.$ZodIssue, { prefix = '', sayRequired = false }
   // Issues carry no input (zod reports it only when asked), so a missing field is told by its message.
   if (sayRequired && i.code === 'invalid_type' && i.message.endsWith('received undefined')) return `${key} is required`;
   return `${key}: ${i.message}`;
+}
+
+/**
+ * Parse or throw a DmsError of kind 'invalid' naming every bad field, so REST answers 400 and
+ * actors reply with the same text.
+ */
+export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  throw invalid(`invalid ${what}: ${describeIssues(result.error)}`);
 }

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { InferEntity } from '@mikro-orm/core';
 import type { MikroORM } from '@mikro-orm/sqlite';
-import { AllocationRequestSchema, parseWith, type Allocation, type AllocationRequest } from '../behaviors/jobs/schema.js';
+import { AllocationRequestSchema, type Allocation, type AllocationRequest } from '../behaviors/jobs/schema.js';
+import { parseWith } from '../runtime/issues.js';
 import { notFound } from '../runtime/errors.js';
 import { AllocationEntity } from './entities.js';
 

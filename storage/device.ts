@@ -1,11 +1,6 @@
 import type { MikroORM } from '@mikro-orm/sqlite';
-import {
-  DeviceSettingsPatchSchema,
-  DeviceSettingsSchema,
-  parseWith,
-  type DeviceSettings,
-  type DeviceSettingsPatch,
-} from '../behaviors/jobs/schema.js';
+import { DeviceSettingsPatchSchema, DeviceSettingsSchema, type DeviceSettings, type DeviceSettingsPatch } from '../behaviors/jobs/schema.js';
+import { parseWith } from '../runtime/issues.js';
 import { DeviceSettingEntity } from './entities.js';
 
 const ROW_ID = 1;

@@ -7,7 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import type { InferEntity } from '@mikro-orm/core';
 import { z } from 'zod';
-import { type Attempt, JobSpecSchema, parseWith, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
+import { type Attempt, JobSpecSchema, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
+import { parseWith } from '../runtime/issues.js';
 import { refusedTransition } from '../behaviors/jobs/transitions.js';
 import { DmsError } from '../runtime/errors.js';
 import type { JobEntity, JobEventEntity } from './entities.js';

@@ -39,13 +39,12 @@ import {
   StartRequest,
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, handleAt, localHandle, replyWhenDone } from '../../behaviors/jobs/replies.js';
 import { JobSchema, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
-import { defineBehavior } from '../../runtime/behavior.js';
+import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
-import { decodePayload, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
+import { at, decodePayload, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
 import { type OfferEvent, placementMachine, type PlacementInput } from './placement-machine.js';
 import type { ProviderLimits } from './provider-machine.js';
 import { Provider } from './provider.js';
@@ -102,7 +101,7 @@ class Deployment {
         offer: fromCallback<EventObject, PlacementInput>(({ input, sendBack }) => this.offer(input, sendBack as (e: OfferEvent) => void)),
         reserve: fromPromise(async ({ input }: { input: { node: string; jobId: string; resources: ResourceSpec } }) => {
           const ask = () =>
-            callBehavior(this.actor, this.deploymentOf(input.node), DeploymentBehaviors.reserve, { job_id: input.jobId, resources: input.resources, lease_ms: ctx.deps.limits.leaseMs }, ReserveReply, { ttlMs: CALL_TTL_MS });
+            this.actor.call(this.deploymentOf(input.node), DeploymentBehaviors.reserve, { job_id: input.jobId, resources: input.resources, lease_ms: ctx.deps.limits.leaseMs }, ReserveReply, { ttlMs: CALL_TTL_MS });
           for (const pause of [...RESERVE_RETRIES_MS, null]) {
             try {
               await ask();
@@ -141,7 +140,7 @@ class Deployment {
         handle: (c) =>
           replyWhenDone(c, async () => {
             await this.provider.requesterOnly(c.env, c.payload.id);
-            return callBehavior(this.actor, this.orchestrator(), JobBehaviors.logs, c.payload, LogsReply, { ttlMs: c.payload.wait_ms + CALL_TTL_MS });
+            return this.actor.call(this.orchestrator(), JobBehaviors.logs, c.payload, LogsReply, { ttlMs: c.payload.wait_ms + CALL_TTL_MS });
           }),
       }),
       defineBehavior({
@@ -153,7 +152,7 @@ class Deployment {
           replyWhenDone(c, async () => {
             await this.provider.requesterOnly(c.env, c.payload.id);
             // A stop takes the engine's grace period and more.
-            return callBehavior(this.actor, this.orchestrator(), JobBehaviors.cancel, c.payload, JobSchema, { ttlMs: 600_000 });
+            return this.actor.call(this.orchestrator(), JobBehaviors.cancel, c.payload, JobSchema, { ttlMs: 600_000 });
           }),
       }),
       // This node's own: the orchestrator asks where a job goes, and says when a provided one ended.
@@ -213,7 +212,7 @@ class Deployment {
     if (pinned) {
       let stopped = false;
       sendBack({ type: 'offered' });
-      callBehavior(this.actor, this.deploymentOf(pinned), DeploymentBehaviors.bid, { jobs: [job] }, BidReply, { ttlMs: CALL_TTL_MS }).then(
+      this.actor.call(this.deploymentOf(pinned), DeploymentBehaviors.bid, { jobs: [job] }, BidReply, { ttlMs: CALL_TTL_MS }).then(
         (reply) => {
           const answer = reply.node === pinned ? reply.answers.find((a) => a.job_id === job.job_id) : undefined;
           if (stopped) return;
@@ -282,11 +281,11 @@ class Deployment {
   }
 
   private deploymentOf(node: string): Handle {
-    return this.actor.system.isHere(node) ? localHandle(this.actor, DEPLOYMENT_INBOX) : handleAt(node, DEPLOYMENT_INBOX);
+    return this.actor.system.isHere(node) ? this.actor.local(DEPLOYMENT_INBOX) : at(DEPLOYMENT_INBOX, node);
   }
 
   private orchestrator(): Handle {
-    return localHandle(this.actor, ORCHESTRATOR_INBOX);
+    return this.actor.local(ORCHESTRATOR_INBOX);
   }
 }
 

@@ -9,7 +9,6 @@
 import type { z } from 'zod';
 import type { BidAnswer, BidReply, BidRequest, ReserveRequest, StartRequest } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, localHandle, tell } from '../../behaviors/jobs/replies.js';
 import { LeaseReply, loadOf, type Offer, OfferReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { JobSchema, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
@@ -88,7 +87,7 @@ export class Provider {
   async bid(env: Envelope, { jobs }: BidRequest): Promise<BidReply> {
     const requester = this.requesterOf(env);
     const here = this.actor.system.isHere(requester);
-    const offer = await callBehavior(this.actor, this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
+    const offer = await this.actor.call(this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
     const barred = here ? null : this.strikes.barred(requester);
     this.bids.purge();
     // What the jobs bid for so far in this request would hold here (see Bid.load).
@@ -120,7 +119,7 @@ export class Provider {
     const known = this.provided.get(req.job_id);
     if (known) return this.reserveAgain(known, requester, req);
     if (this.provided.size >= MAX_DEPLOYMENTS) throw new DmsError('overloaded', 'this node holds as many deployments as it takes', { retryAfter: 5 });
-    const offer = here ? null : await callBehavior(this.actor, this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
+    const offer = here ? null : await this.actor.call(this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
     // Another reserve of the same job may have come in while the offer was asked.
     const raced = this.provided.get(req.job_id);
     if (raced) return this.reserveAgain(raced, requester, req);
@@ -159,7 +158,7 @@ export class Provider {
       if (unstarted && !here) this.strikes.strike(s.context.requester, unstarted === 'expired' ? STRIKES_TO_BAR : 1);
     });
     try {
-      await callBehavior(this.actor, this.manager(), ResourceBehaviors.lease, { job_id: req.job_id, resources: req.resources }, LeaseReply, { ttlMs: CALL_TTL_MS });
+      await this.actor.call(this.manager(), ResourceBehaviors.lease, { job_id: req.job_id, resources: req.resources }, LeaseReply, { ttlMs: CALL_TTL_MS });
     } catch (e) {
       machine.send({ type: 'lease_refused', reason: errorText(e) });
       throw e;
@@ -194,7 +193,7 @@ export class Provider {
     // It runs on what was leased, and is limited to it: the lease is what the resource manager holds.
     const lease = after.context.lease!;
     try {
-      await callBehavior(this.actor, this.orchestrator(), JobBehaviors.accept, { job: { ...job, resources: lease }, requester }, JobSchema, { ttlMs: CALL_TTL_MS });
+      await this.actor.call(this.orchestrator(), JobBehaviors.accept, { job: { ...job, resources: lease }, requester }, JobSchema, { ttlMs: CALL_TTL_MS });
     } catch (e) {
       machine.send({ type: 'start_failed' });
       throw e;
@@ -222,7 +221,7 @@ export class Provider {
     // Running now: its deployment knows who asked. Otherwise (ended, or this node restarted) the record says.
     const running = this.provided.get(jobId)?.getSnapshot();
     if (running?.value === 'running' && running.context.requester === requester) return;
-    const job = await callBehavior(this.actor, this.orchestrator(), JobBehaviors.status, { id: jobId }, JobSchema, { ttlMs: CALL_TTL_MS }).catch((e: unknown) => {
+    const job = await this.actor.call(this.orchestrator(), JobBehaviors.status, { id: jobId }, JobSchema, { ttlMs: CALL_TTL_MS }).catch((e: unknown) => {
       if (e instanceof DmsError && e.kind === 'not_found') return null;
       throw e;
     });
@@ -244,17 +243,17 @@ export class Provider {
   }
 
   private returnShare(jobId: string): void {
-    tell(this.actor, this.manager(), ResourceBehaviors.release, { job_ids: [jobId] }).catch((e: unknown) => {
+    this.actor.tell(this.manager(), ResourceBehaviors.release, { job_ids: [jobId] }).catch((e: unknown) => {
       this.ctx.log.warn({ job: jobId, err: errorText(e) }, 'a lease could not be given back');
     });
   }
 
   private manager(): Handle {
-    return localHandle(this.actor, RESOURCES_INBOX);
+    return this.actor.local(RESOURCES_INBOX);
   }
 
   private orchestrator(): Handle {
-    return localHandle(this.actor, ORCHESTRATOR_INBOX);
+    return this.actor.local(ORCHESTRATOR_INBOX);
   }
 }
 

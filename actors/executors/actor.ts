@@ -26,8 +26,7 @@ import {
   WatchPayload,
 } from '../../behaviors/jobs/executor.js';
 import { ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { Batcher, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
-import { defineBehavior } from '../../runtime/behavior.js';
+import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
 import { DockerExecutor, type DockerExecutorOptions } from './docker.js';
@@ -36,6 +35,7 @@ import { NullExecutor, type NullExecutorOptions } from './null.js';
 import { RemoteExecutor, type RemoteExecutorOptions } from './remote.js';
 import type { MachineFactory } from './run-machine.js';
 import type { ExecutionHandle, Executor, PullProgress } from './types.js';
+import { Batcher } from '../../runtime/batcher.js';
 
 export interface ExecutorActorDeps {
   /** The inbox on this node told about runs (starts, ends, pull steps, faults); default the orchestrator's. */
@@ -81,12 +81,12 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
     create: (ctx: ActorContext<Deps>) => {
       const { actor, log, deps } = ctx;
       const guard = new ExecutorGuard(log);
-      const reportTo = localHandle(actor, deps.reportTo ?? ORCHESTRATOR_INBOX);
+      const reportTo = actor.local(deps.reportTo ?? ORCHESTRATOR_INBOX);
       const notDelivered = (be: string) => (e: unknown) => log.debug({ be, err: errorText(e) }, 'report not delivered');
-      const report = (be: string, payload: unknown) => void tell(actor, reportTo, be, payload).catch(notDelivered(be));
+      const report = (be: string, payload: unknown) => void actor.tell(reportTo, be, payload).catch(notDelivered(be));
       // Reports of one moment travel together.
       const batched = <T>(be: string) => {
-        const batch = new Batcher<T>((runs) => tell(actor, reportTo, be, { runs }), MAX_RUNS_PER_ENVELOPE);
+        const batch = new Batcher<T>((runs) => actor.tell(reportTo, be, { runs }), MAX_RUNS_PER_ENVELOPE);
         return (run: T) => void batch.add(run).catch(notDelivered(be));
       };
       const started = batched<StartReport>(JobNotifications.started);

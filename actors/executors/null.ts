@@ -12,7 +12,8 @@
  *   DMS_NULL_START_ERROR  start() fails with this message (e.g. an image that cannot be had)
  */
 import { z } from 'zod';
-import { parseWith, type Job } from '../../behaviors/jobs/schema.js';
+import { type Job } from '../../behaviors/jobs/schema.js';
+import { parseWith } from '../../runtime/issues.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
 import { StoredOutput } from './stored-output.js';
 import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from './run-machine.js';

@@ -9,7 +9,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DeploymentBehaviors, DEPLOYMENT_INBOX, StartReply } from '../../behaviors/jobs/deployment.js';
 import { LogsReply } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, handleAt, tell } from '../../behaviors/jobs/replies.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
@@ -19,6 +18,7 @@ import type { ExecutorImplementation } from './actor.js';
 import type { LogWriter } from './logfile.js';
 import { StoredOutput } from './stored-output.js';
 import type { ExecutionHandle, ExecutionState, ExitResult, ReconcileReport } from './types.js';
+import { at } from '../../runtime/wire/envelope.js';
 
 export const REMOTE_EXECUTOR = 'remote';
 
@@ -69,10 +69,10 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
     const { id, name, image, command, environment, resources, executor, timeout_s } = job;
     const spec = { id, name, image, command, environment, resources, executor, ...(timeout_s ? { timeout_s } : {}) };
     try {
-      await callBehavior(this.opts.actor, provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
+      await this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
     } catch (e) {
       // Its share there is let go at once rather than when the lease runs out.
-      void tell(this.opts.actor, provider(node), DeploymentBehaviors.release, { job_id: job.id }).catch(() => undefined);
+      void this.opts.actor.tell(provider(node), DeploymentBehaviors.release, { job_id: job.id }).catch(() => undefined);
       throw e;
     }
     this.runs.set(job.id, { node });
@@ -97,7 +97,7 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
   async cancel(handle: ExecutionHandle, reason: string): Promise<void> {
     const node = this.runs.get(handle.job_id)?.node ?? handle.id;
     try {
-      await callBehavior(this.opts.actor, provider(node), DeploymentBehaviors.cancel, { id: handle.job_id, reason }, JobSchema, { ttlMs: STOP_TTL_MS });
+      await this.opts.actor.call(provider(node), DeploymentBehaviors.cancel, { id: handle.job_id, reason }, JobSchema, { ttlMs: STOP_TTL_MS });
     } catch (e) {
       // Ended there already: nothing left to stop.
       if (e instanceof DmsError && e.kind === 'conflict') return;
@@ -131,7 +131,7 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
         if (this.stopping.signal.aborted) throw new DmsError('unavailable', 'the node is stopping');
         let page: LogsReply;
         try {
-          page = await callBehavior(this.opts.actor, to, DeploymentBehaviors.logs, { id: jobId, from, limit: PAGE_BYTES, wait_ms: POLL_WAIT_MS }, LogsReply, {
+          page = await this.opts.actor.call(to, DeploymentBehaviors.logs, { id: jobId, from, limit: PAGE_BYTES, wait_ms: POLL_WAIT_MS }, LogsReply, {
             ttlMs: POLL_WAIT_MS + CALL_TTL_MS,
           });
         } catch (e) {
@@ -162,4 +162,4 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
   }
 }
 
-const provider = (node: string): Handle => handleAt(node, DEPLOYMENT_INBOX);
+const provider = (node: string): Handle => at(DEPLOYMENT_INBOX, node);

@@ -13,11 +13,11 @@ import {
   ReconcileReplySchema,
   WaitForLogsReply,
 } from '../../behaviors/jobs/executor.js';
-import { Batcher, callBehavior, localHandle, tell } from '../../behaviors/jobs/replies.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
 import type { ExecutionHandle, ExitResult, LogPage, ReconcileReport } from '../executors/types.js';
+import { Batcher } from '../../runtime/batcher.js';
 
 /** How long a stop may take: the engine's grace period, the container's exit and its removal. */
 const STOP_TTL_MS = 3600_000;
@@ -35,10 +35,10 @@ export class ExecutorClient {
     private readonly actor: Actor,
     readonly name: string,
   ) {
-    this.to = localHandle(actor, executorInbox(name));
-    this.starts = new Batcher((jobs) => tell(actor, this.to, ExecutorBehaviors.start, { jobs }), MAX_RUNS_PER_ENVELOPE);
-    this.watches = new Batcher((handles) => tell(actor, this.to, ExecutorBehaviors.watch, { handles }), MAX_RUNS_PER_ENVELOPE);
-    this.cleanups = new Batcher((handles) => tell(actor, this.to, ExecutorBehaviors.cleanup, { handles }), MAX_RUNS_PER_ENVELOPE);
+    this.to = actor.local(executorInbox(name));
+    this.starts = new Batcher((jobs) => actor.tell(this.to, ExecutorBehaviors.start, { jobs }), MAX_RUNS_PER_ENVELOPE);
+    this.watches = new Batcher((handles) => actor.tell(this.to, ExecutorBehaviors.watch, { handles }), MAX_RUNS_PER_ENVELOPE);
+    this.cleanups = new Batcher((handles) => actor.tell(this.to, ExecutorBehaviors.cleanup, { handles }), MAX_RUNS_PER_ENVELOPE);
   }
 
   /** Asks for the job to be started; how it went is reported with /dms/job/started. Resolves once the request is on its way. */
@@ -53,7 +53,7 @@ export class ExecutorClient {
 
   /** Resolves once the run is stopped and gone, with its result if the executor still knew it. */
   async cancel(handle: ExecutionHandle, reason: string): Promise<ExitResult | undefined> {
-    return (await callBehavior(this.actor, this.to, ExecutorBehaviors.cancel, { handle, reason }, CancelRunReply, { ttlMs: STOP_TTL_MS })).result;
+    return (await this.actor.call(this.to, ExecutorBehaviors.cancel, { handle, reason }, CancelRunReply, { ttlMs: STOP_TTL_MS })).result;
   }
 
   cleanup(handle: ExecutionHandle): Promise<void> {
@@ -61,19 +61,19 @@ export class ExecutorClient {
   }
 
   readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
-    return callBehavior(this.actor, this.to, ExecutorBehaviors.readLogs, { handle, from, limit }, LogPageSchema);
+    return this.actor.call(this.to, ExecutorBehaviors.readLogs, { handle, from, limit }, LogPageSchema);
   }
 
   /** True once output extends past byte `from`; false when no more is coming or `waitMs` ran out. */
   async waitForLogs(handle: ExecutionHandle, from: number, waitMs: number): Promise<boolean> {
     const wait_ms = Math.max(0, Math.ceil(waitMs));
-    const reply = await callBehavior(this.actor, this.to, ExecutorBehaviors.waitForLogs, { handle, from, wait_ms }, WaitForLogsReply, {
+    const reply = await this.actor.call(this.to, ExecutorBehaviors.waitForLogs, { handle, from, wait_ms }, WaitForLogsReply, {
       ttlMs: wait_ms + REPLY_MARGIN_MS,
     });
     return reply.found;
   }
 
   reconcile(jobIds: readonly string[]): Promise<ReconcileReport> {
-    return callBehavior(this.actor, this.to, ExecutorBehaviors.reconcile, { job_ids: jobIds }, ReconcileReplySchema, { ttlMs: STOP_TTL_MS });
+    return this.actor.call(this.to, ExecutorBehaviors.reconcile, { job_ids: jobIds }, ReconcileReplySchema, { ttlMs: STOP_TTL_MS });
   }
 }

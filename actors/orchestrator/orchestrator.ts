@@ -32,12 +32,11 @@ import {
   SubmitPayload,
 } from '../../behaviors/jobs/jobs.js';
 import { AcceptPayload, DEPLOYMENT_INBOX, DEPLOYMENT_INTERNAL_CAPABILITY, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
-import { Batcher, callBehavior, handleAt, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
 import { type Attempt, isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
-import { defineBehavior } from '../../runtime/behavior.js';
+import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
@@ -56,6 +55,8 @@ import { refusedRegistry, refusedRegistryResolved } from './registries.js';
 import { whyNoNodeCouldHold } from '../../behaviors/jobs/fit.js';
 import { type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
+import { at } from '../../runtime/wire/envelope.js';
+import { Batcher } from '../../runtime/batcher.js';
 
 export interface OrchestratorDeps {
   storage: Storage;
@@ -173,7 +174,7 @@ class Orchestrator {
     });
     this.scheduler = new Scheduler(
       {
-        reserve: (jobs) => callBehavior(this.actor, this.manager, ResourceBehaviors.reserve, { jobs }, ReserveReply),
+        reserve: (jobs) => this.actor.call(this.manager, ResourceBehaviors.reserve, { jobs }, ReserveReply),
         granted: (run) => {
           // Being placed on the network meanwhile: one place only, so this share goes back.
           if (run.offering) return this.release(run.id);
@@ -195,7 +196,7 @@ class Orchestrator {
       },
       log,
     );
-    this.manager = localHandle(actor, RESOURCES_INBOX);
+    this.manager = actor.local(RESOURCES_INBOX);
   }
 
   /** Stops placing and following jobs and waits for every write made so far. Runs are left running. */
@@ -332,7 +333,7 @@ class Orchestrator {
 
   /** What the resource manager measured this machine to have; asked once, as it is fixed for the life of the node. */
   private machineCapacity(): Promise<ResourceCapacity> {
-    this.capacity ??= callBehavior(this.actor, this.manager, ResourceBehaviors.usage, {}, UsageReply).then(
+    this.capacity ??= this.actor.call(this.manager, ResourceBehaviors.usage, {}, UsageReply).then(
       (usage) => usage.capacity,
       (e: unknown) => {
         // Not kept: the next submission asks again.
@@ -570,7 +571,7 @@ class Orchestrator {
     const change: JobChange = { status, reason: ctx.reason, exit_code: ctx.exitCode, error, ...(closed ? { attempts: [...run.attempts] } : {}) };
     // Run here for another node: its deployment is over.
     if (run.job.requester) {
-      void tell(this.actor, localHandle(this.actor, DEPLOYMENT_INBOX), DeploymentBehaviors.ended, { job_id: ctx.jobId }).catch(() => undefined);
+      void this.actor.tell(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.ended, { job_id: ctx.jobId }).catch(() => undefined);
     }
     this.journal.change(ctx.jobId, change).then(
       (job) => {
@@ -630,7 +631,7 @@ class Orchestrator {
     this.unplaced.delete(run.id);
     const { job } = run;
     const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...run.exclude] };
-    callBehavior(this.actor, localHandle(this.actor, DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
+    this.actor.call(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
       .catch((e: unknown): PlaceReply => ({ waiting: `placement failed: ${errorText(e)}` }))
       .then((reply) => {
         run.offering = false;
@@ -648,7 +649,7 @@ class Orchestrator {
   private placeOn(run: JobRun, node: string): void {
     if (!run.pending || this.stopping) {
       // Cancelled meanwhile: the reservation there is let go rather than left to run out.
-      void tell(this.actor, handleAt(node, DEPLOYMENT_INBOX), DeploymentBehaviors.release, { job_id: run.id }).catch(() => undefined);
+      void this.actor.tell(at(DEPLOYMENT_INBOX, node), DeploymentBehaviors.release, { job_id: run.id }).catch(() => undefined);
       return;
     }
     this.actor.system.metrics?.placements.labels('placed').inc();
@@ -743,7 +744,7 @@ class Orchestrator {
 
   private async sendReleases(ids: string[]): Promise<void> {
     try {
-      await callBehavior(this.actor, this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
+      await this.actor.call(this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
     } catch (e) {
       this.log.warn({ err: errorText(e), jobs: ids.length }, 'resources not released');
     }
@@ -791,7 +792,7 @@ class Orchestrator {
     if (plan.reattach.length > 0) {
       // They run already, so they hold their share whatever the manager would say now.
       const jobs = plan.reattach.map(({ job }) => ({ job_id: job.id, resources: job.resources }));
-      await callBehavior(this.actor, this.manager, ResourceBehaviors.reserve, { jobs, force: true }, ReserveReply);
+      await this.actor.call(this.manager, ResourceBehaviors.reserve, { jobs, force: true }, ReserveReply);
     }
     for (const { job, handle } of plan.reattach) {
       // Its timeout counts from when it began running, not from now.

@@ -8,7 +8,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { localHandle, tell } from '../../behaviors/jobs/replies.js';
 import {
   AllocatePayload,
   AllocationListPayload,
@@ -278,7 +277,7 @@ class ResourceManager {
 
   /** Tells the orchestrator that pending jobs may fit now. */
   private resourcesFreed(): void {
-    tell(this.actor, localHandle(this.actor, ORCHESTRATOR_INBOX), JobBehaviors.schedule, {}).catch((e: unknown) => {
+    this.actor.tell(this.actor.local(ORCHESTRATOR_INBOX), JobBehaviors.schedule, {}).catch((e: unknown) => {
       this.log.debug({ err: errorText(e) }, 'orchestrator not told about freed resources');
     });
   }

@@ -4,21 +4,10 @@
  * stored one. Field names are snake_case because they are the JSON contract (the README's REST interface).
  */
 import { z } from 'zod';
-import { invalid } from '../../runtime/errors.js';
 import { parseSize, SizeError } from '../../runtime/bytes.js';
-import { describeIssues } from '../../runtime/issues.js';
 import { acceptsAlso } from '../input-forms.js';
 import { ImageReferenceSchema } from './image-ref.js';
 
-/**
- * Parse or throw a DmsError of kind 'invalid' naming every bad field, so REST answers 400 and
- * actors reply with the same text.
- */
-export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
-  const result = schema.safeParse(value);
-  if (result.success) return result.data;
-  throw invalid(`invalid ${what}: ${describeIssues(result.error)}`);
-}
 
 /*
  * Sizes, cores and commands as people write them. Each field accepts a short form and the

@@ -48,6 +48,9 @@ export const SIGNING_PREFIX = 'dms:msg:';
 
 export const emptyHandle = (): Handle => ({ id: '', did: '', addr: { host: '', inbox: '' } });
 
+/** The handle of actor `inbox` on node `host` (a peer id; empty: this node): what a caller addresses by name. */
+export const at = (inbox: string, host = ''): Handle => ({ id: '', did: '', addr: { host, inbox } });
+
 export function isBroadcast(env: Pick<Envelope, 'to'>): boolean {
   const t = env.to;
   return t.id === '' && t.did === '' && t.addr.host === '' && t.addr.inbox === '';

@@ -9,7 +9,6 @@ import { NullExecutorActor } from '../../actors/executors/actor.js';
 import { OrchestratorActor } from '../../actors/orchestrator/orchestrator.js';
 import { ResourceManagerActor } from '../../actors/resources/manager.js';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, localHandle } from '../../behaviors/jobs/replies.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { replyWaiter } from '../../runtime/behavior.js';
@@ -60,7 +59,7 @@ async function asStranger(be: string, payload: unknown, key = KeyPair.generate()
     // A reply reaches only a behavior that waits for one.
     system.spawn({ inbox: caller.inbox, behaviors: [replyWaiter(cont, (env) => resolve(decodePayload(env.msg)))] });
   });
-  const env = envelope(caller, { to: localHandle(local, ORCHESTRATOR_INBOX), be, payload, cont });
+  const env = envelope(caller, { to: local.local(ORCHESTRATOR_INBOX), be, payload, cont });
   // A signed envelope from outside the node's own actors; its reply stays on this node.
   await system.accept(env, { kind: 'rest', trusted: false });
   return reply;
@@ -68,9 +67,9 @@ async function asStranger(be: string, payload: unknown, key = KeyPair.generate()
 
 describe('environment redaction in the job behaviors', () => {
   it('gives values to the node itself and roots, and "[redacted]" to other senders, in status, list and cancel', async () => {
-    const job = await callBehavior(local, localHandle(local, ORCHESTRATOR_INBOX), JobBehaviors.submit, { ...nullJob({ durationMs: 60_000 }), environment: { DMS_NULL_DURATION_MS: '60000', TOKEN: 'hunter2' } }, z.custom<Job>());
+    const job = await local.call(local.local(ORCHESTRATOR_INBOX), JobBehaviors.submit, { ...nullJob({ durationMs: 60_000 }), environment: { DMS_NULL_DURATION_MS: '60000', TOKEN: 'hunter2' } }, z.custom<Job>());
     expect(job.environment.TOKEN).toBe('hunter2');
-    const mine = await callBehavior(local, localHandle(local, ORCHESTRATOR_INBOX), JobBehaviors.status, { id: job.id }, z.custom<Job>());
+    const mine = await local.call(local.local(ORCHESTRATOR_INBOX), JobBehaviors.status, { id: job.id }, z.custom<Job>());
     expect(mine.environment).toEqual({ DMS_NULL_DURATION_MS: '60000', TOKEN: 'hunter2' });
 
     const status = await asStranger(JobBehaviors.status, { id: job.id });

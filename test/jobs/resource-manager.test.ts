@@ -8,7 +8,6 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ResourceManagerActor } from '../../actors/resources/manager.js';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, localHandle } from '../../behaviors/jobs/replies.js';
 import { DeviceBehaviors, ResourceBehaviors, RESOURCES_INBOX, type Usage } from '../../behaviors/jobs/resources.js';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
@@ -37,7 +36,7 @@ async function spawnManager(machine: ResourceSpec = capacity): Promise<Component
 }
 
 const call = <S extends z.ZodType>(be: string, payload: unknown, schema: S) =>
-  callBehavior(caller, localHandle(caller, RESOURCES_INBOX), be, payload, schema);
+  caller.call(caller.local(RESOURCES_INBOX), be, payload, schema);
 const usage = () => call(ResourceBehaviors.usage, {}, z.custom<Usage>());
 const refusal = (p: Promise<unknown>) =>
   p.then(

@@ -11,7 +11,6 @@ import { OrchestratorActor } from '../../actors/orchestrator/orchestrator.js';
 import { ResourceManagerActor } from '../../actors/resources/manager.js';
 import { executorInbox } from '../../behaviors/jobs/executor.js';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { callBehavior, localHandle } from '../../behaviors/jobs/replies.js';
 import { RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { makeActor } from '../../runtime/component.js';
@@ -54,7 +53,7 @@ function watching() {
     if (e.type === 'transition') seen.push(e);
   });
   const caller = system.spawn({ inbox: 'caller' });
-  const call = (be: string, payload: unknown) => callBehavior(caller, localHandle(caller, ORCHESTRATOR_INBOX), be, payload, z.custom<Job>());
+  const call = (be: string, payload: unknown) => caller.call(caller.local(ORCHESTRATOR_INBOX), be, payload, z.custom<Job>());
   return { seen, call };
 }
 
