@@ -21,11 +21,10 @@
  * still loads: its handlers get the kernel's behavior context as they always did.
  */
 import * as z from 'zod';
-import type { ExecutorImplementation } from '../actors/executors/actor.js';
-import type { MachineFactory, RunMachine, RunPhase } from '../actors/executors/run-machine.js';
-import type { ExecutionHandle, ExitResult, LogChunk, LogOptions, LogPage } from '../actors/executors/types.js';
+import type { MachineFactory, RunMachine, RunPhase } from './jobs/run-machine.js';
+import type { ExecutionHandle, ExecutorImplementation, ExitResult, LogChunk, LogOptions, LogPage } from './jobs/execution.js';
 import type { H3Event } from 'h3';
-import type { RouteInput, ResponseDoc, ParamDoc, BodyDoc, Method } from '../http/route-table.js';
+import type { BodyDoc, Method, ParamDoc, ResponseDoc, RouteInput } from './route-docs.js';
 import type { Behavior } from '../runtime/behavior.js';
 import type { Logger } from '../runtime/log.js';
 import type { Envelope, Handle } from '../runtime/wire/envelope.js';
@@ -36,7 +35,7 @@ export { z };
 export { DmsError, invalid, notFound } from '../runtime/errors.js';
 export type { ErrorKind } from '../runtime/errors.js';
 export type { Envelope, Handle, Logger };
-export type { Executor, ExecutionHandle, ExecutionState, ExitResult, LogChunk, LogOptions, LogPage, ReconcileReport, StartOptions } from '../actors/executors/types.js';
+export type { Executor, ExecutionHandle, ExecutionState, ExitResult, LogChunk, LogOptions, LogPage, ReconcileReport, StartOptions } from './jobs/execution.js';
 export type { Job } from '../behaviors/jobs/schema.js';
 export type { RunMachine, RunPhase };
 

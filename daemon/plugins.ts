@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { DISCOVERY_INBOX } from '../actors/discovery.js';
 import { defineExecutor, type ExecutorActorDeps } from '../actors/executors/actor.js';
 import { JobLogs } from '../actors/executors/logfile.js';
-import { endOf, newRun } from '../actors/executors/run-machine.js';
+import { endOf, newRun } from '../behaviors/jobs/run-machine.js';
 import { ROOT_INBOX } from '../actors/root.js';
 import { ORCHESTRATOR_INBOX } from '../behaviors/jobs/jobs.js';
 import { RESOURCES_INBOX } from '../behaviors/jobs/resources.js';

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { type AddOptions, type Behavior, BehaviorRegistry, isReplyWaiter, notWaiting, replySentAt, replyWaiter } from './behavior.js';
-import { behaviorLabel } from './metrics.js';
+import { type AddOptions, type Behavior, behaviorLabel, BehaviorRegistry, isReplyWaiter, notWaiting, replySentAt, replyWaiter } from './behavior.js';
 import { signEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
 import type * as z from 'zod';

@@ -158,3 +158,14 @@ export function replyWhenDone<R>(ctx: BehaviorContext<unknown>, work: () => Prom
     (e: unknown) => ctx.actor.replyError(ctx.env, e, ctx.inbox),
   );
 }
+
+/** Behavior label of what is not one of the node's own behaviors. */
+export const UNKNOWN_BEHAVIOR = '(unknown)';
+/** Behavior label of every reply (their names are one-shot and random). */
+export const REPLY_BEHAVIOR = '(reply)';
+
+/** The bounded label of a behavior: its name, `(reply)` for a reply waiter, `(unknown)` for none. */
+export function behaviorLabel(b: Behavior<any, any> | undefined): string {
+  if (!b) return UNKNOWN_BEHAVIOR;
+  return isReplyWaiter(b) ? REPLY_BEHAVIOR : b.name;
+}

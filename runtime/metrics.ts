@@ -9,21 +9,9 @@
  * peer that sends a million behavior names must not make a million series.
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { type Behavior, isReplyWaiter } from './behavior.js';
 
 /** What became of an envelope at this node. */
 export type EnvelopeOutcome = 'ok' | 'error' | 'refused' | 'dead_letter' | 'rejected';
-
-/** Behavior label of what is not one of the node's own behaviors. */
-export const UNKNOWN_BEHAVIOR = '(unknown)';
-/** Behavior label of every reply (their names are one-shot and random). */
-export const REPLY_BEHAVIOR = '(reply)';
-
-/** The bounded label of a behavior: its name, `(reply)` for a reply waiter, `(unknown)` for none. */
-export function behaviorLabel(b: Behavior<any, any> | undefined): string {
-  if (!b) return UNKNOWN_BEHAVIOR;
-  return isReplyWaiter(b) ? REPLY_BEHAVIOR : b.name;
-}
 
 export class NodeMetrics {
   readonly registry = new Registry();

@@ -1,14 +1,14 @@
 import { Observable, Subject } from 'rxjs';
 import { type AnyActorLogic, createActor, type Actor as MachineActor, type ActorOptions as MachineOptions, type InspectionEvent } from 'xstate';
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
-import { type Behavior, isReplyWaiter, notWaiting, replyFromHost } from './behavior.js';
+import { type Behavior, behaviorLabel, isReplyWaiter, notWaiting, replyFromHost } from './behavior.js';
 import { isPeerId, type KeyPair } from './crypto/keys.js';
 import { signEnvelope, verifyEnvelope } from './crypto/signing.js';
 import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
 import type { MailboxOptions } from './mailbox.js';
-import { behaviorLabel, type NodeMetrics } from './metrics.js';
+import type { NodeMetrics } from './metrics.js';
 import type { StageTimings } from './stage-timings.js';
 import { ReplayCache, type ReplayOwner, TRUSTED } from './replay.js';
 import { isExpired, nextNonce, nowNs } from './time.js';

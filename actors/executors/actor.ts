@@ -33,19 +33,13 @@ import { DockerExecutor, type DockerExecutorOptions } from './docker.js';
 import { ExecutorGuard } from './guard.js';
 import { NullExecutor, type NullExecutorOptions } from './null.js';
 import { RemoteExecutor, type RemoteExecutorOptions } from './remote.js';
-import type { MachineFactory } from './run-machine.js';
-import type { ExecutionHandle, Executor, PullProgress } from './types.js';
+import type { MachineFactory } from '../../behaviors/jobs/run-machine.js';
+import type { ExecutionHandle, Executor, ExecutorImplementation, PullProgress } from '../../behaviors/jobs/execution.js';
 import { Batcher } from '../../runtime/batcher.js';
 
 export interface ExecutorActorDeps {
   /** The inbox on this node told about runs (starts, ends, pull steps, faults); default the orchestrator's. */
   reportTo?: string;
-}
-
-/** An implementation with a life of its own (e.g. an engine subscription): opened and closed with its actor. */
-export interface ExecutorImplementation extends Executor {
-  open?(): Promise<void> | void;
-  close?(): Promise<void> | void;
 }
 
 /** What the actor gives its implementation. */

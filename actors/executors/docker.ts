@@ -14,7 +14,7 @@ import type { Logger } from '../../runtime/log.js';
 import type { LogWriter } from './logfile.js';
 import { StoredOutput } from './stored-output.js';
 import { OomEvents } from './oom-events.js';
-import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from './run-machine.js';
+import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
   ExecutionHandle,
   ExecutionState,
@@ -24,7 +24,7 @@ import type {
   PullProgress,
   ReconcileReport,
   StartOptions,
-} from './types.js';
+} from '../../behaviors/jobs/execution.js';
 
 export const JOB_LABEL = 'dms.job';
 export const NODE_LABEL = 'dms.node';

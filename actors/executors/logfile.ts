@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
 import type { WriteStream } from 'node:fs';
 import { DmsError, invalid } from '../../runtime/errors.js';
-import type { LogChunk, LogOptions, LogPage } from './types.js';
+import type { LogChunk, LogOptions, LogPage } from '../../behaviors/jobs/execution.js';
 
 /** Output kept per job when no cap is given (`jobs.max_log_bytes`'s default). */
 export const DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024;

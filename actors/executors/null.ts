@@ -16,8 +16,8 @@ import { type Job } from '../../behaviors/jobs/schema.js';
 import { parseWith } from '../../runtime/issues.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
 import { StoredOutput } from './stored-output.js';
-import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from './run-machine.js';
-import type { ExecutionHandle, ExecutionState, Executor, ExitResult, LogChunk, ReconcileReport } from './types.js';
+import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
+import type { ExecutionHandle, ExecutionState, Executor, ExitResult, LogChunk, ReconcileReport } from '../../behaviors/jobs/execution.js';
 
 const count = z.string().regex(/^\d+$/, 'must be a whole number').transform(Number);
 const NullOptionsSchema = z.object({

@@ -1,5 +1,5 @@
 import { DmsError, notFound } from '../../runtime/errors.js';
-import type { Executor } from './types.js';
+import type { Executor } from '../../behaviors/jobs/execution.js';
 
 /**
  * Executors by name. The orchestrator keeps one of the executor actors it may use (each as

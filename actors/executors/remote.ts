@@ -14,10 +14,10 @@ import { JobSchema } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
-import type { ExecutorImplementation } from './actor.js';
+import type { ExecutorImplementation } from '../../behaviors/jobs/execution.js';
 import type { LogWriter } from './logfile.js';
 import { StoredOutput } from './stored-output.js';
-import type { ExecutionHandle, ExecutionState, ExitResult, ReconcileReport } from './types.js';
+import type { ExecutionHandle, ExecutionState, ExitResult, ReconcileReport } from '../../behaviors/jobs/execution.js';
 import { at } from '../../runtime/wire/envelope.js';
 
 export const REMOTE_EXECUTOR = 'remote';

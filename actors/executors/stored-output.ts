@@ -4,7 +4,7 @@
  * of those executors extends it and writes into `logStore` as its runs produce output.
  */
 import { JobLogs } from './logfile.js';
-import type { ExecutionHandle, Executor, LogChunk, LogOptions, LogPage } from './types.js';
+import type { ExecutionHandle, Executor, LogChunk, LogOptions, LogPage } from '../../behaviors/jobs/execution.js';
 
 export abstract class StoredOutput implements Pick<Executor, 'logs' | 'readLogs' | 'waitForLogs'> {
   protected readonly logStore: JobLogs;

@@ -2,7 +2,7 @@
  * Where a job's output is read from: its executor and the handle of its run. Reads are by byte
  * offset (/dms/executor/logs/read), so a follower coming back for more reads only what is new.
  */
-import type { ExecutionHandle } from '../executors/types.js';
+import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import type { ExecutorClient } from './executors.js';
 
 export interface LogSource {

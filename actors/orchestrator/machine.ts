@@ -32,7 +32,7 @@
  */
 import { assign, type EventObject, fromCallback, raise, setup } from 'xstate';
 import type { JobStatus } from '../../behaviors/jobs/schema.js';
-import { type ExecutionHandle, type ExitResult, outcome } from '../executors/types.js';
+import { type ExecutionHandle, type ExitResult, outcome } from '../../behaviors/jobs/execution.js';
 
 export type JobMachineEvent =
   /** The resource manager granted the job's resources: start it. */

@@ -45,7 +45,7 @@ import { ownKeys } from '../../runtime/capability/authority.js';
 import type { JobChange, Storage } from '../../storage/index.js';
 import { ExecutorRegistry } from '../executors/registry.js';
 import { REMOTE_EXECUTOR } from '../executors/remote.js';
-import type { ExecutionHandle } from '../executors/types.js';
+import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import { ExecutorClient } from './executors.js';
 import { JobJournal } from './journal.js';
 import { aborted, type LogSource } from './logs.js';

@@ -4,7 +4,7 @@
  * of I/O so every case can be checked directly.
  */
 import type { Job } from '../../behaviors/jobs/schema.js';
-import type { ExecutionHandle, ReconcileReport } from '../executors/types.js';
+import type { ExecutionHandle, ReconcileReport } from '../../behaviors/jobs/execution.js';
 
 /** What one executor said about its jobs; `error` when it could not be asked (e.g. no Docker engine). */
 export type ExecutorFindings = { report: ReconcileReport } | { error: string } | { absent: true };

@@ -5,7 +5,7 @@
  */
 import type { Actor } from 'xstate';
 import type { Attempt, Job, JobStatus } from '../../behaviors/jobs/schema.js';
-import type { ExecutionHandle } from '../executors/types.js';
+import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import { type JobMachineEvent, type jobMachine, statusOf } from './machine.js';
 
 export type JobMachine = typeof jobMachine;

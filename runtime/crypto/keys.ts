@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, randomBytes, sign as nodeSign, verify as nodeVerify, type KeyObject } from 'node:crypto';
 import { base58btc } from 'multiformats/bases/base58';
 import { invalid } from '../errors.js';
-import { runCrypto } from './placement.js';
+import { runCrypto } from './offload.js';
 
 // DER framings that let node:crypto take raw Ed25519 keys (RFC 8410).
 const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex');

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerForTests, OVER_ITS_MEMORY, TEST_IMAGE } from '../helpers/docker.js';
 import { containerSpec, DEFAULT_CONTAINER_LIMITS, DockerExecutor, JOB_LABEL, NODE_LABEL } from '../../actors/executors/docker.js';
-import { outcome } from '../../actors/executors/types.js';
+import { outcome } from '../../behaviors/jobs/execution.js';
 import { waitFor } from '../helpers/network.js';
 import { collect, followLive, jobOf, text } from './helpers.js';
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Job, JobSpec, ResourceSpec } from '../../behaviors/jobs/schema.js';
-import type { Executor, ExecutionHandle, LogChunk } from '../../actors/executors/types.js';
+import type { Executor, ExecutionHandle, LogChunk } from '../../behaviors/jobs/execution.js';
 
 /** A job record as storage would hand it to an executor. */
 /** A spec in its canonical (parsed) form, as executors get it; storage may be left out. */

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NullExecutor } from '../../actors/executors/null.js';
 import { ExecutorRegistry } from '../../actors/executors/registry.js';
-import { outcome } from '../../actors/executors/types.js';
+import { outcome } from '../../behaviors/jobs/execution.js';
 import { DmsError } from '../../runtime/errors.js';
 import { waitFor } from '../helpers/network.js';
 import { collect, followLive, jobOf, text } from './helpers.js';

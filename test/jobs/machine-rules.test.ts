@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { createActor } from 'xstate';
-import type { ExecutionHandle } from '../../actors/executors/types.js';
+import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import { type JobMachineEvent, jobMachine, statusOf } from '../../actors/orchestrator/machine.js';
 import { canBecome } from '../../behaviors/jobs/transitions.js';
 

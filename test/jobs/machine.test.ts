@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { createActor, type EventObject, fromCallback } from 'xstate';
-import type { ExecutionHandle } from '../../actors/executors/types.js';
+import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import { type JobMachineContext, type JobMachineEvent, jobMachine, statusOf, type StopInput } from '../../actors/orchestrator/machine.js';
 
 const handle: ExecutionHandle = { executor: 'null', job_id: 'j', id: 'c-1' };

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { ReconcileReport } from '../../actors/executors/types.js';
+import type { ReconcileReport } from '../../behaviors/jobs/execution.js';
 import { type ExecutorFindings, planRecovery } from '../../actors/orchestrator/recovery.js';
 import type { Job, JobStatus } from '../../behaviors/jobs/schema.js';
 

@@ -14,7 +14,7 @@
  */
 import { type ActorOptions, type AnyActorLogic, assign, createActor, type Actor as MachineActor, setup, waitFor } from 'xstate';
 import { DmsError } from '../../runtime/errors.js';
-import type { ExitResult } from './types.js';
+import type { ExitResult } from './execution.js';
 
 /** Where a run starts: fetching what it needs, creating it, or picking it up after a restart. */
 export type RunPhase = 'pulling' | 'creating' | 'attaching';

@@ -11,9 +11,9 @@ import type {
   LogPageSchema,
   ReconcileReplySchema,
   RunStatusReply,
-} from '../../behaviors/jobs/executor.js';
-import type { LogChunkSchema } from '../../behaviors/jobs/jobs.js';
-import type { Job } from '../../behaviors/jobs/schema.js';
+} from './executor.js';
+import type { LogChunkSchema } from './jobs.js';
+import type { Job } from './schema.js';
 
 export type ExecutionHandle = z.output<typeof ExecutionHandleSchema>;
 export type ExitResult = z.output<typeof ExitResultSchema>;
@@ -71,6 +71,12 @@ export interface Executor {
   cleanup(handle: ExecutionHandle): Promise<void>;
   /** Start-up recovery: finds runs a previous process of this node left for `knownJobIds`. */
   reconcile(knownJobIds: readonly string[]): Promise<ReconcileReport>;
+}
+
+/** An implementation with a life of its own (e.g. an engine subscription): opened and closed with its actor. */
+export interface ExecutorImplementation extends Executor {
+  open?(): Promise<void> | void;
+  close?(): Promise<void> | void;
 }
 
 /** What a result means for the job: the status to record and the error to show. */
