@@ -79,11 +79,13 @@ export function millicoresOf(cores: number): number {
 }
 
 const cores = z.number({ error: CORES_FORMS }).nonnegative();
+/** Cores held or offered: any amount, rounded up to whole millicores as the ledger counts them. */
+const roundedCores = cores.transform((n) => millicoresOf(n) / 1000);
 /** Cores as asked: 0 or at least the floor, stored rounded up to whole millicores. */
 const askedCores = cores
   .refine((n) => n === 0 || n >= RESOURCE_FLOOR.cores, { error: `must be at least ${RESOURCE_FLOOR.cores}, or 0` })
   .transform((n) => millicoresOf(n) / 1000);
-const cpu = (coresSchema: typeof cores | typeof askedCores) => {
+const cpu = (coresSchema: typeof cores | typeof askedCores | typeof roundedCores) => {
   const canonical = z.strictObject({ cores: coresSchema }, { error: (issue) => (issue.code === 'invalid_type' ? CORES_FORMS : undefined) });
   /** `{"cores": …}`, or the number alone. */
   return acceptsAlso(
@@ -93,6 +95,7 @@ const cpu = (coresSchema: typeof cores | typeof askedCores) => {
 };
 const CpuSchema = cpu(cores);
 const AskedCpuSchema = cpu(askedCores);
+const AmountCpuSchema = cpu(roundedCores);
 
 const GPU_FORMS = 'a number of GPUs, or {"count", "model", "vram"}';
 
@@ -133,11 +136,17 @@ const askedFields = { ...resourceFields, cpu: AskedCpuSchema, memory: sized(MEMO
  */
 export const ResourceSpecSchema = z.strictObject(resourceFields);
 /**
- * What may be asked for or offered (an allocation, an onboarded share): as ResourceSpecSchema,
- * but cores and memory are 0 or at least RESOURCE_FLOOR, and cores are rounded up to whole
- * millicores. Amounts the node reports (free, held) may be smaller and keep the plain schema.
+ * What a job may ask for (a job spec, an offer, a lease): as ResourceSpecSchema, but cores and
+ * memory are 0 or at least RESOURCE_FLOOR, and cores are rounded up to whole millicores.
+ * Amounts the node reports (free, held) may be smaller and keep the plain schema.
  */
 export const ResourceRequestSchema = z.strictObject(askedFields);
+/**
+ * What is held or offered without running anything itself (an allocation, the onboarded
+ * share): any amount, cores rounded up to whole millicores so none counts as 0 in the ledger.
+ * What runs in it is a job, which has the floor.
+ */
+export const ResourceAmountSchema = z.strictObject({ ...resourceFields, cpu: AmountCpuSchema });
 export type ResourceSpec = z.output<typeof ResourceSpecSchema>;
 export type ResourceCapacity = ResourceSpec;
 export type GpuSpec = z.output<typeof GpuSpecSchema>;
@@ -290,7 +299,7 @@ export type JobEvent = z.output<typeof JobEventSchema>;
 
 /** What POST /api/v1/allocations accepts. */
 export const AllocationRequestSchema = z.strictObject({
-  resources: ResourceRequestSchema,
+  resources: ResourceAmountSchema,
   job_id: z.uuid().optional(),
 });
 export type AllocationRequest = z.input<typeof AllocationRequestSchema>;
@@ -312,7 +321,7 @@ export const DeviceSettingsSchema = z.strictObject({
   /** What jobs may ask for in `placement.labels`. */
   labels: LabelsSchema.default({}),
   /** The share of the machine's capacity offered to the network; null until onboarded. */
-  onboarded: ResourceRequestSchema.nullable(),
+  onboarded: ResourceAmountSchema.nullable(),
 });
 export type DeviceSettings = z.output<typeof DeviceSettingsSchema>;
 // Without its default: a patch leaves out what it does not change, and a default here would

@@ -92,7 +92,7 @@ describe.skipIf(problem !== null)('docker attacks on a node', () => {
     await rest.delete(`/api/v1/jobs/${job.id}`);
   }, 120_000);
 
-  it('refuses cores under 0.01 and memory under 6 MiB in jobs, allocations and the onboarded share, naming the field; rounds cores up', async () => {
+  it('refuses jobs asking cores under 0.01 or memory under 6 MiB, naming the field; rounds cores up in jobs, allocations and the onboarded share', async () => {
     const node = await startJobNode();
     nodes.push(node);
     const rest = new Rest(node.url);
@@ -105,13 +105,14 @@ describe.skipIf(problem !== null)('docker attacks on a node', () => {
     const tinyMemory = await rest.post('/api/v1/jobs', job({ cpu: { cores: 0.1 }, memory: { size: 1 } }));
     expect(tinyMemory.status).toBe(400);
     expect(tinyMemory.body.error).toBe('invalid job spec: resources.memory.size: must be at least 6MiB (6291456 bytes), or 0');
-    const allocation = await rest.post('/api/v1/allocations', { resources: { cpu: 0.001, memory: '16MiB' } });
-    expect(allocation.status).toBe(400);
-    expect(allocation.body.error).toMatch(/^invalid allocation: resources\.cpu\.cores: must be at least 0\.01, or 0$/);
-    const share = await rest.put('/api/v1/device/config', { onboarded: { cpu: 1e-10, memory: '1GiB' } });
-    expect(share.status).toBe(400);
-    expect(share.body.error).toMatch(/onboarded\.cpu\.cores: must be at least 0\.01, or 0/);
     expect((await rest.jobs()).total).toBe(0);
+    // An allocation runs nothing itself: any amount is taken, rounded up to whole millicores,
+    // so none counts as 0 in the ledger.
+    const allocation = await rest.post('/api/v1/allocations', { resources: { cpu: 0.001, memory: '1MiB' } });
+    expect(allocation.status).toBe(201);
+    expect(allocation.body.resources).toMatchObject({ cpu: { cores: 0.01 }, memory: { size: MiB } });
+    expect((await usage()).allocated.cpu.cores).toBe(0.01);
+    expect((await rest.delete(`/api/v1/allocations/${allocation.body.id}`)).status).toBe(200);
     expect((await usage()).allocated.cpu.cores).toBe(0);
 
     // Control: the floor itself runs, and a fraction of a millicore is rounded up, the same on
@@ -122,6 +123,10 @@ describe.skipIf(problem !== null)('docker attacks on a node', () => {
     expect((await docker.getContainer(running.container_id!).inspect()).HostConfig).toMatchObject({ NanoCpus: 11_000_000, Memory: 6 * MiB });
     expect((await usage()).allocated.cpu.cores).toBe(0.011);
     expect((await rest.post('/api/v1/allocations', { resources: { cpu: 0.01, memory: 0 } })).status).toBe(201);
+    // Nor does the onboarded share: a tiny one is the least the ledger counts, never nothing.
+    const share = await rest.put('/api/v1/device/config', { onboarded: { cpu: 1e-10, memory: '1GiB' } });
+    expect(share.status, JSON.stringify(share.body)).toBe(200);
+    expect(share.body.onboarded.cpu.cores).toBe(0.01);
     expect((await rest.put('/api/v1/device/config', { onboarded: { cpu: 0.5, memory: '1GiB' } })).status).toBe(200);
     await rest.delete(`/api/v1/jobs/${ok.id}`);
   }, 120_000);

@@ -266,7 +266,7 @@ describe('bad requests', () => {
     expectError(await rest.put('/api/v1/device/config', { location: { planet: 'Mars' } }), 400, /planet/);
     const { capacity } = await usage();
     expectError(
-      await rest.put('/api/v1/device/config', { onboarded: { cpu: { cores: capacity.cpu.cores + 1 }, memory: { size: 16 * MiB } } }),
+      await rest.put('/api/v1/device/config', { onboarded: { cpu: { cores: capacity.cpu.cores + 1 }, memory: { size: 1 } } }),
       400,
       /^onboarded\.cpu\.cores: \d+ cores is more than this machine has/,
     );
