@@ -43,7 +43,7 @@ export const SizeSchema = acceptsAlso(
  * least `min`: the floor of what is asked (resourceFloor).
  */
 const sized = (min?: { bytes: number; text: string }) => {
-  const size = min ? SizeSchema.refine((n) => n === 0 || n >= min.bytes, { error: `must be at least ${min.text} (${min.bytes} bytes), or 0` }) : SizeSchema;
+  const size = min ? SizeSchema.refine((n) => n <= 0 || n >= min.bytes, { error: `must be at least ${min.text} (${min.bytes} bytes), or 0` }) : SizeSchema;
   const canonical = z.strictObject(
     { size },
     { error: (issue) => (issue.code === 'invalid_type' ? `${SIZE_FORMS}; or {"size": one of those}` : undefined) },
@@ -83,7 +83,7 @@ const cores = z.number({ error: CORES_FORMS }).nonnegative();
 const roundedCores = cores.transform((n) => millicoresOf(n) / 1000);
 /** Cores as asked: 0 or at least the floor, stored rounded up to whole millicores. */
 const askedCores = cores
-  .refine((n) => n === 0 || n >= RESOURCE_FLOOR.cores, { error: `must be at least ${RESOURCE_FLOOR.cores}, or 0` })
+  .refine((n) => n <= 0 || n >= RESOURCE_FLOOR.cores, { error: `must be at least ${RESOURCE_FLOOR.cores}, or 0` })
   .transform((n) => millicoresOf(n) / 1000);
 const cpu = (coresSchema: typeof cores | typeof askedCores | typeof roundedCores) => {
   const canonical = z.strictObject({ cores: coresSchema }, { error: (issue) => (issue.code === 'invalid_type' ? CORES_FORMS : undefined) });
