@@ -97,7 +97,7 @@ export const MAX_LEASE_MS = 60_000;
 
 /** What a lease holds: a job's share, never none of cores or memory (an executor given 0 sets no limit). */
 const LeaseResources = ResourceRequestSchema.refine((r) => r.cpu.cores > 0 && r.memory.size > 0, {
-  error: `a lease holds at least ${RESOURCE_FLOOR.cores} cores and ${RESOURCE_FLOOR.memoryBytes / (1024 * 1024)} MiB of memory`,
+  error: `a lease holds cores (at least ${RESOURCE_FLOOR.cores}) and memory: neither may be 0`,
 });
 
 export const ReserveRequest = z.strictObject({

@@ -38,14 +38,10 @@ export const SizeSchema = acceptsAlso(
   z.union([bytes, z.string().meta({ description: 'a size with its unit: B, KB…TB (powers of 1000) or KiB…TiB (powers of 1024), e.g. "512MiB"' })]),
 );
 
-/**
- * `{"size": …}`, or the size alone. With `min`, a size other than 0 (none asked) must be at
- * least `min`: the floor of what is asked (resourceFloor).
- */
-const sized = (min?: { bytes: number; text: string }) => {
-  const size = min ? SizeSchema.refine((n) => n <= 0 || n >= min.bytes, { error: `must be at least ${min.text} (${min.bytes} bytes), or 0` }) : SizeSchema;
+/** `{"size": …}`, or the size alone. */
+const sized = () => {
   const canonical = z.strictObject(
-    { size },
+    { size: SizeSchema },
     { error: (issue) => (issue.code === 'invalid_type' ? `${SIZE_FORMS}; or {"size": one of those}` : undefined) },
   );
   return acceptsAlso(
@@ -81,11 +77,7 @@ export function millicoresOf(cores: number): number {
 const cores = z.number({ error: CORES_FORMS }).nonnegative();
 /** Cores held or offered: any amount, rounded up to whole millicores as the ledger counts them. */
 const roundedCores = cores.transform((n) => millicoresOf(n) / 1000);
-/** Cores as asked: 0 or at least the floor, stored rounded up to whole millicores. */
-const askedCores = cores
-  .refine((n) => n <= 0 || n >= RESOURCE_FLOOR.cores, { error: `must be at least ${RESOURCE_FLOOR.cores}, or 0` })
-  .transform((n) => millicoresOf(n) / 1000);
-const cpu = (coresSchema: typeof cores | typeof askedCores | typeof roundedCores) => {
+const cpu = (coresSchema: typeof cores | typeof roundedCores) => {
   const canonical = z.strictObject({ cores: coresSchema }, { error: (issue) => (issue.code === 'invalid_type' ? CORES_FORMS : undefined) });
   /** `{"cores": …}`, or the number alone. */
   return acceptsAlso(
@@ -94,8 +86,7 @@ const cpu = (coresSchema: typeof cores | typeof askedCores | typeof roundedCores
   );
 };
 const CpuSchema = cpu(cores);
-const AskedCpuSchema = cpu(askedCores);
-const AmountCpuSchema = cpu(roundedCores);
+const AskedCpuSchema = cpu(roundedCores);
 
 const GPU_FORMS = 'a number of GPUs, or {"count", "model", "vram"}';
 
@@ -125,9 +116,8 @@ const resourceFields = {
   gpu: GpuSpecSchema.optional(),
 };
 
-const MEMORY_FLOOR = { bytes: RESOURCE_FLOOR.memoryBytes, text: '6MiB' };
 /** What is asked (a job, an allocation, an onboarded share): cores and memory are 0 or at least RESOURCE_FLOOR. */
-const askedFields = { ...resourceFields, cpu: AskedCpuSchema, memory: sized(MEMORY_FLOOR) };
+const askedFields = { ...resourceFields, cpu: AskedCpuSchema };
 
 /**
  * An amount of resources: what a machine has, what is held or free (ResourceCapacity is the
@@ -136,17 +126,12 @@ const askedFields = { ...resourceFields, cpu: AskedCpuSchema, memory: sized(MEMO
  */
 export const ResourceSpecSchema = z.strictObject(resourceFields);
 /**
- * What a job may ask for (a job spec, an offer, a lease): as ResourceSpecSchema, but cores and
- * memory are 0 or at least RESOURCE_FLOOR, and cores are rounded up to whole millicores.
- * Amounts the node reports (free, held) may be smaller and keep the plain schema.
+ * What is asked for or offered (a job spec, an offer, a lease, an allocation, the onboarded
+ * share): as ResourceSpecSchema, but cores other than 0 are rounded up to whole millicores and
+ * at least RESOURCE_FLOOR.cores, so no amount counts as 0 in the ledger or runs unlimited.
+ * Amounts the node reports (free, held) keep the plain schema.
  */
 export const ResourceRequestSchema = z.strictObject(askedFields);
-/**
- * What is held or offered without running anything itself (an allocation, the onboarded
- * share): any amount, cores rounded up to whole millicores so none counts as 0 in the ledger.
- * What runs in it is a job, which has the floor.
- */
-export const ResourceAmountSchema = z.strictObject({ ...resourceFields, cpu: AmountCpuSchema });
 export type ResourceSpec = z.output<typeof ResourceSpecSchema>;
 export type ResourceCapacity = ResourceSpec;
 export type GpuSpec = z.output<typeof GpuSpecSchema>;
@@ -169,7 +154,7 @@ const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment names 
 export const JobResourcesSchema = z.strictObject({
   ...askedFields,
   cpu: AskedCpuSchema.default({ cores: 0 }),
-  memory: sized(MEMORY_FLOOR).default({ size: 0 }),
+  memory: sized().default({ size: 0 }),
 });
 
 const COMMAND_FORMS = 'a string (run as sh -c <string>) or an array of strings';
@@ -299,7 +284,7 @@ export type JobEvent = z.output<typeof JobEventSchema>;
 
 /** What POST /api/v1/allocations accepts. */
 export const AllocationRequestSchema = z.strictObject({
-  resources: ResourceAmountSchema,
+  resources: ResourceRequestSchema,
   job_id: z.uuid().optional(),
 });
 export type AllocationRequest = z.input<typeof AllocationRequestSchema>;
@@ -321,7 +306,7 @@ export const DeviceSettingsSchema = z.strictObject({
   /** What jobs may ask for in `placement.labels`. */
   labels: LabelsSchema.default({}),
   /** The share of the machine's capacity offered to the network; null until onboarded. */
-  onboarded: ResourceAmountSchema.nullable(),
+  onboarded: ResourceRequestSchema.nullable(),
 });
 export type DeviceSettings = z.output<typeof DeviceSettingsSchema>;
 // Without its default: a patch leaves out what it does not change, and a default here would

@@ -76,7 +76,7 @@ describe('a requester that lies to its provider', { timeout: 40_000 }, () => {
     await bid(peer, none, spec(0.25, 64 * MiB));
     expect(await ask(peer, 'reserve', { job_id: none, resources: spec(0, 0), lease_ms: 10_000 })).toMatchObject({
       kind: 'invalid',
-      error: expect.stringContaining('a lease holds at least 0.01 cores and 6 MiB of memory'),
+      error: expect.stringContaining('a lease holds cores (at least 0.01) and memory: neither may be 0'),
     });
     // Started within the lease (here: resources left out), it runs on the lease, and is limited to it.
     expect(await ask(peer, 'start', { job: job(id) })).toEqual({ job_id: id });
