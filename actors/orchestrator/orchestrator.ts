@@ -34,7 +34,7 @@ import {
 import { AcceptPayload, DEPLOYMENT_INBOX, DEPLOYMENT_INTERNAL_CAPABILITY, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import { Batcher, callBehavior, handleAt, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
-import { redactJob } from '../../behaviors/jobs/redaction.js';
+import { redactJob, redactValues } from '../../behaviors/jobs/redaction.js';
 import { type Attempt, isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
@@ -325,8 +325,11 @@ class Orchestrator {
     if (refused) throw invalid(refused);
     const { id, ...rest } = spec;
     // Whatever the requester sent, the job runs within this node's defaults and limits.
-    const job = await this.journal.create({ ...rest, resources: this.withDefaults(rest.resources) }, { id, requester });
-    this.queue(this.track(job));
+    // Its secrets are kept in memory only, for the start: the record shows their names (README "Environment values are secrets").
+    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.withDefaults(rest.resources) }, { id, requester });
+    const run = this.track(job);
+    if (rest.secrets && Object.keys(rest.secrets).length) run.secrets = rest.secrets;
+    this.queue(run);
     return job;
   }
 
@@ -490,7 +493,7 @@ class Orchestrator {
   private start(input: StartInput, sendBack: (event: JobMachineEvent) => void): void {
     const run = this.run(input);
     this.executorOf(run)
-      .start(run.job)
+      .start(run.secrets ? { ...run.job, secrets: run.secrets } : run.job)
       .catch((e: unknown) => sendBack({ type: 'start_failed', error: errorText(e) }));
   }
 
@@ -535,7 +538,7 @@ class Orchestrator {
       .cancel(input.handle, input.reason)
       .then(
         // However it ended, it is gone; without a result it is gone without one.
-        (result) => sendBack(result ? { type: 'exited', result } : { type: 'lost', reason: input.reason }),
+        ({ result, lost }) => sendBack(result ? { type: 'exited', result } : { type: 'lost', reason: lost ?? input.reason }),
         // Its end may still be reported; until then the job stays stopping.
         (e: unknown) => this.log.warn({ job: input.jobId, err: errorText(e) }, 'could not stop run'),
       );
@@ -566,7 +569,7 @@ class Orchestrator {
     this.scheduler.remove(ctx.jobId);
     this.release(ctx.jobId);
     const error = status === 'failed' ? (ctx.error ?? ctx.reason) : null;
-    const closed = closeAttempt(run.attempts, status, error);
+    const closed = closeAttempt(run.attempts, ctx.lost ? 'lost' : status, ctx.lost ?? error);
     const change: JobChange = { status, reason: ctx.reason, exit_code: ctx.exitCode, error, ...(closed ? { attempts: [...run.attempts] } : {}) };
     // Run here for another node: its deployment is over.
     if (run.job.requester) {
@@ -624,7 +627,8 @@ class Orchestrator {
     run.offering = true;
     this.unplaced.delete(run.id);
     const { job } = run;
-    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...run.exclude] };
+    const secrets = Object.keys(job.secrets).length > 0;
+    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...run.exclude], secrets };
     callBehavior(this.actor, localHandle(this.actor, DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
       .catch((e: unknown): PlaceReply => ({ waiting: `placement failed: ${errorText(e)}` }))
       .then((reply) => {

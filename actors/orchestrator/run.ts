@@ -18,6 +18,8 @@ export class JobRun {
   runningSince: number | null = null;
   /** Its placements, kept here as they change (each write stores the whole list). */
   attempts: Attempt[];
+  /** Run here for another node: its secrets, which its record holds redacted (see Orchestrator.accept). */
+  secrets?: Record<string, string>;
   /** Nodes that lost or refused it: not asked again. */
   readonly exclude = new Set<string>();
   /** It runs on this node whatever happens: local by its placement, pinned here, or run here for another node. */
