@@ -54,7 +54,7 @@ import { type JobMachineContext, type JobMachineEvent, jobMachine, type StartInp
 import { type ExecutorFindings, planRecovery } from './recovery.js';
 import { refusedRegistry, refusedRegistryResolved } from './registries.js';
 import { whyNoNodeCouldHold } from '../../behaviors/jobs/fit.js';
-import { type JobMachine, JobRun } from './run.js';
+import { closeAttempt, type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
 
 export interface OrchestratorDeps {
@@ -325,11 +325,9 @@ class Orchestrator {
     if (refused) throw invalid(refused);
     const { id, ...rest } = spec;
     // Whatever the requester sent, the job runs within this node's defaults and limits.
-    // Its secrets are kept in memory only, for the start: the record shows their names (README "Environment values are secrets").
+    // Its secrets are kept in memory only, for the start: the record shows their names.
     const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.withDefaults(rest.resources) }, { id, requester });
-    const run = this.track(job);
-    if (rest.secrets && Object.keys(rest.secrets).length) run.secrets = rest.secrets;
-    this.queue(run);
+    this.queue(Object.assign(this.track(job), { secrets: rest.secrets }));
     return job;
   }
 
@@ -607,11 +605,16 @@ class Orchestrator {
   private queue(run: JobRun): void {
     const p = run.job.placement;
     if (p?.node && this.actor.system.isHere(p.node)) run.placedHere = true;
-    const elsewhere = !run.placedHere && this.remote !== null && (p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined);
-    if (elsewhere) return this.offer(run);
+    if (this.aimedElsewhere(run)) return this.offer(run);
     // Asked afresh: a refusal here from before it went to the network says nothing now.
     run.refusedIn = -1;
     this.scheduler.add(run);
+  }
+
+  /** Its placement names another node, a location or labels: only the network's bids decide where it goes. */
+  private aimedElsewhere(run: JobRun): boolean {
+    const p = run.job.placement;
+    return !run.placedHere && this.remote !== null && (p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined);
   }
 
   /** Whether a job this node cannot hold now may be offered to other nodes. */
@@ -756,7 +759,8 @@ class Orchestrator {
   private resourcesFreed(): void {
     for (const id of this.unplaced) {
       const run = this.runs.get(id);
-      if (!run?.pending || run.offering) continue;
+      // Never one asking for labels or a location this node's own bid did not show.
+      if (!run?.pending || run.offering || this.aimedElsewhere(run)) continue;
       run.refusedIn = -1;
       this.scheduler.add(run);
     }
@@ -831,11 +835,3 @@ class Orchestrator {
   }
 }
 
-
-/** Ends the open attempt (on `node`, when given) with how it ended; false when none was open. */
-function closeAttempt(attempts: Attempt[], outcome: NonNullable<Attempt['outcome']>, reason: string | null, node?: string): boolean {
-  const open = attempts.at(-1);
-  if (!open || open.ended_at !== null || (node !== undefined && open.node !== node)) return false;
-  Object.assign(open, { ended_at: new Date().toISOString(), outcome, reason });
-  return true;
-}

@@ -125,3 +125,11 @@ export class JobRun {
     for (const w of [...this.waiters]) w();
   }
 }
+
+/** Ends the open attempt (on `node`, when given) with how it ended; false when none was open. */
+export function closeAttempt(attempts: Attempt[], outcome: NonNullable<Attempt['outcome']>, reason: string | null, node?: string): boolean {
+  const open = attempts.at(-1);
+  if (!open || open.ended_at !== null || (node !== undefined && open.node !== node)) return false;
+  Object.assign(open, { ended_at: new Date().toISOString(), outcome, reason });
+  return true;
+}
