@@ -155,6 +155,20 @@ describe('a hostile bidder', { timeout: 90_000 }, () => {
     const bad = await liar();
     const j = await submit(n1, { placement: { node: bad.host } });
     await until(n1, j.id, (x) => x.status === 'running' && x.node === bad.host, 'running on the liar');
+    // Another peer answering node 1's polls in the provider's place (it can read the waiter's
+    // name off the wire) reports nothing: only the node the job was placed on is heard.
+    const forger = await ForeignPeer.connectedTo(n1);
+    onTestFinished(() => forger.stop());
+    let forged = 0;
+    bad.transport.onEnvelope((env) => {
+      if (env.be !== '/dms/deployment/logs' || !env.opt.cont) return;
+      forged++;
+      const done = { id: j.id, status: 'completed', exit_code: 0, error: null, pending_reason: null, chunks: [{ stream: 'stdout', data: 'invented\n', at: new Date().toISOString() }], next: 9, more: false, done: true };
+      void forger.send(forger.envelope({ peerId: env.from.addr.host } as NodeProcess, { be: env.opt.cont, exp: env.opt.exp, inbox: env.from.addr.inbox, payload: done })).catch(() => undefined);
+    });
+    await waitFor('forged answers to three polls', () => forged >= 3, { timeoutMs: 20_000 });
+    expect((await job(n1, j.id)).status).toBe('running');
+    expect(JSON.stringify((await rest(n1, 'GET', `/api/v1/jobs/${j.id}/logs`)).json)).not.toContain('invented');
     const cancelled = Date.now();
     const res = await rest(n1, 'DELETE', `/api/v1/jobs/${j.id}`);
     expect(res.status, JSON.stringify(res.json)).toBe(200);
