@@ -35,7 +35,7 @@ import { AcceptPayload, DEPLOYMENT_INBOX, DEPLOYMENT_INTERNAL_CAPABILITY, Deploy
 import { Batcher, callBehavior, handleAt, localHandle, replyWhenDone, tell } from '../../behaviors/jobs/replies.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactJob, redactValues } from '../../behaviors/jobs/redaction.js';
-import { type Attempt, isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
@@ -458,6 +458,7 @@ class Orchestrator {
   private unstartable(job: Job): string | null {
     const image = SubmitPayload.shape.image.safeParse(job.image);
     if (!image.success) return `image: ${image.error.issues[0].message}`;
+    if (job.requester !== null && Object.keys(job.secrets).length > 0) return 'run here for another node, its secrets were kept in memory only (its record holds them redacted) and this node restarted';
     return refusedRegistry(job.image, this.allowedRegistries);
   }
 
@@ -630,8 +631,7 @@ class Orchestrator {
     run.offering = true;
     this.unplaced.delete(run.id);
     const { job } = run;
-    const secrets = Object.keys(job.secrets).length > 0;
-    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...run.exclude], secrets };
+    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...run.exclude], secrets: Object.keys(job.secrets).length > 0 };
     callBehavior(this.actor, localHandle(this.actor, DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
       .catch((e: unknown): PlaceReply => ({ waiting: `placement failed: ${errorText(e)}` }))
       .then((reply) => {
@@ -759,7 +759,6 @@ class Orchestrator {
   private resourcesFreed(): void {
     for (const id of this.unplaced) {
       const run = this.runs.get(id);
-      // Never one asking for labels or a location this node's own bid did not show.
       if (!run?.pending || run.offering || this.aimedElsewhere(run)) continue;
       run.refusedIn = -1;
       this.scheduler.add(run);
