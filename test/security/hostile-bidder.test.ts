@@ -6,9 +6,11 @@
  *
  *  - a job asking for a label goes only to a node whose signed profile shows it;
  *  - a job's `secrets` go only to providers node 1 trusts (its root anchors), and reach a
- *    trusted provider's workload; its plain `environment` goes wherever the job runs;
+ *    trusted provider's workload; its plain `environment` goes wherever the job runs (and
+ *    with `placement.trust: any`, the secrets too);
  *  - a provider that ignores a cancel loses the job (failed, naming the ignored cancel) after
- *    `placement.cancel_bound_ms`, and is not placed on afterwards.
+ *    `placement.cancel_bound_ms`, and is not placed on afterwards; another peer answering the
+ *    requester's polls in its place is not heard.
  */
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { DmsClient } from '../../client/client.js';
@@ -17,7 +19,7 @@ import { didOfPeer } from '../../runtime/crypto/keys.js';
 import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { ForeignPeer } from '../helpers/peer.js';
 import { freePort, startCluster, stopCluster, waitFor } from '../helpers/network.js';
-import { type NodeProcess, runCli } from '../helpers/node.js';
+import { type NodeProcess, removeHome, runCli, startNode } from '../helpers/node.js';
 
 const CANCEL_BOUND_MS = 1500;
 let nodes: NodeProcess[] = [];
@@ -55,11 +57,11 @@ const got = (liar: ForeignPeer, be: string, jobId: string): Envelope[] =>
   liar.replies(be).filter((e) => JSON.stringify(decodePayload(e.msg)).includes(jobId));
 
 /** A peer that wins every offer and never lets go of what it is given. */
-async function liar(): Promise<ForeignPeer> {
+async function liar(requester = n1): Promise<ForeignPeer> {
   const peer = await ForeignPeer.start();
   onTestFinished(() => peer.stop());
   peer.transport.subscribe(DEPLOYMENT_TOPIC);
-  await peer.connect(n1);
+  await peer.connect(requester);
   await waitFor('the liar in the deployment mesh', () => peer.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0, { timeoutMs: 20_000 });
   peer.transport.onEnvelope((env) => {
     if (!env.opt.cont) return;
@@ -149,6 +151,20 @@ describe('a hostile bidder', { timeout: 90_000 }, () => {
     for (const env of bad.arrived) expect(Buffer.from(env.msg).toString('latin1')).not.toContain(secret);
     expect(got(bad, '/dms/deployment/reserve', pinned.id)).toEqual([]);
     for (const id of [pinned.id, plain.id]) await rest(n1, 'DELETE', `/api/v1/jobs/${id}`);
+  });
+
+  it('with placement.trust any, the same liar is sent the secrets: the setting is what kept them from it', async () => {
+    const open = await startNode({ config: { placement: { trust: 'any', cancel_bound_ms: CANCEL_BOUND_MS } } });
+    onTestFinished(async () => {
+      await open.stop();
+      removeHome(open.home);
+    });
+    const bad = await liar(open);
+    const j = await submit(open, { placement: { node: bad.host }, secrets: { API_TOKEN: 'given-away' } });
+    await until(open, j.id, (x) => x.status === 'running', 'running on the liar');
+    const [start] = got(bad, '/dms/deployment/start', j.id);
+    expect((decodePayload(start.msg) as any).job.secrets).toEqual({ API_TOKEN: 'given-away' });
+    await rest(open, 'DELETE', `/api/v1/jobs/${j.id}`);
   });
 
   it('ignoring a cancel: the job fails naming it after the bound, and the node is not placed on again', async () => {
