@@ -44,6 +44,7 @@ export async function describeSelf(actor: Actor, source: ProfileSource): Promise
     version: source.version,
     addrs: source.addrs().slice(0, MAX_PUBLISHED_ADDRS),
     location: device?.location ?? {},
+    labels: device?.labels ?? {},
     onboarded: usage?.onboarded ?? null,
     free: usage?.free ?? null,
     executors: [...source.executors],

@@ -1,7 +1,7 @@
 import { multiaddr } from '@multiformats/multiaddr';
 import * as z from 'zod';
 import { isPeerId } from '../runtime/crypto/keys.js';
-import { LocationSchema, ResourceSpecSchema } from './jobs/schema.js';
+import { LabelsSchema, LocationSchema, ResourceSpecSchema } from './jobs/schema.js';
 import { EmptyPayload, NodeBehaviors } from './root.js';
 
 /**
@@ -89,6 +89,11 @@ export const NodeProfile = z
     /** Listen multiaddrs, each ending in /p2p/<id>. */
     addrs: z.array(text(MAX_ADDR)).max(MAX_ADDRS),
     location: LocationSchema.extend({ region: text(MAX_TEXT).optional(), country: text(MAX_TEXT).optional(), city: text(MAX_TEXT).optional() }),
+    /**
+     * The device labels jobs may ask for: a requester places a job asking for labels only on a
+     * node whose signed profile shows them, whatever its bid claims. Absent from older nodes' profiles.
+     */
+    labels: LabelsSchema.default({}),
     onboarded: ResourceSpecSchema.nullable(),
     free: ResourceSpecSchema.nullable(),
     executors: z.array(text(MAX_EXECUTOR)).max(MAX_EXECUTORS),

@@ -26,6 +26,7 @@ import type { ActorSystem } from '../runtime/system.js';
 import { type Authority, ownKeys } from '../runtime/capability/authority.js';
 import type { Envelope } from '../runtime/wire/envelope.js';
 import { openStorage, type Storage } from '../storage/index.js';
+import { providerTrust } from '../actors/orchestrator/trust.js';
 
 export interface JobsOptions {
   system: ActorSystem;
@@ -91,8 +92,11 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   // With a network, jobs may leave this node and others' jobs may come: the remote executor
   // follows the former, the deployment actor places them and takes the latter.
   const network = system.network;
+  const trusts = providerTrust(config.placement.trust, system.host, authority);
   if (network) {
-    await order.component(executorInbox(REMOTE_EXECUTOR), () => makeActor(system, RemoteExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes }));
+    await order.component(executorInbox(REMOTE_EXECUTOR), () =>
+      makeActor(system, RemoteExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes, trusts, cancelBoundMs: config.placement.cancel_bound_ms }),
+    );
   }
   const capacity = await order.step('capacity', () => measureCapacity({ dataDir: paths.data }));
   await order.component(RESOURCES_INBOX, () =>
@@ -110,6 +114,6 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   );
   const d = config.deployment;
   const limits = { leaseMs: d.lease_ms, leaseShare: d.lease_share, maxLeases: d.max_unstarted_leases };
-  if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits }));
+  if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits, trusts }));
   return { storage, executors: { names: () => [...executors] }, stop: () => order.stop() };
 }

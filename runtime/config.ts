@@ -279,6 +279,24 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /** How this node, as a requester, judges the providers it places jobs on (README "Placing jobs on other nodes"). */
+    placement: z
+      .object({
+        /**
+         * Which providers get a job's `secrets`: `anchored`, only nodes whose DID is one of this
+         * node's root anchors; `any`, every node. A bidder's word proves nothing about who runs
+         * it, so the default sends secrets only where the operator said to.
+         */
+        trust: z.enum(['anchored', 'any']).default('anchored'),
+        /**
+         * How long a provider may go on reporting a cancelled job as running before it is taken
+         * to have ignored the cancel: the job fails and the node is not placed on for a while.
+         * Longer than the providers' stop grace (`jobs.stop_grace_s`), which a genuine stop takes.
+         */
+        cancel_bound_ms: z.number().int().min(100).max(600_000).default(30_000),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

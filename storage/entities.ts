@@ -16,6 +16,7 @@ export const JobEntity = defineEntity({
     image: p.string(),
     command: p.json<string[]>(),
     environment: p.json<Record<string, string>>(),
+    secrets: p.json<Record<string, string>>().default('{}'),
     resources: p.json<ResourceSpec>(),
     executor: p.string().default('docker'),
     // A plain string rather than an enum column: SQLite can only change a CHECK constraint by

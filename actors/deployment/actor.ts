@@ -31,6 +31,7 @@ import {
   DeploymentCancelRequest,
   DeploymentLogsRequest,
   EndedRequest,
+  ExcludeRequest,
   PlaceRequest,
   type PlaceReply,
   ReleaseRequest,
@@ -45,6 +46,8 @@ import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
 import { at, decodePayload, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
+import { providerTrust, type ProviderTrust } from '../orchestrator/trust.js';
+import { Bidders } from './bidders.js';
 import { type OfferEvent, placementMachine, type PlacementInput } from './placement-machine.js';
 import type { ProviderLimits } from './provider-machine.js';
 import { Provider } from './provider.js';
@@ -56,6 +59,8 @@ export interface DeploymentDeps {
   network?: { peers(): string[] };
   /** What this node grants as a provider, and the lease it asks for as a requester (config `deployment`). */
   limits: ProviderLimits;
+  /** Which providers may be sent a job's secrets (`placement.trust`); default: this node only. */
+  trusts?: ProviderTrust;
 }
 
 /** Longest the requester collects bids; a quiet network answers in far less (see offer). */
@@ -89,6 +94,7 @@ class Deployment {
   private readonly provider: Provider;
   /** Nodes that refused to reserve lately, with when. */
   private readonly suspect = new Map<string, number>();
+  private readonly bidders: Bidders;
   private readonly machine: typeof placementMachine;
   /** Offers made in this turn of the event loop, published together at its end. */
   private batch: OfferBatch | null = null;
@@ -96,6 +102,7 @@ class Deployment {
   constructor(private readonly ctx: ActorContext<DeploymentDeps>) {
     this.actor = ctx.actor;
     this.provider = new Provider(ctx, ctx.deps.executors, ctx.deps.limits);
+    this.bidders = new Bidders(this.actor, ctx.deps.trusts ?? providerTrust('anchored', this.actor.system.host));
     this.machine = placementMachine.provide({
       actors: {
         offer: fromCallback<EventObject, PlacementInput>(({ input, sendBack }) => this.offer(input, sendBack as (e: OfferEvent) => void)),
@@ -171,6 +178,15 @@ class Deployment {
           this.provider.ended(payload.job_id);
         },
       }),
+      defineBehavior({
+        name: DeploymentBehaviors.exclude,
+        payload: ExcludeRequest,
+        capability: DEPLOYMENT_INTERNAL_CAPABILITY,
+        handle: ({ payload }) => {
+          this.ctx.log.warn({ node: payload.node, reason: payload.reason }, 'node excluded from placements');
+          this.bidders.exclude(payload.node, payload.reason);
+        },
+      }),
     ];
   }
 
@@ -189,6 +205,7 @@ class Deployment {
       exclude: p.exclude,
       self: this.actor.system.host,
       suspect: new Set(this.suspect.keys()),
+      vet: await this.bidders.vet(p.placement, p.secrets),
       expected,
     };
     const run = this.ctx.machine(this.machine, { id: p.job_id, input });

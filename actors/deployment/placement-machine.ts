@@ -30,6 +30,11 @@ export interface PlacementInput {
   self: string;
   /** Nodes that failed some job lately: asked only when no other bidder is left. */
   suspect: ReadonlySet<string>;
+  /**
+   * Why a bid from a node is not taken whatever it claims (excluded, not trusted with the
+   * job's secrets, its signed profile lacks what the job asks for: ./bidders.ts); null to take it.
+   */
+  vet?: (node: string) => string | null;
 }
 
 export type OfferEvent =
@@ -151,6 +156,8 @@ export const placementMachine = setup({
             if ('declined' in answer) return { declines: [...context.declines, { node, declined: answer.declined }] };
             // A bidder this job must avoid counts as having answered.
             if (context.exclude.includes(node)) return { declines: [...context.declines, { node, declined: 'failed this job before' }] };
+            const refused = context.vet?.(node);
+            if (refused) return { declines: [...context.declines, { node, declined: refused }] };
             return { bids: [...context.bids, { ...answer, node }] };
           }),
         },

@@ -131,9 +131,12 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
               replyWhenDone(c, async () => {
                 const { handle, reason } = c.payload;
                 await told(() => scoped(handle.job_id, () => impl.cancel(handle, reason)));
-                // The run has ended now, unless it was gone already.
-                const result = await impl.wait(handle).catch(() => undefined);
-                return result ? { result } : {};
+                // The run has ended now, unless it was gone already (or its follower gave up on it).
+                try {
+                  return { result: await impl.wait(handle) };
+                } catch (e) {
+                  return { lost: errorText(e).slice(0, 1000) };
+                }
               }),
           }),
           defineBehavior({

@@ -7,7 +7,7 @@ import { StringDecoder } from 'node:string_decoder';
 import { Writable } from 'node:stream';
 import Docker from 'dockerode';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
-import { type Job, millicoresOf, RESOURCE_FLOOR } from '../../behaviors/jobs/schema.js';
+import { type Job, millicoresOf, RESOURCE_FLOOR, runEnvironment } from '../../behaviors/jobs/schema.js';
 import { formatBytes } from '../../runtime/bytes.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
@@ -128,7 +128,7 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
     Image: job.image,
     // An empty command keeps the image's own CMD.
     Cmd: job.command.length > 0 ? job.command : undefined,
-    Env: Object.entries(job.environment).map(([name, value]) => `${name}=${value}`),
+    Env: Object.entries(runEnvironment(job)).map(([name, value]) => `${name}=${value}`),
     Labels: { [JOB_LABEL]: job.id, [NODE_LABEL]: nodeId },
     User: limits.user || undefined,
     // Without a TTY the engine keeps stdout and stderr apart in one multiplexed stream.

@@ -10,9 +10,12 @@
  *   DMS_NULL_STDERR       the same for stderr, after the stdout lines
  *   DMS_NULL_OOM          "1": end as if killed for exceeding the memory limit
  *   DMS_NULL_START_ERROR  start() fails with this message (e.g. an image that cannot be had)
+ *
+ * Secrets are read like the environment (a secret DMS_NULL_STDOUT is written out), as a
+ * container would see them.
  */
 import { z } from 'zod';
-import { type Job } from '../../behaviors/jobs/schema.js';
+import { runEnvironment, type Job } from '../../behaviors/jobs/schema.js';
 import { parseWith } from '../../runtime/issues.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
 import { StoredOutput } from './stored-output.js';
@@ -59,7 +62,7 @@ export class NullExecutor extends StoredOutput implements Executor {
   }
 
   async start(job: Job): Promise<ExecutionHandle> {
-    const options = parseWith(NullOptionsSchema, job.environment, 'null executor options');
+    const options = parseWith(NullOptionsSchema, runEnvironment(job), 'null executor options');
     if (options.DMS_NULL_START_ERROR !== undefined) {
       throw new DmsError('unavailable', options.DMS_NULL_START_ERROR);
     }

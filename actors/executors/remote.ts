@@ -5,6 +5,11 @@
  * every chunk into this node's own log store, so reading, following and keeping the output
  * work here exactly as for a local job. The poll is the heartbeat too: a provider that cannot
  * be reached for LOST_AFTER_MS loses the run, and the orchestrator places the job again.
+ *
+ * A provider is believed about its own jobs only (replies are bound to the node asked), and
+ * not for ever: one that still reports a job running `cancelBoundMs` after its cancel has
+ * ignored it. The run is then lost (the job, cancelled, fails) and the node is excluded from
+ * placements for a while. A job's `secrets` go only to providers this node trusts.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DeploymentBehaviors, DEPLOYMENT_INBOX, StartReply } from '../../behaviors/jobs/deployment.js';
@@ -14,6 +19,7 @@ import { JobSchema } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
+import { type ProviderTrust, untrustedReason } from '../orchestrator/trust.js';
 import type { ExecutorImplementation } from '../../behaviors/jobs/execution.js';
 import type { LogWriter } from './logfile.js';
 import { StoredOutput } from './stored-output.js';
@@ -31,17 +37,23 @@ const RETRY_MS = 500;
 /** Output read per poll. */
 const PAGE_BYTES = 1024 * 1024;
 const CALL_TTL_MS = 5_000;
-const STOP_TTL_MS = 600_000;
+/** How long a provider may report a cancelled job running (config `placement.cancel_bound_ms`). */
+export const CANCEL_BOUND_MS = 30_000;
 
 export interface RemoteExecutorOptions {
   actor: Actor;
   logsDir: string;
   maxLogBytes?: number;
   lostAfterMs?: number;
+  /** Which providers may be sent a job's secrets; default none (the placement sends such jobs only to trusted ones). */
+  trusts?: ProviderTrust;
+  cancelBoundMs?: number;
 }
 
 interface RemoteRun {
   node: string;
+  /** When this node asked the provider to stop it (ms since the epoch). */
+  cancelledAt?: number;
   /** The follower: resolves with how the job ended there. */
   result?: Promise<ExitResult>;
   ended?: ExitResult;
@@ -52,10 +64,14 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
   private readonly runs = new Map<string, RemoteRun>();
   private readonly stopping = new AbortController();
   private readonly lostAfterMs: number;
+  private readonly cancelBoundMs: number;
+  private readonly trusts: ProviderTrust;
 
   constructor(private readonly opts: RemoteExecutorOptions) {
     super(opts.logsDir, opts.maxLogBytes);
     this.lostAfterMs = opts.lostAfterMs ?? LOST_AFTER_MS;
+    this.cancelBoundMs = opts.cancelBoundMs ?? CANCEL_BOUND_MS;
+    this.trusts = opts.trusts ?? (() => false);
   }
 
   close(): void {
@@ -66,8 +82,11 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
   async start(job: Job): Promise<ExecutionHandle> {
     const node = job.node;
     if (!node || this.opts.actor.system.isHere(node)) throw invalid(`job ${job.id} is not placed on another node`);
-    const { id, name, image, command, environment, resources, executor, timeout_s } = job;
-    const spec = { id, name, image, command, environment, resources, executor, ...(timeout_s ? { timeout_s } : {}) };
+    const { id, name, image, command, environment, secrets, resources, executor, timeout_s } = job;
+    const secret = Object.keys(secrets).length > 0;
+    // The placement asked trusted providers only; this is the last door before the values leave.
+    if (secret && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
+    const spec = { id, name, image, command, environment, ...(secret ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}) };
     try {
       await this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
     } catch (e) {
@@ -93,15 +112,20 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
     return run.ended ? { state: 'exited', result: run.ended } : { state: 'running' };
   }
 
-  /** Asks the provider to stop it; the follower then sees it end. */
+  /**
+   * Asks the provider to stop it; the follower then sees it end, or gives up on it
+   * `cancelBoundMs` from now. Whatever the provider answers, only that end counts: a stop that
+   * does not come within the bound is the provider's to explain, not a wait without end here.
+   */
   async cancel(handle: ExecutionHandle, reason: string): Promise<void> {
-    const node = this.runs.get(handle.job_id)?.node ?? handle.id;
+    let run = this.runs.get(handle.job_id);
+    if (!run) this.runs.set(handle.job_id, (run = { node: handle.id }));
+    run.cancelledAt ??= Date.now();
     try {
-      await this.opts.actor.call(provider(node), DeploymentBehaviors.cancel, { id: handle.job_id, reason }, JobSchema, { ttlMs: STOP_TTL_MS });
+      await this.opts.actor.call(provider(run.node), DeploymentBehaviors.cancel, { id: handle.job_id, reason }, JobSchema, { ttlMs: this.cancelBoundMs });
     } catch (e) {
-      // Ended there already: nothing left to stop.
-      if (e instanceof DmsError && e.kind === 'conflict') return;
-      throw e;
+      // Ended there already (conflict): nothing left to stop. Anything else the follower judges.
+      if (!(e instanceof DmsError && e.kind === 'conflict')) this.opts.actor.system.log.debug({ job: handle.job_id, node: run.node, err: errorText(e) }, 'cancel not confirmed');
     }
   }
 
@@ -113,6 +137,13 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
   /** Remote runs are picked up by the orchestrator from the jobs' records (their node), not found here. */
   async reconcile(): Promise<ReconcileReport> {
     return { reattached: [], missing: [], orphans: [] };
+  }
+
+  /** The provider still runs a job it was told to stop: it is not placed on for a while, and the run is given up. */
+  private ignoredCancel(jobId: string, run: RemoteRun, sinceCancel: number): DmsError {
+    const reason = `node ${run.node} ignored the cancel: it still reported job ${jobId} running ${Math.round(sinceCancel / 100) / 10} s after it`;
+    void this.opts.actor.tell(this.opts.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.exclude, { node: run.node, reason }).catch(() => undefined);
+    return new DmsError('unavailable', reason);
   }
 
   /**
@@ -129,10 +160,14 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
     try {
       for (;;) {
         if (this.stopping.signal.aborted) throw new DmsError('unavailable', 'the node is stopping');
+        const sinceCancel = run.cancelledAt === undefined ? 0 : Date.now() - run.cancelledAt;
+        if (sinceCancel >= this.cancelBoundMs) throw this.ignoredCancel(jobId, run, sinceCancel);
+        // Once cancelled, no poll outlasts the bound.
+        const waitMs = run.cancelledAt === undefined ? POLL_WAIT_MS : Math.max(0, Math.min(POLL_WAIT_MS, this.cancelBoundMs - sinceCancel));
         let page: LogsReply;
         try {
-          page = await this.opts.actor.call(to, DeploymentBehaviors.logs, { id: jobId, from, limit: PAGE_BYTES, wait_ms: POLL_WAIT_MS }, LogsReply, {
-            ttlMs: POLL_WAIT_MS + CALL_TTL_MS,
+          page = await this.opts.actor.call(to, DeploymentBehaviors.logs, { id: jobId, from, limit: PAGE_BYTES, wait_ms: waitMs }, LogsReply, {
+            ttlMs: waitMs + CALL_TTL_MS,
           });
         } catch (e) {
           if (e instanceof DmsError && e.kind === 'not_found') throw new DmsError('unavailable', `node ${run.node} no longer knows the job`);

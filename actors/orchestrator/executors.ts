@@ -51,9 +51,9 @@ export class ExecutorClient {
     return this.watches.add(handle);
   }
 
-  /** Resolves once the run is stopped and gone, with its result if the executor still knew it. */
-  async cancel(handle: ExecutionHandle, reason: string): Promise<ExitResult | undefined> {
-    return (await this.actor.call(this.to, ExecutorBehaviors.cancel, { handle, reason }, CancelRunReply, { ttlMs: STOP_TTL_MS })).result;
+  /** Resolves once the run is stopped and gone, with its result if the executor still knew it, else why it lost the run. */
+  cancel(handle: ExecutionHandle, reason: string): Promise<CancelRunReply> {
+    return this.actor.call(this.to, ExecutorBehaviors.cancel, { handle, reason }, CancelRunReply, { ttlMs: STOP_TTL_MS });
   }
 
   cleanup(handle: ExecutionHandle): Promise<void> {

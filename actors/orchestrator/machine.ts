@@ -71,6 +71,8 @@ export interface JobMachineContext {
   /** Placements on other nodes used so far, and how many the job may use. */
   placements: number;
   maxAttempts: number;
+  /** Why its run was lost while being stopped (a provider that ignored the cancel): the attempt's outcome. */
+  lost?: string;
 }
 
 export interface JobMachineInput {
@@ -237,7 +239,14 @@ export const jobMachine = setup({
           target: 'failed',
           actions: assign(({ context, event }) => ({ exitCode: event.result.exit_code, error: context.stopReason, reason: context.stopReason! })),
         },
-        lost: { target: 'failed', actions: assign(({ context }) => ({ error: context.stopReason, reason: context.stopReason! })) },
+        // Stopped, but not seen to stop: the stop's reason and what went wrong.
+        lost: {
+          target: 'failed',
+          actions: assign(({ context, event }) => {
+            const why = event.reason === context.stopReason ? context.stopReason! : `${context.stopReason}; ${event.reason}`;
+            return { error: why, reason: why, ...(event.reason === context.stopReason ? {} : { lost: event.reason }) };
+          }),
+        },
       },
     },
     completed: { type: 'final', tags: ['completed'], entry: { type: 'finish', params: { status: 'completed' } } },

@@ -33,8 +33,8 @@ import {
 } from '../../behaviors/jobs/jobs.js';
 import { AcceptPayload, DEPLOYMENT_INBOX, DEPLOYMENT_INTERNAL_CAPABILITY, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
-import { redactJob } from '../../behaviors/jobs/redaction.js';
-import { type Attempt, isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { redactJob, redactValues } from '../../behaviors/jobs/redaction.js';
+import { isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
@@ -53,7 +53,7 @@ import { type JobMachineContext, type JobMachineEvent, jobMachine, type StartInp
 import { type ExecutorFindings, planRecovery } from './recovery.js';
 import { refusedRegistry, refusedRegistryResolved } from './registries.js';
 import { whyNoNodeCouldHold } from '../../behaviors/jobs/fit.js';
-import { type JobMachine, JobRun } from './run.js';
+import { closeAttempt, type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
 import { at } from '../../runtime/wire/envelope.js';
 import { Batcher } from '../../runtime/batcher.js';
@@ -326,8 +326,9 @@ class Orchestrator {
     if (refused) throw invalid(refused);
     const { id, ...rest } = spec;
     // Whatever the requester sent, the job runs within this node's defaults and limits.
-    const job = await this.journal.create({ ...rest, resources: this.withDefaults(rest.resources) }, { id, requester });
-    this.queue(this.track(job));
+    // Its secrets are kept in memory only, for the start: the record shows their names.
+    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.withDefaults(rest.resources) }, { id, requester });
+    this.queue(Object.assign(this.track(job), { secrets: rest.secrets }));
     return job;
   }
 
@@ -458,6 +459,7 @@ class Orchestrator {
   private unstartable(job: Job): string | null {
     const image = SubmitPayload.shape.image.safeParse(job.image);
     if (!image.success) return `image: ${image.error.issues[0].message}`;
+    if (job.requester !== null && Object.keys(job.secrets).length > 0) return 'run here for another node, its secrets were kept in memory only (its record holds them redacted) and this node restarted';
     return refusedRegistry(job.image, this.allowedRegistries);
   }
 
@@ -491,7 +493,7 @@ class Orchestrator {
   private start(input: StartInput, sendBack: (event: JobMachineEvent) => void): void {
     const run = this.run(input);
     this.executorOf(run)
-      .start(run.job)
+      .start(run.secrets ? { ...run.job, secrets: run.secrets } : run.job)
       .catch((e: unknown) => sendBack({ type: 'start_failed', error: errorText(e) }));
   }
 
@@ -536,7 +538,7 @@ class Orchestrator {
       .cancel(input.handle, input.reason)
       .then(
         // However it ended, it is gone; without a result it is gone without one.
-        (result) => sendBack(result ? { type: 'exited', result } : { type: 'lost', reason: input.reason }),
+        ({ result, lost }) => sendBack(result ? { type: 'exited', result } : { type: 'lost', reason: lost ?? input.reason }),
         // Its end may still be reported; until then the job stays stopping.
         (e: unknown) => this.log.warn({ job: input.jobId, err: errorText(e) }, 'could not stop run'),
       );
@@ -567,7 +569,7 @@ class Orchestrator {
     this.scheduler.remove(ctx.jobId);
     this.release(ctx.jobId);
     const error = status === 'failed' ? (ctx.error ?? ctx.reason) : null;
-    const closed = closeAttempt(run.attempts, status, error);
+    const closed = closeAttempt(run.attempts, ctx.lost ? 'lost' : status, ctx.lost ?? error);
     const change: JobChange = { status, reason: ctx.reason, exit_code: ctx.exitCode, error, ...(closed ? { attempts: [...run.attempts] } : {}) };
     // Run here for another node: its deployment is over.
     if (run.job.requester) {
@@ -611,7 +613,7 @@ class Orchestrator {
     this.scheduler.add(run);
   }
 
-  /** Whether the job's placement names another node, a location or labels: it is always offered, never taken by this node's scheduler. */
+  /** Its placement names another node, a location or labels: only the network's bids decide where it goes. */
   private aimedElsewhere(run: JobRun): boolean {
     const p = run.job.placement;
     return !run.placedHere && this.remote !== null && (p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined);
@@ -630,7 +632,7 @@ class Orchestrator {
     run.offering = true;
     this.unplaced.delete(run.id);
     const { job } = run;
-    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...run.exclude] };
+    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...run.exclude], secrets: Object.keys(job.secrets).length > 0 };
     this.actor.call(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
       .catch((e: unknown): PlaceReply => ({ waiting: `placement failed: ${errorText(e)}` }))
       .then((reply) => {
@@ -834,11 +836,3 @@ class Orchestrator {
   }
 }
 
-
-/** Ends the open attempt (on `node`, when given) with how it ended; false when none was open. */
-function closeAttempt(attempts: Attempt[], outcome: NonNullable<Attempt['outcome']>, reason: string | null, node?: string): boolean {
-  const open = attempts.at(-1);
-  if (!open || open.ended_at !== null || (node !== undefined && open.node !== node)) return false;
-  Object.assign(open, { ended_at: new Date().toISOString(), outcome, reason });
-  return true;
-}

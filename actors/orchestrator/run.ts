@@ -18,6 +18,8 @@ export class JobRun {
   runningSince: number | null = null;
   /** Its placements, kept here as they change (each write stores the whole list). */
   attempts: Attempt[];
+  /** Run here for another node: its secrets, which its record holds redacted (see Orchestrator.accept). */
+  secrets?: Record<string, string>;
   /** Nodes that lost or refused it: not asked again. */
   readonly exclude = new Set<string>();
   /** It runs on this node whatever happens: local by its placement, pinned here, or run here for another node. */
@@ -122,4 +124,12 @@ export class JobRun {
   private wake(): void {
     for (const w of [...this.waiters]) w();
   }
+}
+
+/** Ends the open attempt (on `node`, when given) with how it ended; false when none was open. */
+export function closeAttempt(attempts: Attempt[], outcome: NonNullable<Attempt['outcome']>, reason: string | null, node?: string): boolean {
+  const open = attempts.at(-1);
+  if (!open || open.ended_at !== null || (node !== undefined && open.node !== node)) return false;
+  Object.assign(open, { ended_at: new Date().toISOString(), outcome, reason });
+  return true;
 }

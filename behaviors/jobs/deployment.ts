@@ -40,6 +40,8 @@ export const DeploymentBehaviors = {
   place: '/dms/deployment/place',
   /** This node's orchestrator says a job run for another node has ended (local only). */
   ended: '/dms/deployment/ended',
+  /** A provider misbehaved (it ignored a cancel): it is not placed on for a while (local only). */
+  exclude: '/dms/deployment/exclude',
 } as const;
 
 const jobId = z.uuid();
@@ -127,6 +129,8 @@ export const PlaceRequest = z.strictObject({
   placement: PlacementSchema.nullable(),
   /** Nodes that failed this job already: not asked again. */
   exclude: z.array(z.string()).max(64).default([]),
+  /** The job has secrets: only providers this node trusts (`placement.trust`) may take it. */
+  secrets: z.boolean().default(false),
 });
 export type PlaceRequest = z.input<typeof PlaceRequest>;
 
@@ -139,3 +143,4 @@ export const PlaceReply = z.union([
 export type PlaceReply = z.output<typeof PlaceReply>;
 
 export const EndedRequest = z.strictObject({ job_id: jobId });
+export const ExcludeRequest = z.strictObject({ node: PeerIdSchema, reason: z.string().min(1).max(500) });

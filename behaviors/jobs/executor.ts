@@ -88,7 +88,12 @@ export const RunStatusReply = z.discriminatedUnion('state', [
 
 export const CancelRunPayload = z.strictObject({ handle: ExecutionHandleSchema, reason: z.string().min(1).max(600) });
 /** The run's result, when the executor could still learn it. */
-export const CancelRunReply = z.object({ result: ExitResultSchema.optional() });
+export const CancelRunReply = z.object({
+  result: ExitResultSchema.optional(),
+  /** No result: why the run could no longer be followed (e.g. a provider that ignored the cancel). */
+  lost: z.string().max(1000).optional(),
+});
+export type CancelRunReply = z.output<typeof CancelRunReply>;
 
 export const CleanupPayload = runs;
 

@@ -220,6 +220,11 @@ export const JobSpecSchema = z.strictObject({
   image: ImageReferenceSchema,
   command: CommandSchema.default([]),
   environment: z.record(envName, z.string()).default({}),
+  /**
+   * Injected as environment variables like `environment`, but sent only to providers this
+   * node trusts (`placement.trust`): `environment` goes to whichever node runs the job.
+   */
+  secrets: z.record(envName, z.string()).default({}),
   resources: JobResourcesSchema.default({ cpu: { cores: 0 }, memory: { size: 0 }, storage: { size: 0 } }),
   executor: z.string().min(1).max(64).default('docker'),
   timeout_s: z.int().positive().optional(),
@@ -248,6 +253,7 @@ export const JobSchema = z.object({
   image: z.string(),
   command: z.array(z.string()),
   environment: z.record(z.string(), z.string()),
+  secrets: z.record(z.string(), z.string()),
   resources: ResourceSpecSchema,
   executor: z.string(),
   status: JobStatusSchema,
@@ -270,6 +276,9 @@ export const JobSchema = z.object({
   updated_at: time,
 });
 export type Job = z.output<typeof JobSchema>;
+
+/** The variables a run is given: its environment and its secrets, a secret winning over a variable of the same name. */
+export const runEnvironment = (job: Pick<Job, 'environment' | 'secrets'>): Record<string, string> => ({ ...job.environment, ...job.secrets });
 
 export const JobEventSchema = z.object({
   id: z.int(),

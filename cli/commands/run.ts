@@ -14,6 +14,7 @@ interface RunOptions extends PlacementFlags {
   cpu?: string;
   memory?: string;
   env?: string[];
+  secret?: string[];
   timeout?: string;
   executor?: string;
   name?: string;
@@ -39,7 +40,8 @@ export function registerRunCommand(program: Command): void {
     .argument('[command...]', "the command and its arguments (default: the image's own); put it after -- if it has flags run also has")
     .option('--cpu <cores>', `cores, e.g. 0.5 (default ${DEFAULT_CORES})`)
     .option('--memory <size>', `memory, e.g. 256MiB or 2GB (default ${DEFAULT_MEMORY})`)
-    .option('-e, --env <NAME=value>', 'environment variable for the job (repeatable)', collect)
+    .option('-e, --env <NAME=value>', 'environment variable for the job; goes to whichever node runs it (repeatable)', collect)
+    .option('--secret <NAME=value>', 'environment variable sent only to nodes this node trusts (placement.trust) and shown redacted (repeatable)', collect)
     .option('--timeout <seconds>', 'stop the job, failed, after this many seconds (SIGTERM, then SIGKILL after jobs.stop_grace_s; default: no limit)')
     .option('--executor <name>', "executor to run it with: docker, null, or a plugin's (default: the node's, docker)")
     .option('--name <name>', 'a name for the job (default: the image)')
@@ -56,6 +58,7 @@ export function registerRunCommand(program: Command): void {
         image,
         command,
         environment: parsePairs('--env', opts.env ?? [], 'NAME=value'),
+        ...(opts.secret?.length ? { secrets: parsePairs('--secret', opts.secret, 'NAME=value') } : {}),
         resources: {
           cpu: { cores: cores(opts.cpu ?? String(DEFAULT_CORES)) },
           memory: { size: sizeArg('--memory', opts.memory ?? DEFAULT_MEMORY) },

@@ -62,6 +62,18 @@ export function isPeerId(text: string): boolean {
   return bytes[0] === 0x12 && bytes[1] === 0x20 && bytes.length === 34;
 }
 
+/** The did:key of the Ed25519 key a peer id inlines; null for any other peer id (no DMS node has one). */
+export function didOfPeer(peer: string): string | null {
+  let bytes: Uint8Array;
+  try {
+    bytes = base58btc.baseDecode(peer);
+  } catch {
+    return null;
+  }
+  if (bytes.length !== PEER_ID_PREFIX.length + PUBLIC_KEY_BYTES || PEER_ID_PREFIX.some((b, i) => bytes[i] !== b)) return null;
+  return didFromId(idFromPublicKey(bytes.subarray(PEER_ID_PREFIX.length)));
+}
+
 function truncate(s: string): string {
   return s.length > 64 ? `${s.slice(0, 64)}…` : s;
 }

@@ -2,6 +2,7 @@ import type { MigrationObject } from '@mikro-orm/core';
 import { InitialSchema } from './0001-initial.js';
 import { QueryIndexes } from './0002-query-indexes.js';
 import { Placement } from './0003-placement.js';
+import { Secrets } from './0004-secrets.js';
 
 /**
  * Every migration, oldest first. Listed explicitly instead of found by a glob so the same
@@ -12,4 +13,5 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0001-initial', class: InitialSchema },
   { name: '0002-query-indexes', class: QueryIndexes },
   { name: '0003-placement', class: Placement },
+  { name: '0004-secrets', class: Secrets },
 ];

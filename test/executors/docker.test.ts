@@ -67,6 +67,11 @@ describe('container spec', () => {
     expect(containerSpec(job, 'peer-x', limits).HostConfig).toMatchObject({ NanoCpus: 1_500_000_000, Memory: 16 * MiB, PidsLimit: 99 });
   });
 
+  it("hands the container its secrets as environment variables, a secret winning over a variable of the same name", () => {
+    const job = jobOf({ executor: 'docker', environment: { A: '1', TOKEN: 'plain' }, secrets: { TOKEN: 's3cr3t', B: '2' } });
+    expect(containerSpec(job, 'peer-x').Env).toEqual(['A=1', 'TOKEN=s3cr3t', 'B=2']);
+  });
+
   it('never gives the engine 0 (unlimited) or less than it accepts, and rounds cores up to whole millicores', () => {
     const spec = (cores: number, size: number) => containerSpec(jobOf({ executor: 'docker', resources: { cpu: { cores }, memory: { size } } }), 'p').HostConfig!;
     // Stored before the floor, or come from a message whose schema has none.

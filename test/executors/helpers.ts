@@ -14,6 +14,7 @@ export function jobOf(spec: TestSpec): Job {
     image: spec.image ?? 'dms-test/busybox:latest',
     command: spec.command ?? [],
     environment: spec.environment ?? {},
+    secrets: spec.secrets ?? {},
     resources: { storage: { size: 0 }, ...(spec.resources ?? { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 } }) },
     executor: spec.executor,
     status: 'pending',

@@ -12,6 +12,7 @@ function job(executor: string, status: JobStatus): Job {
     image: 'img',
     command: [],
     environment: {},
+    secrets: {},
     resources: { cpu: { cores: 1 }, memory: { size: 1 }, storage: { size: 0 } },
     executor,
     status,

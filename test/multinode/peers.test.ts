@@ -110,7 +110,7 @@ describe('dms peers list: who the peers are and what they offer', { timeout: 120
     const r = await runCli(['--home', n1.home, 'actor', 'invoke', '/public/describe']);
     expect(r.code, r.stderr).toBe(0);
     const profile = JSON.parse(r.stdout) as Record<string, unknown>;
-    expect(Object.keys(profile).sort()).toEqual(['addrs', 'executors', 'free', 'location', 'name', 'onboarded', 'version'].sort());
+    expect(Object.keys(profile).sort()).toEqual(['addrs', 'executors', 'free', 'labels', 'location', 'name', 'onboarded', 'version'].sort());
     expect(profile.name).toBe(nameOf(0));
   });
 });

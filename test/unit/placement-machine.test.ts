@@ -12,7 +12,7 @@ import { type OfferEvent, placementMachine, type PlacementInput } from '../../ac
 const SELF = 'node-self';
 const resources = { cpu: { cores: 1 }, memory: { size: 1024 }, storage: { size: 0 }, gpus: [] } as unknown as PlacementInput['resources'];
 
-function start(opts: { expected: number; suspect?: string[]; refuse?: string[] }) {
+function start(opts: { expected: number; suspect?: string[]; refuse?: string[]; vet?: (node: string) => string | null }) {
   let send!: (e: OfferEvent) => void;
   const reserved: string[] = [];
   const machine = placementMachine.provide({
@@ -36,6 +36,7 @@ function start(opts: { expected: number; suspect?: string[]; refuse?: string[] }
       exclude: [],
       self: SELF,
       suspect: new Set(opts.suspect ?? []),
+      ...(opts.vet ? { vet: opts.vet } : {}),
       expected: opts.expected,
     },
   });
@@ -49,6 +50,24 @@ function start(opts: { expected: number; suspect?: string[]; refuse?: string[] }
 }
 
 describe('placement machine: collecting bids', () => {
+  it("a bid the requester's own checks refuse counts as a decline, however idle it claims to be", async () => {
+    const m = start({ expected: 2, vet: (node) => (node === 'liar' ? 'published no profile' : null) });
+    const output = m.done();
+    m.bid('liar', 0);
+    expect(m.state()).toContain('collecting');
+    m.bid('honest', 0.7);
+    expect(await output).toEqual({ node: 'honest' });
+    expect(m.reserved).toEqual(['honest']);
+  });
+
+  it('with only refused bids the job waits, naming why each was refused', async () => {
+    const m = start({ expected: 1, vet: () => 'is not trusted with secrets' });
+    const output = m.done();
+    m.bid('liar', 0);
+    expect(await output).toEqual({ waiting: expect.stringContaining('is not trusted with secrets') });
+    expect(m.reserved).toEqual([]);
+  });
+
   it('waits while a busy bidder might still be beaten, and ranks the least loaded first once all have answered', async () => {
     const m = start({ expected: 3 });
     m.bid('busy', 0.5);
