@@ -16,7 +16,7 @@ import {
 import type { Job } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
-import type { ExecutionHandle, ExitResult, LogPage, ReconcileReport } from '../../behaviors/jobs/execution.js';
+import type { ExecutionHandle, LogPage, ReconcileReport } from '../../behaviors/jobs/execution.js';
 import { Batcher } from '../../runtime/batcher.js';
 
 /** How long a stop may take: the engine's grace period, the container's exit and its removal. */

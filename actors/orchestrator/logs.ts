@@ -3,7 +3,12 @@
  * offset (/dms/executor/logs/read), so a follower coming back for more reads only what is new.
  */
 import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
+import type { LogsReply } from '../../behaviors/jobs/jobs.js';
+import { isTerminal, type Job } from '../../behaviors/jobs/schema.js';
+import { notFound } from '../../runtime/errors.js';
+import type { Storage } from '../../storage/index.js';
 import type { ExecutorClient } from './executors.js';
+import type { JobRun } from './run.js';
 
 export interface LogSource {
   executor: ExecutorClient;
@@ -14,4 +19,67 @@ export interface LogSource {
 export function aborted(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+}
+
+/** Reads jobs' output in pages for /dms/job/logs, waiting for news when asked to. */
+export class OutputReader {
+  constructor(
+    /** Jobs not yet finished, by id (the orchestrator's). */
+    private readonly runs: ReadonlyMap<string, JobRun>,
+    private readonly storage: Storage,
+    /** Where a job's output is read from now; null when nothing can read it. */
+    private readonly source: (job: Job, run: JobRun | undefined) => LogSource | null,
+  ) {}
+
+  /**
+   * A page of output from byte `from` ('end': the current end). With `wait_ms`, an answer that
+   * would be empty waits for output, a state change or the end of the job, whichever comes first.
+   */
+  async read(p: { id: string; from: number | 'end'; limit: number; wait_ms: number }): Promise<LogsReply> {
+    const deadline = Date.now() + p.wait_ms;
+    // Past the end reads as the end, which is what 'end' asks for.
+    let from = p.from === 'end' ? Number.MAX_SAFE_INTEGER : p.from;
+    let followed: JobRun | undefined;
+    for (;;) {
+      const run = this.runs.get(p.id);
+      // A run that ended while we waited hands over its committed final state: no need to read it back.
+      const job = (!run && followed?.final) || (await this.storage.jobs.get(p.id));
+      followed = run;
+      if (!job) throw notFound(`job ${p.id} not found`);
+      // Decided before reading: a job already finished has every chunk of its output stored.
+      const ended = run === undefined && isTerminal(job.status);
+      const source = this.source(job, run);
+      const page = source ? await source.executor.readLogs(source.handle, from, p.limit) : { chunks: [], next: 0, size: 0 };
+      from = page.next;
+      const more = page.next < page.size;
+      const done = ended && !more;
+      const left = deadline - Date.now();
+      if (page.chunks.length > 0 || more || done || left <= 0) {
+        const { id, status, exit_code, error, pending_reason } = job;
+        return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done };
+      }
+      await this.news(run, source, from, left);
+    }
+  }
+
+  /** Waits up to `ms` for output beyond byte `from` or a change of the run. */
+  private async news(run: JobRun | undefined, source: LogSource | null, from: number, ms: number): Promise<void> {
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), ms);
+    try {
+      const waits = [aborted(ac.signal)];
+      if (run) {
+        waits.push(run.nextChange(ac.signal));
+        if (source) {
+          // Output that ended or cannot be read is no news: the other waits decide.
+          const quiet = () => aborted(ac.signal);
+          waits.push(source.executor.waitForLogs(source.handle, from, ms).then((found) => (found ? undefined : quiet()), quiet));
+        }
+      }
+      await Promise.race(waits);
+    } finally {
+      clearTimeout(timer);
+      ac.abort();
+    }
+  }
 }

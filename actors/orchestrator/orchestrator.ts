@@ -10,37 +10,16 @@
  */
 import { type EventObject, fromCallback } from 'xstate';
 import type { z } from 'zod';
-import {
-  ExitedPayload,
-  JobNotifications,
-  ProgressPayload,
-  REPORT_CAPABILITY,
-  type RunReport,
-  StartedPayload,
-  type StartReport,
-} from '../../behaviors/jobs/executor.js';
-import {
-  CancelPayload,
-  JobBehaviors,
-  type JobEventsReply,
-  JobIdPayload,
-  type JobListReply,
-  ListPayload,
-  LogsPayload,
-  type LogsReply,
-  ORCHESTRATOR_INBOX,
-  SubmitPayload,
-} from '../../behaviors/jobs/jobs.js';
-import { AcceptPayload, DEPLOYMENT_INBOX, DEPLOYMENT_INTERNAL_CAPABILITY, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
-import { EmptyPayload, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
-import { redactJob, redactValues } from '../../behaviors/jobs/redaction.js';
-import { isTerminal, JOB_STATUSES, type Job, type JobSpec, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { type RunReport, type StartReport } from '../../behaviors/jobs/executor.js';
+import { type LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
+import { AcceptPayload, DEPLOYMENT_INBOX, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
+import { ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
+import { redactValues } from '../../behaviors/jobs/redaction.js';
+import { isTerminal, JOB_STATUSES, type Job, type JobSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
-import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
-import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
+import { DmsError, errorText, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
-import type { Envelope, Handle } from '../../runtime/wire/envelope.js';
 import { ownKeys } from '../../runtime/capability/authority.js';
 import type { JobChange, Storage } from '../../storage/index.js';
 import { ExecutorRegistry } from '../executors/registry.js';
@@ -48,14 +27,14 @@ import { REMOTE_EXECUTOR } from '../executors/remote.js';
 import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import { ExecutorClient } from './executors.js';
 import { JobJournal } from './journal.js';
-import { aborted, type LogSource } from './logs.js';
+import { type LogSource, OutputReader } from './logs.js';
 import { type JobMachineContext, type JobMachineEvent, jobMachine, type StartInput, type StopInput, timeoutClock } from './machine.js';
-import { type ExecutorFindings, planRecovery } from './recovery.js';
-import { refusedRegistry, refusedRegistryResolved } from './registries.js';
-import { whyNoNodeCouldHold } from '../../behaviors/jobs/fit.js';
+import { recoverJobs } from './recovery.js';
 import { closeAttempt, type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
-import { at } from '../../runtime/wire/envelope.js';
+import { Admission, DEFAULT_RESOURCES } from './admission.js';
+import { orchestratorBehaviors } from './behaviors.js';
+import { at, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
 import { Batcher } from '../../runtime/batcher.js';
 
 export interface OrchestratorDeps {
@@ -87,9 +66,6 @@ const MAX_PLACE_BACKOFF_MS = 8_000;
 /** Longest a placement (offer, bids, reservation) may take. */
 const PLACE_TTL_MS = 30_000;
 
-/** `jobs.default_resources` as shipped, for orchestrators built without a config (tests, benches). */
-const DEFAULT_RESOURCES = { cores: 1, memory_bytes: 512 * 1024 * 1024 };
-
 /** Most job ids one release message carries. */
 const MAX_RELEASE = 5000;
 
@@ -118,7 +94,7 @@ export const OrchestratorActor = defineActor({
 class Orchestrator {
   readonly journal: JobJournal;
   private readonly actor: Actor;
-  private readonly storage: Storage;
+  readonly storage: Storage;
   /** The executor actors, each as the client that asks it by envelopes. */
   private readonly executors = new ExecutorRegistry<ExecutorClient>();
   /** Executors jobs may name (the remote executor is not one: it follows jobs, it does not run them). */
@@ -139,11 +115,9 @@ class Orchestrator {
   /** Jobs whose resources go back to the manager, those of one moment in one message. */
   private readonly releases = new Batcher<string>((ids) => this.sendReleases(ids), MAX_RELEASE);
   private stopping = false;
-  private readonly defaults: { cores: number; memory_bytes: number };
-  private readonly allowedRegistries: readonly string[];
-  private readonly trusted: (env: Envelope) => boolean;
-  /** This machine's capacity, as the resource manager measured it at start (it does not change while the node runs). */
-  private capacity: Promise<ResourceCapacity> | null = null;
+  readonly trusted: (env: Envelope) => boolean;
+  private readonly admission: Admission;
+  private readonly output: OutputReader;
 
   constructor({ actor, system, log, deps, machine }: ActorContext<OrchestratorDeps>) {
     this.actor = actor;
@@ -155,11 +129,18 @@ class Orchestrator {
     this.remote = deps.peers ? new ExecutorClient(actor, REMOTE_EXECUTOR) : null;
     if (this.remote) this.executors.register(this.remote);
     this.peers = deps.peers ?? (() => 0);
-    this.defaults = deps.defaultResources ?? DEFAULT_RESOURCES;
-    this.allowedRegistries = deps.allowedRegistries ?? [];
+    this.admission = new Admission({
+      runnable: this.runnable,
+      allowedRegistries: deps.allowedRegistries ?? [],
+      defaults: deps.defaultResources ?? DEFAULT_RESOURCES,
+      isHere: (host) => system.isHere(host),
+      mayLeave: (spec) => this.remote !== null && (this.peers() > 0 || spec.placement?.node !== undefined),
+      capacity: async () => (await this.actor.call(this.manager, ResourceBehaviors.usage, {}, UsageReply)).capacity,
+    });
     const own = ownKeys(system);
     this.trusted = deps.trusted ?? ((env) => own(env.from.id));
     this.journal = new JobJournal(deps.storage.jobs);
+    this.output = new OutputReader(this.runs, deps.storage, (job, run) => this.logSource(job, run));
     this.machine = jobMachine.provide({
       actors: {
         start: fromCallback<EventObject, StartInput>(({ input, sendBack }) => this.start(input, sendBack)),
@@ -211,105 +192,15 @@ class Orchestrator {
     this.log.info({ writes, commits }, 'job journal drained');
   }
 
-  // --- behaviors -------------------------------------------------------------------------
+  // --- behaviors (./behaviors.ts) ---------------------------------------------------------
 
   behaviors() {
-    // Senders that are not this node or its roots get jobs without their environment values.
-    const shown = (env: Envelope) => (this.trusted(env) ? (job: Job) => job : redactJob);
-    return [
-      defineBehavior({
-        name: JobBehaviors.submit,
-        payload: SubmitPayload,
-        handle: async ({ env, payload }) => shown(env)(await this.submit(payload)),
-      }),
-      defineBehavior({
-        name: JobBehaviors.status,
-        payload: JobIdPayload,
-        handle: async ({ env, payload }) => shown(env)(await this.status(payload.id)),
-      }),
-      defineBehavior({
-        name: JobBehaviors.list,
-        payload: ListPayload,
-        handle: async ({ env, payload }) => {
-          const reply = await this.list(payload);
-          return { ...reply, jobs: reply.jobs.map(shown(env)) };
-        },
-      }),
-      defineBehavior({
-        name: JobBehaviors.events,
-        payload: JobIdPayload,
-        // Events carry statuses and reasons, never the environment: nothing to redact.
-        handle: ({ payload }) => this.events(payload.id),
-      }),
-      // Both wait (for a container to stop, for output): they answer later and free the mailbox meanwhile.
-      defineBehavior({
-        name: JobBehaviors.cancel,
-        payload: CancelPayload,
-        noReply: true,
-        handle: (ctx) => replyWhenDone(ctx, async () => shown(ctx.env)(await this.cancel(ctx.payload.id, ctx.payload.reason))),
-      }),
-      defineBehavior({
-        name: JobBehaviors.logs,
-        payload: LogsPayload,
-        noReply: true,
-        handle: (ctx) => replyWhenDone(ctx, () => this.logs(ctx.payload)),
-      }),
-      defineBehavior({
-        name: JobBehaviors.accept,
-        payload: AcceptPayload,
-        capability: DEPLOYMENT_INTERNAL_CAPABILITY,
-        handle: ({ payload }) => this.accept(payload.job, payload.requester),
-      }),
-      defineBehavior({
-        name: JobBehaviors.schedule,
-        payload: EmptyPayload,
-        handle: () => {
-          this.resourcesFreed();
-          return {};
-        },
-      }),
-      // What the executors report about runs.
-      defineBehavior({
-        name: JobNotifications.started,
-        payload: StartedPayload,
-        capability: REPORT_CAPABILITY,
-        handle: ({ payload }) => this.started(payload.runs),
-      }),
-      defineBehavior({
-        name: JobNotifications.exited,
-        payload: ExitedPayload,
-        capability: REPORT_CAPABILITY,
-        handle: ({ payload }) => this.exited(payload.runs),
-      }),
-      defineBehavior({
-        name: JobNotifications.progress,
-        payload: ProgressPayload,
-        capability: REPORT_CAPABILITY,
-        handle: ({ payload }) => this.notePull(payload),
-      }),
-    ];
+    return orchestratorBehaviors(this);
   }
 
-  private async submit(spec: JobSpec): Promise<Job> {
+  async submit(spec: JobSpec): Promise<Job> {
     if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
-    // Whether it may go to a node other than this one, which may have what this one lacks.
-    const here = spec.placement?.local === true || (spec.placement?.node !== undefined && this.actor.system.isHere(spec.placement.node));
-    const network = !here && this.remote !== null && (this.peers() > 0 || spec.placement?.node !== undefined);
-    // An executor this node lacks is taken only for a job aimed at other nodes (pinned, or by
-    // labels or location): anywhere else it is more likely a typo than a plan.
-    const aimed = spec.placement?.node !== undefined || spec.placement?.labels !== undefined || spec.placement?.location !== undefined;
-    if (!this.runnable.has(spec.executor) && !(network && aimed)) {
-      throw invalid(`executor: no executor named "${spec.executor}" on this node (available: ${[...this.runnable].join(', ')})`);
-    }
-    const refused = await refusedRegistryResolved(spec.image, this.allowedRegistries);
-    if (refused) throw invalid(refused);
-    const resources = this.withDefaults(spec.resources);
-    // A job that could wait for resources to be freed is accepted; one no machine could ever
-    // hold would wait forever. Peers may be bigger: placement then says why none takes it.
-    if (!network) {
-      const never = whyNoNodeCouldHold(resources, [{ label: 'this node', capacity: await this.machineCapacity() }]);
-      if (never) throw new DmsError('conflict', never);
-    }
+    const resources = await this.admission.submitted(spec);
     // Stored with the defaults filled in: what the job holds, and is limited to, is on its record.
     const job = await this.journal.create({ ...spec, resources });
     this.queue(this.track(job));
@@ -317,54 +208,19 @@ class Orchestrator {
   }
 
   /** A job another node placed here (its reservation is held): run as one of this node's own, never passed on. */
-  private async accept(spec: z.output<typeof AcceptPayload>['job'], requester: string): Promise<Job> {
+  async accept(spec: z.output<typeof AcceptPayload>['job'], requester: string): Promise<Job> {
     if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
-    if (!this.runnable.has(spec.executor)) throw invalid(`executor: no executor named "${spec.executor}" on this node`);
-    // Looked up here, by the node whose engine would pull: the requester's lookup says nothing
-    // about the names of this node's network, and a hostile requester makes none.
-    const refused = await refusedRegistryResolved(spec.image, this.allowedRegistries);
-    if (refused) throw invalid(refused);
+    await this.admission.accepted(spec);
     const { id, ...rest } = spec;
     // Whatever the requester sent, the job runs within this node's defaults and limits.
     // Its secrets are kept in memory only, for the start: the record shows their names.
-    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.withDefaults(rest.resources) }, { id, requester });
+    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.admission.withDefaults(rest.resources) }, { id, requester });
     this.queue(Object.assign(this.track(job), { secrets: rest.secrets }));
     return job;
   }
 
-  /** What the resource manager measured this machine to have; asked once, as it is fixed for the life of the node. */
-  private machineCapacity(): Promise<ResourceCapacity> {
-    this.capacity ??= this.actor.call(this.manager, ResourceBehaviors.usage, {}, UsageReply).then(
-      (usage) => usage.capacity,
-      (e: unknown) => {
-        // Not kept: the next submission asks again.
-        this.capacity = null;
-        throw e;
-      },
-    );
-    return this.capacity;
-  }
-
-  private async list(p: { status?: Job['status'][]; limit: number; offset: number; order: 'asc' | 'desc' }): Promise<JobListReply> {
-    const [jobs, total] = await Promise.all([this.storage.jobs.list(p), this.storage.jobs.count({ status: p.status })]);
-    return { jobs, total };
-  }
-
-  /** Every stored transition of the job, oldest first. */
-  private async events(id: string): Promise<JobEventsReply> {
-    if (!(await this.storage.jobs.get(id))) throw notFound(`job ${id} not found`);
-    const events = await this.storage.events.listFor(id);
-    return { id, events: events.map((e) => ({ at: e.at, from: e.from_status, to: e.to_status, reason: e.reason })) };
-  }
-
-  private async status(id: string): Promise<Job> {
-    const job = await this.storage.jobs.get(id);
-    if (!job) throw notFound(`job ${id} not found`);
-    return job;
-  }
-
   /** Resolves with the failed job once its end is committed. */
-  private async cancel(id: string, reason?: string): Promise<Job> {
+  async cancel(id: string, reason?: string): Promise<Job> {
     const why = reason ? `cancelled: ${reason}` : 'cancelled';
     const run = this.runs.get(id);
     if (run) {
@@ -386,56 +242,9 @@ class Orchestrator {
     return this.journal.change(id, { status: 'failed', reason: why, error: why });
   }
 
-  /**
-   * A page of output from byte `from` ('end': the current end). With `wait_ms`, an answer that
-   * would be empty waits for output, a state change or the end of the job, whichever comes first.
-   */
-  private async logs(p: { id: string; from: number | 'end'; limit: number; wait_ms: number }): Promise<LogsReply> {
-    const deadline = Date.now() + p.wait_ms;
-    // Past the end reads as the end, which is what 'end' asks for.
-    let from = p.from === 'end' ? Number.MAX_SAFE_INTEGER : p.from;
-    let followed: JobRun | undefined;
-    for (;;) {
-      const run = this.runs.get(p.id);
-      // A run that ended while we waited hands over its committed final state: no need to read it back.
-      const job = (!run && followed?.final) || (await this.storage.jobs.get(p.id));
-      followed = run;
-      if (!job) throw notFound(`job ${p.id} not found`);
-      // Decided before reading: a job already finished has every chunk of its output stored.
-      const ended = run === undefined && isTerminal(job.status);
-      const source = this.logSource(job, run);
-      const page = source ? await source.executor.readLogs(source.handle, from, p.limit) : { chunks: [], next: 0, size: 0 };
-      from = page.next;
-      const more = page.next < page.size;
-      const done = ended && !more;
-      const left = deadline - Date.now();
-      if (page.chunks.length > 0 || more || done || left <= 0) {
-        const { id, status, exit_code, error, pending_reason } = job;
-        return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done };
-      }
-      await this.news(run, source, from, left);
-    }
-  }
-
-  /** Waits up to `ms` for output beyond byte `from` or a change of the run. */
-  private async news(run: JobRun | undefined, source: LogSource | null, from: number, ms: number): Promise<void> {
-    const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(), ms);
-    try {
-      const waits = [aborted(ac.signal)];
-      if (run) {
-        waits.push(run.nextChange(ac.signal));
-        if (source) {
-          // Output that ended or cannot be read is no news: the other waits decide.
-          const quiet = () => aborted(ac.signal);
-          waits.push(source.executor.waitForLogs(source.handle, from, ms).then((found) => (found ? undefined : quiet()), quiet));
-        }
-      }
-      await Promise.race(waits);
-    } finally {
-      clearTimeout(timer);
-      ac.abort();
-    }
+  /** A page of output (./logs.ts). */
+  logs(p: { id: string; from: number | 'end'; limit: number; wait_ms: number }): Promise<LogsReply> {
+    return this.output.read(p);
   }
 
   private logSource(job: Job, run: JobRun | undefined): LogSource | null {
@@ -445,24 +254,6 @@ class Orchestrator {
     return { executor: this.executors.get(job.executor), handle };
   }
 
-  /**
-   * Zero cores or memory gets `jobs.default_resources`: every job is accounted against the
-   * onboarded share and runs under limits, whatever it asked for.
-   */
-  private withDefaults(resources: ResourceSpec): ResourceSpec {
-    const cores = resources.cpu.cores > 0 ? resources.cpu.cores : this.defaults.cores;
-    const size = resources.memory.size > 0 ? resources.memory.size : this.defaults.memory_bytes;
-    return { ...resources, cpu: { cores }, memory: { size } };
-  }
-
-  /** Why a stored job may no longer be started (a release that admitted it checked less); null when it may. */
-  private unstartable(job: Job): string | null {
-    const image = SubmitPayload.shape.image.safeParse(job.image);
-    if (!image.success) return `image: ${image.error.issues[0].message}`;
-    if (job.requester !== null && Object.keys(job.secrets).length > 0) return 'run here for another node, its secrets were kept in memory only (its record holds them redacted) and this node restarted';
-    return refusedRegistry(job.image, this.allowedRegistries);
-  }
-
   // --- the machine's effects -------------------------------------------------------------
 
   private track(job: Job): JobRun {
@@ -470,7 +261,7 @@ class Orchestrator {
     const placements = job.attempts.filter((a) => !this.actor.system.isHere(a.node)).length;
     const input = { jobId: job.id, timeoutS: job.timeout_s, maxAttempts: job.placement?.max_attempts ?? 3, placements };
     const machine = this.makeMachine(this.machine, { id: job.id, input, clock: timeoutClock });
-    const run = new JobRun({ ...job, resources: this.withDefaults(job.resources) }, machine);
+    const run = new JobRun({ ...job, resources: this.admission.withDefaults(job.resources) }, machine);
     this.runs.set(job.id, run);
     return run.start();
   }
@@ -498,7 +289,7 @@ class Orchestrator {
   }
 
   /** An executor reported how starts went. */
-  private started(reports: StartReport[]): void {
+  started(reports: StartReport[]): void {
     for (const report of reports) {
       const run = this.runs.get(report.job_id);
       if ('error' in report) run?.send({ type: 'start_failed', error: report.error });
@@ -545,7 +336,7 @@ class Orchestrator {
   }
 
   /** An executor reported runs' ends, or that it can no longer follow them (a fault, a vanished container). */
-  private exited(reports: RunReport[]): void {
+  exited(reports: RunReport[]): void {
     for (const report of reports) this.ended(report);
   }
 
@@ -729,7 +520,7 @@ class Orchestrator {
   }
 
   /** Image pulls report their steps in the job's events (the executor leaves progress ticks out). */
-  private notePull(p: { job_id: string; status: string; id?: string }): void {
+  notePull(p: { job_id: string; status: string; id?: string }): void {
     const run = this.runs.get(p.job_id);
     if (!run) return;
     const reason = `pulling image ${run.job.image}: ${p.status}${p.id ? ` (${p.id})` : ''}`;
@@ -757,7 +548,7 @@ class Orchestrator {
    * Resources were freed here: every job waiting may fit now, those waiting for a node
    * included (asked here first; offered again to the network only when their turn comes).
    */
-  private resourcesFreed(): void {
+  resourcesFreed(): void {
     for (const id of this.unplaced) {
       const run = this.runs.get(id);
       // Room here says nothing about a job that must run elsewhere: it waits for its next offer.
@@ -770,69 +561,20 @@ class Orchestrator {
 
   // --- start-up --------------------------------------------------------------------------
 
+  /** Start-up recovery (./recovery.ts): what a previous process left is followed, failed or queued again. */
   async recover(): Promise<void> {
-    const stored = await this.storage.jobs.list({ status: ['pending', 'running'] });
-    // Jobs placed on other nodes are followed there again; the executors here know nothing of them.
-    const open = stored.filter((job) => !this.remotely(job));
-    const remote = stored.filter((job) => this.remotely(job));
-    const findings = new Map<string, ExecutorFindings>();
-    for (const name of new Set(open.map((j) => j.executor))) if (!this.executors.has(name)) findings.set(name, { absent: true });
-    for (const executor of this.executors.all()) {
-      const ids = open.filter((j) => j.executor === executor.name).map((j) => j.id);
-      try {
-        const report = await executor.reconcile(ids);
-        findings.set(executor.name, { report });
-        await this.removeOrphans(executor, report.orphans);
-      } catch (e) {
-        findings.set(executor.name, { error: errorText(e) });
-        if (ids.length > 0) this.log.warn({ executor: executor.name, jobs: ids.length, err: errorText(e) }, 'cannot recover runs: executor unavailable');
-      }
-    }
-    const plan = planRecovery(open, findings, (job) => this.unstartable(job));
-    for (const job of plan.untracked) this.log.warn({ job: job.id }, 'running job left as it is: its executor cannot be asked now');
-
-    if (plan.reattach.length > 0) {
-      // They run already, so they hold their share whatever the manager would say now.
-      const jobs = plan.reattach.map(({ job }) => ({ job_id: job.id, resources: job.resources }));
-      await this.actor.call(this.manager, ResourceBehaviors.reserve, { jobs, force: true }, ReserveReply);
-    }
-    for (const { job, handle } of plan.reattach) {
-      // Its timeout counts from when it began running, not from now.
-      const since = job.timeout_s ? await this.runningSince(job) : undefined;
-      this.track(job).send({ type: 'reattached', handle, since });
-    }
-    for (const { job, reason } of plan.lose) this.track(job).send({ type: 'lost', reason });
-    for (const job of remote) {
-      if (job.status === 'running') {
-        const since = job.timeout_s ? await this.runningSince(job) : undefined;
-        this.track(job).send({ type: 'reattached', handle: { executor: REMOTE_EXECUTOR, job_id: job.id, id: job.node! }, since, node: job.node! });
-      } else {
-        // Placed but not known to have started: its lease there runs out; it is placed anew.
-        const reset = await this.journal.change(job.id, { node: null, reason: 'placed again after this node restarted' });
-        this.queue(this.track(reset));
-      }
-    }
-    for (const job of plan.queue) this.queue(this.track(job));
-    if (stored.length > 0) {
-      this.log.info({ reattached: plan.reattach.length, failed: plan.lose.length, pending: plan.queue.length, remote: remote.length }, 'jobs recovered');
-    }
+    await recoverJobs({
+      storage: this.storage,
+      executors: this.executors,
+      log: this.log,
+      remotely: (job) => this.remotely(job),
+      unstartable: (job) => this.admission.unstartable(job),
+      hold: async (jobs) => void (await this.actor.call(this.manager, ResourceBehaviors.reserve, { jobs, force: true }, ReserveReply)),
+      track: (job) => this.track(job),
+      queue: (run) => this.queue(run),
+      journal: this.journal,
+    });
     this.scheduler.resume();
-  }
-
-  /** When the job last started running (now if it never did): its timeout counts from there. */
-  private async runningSince(job: Job): Promise<number> {
-    const events = await this.storage.events.listFor(job.id);
-    const started = events.findLast((e) => e.to_status === 'running' && e.from_status === 'pending');
-    return started ? Date.parse(started.at) : Date.now();
-  }
-
-  /** Runs left over from finished jobs (a crash between the end and the clean-up) are removed. */
-  private async removeOrphans(executor: ExecutorClient, orphans: ExecutionHandle[]): Promise<void> {
-    for (const handle of orphans) {
-      const job = await this.storage.jobs.get(handle.job_id);
-      if (job && isTerminal(job.status)) await executor.cleanup(handle);
-      else this.log.info({ executor: executor.name, run: handle.id, job: handle.job_id }, 'left alone a run of an unknown job');
-    }
   }
 }
 

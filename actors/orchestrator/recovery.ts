@@ -1,10 +1,18 @@
 /**
- * Start-up recovery, the decision part: given the jobs a previous process of this node left
- * unfinished and what each executor found of their runs, what becomes of each job. Kept free
- * of I/O so every case can be checked directly.
+ * Start-up recovery: given the jobs a previous process of this node left unfinished and what
+ * each executor found of their runs, what becomes of each job (planRecovery, kept free of I/O
+ * so every case can be checked directly), and carrying the plan out (recoverJobs).
  */
-import type { Job } from '../../behaviors/jobs/schema.js';
+import { isTerminal, type Job, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { ExecutionHandle, ReconcileReport } from '../../behaviors/jobs/execution.js';
+import { errorText } from '../../runtime/errors.js';
+import type { Logger } from '../../runtime/log.js';
+import type { Storage } from '../../storage/index.js';
+import type { ExecutorRegistry } from '../executors/registry.js';
+import { REMOTE_EXECUTOR } from '../executors/remote.js';
+import type { ExecutorClient } from './executors.js';
+import type { JobJournal } from './journal.js';
+import type { JobRun } from './run.js';
 
 /** What one executor said about its jobs; `error` when it could not be asked (e.g. no Docker engine). */
 export type ExecutorFindings = { report: ReconcileReport } | { error: string } | { absent: true };
@@ -58,4 +66,81 @@ export function planRecovery(
     else plan.lose.push({ job, reason: gone.get(job.id) ?? 'its run was not found after the node restarted' });
   }
   return plan;
+}
+
+/** What recovery needs of the orchestrator. */
+export interface RecoveryHost {
+  storage: Storage;
+  executors: ExecutorRegistry<ExecutorClient>;
+  log: Logger;
+  /** Placed on another node, and followed there. */
+  remotely(job: Job): boolean;
+  unstartable(job: Job): string | null;
+  /** Holds the shares of runs found running, whatever the manager would say now. */
+  hold(jobs: { job_id: string; resources: ResourceSpec }[]): Promise<void>;
+  track(job: Job): JobRun;
+  queue(run: JobRun): void;
+  journal: JobJournal;
+}
+
+/** Asks every executor what it still has of the unfinished jobs, and follows, fails or queues each. */
+export async function recoverJobs(o: RecoveryHost): Promise<void> {
+  const stored = await o.storage.jobs.list({ status: ['pending', 'running'] });
+  // Jobs placed on other nodes are followed there again; the executors here know nothing of them.
+  const open = stored.filter((job) => !o.remotely(job));
+  const remote = stored.filter((job) => o.remotely(job));
+  const findings = new Map<string, ExecutorFindings>();
+  for (const name of new Set(open.map((j) => j.executor))) if (!o.executors.has(name)) findings.set(name, { absent: true });
+  for (const executor of o.executors.all()) {
+    const ids = open.filter((j) => j.executor === executor.name).map((j) => j.id);
+    try {
+      const report = await executor.reconcile(ids);
+      findings.set(executor.name, { report });
+      await removeOrphans(o, executor, report.orphans);
+    } catch (e) {
+      findings.set(executor.name, { error: errorText(e) });
+      if (ids.length > 0) o.log.warn({ executor: executor.name, jobs: ids.length, err: errorText(e) }, 'cannot recover runs: executor unavailable');
+    }
+  }
+  const plan = planRecovery(open, findings, (job) => o.unstartable(job));
+  for (const job of plan.untracked) o.log.warn({ job: job.id }, 'running job left as it is: its executor cannot be asked now');
+
+  // They run already, so they hold their share whatever the manager would say now.
+  if (plan.reattach.length > 0) await o.hold(plan.reattach.map(({ job }) => ({ job_id: job.id, resources: job.resources })));
+  for (const { job, handle } of plan.reattach) {
+    // Its timeout counts from when it began running, not from now.
+    const since = job.timeout_s ? await runningSince(o, job) : undefined;
+    o.track(job).send({ type: 'reattached', handle, since });
+  }
+  for (const { job, reason } of plan.lose) o.track(job).send({ type: 'lost', reason });
+  for (const job of remote) {
+    if (job.status === 'running') {
+      const since = job.timeout_s ? await runningSince(o, job) : undefined;
+      o.track(job).send({ type: 'reattached', handle: { executor: REMOTE_EXECUTOR, job_id: job.id, id: job.node! }, since, node: job.node! });
+    } else {
+      // Placed but not known to have started: its lease there runs out; it is placed anew.
+      const reset = await o.journal.change(job.id, { node: null, reason: 'placed again after this node restarted' });
+      o.queue(o.track(reset));
+    }
+  }
+  for (const job of plan.queue) o.queue(o.track(job));
+  if (stored.length > 0) {
+    o.log.info({ reattached: plan.reattach.length, failed: plan.lose.length, pending: plan.queue.length, remote: remote.length }, 'jobs recovered');
+  }
+}
+
+/** When the job last started running (now if it never did): its timeout counts from there. */
+async function runningSince(o: RecoveryHost, job: Job): Promise<number> {
+  const events = await o.storage.events.listFor(job.id);
+  const started = events.findLast((e) => e.to_status === 'running' && e.from_status === 'pending');
+  return started ? Date.parse(started.at) : Date.now();
+}
+
+/** Runs left over from finished jobs (a crash between the end and the clean-up) are removed. */
+async function removeOrphans(o: RecoveryHost, executor: ExecutorClient, orphans: ExecutionHandle[]): Promise<void> {
+  for (const handle of orphans) {
+    const job = await o.storage.jobs.get(handle.job_id);
+    if (job && isTerminal(job.status)) await executor.cleanup(handle);
+    else o.log.info({ executor: executor.name, run: handle.id, job: handle.job_id }, 'left alone a run of an unknown job');
+  }
 }
