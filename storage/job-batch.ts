@@ -65,8 +65,8 @@ const UPSERT_TAIL = `on conflict (\`id\`) do update set ${MUTABLE.map((c) => `\`
 
 /**
  * The stored rows of the jobs `ids` (those that exist, in no particular order), read directly
- * like the writes: through the ORM's `findOne` one job read cost ~520 µs of CPU, read this way
- * ~180 µs. Inside `em`'s transaction when it has one.
+ * like the writes: through the ORM's `findOne` a job read cost about three times the CPU
+ * (bench/RESULTS.md, bench:placement, has the figures). Inside `em`'s transaction when it has one.
  */
 export async function readJobRows(em: EntityManager, ids: readonly string[]): Promise<JobRow[]> {
   const conn = em.getConnection();

@@ -1,10 +1,10 @@
 import { performance } from 'node:perf_hooks';
 
 /*
- * Where Ed25519 runs on the message path. A libuv pool hop adds more latency (~0.1-0.3 ms on
- * a loaded machine) than the operation costs (~70-200 µs, the upper end with cold caches),
- * and pays off only when the event loop has other work to do meanwhile: other envelopes to
- * parse and route while the pool computes. So an operation runs inline unless the loop is busy
+ * Where Ed25519 runs on the message path. A libuv pool hop adds more latency than the
+ * operation itself costs (bench/RESULTS.md, bench:net, has the figures), and pays off only
+ * when the event loop has other work to do meanwhile: other envelopes to parse and route while
+ * the pool computes. So an operation runs inline unless the loop is busy
  * (over half of the last 50 ms) and it has company: another operation already ran in this
  * turn of the loop, or one is still in the pool. A lone request/reply chain (one caller, one
  * envelope at a time) then stays inline however busy that keeps the loop; a burst spreads
