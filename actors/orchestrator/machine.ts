@@ -134,6 +134,8 @@ export const jobMachine = setup({
     finish: (_, _params: { status: 'completed' | 'failed' }) => {},
     /** The node running it was lost or refused to start it: the job waits to be placed again. */
     replace: (_, _params: { node: string; reason: string; outcome: 'lost' | 'refused' }) => {},
+    /** The node it was placed on refused to start it, and no placement is left: the attempt is recorded. */
+    noteRefused: (_, _params: { node: string; reason: string }) => {},
   },
   delays: {
     // Without a deadline the timer is never due: the guard below turns it away.
@@ -145,6 +147,7 @@ export const jobMachine = setup({
     hasDeadline: ({ context }) => context.deadline !== null,
     /** Placed on another node, and placements are left: try elsewhere rather than fail. */
     mayReplace: ({ context }) => context.node !== null && context.placements < context.maxAttempts,
+    placedElsewhere: ({ context }) => context.node !== null,
   },
 }).createMachine({
   id: 'job',
@@ -196,6 +199,15 @@ export const jobMachine = setup({
             actions: [
               { type: 'replace', params: ({ context, event }) => ({ node: context.node!, reason: `node ${context.node} could not start it: ${event.error}`, outcome: 'refused' as const }) },
               assign({ node: null, handle: null }),
+            ],
+          },
+          // Its last placement refused: recorded as an attempt, and the error names the node.
+          {
+            guard: 'placedElsewhere',
+            target: 'failed',
+            actions: [
+              { type: 'noteRefused', params: ({ context, event }) => ({ node: context.node!, reason: `node ${context.node} could not start it: ${event.error}` }) },
+              assign(({ context, event }) => ({ error: `node ${context.node} could not start it: ${event.error}`, reason: `node ${context.node} could not start it: ${event.error}` })),
             ],
           },
           { target: 'failed', actions: assign(({ event }) => ({ error: event.error, reason: event.error })) },

@@ -151,6 +151,10 @@ class Orchestrator {
         watch: ({ context }) => this.watch(context),
         finish: ({ context }, { status }) => this.finish(context, status),
         replace: ({ context }, params) => this.replace(context, params),
+        noteRefused: ({ context }, { node, reason }) => {
+          const now = new Date().toISOString();
+          this.run(context).attempts.push({ node, started_at: now, ended_at: now, outcome: 'refused', reason });
+        },
       },
     });
     this.scheduler = new Scheduler(
@@ -361,7 +365,7 @@ class Orchestrator {
     this.release(ctx.jobId);
     const error = status === 'failed' ? (ctx.error ?? ctx.reason) : null;
     const closed = closeAttempt(run.attempts, ctx.lost ? 'lost' : status, ctx.lost ?? error);
-    const change: JobChange = { status, reason: ctx.reason, exit_code: ctx.exitCode, error, ...(closed ? { attempts: [...run.attempts] } : {}) };
+    const change: JobChange = { status, reason: ctx.reason, exit_code: ctx.exitCode, error, ...(closed || run.attempts.length > 0 ? { attempts: [...run.attempts] } : {}) };
     // Run here for another node: its deployment is over.
     if (run.job.requester) {
       void this.actor.tell(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.ended, { job_id: ctx.jobId }).catch(() => undefined);
