@@ -7,9 +7,12 @@ import type { z } from 'zod';
 import type { AcceptPayload } from '../../behaviors/jobs/deployment.js';
 import { whyNoNodeCouldHold } from '../../behaviors/jobs/fit.js';
 import { SubmitPayload } from '../../behaviors/jobs/jobs.js';
-import type { Job, JobSpec, ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { type Job, type JobSpec, RESOURCE_FLOOR, type ResourceCapacity, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { DmsError, invalid } from '../../runtime/errors.js';
 import { refusedRegistry, refusedRegistryResolved } from './registries.js';
+
+/** The executor whose containers have the engine's memory floor. */
+const DOCKER_EXECUTOR = 'docker';
 
 /** `jobs.default_resources` as shipped, for orchestrators built without a config (tests, benches). */
 export const DEFAULT_RESOURCES = { cores: 1, memory_bytes: 512 * 1024 * 1024 };
@@ -47,7 +50,7 @@ export class Admission {
     }
     const refused = await refusedRegistryResolved(spec.image, this.opts.allowedRegistries);
     if (refused) throw invalid(refused);
-    const resources = this.withDefaults(spec.resources);
+    const resources = this.withDefaults(spec.resources, spec.executor);
     // A job that could wait for resources to be freed is accepted; one no machine could ever
     // hold would wait forever. Peers may be bigger: placement then says why none takes it.
     if (!network) {
@@ -70,9 +73,11 @@ export class Admission {
    * Zero cores or memory gets `jobs.default_resources`: every job is accounted against the
    * onboarded share and runs under limits, whatever it asked for.
    */
-  withDefaults(resources: ResourceSpec): ResourceSpec {
+  withDefaults(resources: ResourceSpec, executor?: string): ResourceSpec {
     const cores = resources.cpu.cores > 0 ? resources.cpu.cores : this.opts.defaults.cores;
-    const size = resources.memory.size > 0 ? resources.memory.size : this.opts.defaults.memory_bytes;
+    const asked = resources.memory.size > 0 ? resources.memory.size : this.opts.defaults.memory_bytes;
+    // A container gets at least the engine's least: what it runs with is what the ledger holds.
+    const size = executor === DOCKER_EXECUTOR ? Math.max(asked, RESOURCE_FLOOR.memoryBytes) : asked;
     return { ...resources, cpu: { cores }, memory: { size } };
   }
 

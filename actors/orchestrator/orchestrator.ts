@@ -218,7 +218,7 @@ class Orchestrator {
     const { id, ...rest } = spec;
     // Whatever the requester sent, the job runs within this node's defaults and limits.
     // Its secrets are kept in memory only, for the start: the record shows their names.
-    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.admission.withDefaults(rest.resources) }, { id, requester });
+    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.admission.withDefaults(rest.resources, rest.executor) }, { id, requester });
     this.queue(Object.assign(this.track(job), { secrets: rest.secrets }));
     return job;
   }
@@ -265,7 +265,7 @@ class Orchestrator {
     const placements = job.attempts.filter((a) => !this.actor.system.isHere(a.node)).length;
     const input = { jobId: job.id, timeoutS: job.timeout_s, maxAttempts: job.placement?.max_attempts ?? 3, placements };
     const machine = this.makeMachine(this.machine, { id: job.id, input, clock: timeoutClock });
-    const run = new JobRun({ ...job, resources: this.admission.withDefaults(job.resources) }, machine);
+    const run = new JobRun({ ...job, resources: this.admission.withDefaults(job.resources, job.executor) }, machine);
     this.runs.set(job.id, run);
     return run.start();
   }

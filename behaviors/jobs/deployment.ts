@@ -49,10 +49,15 @@ const jobId = z.uuid();
 /** Most jobs one bid request carries: offers made at the same moment travel together. */
 export const MAX_OFFERS_PER_REQUEST = 256;
 
-/** What a job needs of a node. */
+/** Memory other than 0 as a container gets it: at least the engine's least. */
+function atLeastContainerMemory<R extends { memory: { size: number } }>(r: R): R {
+  return r.memory.size > 0 && r.memory.size < RESOURCE_FLOOR.memoryBytes ? { ...r, memory: { size: RESOURCE_FLOOR.memoryBytes } } : r;
+}
+
+/** What a job needs of a node (memory as its lease would hold it). */
 export const JobOffer = z.strictObject({
   job_id: jobId,
-  resources: ResourceRequestSchema,
+  resources: ResourceRequestSchema.transform(atLeastContainerMemory),
   executor: z.string().min(1).max(64),
   location: LocationSchema.optional(),
   labels: LabelsSchema.optional(),
@@ -97,10 +102,14 @@ export type BidReply = z.output<typeof BidReply>;
 /** The longest lease anyone may ask for; a provider grants at most its own `deployment.lease_ms`. */
 export const MAX_LEASE_MS = 60_000;
 
-/** What a lease holds: a job's share, never none of cores or memory (an executor given 0 sets no limit). */
+/**
+ * What a lease holds: a job's share, never none of cores or memory (an executor given 0 sets no
+ * limit), and at least the memory a container is given (the engine's least), so what the job
+ * runs with is what the provider's ledger counts.
+ */
 const LeaseResources = ResourceRequestSchema.refine((r) => r.cpu.cores > 0 && r.memory.size > 0, {
   error: `a lease holds cores (at least ${RESOURCE_FLOOR.cores}) and memory: neither may be 0`,
-});
+}).transform(atLeastContainerMemory);
 
 export const ReserveRequest = z.strictObject({
   job_id: jobId,

@@ -99,9 +99,9 @@ describe.skipIf(problem !== null)('docker attacks on a node', () => {
     const usage = async () => (await rest.get('/api/v1/resources/usage')).body as { allocated: { cpu: { cores: number } } };
     // 1e-10 cores used to be stored, held as 0 cores and run with NanoCpus 0: no limit at all.
     // Now it is the floor on the record, in the ledger and in the container; 1 byte of memory
-    // (which the engine refuses) runs with the engine's least.
+    // (which the engine refuses) is the engine's least, on the record as in the container.
     const tiny = await rest.submit({ name: 'tiny', image: TEST_IMAGE, command: ['sleep', '600'], resources: { cpu: 1e-10, memory: { size: 1 } } });
-    expect(tiny.resources).toMatchObject({ cpu: { cores: 0.01 }, memory: { size: 1 } });
+    expect(tiny.resources).toMatchObject({ cpu: { cores: 0.01 }, memory: { size: 6 * MiB } });
     const running = await rest.waitFor(tiny.id, ['running'], 60_000);
     expect((await docker.getContainer(running.container_id!).inspect()).HostConfig).toMatchObject({ NanoCpus: 10_000_000, Memory: 6 * MiB });
     expect((await usage()).allocated.cpu.cores).toBe(0.01);

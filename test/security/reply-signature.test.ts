@@ -69,12 +69,15 @@ describe('a reply whose signature does not verify', () => {
   });
 });
 
-/** A job only a foreign peer could bid for (labels no node here has: it is always offered), and the means to answer its offers. */
+/**
+ * A job only a foreign peer could bid for (more cores than this machine has: it is offered to
+ * the network; no labels, so no signed profile is asked of the bidder), and the means to answer its offers.
+ */
 async function offeredJob() {
   const res = await fetch(`${node.url}/api/v1/jobs`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'bid-me', image: 'none', executor: 'null', placement: { labels: { zone: 'foreign' } } }),
+    body: JSON.stringify({ name: 'bid-me', image: 'none', executor: 'null', resources: { cpu: 256, memory: '64MiB' } }),
   });
   expect(res.status).toBe(201);
   const { id } = (await res.json()) as { id: string };
