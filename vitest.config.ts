@@ -1,4 +1,5 @@
 import { readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 
 const testsIn = (dir: string): string[] => readdirSync(new URL(`./${dir}`, import.meta.url)).filter((f) => f.endsWith('.test.ts')).map((f) => `${dir}/${f}`);
@@ -39,7 +40,6 @@ const UNIT = [
   'test/resources/capacity.test.ts',
 ];
 const NODE = [
-  'test/unit/config-file-trust.test.ts',
   'test/unit/discovery-peers.test.ts',
   ...testsIn('test/executors'),
   'test/jobs/allocation-fit.test.ts',
@@ -51,9 +51,23 @@ const NODE = [
   'test/jobs/redaction.test.ts',
   'test/jobs/resource-manager.test.ts',
   'test/jobs/transitions.test.ts',
+  'test/multinode/pinned.test.ts',
+  'test/network/discovery.test.ts',
   'test/network/gossip-copies.test.ts',
+  'test/network/sybils.test.ts',
+  'test/network/transport.test.ts',
   'test/network/score.test.ts',
   'test/network/wire-writes.test.ts',
+  'test/rest/actor-api.test.ts',
+  'test/rest/fuzz.test.ts',
+  'test/rest/openapi.test.ts',
+  'test/security/chain-cost.test.ts',
+  'test/security/deployment-authz.test.ts',
+  'test/security/dispatch-authz.test.ts',
+  'test/security/gossip-validator.test.ts',
+  'test/security/hostile-requester.test.ts',
+  'test/security/reflection.test.ts',
+  'test/security/reply-binding.test.ts',
   'test/storage/migrations.test.ts',
   'test/storage/storage.test.ts',
 ];
@@ -62,7 +76,9 @@ const shared = { extends: true as const };
 
 const projects: TestProjectInlineConfiguration[] = [
   { ...shared, test: { name: 'unit', include: UNIT, pool: 'threads' } },
-  { ...shared, test: { name: 'node', include: NODE, pool: 'forks' } },
+  // In-process nodes run the sources: a plugin's `dms/plugin` is the node's own plugin API
+  // (what daemon/plugin-api-resolve.ts does for the built node), never dist/.
+  { ...shared, resolve: { alias: { 'dms/plugin': fileURLToPath(new URL('./behaviors/plugin.ts', import.meta.url)) } }, test: { name: 'node', include: NODE, pool: 'forks' } },
   { ...shared, test: { name: 'process', include: ['test/**/*.test.ts'], exclude: [...UNIT, ...NODE], pool: 'forks' } },
 ];
 
