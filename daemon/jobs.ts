@@ -72,6 +72,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       logsDir,
       maxLogBytes: jobs.max_log_bytes,
       stopGraceSeconds: jobs.stop_grace_s,
+      oomSettleMs: jobs.oom_settle_ms,
       limits: {
         defaultCores: jobs.default_resources.cores,
         defaultMemoryBytes: jobs.default_resources.memory_bytes,
@@ -92,7 +93,12 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   // follows the former, the deployment actor places them and takes the latter.
   const network = system.network;
   if (network) {
-    await order.component(executorInbox(REMOTE_EXECUTOR), () => makeActor(system, RemoteExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes }));
+    await order.component(executorInbox(REMOTE_EXECUTOR), () => makeActor(system, RemoteExecutorActor, {
+        logsDir,
+        maxLogBytes: jobs.max_log_bytes,
+        lostAfterMs: config.deployment.lost_after_ms,
+        pollWaitMs: config.deployment.follow_poll_ms,
+      }));
   }
   const capacity = await order.step('capacity', () => measureCapacity({ dataDir: paths.data }));
   await order.component(RESOURCES_INBOX, () =>
@@ -106,6 +112,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       allowedRegistries: jobs.allowed_registries,
       trusted: trustedBy(system, authority),
       ...(network ? { peers: () => network.peers().length } : {}),
+      offerBackoff: { firstMs: config.deployment.offer_retry_ms, maxMs: config.deployment.max_offer_backoff_ms },
     }),
   );
   const d = config.deployment;

@@ -38,6 +38,8 @@ export interface RemoteExecutorOptions {
   logsDir: string;
   maxLogBytes?: number;
   lostAfterMs?: number;
+  /** How long the provider holds each poll open (`deployment.follow_poll_ms`). */
+  pollWaitMs?: number;
 }
 
 interface RemoteRun {
@@ -131,8 +133,9 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
         if (this.stopping.signal.aborted) throw new DmsError('unavailable', 'the node is stopping');
         let page: LogsReply;
         try {
-          page = await callBehavior(this.opts.actor, to, DeploymentBehaviors.logs, { id: jobId, from, limit: PAGE_BYTES, wait_ms: POLL_WAIT_MS }, LogsReply, {
-            ttlMs: POLL_WAIT_MS + CALL_TTL_MS,
+          const waitMs = this.opts.pollWaitMs ?? POLL_WAIT_MS;
+          page = await callBehavior(this.opts.actor, to, DeploymentBehaviors.logs, { id: jobId, from, limit: PAGE_BYTES, wait_ms: waitMs }, LogsReply, {
+            ttlMs: waitMs + CALL_TTL_MS,
           });
         } catch (e) {
           if (e instanceof DmsError && e.kind === 'not_found') throw new DmsError('unavailable', `node ${run.node} no longer knows the job`);
