@@ -9,6 +9,7 @@ import { apiKeysPath, createApiKey } from '../../runtime/api-keys.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { removeHome, tempHome } from '../helpers/node.js';
 import { privateNameHere } from '../helpers/private-name.js';
+import { gate } from '../helpers/required.js';
 import { MiB, nullJob, Rest, startLocalJobNode, until } from './helpers.js';
 
 const nodes: LocalNode[] = [];
@@ -20,6 +21,7 @@ afterAll(async () => {
 });
 
 const here = await privateNameHere();
+gate('the private registry name tests', here === null ? `this machine's name does not resolve to a private address (add it to /etc/hosts)` : null, 'DMS_REQUIRE_PRIVATE_NAME');
 
 const healthy = async (node: LocalNode) => (await fetch(`${node.url}/health`)).status === 200;
 

@@ -16,6 +16,7 @@ import { waitFor } from '../helpers/network.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { privateNameHere } from '../helpers/private-name.js';
 import { ForeignPeer, type StrangerScene, strangerBesideTwoNodes } from '../helpers/peer.js';
+import { gate } from '../helpers/required.js';
 
 let scene: StrangerScene<LocalNode> | undefined;
 let a: LocalNode;
@@ -40,6 +41,7 @@ beforeAll(async () => {
 afterAll(() => scene?.stop());
 
 const here = await privateNameHere();
+gate('the private registry name test', here === null ? `this machine's name does not resolve to a private address (add it to /etc/hosts)` : null, 'DMS_REQUIRE_PRIVATE_NAME');
 
 const resources = { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 }, storage: { size: 0 } };
 
