@@ -42,9 +42,7 @@ const UNIT = [
 const NODE = [
   'test/unit/discovery-peers.test.ts',
   ...testsIn('test/executors'),
-  'test/jobs/allocation-fit.test.ts',
   'test/jobs/attacks.test.ts',
-  'test/jobs/docker-attacks.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',
   'test/jobs/recovery.test.ts',
