@@ -256,6 +256,7 @@ describe('internal errors and input errors (16)', () => {
     const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) });
     const log = pino({ level: 'error' }, sink);
     const system = new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 16, concurrency: 4 }, replayCapacity: 100 });
+    onTestFinished(() => system.stop());
     const http = await makeActor(system, HttpActor, { operator: KeyPair.generate(), allowUnsigned: true, maxPending: 10, maxBroadcastReplies: 10, rootInbox: 'root' });
     await http.start();
     const boom = () => {
@@ -272,7 +273,6 @@ describe('internal errors and input errors (16)', () => {
     expect(JSON.parse(line).error_id).toBe(id);
     expect(line).toContain('disk /secret/path is on fire');
     expect(JSON.stringify(body)).not.toContain('secret');
-    await system.stop();
   });
 });
 
