@@ -12,7 +12,8 @@ const testsIn = (dir: string): string[] => readdirSync(new URL(`./${dir}`, impor
  *   production timers set by configuration. Needs no build.
  * - process: what must be a process of its own: the built CLI (exit codes, help, stderr), kill -9,
  *   /proc of a node, the soaks, the README test, Chromium, Docker across nodes.
- * `npm test` builds and runs all three; `npm run test:fast` runs unit and node.
+ * `npm test` builds and runs all three (process-alone is part of process: see ALONE);
+ * `npm run test:fast` runs unit and node.
  * A file not listed in unit or node is in process, so a new file is never left out.
  */
 const UNIT_NOT = [
@@ -70,6 +71,13 @@ const NODE = [
   'test/storage/storage.test.ts',
 ];
 
+/**
+ * Process files whose bounds are this node's own resources measured while it runs (RSS that must
+ * come back within a time), which CPU taken by files beside them would decide instead: they run
+ * after everything else, one at a time.
+ */
+const ALONE = ['test/security/log-followers.test.ts'];
+
 const shared = { extends: true as const };
 
 const projects: TestProjectInlineConfiguration[] = [
@@ -77,7 +85,8 @@ const projects: TestProjectInlineConfiguration[] = [
   // In-process nodes run the sources: a plugin's `dms/plugin` is the node's own plugin API
   // (what daemon/plugin-api-resolve.ts does for the built node), never dist/.
   { ...shared, resolve: { alias: { 'dms/plugin': fileURLToPath(new URL('./behaviors/plugin.ts', import.meta.url)) } }, test: { name: 'node', include: NODE, pool: 'forks' } },
-  { ...shared, test: { name: 'process', include: ['test/**/*.test.ts'], exclude: [...UNIT, ...NODE], pool: 'forks' } },
+  { ...shared, test: { name: 'process', include: ['test/**/*.test.ts'], exclude: [...UNIT, ...NODE, ...ALONE], pool: 'forks' } },
+  { ...shared, test: { name: 'process-alone', include: ALONE, pool: 'forks', maxWorkers: 1, sequence: { groupOrder: 1 } } },
 ];
 
 export default defineConfig({
