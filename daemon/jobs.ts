@@ -73,6 +73,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       logsDir,
       maxLogBytes: jobs.max_log_bytes,
       stopGraceSeconds: jobs.stop_grace_s,
+      oomSettleMs: jobs.oom_settle_ms,
       limits: {
         defaultCores: jobs.default_resources.cores,
         defaultMemoryBytes: jobs.default_resources.memory_bytes,
@@ -95,7 +96,14 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   const trusts = providerTrust(config.placement.trust, system.host, authority);
   if (network) {
     await order.component(executorInbox(REMOTE_EXECUTOR), () =>
-      makeActor(system, RemoteExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes, trusts, cancelBoundMs: config.placement.cancel_bound_ms }),
+      makeActor(system, RemoteExecutorActor, {
+        logsDir,
+        maxLogBytes: jobs.max_log_bytes,
+        trusts,
+        cancelBoundMs: config.placement.cancel_bound_ms,
+        lostAfterMs: config.deployment.lost_after_ms,
+        pollWaitMs: config.deployment.follow_poll_ms,
+      }),
     );
   }
   const capacity = await order.step('capacity', () => measureCapacity({ dataDir: paths.data }));
@@ -110,6 +118,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       allowedRegistries: jobs.allowed_registries,
       trusted: trustedBy(system, authority),
       ...(network ? { peers: () => network.peers().length } : {}),
+      offerBackoff: { firstMs: config.deployment.offer_retry_ms, maxMs: config.deployment.max_offer_backoff_ms },
     }),
   );
   const d = config.deployment;

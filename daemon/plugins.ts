@@ -6,6 +6,7 @@
  * start-up with a message naming the plugin (`plugins.modules: '<spec>' …`).
  */
 import { DEPLOYMENT_INBOX } from '../behaviors/jobs/deployment.js';
+import { existsSync } from 'node:fs';
 import { register } from 'node:module';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -100,11 +101,18 @@ export async function loadPlugins(
 
 let apiResolved = false;
 
-/** From now on `import 'dms/plugin'` anywhere in this process is this node's plugin API (./plugin-api-resolve.ts). */
+/**
+ * From now on `import 'dms/plugin'` anywhere in this process is this node's plugin API (./plugin-api-resolve.ts).
+ * Run from its TypeScript sources (a node embedded in a TypeScript runner: tsx, vitest), the
+ * hook has no JavaScript file for Node to load; that runner resolves `dms/plugin` itself and is
+ * configured to (vitest.config.ts).
+ */
 function resolvePluginApiHere(): void {
   if (apiResolved) return;
   apiResolved = true;
-  register(new URL('./plugin-api-resolve.js', import.meta.url), { data: { api: new URL('../behaviors/plugin.js', import.meta.url).href } });
+  const hook = new URL('./plugin-api-resolve.js', import.meta.url);
+  if (!existsSync(hook)) return;
+  register(hook, { data: { api: new URL('../behaviors/plugin.js', import.meta.url).href } });
 }
 
 function duplicates(spec: string, what: string, names: string[]): void {

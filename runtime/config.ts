@@ -231,6 +231,12 @@ export const ConfigSchema = z
       .object({
         /** Seconds a cancelled or timed-out container gets to exit on SIGTERM before it is killed. */
         stop_grace_s: z.number().int().nonnegative().default(10),
+        /**
+         * How long a memory-limited container that died by SIGKILL is watched for the engine's
+         * sign of the OOM killer (its `oom` event, State.OOMKilled), which can come after the
+         * exit. Long enough for a loaded engine; tests that kill containers set it short.
+         */
+        oom_settle_ms: z.number().int().min(50).max(60_000).default(10_000),
         /** What a job gets when its spec asks for zero cores or zero memory (a limit always applies). */
         default_resources: z
           .object({
@@ -276,6 +282,21 @@ export const ConfigSchema = z
         lease_share: z.number().gt(0).max(1).default(0.25),
         /** Unstarted reservations one requester may hold here at once. */
         max_unstarted_leases: positiveInt.max(4096).default(64),
+        /**
+         * First wait before a job no node could take is offered again; each fruitless offer
+         * doubles it up to max_offer_backoff_ms, so a full network is not flooded with offers.
+         */
+        offer_retry_ms: z.number().int().min(50).max(60_000).default(1_000),
+        /** Longest wait between two offers: a node that appears or grows its share gets the job within this. */
+        max_offer_backoff_ms: z.number().int().min(50).max(600_000).default(8_000),
+        /**
+         * How long the node that placed a job waits for the node running it to answer before the
+         * run counts as lost and the job is placed again. A few polls long, so one slow answer
+         * does not lose a run.
+         */
+        lost_after_ms: z.number().int().min(100).max(600_000).default(10_000),
+        /** How long the running node holds each poll for a job's output open when there is no news. */
+        follow_poll_ms: z.number().int().min(50).max(60_000).default(5_000),
       })
       .strict()
       .prefault({}),

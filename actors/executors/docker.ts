@@ -40,6 +40,8 @@ export interface DockerExecutorOptions {
   docker?: Docker;
   /** How long a cancelled container gets to exit on SIGTERM before it is killed. */
   stopGraceSeconds?: number;
+  /** How long a memory-limited container killed by SIGKILL is watched for signs of the OOM killer (`jobs.oom_settle_ms`). */
+  oomSettleMs?: number;
   /** Limits every container gets, whatever its job asked for. */
   limits?: Partial<ContainerLimits>;
   /** Makes each run's machine: the executor actor's `ctx.machine`, so the node sees its steps. Default: plain xstate. */
@@ -162,6 +164,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private readonly docker: Docker;
   private readonly nodeId: string;
   private readonly stopGraceSeconds: number;
+  private readonly oomSettleMs: number | undefined;
   private readonly limits: ContainerLimits;
   private readonly machines: MachineFactory;
   private readonly jobScope: <T>(jobId: string, fn: () => T) => T;
@@ -175,6 +178,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     this.docker = opts.docker ?? new Docker();
     this.nodeId = opts.nodeId;
     this.stopGraceSeconds = opts.stopGraceSeconds ?? 10;
+    this.oomSettleMs = opts.oomSettleMs;
     this.limits = { ...DEFAULT_CONTAINER_LIMITS, ...opts.limits };
     this.machines = opts.machine ?? plainMachines;
     this.jobScope = opts.jobScope ?? ((_, fn) => fn());
@@ -385,7 +389,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     await captured;
     try {
       // A cancelled container was killed by us, not by the OOM killer: nothing to wait for.
-      const info = await oomVerdict(container, cancelReason() ? 0 : statusCode, this.oom);
+      const info = await oomVerdict(container, cancelReason() ? 0 : statusCode, this.oom, this.oomSettleMs);
       machine.send({ type: 'exited', result: exitResult(info, cancelReason()) });
     } catch (e) {
       if (statusOf(e) !== 404) {

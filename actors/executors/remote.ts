@@ -48,6 +48,8 @@ export interface RemoteExecutorOptions {
   /** Which providers may be sent a job's secrets; default none (the placement sends such jobs only to trusted ones). */
   trusts?: ProviderTrust;
   cancelBoundMs?: number;
+  /** How long the provider holds each poll open (`deployment.follow_poll_ms`). */
+  pollWaitMs?: number;
 }
 
 interface RemoteRun {
@@ -163,7 +165,8 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
         const sinceCancel = run.cancelledAt === undefined ? 0 : Date.now() - run.cancelledAt;
         if (sinceCancel >= this.cancelBoundMs) throw this.ignoredCancel(jobId, run, sinceCancel);
         // Once cancelled, no poll outlasts the bound.
-        const waitMs = run.cancelledAt === undefined ? POLL_WAIT_MS : Math.max(0, Math.min(POLL_WAIT_MS, this.cancelBoundMs - sinceCancel));
+        const pollMs = this.opts.pollWaitMs ?? POLL_WAIT_MS;
+        const waitMs = run.cancelledAt === undefined ? pollMs : Math.max(0, Math.min(pollMs, this.cancelBoundMs - sinceCancel));
         let page: LogsReply;
         try {
           page = await this.opts.actor.call(to, DeploymentBehaviors.logs, { id: jobId, from, limit: PAGE_BYTES, wait_ms: waitMs }, LogsReply, {

@@ -57,6 +57,8 @@ export interface OrchestratorDeps {
    * Absent: jobs never leave this node.
    */
   peers?: () => number;
+  /** The offer back-off: first wait and bound (`deployment.offer_retry_ms`, `deployment.max_offer_backoff_ms`). */
+  offerBackoff?: { firstMs: number; maxMs: number };
 }
 
 /** How often jobs no node could take are offered again. */
@@ -101,6 +103,7 @@ class Orchestrator {
   private readonly runnable: ReadonlySet<string>;
   private readonly remote: ExecutorClient | null;
   private readonly peers: () => number;
+  private readonly backoff: { firstMs: number; maxMs: number };
   /** Jobs no node could take at their last offer: offered again every PLACE_RETRY_MS. */
   private readonly unplaced = new Set<string>();
   private placeRetry: NodeJS.Timeout | null = null;
@@ -129,6 +132,7 @@ class Orchestrator {
     this.remote = deps.peers ? new ExecutorClient(actor, REMOTE_EXECUTOR) : null;
     if (this.remote) this.executors.register(this.remote);
     this.peers = deps.peers ?? (() => 0);
+    this.backoff = deps.offerBackoff ?? { firstMs: PLACE_RETRY_MS, maxMs: MAX_PLACE_BACKOFF_MS };
     this.admission = new Admission({
       runnable: this.runnable,
       allowedRegistries: deps.allowedRegistries ?? [],
@@ -468,7 +472,7 @@ class Orchestrator {
     this.noteWaiting(run, reason, 'waiting for a node');
     // Each fruitless offer doubles the wait before the next, up to MAX_PLACE_BACKOFF_MS: a
     // full network is not flooded with offers of jobs it cannot take.
-    run.offerBackoffMs = Math.min(MAX_PLACE_BACKOFF_MS, run.offerBackoffMs * 2 || PLACE_RETRY_MS);
+    run.offerBackoffMs = Math.min(this.backoff.maxMs, run.offerBackoffMs * 2 || this.backoff.firstMs);
     run.nextOfferAt = Date.now() + run.offerBackoffMs;
     this.unplaced.add(run.id);
     this.armPlaceRetry();
@@ -488,7 +492,7 @@ class Orchestrator {
         }
       }
       this.armPlaceRetry();
-    }, PLACE_RETRY_MS);
+    }, this.backoff.firstMs);
     this.placeRetry.unref();
   }
 

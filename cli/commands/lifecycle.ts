@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { type Command, Option } from 'commander';
-import { coerceText, loadConfig } from '../../runtime/config.js';
+import { coerceText, type Config, loadConfig, type LoadOptions } from '../../runtime/config.js';
 import { homePaths, initHome } from '../../runtime/home.js';
 import { createLogger, LOG_FORMATS, type LogFormat } from '../../runtime/log.js';
 import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
@@ -18,7 +18,7 @@ const DETACH_LOG_LINES = 10;
 // Bytes of this run's log read for them: a start-up that logs more is cut to its end.
 const DETACH_LOG_BYTES = 64 * 1024;
 
-interface StartOptions {
+export interface StartOptions {
   port?: number;
   host?: string;
   dev?: boolean;
@@ -37,6 +37,24 @@ const parsePort = (v: string): number => {
 
 // Comma-separated like DMS_NETWORK_LISTEN_ADDRESSES; each is checked as a multiaddr at start.
 const parseListen = (v: string): string[] => coerceText('network.ListenAddresses', v, '--listen') as string[];
+
+/**
+ * The configuration `dms start` runs with: defaults < file < DMS_* environment < its flags.
+ * Exported so a node started in process (tests, embedders) reads it exactly as the command does.
+ */
+export function startConfig(load: Omit<LoadOptions, 'flags'>, opts: StartOptions): Config {
+  return loadConfig({
+    ...load,
+    flags: {
+      'rest.port': opts.port,
+      'rest.addr': opts.host,
+      'network.ListenAddresses': opts.listen,
+      'general.debug': opts.dev || opts.devPayloads || opts.debug ? true : undefined,
+      'general.dev_payloads': opts.devPayloads ? true : undefined,
+      'general.log_level': opts.logLevel,
+    },
+  });
+}
 
 export function registerNodeCommands(program: Command): void {
   program
@@ -84,19 +102,7 @@ export function registerNodeCommands(program: Command): void {
       // Asked here, before anything runs in the background: a node never waits on a prompt.
       await unlockKeys([homePaths(home).nodeKey, homePaths(home).operatorKey]);
       // Read before detaching too, so whoever starts the node sees an ignored file and a bad value.
-      const config = loadConfig({
-        home,
-        file: globals(cmd).config,
-        onIgnored: warnIgnoredConfig,
-        flags: {
-          'rest.port': opts.port,
-          'rest.addr': opts.host,
-          'network.ListenAddresses': opts.listen,
-          'general.debug': opts.dev || opts.devPayloads || opts.debug ? true : undefined,
-          'general.dev_payloads': opts.devPayloads ? true : undefined,
-          'general.log_level': opts.logLevel,
-        },
-      });
+      const config = startConfig({ home, file: globals(cmd).config, onIgnored: warnIgnoredConfig }, opts);
       if (opts.detach) return detach(cmd, home);
       const log = createLogger(config.general.log_level, { format: opts.logFormat });
       // Loaded here so every other command starts without the node's whole dependency tree.

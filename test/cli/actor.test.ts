@@ -5,15 +5,17 @@ import { ClientError, DmsClient } from '../../client/index.js';
 import { verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { initHome, readKey } from '../../runtime/home.js';
 import { envelopeFromJson, parseJsonLossless } from '../../runtime/wire/envelope.js';
-import { assertBuilt, cleanupHomes, dms, freePort, prepareHome, startNode, tempHome, type TestNode } from './helpers.js';
+import { freePort } from '../helpers/network.js';
+import { type NodeProcess, startNode } from '../helpers/node.js';
+import { assertBuilt, cleanupHomes, dms, prepareHome, tempHome } from './helpers.js';
 
-let node: TestNode;
+let node: NodeProcess;
 let home: string;
 
 beforeAll(async () => {
   assertBuilt();
   home = prepareHome('actor');
-  node = await startNode(home);
+  node = await startNode({ home });
 });
 
 afterAll(async () => {
@@ -36,13 +38,13 @@ describe.concurrent('dms actor', { timeout: 90_000 }, () => {
   it('handle prints the root handle with the node host', async () => {
     const r = await dms(home, ['actor', 'handle']);
     expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ id: node.info.did.slice('did:key:'.length), did: node.info.did, addr: { host: node.info.peer_id, inbox: 'root' } });
+    expect(JSON.parse(r.stdout)).toEqual({ id: node.did.slice('did:key:'.length), did: node.did, addr: { host: node.peerId, inbox: 'root' } });
   });
 
   it('invoke /public/hello prints the node did', async () => {
     const r = await dms(home, ['actor', 'invoke', '/public/hello']);
     expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ did: node.info.did });
+    expect(JSON.parse(r.stdout)).toEqual({ did: node.did });
   });
 
   it('invoke --json prints the payload and the exact, verifiable reply envelope', async () => {
@@ -51,10 +53,10 @@ describe.concurrent('dms actor', { timeout: 90_000 }, () => {
     // nonce and exp are written as bare integers with every digit.
     expect(r.stdout).toMatch(/"nonce": \d{19,20}\b/);
     const out = parseJsonLossless(r.stdout) as { payload: { did: string; status: string }; envelope: unknown };
-    expect(out.payload).toMatchObject({ status: 'ok', did: node.info.did });
+    expect(out.payload).toMatchObject({ status: 'ok', did: node.did });
     const env = envelopeFromJson(out.envelope);
     expect(() => verifyEnvelopeSync(env)).not.toThrow();
-    expect(env.from.did).toBe(node.info.did);
+    expect(env.from.did).toBe(node.did);
     expect(env.to.did).toBe(readKey(join(home, 'keys', 'operator.json')).did);
   });
 
@@ -85,7 +87,7 @@ describe.concurrent('dms actor', { timeout: 90_000 }, () => {
   it('invoke reads the payload from stdin with -, and accepts --to as JSON', async () => {
     const r = await dms(home, ['actor', 'invoke', '/public/hello', '-', '--to', '{"inbox":"root"}'], { input: '{}' });
     expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout).did).toBe(node.info.did);
+    expect(JSON.parse(r.stdout).did).toBe(node.did);
   });
 
   it('refuses a payload that is not JSON before contacting the node', async () => {
@@ -95,21 +97,21 @@ describe.concurrent('dms actor', { timeout: 90_000 }, () => {
   it('broadcast /broadcast/hello on /dms/hello collects the node reply', async () => {
     const r = await dms(home, ['actor', 'broadcast', '/broadcast/hello', '--topic', '/dms/hello', '--limit', '1']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout).toContain(`reply from ${node.info.peer_id}/root`);
-    expect(r.stdout).toContain(`"did": "${node.info.did}"`);
+    expect(r.stdout).toContain(`reply from ${node.peerId}/root`);
+    expect(r.stdout).toContain(`"did": "${node.did}"`);
 
     const j = await dms(home, ['--json', 'actor', 'broadcast', '/broadcast/hello', '{}', '--topic', '/dms/hello', '--limit', '1']);
     expect(j.code, j.stderr).toBe(0);
     const replies = parseJsonLossless(j.stdout) as { payload: { did: string }; envelope: unknown }[];
     expect(replies).toHaveLength(1);
-    expect(replies[0].payload.did).toBe(node.info.did);
+    expect(replies[0].payload.did).toBe(node.did);
     expect(() => verifyEnvelopeSync(envelopeFromJson(replies[0].envelope))).not.toThrow();
   });
 
   it('send delivers and says where', async () => {
     const r = await dms(home, ['actor', 'send', '/public/hello']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout.trim()).toBe(`sent /public/hello to ${node.info.peer_id}/root`);
+    expect(r.stdout.trim()).toBe(`sent /public/hello to ${node.peerId}/root`);
     const j = await dms(home, ['--json', 'actor', 'send', '/public/hello', '{}']);
     expect(j.code, j.stderr).toBe(0);
     const out = parseJsonLossless(j.stdout) as { sent: boolean; envelope: unknown };
@@ -150,32 +152,32 @@ describe.concurrent('DmsClient against a running node', () => {
   const operator = () => readKey(join(home, 'keys', 'operator.json'));
 
   it('calls the typed root behaviors', async () => {
-    const client = new DmsClient({ url: node.info.url, key: operator() });
-    expect((await client.handle()).addr.host).toBe(node.info.peer_id);
-    expect(await client.hello()).toEqual({ did: node.info.did });
+    const client = new DmsClient({ url: node.url, key: operator() });
+    expect((await client.handle()).addr.host).toBe(node.peerId);
+    expect(await client.hello()).toEqual({ did: node.did });
     const status = await client.status();
-    expect(status).toMatchObject({ status: 'ok', did: node.info.did, peer_id: node.info.peer_id });
+    expect(status).toMatchObject({ status: 'ok', did: node.did, peer_id: node.peerId });
     expect(status.actors).toContain('root');
     expect(Array.isArray(await client.peers())).toBe(true);
-    expect((await client.peerSelf()).id).toBe(node.info.peer_id);
-    expect(await client.discover({ limit: 1 })).toEqual([{ did: node.info.did, host: node.info.peer_id }]);
+    expect((await client.peerSelf()).id).toBe(node.peerId);
+    expect(await client.discover({ limit: 1 })).toEqual([{ did: node.did, host: node.peerId }]);
   });
 
   it('is accepted unsigned from loopback, the node signing as its operator', async () => {
-    const client = new DmsClient({ url: node.info.url });
+    const client = new DmsClient({ url: node.url });
     const reply = await client.invoke<{ did: string }>('root', '/public/hello');
-    expect(reply.payload.did).toBe(node.info.did);
+    expect(reply.payload.did).toBe(node.did);
     expect(reply.env.to.did).toBe(operator().did);
   });
 
   it('runs concurrent invokes from one client inbox', async () => {
-    const client = new DmsClient({ url: node.info.url, key: operator() });
+    const client = new DmsClient({ url: node.url, key: operator() });
     const replies = await Promise.all(Array.from({ length: 20 }, () => client.hello()));
-    expect(replies.every((r) => r.did === node.info.did)).toBe(true);
+    expect(replies.every((r) => r.did === node.did)).toBe(true);
   });
 
   it('throws ClientError with the status and node text', async () => {
-    const client = new DmsClient({ url: node.info.url, key: operator() });
+    const client = new DmsClient({ url: node.url, key: operator() });
     const err = await client.invoke('root', '/nope').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ClientError);
     expect(err).toMatchObject({ kind: 'http', status: 404 });

@@ -52,9 +52,9 @@ describe('job specs people can write', () => {
     expect(long.status, JSON.stringify(long.body)).toBe(201);
     expect(long.body.resources).toEqual({ cpu: { cores: 0.25 }, memory: { size: 512 * MiB }, storage: { size: 1024 } });
     // The same forms hold wherever resources are written, allocations included.
-    const allocation = await rest.post('/api/v1/allocations', { resources: { cpu: 0.1, memory: '1MiB' } });
+    const allocation = await rest.post('/api/v1/allocations', { resources: { cpu: 0.1, memory: '16MiB' } });
     expect(allocation.status, JSON.stringify(allocation.body)).toBe(201);
-    expect(allocation.body.resources).toEqual({ cpu: { cores: 0.1 }, memory: { size: MiB }, storage: { size: 0 } });
+    expect(allocation.body.resources).toEqual({ cpu: { cores: 0.1 }, memory: { size: 16 * MiB }, storage: { size: 0 } });
     expect((await rest.delete(`/api/v1/allocations/${allocation.body.id}`)).status).toBe(200);
   });
 

@@ -262,7 +262,7 @@ describe('short ids', () => {
   });
 
   it('works for allocations and API keys', async () => {
-    const made = await dms('--json', 'allocations', 'create', '--cpu', '0.1', '--memory', '1MiB');
+    const made = await dms('--json', 'allocations', 'create', '--cpu', '0.1', '--memory', '16MiB');
     const allocation = JSON.parse(made.stdout) as Allocation;
     const listed = await dms('allocations', 'list');
     expect(listed.stdout).toMatch(new RegExp(`\\n${allocation.id.slice(0, 8)}\\s+0.1 cores`));

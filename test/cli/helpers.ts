@@ -1,8 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawn } from 'node:child_process';
+import { tempHome as suiteTempHome } from '../helpers/node.js';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 /** The real, built command: these tests exercise what a user runs, not the sources. */
@@ -14,9 +13,9 @@ export function assertBuilt(): void {
 
 const homes: string[] = [];
 
-/** A fresh home directory; removed by cleanupHomes. */
+/** A fresh home directory (the suite's tempHome); removed by cleanupHomes. */
 export function tempHome(label: string): string {
-  const dir = mkdtempSync(join(tmpdir(), `dms-cli-${label}-`));
+  const dir = suiteTempHome(`dms-cli-${label}-`);
   homes.push(dir);
   return dir;
 }
@@ -81,38 +80,6 @@ export interface NodeInfo {
   started_at: string;
 }
 
-export interface TestNode {
-  home: string;
-  info: NodeInfo;
-  stop(): Promise<void>;
-}
-
-const START_TIMEOUT_MS = 20_000;
-
-/** Starts `dms start --port 0` in the foreground and waits until <home>/node.json is written and /health answers. */
-export async function startNode(home: string): Promise<TestNode> {
-  const child = spawn(process.execPath, [CLI, '--home', home, 'start', '--port', '0'], {
-    cwd: home,
-    env: cleanEnv(),
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  let exited: number | null = null;
-  child.on('exit', (code) => (exited = code ?? 1));
-  const deadline = Date.now() + START_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if (exited !== null) throw new Error(`node exited during start-up (code ${exited}):\n${stderr}`);
-    const info = readInfo(home);
-    if (info && info.pid === child.pid && (await healthy(info.url))) {
-      return { home, info, stop: () => stopChild(child) };
-    }
-    await sleep(50);
-  }
-  await stopChild(child);
-  throw new Error(`node did not become healthy within ${START_TIMEOUT_MS} ms:\n${stderr}`);
-}
-
 export function readInfo(home: string): NodeInfo | undefined {
   try {
     return JSON.parse(readFileSync(join(home, 'node.json'), 'utf8')) as NodeInfo;
@@ -138,26 +105,5 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-/** SIGTERM (the node's graceful stop), then SIGKILL if it hangs. */
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-  await gone;
-  clearTimeout(timer);
-}
-
-/** A port nothing listens on: bound and released by the OS just now. */
-export async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+/** A port nothing listens on: the suite's one freePort. */
+export { freePort } from '../helpers/network.js';

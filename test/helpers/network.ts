@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DevEvent, DevEventType } from '../../behaviors/dev.js';
 import { errorText } from '../../runtime/errors.js';
-import { type NodeProcess, removeHome, type StartOptions, startNode } from './node.js';
+import { type NodeProcess, removeHome, type StartOptions, startNode, type TestNode } from './node.js';
 
 /**
  * Helpers for tests that run several real node processes on loopback: start a small network
@@ -29,7 +29,9 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export interface ClusterOptions {
+export interface ClusterOptions<N extends TestNode = NodeProcess> {
+  /** How each node starts: startNode (a process, the default) or startLocalNode (in this process). */
+  start?: (opts: StartOptions) => Promise<N>;
   /** Extra start options for node i (0-based), merged over the cluster's own. */
   node?: (i: number) => StartOptions;
   /** Environment for every node. */
@@ -40,16 +42,17 @@ export interface ClusterOptions {
  * Starts `n` nodes: the first alone, the others together, bootstrapped to the first through
  * DMS_NETWORK_BOOTSTRAP_PEERS (the way an operator would join a network).
  */
-export async function startCluster(n: number, opts: ClusterOptions = {}): Promise<NodeProcess[]> {
+export async function startCluster<N extends TestNode = NodeProcess>(n: number, opts: ClusterOptions<N> = {}): Promise<N[]> {
+  const start = opts.start ?? (startNode as unknown as (o: StartOptions) => Promise<N>);
   const options = (i: number, extraEnv: Record<string, string> = {}): StartOptions => {
     const own = opts.node?.(i) ?? {};
     return { timeoutMs: 45_000, ...own, env: { ...opts.env, ...extraEnv, ...own.env } };
   };
-  const first = await startNode(options(0));
-  const started: NodeProcess[] = [first];
+  const first = await start(options(0));
+  const started: N[] = [first];
   try {
     const bootstrap = { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(first) };
-    const rest = await Promise.allSettled(Array.from({ length: n - 1 }, (_, i) => startNode(options(i + 1, bootstrap))));
+    const rest = await Promise.allSettled(Array.from({ length: n - 1 }, (_, i) => start(options(i + 1, bootstrap))));
     for (const r of rest) if (r.status === 'fulfilled') started.push(r.value);
     const failed = rest.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
@@ -61,7 +64,7 @@ export async function startCluster(n: number, opts: ClusterOptions = {}): Promis
 }
 
 /** Stops every node still running and removes their homes. */
-export async function stopCluster(nodes: (NodeProcess | undefined)[]): Promise<void> {
+export async function stopCluster(nodes: (TestNode | undefined)[]): Promise<void> {
   await Promise.all(nodes.map((n) => n?.stop()));
   for (const n of nodes) if (n) removeHome(n.home);
 }
@@ -72,11 +75,18 @@ export interface PollOptions {
 }
 
 /**
+ * Default bound of a wait: shorter than vitest's testTimeout (30 s), so a wait that runs out
+ * fails with its own message (what it waited for, the last answer) rather than a bare timeout.
+ */
+export const WAIT_MS = 20_000;
+
+/**
  * Calls `check` until it returns a value other than undefined/false, and returns that value.
  * A throw counts as "not yet"; the last reason is in the timeout error, so a failure says why.
+ * The one poller of the suite: tests wait with it, never with a loop of their own.
  */
 export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, opts: PollOptions = {}): Promise<T> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+  const deadline = Date.now() + (opts.timeoutMs ?? WAIT_MS);
   let last = 'never checked';
   for (;;) {
     try {
@@ -147,7 +157,7 @@ export class DevEvents {
     return this.events.find(pred);
   }
 
-  waitFor(what: string, pred: (e: DevEvent) => boolean, timeoutMs = 20_000): Promise<DevEvent> {
+  waitFor(what: string, pred: (e: DevEvent) => boolean, timeoutMs = WAIT_MS): Promise<DevEvent> {
     return waitFor(what, () => this.find(pred), { timeoutMs, intervalMs: 50 });
   }
 

@@ -13,18 +13,25 @@ export function tempHome(prefix = 'dms-test-'): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-export interface NodeProcess {
+/**
+ * A running test node, in a process of its own (startNode) or in the test's process
+ * (startLocalNode in local-node.ts). What only a real process has is on NodeProcess.
+ */
+export interface TestNode {
   home: string;
   url: string;
-  pid: number;
   did: string;
   peerId: string;
-  proc: ChildProcess;
-  /** Everything the node wrote to stderr so far. */
+  /** Everything the node logged so far (a process: its stderr and stdout). */
   logs(): string;
   operator(): KeyPair;
-  /** SIGTERM and wait for exit. */
+  /** Stops the node (a process: SIGTERM) and waits until it has; a process resolves to its exit code. */
   stop(): Promise<number | null>;
+}
+
+export interface NodeProcess extends TestNode {
+  pid: number;
+  proc: ChildProcess;
   /** SIGKILL, as a crash would. */
   kill(): Promise<void>;
 }

@@ -5,7 +5,7 @@ import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { emptyHandle, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { type ClusterOptions, listenAddr, startCluster, stopCluster, waitFor } from './network.js';
-import type { NodeProcess } from './node.js';
+import type { NodeProcess, TestNode } from './node.js';
 
 /**
  * A foreign libp2p peer that is not a DMS node: it speaks the actor protocol and gossipsub
@@ -27,7 +27,7 @@ export class ForeignPeer {
   }
 
   /** A foreign peer connected to `node`; stopped again when it cannot connect. */
-  static async connectedTo(node: NodeProcess): Promise<ForeignPeer> {
+  static async connectedTo(node: TestNode): Promise<ForeignPeer> {
     const peer = await ForeignPeer.start();
     try {
       await peer.connect(node);
@@ -42,7 +42,7 @@ export class ForeignPeer {
     return this.transport.host;
   }
 
-  async connect(node: NodeProcess): Promise<void> {
+  async connect(node: TestNode): Promise<void> {
     await this.transport.connect(listenAddr(node));
   }
 
@@ -51,7 +51,7 @@ export class ForeignPeer {
    * otherwise), to `inbox` on `node`, or a broadcast on `topic` when `topic` is given; `cap`
    * is the capability token list it carries.
    */
-  envelope(node: NodeProcess | undefined, b: { be: string; inbox?: string; cont?: string; exp?: bigint; ttlMs?: number; topic?: string; host?: string; fromInbox?: string; key?: KeyPair; payload?: unknown; cap?: Uint8Array }): Envelope {
+  envelope(node: TestNode | undefined, b: { be: string; inbox?: string; cont?: string; exp?: bigint; ttlMs?: number; topic?: string; host?: string; fromInbox?: string; key?: KeyPair; payload?: unknown; cap?: Uint8Array }): Envelope {
     const key = b.key ?? this.key;
     const env: Envelope = {
       to: b.topic || !node ? emptyHandle() : { id: '', did: '', addr: { host: node.peerId, inbox: b.inbox ?? 'root' } },
@@ -92,14 +92,14 @@ export class ForeignPeer {
 }
 
 /** Two nodes on loopback and a stranger beside them: a foreign peer connected to the first (`a`). */
-export interface StrangerScene {
-  a: NodeProcess;
-  b: NodeProcess;
+export interface StrangerScene<N extends TestNode = NodeProcess> {
+  a: N;
+  b: N;
   peer: ForeignPeer;
   stop(): Promise<void>;
 }
 
-export async function strangerBesideTwoNodes(opts: ClusterOptions = {}): Promise<StrangerScene> {
+export async function strangerBesideTwoNodes<N extends TestNode = NodeProcess>(opts: ClusterOptions<N> = {}): Promise<StrangerScene<N>> {
   const nodes = await startCluster(2, opts);
   try {
     const peer = await ForeignPeer.connectedTo(nodes[0]);
@@ -119,7 +119,7 @@ export async function strangerBesideTwoNodes(opts: ClusterOptions = {}): Promise
  * `nodes`, subscribes to `topics`, stays until every node is a gossipsub peer of it on them
  * (so each node has it in its peer score, with its IP), then leaves.
  */
-export async function sybilVisit(nodes: NodeProcess[], topics: string[], timeoutMs = 15_000): Promise<string> {
+export async function sybilVisit(nodes: TestNode[], topics: string[], timeoutMs = 15_000): Promise<string> {
   const peer = await ForeignPeer.start();
   try {
     for (const topic of topics) peer.transport.subscribe(topic);

@@ -1,16 +1,18 @@
 // Attacks on a running node, each reproduced through its REST interface against a real node
-// process: bad image references, private registries, environment secrets, file modes, bad ids,
+// (started in this process: its REST server and SQLite file are the real ones): bad image references, private registries, environment secrets, file modes, bad ids,
 // and output that would not fit in memory.
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { apiKeysPath, createApiKey } from '../../runtime/api-keys.js';
-import { type NodeProcess, removeHome, startNode, tempHome } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { removeHome, tempHome } from '../helpers/node.js';
 import { privateNameHere } from '../helpers/private-name.js';
-import { MiB, nullJob, Rest, startJobNode, until } from './helpers.js';
+import { gate } from '../helpers/required.js';
+import { MiB, nullJob, Rest, startLocalJobNode, until } from './helpers.js';
 
-const nodes: NodeProcess[] = [];
+const nodes: LocalNode[] = [];
 afterAll(async () => {
   for (const n of nodes) {
     await n.stop();
@@ -19,14 +21,15 @@ afterAll(async () => {
 });
 
 const here = await privateNameHere();
+gate('the private registry name tests', here === null ? `this machine's name does not resolve to a private address (add it to /etc/hosts)` : null, 'DMS_REQUIRE_PRIVATE_NAME');
 
-const healthy = async (node: NodeProcess) => (await fetch(`${node.url}/health`)).status === 200;
+const healthy = async (node: LocalNode) => (await fetch(`${node.url}/health`)).status === 200;
 
 describe('image references at submit', () => {
-  let node: NodeProcess;
+  let node: LocalNode;
   let rest: Rest;
   beforeAll(async () => {
-    node = await startJobNode({ jobs: { allowed_registries: ['10.1.2.3:5000'] } });
+    node = await startLocalJobNode({ jobs: { allowed_registries: ['10.1.2.3:5000'] } });
     nodes.push(node);
     rest = new Rest(node.url);
   });
@@ -80,7 +83,7 @@ describe('image references at submit', () => {
 describe('input errors are 4xx', () => {
   let rest: Rest;
   beforeAll(async () => {
-    const node = await startJobNode();
+    const node = await startLocalJobNode();
     nodes.push(node);
     rest = new Rest(node.url);
   });
@@ -108,7 +111,7 @@ describe('input errors are 4xx', () => {
 describe('default resources', () => {
   let rest: Rest;
   beforeAll(async () => {
-    const node = await startJobNode({ jobs: { default_resources: { cores: 0.25, memory_bytes: 48 * MiB } } });
+    const node = await startLocalJobNode({ jobs: { default_resources: { cores: 0.25, memory_bytes: 48 * MiB } } });
     nodes.push(node);
     rest = new Rest(node.url);
   });
@@ -144,7 +147,7 @@ describe('default resources', () => {
 });
 
 describe('environment secrets and file modes', () => {
-  let node: NodeProcess;
+  let node: LocalNode;
   let adminKey: string;
   let viewerKey: string;
   beforeAll(async () => {
@@ -152,7 +155,7 @@ describe('environment secrets and file modes', () => {
     // Keys are minted into the home before the node starts, as `dms keys create` would.
     adminKey = createApiKey(apiKeysPath(home), 'admin', 'admin').key;
     viewerKey = createApiKey(apiKeysPath(home), 'viewer', 'viewer').key;
-    node = await startNode({ home, config: { network: { enabled: false }, auth: { api_key_enabled: true }, jobs: { stop_grace_s: 1 } } });
+    node = await startLocalNode({ home, config: { network: { enabled: false }, auth: { api_key_enabled: true }, jobs: { stop_grace_s: 1 } } });
     nodes.push(node);
   });
 

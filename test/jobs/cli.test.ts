@@ -132,7 +132,7 @@ describe('dms resources and allocations', () => {
   });
 
   it('says which resource is short when an allocation does not fit, and refuses sizes it cannot read', async () => {
-    const tooMuch = await dms('allocations', 'create', '--cpu', '100000', '--memory', '1MiB');
+    const tooMuch = await dms('allocations', 'create', '--cpu', '100000', '--memory', '16MiB');
     expect(tooMuch.code).toBe(1);
     expect(tooMuch.stderr).toMatch(/^dms: not enough cpu: 100000 cores asked, .* \(HTTP 409\)\n$/);
     const badSize = await dms('allocations', 'create', '--cpu', '1', '--memory', 'lots');

@@ -1,18 +1,30 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
+import type { LocalNode } from '../helpers/local-node.js';
+import { WAIT_MS, waitFor } from '../helpers/network.js';
 import { type NodeProcess, startNode, type StartOptions } from '../helpers/node.js';
 
 export const MiB = 1024 * 1024;
 export const GiB = 1024 * MiB;
 
-/** A real node process that runs jobs: network off (parallel test files), short stop grace. */
-export function startJobNode(opts: StartOptions & { jobs?: Record<string, unknown> } = {}): Promise<NodeProcess> {
-  return startNode({
-    ...opts,
-    config: { network: { enabled: false }, general: { log_level: 'warn' }, jobs: { stop_grace_s: 1, ...opts.jobs } },
-  });
+type JobNodeOptions = StartOptions & { jobs?: Record<string, unknown> };
+
+/** A node that runs jobs: network off (parallel test files), short stop grace. */
+const jobNode = (opts: JobNodeOptions): StartOptions => ({
+  ...opts,
+  config: { network: { enabled: false }, general: { log_level: 'warn' }, jobs: { stop_grace_s: 1, ...opts.jobs } },
+});
+
+/** A real node process that runs jobs (for tests about the process: restarts after kill -9, its stderr). */
+export function startJobNode(opts: JobNodeOptions = {}): Promise<NodeProcess> {
+  return startNode(jobNode(opts));
+}
+
+/** The same node started in the test's process; loaded on demand, so process-only files skip the node's sources. */
+export async function startLocalJobNode(opts: JobNodeOptions = {}): Promise<LocalNode> {
+  const { startLocalNode } = await import('../helpers/local-node.js');
+  return startLocalNode(jobNode(opts));
 }
 
 export interface Answer<T = any> {
@@ -61,7 +73,7 @@ export class Rest {
   }
 
   /** Polls until the job is in one of `statuses` (default: ended). */
-  async waitFor(id: string, statuses: Job['status'][] = ['completed', 'failed'], timeoutMs = 30_000): Promise<Job> {
+  async waitFor(id: string, statuses: Job['status'][] = ['completed', 'failed'], timeoutMs = WAIT_MS): Promise<Job> {
     return until(`job ${id} to be ${statuses.join(' or ')}`, async () => {
       const job = await this.job(id);
       return statuses.includes(job.status) ? job : undefined;
@@ -91,20 +103,9 @@ export class Rest {
   }
 }
 
-/** Polls `probe` until it returns something other than undefined/false, or fails naming `what`. */
-export async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined && value !== false) return value;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
-    await sleep(50);
-  }
+/** waitFor, polled every 50 ms (jobs move fast). */
+export function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = WAIT_MS): Promise<T> {
+  return waitFor(what, probe, { timeoutMs, intervalMs: 50 });
 }
 
 /** A job for the null executor, which plays back what it is told (actors/executors/null.ts). */

@@ -7,7 +7,7 @@ import type { JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { DmsError } from '../../runtime/errors.js';
 import { openStorage, type Storage } from '../../storage/index.js';
 
-const spec: JobSpecInput = { name: 'j', image: 'none', executor: 'null', resources: { cpu: { cores: 0.1 }, memory: { size: 1024 } } };
+const spec: JobSpecInput = { name: 'j', image: 'none', executor: 'null', resources: { cpu: { cores: 0.1 }, memory: { size: 64 * 1024 * 1024 } } };
 
 let dir: string;
 let path: string;

@@ -1,16 +1,17 @@
-// Every job path through a real node process, with the null executor: no Docker needed.
+// Every job path through a real node (in this process), with the null executor: no Docker needed.
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
-import { type NodeProcess, removeHome } from '../helpers/node.js';
-import { GiB, MiB, nullJob, Rest, startJobNode, textOf, until } from './helpers.js';
+import type { LocalNode } from '../helpers/local-node.js';
+import { removeHome } from '../helpers/node.js';
+import { GiB, MiB, nullJob, Rest, startLocalJobNode, textOf, until } from './helpers.js';
 
-let node: NodeProcess;
+let node: LocalNode;
 let rest: Rest;
 
 beforeAll(async () => {
-  node = await startJobNode();
+  node = await startLocalJobNode();
   rest = new Rest(node.url);
 });
 

@@ -6,7 +6,7 @@ import { verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { encodeEnvelope, parseEnvelope } from '../../runtime/wire/envelope.js';
 import { type Caller, envelope, newCaller, post, rootOf } from '../helpers/envelopes.js';
-import { DevEvents, nonceOf, freePort, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { DevEvents, nonceOf, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, startNode, tempHome } from '../helpers/node.js';
 
 // Three nodes; node 3 carries the slow test plugin (a behavior that answers late, so a
@@ -19,15 +19,16 @@ let n3: NodeProcess;
 let n1Listen: string;
 
 beforeAll(async () => {
-  n1Listen = `/ip4/127.0.0.1/tcp/${await freePort()}`;
   const home3 = tempHome();
   copyFileSync(new URL('../fixtures/plugins/slow.mjs', import.meta.url), join(home3, 'slow.mjs'));
   nodes = await startCluster(3, {
     env: { DMS_DEBUG: 'true' },
     node: (i) =>
-      i === 0 ? { env: { DMS_NETWORK_LISTEN_ADDRESSES: n1Listen } } : i === 2 ? { home: home3, config: { plugins: { modules: ['./slow.mjs'] } } } : {},
+      i === 2 ? { home: home3, config: { plugins: { modules: ['./slow.mjs'] } } } : {},
   });
   [n1, n2, n3] = nodes;
+  // Node 1 comes back on the address it took (port 0): the others know it by that one.
+  n1Listen = listenAddr(n1).replace(/\/p2p\/.*$/, '');
 });
 afterAll(() => stopCluster(nodes));
 

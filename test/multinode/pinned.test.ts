@@ -6,20 +6,20 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
-import type { NodeProcess } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 
-let a: NodeProcess;
-let b: NodeProcess;
+let a: LocalNode;
+let b: LocalNode;
 
-const post = async (node: NodeProcess, body: unknown) => {
+const post = async (node: LocalNode, body: unknown) => {
   const r = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   expect(r.status).toBe(201);
   return (await r.json()) as { id: string };
 };
-const job = async (node: NodeProcess, id: string) => (await (await fetch(`${node.url}/api/v1/jobs/${id}`)).json()) as { status: string; node: string | null; pending_reason: string | null };
+const job = async (node: LocalNode, id: string) => (await (await fetch(`${node.url}/api/v1/jobs/${id}`)).json()) as { status: string; node: string | null; pending_reason: string | null };
 
 beforeAll(async () => {
-  [a, b] = await startCluster(2);
+  [a, b] = await startCluster(2, { start: startLocalNode });
 }, 120_000);
 afterAll(() => stopCluster([a, b]));
 

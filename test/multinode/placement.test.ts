@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
 import { ForeignPeer } from '../helpers/peer.js';
-import { freePort, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, runCli, startNode } from '../helpers/node.js';
 import { decodePayload, encodePayload } from '../../runtime/wire/envelope.js';
 
@@ -73,8 +73,9 @@ async function connected(a: NodeProcess, b: NodeProcess): Promise<void> {
 }
 
 beforeAll(async () => {
-  const listen = await Promise.all([0, 1, 2].map(async () => `/ip4/127.0.0.1/tcp/${await freePort()}`));
-  nodes = await startCluster(3, { node: (i) => ({ env: { DMS_NETWORK_LISTEN_ADDRESSES: listen[i] } }) });
+  // Short offer back-off and lost-peer bound (deployment.*), so a job waiting for a node or a
+  // run whose provider died is dealt with in about a second rather than the defaults' 8-10 s.
+  nodes = await startCluster(3, { node: () => ({ config: { deployment: { offer_retry_ms: 200, max_offer_backoff_ms: 1_000, lost_after_ms: 1_000, follow_poll_ms: 300 } } }) });
   [n1, n2, n3] = nodes;
   for (const [i, node] of nodes.entries()) expect((await onboard(node, SHARES[i])).status).toBe(200);
   await rest(n2, 'PUT', '/api/v1/device/config', { labels: { zone: 'a' }, location: { region: 'eu' } });

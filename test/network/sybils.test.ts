@@ -12,18 +12,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
 import { DmsClient } from '../../client/client.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
-import type { NodeProcess } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { sybilVisit } from '../helpers/peer.js';
 
 const HELLO_TOPIC = '/dms/hello';
 const SYBILS = 16;
 const GiB = 1024 ** 3;
 
-let nodes: NodeProcess[] = [];
-let a: NodeProcess;
-let b: NodeProcess;
+let nodes: LocalNode[] = [];
+let a: LocalNode;
+let b: LocalNode;
 
-async function rest(node: NodeProcess, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
+async function rest(node: LocalNode, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
   const res = await fetch(`${node.url}${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': 'application/json' },
@@ -34,7 +34,7 @@ async function rest(node: NodeProcess, method: string, path: string, body?: unkn
 }
 
 /** The DIDs that answered a hello broadcast from `from` within `ttlMs`. */
-async function helloAnswers(from: NodeProcess, ttlMs: number): Promise<string[]> {
+async function helloAnswers(from: LocalNode, ttlMs: number): Promise<string[]> {
   const replies = await new DmsClient({ url: from.url, timeoutMs: ttlMs + 5_000 }).broadcast<{ did: string }>(HELLO_TOPIC, '/broadcast/hello', {}, { limit: 2, ttlMs });
   return replies.map((r) => r.payload.did).sort();
 }
@@ -47,7 +47,7 @@ async function broadcastsBothWays(ttlMs: number): Promise<void> {
 }
 
 beforeAll(async () => {
-  nodes = await startCluster(2);
+  nodes = await startCluster(2, { start: startLocalNode });
   [a, b] = nodes;
   // Only b can hold the job below: a must place it through a bid request on the deployment topic.
   expect((await rest(a, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 0.5, memory: 512 * 1024 * 1024 } })).status).toBe(200);

@@ -38,6 +38,19 @@ function countWrites(): { count(): number; restore(): void } {
   };
 }
 
+/** Yamux's initial receive window. */
+const WINDOW = 256 * 1024;
+
+/** `p`, or a failure saying `what` once `ms` have passed. */
+async function within<T>(ms: number, p: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(what)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 describe('libp2p stream writes (patches/)', () => {
   let server: DmsLibp2p;
   let client: DmsLibp2p;
@@ -78,9 +91,18 @@ describe('libp2p stream writes (patches/)', () => {
   it('still credits the sender: far more than a receive window (256 KiB) crosses one stream', async () => {
     const { stream, roundTrip } = await echoStream();
     // 4 MiB each way in one frame, then many mid-sized frames: each needs window updates on
-    // both sides, and would stall (time out) if the half-window rule never sent one.
-    await roundTrip(4 * 1024 * 1024);
-    for (let i = 0; i < 200; i++) await roundTrip(60_000);
+    // both sides, and would stall if the half-window rule never sent one. A stall fails here,
+    // naming the frame, before the test's own timeout.
+    const sizes = [4 * 1024 * 1024, ...Array.from({ length: 200 }, () => 60_000)];
+    let echoed = 0;
+    for (const [i, bytes] of sizes.entries()) {
+      await within(20_000, roundTrip(bytes), `frame ${i} (${bytes} bytes) never came back whole: the sender is not credited`);
+      echoed += bytes;
+    }
+    expect(echoed).toBe(4 * 1024 * 1024 + 200 * 60_000);
+    // Far more than one receive window, each way, on one stream that is still open.
+    expect(echoed).toBeGreaterThan(16 * WINDOW);
+    expect(stream.status).toBe('open');
     await stream.close();
   }, 30_000);
 });

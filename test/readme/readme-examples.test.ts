@@ -1,7 +1,13 @@
 /**
  * The README's shell examples, taken from the README itself (so they cannot drift), run in
- * order as a new user would paste them: the first block's node (`npm start`, home ~/.dms, REST
- * 9999, libp2p 9000) keeps running while every later block runs in bash from the repository.
+ * order as a new user would paste them: the first block's node (`npm start`, home ~/.dms) keeps
+ * running while every later block runs in bash from the repository.
+ *
+ * What the README fixes for its reader (REST 9999, libp2p 9000, the ports 91xx/900x and the
+ * homes /tmp/dms-a, /tmp/dms-b of its second network) is made this run's own (asRun): two runs on
+ * one machine, or a reader's own node, must not meet. The node from npm start takes free ports
+ * (DMS_PORT=0) and the blocks are run against the URL it wrote; that 9999 and 9000 are the
+ * defaults is checked against the configuration's defaults instead.
  *
  * A block is marked with an HTML comment just above it when it needs something:
  *   <!-- readme-test: first (…) -->   the node is started from it (npm start)
@@ -15,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigSchema } from '../../runtime/config.js';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { waitFor } from '../helpers/network.js';
 
@@ -67,7 +74,20 @@ const HOME = mkdtempSync(join(tmpdir(), 'dms-readme-'));
 const ENV: NodeJS.ProcessEnv = Object.fromEntries(
   Object.entries({ ...process.env, HOME }).filter(([k]) => !k.startsWith('DMS_') || k.startsWith('DMS_REQUIRE_')),
 );
-const OTHER_HOMES = ['/tmp/dms-a', '/tmp/dms-b'];
+/** This run's /tmp of the README: its second network's homes are made here. */
+const TMP = mkdtempSync(join(tmpdir(), 'dms-readme-tmp-'));
+const OTHER_HOMES = [join(TMP, 'dms-a'), join(TMP, 'dms-b')];
+/** The REST URL of the node from npm start, once it has written it. */
+let restUrl = '';
+
+/** A block as this run runs it: the README's fixed ports and /tmp homes made this run's own. */
+export function asRun(code: string, url: string, tmp: string): string {
+  return code
+    .replaceAll('http://127.0.0.1:9999', url)
+    .replace(/\/tmp\/dms-([ab])\b/g, `${tmp}/dms-$1`)
+    .replace(/--port 9\d{3}\b/g, '--port 0')
+    .replace(/\/tcp\/9\d{3}\b/g, '/tcp/0');
+}
 
 function bash(code: string, timeoutMs = 120_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -97,24 +117,27 @@ beforeAll(async () => {
   expect(first.mark, 'the first sh block is the one that starts the node').toMatch(/^first\b/);
   expect(first.code).toContain('npm install && npm start');
   expect(first.code).toContain('npm test');
-  // The README's ports are fixed: a node already there (the reader's own, another run of this
-  // test) would take the examples' jobs and commands. Refuse to run against it.
-  const there = await fetch('http://127.0.0.1:9999/health').then(() => true, () => false);
-  expect(there, 'nothing may answer on 127.0.0.1:9999 before the README test starts its node there').toBe(false);
-  node = spawn('npm', ['start'], { cwd: ROOT, env: ENV, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  // What the README says npm start listens on is what a node with no settings takes.
+  const defaults = ConfigSchema.parse({});
+  expect(first.code).toContain('REST on 127.0.0.1:9999');
+  expect(`${defaults.rest.addr}:${defaults.rest.port}`).toBe('127.0.0.1:9999');
+  expect(defaults.network.ListenAddresses).toEqual(['/ip4/0.0.0.0/tcp/9000']);
+  // This run's node takes free ports instead, so another run (or the reader's node) is never met.
+  const env = { ...ENV, DMS_PORT: '0', DMS_NETWORK_LISTEN_ADDRESSES: '/ip4/127.0.0.1/tcp/0' };
+  node = spawn('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   node.stdout!.on('data', (d) => (nodeLog += d));
   node.stderr!.on('data', (d) => (nodeLog += d));
-  await waitFor(
-    'the node from npm start to answer on 127.0.0.1:9999',
+  // The node answering is the one started here, from the README's home ~/.dms.
+  restUrl = await waitFor(
+    'the node from npm start to write ~/.dms/node.json and answer there',
     async () => {
       if (node!.exitCode !== null) throw new Error(`npm start exited (${node!.exitCode}): ${nodeLog.slice(-1000)}`);
-      return fetch('http://127.0.0.1:9999/health').then((r) => r.ok, () => false);
+      const { url } = JSON.parse(readFileSync(join(HOME, '.dms', 'node.json'), 'utf8')) as { url: string };
+      return (await fetch(`${url}/health`).then((r) => r.ok, () => false)) && url;
     },
     { timeoutMs: 60_000 },
   );
-  // And the node answering is the one started here, from the README's home.
-  const info = JSON.parse(readFileSync(join(HOME, '.dms', 'node.json'), 'utf8')) as { url: string };
-  expect(info.url).toBe('http://127.0.0.1:9999');
+  expect(restUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
 }, 90_000);
 
 afterAll(async () => {
@@ -124,7 +147,7 @@ afterAll(async () => {
     process.kill(-node.pid, 'SIGTERM');
     await exited;
   }
-  for (const h of [HOME, ...OTHER_HOMES]) rmSync(h, { recursive: true, force: true });
+  for (const h of [HOME, TMP]) rmSync(h, { recursive: true, force: true });
   // What the First job section writes in the checkout, as a reader's would.
   rmSync(join(ROOT, 'first-job.yaml'), { force: true });
 }, 60_000);
@@ -144,7 +167,8 @@ describe('the README, run as written', () => {
     }
     const needsDocker = block.mark === 'docker';
     it.skipIf(needsDocker && dockerProblem !== null)(title, { timeout: 180_000 }, async () => {
-      const r = await bash(block.code);
+      const code = asRun(block.code, restUrl, TMP);
+      const r = await bash(code);
       expect(r.code, `exit code of the block at README.md:${block.line}\nstdout:\n${r.stdout}\nstderr:\n${r.stderr}\nnode log:\n${nodeLog.slice(-2000)}`).toBe(0);
       expect(r.stderr, 'no block fails part-way with a dms error').not.toMatch(/^dms: (?!warning)/m);
       if (block.code.includes('cat > first-job.yaml')) {
@@ -159,7 +183,7 @@ describe('the README, run as written', () => {
       if (block.code.includes('/api/v1/actor/invoke')) {
         expect(r.stdout).toContain('"be":"/private/reply"');
         // Pasted again, it works again: a fresh nonce each time, never "replayed envelope".
-        const again = await bash(block.code);
+        const again = await bash(code);
         expect(again.code, again.stderr).toBe(0);
         expect(again.stdout).toContain('"be":"/private/reply"');
         expect(again.stdout).not.toContain('replayed');
@@ -169,6 +193,6 @@ describe('the README, run as written', () => {
   }
 
   it('still has the first node running after every example', async () => {
-    expect((await fetch('http://127.0.0.1:9999/health')).status).toBe(200);
+    expect((await fetch(`${restUrl}/health`)).status).toBe(200);
   });
 });

@@ -5,14 +5,15 @@ import { verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { nowNs, msToNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, envelopeFromJson, parseEnvelope, parseJsonLossless, U64_MAX } from '../../runtime/wire/envelope.js';
 import { envelope, newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
-import { type NodeProcess, removeHome, startNode, tempHome } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { removeHome, tempHome } from '../helpers/node.js';
 
-let node: NodeProcess;
+let node: LocalNode;
 
 beforeAll(async () => {
   const home = tempHome();
   copyFileSync(new URL('../fixtures/plugins/slow.mjs', import.meta.url), join(home, 'slow.mjs'));
-  node = await startNode({ home, config: { plugins: { modules: ['./slow.mjs'] }, rest: { cors: { origins: ['http://localhost:9991', 'http://localhost:9992'] } } } });
+  node = await startLocalNode({ home, config: { plugins: { modules: ['./slow.mjs'] }, rest: { cors: { origins: ['http://localhost:9991', 'http://localhost:9992'] } } } });
 });
 afterAll(async () => {
   await node?.stop();

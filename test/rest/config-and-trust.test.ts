@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
 import { type NodeProcess, removeHome, runCli, tempHome } from '../helpers/node.js';
 import { nodeStarter } from '../helpers/started.js';
@@ -66,15 +66,16 @@ describe('configuration errors stop start-up naming the key', () => {
     [{ DMS_DB_TYPE: 'oracle' }, /DMS_DB_TYPE.*db.type/],
   ])('%o', async (env, pattern) => {
     const home = tempHome();
+    onTestFinished(() => removeHome(home));
     const r = await runCli(['--home', home, 'start', '--port', '0'], env as Record<string, string>);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(pattern);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    removeHome(home);
   });
 
   it('an invalid config file', async () => {
     const home = tempHome();
+    onTestFinished(() => removeHome(home));
     writeFileSync(join(home, 'dms_config.json'), JSON.stringify({ rest: { port: 'high' }, nonsense: 1 }));
     const r = await runCli(['--home', home, 'start']);
     expect(r.code).not.toBe(0);
@@ -83,17 +84,16 @@ describe('configuration errors stop start-up naming the key', () => {
     writeFileSync(join(home, 'dms_config.json'), '{ not json');
     const r2 = await runCli(['--home', home, 'start']);
     expect(r2.stderr).toMatch(/dms_config.json: not valid JSON/);
-    removeHome(home);
   });
 
   it('a plugin that is not a plugin', async () => {
     const home = tempHome();
+    onTestFinished(() => removeHome(home));
     writeFileSync(join(home, 'bad.mjs'), 'export default { name: "Bad Name", behaviors: [] }');
     writeFileSync(join(home, 'dms_config.json'), JSON.stringify({ plugins: { modules: ['./bad.mjs'] } }));
     const r = await runCli(['--home', home, 'start', '--port', '0']);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/plugins.modules: '.\/bad.mjs' is not a DMS plugin/);
-    removeHome(home);
   });
 });
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newCaller, rootOf, wire } from '../helpers/envelopes.js';
-import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { removeHome } from '../helpers/node.js';
 
 // Deterministic PRNG so a failing body can be reproduced from its seed.
 function mulberry32(seed: number) {
@@ -53,9 +54,9 @@ function mutate(rand: () => number, base: string): string {
   }
 }
 
-let node: NodeProcess;
+let node: LocalNode;
 beforeAll(async () => {
-  node = await startNode();
+  node = await startLocalNode();
 });
 afterAll(async () => {
   await node.stop();

@@ -12,7 +12,8 @@ import { resourceRoutes } from '../../http/routes/resources.js';
 import { type Config, defaultConfig } from '../../runtime/config.js';
 import { silentLogger } from '../../runtime/log.js';
 import type { ActorSystem } from '../../runtime/system.js';
-import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { removeHome } from '../helpers/node.js';
 
 /**
  * Routes added to the h3 app around the table. TODO(dev routes): http/routes/dev.ts is being
@@ -23,11 +24,11 @@ const VERSION: string = JSON.parse(readFileSync(new URL('../../package.json', im
 
 type Json = Record<string, any>;
 
-let node: NodeProcess;
+let node: LocalNode;
 let doc: Json;
 
 beforeAll(async () => {
-  node = await startNode({ config: { network: { enabled: false } } });
+  node = await startLocalNode({ config: { network: { enabled: false } } });
   const res = await fetch(`${node.url}/api/v1/openapi.json`);
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^application\/json/);

@@ -6,7 +6,8 @@ import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { post, rootOf } from '../helpers/envelopes.js';
-import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { removeHome } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
 
 /**
@@ -261,9 +262,9 @@ describe('a per-peer budget of signatures that fail', () => {
 });
 
 describe('a node sent junk chains', () => {
-  let node: NodeProcess;
+  let node: LocalNode;
   beforeAll(async () => {
-    node = await startNode({ config: { network: { enabled: false } } });
+    node = await startLocalNode({ config: { network: { enabled: false } } });
   });
   afterAll(async () => {
     await node?.stop();
@@ -309,11 +310,11 @@ describe('a node sent junk chains', () => {
  * read from its signature-check counters on /metrics, not from a clock.
  */
 describe('a node sent forged chains by a libp2p peer', () => {
-  let node: NodeProcess;
+  let node: LocalNode;
   let attacker: ForeignPeer;
   let genuine: ForeignPeer;
   beforeAll(async () => {
-    node = await startNode({ timeoutMs: 45_000 });
+    node = await startLocalNode({ timeoutMs: 45_000 });
     attacker = await ForeignPeer.connectedTo(node);
     genuine = await ForeignPeer.connectedTo(node);
   }, 120_000);

@@ -13,18 +13,19 @@ import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';
-import type { NodeProcess } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { privateNameHere } from '../helpers/private-name.js';
 import { ForeignPeer, type StrangerScene, strangerBesideTwoNodes } from '../helpers/peer.js';
+import { gate } from '../helpers/required.js';
 
-let scene: StrangerScene | undefined;
-let a: NodeProcess;
-let b: NodeProcess;
+let scene: StrangerScene<LocalNode> | undefined;
+let a: LocalNode;
+let b: LocalNode;
 let peer: ForeignPeer;
 
-const put = (node: NodeProcess, path: string, body: unknown) =>
+const put = (node: LocalNode, path: string, body: unknown) =>
   fetch(`${node.url}${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-const usage = async (node: NodeProcess) => (await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number } } };
+const usage = async (node: LocalNode) => (await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number } } };
 
 /** Sends `be` to node `a`'s `inbox` from the foreign peer and returns the reply's payload. */
 async function ask(inbox: string, be: string, payload: unknown): Promise<any> {
@@ -34,12 +35,13 @@ async function ask(inbox: string, be: string, payload: unknown): Promise<any> {
 }
 
 beforeAll(async () => {
-  scene = await strangerBesideTwoNodes();
+  scene = await strangerBesideTwoNodes({ start: startLocalNode });
   ({ a, b, peer } = scene);
 }, 120_000);
 afterAll(() => scene?.stop());
 
 const here = await privateNameHere();
+gate('the private registry name test', here === null ? `this machine's name does not resolve to a private address (add it to /etc/hosts)` : null, 'DMS_REQUIRE_PRIVATE_NAME');
 
 const resources = { cpu: { cores: 0.5 }, memory: { size: 64 * 1024 * 1024 }, storage: { size: 0 } };
 

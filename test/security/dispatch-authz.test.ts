@@ -5,7 +5,8 @@ import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';
-import { type NodeProcess, tempHome } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { tempHome } from '../helpers/node.js';
 import { type ForeignPeer, type StrangerScene, strangerBesideTwoNodes } from '../helpers/peer.js';
 import { nullJob, Rest } from '../jobs/helpers.js';
 
@@ -16,15 +17,15 @@ import { nullJob, Rest } from '../jobs/helpers.js';
  * reply and the behavior (a probe plugin counting its runs) does not run.
  */
 
-let a: NodeProcess;
-let b: NodeProcess;
-let scene: StrangerScene | undefined;
+let a: LocalNode;
+let b: LocalNode;
+let scene: StrangerScene<LocalNode> | undefined;
 let peer: ForeignPeer;
 
 beforeAll(async () => {
   const home = tempHome();
   copyFileSync(new URL('../fixtures/plugins/probe.mjs', import.meta.url), join(home, 'probe.mjs'));
-  scene = await strangerBesideTwoNodes({ node: (i) => (i === 0 ? { home, config: { plugins: { modules: ['./probe.mjs'] } } } : {}) });
+  scene = await strangerBesideTwoNodes({ start: startLocalNode, node: (i) => (i === 0 ? { home, config: { plugins: { modules: ['./probe.mjs'] } } } : {}) });
   ({ a, b, peer } = scene);
 }, 120_000);
 afterAll(() => scene?.stop());

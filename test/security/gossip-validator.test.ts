@@ -15,7 +15,8 @@ import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import type { Arrival } from '../../runtime/transport.js';
 import { emptyHandle, encodeEnvelope, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { DevEvents, nonceOf, listenAddr, waitFor } from '../helpers/network.js';
-import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { removeHome } from '../helpers/node.js';
 
 /**
  * Gossip is validated before it is relayed: an envelope that is oversized, unparsable,
@@ -115,13 +116,13 @@ describe('gossip validation, three transports in a line a - b - c', () => {
 });
 
 describe('gossip validation on real nodes: a foreign peer publishes to B, C hears only through B', () => {
-  let nodeB: NodeProcess;
-  let nodeC: NodeProcess;
+  let nodeB: LocalNode;
+  let nodeC: LocalNode;
   let foreign: Libp2p<{ pubsub: GossipSub; identify: ReturnType<ReturnType<typeof identify>> }>;
 
   beforeAll(async () => {
-    nodeB = await startNode({ env: { DMS_DEBUG: 'true' }, timeoutMs: 45_000 });
-    nodeC = await startNode({ env: { DMS_DEBUG: 'true', DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(nodeB) }, timeoutMs: 45_000 });
+    nodeB = await startLocalNode({ env: { DMS_DEBUG: 'true' }, timeoutMs: 45_000 });
+    nodeC = await startLocalNode({ env: { DMS_DEBUG: 'true', DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(nodeB) }, timeoutMs: 45_000 });
     // No DHT, no actor protocol: nobody but B, which it dials, learns it exists.
     foreign = await createLibp2p({
       addresses: { listen: ['/ip4/127.0.0.1/tcp/0'] },

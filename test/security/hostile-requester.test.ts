@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePayload } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';
-import type { NodeProcess } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { ForeignPeer, type StrangerScene, strangerBesideTwoNodes } from '../helpers/peer.js';
 
 const MiB = 1024 * 1024;
@@ -17,16 +17,16 @@ const GiB = 1024 * MiB;
 /** Short, so a lease that runs out does so within a test. */
 const LEASE_MS = 2_000;
 
-let scene: StrangerScene | undefined;
-let a: NodeProcess;
-let b: NodeProcess;
+let scene: StrangerScene<LocalNode> | undefined;
+let a: LocalNode;
+let b: LocalNode;
 const strangers: ForeignPeer[] = [];
 
 const spec = (cores: number, memory: number) => ({ cpu: { cores }, memory: { size: memory }, storage: { size: 0 } });
-const put = (node: NodeProcess, path: string, body: unknown) =>
+const put = (node: LocalNode, path: string, body: unknown) =>
   fetch(`${node.url}${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-const usage = async (node: NodeProcess) => (await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number }; memory: { size: number } } };
-const heldCores = async (node: NodeProcess) => (await usage(node)).allocated.cpu.cores;
+const usage = async (node: LocalNode) => (await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number }; memory: { size: number } } };
+const heldCores = async (node: LocalNode) => (await usage(node)).allocated.cpu.cores;
 
 /** A fresh hostile identity connected to node a (each test its own, so one's strikes do not bar another). */
 async function stranger(): Promise<ForeignPeer> {
@@ -36,7 +36,7 @@ async function stranger(): Promise<ForeignPeer> {
 }
 
 /** Sends `be` with `payload` from `peer` directly to node `to`'s deployment actor; the reply's payload. */
-async function ask(peer: ForeignPeer, be: string, payload: unknown, to: NodeProcess = a): Promise<any> {
+async function ask(peer: ForeignPeer, be: string, payload: unknown, to: LocalNode = a): Promise<any> {
   const cont = `/private/r/${randomUUID()}`;
   await peer.send(peer.envelope(to, { be: `/dms/deployment/${be}`, inbox: 'deployment', cont, payload }));
   return decodePayload((await peer.waitReply(cont, 10_000)).msg);
@@ -51,7 +51,7 @@ async function bid(peer: ForeignPeer, job_id: string, resources: ReturnType<type
 const job = (id: string, resources?: unknown) => ({ id, name: 'x', image: 'none', executor: 'null', environment: { DMS_NULL_DURATION_MS: '200' }, ...(resources ? { resources } : {}) });
 
 beforeAll(async () => {
-  scene = await strangerBesideTwoNodes({ node: () => ({ config: { deployment: { lease_ms: LEASE_MS } } }) });
+  scene = await strangerBesideTwoNodes({ start: startLocalNode, node: () => ({ config: { deployment: { lease_ms: LEASE_MS } } }) });
   ({ a, b } = scene);
   strangers.push(scene.peer);
   for (const node of [a, b]) expect((await put(node, '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);

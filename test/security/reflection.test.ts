@@ -6,7 +6,8 @@ import { decodePayload, encodeEnvelope } from '../../runtime/wire/envelope.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { envelope, post, rootOf } from '../helpers/envelopes.js';
 import { DevEvents, waitFor } from '../helpers/network.js';
-import { type NodeProcess, removeHome, startNode, tempHome } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { removeHome, tempHome } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
 
 /**
@@ -16,14 +17,14 @@ import { ForeignPeer } from '../helpers/peer.js';
  * node key it trusts as its own, and run the plugin behavior with the node's authority.
  */
 
-let victim: NodeProcess;
+let victim: LocalNode;
 let peer: ForeignPeer;
 let watch: DevEvents;
 
 beforeAll(async () => {
   const home = tempHome();
   copyFileSync(new URL('../fixtures/plugins/probe.mjs', import.meta.url), join(home, 'probe.mjs'));
-  victim = await startNode({ home, env: { DMS_DEBUG: 'true' }, config: { plugins: { modules: ['./probe.mjs'] } } });
+  victim = await startLocalNode({ home, env: { DMS_DEBUG: 'true' }, config: { plugins: { modules: ['./probe.mjs'] } } });
   peer = await ForeignPeer.connectedTo(victim);
   watch = await DevEvents.open(victim.url, ['dead-letter', 'envelope']);
 }, 60_000);

@@ -4,7 +4,8 @@ import { decodePayload, encodePayload, type Envelope, parseEnvelope } from '../.
 import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { post } from '../helpers/envelopes.js';
 import { DevEvents, waitFor } from '../helpers/network.js';
-import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { removeHome } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
 
 /**
@@ -15,13 +16,13 @@ import { ForeignPeer } from '../helpers/peer.js';
  * a forged job state or output where a requester polls its provider.
  */
 
-let node: NodeProcess;
+let node: LocalNode;
 let asked: ForeignPeer;
 let forger: ForeignPeer;
 let watch: DevEvents;
 
 beforeAll(async () => {
-  node = await startNode({ env: { DMS_DEBUG: 'true' } });
+  node = await startLocalNode({ env: { DMS_DEBUG: 'true' } });
   [asked, forger] = await Promise.all([ForeignPeer.connectedTo(node), ForeignPeer.connectedTo(node)]);
   watch = await DevEvents.open(node.url, ['dead-letter']);
 }, 60_000);

@@ -1,6 +1,4 @@
-import { spawn } from 'node:child_process';
 import { copyFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
@@ -14,26 +12,32 @@ import { silentLogger } from '../../runtime/log.js';
 import { ActorSystem } from '../../runtime/system.js';
 import { decodePayload, parseEnvelope } from '../../runtime/wire/envelope.js';
 import { type Caller, newCaller, rootOf, wire } from '../helpers/envelopes.js';
-import { CLI, type NodeProcess, removeHome, runCli, TEST_ENV, tempHome } from '../helpers/node.js';
+import { apiKeysPath, createApiKey } from '../../runtime/api-keys.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { tempHome } from '../helpers/node.js';
 import { startCluster, stopCluster } from '../helpers/network.js';
 import { nodeStarter } from '../helpers/started.js';
 import { raw, type RawAnswer, waitFor } from '../helpers/raw-http.js';
 
-/** Attacks on the REST interface of a real node, each refused, the node healthy after. */
+/**
+ * Attacks on the REST interface of a real node (started in this process: its REST server is the
+ * real one), each refused, the node healthy after. What needs the process (exit codes, stderr) is
+ * in rest-exposure.test.ts.
+ */
 
-const start = nodeStarter({ network: { enabled: false } });
+const start = nodeStarter({ network: { enabled: false } }, 'each', startLocalNode);
 
-async function slowNode(config: Record<string, unknown> = {}): Promise<NodeProcess> {
+async function slowNode(config: Record<string, unknown> = {}): Promise<LocalNode> {
   const home = tempHome();
   copyFileSync(new URL('../fixtures/plugins/slow.mjs', import.meta.url), join(home, 'slow.mjs'));
   return start({ home, config: { plugins: { modules: ['./slow.mjs'] }, ...config } });
 }
 
 /** A JSON POST as curl sends it: no browser headers. */
-const post = (node: NodeProcess, path: string, body: string, headers: Record<string, string> = {}) =>
+const post = (node: LocalNode, path: string, body: string, headers: Record<string, string> = {}) =>
   raw(node.url + path, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
 
-async function healthy(node: NodeProcess): Promise<void> {
+async function healthy(node: LocalNode): Promise<void> {
   expect((await raw(`${node.url}/health`)).status).toBe(200);
 }
 
@@ -64,7 +68,7 @@ describe('from.addr.host on REST envelopes (4)', () => {
 
 describe('from.addr.host left empty on a REST broadcast (26)', () => {
   it("is this node's host on an unsigned broadcast, so the other nodes' replies come back", { timeout: 150_000 }, async () => {
-    const nodes = await startCluster(2);
+    const nodes = await startCluster(2, { start: startLocalNode });
     onTestFinished(() => stopCluster(nodes));
     const [n1, n2] = nodes;
     const replyDids = async (host: string | undefined): Promise<string[]> => {
@@ -82,18 +86,15 @@ describe('from.addr.host left empty on a REST broadcast (26)', () => {
 });
 
 describe('what the node signs for a REST role (6)', () => {
-  async function keyed(): Promise<{ node: NodeProcess; keys: Record<string, string> }> {
+  async function keyed(): Promise<{ node: LocalNode; keys: Record<string, string> }> {
     const home = tempHome();
     const keys: Record<string, string> = {};
-    for (const role of ['admin', 'operator', 'viewer']) {
-      const r = await runCli(['--home', home, 'auth', 'apikey', 'create', '--role', role, '--name', role]);
-      expect(r.code, r.stderr).toBe(0);
-      keys[role] = r.stdout.trim();
-    }
+    // Minted into the home before the node starts, as `dms auth apikey create` does (keys-cli and rest-auth run that command).
+    for (const role of ['admin', 'operator', 'viewer'] as const) keys[role] = createApiKey(apiKeysPath(home), role, role).key;
     return { node: await start({ home, env: { DMS_API_KEY_ENABLED: 'true' } }), keys };
   }
 
-  const deviceName = async (node: NodeProcess, key: string) => {
+  const deviceName = async (node: LocalNode, key: string) => {
     const r = await raw(`${node.url}/api/v1/device/status`, { headers: { 'x-api-key': key } });
     expect(r.status, r.text).toBe(200);
     return r.json.name as string;
@@ -159,9 +160,9 @@ describe('what the node signs for a REST role (6)', () => {
 
   it('rest.roles bounds the operator as configured', async () => {
     const home = tempHome();
-    const r = await runCli(['--home', home, 'auth', 'apikey', 'create', '--role', 'operator', '--name', 'op']);
+    const key = createApiKey(apiKeysPath(home), 'operator', 'op').key;
     const node = await start({ home, env: { DMS_API_KEY_ENABLED: 'true' }, config: { rest: { roles: { operator: ['/dms/job'] } } } });
-    const op = { 'x-api-key': r.stdout.trim() };
+    const op = { 'x-api-key': key };
     const hello = await post(node, '/api/v1/actor/invoke', unsigned('/public/hello', {}, rootOf(node.peerId)), op);
     expect(hello.status).toBe(403);
     expect(hello.json.error).toMatch(/role operator .* capability \/public\/hello/);
@@ -178,15 +179,15 @@ describe('reply bytes a broadcast may hold (7)', () => {
   const HUGE = 'h'.repeat(400_000);
 
   /** A broadcast that waits for replies at `cont` on `victim`'s inbox until its exp. */
-  const waitingBroadcast = (node: NodeProcess, victim: Caller, cont: string, ttlMs = 6_000) =>
+  const waitingBroadcast = (node: LocalNode, victim: Caller, cont: string, ttlMs = 6_000) =>
     post(node, '/api/v1/actor/broadcast', wire(victim, { be: '/broadcast/hello', topic: '/dms/hello', cont, ttlMs }));
 
   /** The attacker, with a key of its own, answers the waiting broadcast directly. */
-  const reply = (node: NodeProcess, attacker: Caller, victim: Caller, cont: string, text: string) =>
+  const reply = (node: LocalNode, attacker: Caller, victim: Caller, cont: string, text: string) =>
     post(node, '/api/v1/actor/send', wire(attacker, { to: inbox(victim.inbox), be: cont, payload: { text } }));
 
   /** Sends the first reply once the broadcast's inbox is bound (404 until then). */
-  async function firstReply(node: NodeProcess, attacker: Caller, victim: Caller, cont: string, text: string): Promise<void> {
+  async function firstReply(node: LocalNode, attacker: Caller, victim: Caller, cont: string, text: string): Promise<void> {
     let last: RawAnswer | undefined;
     await waitFor('the broadcast to wait for replies', async () => {
       last = await reply(node, attacker, victim, cont, text);
@@ -256,6 +257,7 @@ describe('internal errors and input errors (16)', () => {
     const sink = new Writable({ write: (chunk, _enc, done) => (lines.push(String(chunk)), done()) });
     const log = pino({ level: 'error' }, sink);
     const system = new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 16, concurrency: 4 }, replayCapacity: 100 });
+    onTestFinished(() => system.stop());
     const http = await makeActor(system, HttpActor, { operator: KeyPair.generate(), allowUnsigned: true, maxPending: 10, maxBroadcastReplies: 10, rootInbox: 'root' });
     await http.start();
     const boom = () => {
@@ -272,7 +274,6 @@ describe('internal errors and input errors (16)', () => {
     expect(JSON.parse(line).error_id).toBe(id);
     expect(line).toContain('disk /secret/path is on fire');
     expect(JSON.stringify(body)).not.toContain('secret');
-    await system.stop();
   });
 });
 
@@ -334,40 +335,5 @@ describe('bounded queues, end to end (17, 21)', () => {
     expect(r.headers['retry-after']).toBe('1');
     expect(r.json.error).toMatch(/replay cache is full/);
     await healthy(node);
-  });
-});
-
-/** Runs `dms start` expecting it to exit; a node that serves instead is killed after 15 s (and the test fails). */
-function startExpectingExit(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...TEST_ENV }, stdio: ['ignore', 'ignore', 'pipe'], cwd: tmpdir() });
-    let stderr = '';
-    proc.stderr.on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 15_000);
-    proc.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stderr });
-    });
-  });
-}
-
-describe('exposure (10)', () => {
-  const FIX = 'turn on API keys (DMS_API_KEY_ENABLED=true) or JWT (DMS_JWT_SECRET), or set rest.insecure: true to accept the risk';
-
-  it('refuses to serve REST on a non-loopback address without credentials, naming the fix', async () => {
-    const home = tempHome();
-    const r = await startExpectingExit(['--home', home, 'start', '--port', '0', '--host', '0.0.0.0']);
-    removeHome(home);
-    expect(r.code).not.toBe(0);
-    expect(r.code).not.toBeNull();
-    expect(r.stderr).toContain(FIX);
-    expect(r.stderr.trim().split('\n').filter((l) => l.includes(FIX))).toHaveLength(1);
-  });
-
-  it('starts with rest.insecure: true (still warning), or with credentials', async () => {
-    const insecure = await start({ env: { DMS_HOST: '0.0.0.0' }, config: { rest: { insecure: true } } });
-    expect(insecure.logs()).toMatch(/non-loopback address without authentication/);
-    const authed = await start({ env: { DMS_HOST: '0.0.0.0', DMS_JWT_SECRET: 'a-jwt-secret-for-tests-that-is-long-enough-0123456789' } });
-    expect((await raw(`${authed.url.replace('0.0.0.0', '127.0.0.1')}/health`)).status).toBe(200);
   });
 });

@@ -215,7 +215,7 @@ describe(`soak: ${SECONDS} s of valid and hostile traffic`, () => {
             const res = await fetch(`${node.url}/api/v1/jobs`, {
               method: 'POST',
               headers: json,
-              body: JSON.stringify({ name: 'soak', image: 'none', executor: 'null', command: [], resources: { cpu: { cores: 0.1 }, memory: { size: 1_048_576 } } }),
+              body: JSON.stringify({ name: 'soak', image: 'none', executor: 'null', command: [], resources: { cpu: { cores: 0.1 }, memory: { size: 16_777_216 } } }),
             });
             if (res.status !== 201) throw new Error(`submit: HTTP ${res.status} ${await res.text()}`);
           });

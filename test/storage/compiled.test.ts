@@ -34,7 +34,7 @@ it.skipIf(skipReason !== null)('opens, migrates and writes from the compiled Jav
     const script = `
       const { openStorage } = await import(${JSON.stringify(compiled)});
       const s = await openStorage(${JSON.stringify(join(dir, 'dms.db'))});
-      const job = await s.jobs.create({ name: 'from-dist', image: 'img', resources: { cpu: { cores: 1 }, memory: { size: 1 } } });
+      const job = await s.jobs.create({ name: 'from-dist', image: 'img', resources: { cpu: { cores: 1 }, memory: { size: 67108864 } } });
       console.log(JSON.stringify(await s.jobs.get(job.id)));
       await s.close();`;
     const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], { cwd: dir });

@@ -182,8 +182,8 @@ describe('jobs', () => {
 describe('allocations', () => {
   it('creates, lists and releases; a second release keeps the first time', async () => {
     const job = await storage.jobs.create(spec);
-    const a = await storage.allocations.create({ resources: { cpu: { cores: 1 }, memory: { size: 1024 } }, job_id: job.id });
-    const b = await storage.allocations.create({ resources: { cpu: { cores: 2 }, memory: { size: 2048 }, storage: { size: 10 } } });
+    const a = await storage.allocations.create({ resources: { cpu: { cores: 1 }, memory: { size: 64 * 1024 * 1024 } }, job_id: job.id });
+    const b = await storage.allocations.create({ resources: { cpu: { cores: 2 }, memory: { size: 128 * 1024 * 1024 }, storage: { size: 10 } } });
     expect(a).toMatchObject({ job_id: job.id, released_at: null, resources: { storage: { size: 0 } } });
     expect(b.job_id).toBeNull();
     expect((await storage.allocations.list({ active: true })).map((x) => x.id)).toEqual([a.id, b.id]);

@@ -1,7 +1,7 @@
 // The one actor shape (runtime/component.ts), the start order (runtime/start-order.ts) and the
 // node's one machine inspector, on a bare kernel.
 import { setup } from 'xstate';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor, makeActor } from '../../runtime/component.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
@@ -11,7 +11,12 @@ import { StartOrder } from '../../runtime/start-order.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { emptyHandle } from '../../runtime/actor.js';
 
-const newSystem = () => new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 16, concurrency: 8 }, replayCapacity: 100 });
+/** A kernel stopped when the test ends, whatever its assertions did. */
+const newSystem = () => {
+  const system = new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 16, concurrency: 8 }, replayCapacity: 100 });
+  onTestFinished(() => system.stop());
+  return system;
+};
 
 const Counter = defineActor({
   inbox: 'counter',
@@ -44,7 +49,6 @@ describe('defineActor / makeActor', () => {
     expect(system.inbox('counter')).toBeUndefined();
     expect(system.actor('counter')).toBeUndefined();
     expect(log).toEqual(['counter started', 'counter stopped']);
-    await system.stop();
   });
 
   it('uses the concurrency the definition states', async () => {
@@ -72,7 +76,6 @@ describe('defineActor / makeActor', () => {
     const client = system.spawn({ inbox: 'client' });
     await Promise.all(Array.from({ length: 6 }, () => client.invoke(to('slow'), '/slow', {}, { unsigned: true })));
     expect(most).toBe(2);
-    await system.stop();
   });
 });
 
@@ -103,7 +106,6 @@ describe('StartOrder', () => {
     await order.step('after', () => log.push('after started'), () => void log.push('after stopped'));
     await order.stop();
     expect(log).toEqual(['counter started', 'after started', 'after stopped', 'counter stopped']);
-    await system.stop();
   });
 });
 
@@ -135,6 +137,5 @@ describe('the node\'s machine inspector', () => {
       { type: 'transition', actor: 'lamp', machine: 'light', from: 'green', to: 'yellow', event: 'next' },
       { type: 'transition', actor: 'lamp', machine: 'light', from: 'yellow', to: 'red', event: 'next' },
     ]);
-    await system.stop();
   });
 });

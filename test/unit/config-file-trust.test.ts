@@ -1,14 +1,14 @@
 import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { configFilePath, distrustReason, type IgnoredConfigFile, loadConfig } from '../../runtime/config.js';
 import { removeHome, startNode, tempHome } from '../helpers/node.js';
 
 /**
  * A dms_config.json in the working directory is read only when the user running dms owns it
  * and nobody else may write it; otherwise it is ignored, and start-up says so in one line.
- * (Tests run as root: "someone else" is uid 65534, nobody.)
+ * ("Someone else" is uid 65534, nobody: only root can give it a file, so that case needs root.)
  */
 
 const dirs: string[] = [];
@@ -53,16 +53,23 @@ describe('trusting a working-directory dms_config.json', () => {
     expect(configFilePath({ home: dir('dms-home-'), cwd })).toBe(file);
   });
 
-  it('ignores a world-writable, group-writable or foreign-owned file, saying which and why', () => {
-    for (const [mode, uid, reason] of [
-      [0o666, me, 'writable by others (mode 0666)'],
-      [0o620, me, 'writable by its group (mode 0620)'],
-      [0o644, 65534, `owned by uid 65534, not by the user running dms (uid ${me})`],
-    ] as const) {
-      const { cwd, file } = cwdWithConfig('theirs', mode, uid);
-      expect(load(cwd)).toEqual({ name: '', ignored: [{ path: file, reason }] });
-      expect(configFilePath({ home: dir('dms-home-'), cwd })).toBeUndefined();
-    }
+  // Giving a file to another owner takes root (chown); as anyone else that case is skipped, saying so.
+  const root = me === 0;
+  if (!root) console.warn(`[skip] the foreign-owned dms_config.json case: it needs root to chown a file to uid 65534 (running as uid ${me})`);
+
+  it.each([
+    [0o666, me, 'writable by others (mode 0666)'],
+    [0o620, me, 'writable by its group (mode 0620)'],
+  ] as const)('ignores a file with mode %o, saying which and why', (mode, uid, reason) => {
+    const { cwd, file } = cwdWithConfig('theirs', mode, uid);
+    expect(load(cwd)).toEqual({ name: '', ignored: [{ path: file, reason }] });
+    expect(configFilePath({ home: dir('dms-home-'), cwd })).toBeUndefined();
+  });
+
+  it.runIf(root)('ignores a file another user owns, saying which and why', () => {
+    const { cwd, file } = cwdWithConfig('theirs', 0o644, 65534);
+    expect(load(cwd)).toEqual({ name: '', ignored: [{ path: file, reason: `owned by uid 65534, not by the user running dms (uid ${me})` }] });
+    expect(configFilePath({ home: dir('dms-home-'), cwd })).toBeUndefined();
   });
 
   it('reads the home file and --config as they are: the rule is for the working directory', () => {
@@ -88,15 +95,12 @@ describe('a node started in a directory holding a world-writable dms_config.json
     const home = tempHome();
     homes.push(home);
     const node = await startNode({ home, cwd, timeoutMs: 45_000 });
-    try {
-      expect(await deviceName(node.url)).not.toBe('planted-by-someone');
-      const lines = node.logs().split('\n').filter((l) => l.includes(file));
-      expect(lines).toEqual([
-        `dms: warning: ignoring ${file}: writable by others (mode 0666); a dms_config.json in the working directory is read only when owned by you and writable by nobody else`,
-      ]);
-    } finally {
-      await node.stop();
-    }
+    onTestFinished(() => node.stop().then(() => undefined));
+    expect(await deviceName(node.url)).not.toBe('planted-by-someone');
+    const lines = node.logs().split('\n').filter((l) => l.includes(file));
+    expect(lines).toEqual([
+      `dms: warning: ignoring ${file}: writable by others (mode 0666); a dms_config.json in the working directory is read only when owned by you and writable by nobody else`,
+    ]);
   });
 
   it('reads it once it is the user\'s own and private (the same check can see the name)', { timeout: 90_000 }, async () => {
@@ -104,11 +108,8 @@ describe('a node started in a directory holding a world-writable dms_config.json
     const home = tempHome();
     homes.push(home);
     const node = await startNode({ home, cwd, timeoutMs: 45_000 });
-    try {
-      expect(await deviceName(node.url)).toBe('my-device');
-      expect(node.logs()).not.toMatch(/ignoring/);
-    } finally {
-      await node.stop();
-    }
+    onTestFinished(() => node.stop().then(() => undefined));
+    expect(await deviceName(node.url)).toBe('my-device');
+    expect(node.logs()).not.toMatch(/ignoring/);
   });
 });

@@ -1,6 +1,6 @@
 // The discovery actor's bounds on a fake network: how many peers it follows, how often it
 // says hello, how it takes a bootstrap peer back from libp2p, and the redial delays.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { Discovery, type DiscoveryDeps, type PeerNetwork } from '../../actors/discovery.js';
 import { RootActor } from '../../actors/root.js';
 import { type PeerLimits, redialDelay } from '../../actors/peer-machine.js';
@@ -68,6 +68,11 @@ async function startDiscovery(net: ReturnType<typeof fakeNetwork>, deps: Omit<Di
   const events: SystemEvent[] = [];
   system.events.subscribe((e) => events.push(e));
   const discovery = await makeActor(system, Discovery, { ...deps, network: net.network });
+  // Stopped when the test ends, whatever its assertions did.
+  onTestFinished(async () => {
+    await discovery.stop();
+    await system.stop();
+  });
   await discovery.start();
   const steps = () => events.flatMap((e) => (e.type === 'transition' && e.machine === 'peer' ? [`${e.from} → ${e.to}`] : []));
   return { system, discovery, steps };
@@ -79,7 +84,7 @@ const FAST: Partial<PeerLimits> = { redialMinMs: 1, redialMaxMs: 4, helloAttempt
 describe('discovery bounds', () => {
   it('follows at most maxPeers ordinary peers, letting the oldest go, and says hello a bounded number of times', async () => {
     const net = fakeNetwork();
-    const { system, discovery, steps } = await startDiscovery(net, { maxPeers: 3, limits: FAST });
+    const { discovery, steps } = await startDiscovery(net, { maxPeers: 3, limits: FAST });
     const peers = peerIds(5);
     for (const p of peers) net.connect(p);
     expect(discovery.api.peers().map((v) => v.peer)).toEqual(peers.slice(2));
@@ -96,15 +101,13 @@ describe('discovery bounds', () => {
     const late = peerIds(1)[0];
     net.connect(late);
     expect(discovery.api.peers().map((v) => v.peer)).toEqual([peers[2], peers[4], late]);
-    await discovery.stop();
-    await system.stop();
   });
 
   it('takes a bootstrap peer back from libp2p when libp2p gives up redialling it', async () => {
     const net = fakeNetwork();
     const [peer] = peerIds(1);
     const address = `/ip4/127.0.0.1/tcp/4001/p2p/${peer}`;
-    const { system, discovery, steps } = await startDiscovery(net, { bootstrap: [address], limits: FAST });
+    const { discovery, steps } = await startDiscovery(net, { bootstrap: [address], limits: FAST });
     await waitFor('the bootstrap peer to be dialled', () => discovery.api.peers()[0]?.state.startsWith('connected'));
     expect(net.dials).toEqual([{ address, keepAlive: true }]);
 
@@ -125,8 +128,6 @@ describe('discovery bounds', () => {
     expect(after).toContain('dialing → {"connected":"hello"}');
     expect(net.dials.every((d) => d.keepAlive)).toBe(true);
     expect(discovery.api.peers()[0]).toMatchObject({ failures: 0, bootstrap: true });
-    await discovery.stop();
-    await system.stop();
   });
 
   it('never waits longer than redialMaxMs between redials, and doubles the wait until then', () => {
@@ -145,6 +146,7 @@ describe('discovery bounds', () => {
 describe('discovery stopping', () => {
   it("a /public/describe still running on root when discovery stops ends, and does not hold root's stop", async () => {
     const system = new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 16, concurrency: 4 }, replayCapacity: 100 });
+    onTestFinished(() => system.stop());
     const rootComponent = await makeActor(system, RootActor, {});
     await rootComponent.start();
     const root = rootComponent.actor;
@@ -171,6 +173,5 @@ describe('discovery stopping', () => {
     await discovery.stop();
     answer();
     expect((await described).payload.name).toBe('n');
-    await system.stop();
   });
 });
