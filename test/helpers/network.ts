@@ -22,11 +22,23 @@ export function listenAddr(node: Pick<NodeProcess, 'home'>): string {
 
 /** A TCP port free right now on 127.0.0.1, for a node that must come back on the same address. */
 export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  // Below the kernel's ephemeral range (32768 and up here), which every port-0 listener and
+  // every outgoing connection of the other test workers draws from: a port found free there
+  // and bound a moment later was often taken meanwhile (EADDRINUSE). Out here only another
+  // freePort could pick it, by chance.
+  for (let tries = 0; ; tries++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const server = createServer();
+    const bound = await new Promise<boolean>((resolve) => {
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => resolve(true));
+    });
+    if (bound) {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      return port;
+    }
+    if (tries >= 50) throw new Error('no free port found below the ephemeral range');
+  }
 }
 
 export interface ClusterOptions<N extends TestNode = NodeProcess> {
