@@ -67,6 +67,22 @@ export class ForeignPeer {
     return signEnvelopeSync(env, key);
   }
 
+  /**
+   * A reply to `request` from this peer, signed by it as WIRE.md's invoke says: to the request's
+   * sender, behavior its opt.cont, the request's exp; `inbox` names the answering actor.
+   */
+  replyTo(request: Envelope, payload: unknown, inbox = 'root'): Envelope {
+    const env: Envelope = {
+      to: request.from,
+      be: request.opt.cont!,
+      from: { id: this.key.id, did: this.key.did, addr: { host: this.host, inbox } },
+      nonce: nextNonce(),
+      opt: { exp: request.opt.exp },
+      msg: encodePayload(payload),
+    };
+    return signEnvelopeSync(env, this.key);
+  }
+
   /** Sends over the actor protocol (one stream per peer, reused). */
   send(env: Envelope): Promise<void> {
     return this.transport.send(env);

@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
-import { nextNonce } from '../../runtime/time.js';
-import { decodePayload, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
+import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';
 import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
@@ -18,19 +16,7 @@ let responder: NodeJS.Timeout;
 
 /** Answers `request` from the provider with `payload`. */
 function answer(request: Envelope, payload: unknown): Promise<void> {
-  return provider.send(
-    signEnvelopeSync(
-      {
-        to: request.from,
-        be: request.opt.cont!,
-        from: { id: provider.key.id, did: provider.key.did, addr: { host: provider.host, inbox: 'deployment' } },
-        nonce: nextNonce(),
-        opt: { exp: request.opt.exp },
-        msg: encodePayload(payload),
-      },
-      provider.key,
-    ),
-  );
+  return provider.send(provider.replyTo(request, payload, 'deployment'));
 }
 
 beforeAll(async () => {

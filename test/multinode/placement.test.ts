@@ -12,6 +12,7 @@ import { ForeignPeer } from '../helpers/peer.js';
 import { listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, runCli, startNode } from '../helpers/node.js';
 import { decodePayload, encodePayload } from '../../runtime/wire/envelope.js';
+import { rest } from '../helpers/rest.js';
 
 let nodes: NodeProcess[] = [];
 let n1: NodeProcess;
@@ -24,16 +25,6 @@ const SHARES = [
   { cpu: 1, memory: 1 * GiB },
   { cpu: 2, memory: 4 * GiB },
 ];
-
-async function rest(node: NodeProcess, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${node.url}${path}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : null };
-}
 
 const onboard = (node: NodeProcess, share: { cpu: number; memory: number }, extra: Record<string, unknown> = {}) =>
   rest(node, 'PUT', '/api/v1/device/config', { onboarded: { cpu: share.cpu, memory: share.memory }, ...extra });

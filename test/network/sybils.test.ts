@@ -14,6 +14,7 @@ import { DmsClient } from '../../client/client.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { sybilVisit } from '../helpers/peer.js';
+import { rest } from '../helpers/rest.js';
 
 const HELLO_TOPIC = '/dms/hello';
 const SYBILS = 16;
@@ -22,16 +23,6 @@ const GiB = 1024 ** 3;
 let nodes: LocalNode[] = [];
 let a: LocalNode;
 let b: LocalNode;
-
-async function rest(node: LocalNode, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${node.url}${path}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : null };
-}
 
 /** The DIDs that answered a hello broadcast from `from` within `ttlMs`. */
 async function helloAnswers(from: LocalNode, ttlMs: number): Promise<string[]> {

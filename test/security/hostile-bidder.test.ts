@@ -20,21 +20,12 @@ import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { ForeignPeer } from '../helpers/peer.js';
 import { freePort, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, removeHome, runCli, startNode } from '../helpers/node.js';
+import { rest } from '../helpers/rest.js';
 
 const CANCEL_BOUND_MS = 1500;
 let nodes: NodeProcess[] = [];
 let n1: NodeProcess;
 let n2: NodeProcess;
-
-async function rest(node: NodeProcess, method: string, path: string, body?: unknown): Promise<{ status: number; json: any }> {
-  const res = await fetch(`${node.url}${path}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : null };
-}
 
 async function submit(node: NodeProcess, spec: Record<string, unknown>): Promise<any> {
   const { status, json } = await rest(node, 'POST', '/api/v1/jobs', { name: 'hostile', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, ...spec });

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
-import { decodePayload, encodePayload, type Envelope, parseEnvelope } from '../../runtime/wire/envelope.js';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { decodePayload, parseEnvelope } from '../../runtime/wire/envelope.js';
 import { post } from '../helpers/envelopes.js';
 import { DevEvents, waitFor } from '../helpers/network.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
@@ -41,31 +40,18 @@ function invoke(cont: string, ttlMs: number): Promise<{ status: number; text: st
   return post(`${node.url}/api/v1/actor/invoke`, body);
 }
 
-/** A reply to `request` from `peer`: to the request's sender, behavior opt.cont, signed by the peer. */
-function replyFrom(peer: ForeignPeer, request: Envelope, payload: unknown): Envelope {
-  const env: Envelope = {
-    to: request.from,
-    be: request.opt.cont!,
-    from: { id: peer.key.id, did: peer.key.did, addr: { host: peer.host, inbox: 'root' } },
-    nonce: nextNonce(),
-    opt: { exp: request.opt.exp },
-    msg: encodePayload(payload),
-  };
-  return signEnvelopeSync(env, peer.key);
-}
-
 describe('a reply from a peer other than the one invoked', () => {
   it('is dropped, and the caller gets the answer of the node it asked', async () => {
     const cont = `/private/r/bound-${Date.now()}`;
     const call = invoke(cont, 15_000);
     const req = await waitFor('the request at the asked peer', () => asked.arrived.find((e) => e.opt.cont === cont));
     // The forger knows the cont (the caller chose it) and answers first.
-    const forged = replyFrom(forger, req, { did: 'did:key:forged' });
+    const forged = forger.replyTo(req, { did: 'did:key:forged' });
     await forger.send(forged);
     const dropped = await watch.waitFor('the forged reply dropped', (e) => e.type === 'dead-letter' && e.nonce === String(forged.nonce));
     expect(dropped).toMatchObject({ reason: `reply to ${cont} from ${forger.host} dropped: the request went to ${asked.host}` });
     // The peer that was asked answers after it, and its answer is what the caller gets.
-    await asked.send(replyFrom(asked, req, { did: 'did:key:honest' }));
+    await asked.send(asked.replyTo(req, { did: 'did:key:honest' }));
     const r = await call;
     expect(r.status, r.text).toBe(200);
     const reply = parseEnvelope(r.text);
@@ -77,7 +63,7 @@ describe('a reply from a peer other than the one invoked', () => {
     const cont = `/private/r/silent-${Date.now()}`;
     const call = invoke(cont, 3_000);
     const req = await waitFor('the request at the asked peer', () => asked.arrived.find((e) => e.opt.cont === cont));
-    await forger.send(replyFrom(forger, req, { did: 'did:key:forged' }));
+    await forger.send(forger.replyTo(req, { did: 'did:key:forged' }));
     const r = await call;
     expect(r.status, r.text).toBe(408);
     expect((await fetch(`${node.url}/health`)).status).toBe(200);

@@ -1,7 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { decodePayload, encodePayload, type Envelope, parseEnvelope } from '../../runtime/wire/envelope.js';
 import { post } from '../helpers/envelopes.js';
@@ -34,19 +32,7 @@ afterAll(async () => {
 });
 
 /** A reply to `request` from `asked`, signed by it. */
-function replyTo(request: Envelope, payload: unknown): Envelope {
-  return signEnvelopeSync(
-    {
-      to: request.from,
-      be: request.opt.cont!,
-      from: { id: asked.key.id, did: asked.key.did, addr: { host: asked.host, inbox: 'root' } },
-      nonce: nextNonce(),
-      opt: { exp: request.opt.exp },
-      msg: encodePayload(payload),
-    },
-    asked.key,
-  );
-}
+const replyTo = (request: Envelope, payload: unknown): Envelope => asked.replyTo(request, payload);
 
 /** `signed` with its payload swapped after signing: the same sender, a signature that no longer verifies. */
 const tampered = (signed: Envelope, payload: unknown): Envelope => ({ ...signed, msg: encodePayload(payload) });
