@@ -1,0 +1,134 @@
+/**
+ * The provider's deployment machine alone (no network, no resource manager): each reserve and
+ * start check is a guard that refuses with its reason and leaves the state as it was, and the
+ * lease is the machine's own `after`, which ends it unstarted and gives the share back. The
+ * bid book and the strikes that feed its guards are checked beside it.
+ */
+import { describe, expect, it, vi } from 'vitest';
+import { createActor } from 'xstate';
+import { BidBook } from '../../actors/deployment/bid-book.js';
+import { type ProviderEvent, type ProviderInput, providerMachine } from '../../actors/deployment/provider-machine.js';
+import { Strikes } from '../../actors/deployment/strikes.js';
+
+const MiB = 1024 * 1024;
+const spec = (cores: number, memory: number) => ({ cpu: { cores }, memory: { size: memory }, storage: { size: 0 } });
+const share = { offered: true, offering: spec(1, 1024 * MiB) };
+const none = { count: 0, cores: 0, memory: 0 };
+
+function machine(input: Partial<ProviderInput> = {}) {
+  const returned: string[] = [];
+  const actor = createActor(providerMachine.provide({ actions: { returnShare: ({ context }) => void returned.push(context.jobId) } }), {
+    input: {
+      jobId: 'j',
+      requester: 'R',
+      bid: { resources: spec(0.5, 64 * MiB), validMs: 15_000 },
+      limits: { leaseMs: 2_000, leaseShare: 0.25, maxLeases: 2 },
+      ...input,
+    },
+  });
+  actor.start();
+  return { actor, returned };
+}
+
+const reserve = (over: Partial<Extract<ProviderEvent, { type: 'reserve' }>> = {}): ProviderEvent => ({
+  type: 'reserve',
+  requester: 'R',
+  resources: spec(0.5, 64 * MiB),
+  here: false,
+  share,
+  holding: none,
+  barred: null,
+  ...over,
+});
+
+describe('the deployment machine', () => {
+  it('refuses a reserve by each of its guards, naming why, and stays offered', () => {
+    const cases: [Partial<Extract<ProviderEvent, { type: 'reserve' }>>, string][] = [
+      [{ share: { offered: false, offering: share.offering } }, 'offers nothing to the network'],
+      [{ requester: 'X' }, 'was offered here by another node'],
+      [{ barred: 'your node let reservations here go unstarted' }, 'go unstarted'],
+      [{ resources: spec(1, 64 * MiB) }, 'more than job j was offered with'],
+      [{ holding: { count: 2, cores: 0.02, memory: 12 * MiB } }, 'holds 2 reservations here not yet started'],
+      [{ holding: { count: 1, cores: 0.25, memory: 64 * MiB } }, 'more than 25% of its share'],
+    ];
+    for (const [event, why] of cases) {
+      const { actor } = machine();
+      actor.send(reserve(event));
+      expect(actor.getSnapshot().value).toBe('offered');
+      expect(actor.getSnapshot().context.refusal?.message).toContain(why);
+    }
+    const unbid = machine({ bid: null });
+    unbid.actor.send(reserve());
+    expect(unbid.actor.getSnapshot().context.refusal?.message).toBe('this node did not bid for job j lately: ask it with /dms/deployment/bid first');
+  });
+
+  it('leases, refuses a start larger than the lease or by another node, and starts within it', () => {
+    const { actor } = machine();
+    actor.send(reserve());
+    expect(actor.getSnapshot().value).toBe('leasing');
+    actor.send({ type: 'leased', until: 'u', resources: spec(0.5, 64 * MiB) });
+    actor.send({ type: 'start', requester: 'X', resources: spec(0.5, 64 * MiB) });
+    expect(actor.getSnapshot().context.refusal?.kind).toBe('conflict');
+    actor.send({ type: 'start', requester: 'R', resources: spec(2, 8 * 1024 * MiB) });
+    expect(actor.getSnapshot().context.refusal).toMatchObject({ kind: 'invalid', message: expect.stringContaining('more than its reservation here holds') });
+    expect(actor.getSnapshot().value).toBe('reserved');
+    actor.send({ type: 'start', requester: 'R', resources: spec(0, 0) });
+    expect(actor.getSnapshot().value).toBe('starting');
+    actor.send({ type: 'accepted' });
+    actor.send({ type: 'ended' });
+    expect(actor.getSnapshot().status).toBe('done');
+  });
+
+  it('ends an unstarted lease at its bound, never renewed by asking again, and gives the share back', () => {
+    vi.useFakeTimers();
+    try {
+      const { actor, returned } = machine();
+      actor.send(reserve());
+      actor.send({ type: 'leased', until: 'u', resources: spec(0.5, 64 * MiB) });
+      vi.advanceTimersByTime(1_500);
+      // Asked again by its holder: the same lease, whose clock goes on.
+      actor.send(reserve());
+      expect(actor.getSnapshot()).toMatchObject({ value: 'reserved', context: { refusal: null, until: 'u' } });
+      vi.advanceTimersByTime(600);
+      expect(actor.getSnapshot().status).toBe('done');
+      expect(actor.getSnapshot().context.unstarted).toBe('expired');
+      expect(returned).toEqual(['j']);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe('the bid book', () => {
+  it('keeps a bid for its window, drops a requester’s oldest past its bound, and the largest requester’s oldest past the total', () => {
+    const book = new BidBook({ validMs: 1_000, perRequester: 2, total: 3 });
+    const r = spec(0.1, MiB);
+    book.record('a1', 'A', r, 0);
+    book.record('a2', 'A', r, 1);
+    book.record('a3', 'A', r, 2);
+    expect(book.take('a1', 3)).toBeNull();
+    expect(book.take('a2', 3)?.bid.requester).toBe('A');
+    book.record('b1', 'B', r, 4);
+    book.record('c1', 'C', r, 5);
+    // Four bids past a total of three: the oldest of A (the requester with most) goes.
+    expect(book.size).toBe(3);
+    expect(book.take('a2', 6)).toBeNull();
+    expect(book.take('b1', 6)?.validMs).toBe(998);
+    expect(book.take('b1', 1_004)).toBeNull();
+  });
+});
+
+describe('strikes', () => {
+  it('bar a requester once it reaches the bound in the window, until the oldest leaves it', () => {
+    const strikes = new Strikes({ windowMs: 60_000, bar: 4, maxRequesters: 10 });
+    for (let i = 0; i < 3; i++) strikes.strike('R', 1, i * 1_000);
+    expect(strikes.barred('R', 3_000)).toBeNull();
+    strikes.strike('R', 1, 3_000);
+    expect(strikes.barred('R', 3_000)).toMatch(/it may reserve here again in 57 s$/);
+    expect(strikes.barred('R', 60_001)).toBeNull();
+    // A lease run out counts as the whole bound.
+    strikes.strike('S', 4, 0);
+    expect(strikes.barred('S', 59_000)).not.toBeNull();
+    expect(strikes.barred('other', 0)).toBeNull();
+  });
+});
