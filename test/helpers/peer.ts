@@ -29,13 +29,21 @@ export class ForeignPeer {
   /** A foreign peer connected to `node`; stopped again when it cannot connect. */
   static async connectedTo(node: TestNode): Promise<ForeignPeer> {
     const peer = await ForeignPeer.start();
-    try {
-      await peer.connect(node);
-    } catch (e) {
-      await peer.stop();
-      throw e;
+    // A node takes at most 5 inbound connections a second from one IP (libp2p's flood guard),
+    // and every peer of a test dials from 127.0.0.1: a refused dial is tried again once the
+    // second is over. A test that expects a refusal dials with connect() itself.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await peer.connect(node);
+        return peer;
+      } catch (e) {
+        if (attempt >= 5) {
+          await peer.stop();
+          throw e;
+        }
+        await new Promise((r) => setTimeout(r, 1_100));
+      }
     }
-    return peer;
   }
 
   get host(): string {

@@ -30,18 +30,9 @@ const heldCores = async (node: LocalNode) => (await usage(node)).allocated.cpu.c
 
 /** A fresh hostile identity connected to node a (each test its own, so one's strikes do not bar another). */
 async function stranger(): Promise<ForeignPeer> {
-  // libp2p takes at most 5 inbound connections a second from one IP (its flood guard), and every
-  // peer of this file dials from 127.0.0.1: a refused dial is tried again once the second is over.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const peer = await ForeignPeer.connectedTo(a);
-      strangers.push(peer);
-      return peer;
-    } catch (e) {
-      if (attempt >= 5) throw e;
-      await new Promise((r) => setTimeout(r, 1_100));
-    }
-  }
+  const peer = await ForeignPeer.connectedTo(a);
+  strangers.push(peer);
+  return peer;
 }
 
 /** Sends `be` with `payload` from `peer` directly to node `to`'s deployment actor; the reply's payload. */
