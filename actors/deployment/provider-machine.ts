@@ -20,7 +20,7 @@ import { assign, setup } from 'xstate';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { formatBytes } from '../../runtime/bytes.js';
 import type { ErrorKind } from '../../runtime/errors.js';
-import { fitsWithin } from '../resources/ledger.js';
+import { coresText, fitsWithin } from '../resources/ledger.js';
 
 export interface ProviderLimits {
   /** Longest lease granted (deployment.lease_ms). */
@@ -86,8 +86,7 @@ export type ProviderEvent =
 type Ev<T extends ProviderEvent['type']> = Extract<ProviderEvent, { type: T }>;
 type Check<T extends ProviderEvent['type']> = (c: ProviderContext, e: Ev<T>) => Refusal | null;
 
-const cores = (n: number) => `${Math.round(n * 1000) / 1000} cores`;
-const sizeOf = (r: ResourceSpec) => `${cores(r.cpu.cores)}, ${formatBytes(r.memory.size)}`;
+const sizeOf = (r: ResourceSpec) => `${coresText(r.cpu.cores)}, ${formatBytes(r.memory.size)}`;
 
 type ReserveCheck = 'nothingOnboarded' | 'notBidFor' | 'offeredByAnother' | 'barred' | 'moreThanBid' | 'tooManyLeases' | 'overShare';
 type StartCheck = 'notHolder' | 'overLease';
@@ -118,7 +117,7 @@ const reserveChecks: Record<ReserveCheck, Check<'reserve'>> = {
     if (Math.round(cpu * 1000) <= Math.round(bound.cores * 1000) && memory <= bound.memory) return null;
     return {
       kind: 'overloaded',
-      message: `your node's unstarted reservations here would hold ${cores(cpu)}, ${formatBytes(memory)}: more than ${part * 100}% of its share (${cores(bound.cores)}, ${formatBytes(Math.floor(bound.memory))}; deployment.lease_share); start or release them first`,
+      message: `your node's unstarted reservations here would hold ${coresText(cpu)}, ${formatBytes(memory)}: more than ${part * 100}% of its share (${coresText(bound.cores)}, ${formatBytes(Math.floor(bound.memory))}; deployment.lease_share); start or release them first`,
     };
   },
 };

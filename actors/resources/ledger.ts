@@ -149,6 +149,8 @@ const short = (resource: string, asked: string, free: string, offered: string) =
 
 const cores = (millicores: number) => `${millicores / 1000} cores`;
 
+/** An amount of cores as every resource message writes it: in the ledger's rounded-up millicores. */
+export const coresText = (n: number): string => cores(millicoresOf(n));
 
 /** Whether `spec` asks for no more than `bound` of every resource. */
 export function fitsWithin(spec: ResourceSpec, bound: ResourceSpec): boolean {
