@@ -53,8 +53,12 @@ export const DevTransitionEvent = z.object({
   machine: z.string(),
   /** Which one of its kind, when its owner names it (a job id, a peer id). */
   instance: z.string().optional(),
+  /** The top-level states it left and entered. */
   from: z.string(),
   to: z.string(),
+  /** The full dotted paths (`pending.offering`), when the state is nested: a move within `pending` has from = to. */
+  from_path: z.string().optional(),
+  to_path: z.string().optional(),
   event: z.string(),
 });
 

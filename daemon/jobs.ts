@@ -117,7 +117,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       defaultResources: jobs.default_resources,
       allowedRegistries: jobs.allowed_registries,
       trusted: trustedBy(system, authority),
-      ...(network ? { peers: () => network.peers().length } : {}),
+      ...(network ? { peers: () => network.peers().length, onPeerJoined: (fn: () => void) => network.onPeer?.((e) => e.connected && fn()) ?? (() => {}) } : {}),
       offerBackoff: { firstMs: config.deployment.offer_retry_ms, maxMs: config.deployment.max_offer_backoff_ms },
     }),
   );

@@ -169,7 +169,7 @@ export const DEV_PAGE = `<!doctype html>
       cell(row, ''); cell(row, ''); cell(row, '');
     } else if (e.type === 'transition') {
       cell(row, e.actor); cell(row, '↻', 'dim'); cell(row, e.machine + (e.instance ? ' ' + e.instance.slice(0, 8) : ''));
-      cell(row, e.from + ' → ' + e.to + ' on ' + e.event); cell(row, ''); cell(row, ''); cell(row, '');
+      cell(row, (e.from_path || e.from) + ' → ' + (e.to_path || e.to) + ' on ' + e.event); cell(row, ''); cell(row, ''); cell(row, '');
     } else {
       cell(row, e.actor); cell(row, '●', 'dim'); cell(row, 'lifecycle'); cell(row, e.state);
       cell(row, ''); cell(row, ''); cell(row, '');
@@ -226,8 +226,13 @@ export const DEV_PAGE = `<!doctype html>
     const laneKey = e.actor + ' ' + e.machine;
     let lane = g.lanes.get(laneKey);
     if (!lane) g.lanes.set(laneKey, (lane = { machine: e.machine, actor: e.actor, steps: [] }));
-    if (lane.steps.length === 0 && e.from !== '(start)') lane.steps.push({ state: e.from, at: '', event: '' });
-    lane.steps.push({ state: e.to, at: time(e.at), event: e.event });
+    // A move within a nested state (pending.queued → pending.offering) stays on its step, noted as a sub-state.
+    const sub = (path, top) => (path && path.length > top.length ? path.slice(top.length + 1) : '');
+    if (lane.steps.length === 0 && e.from !== '(start)') lane.steps.push({ state: e.from, at: '', event: '', subs: sub(e.from_path, e.from) ? [sub(e.from_path, e.from)] : [] });
+    const last = lane.steps[lane.steps.length - 1];
+    const inner = sub(e.to_path, e.to);
+    if (last && last.state === e.to && e.from === e.to) { if (inner) last.subs.push(inner); last.at = time(e.at); last.event = e.event; }
+    else lane.steps.push({ state: e.to, at: time(e.at), event: e.event, subs: inner ? [inner] : [] });
     if (lane.steps.length > MAX_STEPS) lane.steps.shift();
     later(renderTimelines);
   }
@@ -250,7 +255,9 @@ export const DEV_PAGE = `<!doctype html>
         const steps = el(div, 'span', undefined, 'steps');
         l.steps.forEach((s, i) => {
           const last = i === l.steps.length - 1;
-          const span = el(steps, 'span', (i ? ' → ' : '') + s.state, 'step ' + s.state + (last ? ' last' : ''));
+          // Sub-states show once the step moved within itself: a job placed here at once reads pending → starting.
+          const label = s.state + (s.subs.length > 1 ? ' (' + s.subs.join(' → ') + ')' : '');
+          const span = el(steps, 'span', (i ? ' → ' : '') + label, 'step ' + s.state + (last ? ' last' : ''));
           span.dataset.state = s.state;
           span.title = s.at + (s.event ? ' on ' + s.event : '');
         });

@@ -27,7 +27,7 @@ export type SystemEvent =
   | { type: 'dead-letter'; env: Envelope; reason: string }
   | { type: 'lifecycle'; actor: string; state: string }
   /** A state machine owned by `actor` moved from one state to another on `event`. */
-  | { type: 'transition'; actor: string; machine: string; instance?: string; from: string; to: string; event: string };
+  | { type: 'transition'; actor: string; machine: string; instance?: string; from: string; to: string; from_path?: string; to_path?: string; event: string };
 
 /**
  * How an envelope was found trustworthy: its signature checked where it entered (`signature`),
@@ -196,24 +196,31 @@ export class ActorSystem {
     // Only machines have a state value; promise and callback actors do not.
     if (snapshot.value === undefined) return;
     const id = ev.actorRef.sessionId;
-    const to = typeof snapshot.value === 'string' ? snapshot.value : JSON.stringify(snapshot.value);
-    const from = this.machineStates.get(id);
+    // A nested state is its dotted path (`pending.offering`); `from`/`to` name the top-level
+    // states, so readers of the top level (the job's lane, its stored status) see one step
+    // where the machine moves within a state, and the paths say where inside.
+    const path = statePath(snapshot.value);
+    const fromPath = this.machineStates.get(id);
     const owner = this.machineOwners.get(ev.rootId) ?? 'unknown';
     const instance = this.machineNames.get(id);
-    if (snapshot.status === 'active') this.machineStates.set(id, to);
+    if (snapshot.status === 'active') this.machineStates.set(id, path);
     else {
       this.machineStates.delete(id);
       this.machineNames.delete(id);
       if (ev.rootId === id) this.machineOwners.delete(id);
     }
-    if (from === to || !this.watched) return;
+    if (fromPath === path || !this.watched) return;
+    const to = topState(path);
+    const from = fromPath === undefined ? '(start)' : topState(fromPath);
     this.eventSubject.next({
       type: 'transition',
       actor: owner,
       machine: snapshot.machine?.id ?? (ev.actorRef as { id?: string }).id ?? 'machine',
       ...(instance === undefined ? {} : { instance }),
-      from: from ?? '(start)',
+      from,
       to,
+      ...(fromPath !== undefined && fromPath !== from ? { from_path: fromPath } : {}),
+      ...(path !== to ? { to_path: path } : {}),
       event: ev.event.type,
     });
   };
@@ -477,3 +484,15 @@ export class ActorSystem {
     this.replay.close();
   }
 }
+
+/** A machine's state value as a dotted path (`pending.offering`); parallel regions joined by `,`. */
+export function statePath(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (value === null || typeof value !== 'object') return String(value);
+  return Object.entries(value)
+    .map(([key, child]) => (child && (typeof child === 'string' || Object.keys(child).length > 0) ? `${key}.${statePath(child)}` : key))
+    .join(',');
+}
+
+/** The top-level state of a dotted path. */
+const topState = (path: string): string => path.split(/[.,]/, 1)[0]!;

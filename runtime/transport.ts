@@ -31,6 +31,8 @@ export interface Transport {
   ping(peer: string): Promise<number>;
   /** Dials a multiaddr; resolves with the peer id reached. */
   connect(multiaddr: string): Promise<string>;
+  /** Called when a peer connects or disconnects; returns the unsubscribe. Optional: a network that cannot tell has no such events. */
+  onPeer?(handler: (event: { peer: string; connected: boolean }) => void): () => void;
   /** Called for every envelope arriving from the network (already parsed, not yet verified). */
   onEnvelope(handler: (env: Envelope, arrival: Arrival) => void): void;
   stop(): Promise<void>;

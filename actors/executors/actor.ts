@@ -207,5 +207,5 @@ export const NullExecutorActor = defineExecutor(
 /** Follows jobs this node placed on other nodes (./remote.ts). */
 export const RemoteExecutorActor = defineExecutor(
   'remote',
-  ({ actor, deps }: ActorContext<Omit<RemoteExecutorOptions, 'actor'> & ExecutorActorDeps>) => new RemoteExecutor({ ...deps, actor }),
+  ({ actor, deps }: ActorContext<Omit<RemoteExecutorOptions, 'actor' | 'machine'> & ExecutorActorDeps>, { machine }) => new RemoteExecutor({ ...deps, actor, machine }),
 );

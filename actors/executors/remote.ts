@@ -6,6 +6,11 @@
  * work here exactly as for a local job. The poll is the heartbeat too: a provider that cannot
  * be reached for LOST_AFTER_MS loses the run, and the orchestrator places the job again.
  *
+ * Each followed run is the same run machine local executors drive (behaviors/jobs/run-machine.ts,
+ * `executor-run` on the node's stream): creating while the provider is asked to start it,
+ * attaching when picked up after a restart, running while followed, stopping once cancelled,
+ * and its end (exited, killed, lost) is what the orchestrator is told.
+ *
  * A provider is believed about its own jobs only (replies are bound to the node asked), and
  * not for ever: one that still reports a job running `cancelBoundMs` after its cancel has
  * ignored it. The run is then lost (the job, cancelled, fails) and the node is excluded from
@@ -22,6 +27,7 @@ import type { Handle } from '../../runtime/wire/envelope.js';
 import { type ProviderTrust, untrustedReason } from '../orchestrator/trust.js';
 import type { ExecutorImplementation } from '../../behaviors/jobs/execution.js';
 import type { LogWriter } from './logfile.js';
+import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import { StoredOutput } from './stored-output.js';
 import type { ExecutionHandle, ExecutionState, ExitResult, ReconcileReport } from '../../behaviors/jobs/execution.js';
 import { at } from '../../runtime/wire/envelope.js';
@@ -50,15 +56,17 @@ export interface RemoteExecutorOptions {
   cancelBoundMs?: number;
   /** How long the provider holds each poll open (`deployment.follow_poll_ms`). */
   pollWaitMs?: number;
+  /** Makes each run's machine: the executor actor's `ctx.machine`, so the node sees its steps. Default: plain xstate. */
+  machine?: MachineFactory;
 }
 
 interface RemoteRun {
   node: string;
+  machine: RunMachine;
   /** When this node asked the provider to stop it (ms since the epoch). */
   cancelledAt?: number;
-  /** The follower: resolves with how the job ended there. */
-  result?: Promise<ExitResult>;
-  ended?: ExitResult;
+  /** The follower has been set going. */
+  followed?: boolean;
 }
 
 export class RemoteExecutor extends StoredOutput implements ExecutorImplementation {
@@ -68,9 +76,11 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
   private readonly lostAfterMs: number;
   private readonly cancelBoundMs: number;
   private readonly trusts: ProviderTrust;
+  private readonly machines: MachineFactory;
 
   constructor(private readonly opts: RemoteExecutorOptions) {
     super(opts.logsDir, opts.maxLogBytes);
+    this.machines = opts.machine ?? plainMachines;
     this.lostAfterMs = opts.lostAfterMs ?? LOST_AFTER_MS;
     this.cancelBoundMs = opts.cancelBoundMs ?? CANCEL_BOUND_MS;
     this.trusts = opts.trusts ?? (() => false);
@@ -89,29 +99,52 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
     // The placement asked trusted providers only; this is the last door before the values leave.
     if (secret && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
     const spec = { id, name, image, command, environment, ...(secret ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}) };
+    const machine = newRun(this.machines, job.id, 'creating');
     try {
       await this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
     } catch (e) {
       // Its share there is let go at once rather than when the lease runs out.
       void this.opts.actor.tell(provider(node), DeploymentBehaviors.release, { job_id: job.id }).catch(() => undefined);
+      machine.send({ type: 'failed', error: errorText(e) });
       throw e;
     }
-    this.runs.set(job.id, { node });
+    machine.send({ type: 'created', id: node });
+    this.runs.set(job.id, { node, machine });
     return { executor: this.name, job_id: job.id, id: node };
   }
 
   wait(handle: ExecutionHandle): Promise<ExitResult> {
-    let run = this.runs.get(handle.job_id);
-    // Picked up after a restart of this node: the handle names the provider.
-    if (!run) this.runs.set(handle.job_id, (run = { node: handle.id }));
-    run.result ??= this.follow(handle.job_id, run);
-    return run.result;
+    const run = this.runOf(handle);
+    if (!run.followed) {
+      run.followed = true;
+      // However the follower ends, the stop (if one was asked) is over with it.
+      const { machine } = run;
+      this.follow(handle.job_id, run)
+        .then(
+          (result) => machine.send({ type: 'exited', result }),
+          (e: unknown) => machine.send({ type: 'lost', reason: errorText(e) }),
+        )
+        .finally(() => machine.send({ type: 'stopped' }));
+    }
+    return endOf(run.machine);
   }
 
   async status(handle: ExecutionHandle): Promise<ExecutionState> {
     const run = this.runs.get(handle.job_id);
     if (!run) return { state: 'missing' };
-    return run.ended ? { state: 'exited', result: run.ended } : { state: 'running' };
+    const { status, context } = run.machine.getSnapshot();
+    return status === 'done' && context.result ? { state: 'exited', result: context.result } : { state: 'running' };
+  }
+
+  /** The run of `handle`; one picked up after a restart of this node is attached afresh (the handle names the provider). */
+  private runOf(handle: ExecutionHandle): RemoteRun {
+    let run = this.runs.get(handle.job_id);
+    if (!run) {
+      const machine = newRun(this.machines, handle.job_id, 'attaching', handle.id);
+      machine.send({ type: 'attached' });
+      this.runs.set(handle.job_id, (run = { node: handle.id, machine }));
+    }
+    return run;
   }
 
   /**
@@ -120,9 +153,9 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
    * does not come within the bound is the provider's to explain, not a wait without end here.
    */
   async cancel(handle: ExecutionHandle, reason: string): Promise<void> {
-    let run = this.runs.get(handle.job_id);
-    if (!run) this.runs.set(handle.job_id, (run = { node: handle.id }));
+    const run = this.runOf(handle);
     run.cancelledAt ??= Date.now();
+    run.machine.send({ type: 'cancel', reason });
     try {
       await this.opts.actor.call(provider(run.node), DeploymentBehaviors.cancel, { id: handle.job_id, reason }, JobSchema, { ttlMs: this.cancelBoundMs });
     } catch (e) {
@@ -190,7 +223,6 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
             oom_killed: page.error === 'killed: out of memory',
             ...(failed ? { error: page.error ?? `failed on node ${run.node}` } : {}),
           };
-          run.ended = result;
           return result;
         }
       }

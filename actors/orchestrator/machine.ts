@@ -1,46 +1,63 @@
 /**
- * The life of one job as an xstate machine. The machine decides which events a job accepts
- * and what each one means; the orchestrator supplies the effects through `provide`, so the
- * rules can be read here in one place and tested without an executor or a database:
+ * The life of one job as an xstate machine, placement included. The machine decides which
+ * events a job accepts, where it goes to be placed and what each answer means; the
+ * orchestrator supplies the effects through `provide`, so the rules can be read here in one
+ * place and tested without an executor, a network or a database (test/jobs/placement-chart.test.ts
+ * drives one through every placement state on a simulated clock):
  *
- *  - `start` and `stop` are invoked actors: each asks the job's executor (an envelope). The stop
- *    sends back what came of it (`exited` / `lost`); how the start went is reported by the
- *    executor (/dms/job/started), which the orchestrator hands to the machine as `started` or
- *    `start_failed`. Leaving the state stops them, so a late answer is not taken for a new event.
- *  - the run's end arrives as an event: `watch` asks the executor to report it (/dms/job/exited),
- *    and the orchestrator hands the report to the machine as `exited` or `lost`.
+ *   pending ┬ queued ──refused here, may leave, offer due──▶ offering ──placed elsewhere──▶ starting
+ *           │  │ ▲ ▲                                            │   │
+ *           │  │ │ └──────won here (this node's own bid)─────────┘   │ nobody took it
+ *           │  │ └──resources_freed───────────┐                      ▼
+ *           │  └──refused here, offered lately──────────────────▶ unplaced ──backoff over / peer_joined──▶ offering
+ *           │ queued (refused here with no peer) ──peer_joined──▶ offering
+ *           │ queued ──reserved──▶ starting
+ *           └ recovering (picked up after a restart: waits for what recovery found of its run)
+ *
+ *   starting ──started──▶ running ──exited──▶ completed | failed
+ *      │  ▲                 │  ▲
+ *      │  └─ fault, placed on another node with placements left ─▶ pending (that node excluded)
+ *      │ fault              │  └─ reattached (from pending, after a restart)
+ *      ▼                    ▼ cancel / timeout
+ *   failed ◀──exited / fault── stopping          pending ──cancel / fault──▶ failed
+ *
+ *  - where a new job goes first is its `route`: `here` (it runs on this node whatever happens),
+ *    `here-first` (this node's resource manager first, the network when refused here), or
+ *    `network` (its placement names another node, a location or labels: only bids decide).
+ *  - `queued`: in this node's scheduler (entry/exit: `enqueue`/`dequeue`), which answers
+ *    `reserved` or `refused`. `offering`: the invoked `place` asks the deployment actor for bids
+ *    and a reservation; leaving the state (a cancel) lets go of whatever it reserves. `unplaced`:
+ *    nobody took it; each fruitless offer doubles the wait before the next (`backoff` in the
+ *    context, up to its bound), so a full network is not flooded with offers it cannot take.
+ *  - `start` and `stop` are invoked actors: each asks the job's executor (an envelope). How the
+ *    start went is reported by the executor, which the orchestrator hands to the machine as
+ *    `started` or `fault`; the run's end arrives as `exited`, or `fault` when the executor can
+ *    no longer follow it. One `fault` event serves every state: what it means is the state's.
  *  - the timeout is a delay of the running state, computed from the deadline in the context:
  *    the deadline is set once, when the run starts, so a run picked up after a restart keeps
  *    the deadline it had.
- *  - `persistRunning` and `finish` are actions: they write to the journal.
- *
- *   pending ──reserved / placed──▶ starting ──started──▶ running ──exited──▶ completed | failed
- *      │  ▲                          │                    │  ▲
- *      │  └── start_failed / lost, placed on another node with placements left (replace)
- *      │                             │ start_failed       │  └─ reattached (from pending, after a restart)
- *      │                             ▼                    ▼ cancel / timeout
- *      └──cancel / lost──────────▶ failed ◀──exited─── stopping
- *
- * `reserved`: this node's resource manager granted the job's share. `placed`: another node
- * holds it (a lease, see actors/deployment/); the start and everything after go to that node
- * through the remote executor, and a run lost there sends the job back to pending.
+ *  - `persistRunning`, `placedOn`, `replace` and `finish` write to the journal.
  *
  * The stored status follows the tags: `starting` is still pending (nothing runs yet) and
  * `stopping` is still running (the container has not exited yet). Every move between stored
  * statuses is one the job model allows (behaviors/jobs/transitions.ts, which storage enforces);
  * test/jobs/machine-rules.test.ts walks the machine against that table.
  */
-import { assign, type EventObject, fromCallback, raise, setup } from 'xstate';
+import { assign, type EventObject, fromCallback, fromPromise, raise, setup } from 'xstate';
 import type { JobStatus } from '../../behaviors/jobs/schema.js';
+import { errorText } from '../../runtime/errors.js';
 import { type ExecutionHandle, type ExitResult, outcome } from '../../behaviors/jobs/execution.js';
 
 export type JobMachineEvent =
-  /** The resource manager granted the job's resources: start it. */
+  /** This node's resource manager granted the job's resources: start it here. */
   | { type: 'reserved' }
-  /** Another node reserved the job's resources (a lease): start it there. */
-  | { type: 'placed'; node: string }
+  /** This node's resource manager cannot hold it now; `peers`: how many peers the node has now. */
+  | { type: 'refused'; reason: string; peers: number }
+  /** Resources were freed here: a job waiting for a node asks here again. */
+  | { type: 'resources_freed' }
+  /** A peer connected: a job waiting for a node is offered again now. */
+  | { type: 'peer_joined' }
   | { type: 'started'; handle: ExecutionHandle }
-  | { type: 'start_failed'; error: string }
   /**
    * Found running (or already exited) by the executor after a restart of the node; `since`:
    * when it began running (ms since the epoch), which its timeout counts from.
@@ -50,8 +67,14 @@ export type JobMachineEvent =
   /** The run's deadline passed (raised by the machine's own timer). */
   | { type: 'timed_out'; after_s: number }
   | { type: 'cancel'; reason: string }
-  /** The run can no longer be found or followed. */
-  | { type: 'lost'; reason: string };
+  /** The run could not be started, or can no longer be followed: what that means is the state's. */
+  | { type: 'fault'; reason: string };
+
+/** Where a job goes to be placed (see the chart above). */
+export type Route = 'here' | 'here-first' | 'network';
+
+/** What the invoked `place` answers: the node that reserved it, or why nobody did. */
+export type PlaceOutcome = { node: string; here: boolean } | { waiting: string };
 
 export interface JobMachineContext {
   jobId: string;
@@ -73,6 +96,19 @@ export interface JobMachineContext {
   maxAttempts: number;
   /** Why its run was lost while being stopped (a provider that ignored the cancel): the attempt's outcome. */
   lost?: string;
+  route: Route;
+  /** The one node the job may run on, when pinned to another: never excluded, it is waited for. */
+  pinned: string | null;
+  /** Nodes that lost or refused it: not asked again. */
+  exclude: string[];
+  /** The wait before the next offer once nobody took it, and when that is (ms since the epoch; 0: now). */
+  backoffMs: number;
+  nextOfferAt: number;
+  backoff: { firstMs: number; maxMs: number };
+  /** Picked up after a restart: waits in `recovering` for what recovery found of its run. */
+  recovering: boolean;
+  /** Refused by this node's resource manager since it was last queued: a peer joining may take it. */
+  refusedHere: boolean;
 }
 
 export interface JobMachineInput {
@@ -82,11 +118,18 @@ export interface JobMachineInput {
   maxAttempts?: number;
   /** Placements it already used (a job picked up after a restart). */
   placements?: number;
+  /** Default `here`: a node without a network places nothing elsewhere. */
+  route?: Route;
+  pinned?: string | null;
+  /** `deployment.offer_retry_ms` and `deployment.max_offer_backoff_ms`. */
+  backoff?: { firstMs: number; maxMs: number };
+  recovering?: boolean;
 }
 
 /** What the invoked effects are given. */
 export type StartInput = { jobId: string };
 export type StopInput = { jobId: string; handle: ExecutionHandle; reason: string };
+export type PlaceInput = { jobId: string; exclude: readonly string[] };
 
 /** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); a longer one is chained by timeoutClock. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -113,6 +156,10 @@ export const timeoutClock = {
 const deadlineFrom = (context: JobMachineContext, since: number): number | null =>
   context.deadline ?? (context.timeoutS ? since + context.timeoutS * 1000 : null);
 
+const nodeOf = (output: PlaceOutcome): string => ('node' in output ? output.node : '');
+
+const refusedBy = (context: JobMachineContext, reason: string) => `node ${context.node} could not start it: ${reason}`;
+
 export const jobMachine = setup({
   types: {
     context: {} as JobMachineContext,
@@ -121,13 +168,24 @@ export const jobMachine = setup({
   },
   actors: {
     // Effects, supplied by the orchestrator: these stand-ins do nothing.
-    /** Asks for the run to be started; sends back `start_failed` if it cannot even ask. */
+    /** Asks for the run to be started; sends back `fault` if it cannot even ask. */
     start: fromCallback<EventObject, StartInput>(() => {}),
-    /** Stops the run; sends back `exited` or `lost` once it is stopped. */
+    /** Stops the run; sends back `exited` or `fault` once it is stopped. */
     stop: fromCallback<EventObject, StopInput>(() => {}),
+    /** Asks the network for bids and a reservation; stopped early (a cancel), it lets go of what it reserved. */
+    place: fromPromise<PlaceOutcome, PlaceInput>(() => new Promise<PlaceOutcome>(() => {})),
   },
   actions: {
     // Effects, supplied by the orchestrator.
+    /** Into this node's scheduler, which answers `reserved` or `refused`; and out of it. */
+    enqueue: () => {},
+    dequeue: () => {},
+    /** The job keeps waiting, and says what for. */
+    noteWaiting: (_, _params: { reason: string }) => {},
+    /** Another node reserved it: recorded, then started there. */
+    placedOn: (_, _params: { node: string }) => {},
+    /** A share reserved here that nobody waits for any more goes back. */
+    giveBack: () => {},
     persistRunning: () => {},
     /** Asks the executor to report the run's end. */
     watch: () => {},
@@ -136,10 +194,26 @@ export const jobMachine = setup({
     replace: (_, _params: { node: string; reason: string; outcome: 'lost' | 'refused' }) => {},
     /** The node it was placed on refused to start it, and no placement is left: the attempt is recorded. */
     noteRefused: (_, _params: { node: string; reason: string }) => {},
+    /** The job fails, and says why. */
+    failBecause: assign((_, { why }: { why: string }) => ({ error: why, reason: why })),
+    /** Offered and nobody took it: the wait before the next offer doubles, up to its bound. */
+    backOff: assign(({ context }) => {
+      const backoffMs = Math.min(context.backoff.maxMs, context.backoffMs * 2 || context.backoff.firstMs);
+      return { backoffMs, nextOfferAt: Date.now() + backoffMs };
+    }),
+    /** Back to pending from another node: that node is not asked again, unless it is the one the job may run on. */
+    forget: assign(({ context }) => ({
+      exclude: context.node === null || context.node === context.pinned || context.exclude.includes(context.node) ? context.exclude : [...context.exclude, context.node],
+      node: null,
+      handle: null,
+      deadline: null,
+      recovering: false,
+    })),
   },
   delays: {
     // Without a deadline the timer is never due: the guard below turns it away.
     untilDeadline: ({ context }) => (context.deadline === null ? MAX_TIMER_MS : Math.max(0, context.deadline - Date.now())),
+    untilNextOffer: ({ context }) => Math.max(0, context.nextOfferAt - Date.now()),
   },
   guards: {
     stopRequested: ({ context }) => context.stopReason !== null,
@@ -148,6 +222,12 @@ export const jobMachine = setup({
     /** Placed on another node, and placements are left: try elsewhere rather than fail. */
     mayReplace: ({ context }) => context.node !== null && context.placements < context.maxAttempts,
     placedElsewhere: ({ context }) => context.node !== null,
+    recovering: ({ context }) => context.recovering,
+    toNetwork: ({ context }) => context.route === 'network',
+    /** Refused here; the network may take it, and its next offer is due. */
+    mayOffer: ({ context, event }) => context.route !== 'here' && event.type === 'refused' && event.peers > 0 && Date.now() >= context.nextOfferAt,
+    /** Refused here and offered lately: it waits its turn for the network. */
+    offerNotDue: ({ context, event }) => context.route !== 'here' && event.type === 'refused' && event.peers > 0,
   },
 }).createMachine({
   id: 'job',
@@ -163,14 +243,81 @@ export const jobMachine = setup({
     node: null,
     placements: input.placements ?? 0,
     maxAttempts: input.maxAttempts ?? 3,
+    route: input.route ?? 'here',
+    pinned: input.pinned ?? null,
+    exclude: [],
+    backoffMs: 0,
+    nextOfferAt: 0,
+    backoff: input.backoff ?? { firstMs: 1_000, maxMs: 8_000 },
+    recovering: input.recovering ?? false,
+    refusedHere: false,
   }),
   initial: 'pending',
   states: {
     pending: {
       tags: ['pending'],
+      initial: 'routing',
+      states: {
+        // Transient: where a job goes first (never a state the job is seen in).
+        routing: {
+          always: [{ guard: 'recovering', target: 'recovering' }, { guard: 'toNetwork', target: 'offering' }, { target: 'queued' }],
+        },
+        recovering: {},
+        queued: {
+          entry: ['enqueue', assign({ refusedHere: false })],
+          exit: 'dequeue',
+          on: {
+            reserved: '#job.starting',
+            refused: [
+              { guard: 'mayOffer', target: 'offering' },
+              { guard: 'offerNotDue', target: 'unplaced' },
+              {
+                actions: [assign({ refusedHere: true }), { type: 'noteWaiting', params: ({ event }) => ({ reason: `waiting for resources: ${event.reason}` }) }],
+              },
+            ],
+            // Refused here when it had nobody to go to: the new peer may take it.
+            peer_joined: { guard: ({ context }) => context.refusedHere && context.route !== 'here', target: 'offering', actions: assign({ nextOfferAt: 0 }) },
+          },
+        },
+        offering: {
+          invoke: {
+            src: 'place',
+            input: ({ context }) => ({ jobId: context.jobId, exclude: context.exclude }),
+            onDone: [
+              // This node's own bid won: its scheduler reserves (and, finding it short after all, it is offered again).
+              { guard: ({ event }) => 'node' in event.output && event.output.here, target: 'queued' },
+              {
+                guard: ({ event }) => 'node' in event.output,
+                target: '#job.starting',
+                actions: [
+                  assign(({ context, event }) => ({ node: nodeOf(event.output), placements: context.placements + 1, backoffMs: 0, nextOfferAt: 0 })),
+                  { type: 'placedOn', params: ({ event }) => ({ node: nodeOf(event.output) }) },
+                ],
+              },
+              {
+                target: 'unplaced',
+                actions: ['backOff', { type: 'noteWaiting', params: ({ event }) => ({ reason: `waiting for a node: ${'waiting' in event.output ? event.output.waiting : ''}` }) }],
+              },
+            ],
+            onError: {
+              target: 'unplaced',
+              actions: ['backOff', { type: 'noteWaiting', params: ({ event }) => ({ reason: `waiting for a node: placement failed: ${errorText(event.error)}` }) }],
+            },
+          },
+        },
+        unplaced: {
+          tags: ['unplaced'],
+          after: { untilNextOffer: 'offering' },
+          on: {
+            // Room here says nothing about a job that must run elsewhere: it waits for its next offer.
+            resources_freed: { guard: ({ context }) => context.route !== 'network', target: 'queued' },
+            peer_joined: { target: 'offering', actions: assign({ nextOfferAt: 0 }) },
+          },
+        },
+      },
       on: {
-        reserved: 'starting',
-        placed: { target: 'starting', actions: assign({ node: ({ event }) => event.node, placements: ({ context }) => context.placements + 1 }) },
+        // Only a queued job is in the scheduler; a grant that finds it elsewhere is given back.
+        reserved: { actions: 'giveBack' },
         reattached: {
           target: 'running',
           actions: assign({
@@ -180,8 +327,8 @@ export const jobMachine = setup({
             deadline: ({ context, event }) => deadlineFrom(context, event.since ?? Date.now()),
           }),
         },
-        cancel: { target: 'failed', actions: assign(({ event }) => ({ error: event.reason, reason: event.reason })) },
-        lost: { target: 'failed', actions: assign(({ event }) => ({ error: event.reason, reason: event.reason })) },
+        cancel: { target: 'failed', actions: { type: 'failBecause', params: ({ event }) => ({ why: event.reason }) } },
+        fault: { target: 'failed', actions: { type: 'failBecause', params: ({ event }) => ({ why: event.reason }) } },
       },
     },
     starting: {
@@ -192,25 +339,22 @@ export const jobMachine = setup({
           target: 'running',
           actions: assign({ handle: ({ event }) => event.handle, reason: 'started', deadline: ({ context }) => deadlineFrom(context, Date.now()) }),
         },
-        start_failed: [
+        fault: [
           {
             guard: 'mayReplace',
             target: 'pending',
             actions: [
-              { type: 'replace', params: ({ context, event }) => ({ node: context.node!, reason: `node ${context.node} could not start it: ${event.error}`, outcome: 'refused' as const }) },
-              assign({ node: null, handle: null }),
+              { type: 'replace', params: ({ context, event }) => ({ node: context.node!, reason: refusedBy(context, event.reason), outcome: 'refused' as const }) },
+              'forget',
             ],
           },
           // Its last placement refused: recorded as an attempt, and the error names the node.
           {
             guard: 'placedElsewhere',
             target: 'failed',
-            actions: [
-              { type: 'noteRefused', params: ({ context, event }) => ({ node: context.node!, reason: `node ${context.node} could not start it: ${event.error}` }) },
-              assign(({ context, event }) => ({ error: `node ${context.node} could not start it: ${event.error}`, reason: `node ${context.node} could not start it: ${event.error}` })),
-            ],
+            actions: [{ type: 'noteRefused', params: ({ context, event }) => ({ node: context.node!, reason: refusedBy(context, event.reason) }) }, { type: 'failBecause', params: ({ context, event }) => ({ why: refusedBy(context, event.reason) }) }],
           },
-          { target: 'failed', actions: assign(({ event }) => ({ error: event.error, reason: event.error })) },
+          { target: 'failed', actions: { type: 'failBecause', params: ({ event }) => ({ why: event.reason }) } },
         ],
         // Nothing to stop yet: noted, and acted on once the run exists.
         cancel: { actions: assign({ stopReason: ({ event }) => event.reason }) },
@@ -229,16 +373,13 @@ export const jobMachine = setup({
         ],
         timed_out: { target: 'stopping', actions: assign({ stopReason: ({ event }) => `timed out after ${event.after_s} s` }) },
         cancel: { target: 'stopping', actions: assign({ stopReason: ({ event }) => event.reason }) },
-        lost: [
+        fault: [
           {
             guard: 'mayReplace',
             target: 'pending',
-            actions: [
-              { type: 'replace', params: ({ context, event }) => ({ node: context.node!, reason: event.reason, outcome: 'lost' as const }) },
-              assign({ node: null, handle: null, deadline: null }),
-            ],
+            actions: [{ type: 'replace', params: ({ context, event }) => ({ node: context.node!, reason: event.reason, outcome: 'lost' as const }) }, 'forget'],
           },
-          { target: 'failed', actions: assign(({ event }) => ({ error: event.reason, reason: event.reason })) },
+          { target: 'failed', actions: { type: 'failBecause', params: ({ event }) => ({ why: event.reason }) } },
         ],
       },
     },
@@ -252,7 +393,7 @@ export const jobMachine = setup({
           actions: assign(({ context, event }) => ({ exitCode: event.result.exit_code, error: context.stopReason, reason: context.stopReason! })),
         },
         // Stopped, but not seen to stop: the stop's reason and what went wrong.
-        lost: {
+        fault: {
           target: 'failed',
           actions: assign(({ context, event }) => {
             const why = event.reason === context.stopReason ? context.stopReason! : `${context.stopReason}; ${event.reason}`;

@@ -8,7 +8,7 @@
  * comes from the database, and every write goes through the journal (group commit), so nothing
  * is acknowledged before it is durable.
  */
-import { type EventObject, fromCallback } from 'xstate';
+import { type EventObject, fromCallback, fromPromise } from 'xstate';
 import type { z } from 'zod';
 import { type RunReport, type StartReport } from '../../behaviors/jobs/executor.js';
 import { type LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
@@ -28,7 +28,18 @@ import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import { ExecutorClient } from './executors.js';
 import { JobJournal } from './journal.js';
 import { type LogSource, OutputReader } from './logs.js';
-import { type JobMachineContext, type JobMachineEvent, jobMachine, type StartInput, type StopInput, timeoutClock } from './machine.js';
+import {
+  type JobMachineContext,
+  type JobMachineEvent,
+  type JobMachineInput,
+  jobMachine,
+  type PlaceInput,
+  type PlaceOutcome,
+  type Route,
+  type StartInput,
+  type StopInput,
+  timeoutClock,
+} from './machine.js';
 import { recoverJobs } from './recovery.js';
 import { closeAttempt, type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
@@ -57,14 +68,14 @@ export interface OrchestratorDeps {
    * Absent: jobs never leave this node.
    */
   peers?: () => number;
+  /** Calls `fn` when a peer connects (a job waiting for a node is then offered again); returns the unsubscribe. */
+  onPeerJoined?: (fn: () => void) => () => void;
   /** The offer back-off: first wait and bound (`deployment.offer_retry_ms`, `deployment.max_offer_backoff_ms`). */
   offerBackoff?: { firstMs: number; maxMs: number };
 }
 
-/** How often jobs no node could take are offered again. */
-const PLACE_RETRY_MS = 1_000;
-/** Longest wait between two offers of a job nobody takes: a node that appears or grows its share gets it within this. */
-const MAX_PLACE_BACKOFF_MS = 8_000;
+/** The offer back-off without configuration: a node that appears or grows its share gets a waiting job within the bound. */
+const DEFAULT_BACKOFF = { firstMs: 1_000, maxMs: 8_000 };
 /** Longest a placement (offer, bids, reservation) may take. */
 const PLACE_TTL_MS = 30_000;
 
@@ -104,9 +115,9 @@ class Orchestrator {
   private readonly remote: ExecutorClient | null;
   private readonly peers: () => number;
   private readonly backoff: { firstMs: number; maxMs: number };
-  /** Jobs no node could take at their last offer: offered again every PLACE_RETRY_MS. */
-  private readonly unplaced = new Set<string>();
-  private placeRetry: NodeJS.Timeout | null = null;
+  /** When waiting jobs were last woken by a peer joining: joins wake them at most once per first back-off. */
+  private peerWokeAt = 0;
+  private readonly unsubscribePeers: () => void;
   private readonly log: Logger;
   private readonly machine: JobMachine;
   /** Makes a job's machine as one of this actor's: the node's inspector sees its transitions. */
@@ -132,7 +143,8 @@ class Orchestrator {
     this.remote = deps.peers ? new ExecutorClient(actor, REMOTE_EXECUTOR) : null;
     if (this.remote) this.executors.register(this.remote);
     this.peers = deps.peers ?? (() => 0);
-    this.backoff = deps.offerBackoff ?? { firstMs: PLACE_RETRY_MS, maxMs: MAX_PLACE_BACKOFF_MS };
+    this.backoff = deps.offerBackoff ?? DEFAULT_BACKOFF;
+    this.unsubscribePeers = deps.onPeerJoined?.(() => this.peerJoined()) ?? (() => {});
     this.admission = new Admission({
       runnable: this.runnable,
       allowedRegistries: deps.allowedRegistries ?? [],
@@ -149,8 +161,14 @@ class Orchestrator {
       actors: {
         start: fromCallback<EventObject, StartInput>(({ input, sendBack }) => this.start(input, sendBack)),
         stop: fromCallback<EventObject, StopInput>(({ input, sendBack }) => this.stop(input, sendBack)),
+        place: fromPromise<PlaceOutcome, PlaceInput>(({ input, signal }) => this.place(input, signal)),
       },
       actions: {
+        enqueue: ({ context }) => this.scheduler.add(this.run(context)),
+        dequeue: ({ context }) => this.scheduler.remove(context.jobId),
+        noteWaiting: ({ context }, { reason }) => this.noteWaiting(this.run(context), reason),
+        placedOn: ({ context }, { node }) => this.placedOn(this.run(context), node),
+        giveBack: ({ context }) => this.release(context.jobId),
         persistRunning: ({ context }) => this.persistRunning(context),
         watch: ({ context }) => this.watch(context),
         finish: ({ context }, { status }) => this.finish(context, status),
@@ -165,23 +183,12 @@ class Orchestrator {
       {
         reserve: (jobs) => this.actor.call(this.manager, ResourceBehaviors.reserve, { jobs }, ReserveReply),
         granted: (run) => {
-          // Being placed on the network meanwhile: one place only, so this share goes back.
-          if (run.offering) return this.release(run.id);
-          this.unplaced.delete(run.id);
           system.metrics?.placements.labels('placed').inc();
           run.send({ type: 'reserved' });
         },
         unwanted: (id) => this.release(id),
-        refused: (run, reason) => {
-          // Not here, not now: another node may hold it (unless it was offered lately and waits its turn).
-          if (this.mayLeave(run) && Date.now() >= run.nextOfferAt) {
-            this.scheduler.remove(run.id);
-            this.offer(run);
-            return;
-          }
-          system.metrics?.placements.labels('waiting').inc();
-          this.noteWaiting(run, reason);
-        },
+        // Not here, not now: the machine decides whether the network is asked (./machine.ts).
+        refused: (run, reason) => run.send({ type: 'refused', reason, peers: this.stopping ? 0 : this.peers() }),
       },
       log,
     );
@@ -192,7 +199,7 @@ class Orchestrator {
   async halt(): Promise<void> {
     this.stopping = true;
     this.scheduler.halt();
-    if (this.placeRetry) clearTimeout(this.placeRetry);
+    this.unsubscribePeers();
     for (const run of this.runs.values()) run.halt();
     await this.journal.drain();
     await this.releases.drain();
@@ -211,7 +218,7 @@ class Orchestrator {
     const resources = await this.admission.submitted(spec);
     // Stored with the defaults filled in: what the job holds, and is limited to, is on its record.
     const job = await this.journal.create({ ...spec, resources });
-    this.queue(this.track(job));
+    this.track(job);
     return job;
   }
 
@@ -223,7 +230,7 @@ class Orchestrator {
     // Whatever the requester sent, the job runs within this node's defaults and limits.
     // Its secrets are kept in memory only, for the start: the record shows their names.
     const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.admission.withDefaults(rest.resources, rest.executor) }, { id, requester });
-    this.queue(Object.assign(this.track(job), { secrets: rest.secrets }));
+    this.track(job, { secrets: rest.secrets });
     return job;
   }
 
@@ -233,7 +240,6 @@ class Orchestrator {
     const run = this.runs.get(id);
     if (run) {
       if (!run.finished) {
-        this.scheduler.remove(id);
         run.send({ type: 'cancel', reason: why });
         return run.settled;
       }
@@ -264,14 +270,41 @@ class Orchestrator {
 
   // --- the machine's effects -------------------------------------------------------------
 
-  private track(job: Job): JobRun {
-    // Jobs stored before defaults applied still reserve (and are limited to) them.
+  /**
+   * Makes the job's machine and starts it: a new job goes where its route says at once; one
+   * picked up after a restart (`recovering`) waits for what recovery found of its run.
+   */
+  private track(job: Job, opts: { secrets?: Record<string, string>; recovering?: boolean } = {}): JobRun {
     const placements = job.attempts.filter((a) => !this.actor.system.isHere(a.node)).length;
-    const input = { jobId: job.id, timeoutS: job.timeout_s, maxAttempts: job.placement?.max_attempts ?? 3, placements };
+    const p = job.placement;
+    const pinned = p?.node ?? null;
+    const input: JobMachineInput = {
+      jobId: job.id,
+      timeoutS: job.timeout_s,
+      maxAttempts: p?.max_attempts ?? 3,
+      placements,
+      route: this.routeOf(job),
+      pinned: pinned !== null && !this.actor.system.isHere(pinned) ? pinned : null,
+      backoff: this.backoff,
+      recovering: opts.recovering ?? false,
+    };
     const machine = this.makeMachine(this.machine, { id: job.id, input, clock: timeoutClock });
+    // Jobs stored before defaults applied still reserve (and are limited to) them.
     const run = new JobRun({ ...job, resources: this.admission.withDefaults(job.resources, job.executor) }, machine);
+    if (opts.secrets) run.secrets = opts.secrets;
     this.runs.set(job.id, run);
     return run.start();
+  }
+
+  /**
+   * Where the job goes to be placed: it stays here when run here for another node, local by its
+   * placement, pinned to this node, or when this node has no network; straight to the network's
+   * bids when its placement names another node, a location or labels; otherwise here first.
+   */
+  private routeOf(job: Job): Route {
+    const p = job.placement;
+    if (this.remote === null || job.requester !== null || p?.local === true || (p?.node !== undefined && this.actor.system.isHere(p.node))) return 'here';
+    return p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined ? 'network' : 'here-first';
   }
 
   private run(ctx: { jobId: string }): JobRun {
@@ -293,14 +326,14 @@ class Orchestrator {
     const run = this.run(input);
     this.executorOf(run)
       .start(run.secrets ? { ...run.job, secrets: run.secrets } : run.job)
-      .catch((e: unknown) => sendBack({ type: 'start_failed', error: errorText(e) }));
+      .catch((e: unknown) => sendBack({ type: 'fault', reason: errorText(e) }));
   }
 
   /** An executor reported how starts went. */
   started(reports: StartReport[]): void {
     for (const report of reports) {
       const run = this.runs.get(report.job_id);
-      if ('error' in report) run?.send({ type: 'start_failed', error: report.error });
+      if ('error' in report) run?.send({ type: 'fault', reason: report.error });
       // The job was failed meanwhile (an executor fault): nothing may keep running for it.
       else if (!run || (run.finished && run.handle === null)) void this.executors.get(report.handle.executor).cleanup(report.handle).catch(() => undefined);
       else run.send({ type: 'started', handle: report.handle });
@@ -327,7 +360,7 @@ class Orchestrator {
     const run = this.run(ctx);
     this.executorOf(run)
       .watch(ctx.handle!)
-      .catch((e: unknown) => run.send({ type: 'lost', reason: `lost track of its run: ${errorText(e)}` }));
+      .catch((e: unknown) => run.send({ type: 'fault', reason: `lost track of its run: ${errorText(e)}` }));
   }
 
   /** The invoked `stop`: the run is stopped (cancel, timeout); answers once it is gone. */
@@ -337,7 +370,7 @@ class Orchestrator {
       .cancel(input.handle, input.reason)
       .then(
         // However it ended, it is gone; without a result it is gone without one.
-        ({ result, lost }) => sendBack(result ? { type: 'exited', result } : { type: 'lost', reason: lost ?? input.reason }),
+        ({ result, lost }) => sendBack(result ? { type: 'exited', result } : { type: 'fault', reason: lost ?? input.reason }),
         // Its end may still be reported; until then the job stays stopping.
         (e: unknown) => this.log.warn({ job: input.jobId, err: errorText(e) }, 'could not stop run'),
       );
@@ -356,16 +389,14 @@ class Orchestrator {
       run.send({ type: 'exited', result: report.result });
       return;
     }
-    // Whichever applies: a fault while starting fails the start, one later loses the run.
-    run.send({ type: 'start_failed', error: report.lost });
-    run.send({ type: 'lost', reason: report.lost });
+    // While starting it fails the start, later it loses the run: the machine's state says which.
+    run.send({ type: 'fault', reason: report.lost });
   }
 
   /** Records the end; then the run's resources, container and waiters are let go. */
   private finish(ctx: JobMachineContext, status: 'completed' | 'failed'): void {
     const run = this.run(ctx);
     if (run.runningSince !== null) this.actor.system.metrics?.runSeconds.labels(run.job.executor, status).observe((performance.now() - run.runningSince) / 1000);
-    this.scheduler.remove(ctx.jobId);
     this.release(ctx.jobId);
     const error = status === 'failed' ? (ctx.error ?? ctx.reason) : null;
     const closed = closeAttempt(run.attempts, ctx.lost ? 'lost' : status, ctx.lost ?? error);
@@ -396,63 +427,29 @@ class Orchestrator {
       .catch((e: unknown) => this.log.warn({ job: run.id, err: errorText(e) }, 'run not cleaned up'));
   }
 
-  // --- placement -------------------------------------------------------------------------
+  // --- placement (the machine's `pending` states, ./machine.ts) --------------------------
 
-  /**
-   * Where a tracked pending job goes next: this node's scheduler (which passes it to the
-   * network if this node cannot hold it now), or straight to the network when its placement
-   * names another node, a location or labels.
-   */
-  private queue(run: JobRun): void {
-    const p = run.job.placement;
-    if (p?.node && this.actor.system.isHere(p.node)) run.placedHere = true;
-    if (this.aimedElsewhere(run)) return this.offer(run);
-    // Asked afresh: a refusal here from before it went to the network says nothing now.
-    run.refusedIn = -1;
-    this.scheduler.add(run);
-  }
-
-  /** Its placement names another node, a location or labels: only the network's bids decide where it goes. */
-  private aimedElsewhere(run: JobRun): boolean {
-    const p = run.job.placement;
-    return !run.placedHere && this.remote !== null && (p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined);
-  }
-
-  /** Whether a job this node cannot hold now may be offered to other nodes. */
-  private mayLeave(run: JobRun): boolean {
-    return !run.placedHere && this.remote !== null && !this.stopping && this.peers() > 0;
-  }
-
-  /** Asks the deployment actor to place the job; it then starts there, starts here, or waits with the reason. */
-  private offer(run: JobRun): void {
-    if (run.offering || run.finished) return;
-    // One place at a time: it leaves this node's queue while the network is asked.
-    this.scheduler.remove(run.id);
-    run.offering = true;
-    this.unplaced.delete(run.id);
-    const { job } = run;
-    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...run.exclude], secrets: Object.keys(job.secrets).length > 0 };
-    this.actor.call(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
-      .catch((e: unknown): PlaceReply => ({ waiting: `placement failed: ${errorText(e)}` }))
-      .then((reply) => {
-        run.offering = false;
-        if ('waiting' in reply) return this.unplacedFor(run, reply.waiting);
-        if (this.actor.system.isHere(reply.node)) {
-          // This node's own bid won: its scheduler reserves (and, finding it short after all, offers it again).
-          if (run.pending) this.scheduler.add(run);
-          return;
-        }
-        this.placeOn(run, reply.node);
-      });
-  }
-
-  /** Reserved on `node`: recorded there, then started through the remote executor. */
-  private placeOn(run: JobRun, node: string): void {
-    if (!run.pending || this.stopping) {
-      // Cancelled meanwhile: the reservation there is let go rather than left to run out.
-      void this.actor.tell(at(DEPLOYMENT_INBOX, node), DeploymentBehaviors.release, { job_id: run.id }).catch(() => undefined);
-      return;
+  /** The invoked `place`: asks the deployment actor for bids and a reservation. */
+  private async place({ jobId, exclude }: PlaceInput, signal: AbortSignal): Promise<PlaceOutcome> {
+    const { job } = this.run({ jobId });
+    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...exclude], secrets: Object.keys(job.secrets).length > 0 };
+    const reply = await this.actor
+      .call(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
+      .catch((e: unknown): PlaceReply => ({ waiting: `placement failed: ${errorText(e)}` }));
+    if ('waiting' in reply) {
+      this.actor.system.metrics?.placements.labels('waiting').inc();
+      return reply;
     }
+    const here = this.actor.system.isHere(reply.node);
+    // Cancelled (or the node stopping) meanwhile: the reservation there is let go rather than left to run out.
+    if ((signal.aborted || this.stopping) && !here) {
+      void this.actor.tell(at(DEPLOYMENT_INBOX, reply.node), DeploymentBehaviors.release, { job_id: jobId }).catch(() => undefined);
+    }
+    return { node: reply.node, here };
+  }
+
+  /** The machine's `placedOn`: reserved on `node`; recorded there, then started through the remote executor. */
+  private placedOn(run: JobRun, node: string): void {
     this.actor.system.metrics?.placements.labels('placed').inc();
     // Recorded, not waited for: the record is history (journal writes keep their order, so it
     // comes before the running one), and a requester that restarts before the job runs places
@@ -461,64 +458,37 @@ class Orchestrator {
       this.log.warn({ job: run.id, err: errorText(e) }, 'placement not stored');
     });
     run.job = { ...run.job, node, pending_reason: null };
-    run.offerBackoffMs = 0;
-    run.send({ type: 'placed', node });
   }
 
-  /** Nobody can take it now: it waits, says why, and is offered again shortly. */
-  private unplacedFor(run: JobRun, reason: string): void {
-    if (!run.pending) return;
-    this.actor.system.metrics?.placements.labels('waiting').inc();
-    this.noteWaiting(run, reason, 'waiting for a node');
-    // Each fruitless offer doubles the wait before the next, up to MAX_PLACE_BACKOFF_MS: a
-    // full network is not flooded with offers of jobs it cannot take.
-    run.offerBackoffMs = Math.min(this.backoff.maxMs, run.offerBackoffMs * 2 || this.backoff.firstMs);
-    run.nextOfferAt = Date.now() + run.offerBackoffMs;
-    this.unplaced.add(run.id);
-    this.armPlaceRetry();
-  }
-
-  private armPlaceRetry(): void {
-    if (this.placeRetry || this.unplaced.size === 0 || this.stopping) return;
-    this.placeRetry = setTimeout(() => {
-      this.placeRetry = null;
-      const now = Date.now();
-      for (const id of [...this.unplaced]) {
-        const waiting = this.runs.get(id);
-        if (!waiting?.pending) this.unplaced.delete(id);
-        else if (waiting.nextOfferAt <= now) {
-          this.unplaced.delete(id);
-          this.queue(waiting);
-        }
-      }
-      this.armPlaceRetry();
-    }, this.backoff.firstMs);
-    this.placeRetry.unref();
+  /**
+   * A peer connected: jobs waiting for a node, and those refused here while nobody was there to
+   * take them, are offered now (at most once per first back-off, whatever the churn).
+   */
+  private peerJoined(): void {
+    const now = Date.now();
+    if (this.stopping || now - this.peerWokeAt < this.backoff.firstMs) return;
+    this.peerWokeAt = now;
+    for (const run of this.runs.values()) if (run.waiting) run.send({ type: 'peer_joined' });
   }
 
   /** The machine's `replace`: the node running it lost it or refused to start it; it waits to be placed again. */
   private replace(ctx: JobMachineContext, { node, reason, outcome }: { node: string; reason: string; outcome: 'lost' | 'refused' }): void {
     const run = this.run(ctx);
-    // Not asked again, unless it is the one node the job may run on: then it waits for it.
-    if (run.job.placement?.node !== node) run.exclude.add(node);
     // A start refused there never opened an attempt: it is recorded as one that ended at once.
     if (!closeAttempt(run.attempts, outcome, reason, node)) {
       const now = new Date().toISOString();
       run.attempts.push({ node, started_at: now, ended_at: now, outcome, reason });
     }
     const text = `${reason}; placing it again (${ctx.placements} of ${ctx.maxAttempts} placements used)`;
-    run.job = { ...run.job, node: null, container_id: null };
+    run.job = { ...run.job, node: null, container_id: null, pending_reason: text };
+    // Journal writes keep their order: this one is stored before whatever its next placement writes.
     this.journal
       .change(run.id, { status: 'pending', reason: text, node: null, container_id: null, pending_reason: text, attempts: [...run.attempts] })
-      .then(
-        () => this.queue(run),
-        (e: unknown) => this.log.error({ job: run.id, err: errorText(e) }, 'return to pending not stored'),
-      );
+      .catch((e: unknown) => this.log.error({ job: run.id, err: errorText(e) }, 'return to pending not stored'));
   }
 
-  /** A job that does not fit keeps waiting, and says what for. */
-  private noteWaiting(run: JobRun, reason: string, what = 'waiting for resources'): void {
-    const text = `${what}: ${reason}`;
+  /** A job that cannot be placed now keeps waiting, and says what for. */
+  private noteWaiting(run: JobRun, text: string): void {
     if (run.job.pending_reason === text) return;
     run.job = { ...run.job, pending_reason: text };
     this.journal.change(run.id, { pending_reason: text, reason: text }).catch((e: unknown) => {
@@ -557,13 +527,7 @@ class Orchestrator {
    * included (asked here first; offered again to the network only when their turn comes).
    */
   resourcesFreed(): void {
-    for (const id of this.unplaced) {
-      const run = this.runs.get(id);
-      // Room here says nothing about a job that must run elsewhere: it waits for its next offer.
-      if (!run?.pending || run.offering || this.aimedElsewhere(run)) continue;
-      run.refusedIn = -1;
-      this.scheduler.add(run);
-    }
+    for (const run of this.runs.values()) if (run.unplaced) run.send({ type: 'resources_freed' });
     this.scheduler.freed();
   }
 
@@ -578,8 +542,7 @@ class Orchestrator {
       remotely: (job) => this.remotely(job),
       unstartable: (job) => this.admission.unstartable(job),
       hold: async (jobs) => void (await this.actor.call(this.manager, ResourceBehaviors.reserve, { jobs, force: true }, ReserveReply)),
-      track: (job) => this.track(job),
-      queue: (run) => this.queue(run),
+      track: (job, recovering) => this.track(job, { recovering }),
       journal: this.journal,
     });
     this.scheduler.resume();

@@ -78,8 +78,8 @@ export interface RecoveryHost {
   unstartable(job: Job): string | null;
   /** Holds the shares of runs found running, whatever the manager would say now. */
   hold(jobs: { job_id: string; resources: ResourceSpec }[]): Promise<void>;
-  track(job: Job): JobRun;
-  queue(run: JobRun): void;
+  /** Follows the job; `recovering`: it waits for what recovery found of its run instead of being placed. */
+  track(job: Job, recovering?: boolean): JobRun;
   journal: JobJournal;
 }
 
@@ -110,20 +110,20 @@ export async function recoverJobs(o: RecoveryHost): Promise<void> {
   for (const { job, handle } of plan.reattach) {
     // Its timeout counts from when it began running, not from now.
     const since = job.timeout_s ? await runningSince(o, job) : undefined;
-    o.track(job).send({ type: 'reattached', handle, since });
+    o.track(job, true).send({ type: 'reattached', handle, since });
   }
-  for (const { job, reason } of plan.lose) o.track(job).send({ type: 'lost', reason });
+  for (const { job, reason } of plan.lose) o.track(job, true).send({ type: 'fault', reason });
   for (const job of remote) {
     if (job.status === 'running') {
       const since = job.timeout_s ? await runningSince(o, job) : undefined;
-      o.track(job).send({ type: 'reattached', handle: { executor: REMOTE_EXECUTOR, job_id: job.id, id: job.node! }, since, node: job.node! });
+      o.track(job, true).send({ type: 'reattached', handle: { executor: REMOTE_EXECUTOR, job_id: job.id, id: job.node! }, since, node: job.node! });
     } else {
       // Placed but not known to have started: its lease there runs out; it is placed anew.
       const reset = await o.journal.change(job.id, { node: null, reason: 'placed again after this node restarted' });
-      o.queue(o.track(reset));
+      o.track(reset);
     }
   }
-  for (const job of plan.queue) o.queue(o.track(job));
+  for (const job of plan.queue) o.track(job);
   if (stored.length > 0) {
     o.log.info({ reattached: plan.reattach.length, failed: plan.lose.length, pending: plan.queue.length, remote: remote.length }, 'jobs recovered');
   }

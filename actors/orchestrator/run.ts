@@ -12,23 +12,12 @@ export type JobMachine = typeof jobMachine;
 
 export class JobRun {
   readonly id: string;
-  /** The reservation epoch this job was last refused in (see Scheduler); -1 before its first try. */
-  refusedIn = -1;
   /** When this process saw the run start (performance.now()), for the run duration metric. */
   runningSince: number | null = null;
   /** Its placements, kept here as they change (each write stores the whole list). */
   attempts: Attempt[];
   /** Run here for another node: its secrets, which its record holds redacted (see Orchestrator.accept). */
   secrets?: Record<string, string>;
-  /** Nodes that lost or refused it: not asked again. */
-  readonly exclude = new Set<string>();
-  /** It runs on this node whatever happens: local by its placement, pinned here, or run here for another node. */
-  placedHere: boolean;
-  /** A placement on the network is under way. */
-  offering = false;
-  /** When nobody took it: the wait before offering it again, and when that is (ms since the epoch). */
-  offerBackoffMs = 0;
-  nextOfferAt = 0;
   /** Resolves with the final job once its final state is committed. */
   readonly settled: Promise<Job>;
   private settle!: (job: Job) => void;
@@ -44,7 +33,6 @@ export class JobRun {
   ) {
     this.id = job.id;
     this.attempts = [...job.attempts];
-    this.placedHere = job.requester !== null || job.placement?.local === true;
     this.settled = new Promise<Job>((resolve, reject) => {
       this.settle = resolve;
       this.fail = reject;
@@ -68,12 +56,15 @@ export class JobRun {
     return statusOf(this.machine.getSnapshot());
   }
 
-  /**
-   * Waiting in the machine's `pending` state itself: not reserving, placed, starting or done
-   * (all of which `status` may still report as pending).
-   */
-  get pending(): boolean {
-    return this.machine.getSnapshot().value === 'pending';
+  /** Waiting for a node (the machine's `pending.unplaced`): freed resources or a new peer wake it. */
+  get unplaced(): boolean {
+    return this.machine.getSnapshot().hasTag('unplaced');
+  }
+
+  /** Waiting in this node's queue or for a node: a new peer may take it. */
+  get waiting(): boolean {
+    const snapshot = this.machine.getSnapshot();
+    return snapshot.hasTag('unplaced') || snapshot.matches({ pending: 'queued' });
   }
 
   /** The machine reached completed or failed (its final write may still be in flight). */

@@ -28,8 +28,11 @@ export interface SchedulerHooks {
 }
 
 export class Scheduler {
-  /** Waiting jobs in submission order (a Map keeps insertion order). */
-  private readonly waiting = new Map<string, JobRun>();
+  /**
+   * Waiting jobs in submission order (a Map keeps insertion order), each with the epoch it was
+   * last refused in (-1: not yet asked).
+   */
+  private readonly waiting = new Map<string, { run: JobRun; refusedIn: number }>();
   /** Bumped whenever resources are freed: refusals from an older epoch may no longer hold. */
   private epoch = 0;
   private passing = false;
@@ -46,8 +49,10 @@ export class Scheduler {
     return this.waiting.size;
   }
 
+  /** Asked afresh: a refusal from before it left the queue says nothing now. */
   add(run: JobRun): void {
-    this.waiting.set(run.id, run);
+    this.waiting.delete(run.id);
+    this.waiting.set(run.id, { run, refusedIn: -1 });
     this.poke();
   }
 
@@ -90,8 +95,8 @@ export class Scheduler {
       this.again = false;
       const epoch = this.epoch;
       const candidates: JobRun[] = [];
-      for (const run of this.waiting.values()) {
-        if (run.refusedIn < epoch) candidates.push(run);
+      for (const { run, refusedIn } of this.waiting.values()) {
+        if (refusedIn < epoch) candidates.push(run);
         if (candidates.length === MAX_PER_PASS) break;
       }
       if (candidates.length === 0 || this.halted) return;
@@ -104,19 +109,19 @@ export class Scheduler {
         return;
       }
       for (const id of reply.granted) {
-        const run = this.waiting.get(id);
-        if (!run) {
+        const waiting = this.waiting.get(id);
+        if (!waiting) {
           this.hooks.unwanted(id);
           continue;
         }
         this.waiting.delete(id);
-        this.hooks.granted(run);
+        this.hooks.granted(waiting.run);
       }
       for (const { job_id, reason } of reply.refused) {
-        const run = this.waiting.get(job_id);
-        if (!run) continue;
-        run.refusedIn = epoch;
-        this.hooks.refused(run, reason);
+        const waiting = this.waiting.get(job_id);
+        if (!waiting) continue;
+        waiting.refusedIn = epoch;
+        this.hooks.refused(waiting.run, reason);
       }
       if (candidates.length === MAX_PER_PASS) this.again = true;
     } while (this.again && !this.halted);

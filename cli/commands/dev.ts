@@ -65,7 +65,7 @@ export function devLine(e: DevEvent): string {
       return `${time} ${e.actor} ${arrow} ${e.behavior} ${peer} (${extra})${payload}`;
     }
     case 'transition':
-      return `${time} ${e.actor} ${e.machine}: ${e.from} → ${e.to} on ${e.event}`;
+      return `${time} ${e.actor} ${e.machine}${e.instance ? ` ${e.instance}` : ''}: ${e.from_path ?? e.from} → ${e.to_path ?? e.to} on ${e.event}`;
     case 'mailbox':
       return `${time} ${e.actor} mailbox ${e.depth}/${e.capacity}`;
     case 'dead-letter':

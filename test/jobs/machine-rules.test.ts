@@ -8,13 +8,14 @@ const handle: ExecutionHandle = { executor: 'null', job_id: 'j', id: 'c-1' };
 const EVENTS: JobMachineEvent[] = [
   { type: 'reserved' },
   { type: 'started', handle },
-  { type: 'start_failed', error: 'no such image' },
+  { type: 'fault', reason: 'no such image' },
   { type: 'reattached', handle },
   { type: 'exited', result: { exit_code: 0, oom_killed: false } },
   { type: 'exited', result: { exit_code: 3, oom_killed: false } },
   { type: 'timed_out', after_s: 1 },
   { type: 'cancel', reason: 'cancelled' },
-  { type: 'lost', reason: 'gone' },
+  { type: 'refused', reason: 'too big', peers: 0 },
+  { type: 'resources_freed' },
 ];
 
 // The machine's own stand-ins for start and stop do nothing.

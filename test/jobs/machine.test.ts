@@ -29,7 +29,7 @@ function job(timeoutS?: number) {
 describe('job machine', () => {
   it('runs pending → starting → running → completed, starting, watching and finishing once each', () => {
     const j = job();
-    expect(j.state()).toEqual({ value: 'pending', status: 'pending' });
+    expect(j.state()).toEqual({ value: { pending: 'queued' }, status: 'pending' });
     j.send({ type: 'reserved' });
     expect(j.state()).toEqual({ value: 'starting', status: 'pending' });
     j.send({ type: 'started', handle });
@@ -51,7 +51,7 @@ describe('job machine', () => {
     expect(oom.context()).toMatchObject({ exitCode: 137, error: 'killed: out of memory' });
 
     const unstartable = job();
-    unstartable.send({ type: 'reserved' }, { type: 'start_failed', error: 'image x is not present' });
+    unstartable.send({ type: 'reserved' }, { type: 'fault', reason: 'image x is not present' });
     expect(unstartable.state().status).toBe('failed');
     expect(unstartable.effects).toEqual(['start', 'finish(failed: image x is not present)']);
   });
@@ -96,7 +96,7 @@ describe('job machine', () => {
     expect(found.effects).toEqual(['persistRunning(reattached after the node restarted)', 'watch']);
 
     const lost = job();
-    lost.send({ type: 'lost', reason: 'its container no longer exists' });
+    lost.send({ type: 'fault', reason: 'its container no longer exists' });
     expect(lost.state().status).toBe('failed');
     expect(lost.context().error).toBe('its container no longer exists');
   });
@@ -104,7 +104,7 @@ describe('job machine', () => {
   it('ignores events a state does not expect', () => {
     const j = job();
     j.send({ type: 'exited', result: { exit_code: 0, oom_killed: false } }, { type: 'started', handle }, { type: 'timed_out', after_s: 1 });
-    expect(j.state().value).toBe('pending');
+    expect(j.state().value).toEqual({ pending: 'queued' });
     j.send({ type: 'reserved' }, { type: 'exited', result: { exit_code: 0, oom_killed: false } }, { type: 'reattached', handle });
     expect(j.state().value).toBe('starting');
     expect(j.effects).toEqual(['start']);

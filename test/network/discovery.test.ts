@@ -41,7 +41,7 @@ async function startNode(opts: { key?: KeyPair; listen?: string } & Omit<Discove
   return { key, system, transport, discovery, events, peerTransitions, view, stop };
 }
 
-const connected = (state: string) => state.startsWith('{"connected"');
+const connected = (state: string) => state.startsWith('connected');
 
 describe('discovery peer machines', () => {
   it("a bootstrap peer's machine goes dialing → connected → greeted, each step a transition event on both nodes", async () => {
@@ -49,17 +49,18 @@ describe('discovery peer machines', () => {
     const b = await startNode({ bootstrap: [a.transport.addrs()[0]] });
 
     await waitFor('b to greet a', () => b.view(a.key.peerId)?.state === 'connected.greeted');
-    const seen = b.peerTransitions().map(({ from, to }) => [from, to]);
+    // Nested states by their dotted path: `connected.hello`.
+    const seen = b.peerTransitions().map(({ from, to, from_path, to_path }) => [from_path ?? from, to_path ?? to]);
     expect(seen.slice(0, 2)).toEqual([
       ['(start)', 'dialing'],
-      ['dialing', '{"connected":"hello"}'],
+      ['dialing', 'connected.hello'],
     ]);
-    expect(seen).toContainEqual(['{"connected":"hello"}', '{"connected":"greeted"}']);
+    expect(seen).toContainEqual(['connected.hello', 'connected.greeted']);
     expect(b.view(a.key.peerId)).toMatchObject({ did: a.key.did, bootstrap: true, failures: 0 });
 
     // a did not dial b: its machine for b starts connected, and greets b back.
     await waitFor('a to greet b', () => a.view(b.key.peerId)?.state === 'connected.greeted');
-    expect(a.peerTransitions()[0]).toMatchObject({ from: '(start)', to: '{"connected":"hello"}' });
+    expect(a.peerTransitions()[0]).toMatchObject({ from: '(start)', to: 'connected', to_path: 'connected.hello' });
     expect(a.view(b.key.peerId)).toMatchObject({ did: b.key.did, bootstrap: false });
     expect(a.discovery.api.knownDids()).toEqual({ [b.key.peerId]: b.key.did });
 
@@ -89,7 +90,7 @@ describe('discovery peer machines', () => {
     await waitFor('six failed dials', () => (b.view(aKey.peerId)?.failures ?? 0) >= 6);
     // 20 ms × 2^5 is past the cap whatever the jitter (×0.75 to ×1.25): the delay is the cap.
     expect(b.view(aKey.peerId)?.retryMs).toBe(limits.redialMaxMs);
-    const steps = b.peerTransitions().map(({ from, to }) => `${from} → ${to}`);
+    const steps = b.peerTransitions().map(({ from, to, from_path, to_path }) => `${from_path ?? from} → ${to_path ?? to}`);
     expect(steps.filter((s) => s === 'dialing → backoff').length).toBeGreaterThanOrEqual(6);
     expect(steps.filter((s) => s === 'backoff → dialing').length).toBeGreaterThanOrEqual(5);
     expect(steps.some((s) => s.includes('connected'))).toBe(false);
@@ -113,9 +114,9 @@ describe('discovery peer machines', () => {
     await waitFor('b to see a go', () => b.view(aKey.peerId)?.state === 'reconnecting');
     await startNode({ key: aKey, listen: aListen });
     await waitFor('b to greet a again', () => b.view(aKey.peerId)?.state === 'connected.greeted');
-    const steps = b.peerTransitions().slice(before).map(({ from, to }) => `${from} → ${to}`);
-    expect(steps[0]).toBe('{"connected":"greeted"} → reconnecting');
-    expect(steps[1]).toBe('reconnecting → {"connected":"hello"}');
+    const steps = b.peerTransitions().slice(before).map(({ from, to, from_path, to_path }) => `${from_path ?? from} → ${to_path ?? to}`);
+    expect(steps[0]).toBe('connected.greeted → reconnecting');
+    expect(steps[1]).toBe('reconnecting → connected.hello');
     expect(steps.some((s) => s.includes('dialing'))).toBe(false);
   });
 });

@@ -74,7 +74,7 @@ async function startDiscovery(net: ReturnType<typeof fakeNetwork>, deps: Omit<Di
     await system.stop();
   });
   await discovery.start();
-  const steps = () => events.flatMap((e) => (e.type === 'transition' && e.machine === 'peer' ? [`${e.from} → ${e.to}`] : []));
+  const steps = () => events.flatMap((e) => (e.type === 'transition' && e.machine === 'peer' ? [`${e.from_path ?? e.from} → ${e.to_path ?? e.to}`] : []));
   return { system, discovery, steps };
 }
 
@@ -91,13 +91,13 @@ describe('discovery bounds', () => {
 
     await waitFor('every followed peer to give up on hello', () => discovery.api.peers().every((v) => v.state === 'connected.ungreeted'));
     // Two attempts each: one retry per followed peer, and none for the two let go at once.
-    expect(steps().filter((s) => s === '{"connected":"hello"} → {"connected":"helloRetry"}')).toHaveLength(3);
-    expect(steps().filter((s) => s === '{"connected":"helloRetry"} → {"connected":"hello"}')).toHaveLength(3);
-    expect(steps().filter((s) => s === '{"connected":"hello"} → {"connected":"ungreeted"}')).toHaveLength(3);
+    expect(steps().filter((s) => s === 'connected.hello → connected.helloRetry')).toHaveLength(3);
+    expect(steps().filter((s) => s === 'connected.helloRetry → connected.hello')).toHaveLength(3);
+    expect(steps().filter((s) => s === 'connected.hello → connected.ungreeted')).toHaveLength(3);
 
     // An ordinary peer that leaves is forgotten; the freed place goes to the next one.
     net.disconnect(peers[3]);
-    expect(steps()).toContain('{"connected":"ungreeted"} → gone');
+    expect(steps()).toContain('connected.ungreeted → gone');
     const late = peerIds(1)[0];
     net.connect(late);
     expect(discovery.api.peers().map((v) => v.peer)).toEqual([peers[2], peers[4], late]);
@@ -125,7 +125,7 @@ describe('discovery bounds', () => {
     await waitFor('the peer to be connected again', () => discovery.api.peers()[0].state.startsWith('connected'));
     const after = steps().slice(steps().findIndex((s) => s.endsWith('→ reconnecting')));
     expect(after.slice(1, 3)).toEqual(['reconnecting → backoff', 'backoff → dialing']);
-    expect(after).toContain('dialing → {"connected":"hello"}');
+    expect(after).toContain('dialing → connected.hello');
     expect(net.dials.every((d) => d.keepAlive)).toBe(true);
     expect(discovery.api.peers()[0]).toMatchObject({ failures: 0, bootstrap: true });
   });
