@@ -115,7 +115,7 @@ class Orchestrator {
   private readonly remote: ExecutorClient | null;
   private readonly peers: () => number;
   private readonly backoff: { firstMs: number; maxMs: number };
-  /** When waiting jobs were last woken by a peer joining: joins wake them at most once per first back-off. */
+  /** When waiting jobs were last woken by a peer joining: joins wake them at most once per longest back-off. */
   private peerWokeAt = 0;
   private readonly unsubscribePeers: () => void;
   private readonly log: Logger;
@@ -436,10 +436,7 @@ class Orchestrator {
     const reply = await this.actor
       .call(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
       .catch((e: unknown): PlaceReply => ({ waiting: `placement failed: ${errorText(e)}` }));
-    if ('waiting' in reply) {
-      this.actor.system.metrics?.placements.labels('waiting').inc();
-      return reply;
-    }
+    if ('waiting' in reply) return reply;
     const here = this.actor.system.isHere(reply.node);
     // Cancelled (or the node stopping) meanwhile: the reservation there is let go rather than left to run out.
     if ((signal.aborted || this.stopping) && !here) {
@@ -462,11 +459,12 @@ class Orchestrator {
 
   /**
    * A peer connected: jobs waiting for a node, and those refused here while nobody was there to
-   * take them, are offered now (at most once per first back-off, whatever the churn).
+   * take them, are offered now. At most once per longest back-off: a peer that connects over
+   * and over (or many identities) then costs no more offers than the back-off itself allows.
    */
   private peerJoined(): void {
     const now = Date.now();
-    if (this.stopping || now - this.peerWokeAt < this.backoff.firstMs) return;
+    if (this.stopping || now - this.peerWokeAt < this.backoff.maxMs) return;
     this.peerWokeAt = now;
     for (const run of this.runs.values()) if (run.waiting) run.send({ type: 'peer_joined' });
   }
@@ -489,6 +487,7 @@ class Orchestrator {
 
   /** A job that cannot be placed now keeps waiting, and says what for. */
   private noteWaiting(run: JobRun, text: string): void {
+    this.actor.system.metrics?.placements.labels('waiting').inc();
     if (run.job.pending_reason === text) return;
     run.job = { ...run.job, pending_reason: text };
     this.journal.change(run.id, { pending_reason: text, reason: text }).catch((e: unknown) => {
