@@ -29,7 +29,6 @@ export interface ActorOptions {
   /** The actor's own key; defaults to the node key. */
   key?: KeyPair;
   mailbox?: Partial<MailboxOptions>;
-  behaviors?: Behavior<any, any>[];
   /** Broadcast topics the primary inbox subscribes to. */
   topics?: string[];
 }
@@ -95,7 +94,6 @@ export class Actor {
     this.key = options.key ?? system.key;
     this.handle = { id: this.key.id, did: this.key.did, addr: { host: system.host, inbox: options.inbox } };
     this.primary = new Inbox(options.inbox, this);
-    for (const b of options.behaviors ?? []) this.primary.behaviors.add(b);
     this.mailbox = new Mailbox<Delivery>(
       options.inbox,
       { ...system.mailboxDefaults, ...options.mailbox },

@@ -159,13 +159,6 @@ export class ActorSystem {
 
   // --- actors and inboxes ----------------------------------------------------------------
 
-  /** Makes and starts a bare actor: the kernel primitive under runtime/component.ts, and for tests. */
-  spawn(options: ActorOptions): Actor {
-    const actor = this.register(new Actor(this, options));
-    actor.start();
-    return actor;
-  }
-
   /** Registers an actor without starting it (runtime/component.ts starts it when the node does). */
   register<A extends Actor>(actor: A): A {
     if (this.routes.has(actor.name) || this.actors.has(actor.name)) throw new DmsError('conflict', `inbox ${actor.name} is already bound`);

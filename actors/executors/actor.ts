@@ -21,7 +21,6 @@ import {
   type RunReport,
   StartPayload,
   type StartReport,
-  StatusPayload,
   WaitForLogsPayload,
   WatchPayload,
 } from '../../behaviors/jobs/executor.js';
@@ -122,7 +121,6 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
               }
             },
           }),
-          defineBehavior({ name: ExecutorBehaviors.status, payload: StatusPayload, handle: ({ payload }) => impl.status(payload.handle) }),
           defineBehavior({
             name: ExecutorBehaviors.cancel,
             payload: CancelRunPayload,
@@ -176,7 +174,6 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
             handle: ({ payload }) => told(() => impl.reconcile(payload.job_ids)),
           }),
         ],
-        api: { executor: impl },
         start: async () => {
           // Before any run is started or picked up: from here on a fault fails its job, not the node.
           guard.install();

@@ -13,6 +13,7 @@ import { ReplayCache } from '../../runtime/replay.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';
+import { testActor } from '../helpers/actor.js';
 
 const newSystem = (capacity = 16, concurrency = 4) =>
   new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity, concurrency }, replayCapacity: 1000 });
@@ -128,7 +129,7 @@ describe('Actor', () => {
     const system = newSystem();
     const states: string[] = [];
     system.events.subscribe((e: SystemEvent) => e.type === 'lifecycle' && e.actor === 'a' && states.push(e.state));
-    const actor = system.spawn({ inbox: 'a' });
+    const actor = await testActor(system, { inbox: 'a' });
     expect(actor.state).toBe('running');
     await actor.stop();
     expect(actor.state).toBe('stopped');
@@ -138,8 +139,8 @@ describe('Actor', () => {
 
   it('invokes another actor and gets its signed reply', async () => {
     const system = newSystem();
-    const echo = system.spawn({ inbox: 'echo', behaviors: [{ name: '/echo', handle: ({ payload }) => ({ echoed: payload }) }] });
-    const caller = system.spawn({ inbox: 'caller' });
+    const echo = await testActor(system, { inbox: 'echo', behaviors: [{ name: '/echo', handle: ({ payload }) => ({ echoed: payload }) }] });
+    const caller = await testActor(system, { inbox: 'caller' });
     const reply = await caller.invoke(echo.handle, '/echo', { n: 1 });
     expect(reply.payload).toEqual({ echoed: { n: 1 } });
     expect(reply.env.from.addr.inbox).toBe('echo');
@@ -148,22 +149,22 @@ describe('Actor', () => {
 
   it('times out an invoke at its expiry and cleans up', async () => {
     const system = newSystem();
-    const silent = system.spawn({ inbox: 'silent', behaviors: [{ name: '/x', noReply: true, handle: () => {} }] });
-    const caller = system.spawn({ inbox: 'caller' });
+    const silent = await testActor(system, { inbox: 'silent', behaviors: [{ name: '/x', noReply: true, handle: () => {} }] });
+    const caller = await testActor(system, { inbox: 'caller' });
     await expect(caller.invoke(silent.handle, '/x', {}, { ttlMs: 50 })).rejects.toMatchObject({ kind: 'timeout' });
     expect(caller.primary.behaviors.size).toBe(0);
   });
 
   it('replies {error, kind} to a handler that throws and to a payload its schema refuses', async () => {
     const system = newSystem();
-    const a = system.spawn({
+    const a = await testActor(system, {
       inbox: 'a',
       behaviors: [
         { name: '/fail', handle: () => { throw new DmsError('conflict', 'not now'); } },
         { name: '/typed', payload: z.strictObject({ n: z.number() }), handle: () => ({}) },
       ],
     });
-    const caller = system.spawn({ inbox: 'caller' });
+    const caller = await testActor(system, { inbox: 'caller' });
     expect((await caller.invoke(a.handle, '/fail', {})).payload).toEqual({ error: 'not now', kind: 'conflict' });
     expect((await caller.invoke(a.handle, '/typed', { n: 'x' })).payload).toMatchObject({ error: expect.stringMatching(/^invalid payload for \/typed/), kind: 'invalid' });
     // An unknown behavior is refused at routing, before any reply.
@@ -174,15 +175,15 @@ describe('Actor', () => {
     const system = newSystem();
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const a = system.spawn({
+    const a = await testActor(system, {
       inbox: 'a',
-      mailbox: { concurrency: 1 },
+      concurrency: 1,
       behaviors: [
         { name: '/block', handle: () => gate },
         { name: '/gone', handle: () => ({}) },
       ],
     });
-    const caller = system.spawn({ inbox: 'caller' });
+    const caller = await testActor(system, { inbox: 'caller' });
     // Unsigned, so both are queued before invoke returns (a signature would be awaited first).
     const blocked = caller.invoke(a.handle, '/block', {}, { unsigned: true });
     const reply = caller.invoke(a.handle, '/gone', {}, { unsigned: true });
@@ -194,9 +195,9 @@ describe('Actor', () => {
 
   it('delivers a local broadcast to every subscriber of the topic', async () => {
     const system = newSystem();
-    for (const name of ['s1', 's2']) system.spawn({ inbox: name, topics: ['/t'], behaviors: [{ name: '/b', handle: () => ({ from: name }) }] });
-    system.spawn({ inbox: 'other', behaviors: [{ name: '/b', handle: () => ({ from: 'other' }) }] });
-    const caller = system.spawn({ inbox: 'caller' });
+    for (const name of ['s1', 's2']) await testActor(system, { inbox: name, topics: ['/t'], behaviors: [{ name: '/b', handle: () => ({ from: name }) }] });
+    await testActor(system, { inbox: 'other', behaviors: [{ name: '/b', handle: () => ({ from: 'other' }) }] });
+    const caller = await testActor(system, { inbox: 'caller' });
     const got: string[] = [];
     // Replies reach only a behavior that waits for them (an ordinary one would be reflection).
     caller.add(replyWaiter('/replies', (env) => got.push((decodePayload(env.msg) as { from: string }).from)), { expiresAt: Date.now() + 5_000 });
@@ -205,10 +206,10 @@ describe('Actor', () => {
     expect(got.sort()).toEqual(['s1', 's2']);
   });
 
-  it('refuses to bind an inbox twice', () => {
+  it('refuses to bind an inbox twice', async () => {
     const system = newSystem();
-    system.spawn({ inbox: 'x' });
-    expect(() => system.spawn({ inbox: 'x' })).toThrow(/already bound/);
+    await testActor(system, { inbox: 'x' });
+    await expect(testActor(system, { inbox: 'x' })).rejects.toThrow(/already bound/);
   });
 });
 
