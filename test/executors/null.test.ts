@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NullExecutor } from '../../actors/executors/null.js';
-import { ExecutorRegistry } from '../../actors/executors/registry.js';
+import { ExecutorClients } from '../../actors/executors/clients.js';
 import { outcome } from '../../behaviors/jobs/execution.js';
 import { DmsError } from '../../runtime/errors.js';
 import { waitFor } from '../helpers/network.js';
@@ -115,9 +115,9 @@ describe('null executor', () => {
   });
 });
 
-describe('executor registry', () => {
+describe('executor clients by name', () => {
   it('finds executors by name and refuses a second one with the same name', () => {
-    const registry = new ExecutorRegistry();
+    const registry = new ExecutorClients<NullExecutor>();
     registry.register(executor);
     expect(registry.get('null')).toBe(executor);
     expect(registry.has('docker')).toBe(false);
