@@ -11,6 +11,7 @@ import { defaultConfig } from '../runtime/config.js';
 import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { DmsError, invalid } from '../runtime/errors.js';
+import { stageEnd, stageStart } from '../runtime/stage-timings.js';
 import type { Origin } from '../runtime/system.js';
 import { type Envelope, type Handle, isBroadcast, parseEnvelope } from '../runtime/wire/envelope.js';
 import type { Role } from '../runtime/api-keys.js';
@@ -271,24 +272,23 @@ export const HttpActor = defineActor({
       },
 
       async invoke(body, abort, caller = LOCAL_CALLER) {
-        const stages = system.stages;
-        const start = stages && performance.now();
+        const start = stageStart();
         const parsed = parseEnvelope(body);
         if (isBroadcast(parsed)) throw invalid('invoke needs a destination: to is empty (use broadcast)');
         if (!parsed.opt.cont) throw invalid('opt.cont is required for invoke: it names the behavior the reply goes to');
         const { env, origin } = await prepare(parsed, caller);
-        if (start !== undefined) stages!.since('rest.admit', start);
+        stageEnd(system.host, 'rest.admit', start);
         const reply = await withReplyInbox(env, abort, caller, origin, async (inbox, cont, claim) => {
           const sent = performance.now();
           const { env: reply } = await actor.awaitReply(inbox, cont, env.opt.exp, env.to.addr.host);
           system.metrics?.invoked(system.isHere(env.to.addr.host) ? 'local' : 'remote', (performance.now() - sent) / 1000);
-          if (start !== undefined) stages!.since('invoke.wait', sent);
+          stageEnd(system.host, 'invoke.wait', start === undefined ? undefined : sent);
           if (!claim.take(envelopeBytes(reply))) {
             throw new DmsError('overloaded', `replies waiting for you hold more than ${replyBytes.limit} bytes; retry later`, { retryAfter: 1 });
           }
           return reply;
         });
-        if (start !== undefined) stages!.since('rest.invoke', start);
+        stageEnd(system.host, 'rest.invoke', start);
         return reply;
       },
 

@@ -7,6 +7,7 @@ import { errorReply, parseErrorReply, replyToError } from './error-reply.js';
 import { DmsError, errorText, invalid, notFound } from './errors.js';
 import { createLifecycle, type LifecycleState } from './lifecycle.js';
 import { Mailbox, type MailboxOptions } from './mailbox.js';
+import { stageEnd, stageMark, stageStart } from './stage-timings.js';
 import type { ActorSystem, Verification } from './system.js';
 import { msToNs, nextNonce, nowNs, isExpired } from './time.js';
 import { decodePayload, describeIssues, emptyHandle, encodePayload, type Envelope, type Handle } from './wire/envelope.js';
@@ -59,7 +60,7 @@ interface Delivery {
   reply: boolean;
   /** How the kernel found it trustworthy where it entered (for observers). */
   verified?: Verification;
-  /** When it was queued (performance.now()), while stage timings are on. */
+  /** When it was queued (performance.now()), while anyone times stages. */
   queuedAt?: number;
 }
 
@@ -158,13 +159,13 @@ export class Actor {
   /** Queues a delivery; throws when the actor is not running or its mailbox is full. */
   deliver(env: Envelope, inbox: Inbox = this.primary, reply = false, verified?: Verification): void {
     if (this.state !== 'running') throw new DmsError('unavailable', `actor ${this.name} is ${this.state}`);
-    this.mailbox.post({ env, inbox, reply, verified, queuedAt: this.system.stages && performance.now() });
+    this.mailbox.post({ env, inbox, reply, verified, queuedAt: stageStart() });
   }
 
   private async dispatch({ env, inbox, reply, verified, queuedAt }: Delivery): Promise<void> {
-    const stages = this.system.stages;
-    const start = stages && performance.now();
-    if (start !== undefined) stages!.record('mailbox.wait', start - queuedAt!);
+    const host = this.system.host;
+    const start = stageStart();
+    stageEnd(host, 'mailbox.wait', queuedAt);
     // Checked again here: the waiter may have gone, and another behavior taken its name, while queued.
     const waiting = inbox.behaviors.get(env.be);
     if (this.system.watched) {
@@ -204,8 +205,8 @@ export class Actor {
       return;
     }
     let result: unknown;
-    const called = stages && performance.now();
-    if (called !== undefined) stages!.record('behavior.prepare', called - start!);
+    stageEnd(host, 'behavior.prepare', start);
+    const called = start === undefined ? undefined : performance.now();
     try {
       result = await behavior.handle({ env, payload, actor: this, inbox });
     } catch (e) {
@@ -213,12 +214,11 @@ export class Actor {
       await this.replyError(env, e, inbox);
       return;
     }
-    if (called !== undefined) stages!.since('behavior.handle', called);
+    stageEnd(host, 'behavior.handle', called);
     metrics?.envelope(behaviorLabel(behavior), 'ok');
     if (env.opt.cont && !behavior.noReply) {
       await this.reply(env, result ?? {});
-      const arrived = stages?.arrivalOf(env);
-      if (arrived !== undefined) stages!.since('serve', arrived);
+      stageMark(host, 'served', env, called === undefined ? undefined : performance.now());
     }
   }
 
@@ -389,16 +389,16 @@ export class Actor {
     if (!req.opt.cont || isExpired(req.opt.exp)) return;
     try {
       const env = this.envelope(req.from, req.opt.cont, payload, { exp: req.opt.exp });
-      const stages = this.system.stages;
-      let start = stages && performance.now();
+      const host = this.system.host;
+      const signing = stageStart();
       const sealed = this.seal(env, { unsigned: this.isActorHere(req.from) });
-      if (sealed !== env) await sealed;
-      if (start !== undefined) {
-        if (sealed !== env) stages!.since('reply.sign', start);
-        start = performance.now();
+      if (sealed !== env) {
+        await sealed;
+        stageEnd(host, 'reply.sign', signing);
       }
+      const routing = signing === undefined ? undefined : performance.now();
       await this.system.route(env, { kind: 'local' }, { reply: true });
-      if (start !== undefined) stages!.since('reply.route', start);
+      stageEnd(host, 'reply.route', routing);
     } catch (e) {
       // A REST client that gave up has closed its inbox; that is routine, not a warning.
       const level = e instanceof DmsError && e.kind === 'not_found' ? 'debug' : 'warn';

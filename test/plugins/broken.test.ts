@@ -37,7 +37,7 @@ describe('a broken plugin stops start-up naming it', { timeout: 60_000 }, () => 
     ['the first plugin shape, a bare object', ['./bare.mjs'], { 'bare.mjs': 'export default { name: "p", behaviors: [{ name: "/p/x", handle() {} }] }' }, /'.\/bare.mjs' is not a DMS plugin: make its default export with definePlugin from 'dms\/plugin'/],
     ['a built-in executor name', [fixture('takes-null.mjs')], {}, /takes-null.mjs' declares the executor 'null', already taken by a built-in executor/],
     ['one route twice', [fixture('twice-routed.mjs')], {}, /twice-routed.mjs' declares the route 'GET \/x' twice/],
-    ['an executor that is not one', [fixture('half-executor.mjs')], {}, /half-executor.mjs' \(plugin half\): executor 'half' lacks wait, readLogs, waitForLogs, cancel, cleanup, reconcile$/],
+    ['an executor that is not one', [fixture('half-executor.mjs')], {}, /half-executor.mjs' \(plugin half\): executor 'half' lacks wait, readLogs, waitForLogs, cancel, cleanup, reconcile\n/],
     ['a start hook that throws', [fixture('broken-start.mjs')], {}, /broken-start.mjs' \(plugin broken\) failed to start: cannot reach its database/],
   ])('%s', async (_what, modules, files, pattern) => {
     const r = await failedStart(modules, files as Record<string, string>);
