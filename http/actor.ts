@@ -4,8 +4,7 @@
  * mailbox, to a reply waiter on an inbox it opened for the request.
  */
 import { z } from 'zod';
-import type { Inbox } from '../runtime/actor.js';
-import { replyWaiter } from '../runtime/behavior.js';
+import { collectReplies, type Inbox } from '../runtime/actor.js';
 import { type ActorContext, defineActor } from '../runtime/component.js';
 import { defaultConfig } from '../runtime/config.js';
 import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
@@ -232,32 +231,11 @@ export const HttpActor = defineActor({
     };
 
     /**
-     * Collects a broadcast's replies until `exp`, `max` replies, `maxBroadcastBytes`, or the
-     * client's byte allowance runs out: whichever comes first ends it with what it has. A single
-     * reply larger than a whole broadcast may hold is dropped and collection goes on.
+     * A broadcast's replies, as the REST caller will be shown them (whole envelopes), until
+     * `exp`, `max` replies, `maxBroadcastBytes`, or the client's byte allowance runs out.
      */
-    const collect = (inbox: Inbox, cont: string, exp: bigint, max: number, claim: ByteClaim): Promise<Envelope[]> => {
-      const replies: Envelope[] = [];
-      const cap = maxBroadcastBytes;
-      let bytes = 0;
-      return new Promise<Envelope[]>((resolve) => {
-        const done = () => {
-          inbox.behaviors.remove(cont);
-          resolve(replies);
-        };
-        inbox.behaviors.add(
-          replyWaiter(cont, (env) => {
-            const size = envelopeBytes(env);
-            if (size > cap) return;
-            if (bytes + size > cap || !claim.take(size)) return done();
-            bytes += size;
-            replies.push(env);
-            if (replies.length >= max || bytes === cap) done();
-          }),
-          { expiresAt: Number(exp / 1_000_000n), onExpire: () => resolve(replies) },
-        );
-      });
-    };
+    const collect = (inbox: Inbox, cont: string, exp: bigint, max: number, claim: ByteClaim): Promise<Envelope[]> =>
+      collectReplies(inbox, cont, { until: Number(exp / 1_000_000n), max, maxBytes: maxBroadcastBytes, sizeOf: envelopeBytes, claim: (size) => claim.take(size) });
 
     const api: HttpApi = {
       rootHandle() {

@@ -66,17 +66,58 @@ interface Delivery {
 
 const DEFAULT_TTL_MS = 30_000;
 
-export interface GatherOptions {
-  /** Longest the replies are waited for (ms). */
-  windowMs: number;
+export interface CollectOptions {
+  /** When the wait ends at the latest (ms since the epoch). */
+  until: number;
   /** Most replies taken. */
   max: number;
-  /** Most payload bytes taken, all replies together. */
+  /** Most bytes taken, all replies together; a reply larger than this on its own is left out. */
   maxBytes: number;
-  /** Called with each reply taken (the newest last); true ends the wait: the replies suffice. */
+  /** A reply's bytes; default its payload's. */
+  sizeOf?: (reply: Envelope) => number;
+  /** Claims a reply's bytes from an allowance beyond this collection's (a REST client's): false ends it. */
+  claim?: (bytes: number) => boolean;
+  /** Called with the replies taken (the newest last); true ends the wait: the replies suffice. */
   enough?: (replies: readonly Envelope[]) => boolean;
   /** Ends the wait at once, with the replies so far. */
   signal?: AbortSignal;
+}
+
+/**
+ * The one collector of replies to a broadcast (Actor.gather, the HTTP actor's broadcasts): takes
+ * what comes to `cont` on `inbox` until `until`, `max` replies, `maxBytes`, a refused claim,
+ * `enough` or `signal`, whichever comes first, and resolves with the replies taken. The reply
+ * waiter is gone when it resolves; later replies are dead letters.
+ */
+export function collectReplies(inbox: Inbox, cont: string, opts: CollectOptions): Promise<Envelope[]> {
+  const replies: Envelope[] = [];
+  const sizeOf = opts.sizeOf ?? ((reply: Envelope) => reply.msg.byteLength);
+  let bytes = 0;
+  return new Promise<Envelope[]>((resolve) => {
+    const done = () => {
+      opts.signal?.removeEventListener('abort', done);
+      inbox.behaviors.remove(cont);
+      resolve(replies);
+    };
+    inbox.behaviors.add(
+      replyWaiter(cont, (reply) => {
+        const size = sizeOf(reply);
+        if (size > opts.maxBytes) return;
+        if (bytes + size > opts.maxBytes || (opts.claim && !opts.claim(size))) return done();
+        bytes += size;
+        replies.push(reply);
+        if (replies.length >= opts.max || bytes === opts.maxBytes || opts.enough?.(replies)) done();
+      }),
+      { expiresAt: opts.until, onExpire: done },
+    );
+    if (opts.signal?.aborted) done();
+    else opts.signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+export interface GatherOptions extends Omit<CollectOptions, 'until' | 'sizeOf' | 'claim'> {
+  /** Longest the replies are waited for (ms). */
+  windowMs: number;
   /** The broadcast's expiry from now (ms); default the window and a second. */
   ttlMs?: number;
 }
@@ -304,38 +345,20 @@ export class Actor {
   }
 
   /**
-   * Broadcasts `be` on `topic` (signed: it goes to other nodes) and collects the replies until
-   * `opts.enough` says there are enough, `opts.max` have come, their bytes reach
-   * `opts.maxBytes`, or `opts.windowMs` has passed: whichever comes first. A reply too large on
-   * its own is left out. The reply waiter is gone when this resolves; later replies are dead letters.
+   * Broadcasts `be` on `topic` (signed: it goes to other nodes) and collects the replies
+   * (collectReplies) for at most `opts.windowMs`, and never past the broadcast's expiry.
    */
   async gather(topic: string, be: string, payload: unknown, opts: GatherOptions): Promise<Envelope[]> {
     const env = this.envelope(emptyHandle(), be, payload, { topic, ttlMs: opts.ttlMs ?? opts.windowMs + 1_000 });
     const cont = `/private/gather/${env.nonce}`;
     env.opt.cont = cont;
-    const replies: Envelope[] = [];
-    let bytes = 0;
-    let settle!: () => void;
-    const done = new Promise<void>((resolve) => (settle = resolve));
-    const window = setTimeout(settle, opts.windowMs);
-    opts.signal?.addEventListener('abort', settle, { once: true });
-    this.primary.behaviors.add(
-      replyWaiter(cont, (reply) => {
-        const size = reply.msg.byteLength;
-        if (size > opts.maxBytes) return;
-        if (bytes + size > opts.maxBytes) return settle();
-        bytes += size;
-        replies.push(reply);
-        if (replies.length >= opts.max || opts.enough?.(replies)) settle();
-      }),
-      { expiresAt: Number(env.opt.exp / 1_000_000n), onExpire: () => settle() },
-    );
+    const until = Math.min(Date.now() + opts.windowMs, Number(env.opt.exp / 1_000_000n));
+    const replies = collectReplies(this.primary, cont, { ...opts, until });
     try {
       await this.system.route(await signEnvelope(env, this.key));
-      await done;
-    } finally {
-      clearTimeout(window);
+    } catch (e) {
       this.primary.behaviors.remove(cont);
+      throw e;
     }
     return replies;
   }
