@@ -61,6 +61,7 @@ const NODE = [
   'test/rest/fuzz.test.ts',
   'test/rest/openapi.test.ts',
   'test/security/chain-cost.test.ts',
+  'test/security/closed-deployment.test.ts',
   'test/security/deployment-authz.test.ts',
   'test/security/dispatch-authz.test.ts',
   'test/security/gossip-validator.test.ts',
