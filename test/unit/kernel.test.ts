@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { HttpActor } from '../../http/actor.js';
+import { collectReplies } from '../../runtime/actor.js';
 import { createApp } from '../../http/app.js';
 import { BehaviorRegistry, replyWaiter } from '../../runtime/behavior.js';
 import { makeActor } from '../../runtime/component.js';
@@ -210,6 +211,48 @@ describe('Actor', () => {
     const system = newSystem();
     await testActor(system, { inbox: 'x' });
     await expect(testActor(system, { inbox: 'x' })).rejects.toThrow(/already bound/);
+  });
+});
+
+describe('collectReplies, the one collector of broadcast replies', () => {
+  it('ends at max replies, the byte bound (leaving out a reply too large alone), a refused claim, enough, an abort or its time', async () => {
+    // One at a time, so the replies reach the waiter in the order sent.
+    const system = newSystem(16, 1);
+    const a = await testActor(system, { inbox: 'a', concurrency: 1 });
+    const replies = (cont: string, ...payloads: unknown[]) => {
+      for (const p of payloads) system.deliverLocal(a.envelope(a.handle, cont, p), { reply: true });
+    };
+    const taken = async (p: Promise<{ msg: Uint8Array }[]>) => (await p).map((r) => decodePayload(r.msg));
+    const until = Date.now() + 10_000;
+
+    let p = collectReplies(a.primary, '/c/max', { until, max: 2, maxBytes: 1000 });
+    replies('/c/max', { n: 1 }, { n: 2 }, { n: 3 });
+    expect(await taken(p)).toEqual([{ n: 1 }, { n: 2 }]);
+
+    // {"n":1} is 7 bytes: a second would pass 10.
+    p = collectReplies(a.primary, '/c/bytes', { until, max: 5, maxBytes: 10 });
+    replies('/c/bytes', { big: 'x'.repeat(20) }, { n: 1 }, { n: 2 });
+    expect(await taken(p)).toEqual([{ n: 1 }]);
+
+    let claims = 0;
+    p = collectReplies(a.primary, '/c/claim', { until, max: 5, maxBytes: 1000, claim: () => ++claims < 2 });
+    replies('/c/claim', { n: 1 }, { n: 2 });
+    expect(await taken(p)).toEqual([{ n: 1 }]);
+
+    p = collectReplies(a.primary, '/c/enough', { until, max: 5, maxBytes: 1000, enough: (r) => r.length === 1 });
+    replies('/c/enough', { n: 1 }, { n: 2 });
+    expect(await taken(p)).toEqual([{ n: 1 }]);
+
+    const abort = new AbortController();
+    p = collectReplies(a.primary, '/c/abort', { until, max: 5, maxBytes: 1000, signal: abort.signal });
+    abort.abort();
+    expect(await taken(p)).toEqual([]);
+
+    const began = Date.now();
+    expect(await taken(collectReplies(a.primary, '/c/time', { until: began + 50, max: 5, maxBytes: 1000 }))).toEqual([]);
+    expect(Date.now() - began).toBeGreaterThanOrEqual(45);
+    // Every waiter is gone once its collection ended.
+    expect(a.primary.behaviors.size).toBe(0);
   });
 });
 
