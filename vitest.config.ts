@@ -51,6 +51,7 @@ const NODE = [
   'test/jobs/resource-manager.test.ts',
   'test/jobs/transitions.test.ts',
   'test/multinode/pinned.test.ts',
+  'test/network/dht-protocol.test.ts',
   'test/network/discovery.test.ts',
   'test/network/gossip-copies.test.ts',
   'test/network/sybils.test.ts',
