@@ -68,6 +68,7 @@ const NODE = [
   'test/security/gossip-validator.test.ts',
   'test/security/hostile-requester.test.ts',
   'test/security/reflection.test.ts',
+  'test/security/remote-start-release.test.ts',
   'test/security/rest-hardening.test.ts',
   'test/security/reply-binding.test.ts',
   'test/storage/migrations.test.ts',
