@@ -42,7 +42,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { encodeTokenList, issueToken } from '../runtime/capability/token.js';
 import { KeyPair } from '../runtime/crypto/keys.js';
-import { signEnvelopeSync } from '../runtime/crypto/signing.js';
+import { signEnvelopeSync } from '../test/helpers/envelopes.js';
 import { msToNs, nowNs } from '../runtime/time.js';
 import { encodeEnvelope, encodePayload, type Envelope } from '../runtime/wire/envelope.js';
 import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js';

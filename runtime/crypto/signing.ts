@@ -9,11 +9,6 @@ export async function signEnvelope(env: Envelope, key: KeyPair): Promise<Envelop
   return env;
 }
 
-export function signEnvelopeSync(env: Envelope, key: KeyPair): Envelope {
-  env.sig = key.signSync(signingBytes(env));
-  return env;
-}
-
 // Parsing a public key into a KeyObject costs more than the verification itself; senders repeat.
 const KEY_CACHE_LIMIT = 10_000;
 const keyCache = new Map<string, KeyObject>();

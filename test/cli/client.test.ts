@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ClientError, DmsClient, type Handle, resolveTarget } from '../../client/index.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync, verifyEnvelope } from '../../runtime/crypto/signing.js';
+import { signEnvelopeSync } from '../helpers/envelopes.js';
+import { verifyEnvelope } from '../../runtime/crypto/signing.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { decodePayload, emptyHandle, encodeEnvelope, encodePayload, type Envelope, parseEnvelope } from '../../runtime/wire/envelope.js';
 

@@ -2,13 +2,13 @@ import { multiaddr } from '@multiformats/multiaddr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync, verifyEnvelope } from '../../runtime/crypto/signing.js';
+import { verifyEnvelope } from '../../runtime/crypto/signing.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
 import { ACTOR_PROTOCOL, Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { silentLogger } from '../../runtime/log.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, encodePayload, type Envelope, envelopeFromJson, parseEnvelope, parseJsonLossless } from '../../runtime/wire/envelope.js';
-import { envelope, newCaller, post, rootOf } from '../helpers/envelopes.js';
+import { envelope, newCaller, post, rootOf, signEnvelopeSync } from '../helpers/envelopes.js';
 import { DevEvents, nonceOf, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, runCli } from '../helpers/node.js';
 

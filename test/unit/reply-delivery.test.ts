@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { notWaiting } from '../../runtime/behavior.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { signEnvelopeSync } from '../helpers/envelopes.js';
 import { DmsError } from '../../runtime/errors.js';
 import { silentLogger, type Logger } from '../../runtime/log.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
