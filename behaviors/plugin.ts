@@ -16,16 +16,12 @@
  *       handle: ({ payload, ctx }) => ({ greeting: `${ctx.config.greeting ?? 'hello'}, ${payload.name}` }),
  *     }],
  *   });
- *
- * A module whose default export is a bare `{ name, behaviors }` object (the first plugin shape)
- * still loads: its handlers get the kernel's behavior context as they always did.
  */
 import * as z from 'zod';
 import type { MachineFactory, RunMachine, RunPhase } from './jobs/run-machine.js';
-import type { ExecutionHandle, ExecutorImplementation, ExitResult, LogChunk, LogOptions, LogPage } from './jobs/execution.js';
+import type { ExecutorImplementation, ExitResult, LogChunk, LogPage } from './jobs/execution.js';
 import type { H3Event } from 'h3';
 import type { BodyDoc, Method, ParamDoc, ResponseDoc, RouteInput } from './route-docs.js';
-import type { Behavior } from '../runtime/behavior.js';
 import type { Logger } from '../runtime/log.js';
 import type { Envelope, Handle } from '../runtime/wire/envelope.js';
 
@@ -35,7 +31,7 @@ export { z };
 export { DmsError, invalid, notFound } from '../runtime/errors.js';
 export type { ErrorKind } from '../runtime/errors.js';
 export type { Envelope, Handle, Logger };
-export type { Executor, ExecutionHandle, ExecutionState, ExitResult, LogChunk, LogOptions, LogPage, ReconcileReport, StartOptions } from './jobs/execution.js';
+export type { Executor, ExecutionHandle, ExitResult, LogChunk, LogPage, ReconcileReport, StartOptions } from './jobs/execution.js';
 export type { Job } from '../behaviors/jobs/schema.js';
 export type { RunMachine, RunPhase };
 
@@ -93,7 +89,6 @@ export interface PluginBehavior<P = any, R = unknown> {
 export interface PluginLogStore {
   /** Starts the job's log; append chunks, then close() before reporting the run's end. */
   create(jobId: string): Promise<{ append(stream: LogChunk['stream'], data: string): void; close(): Promise<void> }>;
-  read(jobId: string, opts?: LogOptions): AsyncIterable<LogChunk>;
   readPage(jobId: string, from: number, limit: number): Promise<LogPage>;
   waitBeyond(jobId: string, from: number, signal: AbortSignal): Promise<boolean>;
 }
@@ -161,16 +156,6 @@ export function definePlugin<const D extends PluginDefinition>(def: D): D {
 }
 
 export const isDefinedPlugin = (p: unknown): p is PluginDefinition => typeof p === 'object' && p !== null && (p as { [DEFINED]?: boolean })[DEFINED] === true;
-
-/** The first plugin shape: kernel behaviors, handed the actor itself. Still loaded as it was. */
-export interface LegacyPlugin {
-  name: string;
-  behaviors: Behavior<any, any>[];
-  topics?: string[];
-  concurrency?: number;
-}
-
-export type Plugin = PluginDefinition | LegacyPlugin;
 
 const NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 const fn = (what: string) => z.custom<(...a: unknown[]) => unknown>((v) => typeof v === 'function', { error: `${what} must be a function` });

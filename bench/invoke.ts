@@ -19,15 +19,17 @@
  *  (f) a watcher's cost to the node: two fresh nodes in dev mode, one of them (F) with a
  *      watcher reading its whole dev stream from a process of its own, the other (B) unwatched.
  *      Target: F/B >= 0.85. The watcher process's own CPU per request is shown apart.
- *  (g) what the stream code costs with dev mode off: a node of this build with dev mode off
- *      (x) against one of a copy of the build with the dev stream compiled out (y,
- *      ./lib/variant-build.ts), first at full load (rates), then each held at the same fixed
- *      rate (CPU per request, from the scheduler's ns accounting). Target: x within 3 % of y.
- *      It is judged on the fixed-rate CPU: at full load three nodes on two cores feed back on
- *      one another (a node that gets more CPU batches more per turn and gets cheaper per
- *      request), which moves rates by more than 3 % between identical nodes. A second node of
- *      this build (x2) runs beside them as a control: x against x2 is how far two identical
- *      nodes drift apart, the floor under any difference the method can show.
+ *  (g) what dev mode's events cost the node, the `dms:event` channel unsubscribed against
+ *      subscribed: a node nobody subscribes to (x), where each hook is one `hasSubscribers`
+ *      check, against one with a subscriber that drops every event (y, ./lib/subscribe-events.mjs
+ *      preloaded with `node --import`), where the kernel builds and publishes every event as
+ *      for a watcher but nothing reads or sends them (f adds that). First at full load (rates),
+ *      then each held at the same fixed rate (CPU per request, from the scheduler's ns
+ *      accounting), which is what it is judged on: at full load three nodes on two cores feed
+ *      back on one another (a node that gets more CPU batches more per turn and gets cheaper
+ *      per request), which moves rates by more than 3 % between identical nodes. A second
+ *      unsubscribed node (x2) runs beside them as a control: x against x2 is how far two
+ *      identical nodes drift apart, the floor under any difference the method can show.
  *
  * The cases are interleaved over several rounds and each ratio is the median of its rounds'
  * ratios, so load drift on a shared machine hits baseline and subject alike. Within a round
@@ -37,15 +39,15 @@
 import '../runtime/polyfills.js';
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { encodeTokenList, issueToken } from '../runtime/capability/token.js';
 import { KeyPair } from '../runtime/crypto/keys.js';
-import { signEnvelopeSync } from '../runtime/crypto/signing.js';
+import { signEnvelopeSync } from '../test/helpers/envelopes.js';
 import { msToNs, nowNs } from '../runtime/time.js';
 import { encodeEnvelope, encodePayload, type Envelope } from '../runtime/wire/envelope.js';
 import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js';
 import { compareSideBySide, cpuSeconds, type Figures, LOAD_NODE_CONFIG, measure, median, printTable, type SideFigures, sideBySide, startEchoServer } from './lib/load.js';
 import { helloInvoke } from './lib/bodies.js';
-import { STREAM_FREE, variantBuild } from './lib/variant-build.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -232,12 +234,12 @@ try {
   await stopAll([plain, watched]);
 }
 
-// (g) dev mode off against the stream compiled out, with a control.
-const streamFree = variantBuild(STREAM_FREE);
+// (g) the dms:event channel unsubscribed against subscribed, with a control.
+const subscribeEvents = ['--import', fileURLToPath(new URL('./lib/subscribe-events.mjs', import.meta.url))];
 let devOffWindows: SideFigures[][];
 let fixedWindows: SideFigures[][];
 try {
-  const nodes = await Promise.all([startNode({ config }), startNode({ config, cli: streamFree.cli }), startNode({ config })]);
+  const nodes = await Promise.all([startNode({ config }), startNode({ config, nodeArgs: subscribeEvents }), startNode({ config })]);
   try {
     devOffWindows = await compareSideBySide(nodes.map(side), SIDE_WINDOWS, SIDE_SECONDS);
     fixedWindows = await compareSideBySide(nodes.map(fixedSide), FIXED_WINDOWS, SIDE_SECONDS, 1);
@@ -245,7 +247,6 @@ try {
     await stopAll(nodes);
   }
 } finally {
-  streamFree.remove();
   echo.stop();
 }
 
@@ -279,27 +280,25 @@ const watch = {
 console.log(`\n(f) a watcher's cost to the node, ${sideNote}: median F/B = ${watch.ratio.toFixed(3)} (target >= 0.85: ${watch.ratio >= 0.85 ? 'holds' : 'MISSED'})`);
 console.log(`    node CPU per request, B/F: median ${watch.cpu_ratio.toFixed(3)}; the watcher process: ${watch.watcher_cpu_us_per_request} µs per request of F`);
 console.log(`    B/F req/s by window: ${perWindow(watchWindows)}; µs CPU per request: ${perWindowCpu(watchWindows)}`);
-const devOff = {
-  hooks: streamFree.hits,
-  cpu_ratio: ratio(fixedWindows, 0, 1, 'cpuUsPerRequest'),
-  control_cpu: ratio(fixedWindows, 2, 1, 'cpuUsPerRequest'),
-  rate_ratio: ratio(devOffWindows, 0, 1, 'rps'),
-  control_rate: ratio(devOffWindows, 2, 1, 'rps'),
+const events = {
+  cpu_ratio: ratio(fixedWindows, 1, 0, 'cpuUsPerRequest'),
+  control_cpu: ratio(fixedWindows, 2, 0, 'cpuUsPerRequest'),
+  rate_ratio: ratio(devOffWindows, 1, 0, 'rps'),
+  control_rate: ratio(devOffWindows, 2, 0, 'rps'),
   fixed_rate: FIXED_RATE,
   fixed_windows: fixedWindows,
   full_load_windows: devOffWindows,
 };
-const within = Math.abs(devOff.cpu_ratio - 1) <= 0.03;
-console.log(`\n(g) dev mode off (x) against the dev stream compiled out (y, ${devOff.hooks} hooks), x2 a second x as control:`);
+console.log(`\n(g) dms:event unsubscribed (x) against subscribed by a subscriber that drops every event (y), x2 a second x as control:`);
 console.log(
-  `    at ${FIXED_RATE} req/s each, ${FIXED_WINDOWS} windows of ${SIDE_SECONDS} s: node CPU per request x/y = ${devOff.cpu_ratio.toFixed(3)} ` +
-    `(target within 3 %: ${within ? 'holds' : 'MISSED'}); control x2/y = ${devOff.control_cpu.toFixed(3)}`,
+  `    at ${FIXED_RATE} req/s each, ${FIXED_WINDOWS} windows of ${SIDE_SECONDS} s: node CPU per request y/x = ${events.cpu_ratio.toFixed(3)} ` +
+    `(what building every event costs); control x2/x = ${events.control_cpu.toFixed(3)}`,
 );
 console.log(`        x/y/x2 µs CPU per request by window: ${perWindowCpu(fixedWindows)}`);
-console.log(`    at full load, ${sideNote}: req/s x/y = ${devOff.rate_ratio.toFixed(3)}; control x2/y = ${devOff.control_rate.toFixed(3)}`);
+console.log(`    at full load, ${sideNote}: req/s y/x = ${events.rate_ratio.toFixed(3)}; control x2/x = ${events.control_rate.toFixed(3)}`);
 console.log(`        x/y/x2 req/s by window: ${perWindow(devOffWindows)}`);
 mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
 writeFileSync(
   new URL('./results/invoke.json', import.meta.url),
-  JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, rounds, ratios, watcher: watch, dev_off: devOff }, null, 2),
+  JSON.stringify({ at: new Date().toISOString(), seconds: SECONDS, rounds, ratios, watcher: watch, events }, null, 2),
 );

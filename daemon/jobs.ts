@@ -7,7 +7,7 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { DeploymentActor } from '../actors/deployment/actor.js';
-import { DockerExecutorActor, NullExecutorActor, RemoteExecutorActor } from '../actors/executors/actor.js';
+import { DockerExecutorActor, NullExecutorActor, RemoteFollowerActor } from '../actors/executors/actor.js';
 import { REMOTE_EXECUTOR } from '../actors/executors/remote.js';
 import { OrchestratorActor } from '../actors/orchestrator/orchestrator.js';
 import { measureCapacity } from '../actors/resources/capacity.js';
@@ -96,7 +96,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   const trusts = providerTrust(config.placement.trust, system.host, authority);
   if (network) {
     await order.component(executorInbox(REMOTE_EXECUTOR), () =>
-      makeActor(system, RemoteExecutorActor, {
+      makeActor(system, RemoteFollowerActor, {
         logsDir,
         maxLogBytes: jobs.max_log_bytes,
         trusts,

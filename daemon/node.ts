@@ -72,11 +72,14 @@ export class DmsNode {
           }),
           maxTtlS: config.actor.max_ttl_s,
           metrics: new NodeMetrics(),
-          stages: config.general.stage_timings ? new StageTimings() : undefined,
         }),
       // Last to stop: the actors still bound, the network it owns, the replay log.
       (s) => s.stop(),
     );
+    // Subscribed before the first envelope, so every one is timed; none subscribed, the path times nothing.
+    const stages = config.general.stage_timings
+      ? await order.step('stage timings', () => new StageTimings(system.host).attach(), (s) => s.detach())
+      : undefined;
     // Before the network can deliver anything: every envelope passes the capability checks.
     const security = await order.step('security', () => setUpSecurity({ system, config, home, operator: keys.operator, log }), (s) => s.close());
     // The network comes up before the actors so their topic subscriptions reach gossipsub; the
@@ -128,7 +131,7 @@ export class DmsNode {
     // Within the step: a route a plugin cannot add stops what started.
     const http = await order.step(
       'rest',
-      () => listen(createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys, version: NODE_VERSION }), config),
+      () => listen(createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys, version: NODE_VERSION, stages }), config),
       (h) => h.close(),
     );
     const paths = homePaths(home);
@@ -160,7 +163,6 @@ async function startNetwork(system: ActorSystem, config: Config, log: Logger, ke
       enableMdns: net.EnableMDNS,
       maxEnvelopeBytes: net.MaxEnvelopeBytes,
       log,
-      stages: system.stages,
     });
   } catch (e) {
     throw listenError(e) ?? e;

@@ -20,8 +20,6 @@ import { ORCHESTRATOR_INBOX } from '../behaviors/jobs/jobs.js';
 import { RESOURCES_INBOX } from '../behaviors/jobs/resources.js';
 import {
   isDefinedPlugin,
-  type LegacyPlugin,
-  type Plugin,
   type PluginContext,
   type PluginDefinition,
   type PluginExecutor,
@@ -47,7 +45,7 @@ export const BUILTIN_INBOXES = [ROOT_INBOX, DISCOVERY_INBOX, HTTP_INBOX, ORCHEST
 export interface LoadedPlugin {
   /** As `plugins.modules` lists it: what messages name. */
   spec: string;
-  plugin: Plugin;
+  plugin: PluginDefinition;
   /** Its section of `plugins.config`. */
   config: Record<string, unknown>;
 }
@@ -81,19 +79,21 @@ export async function loadPlugins(
     }
     const check = PluginShape.safeParse(mod.default);
     if (!check.success) throw refused(spec, `is not a DMS plugin: ${describeIssues(check.error)}`);
-    const plugin = mod.default as Plugin;
+    // A bare object is the first plugin shape, whose handlers were handed the kernel's actor: run
+    // as a definition its handlers would get other arguments than they were written for.
+    if (!isDefinedPlugin(mod.default)) throw refused(spec, "is not a DMS plugin: make its default export with definePlugin from 'dms/plugin'");
+    const plugin = mod.default;
     const { name } = plugin;
     const owner = reserved.inboxes.includes(name) ? 'the built-in actor of that inbox' : loaded.find((p) => p.plugin.name === name)?.spec;
     if (owner) throw refused(spec, `uses the name '${name}', already taken by ${owner.startsWith('the ') ? owner : `'${owner}'`}`);
-    const own = isDefinedPlugin(plugin) ? plugin : undefined;
-    for (const ex of own?.executors ?? []) {
+    for (const ex of plugin.executors ?? []) {
       const by = executors.get(ex.name);
       if (by) throw refused(spec, `declares the executor '${ex.name}', already taken by ${by}`);
       executors.set(ex.name, `'${spec}'`);
     }
     duplicates(spec, 'behavior', (plugin.behaviors ?? []).map((b) => b.name));
-    duplicates(spec, 'route', (own?.routes ?? []).map((r) => `${r.method} ${r.path}`));
-    duplicates(spec, 'route operationId', (own?.routes ?? []).map((r) => r.operationId));
+    duplicates(spec, 'route', (plugin.routes ?? []).map((r) => `${r.method} ${r.path}`));
+    duplicates(spec, 'route operationId', (plugin.routes ?? []).map((r) => r.operationId));
     loaded.push({ spec, plugin, config: configs[name] ?? {} });
   }
   return loaded;
@@ -163,7 +163,6 @@ export const pluginActor = ({ spec, plugin, config }: LoadedPlugin): ActorDefini
     concurrency: plugin.concurrency ?? 'node',
     create: ({ actor, log }: ActorContext<object>) => {
       const ctx = pluginContext(plugin.name, actor, log, config);
-      if (!isDefinedPlugin(plugin)) return { behaviors: (plugin as LegacyPlugin).behaviors, api: { ctx } };
       return {
         behaviors: (plugin.behaviors ?? []).map((b) => asBehavior(b, ctx)),
         api: { ctx },
@@ -179,7 +178,7 @@ export const pluginActor = ({ spec, plugin, config }: LoadedPlugin): ActorDefini
     },
   });
 
-const EXECUTOR_METHODS = ['start', 'wait', 'status', 'logs', 'readLogs', 'waitForLogs', 'cancel', 'cleanup', 'reconcile'] as const;
+const EXECUTOR_METHODS = ['start', 'wait', 'readLogs', 'waitForLogs', 'cancel', 'cleanup', 'reconcile'] as const;
 
 export interface PluginExecutorDeps extends ExecutorActorDeps {
   logsDir: string;
@@ -193,7 +192,6 @@ export interface PluginExecutorActor {
 }
 
 export function pluginExecutors({ spec, plugin, config }: LoadedPlugin): PluginExecutorActor[] {
-  if (!isDefinedPlugin(plugin)) return [];
   return (plugin.executors ?? []).map((ex: PluginExecutor) => ({
     name: ex.name,
     definition: defineExecutor(ex.name, ({ actor, log, deps }: ActorContext<PluginExecutorDeps>, parts) => {
@@ -219,7 +217,6 @@ export function pluginRoutes(plugins: { loaded: LoadedPlugin; ctx: PluginContext
   return ({ table }) => {
     for (const { loaded, ctx } of plugins) {
       const { plugin, spec } = loaded;
-      if (!isDefinedPlugin(plugin)) continue;
       for (const r of plugin.routes ?? []) {
         const path = `/api/v1/plugins/${plugin.name}${r.path === '/' ? '' : r.path}`;
         try {

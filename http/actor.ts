@@ -4,13 +4,13 @@
  * mailbox, to a reply waiter on an inbox it opened for the request.
  */
 import { z } from 'zod';
-import type { Inbox } from '../runtime/actor.js';
-import { replyWaiter } from '../runtime/behavior.js';
+import { collectReplies, type Inbox } from '../runtime/actor.js';
 import { type ActorContext, defineActor } from '../runtime/component.js';
 import { defaultConfig } from '../runtime/config.js';
 import { signEnvelope, verifyEnvelope } from '../runtime/crypto/signing.js';
 import type { KeyPair } from '../runtime/crypto/keys.js';
 import { DmsError, invalid } from '../runtime/errors.js';
+import { stageEnd, stageStart } from '../runtime/stage-timings.js';
 import type { Origin } from '../runtime/system.js';
 import { type Envelope, type Handle, isBroadcast, parseEnvelope } from '../runtime/wire/envelope.js';
 import type { Role } from '../runtime/api-keys.js';
@@ -231,32 +231,11 @@ export const HttpActor = defineActor({
     };
 
     /**
-     * Collects a broadcast's replies until `exp`, `max` replies, `maxBroadcastBytes`, or the
-     * client's byte allowance runs out: whichever comes first ends it with what it has. A single
-     * reply larger than a whole broadcast may hold is dropped and collection goes on.
+     * A broadcast's replies, as the REST caller will be shown them (whole envelopes), until
+     * `exp`, `max` replies, `maxBroadcastBytes`, or the client's byte allowance runs out.
      */
-    const collect = (inbox: Inbox, cont: string, exp: bigint, max: number, claim: ByteClaim): Promise<Envelope[]> => {
-      const replies: Envelope[] = [];
-      const cap = maxBroadcastBytes;
-      let bytes = 0;
-      return new Promise<Envelope[]>((resolve) => {
-        const done = () => {
-          inbox.behaviors.remove(cont);
-          resolve(replies);
-        };
-        inbox.behaviors.add(
-          replyWaiter(cont, (env) => {
-            const size = envelopeBytes(env);
-            if (size > cap) return;
-            if (bytes + size > cap || !claim.take(size)) return done();
-            bytes += size;
-            replies.push(env);
-            if (replies.length >= max || bytes === cap) done();
-          }),
-          { expiresAt: Number(exp / 1_000_000n), onExpire: () => resolve(replies) },
-        );
-      });
-    };
+    const collect = (inbox: Inbox, cont: string, exp: bigint, max: number, claim: ByteClaim): Promise<Envelope[]> =>
+      collectReplies(inbox, cont, { until: Number(exp / 1_000_000n), max, maxBytes: maxBroadcastBytes, sizeOf: envelopeBytes, claim: (size) => claim.take(size) });
 
     const api: HttpApi = {
       rootHandle() {
@@ -271,24 +250,23 @@ export const HttpActor = defineActor({
       },
 
       async invoke(body, abort, caller = LOCAL_CALLER) {
-        const stages = system.stages;
-        const start = stages && performance.now();
+        const start = stageStart();
         const parsed = parseEnvelope(body);
         if (isBroadcast(parsed)) throw invalid('invoke needs a destination: to is empty (use broadcast)');
         if (!parsed.opt.cont) throw invalid('opt.cont is required for invoke: it names the behavior the reply goes to');
         const { env, origin } = await prepare(parsed, caller);
-        if (start !== undefined) stages!.since('rest.admit', start);
+        stageEnd(system.host, 'rest.admit', start);
         const reply = await withReplyInbox(env, abort, caller, origin, async (inbox, cont, claim) => {
           const sent = performance.now();
           const { env: reply } = await actor.awaitReply(inbox, cont, env.opt.exp, env.to.addr.host);
           system.metrics?.invoked(system.isHere(env.to.addr.host) ? 'local' : 'remote', (performance.now() - sent) / 1000);
-          if (start !== undefined) stages!.since('invoke.wait', sent);
+          stageEnd(system.host, 'invoke.wait', start === undefined ? undefined : sent);
           if (!claim.take(envelopeBytes(reply))) {
             throw new DmsError('overloaded', `replies waiting for you hold more than ${replyBytes.limit} bytes; retry later`, { retryAfter: 1 });
           }
           return reply;
         });
-        if (start !== undefined) stages!.since('rest.invoke', start);
+        stageEnd(system.host, 'rest.invoke', start);
         return reply;
       },
 

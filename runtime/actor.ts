@@ -7,6 +7,7 @@ import { errorReply, parseErrorReply, replyToError } from './error-reply.js';
 import { DmsError, errorText, invalid, notFound } from './errors.js';
 import { createLifecycle, type LifecycleState } from './lifecycle.js';
 import { Mailbox, type MailboxOptions } from './mailbox.js';
+import { stageEnd, stageMark, stageStart } from './stage-timings.js';
 import type { ActorSystem, Verification } from './system.js';
 import { msToNs, nextNonce, nowNs, isExpired } from './time.js';
 import { decodePayload, describeIssues, emptyHandle, encodePayload, type Envelope, type Handle } from './wire/envelope.js';
@@ -29,7 +30,6 @@ export interface ActorOptions {
   /** The actor's own key; defaults to the node key. */
   key?: KeyPair;
   mailbox?: Partial<MailboxOptions>;
-  behaviors?: Behavior<any, any>[];
   /** Broadcast topics the primary inbox subscribes to. */
   topics?: string[];
 }
@@ -60,23 +60,64 @@ interface Delivery {
   reply: boolean;
   /** How the kernel found it trustworthy where it entered (for observers). */
   verified?: Verification;
-  /** When it was queued (performance.now()), while stage timings are on. */
+  /** When it was queued (performance.now()), while anyone times stages. */
   queuedAt?: number;
 }
 
 const DEFAULT_TTL_MS = 30_000;
 
-export interface GatherOptions {
-  /** Longest the replies are waited for (ms). */
-  windowMs: number;
+export interface CollectOptions {
+  /** When the wait ends at the latest (ms since the epoch). */
+  until: number;
   /** Most replies taken. */
   max: number;
-  /** Most payload bytes taken, all replies together. */
+  /** Most bytes taken, all replies together; a reply larger than this on its own is left out. */
   maxBytes: number;
-  /** Called with each reply taken (the newest last); true ends the wait: the replies suffice. */
+  /** A reply's bytes; default its payload's. */
+  sizeOf?: (reply: Envelope) => number;
+  /** Claims a reply's bytes from an allowance beyond this collection's (a REST client's): false ends it. */
+  claim?: (bytes: number) => boolean;
+  /** Called with the replies taken (the newest last); true ends the wait: the replies suffice. */
   enough?: (replies: readonly Envelope[]) => boolean;
   /** Ends the wait at once, with the replies so far. */
   signal?: AbortSignal;
+}
+
+/**
+ * The one collector of replies to a broadcast (Actor.gather, the HTTP actor's broadcasts): takes
+ * what comes to `cont` on `inbox` until `until`, `max` replies, `maxBytes`, a refused claim,
+ * `enough` or `signal`, whichever comes first, and resolves with the replies taken. The reply
+ * waiter is gone when it resolves; later replies are dead letters.
+ */
+export function collectReplies(inbox: Inbox, cont: string, opts: CollectOptions): Promise<Envelope[]> {
+  const replies: Envelope[] = [];
+  const sizeOf = opts.sizeOf ?? ((reply: Envelope) => reply.msg.byteLength);
+  let bytes = 0;
+  return new Promise<Envelope[]>((resolve) => {
+    const done = () => {
+      opts.signal?.removeEventListener('abort', done);
+      inbox.behaviors.remove(cont);
+      resolve(replies);
+    };
+    inbox.behaviors.add(
+      replyWaiter(cont, (reply) => {
+        const size = sizeOf(reply);
+        if (size > opts.maxBytes) return;
+        if (bytes + size > opts.maxBytes || (opts.claim && !opts.claim(size))) return done();
+        bytes += size;
+        replies.push(reply);
+        if (replies.length >= opts.max || bytes === opts.maxBytes || opts.enough?.(replies)) done();
+      }),
+      { expiresAt: opts.until, onExpire: done },
+    );
+    if (opts.signal?.aborted) done();
+    else opts.signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+export interface GatherOptions extends Omit<CollectOptions, 'until' | 'sizeOf' | 'claim'> {
+  /** Longest the replies are waited for (ms). */
+  windowMs: number;
   /** The broadcast's expiry from now (ms); default the window and a second. */
   ttlMs?: number;
 }
@@ -95,7 +136,6 @@ export class Actor {
     this.key = options.key ?? system.key;
     this.handle = { id: this.key.id, did: this.key.did, addr: { host: system.host, inbox: options.inbox } };
     this.primary = new Inbox(options.inbox, this);
-    for (const b of options.behaviors ?? []) this.primary.behaviors.add(b);
     this.mailbox = new Mailbox<Delivery>(
       options.inbox,
       { ...system.mailboxDefaults, ...options.mailbox },
@@ -160,13 +200,13 @@ export class Actor {
   /** Queues a delivery; throws when the actor is not running or its mailbox is full. */
   deliver(env: Envelope, inbox: Inbox = this.primary, reply = false, verified?: Verification): void {
     if (this.state !== 'running') throw new DmsError('unavailable', `actor ${this.name} is ${this.state}`);
-    this.mailbox.post({ env, inbox, reply, verified, queuedAt: this.system.stages && performance.now() });
+    this.mailbox.post({ env, inbox, reply, verified, queuedAt: stageStart() });
   }
 
   private async dispatch({ env, inbox, reply, verified, queuedAt }: Delivery): Promise<void> {
-    const stages = this.system.stages;
-    const start = stages && performance.now();
-    if (start !== undefined) stages!.record('mailbox.wait', start - queuedAt!);
+    const host = this.system.host;
+    const start = stageStart();
+    stageEnd(host, 'mailbox.wait', queuedAt);
     // Checked again here: the waiter may have gone, and another behavior taken its name, while queued.
     const waiting = inbox.behaviors.get(env.be);
     if (this.system.watched) {
@@ -206,8 +246,8 @@ export class Actor {
       return;
     }
     let result: unknown;
-    const called = stages && performance.now();
-    if (called !== undefined) stages!.record('behavior.prepare', called - start!);
+    stageEnd(host, 'behavior.prepare', start);
+    const called = start === undefined ? undefined : performance.now();
     try {
       result = await behavior.handle({ env, payload, actor: this, inbox });
     } catch (e) {
@@ -215,12 +255,11 @@ export class Actor {
       await this.replyError(env, e, inbox);
       return;
     }
-    if (called !== undefined) stages!.since('behavior.handle', called);
+    stageEnd(host, 'behavior.handle', called);
     metrics?.envelope(behaviorLabel(behavior), 'ok');
     if (env.opt.cont && !behavior.noReply) {
       await this.reply(env, result ?? {});
-      const arrived = stages?.arrivalOf(env);
-      if (arrived !== undefined) stages!.since('serve', arrived);
+      stageMark(host, 'served', env, called === undefined ? undefined : performance.now());
     }
   }
 
@@ -306,38 +345,20 @@ export class Actor {
   }
 
   /**
-   * Broadcasts `be` on `topic` (signed: it goes to other nodes) and collects the replies until
-   * `opts.enough` says there are enough, `opts.max` have come, their bytes reach
-   * `opts.maxBytes`, or `opts.windowMs` has passed: whichever comes first. A reply too large on
-   * its own is left out. The reply waiter is gone when this resolves; later replies are dead letters.
+   * Broadcasts `be` on `topic` (signed: it goes to other nodes) and collects the replies
+   * (collectReplies) for at most `opts.windowMs`, and never past the broadcast's expiry.
    */
   async gather(topic: string, be: string, payload: unknown, opts: GatherOptions): Promise<Envelope[]> {
     const env = this.envelope(emptyHandle(), be, payload, { topic, ttlMs: opts.ttlMs ?? opts.windowMs + 1_000 });
     const cont = `/private/gather/${env.nonce}`;
     env.opt.cont = cont;
-    const replies: Envelope[] = [];
-    let bytes = 0;
-    let settle!: () => void;
-    const done = new Promise<void>((resolve) => (settle = resolve));
-    const window = setTimeout(settle, opts.windowMs);
-    opts.signal?.addEventListener('abort', settle, { once: true });
-    this.primary.behaviors.add(
-      replyWaiter(cont, (reply) => {
-        const size = reply.msg.byteLength;
-        if (size > opts.maxBytes) return;
-        if (bytes + size > opts.maxBytes) return settle();
-        bytes += size;
-        replies.push(reply);
-        if (replies.length >= opts.max || opts.enough?.(replies)) settle();
-      }),
-      { expiresAt: Number(env.opt.exp / 1_000_000n), onExpire: () => settle() },
-    );
+    const until = Math.min(Date.now() + opts.windowMs, Number(env.opt.exp / 1_000_000n));
+    const replies = collectReplies(this.primary, cont, { ...opts, until });
     try {
       await this.system.route(await signEnvelope(env, this.key));
-      await done;
-    } finally {
-      clearTimeout(window);
+    } catch (e) {
       this.primary.behaviors.remove(cont);
+      throw e;
     }
     return replies;
   }
@@ -391,16 +412,16 @@ export class Actor {
     if (!req.opt.cont || isExpired(req.opt.exp)) return;
     try {
       const env = this.envelope(req.from, req.opt.cont, payload, { exp: req.opt.exp });
-      const stages = this.system.stages;
-      let start = stages && performance.now();
+      const host = this.system.host;
+      const signing = stageStart();
       const sealed = this.seal(env, { unsigned: this.isActorHere(req.from) });
-      if (sealed !== env) await sealed;
-      if (start !== undefined) {
-        if (sealed !== env) stages!.since('reply.sign', start);
-        start = performance.now();
+      if (sealed !== env) {
+        await sealed;
+        stageEnd(host, 'reply.sign', signing);
       }
+      const routing = signing === undefined ? undefined : performance.now();
       await this.system.route(env, { kind: 'local' }, { reply: true });
-      if (start !== undefined) stages!.since('reply.route', start);
+      stageEnd(host, 'reply.route', routing);
     } catch (e) {
       // A REST client that gave up has closed its inbox; that is routine, not a warning.
       const level = e instanceof DmsError && e.kind === 'not_found' ? 'debug' : 'warn';

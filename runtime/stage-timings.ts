@@ -1,10 +1,13 @@
+import { channel } from 'node:diagnostics_channel';
 import type { Envelope } from './wire/envelope.js';
 
 /**
  * Where an envelope's time goes on its way through a node, stage by stage: the tool for
  * finding why a cross-node invoke costs what it does (`general.stage_timings`, read at
- * `GET /api/v1/dev/stages`). Off by default; when off, the message path holds only an
- * `undefined` check per stage.
+ * `GET /api/v1/dev/stages`). The envelope path publishes its stages on the diagnostics channel
+ * `dms:stage` (node:diagnostics_channel, as h3 publishes its tracing), and only while someone
+ * subscribes: with nobody, each stage costs the path one `hasSubscribers` check (stageStart).
+ * A node timing its stages subscribes a StageTimings; any other tool may subscribe by name.
  *
  * The stages nest; each is timed where it starts and ends in one place:
  *
@@ -52,6 +55,33 @@ export const STAGES = [
 ] as const;
 export type Stage = (typeof STAGES)[number];
 
+/**
+ * What the envelope path publishes on `dms:stage`, each naming the node (its peer id): a stage
+ * timed (`stage`), or a moment the timings pair with a later one by envelope (`request_sent`,
+ * `broadcast_sent` and `frame_read` give the round trips, `frame_read` and `served` a peer's
+ * share of one). Several nodes in one process publish on the one channel.
+ */
+export type StageEvent =
+  | { host: string; kind: 'stage'; stage: Stage; ms: number }
+  | { host: string; kind: 'request_sent' | 'broadcast_sent' | 'frame_read' | 'served'; env: Envelope; at: number };
+
+export const stageChannel = channel('dms:stage');
+
+/** performance.now() while anyone times stages, else undefined: the one check a stage costs when nobody does. */
+export function stageStart(): number | undefined {
+  return stageChannel.hasSubscribers ? performance.now() : undefined;
+}
+
+/** The stage that began at `start` (from stageStart) ends now; nothing when it was not timed. */
+export function stageEnd(host: string, stage: Stage, start: number | undefined): void {
+  if (start !== undefined) stageChannel.publish({ host, kind: 'stage', stage, ms: performance.now() - start } satisfies StageEvent);
+}
+
+/** A moment of `env` at `at` (from stageStart), for pairing with a later one; nothing when not timed. */
+export function stageMark(host: string, kind: Exclude<StageEvent['kind'], 'stage'>, env: Envelope, at: number | undefined): void {
+  if (at !== undefined) stageChannel.publish({ host, kind, env, at } satisfies StageEvent);
+}
+
 export interface StageFigure {
   stage: Stage;
   count: number;
@@ -87,7 +117,41 @@ class StageStats {
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000;
 
+/** One node's stage timings: a subscriber of `dms:stage` that keeps what that node publishes. */
 export class StageTimings {
+  constructor(private readonly host: string) {}
+
+  private readonly onEvent = (message: unknown): void => {
+    const e = message as StageEvent;
+    if (e.host !== this.host) return;
+    switch (e.kind) {
+      case 'stage':
+        return this.record(e.stage, e.ms);
+      case 'request_sent':
+        return this.requestSent(e.env, e.at);
+      case 'broadcast_sent':
+        return this.broadcastSent(e.env, e.at);
+      case 'frame_read':
+        this.arrived(e.env, e.at);
+        return this.replyRead(e.env, e.at);
+      case 'served': {
+        const arrived = this.arrivalOf(e.env);
+        if (arrived !== undefined) this.record('serve', e.at - arrived);
+      }
+    }
+  };
+
+  /** From now on the node's envelope path publishes its stages, and they are kept here. */
+  attach(): this {
+    stageChannel.subscribe(this.onEvent);
+    return this;
+  }
+
+  /** No more: with no other subscriber, the envelope path is back to one check a stage. */
+  detach(): void {
+    stageChannel.unsubscribe(this.onEvent);
+  }
+
   private readonly stats = new Map<Stage, StageStats>();
   /** When each envelope's frame was read off the network. */
   private readonly arrivals = new WeakMap<Envelope, number>();
@@ -95,11 +159,6 @@ export class StageTimings {
   private readonly awaited = new Map<string, number>();
   /** When each broadcast from here that wants replies was published, by its opt.cont; replies come from many nodes. */
   private readonly published = new Map<string, number>();
-
-  /** Records a stage that started at `start` (performance.now()) and ends now. */
-  since(stage: Stage, start: number): void {
-    this.record(stage, performance.now() - start);
-  }
 
   record(stage: Stage, ms: number): void {
     let s = this.stats.get(stage);
@@ -116,12 +175,12 @@ export class StageTimings {
     return this.arrivals.get(env);
   }
 
-  /** A request that wants a reply (`opt.cont`) was handed to the stream now. */
-  requestSent(env: Envelope): void {
+  /** A request that wants a reply (`opt.cont`) was handed to the stream at `at`. */
+  requestSent(env: Envelope, at: number): void {
     const cont = env.opt.cont;
     if (!cont) return;
     if (this.awaited.size >= MAX_AWAITED) this.awaited.delete(this.awaited.keys().next().value!);
-    this.awaited.set(cont, performance.now());
+    this.awaited.set(cont, at);
   }
 
   /** A broadcast that wants replies (`opt.cont`) was published at `at`. */

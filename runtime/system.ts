@@ -1,4 +1,5 @@
-import { Observable, Subject } from 'rxjs';
+import { channel } from 'node:diagnostics_channel';
+import { Observable } from 'rxjs';
 import { type AnyActorLogic, createActor, type Actor as MachineActor, type ActorOptions as MachineOptions, type InspectionEvent } from 'xstate';
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
 import { type Behavior, behaviorLabel, isReplyWaiter, notWaiting, replyFromHost } from './behavior.js';
@@ -9,7 +10,7 @@ import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
 import type { MailboxOptions } from './mailbox.js';
 import type { NodeMetrics } from './metrics.js';
-import type { StageTimings } from './stage-timings.js';
+import { stageEnd, stageStart } from './stage-timings.js';
 import { ReplayCache, type ReplayOwner, TRUSTED } from './replay.js';
 import { isExpired, nextNonce, nowNs } from './time.js';
 import type { Arrival, Transport } from './transport.js';
@@ -77,8 +78,18 @@ export interface SystemOptions {
   maxTtlS?: number;
   /** The node's Prometheus metrics; none by default (tests, benches). */
   metrics?: NodeMetrics;
-  /** Per-stage timings of the envelope path (`general.stage_timings`); off when absent. */
-  stages?: StageTimings;
+}
+
+/**
+ * The kernel's events (dev mode's stream) on the diagnostics channel `dms:event`, each with the
+ * system it happened in: several nodes in one process publish on the one channel. The kernel
+ * builds events only while the channel has a subscriber (`watched`), so with nobody watching an
+ * event costs one `hasSubscribers` check. `ActorSystem.events` is one system's share of it.
+ */
+export const eventChannel = channel('dms:event');
+export interface PublishedEvent {
+  system: ActorSystem;
+  event: SystemEvent;
 }
 
 const DEFAULT_MAX_TTL_S = 900;
@@ -94,23 +105,24 @@ export class ActorSystem {
   readonly log: Logger;
   readonly mailboxDefaults: MailboxOptions;
   readonly replay: ReplayCache;
-  private readonly eventSubject = new Subject<SystemEvent>();
   private eventWatchers = 0;
   /**
-   * What happens in the kernel and its machines, as it happens. Built only while watched:
-   * `watched` says whether anyone is, and the metrics count how many (RxJS keeps a Subject's
-   * observer list to itself).
+   * What happens in the kernel and its machines, as it happens: this system's events of
+   * `dms:event`. Built only while watched; the metrics count this system's watchers.
    */
   readonly events = new Observable<SystemEvent>((subscriber) => {
+    const forward = (message: unknown) => {
+      const m = message as PublishedEvent;
+      if (m.system === this) subscriber.next(m.event);
+    };
     this.eventWatchers++;
-    const subscription = this.eventSubject.subscribe(subscriber);
+    eventChannel.subscribe(forward);
     return () => {
       this.eventWatchers--;
-      subscription.unsubscribe();
+      eventChannel.unsubscribe(forward);
     };
   });
   readonly metrics?: NodeMetrics;
-  readonly stages?: StageTimings;
   private readonly routes = new Map<string, Inbox>();
   private readonly topics = new Map<string, Set<Inbox>>();
   private readonly actors = new Map<string, Actor>();
@@ -138,12 +150,11 @@ export class ActorSystem {
     this.maxTtlS = opts.maxTtlS ?? DEFAULT_MAX_TTL_S;
     this.maxTtlNs = BigInt(this.maxTtlS) * 1_000_000_000n;
     this.metrics = opts.metrics;
-    this.stages = opts.stages;
     this.metrics?.gauge('dms_mailbox_depth', "Envelopes waiting or in progress in each actor's mailbox", ['actor'], (set) => {
       for (const a of this.actors.values()) set({ actor: a.name }, a.load.depth);
     });
     this.metrics?.gauge('dms_peers', 'Peers connected now', [], (set) => set({}, this.transport?.peers().length ?? 0));
-    // The kernel builds events only while this is above zero (dev stream watchers).
+    // This node's dev stream watchers (the kernel builds events while anyone subscribes to dms:event).
     this.metrics?.gauge('dms_event_watchers', "Watchers of the system event stream (dev mode's live streams)", [], (set) => set({}, this.eventWatchers));
   }
 
@@ -158,13 +169,6 @@ export class ActorSystem {
   }
 
   // --- actors and inboxes ----------------------------------------------------------------
-
-  /** Makes and starts a bare actor: the kernel primitive under runtime/component.ts, and for tests. */
-  spawn(options: ActorOptions): Actor {
-    const actor = this.register(new Actor(this, options));
-    actor.start();
-    return actor;
-  }
 
   /** Registers an actor without starting it (runtime/component.ts starts it when the node does). */
   register<A extends Actor>(actor: A): A {
@@ -212,7 +216,7 @@ export class ActorSystem {
     if (fromPath === path || !this.watched) return;
     const to = topState(path);
     const from = fromPath === undefined ? '(start)' : topState(fromPath);
-    this.eventSubject.next({
+    this.emit({
       type: 'transition',
       actor: owner,
       machine: snapshot.machine?.id ?? (ev.actorRef as { id?: string }).id ?? 'machine',
@@ -316,13 +320,14 @@ export class ActorSystem {
     return this.transport;
   }
 
-  /** Whether anyone watches `events`: the kernel builds none while nobody does. */
+  /** Whether anyone subscribes to `dms:event`: the kernel builds no event while nobody does. */
   get watched(): boolean {
-    return this.eventWatchers > 0;
+    return eventChannel.hasSubscribers;
   }
 
+  /** Publishes `event` on `dms:event`, tagged with this system (a process may hold several). */
   emit(event: SystemEvent): void {
-    if (this.watched) this.eventSubject.next(event);
+    if (this.watched) eventChannel.publish({ system: this, event } satisfies PublishedEvent);
   }
 
   deadLetter(env: Envelope, reason: string): void {
@@ -356,7 +361,7 @@ export class ActorSystem {
   }
 
   private async admit(env: Envelope, origin: Origin): Promise<void> {
-    const start = this.stages && origin.kind === 'network' ? performance.now() : undefined;
+    const start = origin.kind === 'network' ? stageStart() : undefined;
     const now = nowNs();
     if (isExpired(env.opt.exp, now)) throw invalid('envelope expired: opt.exp is in the past');
     // Every accepted envelope holds a replay-cache entry until its exp: an unbounded exp would
@@ -373,7 +378,7 @@ export class ActorSystem {
     }
     this.replay.admit(env.from.id, env.nonce, env.opt.exp, now, this.replayOwner(env, origin));
     await this.route(env, origin);
-    if (start !== undefined) this.stages!.since('kernel.admit', start);
+    stageEnd(this.host, 'kernel.admit', start);
   }
 
   /**
@@ -392,10 +397,10 @@ export class ActorSystem {
   }
 
   private async verify(env: Envelope): Promise<void> {
-    if (!this.stages) return verifyEnvelope(env);
-    const start = performance.now();
+    const start = stageStart();
+    if (start === undefined) return verifyEnvelope(env);
     await verifyEnvelope(env);
-    this.stages.since('kernel.verify', start);
+    stageEnd(this.host, 'kernel.verify', start);
   }
 
   /** Delivers a checked envelope: locally, to its remote host, or to every subscriber of its topic. */

@@ -21,7 +21,6 @@ import {
   type RunReport,
   StartPayload,
   type StartReport,
-  StatusPayload,
   WaitForLogsPayload,
   WatchPayload,
 } from '../../behaviors/jobs/executor.js';
@@ -32,7 +31,7 @@ import { DmsError, errorText } from '../../runtime/errors.js';
 import { DockerExecutor, type DockerExecutorOptions } from './docker.js';
 import { ExecutorGuard } from './guard.js';
 import { NullExecutor, type NullExecutorOptions } from './null.js';
-import { RemoteExecutor, type RemoteExecutorOptions } from './remote.js';
+import { RemoteFollower, type RemoteFollowerOptions } from './remote.js';
 import type { MachineFactory } from '../../behaviors/jobs/run-machine.js';
 import type { ExecutionHandle, Executor, ExecutorImplementation, PullProgress } from '../../behaviors/jobs/execution.js';
 import { Batcher } from '../../runtime/batcher.js';
@@ -122,7 +121,6 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
               }
             },
           }),
-          defineBehavior({ name: ExecutorBehaviors.status, payload: StatusPayload, handle: ({ payload }) => impl.status(payload.handle) }),
           defineBehavior({
             name: ExecutorBehaviors.cancel,
             payload: CancelRunPayload,
@@ -176,7 +174,6 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
             handle: ({ payload }) => told(() => impl.reconcile(payload.job_ids)),
           }),
         ],
-        api: { executor: impl },
         start: async () => {
           // Before any run is started or picked up: from here on a fault fails its job, not the node.
           guard.install();
@@ -205,7 +202,7 @@ export const NullExecutorActor = defineExecutor(
 );
 
 /** Follows jobs this node placed on other nodes (./remote.ts). */
-export const RemoteExecutorActor = defineExecutor(
+export const RemoteFollowerActor = defineExecutor(
   'remote',
-  ({ actor, deps }: ActorContext<Omit<RemoteExecutorOptions, 'actor' | 'machine'> & ExecutorActorDeps>, { machine }) => new RemoteExecutor({ ...deps, actor, machine }),
+  ({ actor, deps }: ActorContext<Omit<RemoteFollowerOptions, 'actor' | 'machine'> & ExecutorActorDeps>, { machine }) => new RemoteFollower({ ...deps, actor, machine }),
 );

@@ -17,7 +17,6 @@ import { OomEvents } from './oom-events.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
   ExecutionHandle,
-  ExecutionState,
   Executor,
   ExitResult,
   LogChunk,
@@ -237,20 +236,6 @@ export class DockerExecutor extends StoredOutput implements Executor {
     return endOf((await this.ensureRun(handle)).machine);
   }
 
-  async status(handle: ExecutionHandle): Promise<ExecutionState> {
-    let info: Docker.ContainerInspectInfo;
-    try {
-      info = await this.docker.getContainer(handle.id).inspect();
-    } catch (e) {
-      if (statusOf(e) === 404) return { state: 'missing' };
-      throw e;
-    }
-    const state = info.State;
-    if (state.Status === 'created') return { state: 'created' };
-    if (state.Running || state.Paused || state.Restarting) return { state: 'running' };
-    return { state: 'exited', result: exitResult(info, this.cancelReason(handle.id)) };
-  }
-
   async cancel(handle: ExecutionHandle, reason: string): Promise<void> {
     let run: DockerRun;
     try {
@@ -324,10 +309,6 @@ export class DockerExecutor extends StoredOutput implements Executor {
       if (!claimed.has(jobId)) report.missing.push({ job_id: jobId, reason: 'its container no longer exists' });
     }
     return report;
-  }
-
-  private cancelReason(id: string): string | undefined {
-    return this.runs.get(id)?.machine.getSnapshot().context.cancelReason ?? undefined;
   }
 
   /** The run followed for `handle`, picking a container back up if this process has not seen it. */

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
 import type { WriteStream } from 'node:fs';
 import { DmsError, invalid } from '../../runtime/errors.js';
-import type { LogChunk, LogOptions, LogPage } from '../../behaviors/jobs/execution.js';
+import type { LogChunk, LogPage } from '../../behaviors/jobs/execution.js';
 
 /** Output kept per job when no cap is given (`jobs.max_log_bytes`'s default). */
 export const DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024;
@@ -110,43 +110,6 @@ export class JobLogs {
     const writer = new LogWriter(file.createWriteStream(), () => this.live.delete(jobId), this.maxBytes);
     this.live.set(jobId, writer);
     return writer;
-  }
-
-  async *read(jobId: string, opts: LogOptions = {}): AsyncGenerator<LogChunk> {
-    let file: FileHandle;
-    try {
-      file = await open(this.path(jobId), 'r');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw e;
-    }
-    try {
-      const buffer = Buffer.alloc(64 * 1024);
-      let position = 0;
-      let pending = Buffer.alloc(0);
-      for (;;) {
-        // Look at the writer before reading: if it closes during the read, the next pass
-        // drains what it wrote last and then stops.
-        const writer = opts.follow ? this.live.get(jobId) : undefined;
-        const seen = writer?.version;
-        for (;;) {
-          const { bytesRead } = await file.read(buffer, 0, buffer.length, position);
-          if (bytesRead === 0) break;
-          position += bytesRead;
-          pending = Buffer.concat([pending, buffer.subarray(0, bytesRead)]);
-          let newline: number;
-          while ((newline = pending.indexOf(0x0a)) >= 0) {
-            const chunk = parse(pending.subarray(0, newline));
-            pending = pending.subarray(newline + 1);
-            if (chunk) yield chunk;
-          }
-        }
-        if (!writer || writer.closed || opts.signal?.aborted) return;
-        if (writer.version === seen) await nextChange(writer, opts.signal);
-      }
-    } finally {
-      await file.close();
-    }
   }
 
   /**

@@ -20,7 +20,7 @@ import { parseWith } from '../../runtime/issues.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
 import { StoredOutput } from './stored-output.js';
 import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
-import type { ExecutionHandle, ExecutionState, Executor, ExitResult, LogChunk, ReconcileReport } from '../../behaviors/jobs/execution.js';
+import type { ExecutionHandle, Executor, ExitResult, LogChunk, ReconcileReport } from '../../behaviors/jobs/execution.js';
 
 const count = z.string().regex(/^\d+$/, 'must be a whole number').transform(Number);
 const NullOptionsSchema = z.object({
@@ -112,14 +112,6 @@ export class NullExecutor extends StoredOutput implements Executor {
 
   async wait(handle: ExecutionHandle): Promise<ExitResult> {
     return endOf(this.run(handle).machine);
-  }
-
-  async status(handle: ExecutionHandle): Promise<ExecutionState> {
-    const run = this.runs.get(handle.id);
-    if (!run) return { state: 'missing' };
-    const { value, context } = run.machine.getSnapshot();
-    if (value === 'creating') return { state: 'created' };
-    return context.result && run.machine.getSnapshot().status === 'done' ? { state: 'exited', result: context.result } : { state: 'running' };
   }
 
   async cancel(handle: ExecutionHandle, reason: string): Promise<void> {

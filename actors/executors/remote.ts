@@ -1,5 +1,6 @@
 /**
- * The executor of jobs placed on other nodes, as this node (their requester) sees them. Its
+ * The follower of jobs placed on other nodes, as this node (their requester) sees them: an
+ * executor actor (inbox `executor/remote`, the executor contract) that no job can name. Its
  * "run" is the job on the provider: start asks the provider's deployment actor to start what it
  * reserved, and a follower long-polls the provider for the job's state and output, copying
  * every chunk into this node's own log store, so reading, following and keeping the output
@@ -29,7 +30,7 @@ import type { ExecutorImplementation } from '../../behaviors/jobs/execution.js';
 import type { LogWriter } from './logfile.js';
 import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import { StoredOutput } from './stored-output.js';
-import type { ExecutionHandle, ExecutionState, ExitResult, ReconcileReport } from '../../behaviors/jobs/execution.js';
+import type { ExecutionHandle, ExitResult, ReconcileReport } from '../../behaviors/jobs/execution.js';
 import { at } from '../../runtime/wire/envelope.js';
 
 export const REMOTE_EXECUTOR = 'remote';
@@ -46,7 +47,7 @@ const CALL_TTL_MS = 5_000;
 /** How long a provider may report a cancelled job running (config `placement.cancel_bound_ms`). */
 export const CANCEL_BOUND_MS = 30_000;
 
-export interface RemoteExecutorOptions {
+export interface RemoteFollowerOptions {
   actor: Actor;
   logsDir: string;
   maxLogBytes?: number;
@@ -69,7 +70,7 @@ interface RemoteRun {
   followed?: boolean;
 }
 
-export class RemoteExecutor extends StoredOutput implements ExecutorImplementation {
+export class RemoteFollower extends StoredOutput implements ExecutorImplementation {
   readonly name = REMOTE_EXECUTOR;
   private readonly runs = new Map<string, RemoteRun>();
   private readonly stopping = new AbortController();
@@ -78,7 +79,7 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
   private readonly trusts: ProviderTrust;
   private readonly machines: MachineFactory;
 
-  constructor(private readonly opts: RemoteExecutorOptions) {
+  constructor(private readonly opts: RemoteFollowerOptions) {
     super(opts.logsDir, opts.maxLogBytes);
     this.machines = opts.machine ?? plainMachines;
     this.lostAfterMs = opts.lostAfterMs ?? LOST_AFTER_MS;
@@ -127,13 +128,6 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
         .finally(() => machine.send({ type: 'stopped' }));
     }
     return endOf(run.machine);
-  }
-
-  async status(handle: ExecutionHandle): Promise<ExecutionState> {
-    const run = this.runs.get(handle.job_id);
-    if (!run) return { state: 'missing' };
-    const { status, context } = run.machine.getSnapshot();
-    return status === 'done' && context.result ? { state: 'exited', result: context.result } : { state: 'running' };
   }
 
   /** The run of `handle`; one picked up after a restart of this node is attached afresh (the handle names the provider). */

@@ -4,17 +4,13 @@
  * of those executors extends it and writes into `logStore` as its runs produce output.
  */
 import { JobLogs } from './logfile.js';
-import type { ExecutionHandle, Executor, LogChunk, LogOptions, LogPage } from '../../behaviors/jobs/execution.js';
+import type { ExecutionHandle, Executor, LogPage } from '../../behaviors/jobs/execution.js';
 
-export abstract class StoredOutput implements Pick<Executor, 'logs' | 'readLogs' | 'waitForLogs'> {
+export abstract class StoredOutput implements Pick<Executor, 'readLogs' | 'waitForLogs'> {
   protected readonly logStore: JobLogs;
 
   constructor(logsDir: string, maxLogBytes?: number) {
     this.logStore = new JobLogs(logsDir, maxLogBytes);
-  }
-
-  logs(handle: ExecutionHandle, opts: LogOptions = {}): AsyncIterable<LogChunk> {
-    return this.logStore.read(handle.job_id, opts);
   }
 
   readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {

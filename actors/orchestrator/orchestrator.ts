@@ -22,7 +22,7 @@ import { DmsError, errorText, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
 import { ownKeys } from '../../runtime/capability/authority.js';
 import type { JobChange, Storage } from '../../storage/index.js';
-import { ExecutorRegistry } from '../executors/registry.js';
+import { ExecutorClients } from '../executors/clients.js';
 import { REMOTE_EXECUTOR } from '../executors/remote.js';
 import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import { ExecutorClient } from './executors.js';
@@ -95,7 +95,6 @@ export const OrchestratorActor = defineActor({
     });
     return {
       behaviors: orchestrator.behaviors(),
-      api: { journal: orchestrator.journal },
       // The executors and the resource manager are already running: what a previous process
       // left is recovered before any job is placed.
       start: () => orchestrator.recover(),
@@ -109,7 +108,7 @@ class Orchestrator {
   private readonly actor: Actor;
   readonly storage: Storage;
   /** The executor actors, each as the client that asks it by envelopes. */
-  private readonly executors = new ExecutorRegistry<ExecutorClient>();
+  private readonly executors = new ExecutorClients<ExecutorClient>();
   /** Executors jobs may name (the remote executor is not one: it follows jobs, it does not run them). */
   private readonly runnable: ReadonlySet<string>;
   private readonly remote: ExecutorClient | null;

@@ -8,7 +8,7 @@ import type { ExecutionHandle, ReconcileReport } from '../../behaviors/jobs/exec
 import { errorText } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
 import type { Storage } from '../../storage/index.js';
-import type { ExecutorRegistry } from '../executors/registry.js';
+import type { ExecutorClients } from '../executors/clients.js';
 import { REMOTE_EXECUTOR } from '../executors/remote.js';
 import type { ExecutorClient } from './executors.js';
 import type { JobJournal } from './journal.js';
@@ -71,7 +71,7 @@ export function planRecovery(
 /** What recovery needs of the orchestrator. */
 export interface RecoveryHost {
   storage: Storage;
-  executors: ExecutorRegistry<ExecutorClient>;
+  executors: ExecutorClients<ExecutorClient>;
   log: Logger;
   /** Placed on another node, and followed there. */
   remotely(job: Job): boolean;

@@ -60,7 +60,7 @@ export const ResourceManagerActor = defineActor({
     const settings = (await deps.storage.device.get()) ?? NO_SETTINGS;
     const held = await deps.storage.allocations.list({ active: true });
     const manager = new ResourceManager(actor, deps, log, settings, held);
-    return { behaviors: manager.behaviors(), api: { usage: () => manager.usage(), device: () => manager.device() } };
+    return { behaviors: manager.behaviors() };
   },
 });
 

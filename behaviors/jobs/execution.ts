@@ -10,27 +10,18 @@ import type {
   ExitResultSchema,
   LogPageSchema,
   ReconcileReplySchema,
-  RunStatusReply,
 } from './executor.js';
 import type { LogChunkSchema } from './jobs.js';
 import type { Job } from './schema.js';
 
 export type ExecutionHandle = z.output<typeof ExecutionHandleSchema>;
 export type ExitResult = z.output<typeof ExitResultSchema>;
-export type ExecutionState = z.output<typeof RunStatusReply>;
 
 /** A piece of output: its stream, its text, and when it was produced (RFC 3339). */
 export type LogChunk = z.output<typeof LogChunkSchema>;
 
 /** A page of stored output, addressed by byte offsets into the job's log. */
 export type LogPage = z.output<typeof LogPageSchema>;
-
-export interface LogOptions {
-  /** Keep yielding until the run ends, instead of stopping at the output so far. */
-  follow?: boolean;
-  /** Stops a following reader early (e.g. the HTTP client went away). */
-  signal?: AbortSignal;
-}
 
 export interface PullProgress {
   status: string;
@@ -58,9 +49,6 @@ export interface Executor {
   start(job: Job, opts?: StartOptions): Promise<ExecutionHandle>;
   /** Resolves when the run has ended and its output is fully captured. */
   wait(handle: ExecutionHandle): Promise<ExitResult>;
-  status(handle: ExecutionHandle): Promise<ExecutionState>;
-  /** Output so far; with `follow`, keeps yielding until the run ends. */
-  logs(handle: ExecutionHandle, opts?: LogOptions): AsyncIterable<LogChunk>;
   /** Whole chunks from byte `from` on, reading about `limit` bytes: a page, never the whole log. */
   readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage>;
   /** True once output extends past byte `from`; false when no more is coming or `signal` aborts. */

@@ -25,7 +25,6 @@ export const ExecutorBehaviors = {
   start: '/dms/executor/start',
   /** Report, with /dms/job/exited, when the runs end (at once for one that has ended). */
   watch: '/dms/executor/watch',
-  status: '/dms/executor/status',
   /** Stop a run; answers once it is stopped and its container gone. */
   cancel: '/dms/executor/cancel',
   /** Release what ended runs hold (their containers); their output is kept. */
@@ -70,8 +69,6 @@ export const ExitResultSchema = z.object({
   error: z.string().optional(),
 });
 
-const handleOnly = z.strictObject({ handle: ExecutionHandleSchema });
-
 /** Most runs one watch, clean-up or report carries: those of one moment travel together. */
 export const MAX_RUNS_PER_ENVELOPE = 1000;
 const runs = z.strictObject({ handles: z.array(ExecutionHandleSchema).min(1).max(MAX_RUNS_PER_ENVELOPE) });
@@ -79,12 +76,6 @@ const runs = z.strictObject({ handles: z.array(ExecutionHandleSchema).min(1).max
 export const StartPayload = z.strictObject({ jobs: z.array(JobSchema).min(1).max(MAX_RUNS_PER_ENVELOPE) });
 
 export const WatchPayload = runs;
-export const StatusPayload = handleOnly;
-export const RunStatusReply = z.discriminatedUnion('state', [
-  z.object({ state: z.enum(['created', 'running']) }),
-  z.object({ state: z.literal('exited'), result: ExitResultSchema }),
-  z.object({ state: z.literal('missing') }),
-]);
 
 export const CancelRunPayload = z.strictObject({ handle: ExecutionHandleSchema, reason: z.string().min(1).max(600) });
 /** The run's result, when the executor could still learn it. */

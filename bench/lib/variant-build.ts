@@ -3,7 +3,9 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * Copies of this checkout's build with one thing taken out, as baselines that say what that
- * thing costs: everything else is the same build, byte for byte. A copy sits beside dist/ (its
+ * thing costs: everything else is the same build, byte for byte. Only for what nothing else can
+ * take out: no node may run without it, so there is no switch in the node to measure it by
+ * (what can be switched, such as dev mode's events, is measured by switching it). A copy sits beside dist/ (its
  * folder is in .gitignore), so it resolves node_modules and ../package.json as dist does.
  *
  * Each variant names what it replaces and how many places it must find: a build whose code no
@@ -53,20 +55,6 @@ export function variantBuild(spec: VariantSpec): Variant {
   }
   return { cli: `${copy}cli/main.js`, hits, remove };
 }
-
-/**
- * The dev stream compiled out: the baseline for "the stream code costs nothing while nobody
- * watches". The kernel asks `watched` before building any dev event; the copy has `false`
- * there instead, so V8 drops those branches and the copy runs the message path as a node
- * without the dev stream would.
- */
-export const STREAM_FREE: VariantSpec = {
-  dir: 'dist-nostream',
-  what: 'dev stream hooks (this.watched, this.system.watched)',
-  pattern: /\bthis\.(?:system\.)?watched\b/g,
-  replacement: 'false',
-  min: 4,
-};
 
 /**
  * Envelope signatures taken as valid without the Ed25519 check: the floor of the message path

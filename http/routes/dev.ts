@@ -47,7 +47,7 @@ function hashOf(part: RegExp): string {
 
 const devModeOff = (path: string) => new DmsError('not_found', `no route GET ${path}: dev mode is off (start the node with --dev)`);
 
-export const devRoutes: RouteModule = ({ table, config, system }) => {
+export const devRoutes: RouteModule = ({ table, config, system, stages }) => {
   let watchers = 0;
   table.add({
     method: 'GET',
@@ -109,8 +109,8 @@ export const devRoutes: RouteModule = ({ table, config, system }) => {
       404: { description: 'stage timings are off' },
     },
     handler: (): z.output<typeof StageFigures> => {
-      if (!system.stages) throw stagesOff('GET');
-      return system.stages.snapshot();
+      if (!stages) throw stagesOff('GET');
+      return stages.snapshot();
     },
   });
   table.add({
@@ -125,8 +125,8 @@ export const devRoutes: RouteModule = ({ table, config, system }) => {
       404: { description: 'stage timings are off' },
     },
     handler: () => {
-      if (!system.stages) throw stagesOff('DELETE');
-      system.stages.reset();
+      if (!stages) throw stagesOff('DELETE');
+      stages.reset();
       return new Response(null, { status: 204 });
     },
   });

@@ -1,5 +1,6 @@
 import type { Config } from '../../runtime/config.js';
 import type { Logger } from '../../runtime/log.js';
+import type { StageTimings } from '../../runtime/stage-timings.js';
 import type { ActorSystem } from '../../runtime/system.js';
 import type { HttpApi } from '../actor.js';
 import type { RouteTable } from '../route-table.js';
@@ -14,6 +15,8 @@ export interface RouteContext {
   system: ActorSystem;
   http: HttpApi;
   log: Logger;
+  /** This node's stage timings, when it keeps them (`general.stage_timings`). */
+  stages?: StageTimings;
 }
 
 export type RouteModule = (ctx: RouteContext) => void;

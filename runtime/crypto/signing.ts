@@ -1,16 +1,11 @@
 import type { KeyObject } from 'node:crypto';
 import { invalid } from '../errors.js';
 import { type Envelope, signingBytes } from '../wire/envelope.js';
-import { didFromId, KeyPair, publicKeyFromId, publicKeyObject, verifyAsync, verifySync } from './keys.js';
+import { didFromId, KeyPair, publicKeyFromId, publicKeyObject, verifyAsync } from './keys.js';
 
 /** Signs in place with `key`, which must be the key named by `env.from.id`. */
 export async function signEnvelope(env: Envelope, key: KeyPair): Promise<Envelope> {
   env.sig = await key.sign(signingBytes(env));
-  return env;
-}
-
-export function signEnvelopeSync(env: Envelope, key: KeyPair): Envelope {
-  env.sig = key.signSync(signingBytes(env));
   return env;
 }
 
@@ -40,9 +35,4 @@ function precheck(env: Envelope): KeyObject {
 export async function verifyEnvelope(env: Envelope): Promise<void> {
   const key = precheck(env);
   if (!(await verifyAsync(key, signingBytes(env), env.sig!))) throw invalid('sig: signature does not verify');
-}
-
-export function verifyEnvelopeSync(env: Envelope): void {
-  const key = precheck(env);
-  if (!verifySync(key, signingBytes(env), env.sig!)) throw invalid('sig: signature does not verify');
 }

@@ -2,7 +2,7 @@ import { type Message, TopicValidatorResult } from '@libp2p/gossipsub';
 import { createTopicScoreParams, type TopicScoreParams } from '@libp2p/gossipsub/score';
 import type { PeerId } from '@libp2p/interface';
 import { verifyEnvelope } from '../crypto/signing.js';
-import type { StageTimings } from '../stage-timings.js';
+import { stageEnd, stageStart } from '../stage-timings.js';
 import { errorText } from '../errors.js';
 import { isExpired } from '../time.js';
 import { type Envelope, parseEnvelope } from '../wire/envelope.js';
@@ -29,14 +29,15 @@ export class GossipValidator {
   constructor(
     private readonly maxEnvelopeBytes: number,
     private readonly onReject: (peer: string, topic: string, why: string) => void,
-    private readonly stages?: StageTimings,
+    /** This node's peer id, which its stage timings are published under. */
+    private readonly host: string,
   ) {}
 
   readonly validate = async (propagationSource: PeerId, msg: Message): Promise<TopicValidatorResult> => {
-    if (!this.stages) return this.check(propagationSource, msg);
-    const start = performance.now();
+    const start = stageStart();
+    if (start === undefined) return this.check(propagationSource, msg);
     const result = await this.check(propagationSource, msg);
-    this.stages.since('gossip.validate', start);
+    stageEnd(this.host, 'gossip.validate', start);
     return result;
   };
 

@@ -3,7 +3,7 @@ import type { Connection, PeerId, Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { DmsError, errorText, invalid } from '../errors.js';
-import type { StageTimings } from '../stage-timings.js';
+import { stageEnd, stageMark, stageStart } from '../stage-timings.js';
 import type { Arrival, Transport } from '../transport.js';
 import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
 import { type BanPolicy, DEFAULT_BAN_POLICY, PeerBans } from './bans.js';
@@ -37,8 +37,6 @@ export interface TransportOptions {
   lookupTimeoutMs?: number;
   /** Defaults to libp2p's debug logger under `dms:transport`. */
   log?: NetworkLog;
-  /** Times sends, parses and round trips (runtime/stage-timings.ts); off when absent. */
-  stages?: StageTimings;
   /** When a peer sending undecodable frames is warned about and banned (bans.ts); defaults there. */
   banPolicy?: Partial<BanPolicy>;
 }
@@ -93,7 +91,6 @@ export class Libp2pTransport implements Transport {
   private readonly redialHandlers = new Set<(peer: string) => void>();
   private readonly counters: TransportStats = { streamsOpened: 0, envelopesSent: 0, envelopesReceived: 0, dropped: 0 };
   private readonly gossip: GossipValidator;
-  private readonly stages?: StageTimings;
   private readonly greeted: GreetedPeers;
   private readonly bans: PeerBans;
   private stopped = false;
@@ -136,7 +133,6 @@ export class Libp2pTransport implements Transport {
     this.dialTimeoutMs = opts.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.lookupTimeoutMs = opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS;
     this.log = opts.log ?? libp2pLog(node);
-    this.stages = opts.stages;
     this.gossip = new GossipValidator(
       this.maxEnvelopeBytes,
       (peer, topic, why) => {
@@ -144,7 +140,7 @@ export class Libp2pTransport implements Transport {
         // Debug only: a peer flooding forgeries must not flood the log as well.
         this.log.debug({ peer, topic, why }, 'gossip message rejected before relay');
       },
-      opts.stages,
+      this.host,
     );
     node.addEventListener('peer:connect', this.onConnect);
     node.addEventListener('peer:disconnect', this.onDisconnect);
@@ -179,7 +175,7 @@ export class Libp2pTransport implements Transport {
   }
 
   async send(env: Envelope): Promise<void> {
-    const start = this.stages && performance.now();
+    const start = stageStart();
     this.assertRunning();
     const host = env.to.addr.host;
     const json = encodeEnvelope(env);
@@ -201,8 +197,8 @@ export class Libp2pTransport implements Transport {
     await channel.write(encodeFrame(json, size));
     this.counters.envelopesSent++;
     if (start !== undefined) {
-      this.stages!.since('net.send', start);
-      this.stages!.requestSent(env);
+      stageEnd(this.host, 'net.send', start);
+      stageMark(this.host, 'request_sent', env, performance.now());
     }
   }
 
@@ -216,16 +212,16 @@ export class Libp2pTransport implements Transport {
     if (!topic) throw invalid('a broadcast envelope needs opt.topic');
     const json = encodeEnvelope(env);
     this.checkSize(json);
-    const start = this.stages && performance.now();
+    const start = stageStart();
     // Before publishing: a reply can be read before publish() resolves.
-    if (start !== undefined) this.stages!.broadcastSent(env, start);
+    stageMark(this.host, 'broadcast_sent', env, start);
     try {
       await this.node.services.pubsub.publish(topic, Buffer.from(json, 'utf8'));
     } catch (e) {
       throw new DmsError('unroutable', `publishing on topic '${topic}' failed: ${errorText(e)}`, { cause: e });
     }
     this.counters.envelopesSent++;
-    if (start !== undefined) this.stages!.since('net.publish', start);
+    stageEnd(this.host, 'net.publish', start);
   }
 
   /** Subscribes with the gossip validator and peer scoring in place before the first message. */
@@ -405,7 +401,7 @@ export class Libp2pTransport implements Transport {
     stream.addEventListener('message', (evt) => {
       // What a banned peer's stream still carries while its connection closes is not read.
       if (this.bans.isBanned(peer)) return stream.abort(new DmsError('forbidden', `peer ${peer} is banned for undecodable frames`));
-      const at = this.stages && performance.now();
+      const at = stageStart();
       try {
         for (const frame of decoder.decode(evt.data)) this.deliver(frame.subarray(), peer, 'unicast', undefined, at);
       } catch (e) {
@@ -432,7 +428,7 @@ export class Libp2pTransport implements Transport {
       this.log.warn({ peer, topic: msg.topic, size: msg.data.byteLength }, 'gossip message over the envelope limit dropped');
       return;
     }
-    this.deliver(this.gossip.envelopeOf(msg) ?? msg.data, peer, 'gossip', msg.topic, this.stages && performance.now());
+    this.deliver(this.gossip.envelopeOf(msg) ?? msg.data, peer, 'gossip', msg.topic, stageStart());
   };
 
   /** Delivers an envelope, or the bytes of one, to the handlers; `at` is when it was read, if timed. */
@@ -449,7 +445,7 @@ export class Libp2pTransport implements Transport {
         else this.log.debug({ peer, via, err: errorText(e) }, 'undecodable envelope dropped');
         return;
       }
-      if (at !== undefined) this.stages!.since('net.parse', at);
+      stageEnd(this.host, 'net.parse', at);
     } else {
       env = data;
     }
@@ -461,10 +457,7 @@ export class Libp2pTransport implements Transport {
       return;
     }
     this.counters.envelopesReceived++;
-    if (at !== undefined) {
-      this.stages!.arrived(env, at);
-      this.stages!.replyRead(env, at);
-    }
+    stageMark(this.host, 'frame_read', env, at);
     // An envelope handed over parsed is one the gossip validator verified, signature included.
     const arrival: Arrival = data instanceof Uint8Array ? { peer, via } : { peer, via, signatureVerified: true };
     for (const handler of this.envelopeHandlers) {

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClientError, DmsClient } from '../../client/index.js';
-import { verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { verifyEnvelope } from '../../runtime/crypto/signing.js';
 import { initHome, readKey } from '../../runtime/home.js';
 import { envelopeFromJson, parseJsonLossless } from '../../runtime/wire/envelope.js';
 import { freePort } from '../helpers/network.js';
@@ -55,7 +55,7 @@ describe.concurrent('dms actor', { timeout: 90_000 }, () => {
     const out = parseJsonLossless(r.stdout) as { payload: { did: string; status: string }; envelope: unknown };
     expect(out.payload).toMatchObject({ status: 'ok', did: node.did });
     const env = envelopeFromJson(out.envelope);
-    expect(() => verifyEnvelopeSync(env)).not.toThrow();
+    await expect(verifyEnvelope(env)).resolves.toBeUndefined();
     expect(env.from.did).toBe(node.did);
     expect(env.to.did).toBe(readKey(join(home, 'keys', 'operator.json')).did);
   });
@@ -105,7 +105,7 @@ describe.concurrent('dms actor', { timeout: 90_000 }, () => {
     const replies = parseJsonLossless(j.stdout) as { payload: { did: string }; envelope: unknown }[];
     expect(replies).toHaveLength(1);
     expect(replies[0].payload.did).toBe(node.did);
-    expect(() => verifyEnvelopeSync(envelopeFromJson(replies[0].envelope))).not.toThrow();
+    await expect(verifyEnvelope(envelopeFromJson(replies[0].envelope))).resolves.toBeUndefined();
   });
 
   it('send delivers and says where', async () => {
@@ -116,7 +116,7 @@ describe.concurrent('dms actor', { timeout: 90_000 }, () => {
     expect(j.code, j.stderr).toBe(0);
     const out = parseJsonLossless(j.stdout) as { sent: boolean; envelope: unknown };
     expect(out.sent).toBe(true);
-    expect(() => verifyEnvelopeSync(envelopeFromJson(out.envelope))).not.toThrow();
+    await expect(verifyEnvelope(envelopeFromJson(out.envelope))).resolves.toBeUndefined();
   });
 
   it('send of an unknown behavior fails with the node error', async () => {

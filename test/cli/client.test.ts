@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ClientError, DmsClient, type Handle, resolveTarget } from '../../client/index.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync, verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { signEnvelopeSync } from '../helpers/envelopes.js';
+import { verifyEnvelope } from '../../runtime/crypto/signing.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { decodePayload, emptyHandle, encodeEnvelope, encodePayload, type Envelope, parseEnvelope } from '../../runtime/wire/envelope.js';
 
@@ -50,7 +51,7 @@ describe('DmsClient envelopes', () => {
     const before = nowNs();
     const env = await client.envelope('root', '/public/hello', { a: 1 }, { ttlMs: 2_000, cont: '/private/x', cap: Uint8Array.of(1, 2) });
 
-    expect(() => verifyEnvelopeSync(env)).not.toThrow();
+    await expect(verifyEnvelope(env)).resolves.toBeUndefined();
     expect(env.to).toEqual(nodeHandle);
     expect(env.from).toEqual({ id: key.id, did: key.did, addr: { host: nodeKey.peerId, inbox: 'user-test' } });
     expect(env.be).toBe('/public/hello');
@@ -60,7 +61,7 @@ describe('DmsClient envelopes', () => {
     expect(env.opt.exp).toBeGreaterThanOrEqual(before + msToNs(2_000));
     expect(env.opt.exp).toBeLessThanOrEqual(nowNs() + msToNs(2_000));
     // Round trip through the wire form keeps the signature valid (nonce/exp exceed 2^53).
-    expect(() => verifyEnvelopeSync(parseEnvelope(encodeEnvelope(env)))).not.toThrow();
+    await expect(verifyEnvelope(parseEnvelope(encodeEnvelope(env)))).resolves.toBeUndefined();
     expect(client.url).toBe(URL_BASE);
   });
 
@@ -91,7 +92,7 @@ describe('DmsClient envelopes', () => {
     expect(env.to).toEqual(emptyHandle());
     expect(env.opt.topic).toBe('/dms/hello');
     expect(encodeEnvelope(env)).toContain('"to":{}');
-    expect(() => verifyEnvelopeSync(env)).not.toThrow();
+    await expect(verifyEnvelope(env)).resolves.toBeUndefined();
   });
 
   it('resolves targets against the node handle', () => {
@@ -107,14 +108,15 @@ describe('DmsClient calls', () => {
   it('invoke posts a signed envelope with a unique cont and returns the verified reply payload', async () => {
     const node = fakeNode((req, env) => {
       expect(req.path).toBe('/api/v1/actor/invoke');
-      expect(() => verifyEnvelopeSync(env!)).not.toThrow();
       return replyResponse(replyTo(env!, { did: nodeKey.did }));
     });
     const client = new DmsClient({ url: URL_BASE, key: KeyPair.generate(), fetch: node.fetch });
     const [a, b] = await Promise.all([client.invoke<{ did: string }>('root', '/public/hello'), client.hello()]);
     expect(a.payload.did).toBe(nodeKey.did);
     expect(b.did).toBe(nodeKey.did);
-    const conts = node.seen.filter((r) => r.body).map((r) => parseEnvelope(r.body!).opt.cont);
+    const sent = node.seen.filter((r) => r.body).map((r) => parseEnvelope(r.body!));
+    for (const env of sent) await expect(verifyEnvelope(env)).resolves.toBeUndefined();
+    const conts = sent.map((env) => env.opt.cont);
     expect(conts[0]).toMatch(/^\/private\/reply\/\d+$/);
     expect(new Set(conts).size).toBe(2);
   });

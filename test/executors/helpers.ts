@@ -32,16 +32,36 @@ export function jobOf(spec: TestSpec): Job {
   };
 }
 
-export async function collect(executor: Executor, handle: ExecutionHandle, follow = false): Promise<LogChunk[]> {
+/** Whether the run has ended, asked without waiting for it (the executor's `wait` settling). */
+export function ended(executor: Executor, handle: ExecutionHandle): () => boolean {
+  let done = false;
+  executor.wait(handle).then(
+    () => (done = true),
+    () => (done = true),
+  );
+  return () => done;
+}
+
+/** Pages through the output as the node reads it (readLogs); with `follow`, waits for more until none is coming. */
+export async function collect(executor: Executor, handle: ExecutionHandle, follow = false, onChunk: (chunk: LogChunk) => Promise<void> | void = () => {}): Promise<LogChunk[]> {
   const chunks: LogChunk[] = [];
-  for await (const chunk of executor.logs(handle, { follow })) chunks.push(chunk);
-  return chunks;
+  let from = 0;
+  for (;;) {
+    const page = await executor.readLogs(handle, from, 64 * 1024);
+    for (const chunk of page.chunks) {
+      chunks.push(chunk);
+      await onChunk(chunk);
+    }
+    from = page.next;
+    if (page.next < page.size) continue;
+    if (!follow || !(await executor.waitForLogs(handle, from, AbortSignal.timeout(20_000)))) return chunks;
+  }
 }
 
 /**
- * Follows a run's output to its end, noting the run's state when the first chunk arrived:
- * `running` there is proof that chunks streamed while the run went on instead of arriving
- * together at the end. `onFirstChunk` runs after that state is read, so a test can let the
+ * Follows a run's output to its end, noting whether the run had ended when the first chunk
+ * arrived: `running` there is proof that chunks streamed while the run went on instead of
+ * arriving together at the end. `onFirstChunk` runs after that is read, so a test can let the
  * run go on only once its first output was seen (no race with the clock).
  */
 export async function followLive(
@@ -49,15 +69,15 @@ export async function followLive(
   handle: ExecutionHandle,
   onFirstChunk: () => Promise<void> | void = () => {},
 ): Promise<{ chunks: LogChunk[]; stateAtFirstChunk: string | undefined }> {
-  const chunks: LogChunk[] = [];
+  const hasEnded = ended(executor, handle);
   let stateAtFirstChunk: string | undefined;
-  for await (const chunk of executor.logs(handle, { follow: true })) {
-    chunks.push(chunk);
-    if (chunks.length === 1) {
-      stateAtFirstChunk = (await executor.status(handle)).state;
-      await onFirstChunk();
-    }
-  }
+  const chunks = await collect(executor, handle, true, async () => {
+    if (stateAtFirstChunk !== undefined) return;
+    // A turn for a settled wait to be seen.
+    await new Promise((r) => setImmediate(r));
+    stateAtFirstChunk = hasEnded() ? 'exited' : 'running';
+    await onFirstChunk();
+  });
   return { chunks, stateAtFirstChunk };
 }
 

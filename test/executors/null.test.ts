@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NullExecutor } from '../../actors/executors/null.js';
-import { ExecutorRegistry } from '../../actors/executors/registry.js';
+import { ExecutorClients } from '../../actors/executors/clients.js';
 import { outcome } from '../../behaviors/jobs/execution.js';
 import { DmsError } from '../../runtime/errors.js';
 import { waitFor } from '../helpers/network.js';
-import { collect, followLive, jobOf, text } from './helpers.js';
+import { collect, ended, followLive, jobOf, text } from './helpers.js';
 
 let dir: string;
 let executor: NullExecutor;
@@ -28,12 +28,11 @@ describe('null executor', () => {
     const began = Date.now();
     const handle = await executor.start(job);
     expect(handle).toEqual({ executor: 'null', job_id: job.id, id: job.id });
-    expect(await executor.status(handle)).toEqual({ state: 'running' });
     const result = await executor.wait(handle);
     expect(Date.now() - began).toBeGreaterThanOrEqual(190);
     expect(result).toEqual({ exit_code: 0, oom_killed: false });
     expect(outcome(result)).toEqual({ status: 'completed', error: null });
-    expect(await executor.status(handle)).toEqual({ state: 'exited', result });
+    expect(await executor.wait(handle)).toEqual(result);
   });
 
   it('ends with the asked exit code', async () => {
@@ -60,24 +59,25 @@ describe('null executor', () => {
     expect(chunks.map((c) => c.stream)).toEqual(['stdout', 'stdout', 'stderr']);
     // Followed live: the first line came while the run was still going.
     expect(stateAtFirstChunk).toBe('running');
-    expect((await executor.status(handle)).state).toBe('exited');
+    expect(await executor.wait(handle)).toEqual({ exit_code: 0, oom_killed: false });
     expect(await collect(executor, handle)).toEqual(chunks);
   });
 
-  it('stops a following reader when its signal aborts', async () => {
+  it('ends a wait for more output when its signal aborts', async () => {
     const handle = await executor.start(nullJob({ DMS_NULL_DURATION_MS: '60000', DMS_NULL_STDOUT: 'first' }));
+    const hasEnded = ended(executor, handle);
+    const page = await waitFor('the first line', async () => {
+      const p = await executor.readLogs(handle, 0, 1024);
+      return p.chunks.length === 1 ? p : undefined;
+    }, { intervalMs: 10, timeoutMs: 10_000 });
+    expect(page.chunks.map((c) => c.data)).toEqual(['first\n']);
+    // Abort while the wait has nothing to wait for but more output.
     const controller = new AbortController();
-    const seen: string[] = [];
-    const reading = (async () => {
-      for await (const chunk of executor.logs(handle, { follow: true, signal: controller.signal })) seen.push(chunk.data);
-    })();
-    // Abort while the reader waits for more output, once it has the first line.
-    await waitFor('the first line', () => seen.length === 1, { intervalMs: 10 });
+    const waiting = executor.waitForLogs(handle, page.next, controller.signal);
     controller.abort();
-    await reading;
-    expect(seen).toEqual(['first\n']);
-    // The signal ended the reading, not the run, which goes on for a minute.
-    expect(await executor.status(handle)).toEqual({ state: 'running' });
+    expect(await waiting).toBe(false);
+    // The signal ended the wait, not the run, which goes on for a minute.
+    expect(hasEnded()).toBe(false);
     await executor.cleanup(handle);
   });
 
@@ -91,7 +91,6 @@ describe('null executor', () => {
     expect(Date.now() - began).toBeLessThan(RUN_MS / 6);
     expect(result).toEqual({ exit_code: 143, oom_killed: false, error: 'cancelled: cancelled by user' });
     await executor.cleanup(handle);
-    expect(await executor.status(handle)).toEqual({ state: 'missing' });
     await expect(executor.wait(handle)).rejects.toMatchObject({ kind: 'not_found' });
     // Nothing left to stop: cancelling it again is not an error.
     await executor.cancel(handle, 'again');
@@ -116,9 +115,9 @@ describe('null executor', () => {
   });
 });
 
-describe('executor registry', () => {
+describe('executor clients by name', () => {
   it('finds executors by name and refuses a second one with the same name', () => {
-    const registry = new ExecutorRegistry();
+    const registry = new ExecutorClients<NullExecutor>();
     registry.register(executor);
     expect(registry.get('null')).toBe(executor);
     expect(registry.has('docker')).toBe(false);

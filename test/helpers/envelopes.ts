@@ -1,7 +1,16 @@
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
-import { emptyHandle, encodeEnvelope, encodePayload, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
+import { emptyHandle, encodeEnvelope, encodePayload, type Envelope, type Handle, signingBytes } from '../../runtime/wire/envelope.js';
+
+/**
+ * Signs in place, synchronously, as a test or bench builds many envelopes at once; the node
+ * itself signs with runtime/crypto/signing.ts's signEnvelope, whose signatures are the same
+ * bytes (test/unit/wire-vectors.test.ts).
+ */
+export function signEnvelopeSync(env: Envelope, key: KeyPair): Envelope {
+  env.sig = key.signSync(signingBytes(env));
+  return env;
+}
 
 /** A REST caller's identity: its key and the inbox its replies come to. */
 export interface Caller {

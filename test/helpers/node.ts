@@ -49,6 +49,8 @@ export interface StartOptions {
   timeoutMs?: number;
   /** The `dms` entry point to run (default: this checkout's dist/cli/main.js). */
   cli?: string;
+  /** Node's own flags for the process, before the entry point (e.g. `--import` a preload). */
+  nodeArgs?: string[];
 }
 
 /** Environment that keeps test nodes on loopback and quiet. */
@@ -65,7 +67,7 @@ export async function startNode(opts: StartOptions = {}): Promise<NodeProcess> {
   const home = opts.home ?? tempHome();
   if (opts.config !== undefined) writeFileSync(join(home, 'dms_config.json'), JSON.stringify(opts.config));
   const portArgs = opts.configuredPort ? [] : ['--port', '0'];
-  const proc = spawn(process.execPath, [...(process.env.DMS_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.DMS_PROFILE_DIR}`] : []), opts.cli ?? CLI, '--home', home, 'start', ...portArgs, '--log-level', 'warn', ...(opts.args ?? [])], {
+  const proc = spawn(process.execPath, [...(process.env.DMS_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.DMS_PROFILE_DIR}`] : []), ...(opts.nodeArgs ?? []), opts.cli ?? CLI, '--home', home, 'start', ...portArgs, '--log-level', 'warn', ...(opts.args ?? [])], {
     env: { ...process.env, ...TEST_ENV, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
     cwd: opts.cwd ?? home,

@@ -1,5 +1,5 @@
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { signEnvelopeSync } from './envelopes.js';
 import { silentLogger } from '../../runtime/log.js';
 import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';

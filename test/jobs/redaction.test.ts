@@ -21,6 +21,7 @@ import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { openStorage, type Storage } from '../../storage/index.js';
 import { envelope, newCaller } from '../helpers/envelopes.js';
 import { nullJob } from './helpers.js';
+import { testActor } from '../helpers/actor.js';
 
 const GiB = 1024 ** 3;
 let dir: string;
@@ -41,7 +42,7 @@ beforeEach(async () => {
   const own = (id: string) => id === system.key.id || system.listActors().some((a) => a.key.id === id);
   const trusted = (env: Envelope) => own(env.from.id) || env.from.did === root.did;
   await parts.component('orchestrator', () => makeActor(system, OrchestratorActor, { storage, executors: ['null'], trusted }));
-  local = system.spawn({ inbox: 'local-caller' });
+  local = await testActor(system, { inbox: 'local-caller' });
 });
 
 afterEach(async () => {
@@ -55,10 +56,10 @@ afterEach(async () => {
 async function asStranger(be: string, payload: unknown, key = KeyPair.generate()): Promise<any> {
   const caller = { ...newCaller(), key };
   const cont = `/reply/${Math.random().toString(16).slice(2)}`;
-  const reply = new Promise((resolve) => {
-    // A reply reaches only a behavior that waits for one.
-    system.spawn({ inbox: caller.inbox, behaviors: [replyWaiter(cont, (env) => resolve(decodePayload(env.msg)))] });
-  });
+  let resolve!: (payload: unknown) => void;
+  const reply = new Promise((r) => (resolve = r));
+  // A reply reaches only a behavior that waits for one.
+  await testActor(system, { inbox: caller.inbox, behaviors: [replyWaiter(cont, (env) => resolve(decodePayload(env.msg)))] });
   const env = envelope(caller, { to: local.local(ORCHESTRATOR_INBOX), be, payload, cont });
   // A signed envelope from outside the node's own actors; its reply stays on this node.
   await system.accept(env, { kind: 'rest', trusted: false });

@@ -17,6 +17,7 @@ import { DmsError } from '../../runtime/errors.js';
 import { silentLogger } from '../../runtime/log.js';
 import { ActorSystem } from '../../runtime/system.js';
 import { openStorage, type Storage } from '../../storage/index.js';
+import { testActor } from '../helpers/actor.js';
 
 const GiB = 1024 ** 3;
 const capacity: ResourceSpec = { cpu: { cores: 2 }, memory: { size: 4 * GiB }, storage: { size: 10 * GiB } };
@@ -51,9 +52,9 @@ beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), 'dms-resources-'));
   storage = await openStorage(join(dir, 'dms.sqlite'));
   system = new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 64, concurrency: 8 }, replayCapacity: 1000 });
-  caller = system.spawn({ inbox: 'caller' });
+  caller = await testActor(system, { inbox: 'caller' });
   wakeUps = 0;
-  system.spawn({
+  await testActor(system, {
     inbox: ORCHESTRATOR_INBOX,
     behaviors: [{ name: JobBehaviors.schedule, handle: () => void wakeUps++ }],
   });

@@ -21,6 +21,7 @@ import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { openStorage, type Storage } from '../../storage/index.js';
 import { waitFor } from '../helpers/network.js';
 import { GiB, nullJob } from './helpers.js';
+import { testActor } from '../helpers/actor.js';
 
 type Transition = Extract<SystemEvent, { type: 'transition' }>;
 
@@ -47,18 +48,18 @@ afterEach(async () => {
 });
 
 /** Every transition from now on, and a caller of the orchestrator's behaviors. */
-function watching() {
+async function watching() {
   const seen: Transition[] = [];
   system.events.subscribe((e) => {
     if (e.type === 'transition') seen.push(e);
   });
-  const caller = system.spawn({ inbox: 'caller' });
+  const caller = await testActor(system, { inbox: 'caller' });
   const call = (be: string, payload: unknown) => caller.call(caller.local(ORCHESTRATOR_INBOX), be, payload, z.custom<Job>());
   return { seen, call };
 }
 
 it('shows a job running to completion as the transitions of its machine and of its executor run, in order', async () => {
-  const { seen, call } = watching();
+  const { seen, call } = await watching();
   const job = await call(JobBehaviors.submit, nullJob({ durationMs: 50, stdout: 'hi' }));
   await waitFor('the job to complete', async () => (await call(JobBehaviors.status, { id: job.id })).status === 'completed');
 
@@ -86,7 +87,7 @@ it('shows a job running to completion as the transitions of its machine and of i
 });
 
 it('shows a cancelled job stopping, and its run killed before the job fails', async () => {
-  const { seen, call } = watching();
+  const { seen, call } = await watching();
   const job = await call(JobBehaviors.submit, nullJob({ durationMs: 60_000 }));
   await waitFor('the job to run', () => seen.some((t) => t.machine === 'job' && t.to === 'running'));
   const cancelled = await call(JobBehaviors.cancel, { id: job.id });

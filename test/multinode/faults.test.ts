@@ -2,7 +2,7 @@ import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
-import { verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { verifyEnvelope } from '../../runtime/crypto/signing.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { encodeEnvelope, parseEnvelope } from '../../runtime/wire/envelope.js';
 import { type Caller, envelope, newCaller, post, rootOf } from '../helpers/envelopes.js';
@@ -101,7 +101,7 @@ describe('faults', { timeout: 90_000 }, () => {
       const res = await post(invokeUrl(), encodeEnvelope(env));
       return res.status === 200 && parseEnvelope(res.text);
     });
-    verifyEnvelopeSync(reply);
+    await verifyEnvelope(reply);
     expect(reply.from.did).toBe(n3.did);
     await waitFor('node 1 to list node 3 again with its DID', async () => {
       const list = await new DmsClient({ url: n1.url }).invoke<{ dids: Record<string, string> }>('root', '/dms/node/peers/list');

@@ -2,13 +2,13 @@ import { multiaddr } from '@multiformats/multiaddr';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync, verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { verifyEnvelope } from '../../runtime/crypto/signing.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
 import { ACTOR_PROTOCOL, Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { silentLogger } from '../../runtime/log.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, encodePayload, type Envelope, envelopeFromJson, parseEnvelope, parseJsonLossless } from '../../runtime/wire/envelope.js';
-import { envelope, newCaller, post, rootOf } from '../helpers/envelopes.js';
+import { envelope, newCaller, post, rootOf, signEnvelopeSync } from '../helpers/envelopes.js';
 import { DevEvents, nonceOf, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, runCli } from '../helpers/node.js';
 
@@ -116,7 +116,7 @@ describe('messages across nodes (REST on node 1)', () => {
     const res = await post(api(n1, 'invoke'), encodeEnvelope(req));
     expect(res.status, res.text).toBe(200);
     const reply = parseEnvelope(res.text);
-    verifyEnvelopeSync(reply);
+    await verifyEnvelope(reply);
     expect(reply.from.did).toBe(n3.did);
     expect(reply.from.addr).toEqual({ host: n3.peerId, inbox: 'root' });
     expect(reply.to).toEqual(req.from);
@@ -134,7 +134,7 @@ describe('messages across nodes (REST on node 1)', () => {
     const res = await post(api(n1, 'invoke'), encodeEnvelope(req));
     expect(res.status, res.text).toBe(200);
     const reply = parseEnvelope(res.text);
-    verifyEnvelopeSync(reply);
+    await verifyEnvelope(reply);
     expect(reply.from.addr.host).toBe(n3.peerId);
     expect(decodePayload(reply.msg)).toEqual({ error: "no actor with inbox 'nobody' on this node", kind: 'not_found' });
     // Long before opt.exp (a timeout would take the whole TTL); the margin is for a loaded machine.
@@ -169,7 +169,7 @@ describe('messages across nodes (REST on node 1)', () => {
     const TTL_MS = 60_000;
     const { replies, elapsed } = await broadcast(TTL_MS);
     expect(replies).toHaveLength(3);
-    for (const r of replies) verifyEnvelopeSync(r);
+    for (const r of replies) await verifyEnvelope(r);
     expect(replies.map((r) => r.from.did).sort()).toEqual(nodes.map((n) => n.did).sort());
     for (const r of replies) expect(decodePayload(r.msg)).toEqual({ did: r.from.did });
     // limit=3 returns on the third reply, long before opt.exp (the margin is for a loaded machine).
@@ -231,7 +231,7 @@ describe('a bare libp2p peer', () => {
       expect(await dropped(spoofed)).toMatchObject({ type: 'dead-letter', reason: `from.addr.host ${n3.peerId} is not the sending peer ${bare.host}` });
       // The honest one, on the same stream, is answered: the stream works, so silence means refusal.
       const reply = await waitFor('the reply to the honest envelope', () => arrived.find((e) => e.be === '/private/r/honest'));
-      verifyEnvelopeSync(reply);
+      await verifyEnvelope(reply);
       expect(reply.from.did).toBe(n1.did);
       expect(arrived.filter((e) => e.be === '/private/r/badsig' || e.be === '/private/r/spoofed')).toEqual([]);
       expect(watch.find((e) => nonceOf(e) === String(honest.nonce))).toBeUndefined();

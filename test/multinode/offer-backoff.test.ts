@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { signEnvelopeSync } from '../helpers/envelopes.js';
 import { nextNonce } from '../../runtime/time.js';
 import { decodePayload, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';

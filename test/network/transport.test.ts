@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { signEnvelopeSync } from '../helpers/envelopes.js';
 import { DmsError } from '../../runtime/errors.js';
 import { silentLogger } from '../../runtime/log.js';
 import { encodeFrame } from '../../runtime/network/frames.js';

@@ -8,6 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { removeHome, runCli, tempHome } from '../helpers/node.js';
 
 const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/plugins/${name}`, import.meta.url));
+/** A module whose default export is `def`, made with definePlugin. */
+const defined = (def: string) => `import { definePlugin } from 'dms/plugin';\nexport default definePlugin(${def});`;
 const example = (name: string) => fileURLToPath(new URL(`../../examples/plugins/${name}/index.mjs`, import.meta.url));
 
 /** Starts a node with `modules` (after writing `files` to its home) and returns how it failed. */
@@ -30,11 +32,12 @@ describe('a broken plugin stops start-up naming it', { timeout: 60_000 }, () => 
     ['no default export', ['./none.mjs'], { 'none.mjs': 'export const x = 1' }, /'.\/none.mjs' is not a DMS plugin/],
     ['a behavior without a handler', ['./nohandle.mjs'], { 'nohandle.mjs': 'export default { name: "p", behaviors: [{ name: "/p/x" }] }' }, /'.\/nohandle.mjs' is not a DMS plugin: behaviors.0.handle: handle must be a function/],
     ['nothing to add', ['./empty.mjs'], { 'empty.mjs': 'export default { name: "p", behaviors: [] }' }, /is not a DMS plugin: a plugin needs at least one behavior, executor or route/],
-    ['the inbox of a built-in actor', ['./orch.mjs'], { 'orch.mjs': 'export default { name: "orchestrator", behaviors: [{ name: "/x", handle() {} }] }' }, /'.\/orch.mjs' uses the name 'orchestrator', already taken by the built-in actor/],
-    ['the name of another plugin', [example('greeter'), './greeter2.mjs'], { 'greeter2.mjs': 'export default { name: "greeter", behaviors: [{ name: "/x", handle() {} }] }' }, /'.\/greeter2.mjs' uses the name 'greeter', already taken by '.*greeter\/index.mjs'/],
+    ['the inbox of a built-in actor', ['./orch.mjs'], { 'orch.mjs': defined('{ name: "orchestrator", behaviors: [{ name: "/x", handle() {} }] }') }, /'.\/orch.mjs' uses the name 'orchestrator', already taken by the built-in actor/],
+    ['the name of another plugin', [example('greeter'), './greeter2.mjs'], { 'greeter2.mjs': defined('{ name: "greeter", behaviors: [{ name: "/x", handle() {} }] }') }, /'.\/greeter2.mjs' uses the name 'greeter', already taken by '.*greeter\/index.mjs'/],
+    ['the first plugin shape, a bare object', ['./bare.mjs'], { 'bare.mjs': 'export default { name: "p", behaviors: [{ name: "/p/x", handle() {} }] }' }, /'.\/bare.mjs' is not a DMS plugin: make its default export with definePlugin from 'dms\/plugin'/],
     ['a built-in executor name', [fixture('takes-null.mjs')], {}, /takes-null.mjs' declares the executor 'null', already taken by a built-in executor/],
     ['one route twice', [fixture('twice-routed.mjs')], {}, /twice-routed.mjs' declares the route 'GET \/x' twice/],
-    ['an executor that is not one', [fixture('half-executor.mjs')], {}, /half-executor.mjs' \(plugin half\): executor 'half' lacks wait, status/],
+    ['an executor that is not one', [fixture('half-executor.mjs')], {}, /half-executor.mjs' \(plugin half\): executor 'half' lacks wait, readLogs, waitForLogs, cancel, cleanup, reconcile\n/],
     ['a start hook that throws', [fixture('broken-start.mjs')], {}, /broken-start.mjs' \(plugin broken\) failed to start: cannot reach its database/],
   ])('%s', async (_what, modules, files, pattern) => {
     const r = await failedStart(modules, files as Record<string, string>);

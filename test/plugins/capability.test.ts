@@ -5,10 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeTokenList, issueToken } from '../../runtime/capability/token.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, parseEnvelope } from '../../runtime/wire/envelope.js';
-import { envelope, post, rootOf } from '../helpers/envelopes.js';
+import { envelope, post, rootOf, signEnvelopeSync } from '../helpers/envelopes.js';
 import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
 
 const guarded = fileURLToPath(new URL('../fixtures/plugins/guarded.mjs', import.meta.url));

@@ -1,7 +1,7 @@
 import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { verifyEnvelope } from '../../runtime/crypto/signing.js';
 import { nowNs, msToNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, envelopeFromJson, parseEnvelope, parseJsonLossless, U64_MAX } from '../../runtime/wire/envelope.js';
 import { envelope, newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
@@ -62,7 +62,7 @@ describe('invoke', () => {
     const res = await post(api('invoke'), encodeEnvelope(req));
     expect(res.status).toBe(200);
     const reply = parseEnvelope(res.text);
-    verifyEnvelopeSync(reply);
+    await verifyEnvelope(reply);
     expect(reply.be).toBe('/private/reply/1');
     expect(reply.to).toEqual(req.from);
     expect(reply.from.did).toBe(node.did);
@@ -190,7 +190,7 @@ describe('broadcast', () => {
     const replies = parseJsonLossless(res.text) as unknown[];
     expect(replies).toHaveLength(1);
     const reply = envelopeFromJson(replies[0]);
-    verifyEnvelopeSync(reply);
+    await verifyEnvelope(reply);
     expect(decodePayload(reply.msg)).toEqual({ did: node.did });
   });
 

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
+import { testActor } from '../helpers/actor.js';
 import { waitFor } from '../helpers/network.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { tempHome } from '../helpers/node.js';
@@ -12,7 +13,7 @@ import { nullJob, Rest } from '../jobs/helpers.js';
 
 /**
  * The capability check where an actor runs a behavior (Actor.dispatch), for envelopes that
- * never pass the REST pre-check: from a foreign libp2p peer, relayed by a plugin on the
+ * never pass the REST pre-check: from a foreign libp2p peer, relayed by an actor on the
  * caller's behalf, and from an actor of another node. Each is refused with a forbidden error
  * reply and the behavior (a probe plugin counting its runs) does not run.
  */
@@ -27,6 +28,21 @@ beforeAll(async () => {
   copyFileSync(new URL('../fixtures/plugins/probe.mjs', import.meta.url), join(home, 'probe.mjs'));
   scene = await strangerBesideTwoNodes({ start: startLocalNode, node: (i) => (i === 0 ? { home, config: { plugins: { modules: ['./probe.mjs'] } } } : {}) });
   ({ a, b, peer } = scene);
+  // A relay as a plugin could write one: it forwards the caller's own envelope (its from, its
+  // signature, its cont) to /plugin/probe/poke, checking nothing on the way, so only the
+  // dispatch-time capability check stands between.
+  await testActor(a.node.system, {
+    inbox: 'relay',
+    behaviors: [
+      {
+        name: '/public/probe/relay',
+        noReply: true,
+        handle: async ({ env, actor }) => {
+          await actor.system.route({ ...env, to: { ...env.to, addr: { host: '', inbox: 'probe' } }, be: '/plugin/probe/poke' });
+        },
+      },
+    ],
+  });
 }, 120_000);
 afterAll(() => scene?.stop());
 
@@ -62,10 +78,10 @@ describe('the dispatch-time capability check', () => {
     await rest.delete(`/api/v1/jobs/${job.id}`);
   });
 
-  it('refuses a caller’s envelope that a plugin relays to the behavior', async () => {
+  it('refuses a caller’s envelope that an actor of the node relays to the behavior', async () => {
     const stranger = KeyPair.generate();
     // /public/probe/relay is open, so the REST pre-check lets the request in; the relayed copy keeps the stranger's from.
-    const reply = await new DmsClient({ url: a.url, key: stranger, timeoutMs: TTL_MS }).invoke<{ error?: string }>({ inbox: 'probe' }, '/public/probe/relay', {}, { raw: true, ttlMs: TTL_MS });
+    const reply = await new DmsClient({ url: a.url, key: stranger, timeoutMs: TTL_MS }).invoke<{ error?: string }>({ inbox: 'relay' }, '/public/probe/relay', {}, { raw: true, ttlMs: TTL_MS });
     expect(reply.payload).toEqual({ error: denied(stranger.did), kind: 'forbidden' });
     expect(reply.env.from.addr.inbox).toBe('probe');
     expect(await pokes()).toBe(0);

@@ -10,6 +10,7 @@ import { silentLogger } from '../../runtime/log.js';
 import { StartOrder } from '../../runtime/start-order.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { emptyHandle } from '../../runtime/actor.js';
+import { testActor } from '../helpers/actor.js';
 
 /** A kernel stopped when the test ends, whatever its assertions did. */
 const newSystem = () => {
@@ -41,7 +42,7 @@ describe('defineActor / makeActor', () => {
     const counter = await makeActor(system, Counter, { start: 41, log });
     expect(system.inbox('counter')).toBeUndefined();
     await counter.start();
-    const client = system.spawn({ inbox: 'client' });
+    const client = await testActor(system, { inbox: 'client' });
     const reply = await client.invoke<number>(to('counter'), '/count', {}, { unsigned: true });
     expect(reply.payload).toBe(42);
     expect(counter.api.value()).toBe(42);
@@ -73,7 +74,7 @@ describe('defineActor / makeActor', () => {
     });
     const slow = await makeActor(system, Slow, {});
     await slow.start();
-    const client = system.spawn({ inbox: 'client' });
+    const client = await testActor(system, { inbox: 'client' });
     await Promise.all(Array.from({ length: 6 }, () => client.invoke(to('slow'), '/slow', {}, { unsigned: true })));
     expect(most).toBe(2);
   });

@@ -1,7 +1,10 @@
-import { describe, expect, it } from 'vitest';
+import { unsubscribe } from 'node:diagnostics_channel';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { DevEvent } from '../../behaviors/dev.js';
 import { devEvent, envelopeEventJson } from '../../http/routes/dev.js';
-import type { SystemEvent } from '../../runtime/system.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { silentLogger } from '../../runtime/log.js';
+import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 
 const env = (topic?: string): Envelope => ({
@@ -26,5 +29,28 @@ describe('the dev stream writes envelope events by hand', () => {
     const json = envelopeEventJson(e, at);
     expect(json).toBe(JSON.stringify(devEvent(e, false, at)));
     expect(DevEvent.safeParse(JSON.parse(json)).success).toBe(true);
+  });
+});
+
+describe('the dms:event channel', () => {
+  const system = () => new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity: 8, concurrency: 1 } });
+
+  it("is watched only while subscribed, by bench:invoke's preloaded subscriber too, and each system's stream holds its own events", async () => {
+    const mine = system();
+    const other = system();
+    expect(mine.watched).toBe(false);
+    const { drop } = await import('../../bench/lib/subscribe-events.mjs');
+    onTestFinished(() => void unsubscribe('dms:event', drop));
+    expect(mine.watched).toBe(true);
+    const seen: SystemEvent[] = [];
+    const sub = mine.events.subscribe((e) => seen.push(e));
+    other.deadLetter(env(), 'theirs');
+    mine.deadLetter(env(), 'mine');
+    expect(seen).toEqual([{ type: 'dead-letter', env: env(), reason: 'mine' }]);
+    sub.unsubscribe();
+    unsubscribe('dms:event', drop);
+    expect(mine.watched).toBe(false);
+    mine.deadLetter(env(), 'unwatched');
+    expect(seen).toHaveLength(1);
   });
 });

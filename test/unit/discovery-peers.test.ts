@@ -14,6 +14,7 @@ import { silentLogger } from '../../runtime/log.js';
 import type { PeerHandler } from '../../runtime/network/libp2p-transport.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { waitFor } from '../helpers/network.js';
+import { testActor } from '../helpers/actor.js';
 
 /** A network whose peers and dials the test decides; it tells discovery what a transport would. */
 function fakeNetwork() {
@@ -163,11 +164,11 @@ describe('discovery stopping', () => {
           return {};
         },
       });
-    system.spawn({ inbox: RESOURCES_INBOX, behaviors: [slow(DeviceBehaviors.status), slow(ResourceBehaviors.usage)] });
+    await testActor(system, { inbox: RESOURCES_INBOX, behaviors: [slow(DeviceBehaviors.status), slow(ResourceBehaviors.usage)] });
     const discovery = await makeActor(system, Discovery, { aliases: [root], profile: { version: '1', executors: [], fallbackName: 'n' } });
     await discovery.start();
 
-    const client = system.spawn({ inbox: 'client' });
+    const client = await testActor(system, { inbox: 'client' });
     const described = client.invoke<{ name: string }>({ ...emptyHandle(), addr: { host: '', inbox: 'root' } }, '/public/describe', {}, { unsigned: true });
     await waitFor('the describe to reach the resource manager', () => asked === 2);
     await discovery.stop();

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { HttpActor } from '../../http/actor.js';
+import { collectReplies } from '../../runtime/actor.js';
 import { createApp } from '../../http/app.js';
 import { BehaviorRegistry, replyWaiter } from '../../runtime/behavior.js';
 import { makeActor } from '../../runtime/component.js';
@@ -13,6 +14,7 @@ import { ReplayCache } from '../../runtime/replay.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';
+import { testActor } from '../helpers/actor.js';
 
 const newSystem = (capacity = 16, concurrency = 4) =>
   new ActorSystem({ key: KeyPair.generate(), log: silentLogger(), mailbox: { capacity, concurrency }, replayCapacity: 1000 });
@@ -128,7 +130,7 @@ describe('Actor', () => {
     const system = newSystem();
     const states: string[] = [];
     system.events.subscribe((e: SystemEvent) => e.type === 'lifecycle' && e.actor === 'a' && states.push(e.state));
-    const actor = system.spawn({ inbox: 'a' });
+    const actor = await testActor(system, { inbox: 'a' });
     expect(actor.state).toBe('running');
     await actor.stop();
     expect(actor.state).toBe('stopped');
@@ -138,8 +140,8 @@ describe('Actor', () => {
 
   it('invokes another actor and gets its signed reply', async () => {
     const system = newSystem();
-    const echo = system.spawn({ inbox: 'echo', behaviors: [{ name: '/echo', handle: ({ payload }) => ({ echoed: payload }) }] });
-    const caller = system.spawn({ inbox: 'caller' });
+    const echo = await testActor(system, { inbox: 'echo', behaviors: [{ name: '/echo', handle: ({ payload }) => ({ echoed: payload }) }] });
+    const caller = await testActor(system, { inbox: 'caller' });
     const reply = await caller.invoke(echo.handle, '/echo', { n: 1 });
     expect(reply.payload).toEqual({ echoed: { n: 1 } });
     expect(reply.env.from.addr.inbox).toBe('echo');
@@ -148,22 +150,22 @@ describe('Actor', () => {
 
   it('times out an invoke at its expiry and cleans up', async () => {
     const system = newSystem();
-    const silent = system.spawn({ inbox: 'silent', behaviors: [{ name: '/x', noReply: true, handle: () => {} }] });
-    const caller = system.spawn({ inbox: 'caller' });
+    const silent = await testActor(system, { inbox: 'silent', behaviors: [{ name: '/x', noReply: true, handle: () => {} }] });
+    const caller = await testActor(system, { inbox: 'caller' });
     await expect(caller.invoke(silent.handle, '/x', {}, { ttlMs: 50 })).rejects.toMatchObject({ kind: 'timeout' });
     expect(caller.primary.behaviors.size).toBe(0);
   });
 
   it('replies {error, kind} to a handler that throws and to a payload its schema refuses', async () => {
     const system = newSystem();
-    const a = system.spawn({
+    const a = await testActor(system, {
       inbox: 'a',
       behaviors: [
         { name: '/fail', handle: () => { throw new DmsError('conflict', 'not now'); } },
         { name: '/typed', payload: z.strictObject({ n: z.number() }), handle: () => ({}) },
       ],
     });
-    const caller = system.spawn({ inbox: 'caller' });
+    const caller = await testActor(system, { inbox: 'caller' });
     expect((await caller.invoke(a.handle, '/fail', {})).payload).toEqual({ error: 'not now', kind: 'conflict' });
     expect((await caller.invoke(a.handle, '/typed', { n: 'x' })).payload).toMatchObject({ error: expect.stringMatching(/^invalid payload for \/typed/), kind: 'invalid' });
     // An unknown behavior is refused at routing, before any reply.
@@ -174,15 +176,15 @@ describe('Actor', () => {
     const system = newSystem();
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const a = system.spawn({
+    const a = await testActor(system, {
       inbox: 'a',
-      mailbox: { concurrency: 1 },
+      concurrency: 1,
       behaviors: [
         { name: '/block', handle: () => gate },
         { name: '/gone', handle: () => ({}) },
       ],
     });
-    const caller = system.spawn({ inbox: 'caller' });
+    const caller = await testActor(system, { inbox: 'caller' });
     // Unsigned, so both are queued before invoke returns (a signature would be awaited first).
     const blocked = caller.invoke(a.handle, '/block', {}, { unsigned: true });
     const reply = caller.invoke(a.handle, '/gone', {}, { unsigned: true });
@@ -194,9 +196,9 @@ describe('Actor', () => {
 
   it('delivers a local broadcast to every subscriber of the topic', async () => {
     const system = newSystem();
-    for (const name of ['s1', 's2']) system.spawn({ inbox: name, topics: ['/t'], behaviors: [{ name: '/b', handle: () => ({ from: name }) }] });
-    system.spawn({ inbox: 'other', behaviors: [{ name: '/b', handle: () => ({ from: 'other' }) }] });
-    const caller = system.spawn({ inbox: 'caller' });
+    for (const name of ['s1', 's2']) await testActor(system, { inbox: name, topics: ['/t'], behaviors: [{ name: '/b', handle: () => ({ from: name }) }] });
+    await testActor(system, { inbox: 'other', behaviors: [{ name: '/b', handle: () => ({ from: 'other' }) }] });
+    const caller = await testActor(system, { inbox: 'caller' });
     const got: string[] = [];
     // Replies reach only a behavior that waits for them (an ordinary one would be reflection).
     caller.add(replyWaiter('/replies', (env) => got.push((decodePayload(env.msg) as { from: string }).from)), { expiresAt: Date.now() + 5_000 });
@@ -205,10 +207,52 @@ describe('Actor', () => {
     expect(got.sort()).toEqual(['s1', 's2']);
   });
 
-  it('refuses to bind an inbox twice', () => {
+  it('refuses to bind an inbox twice', async () => {
     const system = newSystem();
-    system.spawn({ inbox: 'x' });
-    expect(() => system.spawn({ inbox: 'x' })).toThrow(/already bound/);
+    await testActor(system, { inbox: 'x' });
+    await expect(testActor(system, { inbox: 'x' })).rejects.toThrow(/already bound/);
+  });
+});
+
+describe('collectReplies, the one collector of broadcast replies', () => {
+  it('ends at max replies, the byte bound (leaving out a reply too large alone), a refused claim, enough, an abort or its time', async () => {
+    // One at a time, so the replies reach the waiter in the order sent.
+    const system = newSystem(16, 1);
+    const a = await testActor(system, { inbox: 'a', concurrency: 1 });
+    const replies = (cont: string, ...payloads: unknown[]) => {
+      for (const p of payloads) system.deliverLocal(a.envelope(a.handle, cont, p), { reply: true });
+    };
+    const taken = async (p: Promise<{ msg: Uint8Array }[]>) => (await p).map((r) => decodePayload(r.msg));
+    const until = Date.now() + 10_000;
+
+    let p = collectReplies(a.primary, '/c/max', { until, max: 2, maxBytes: 1000 });
+    replies('/c/max', { n: 1 }, { n: 2 }, { n: 3 });
+    expect(await taken(p)).toEqual([{ n: 1 }, { n: 2 }]);
+
+    // {"n":1} is 7 bytes: a second would pass 10.
+    p = collectReplies(a.primary, '/c/bytes', { until, max: 5, maxBytes: 10 });
+    replies('/c/bytes', { big: 'x'.repeat(20) }, { n: 1 }, { n: 2 });
+    expect(await taken(p)).toEqual([{ n: 1 }]);
+
+    let claims = 0;
+    p = collectReplies(a.primary, '/c/claim', { until, max: 5, maxBytes: 1000, claim: () => ++claims < 2 });
+    replies('/c/claim', { n: 1 }, { n: 2 });
+    expect(await taken(p)).toEqual([{ n: 1 }]);
+
+    p = collectReplies(a.primary, '/c/enough', { until, max: 5, maxBytes: 1000, enough: (r) => r.length === 1 });
+    replies('/c/enough', { n: 1 }, { n: 2 });
+    expect(await taken(p)).toEqual([{ n: 1 }]);
+
+    const abort = new AbortController();
+    p = collectReplies(a.primary, '/c/abort', { until, max: 5, maxBytes: 1000, signal: abort.signal });
+    abort.abort();
+    expect(await taken(p)).toEqual([]);
+
+    const began = Date.now();
+    expect(await taken(collectReplies(a.primary, '/c/time', { until: began + 50, max: 5, maxBytes: 1000 }))).toEqual([]);
+    expect(Date.now() - began).toBeGreaterThanOrEqual(45);
+    // Every waiter is gone once its collection ended.
+    expect(a.primary.behaviors.size).toBe(0);
   });
 });
 

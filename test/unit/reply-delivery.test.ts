@@ -3,12 +3,13 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { notWaiting } from '../../runtime/behavior.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
-import { signEnvelopeSync } from '../../runtime/crypto/signing.js';
+import { signEnvelopeSync } from '../helpers/envelopes.js';
 import { DmsError } from '../../runtime/errors.js';
 import { silentLogger, type Logger } from '../../runtime/log.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
+import { testActor } from '../helpers/actor.js';
 
 const newSystem = (log: Logger = silentLogger()) => new ActorSystem({ key: KeyPair.generate(), log, mailbox: { capacity: 16, concurrency: 4 }, replayCapacity: 1000 });
 
@@ -29,8 +30,8 @@ describe('replies the kernel routes', () => {
   it('never run an ordinary behavior: a request whose from/cont name one gets its reply dead-lettered', async () => {
     const system = newSystem();
     let ran = 0;
-    system.spawn({ inbox: 'root', behaviors: [{ name: '/public/hello', handle: () => ({ hi: true }) }] });
-    system.spawn({ inbox: 'victim', behaviors: [{ name: '/victim/act', handle: () => { ran++; } }] });
+    await testActor(system, { inbox: 'root', behaviors: [{ name: '/public/hello', handle: () => ({ hi: true }) }] });
+    await testActor(system, { inbox: 'victim', behaviors: [{ name: '/victim/act', handle: () => { ran++; } }] });
     const stranger = KeyPair.generate();
     const env: Envelope = signEnvelopeSync(
       {
@@ -54,8 +55,8 @@ describe('replies the kernel routes', () => {
   it('still reach the reply waiter of an invoke, and an ordinary send still reaches its behavior', async () => {
     const system = newSystem();
     let ran = 0;
-    const target = system.spawn({ inbox: 't', behaviors: [{ name: '/t/do', handle: () => { ran++; return { n: ran }; } }] });
-    const caller = system.spawn({ inbox: 'c' });
+    const target = await testActor(system, { inbox: 't', behaviors: [{ name: '/t/do', handle: () => { ran++; return { n: ran }; } }] });
+    const caller = await testActor(system, { inbox: 'c' });
     expect((await caller.invoke(target.handle, '/t/do', {})).payload).toEqual({ n: 1 });
     const delivered = nextEvent(system, (e) => e.type === 'deliver' && e.env.be === '/t/do');
     await caller.send(target.handle, '/t/do', {});
@@ -70,14 +71,14 @@ describe('a handler that throws something other than a DmsError', () => {
     const lines: string[] = [];
     const sink = new Writable({ write: (chunk, _enc, done) => { lines.push(String(chunk)); done(); } });
     const system = newSystem(pino({ level: 'info' }, sink));
-    const a = system.spawn({
+    const a = await testActor(system, {
       inbox: 'a',
       behaviors: [
         { name: '/boom', handle: () => { throw new Error('db password hunter2 at /etc/secret'); } },
         { name: '/refuse', handle: () => { throw new DmsError('conflict', 'not now'); } },
       ],
     });
-    const caller = system.spawn({ inbox: 'caller' });
+    const caller = await testActor(system, { inbox: 'caller' });
     const reply = (await caller.invoke<{ error: string }>(a.handle, '/boom', {})).payload;
     expect(reply).toMatchObject({ kind: 'internal' });
     const id = /^internal error \(id ([0-9a-f]{8})\)$/.exec(reply.error)?.[1];

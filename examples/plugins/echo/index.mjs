@@ -54,18 +54,6 @@ class EchoExecutor {
     return this.ctx.endOf(run.machine);
   }
 
-  async status(handle) {
-    const run = this.runs.get(handle.id);
-    if (!run) return { state: 'missing' };
-    const snap = run.machine.getSnapshot();
-    if (snap.status === 'done' && snap.context.result) return { state: 'exited', result: snap.context.result };
-    return { state: 'running' };
-  }
-
-  logs(handle, opts) {
-    return this.ctx.logs.read(handle.job_id, opts);
-  }
-
   readLogs(handle, from, limit) {
     return this.ctx.logs.readPage(handle.job_id, from, limit);
   }

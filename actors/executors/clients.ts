@@ -1,11 +1,10 @@
 import { DmsError, notFound } from '../../runtime/errors.js';
-import type { Executor } from '../../behaviors/jobs/execution.js';
 
 /**
- * Executors by name. The orchestrator keeps one of the executor actors it may use (each as
- * the client that asks it by envelopes); anything with a name can be listed.
+ * The executors jobs may name, by name, as the orchestrator reaches them: each the client that
+ * asks an executor actor by envelopes, never the executor itself.
  */
-export class ExecutorRegistry<E extends { readonly name: string } = Executor> {
+export class ExecutorClients<E extends { readonly name: string }> {
   private readonly executors = new Map<string, E>();
 
   register(executor: E): void {

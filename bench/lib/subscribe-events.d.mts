@@ -1,0 +1,2 @@
+/** The subscriber bench/lib/subscribe-events.mjs puts on `dms:event`. */
+export declare const drop: () => void;
