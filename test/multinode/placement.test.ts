@@ -5,7 +5,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
 import { ForeignPeer } from '../helpers/peer.js';
@@ -270,6 +270,8 @@ describe('placement', { timeout: 90_000 }, () => {
       // Node 3, the one honest node that can hold the job, busy with another: its bid is not
       // idle, so only the liar's can end the collection early.
       const busy = await submit(n1, { resources: { cpu: 0.1, memory: '16MiB' }, placement: { node: n3.peerId }, environment: { DMS_NULL_DURATION_MS: '60000' } });
+      // Stopped however this test ends (a second cancel is a harmless 409): left running, it would hold node 3 for the next tests.
+      onTestFinished(async () => void (await rest(n1, 'DELETE', `/api/v1/jobs/${busy.id}`)));
       await until(n1, busy.id, 'running');
       const j = await submit(n1, { resources: { cpu: 1.5, memory: '64MiB' } });
       const done = await until(n1, j.id, 'completed');
