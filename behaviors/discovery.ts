@@ -80,7 +80,8 @@ const text = (max: number) => z.string().max(max);
 /**
  * What a node publishes about itself at /public/describe, and what its peers keep of it.
  * `onboarded` is the share offered to the network and `free` what of it is not reserved;
- * both are null on a node that runs no resource manager.
+ * both are null on a node that offers nothing (its operator onboarded no share) or runs no
+ * resource manager.
  */
 export const NodeProfile = z
   .object({

@@ -22,6 +22,7 @@ import { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
 import { REMOTE_EXECUTOR } from '../actors/executors/remote.js';
 import { BUILTIN_INBOXES, loadPlugins, pluginActor, pluginExecutors, pluginRoutes } from './plugins.js';
 import { deviceRoutes } from '../http/routes/device.js';
+import { peerRoutes } from '../http/routes/peers.js';
 import { jobRoutes } from '../http/routes/jobs.js';
 import { resourceRoutes } from '../http/routes/resources.js';
 import { BUILTIN_EXECUTORS, startJobs } from './jobs.js';
@@ -124,7 +125,7 @@ export class DmsNode {
         provide: security.provide,
       }),
     );
-    const routes = [jobRoutes, resourceRoutes, deviceRoutes, pluginRoutes(pluginActors)];
+    const routes = [jobRoutes, resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
     // Within the step: a route a plugin cannot add stops what started.
     const http = await order.step(
       'rest',

@@ -13,6 +13,7 @@ import { restFor } from '../rest.js';
 import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
 import { grid } from '../table.js';
+import { coresText } from './onboard.js';
 
 interface ListOptions {
   status?: string;
@@ -207,7 +208,7 @@ function summary(job: Job): string {
  */
 function describe(job: Job, events: JobEventsReply['events']): string {
   const r = job.resources;
-  const resources = [`${r.cpu.cores} cores`, `${formatBytes(r.memory.size)} memory`, `${formatBytes(r.storage.size)} storage`];
+  const resources = [coresText(r.cpu.cores), `${formatBytes(r.memory.size)} memory`, `${formatBytes(r.storage.size)} storage`];
   if (r.gpu) resources.push(`${r.gpu.count} GPU${r.gpu.model ? ` ${r.gpu.model}` : ''}${r.gpu.vram ? ` with ${formatBytes(r.gpu.vram)} each` : ''}`);
   const env = Object.entries(job.environment).map(([k, v]) => `${k}=${v}`);
   const width = 13;

@@ -5,11 +5,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { type Command, Option } from 'commander';
 import { coerceText, type Config, loadConfig, type LoadOptions } from '../../runtime/config.js';
+import type { DeviceSettings, DeviceSettingsPatch } from '../../behaviors/jobs/schema.js';
+import { errorText } from '../../runtime/errors.js';
 import { homePaths, initHome } from '../../runtime/home.js';
 import { createLogger, LOG_FORMATS, type LogFormat } from '../../runtime/log.js';
 import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
 import { CliError, globals, homeOf, isAlive, output, runningNode, warnIgnoredConfig } from '../context.js';
 import { newKeyPassphrase, unlockKeys } from '../passphrase.js';
+import { restFor } from '../rest.js';
+import { type OnboardFlags, onboardFlags, settingsFrom, shareText } from './onboard.js';
 
 const DETACH_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 20_000;
@@ -56,19 +60,41 @@ export function startConfig(load: Omit<LoadOptions, 'flags'>, opts: StartOptions
   });
 }
 
+/**
+ * The share onboarded at init: through the running node when there is one, else written to the
+ * home's store (by the same rules) for the node that starts later.
+ */
+async function onboardAtInit(cmd: Command, home: string, patch: DeviceSettingsPatch): Promise<DeviceSettings> {
+  if (runningNode(home)) return restFor(cmd).put<DeviceSettings>('/api/v1/device/config', patch);
+  const config = loadConfig({ home, file: globals(cmd).config, onIgnored: warnIgnoredConfig });
+  // Loaded here so every other command starts without the storage's dependency tree.
+  const { writeDeviceSettings } = await import('../../daemon/device-settings.js');
+  try {
+    return await writeDeviceSettings(home, config, patch);
+  } catch (e) {
+    throw new CliError(errorText(e));
+  }
+}
+
 export function registerNodeCommands(program: Command): void {
-  program
-    .command('init')
-    .description('create the node home: configuration directory, node key and operator key (existing keys are kept)')
-    .action(async (_opts, cmd: Command) => {
+  onboardFlags(
+    program
+      .command('init')
+      .description('create the node home: configuration directory, node key and operator key (existing keys are kept); with --onboard, also offer a share of the machine')
+      .option('--onboard', 'also onboard a share (--cpu, --memory, …, as `dms onboard` takes them), for scripted set-up'),
+  ).action(async (opts: OnboardFlags & { onboard?: boolean }, cmd: Command) => {
       const home = homeOf(cmd);
       const paths = homePaths(home);
       // Sealed existing keys need their passphrase; new keys get DMS_PASSPHRASE, a passphrase
       // asked at a terminal, or none (stored 0600) when nobody can be asked.
       await unlockKeys([paths.nodeKey, paths.operatorKey]);
       const making = !existsSync(paths.nodeKey) || !existsSync(paths.operatorKey);
+      const { patch } = settingsFrom(opts);
+      if (!opts.onboard && Object.keys(patch).length) throw new CliError('--cpu, --memory, --label … onboard a share: add --onboard (or run `dms onboard` later)');
+      if (opts.onboard && !patch.onboarded) throw new CliError('--onboard needs the share: --cpu and --memory (e.g. --cpu 1.5 --memory 4GiB)');
       const r = initHome(home, making ? await newKeyPassphrase() : passphraseFromEnv());
-      const data = { home, node_did: r.node.did, peer_id: r.node.peerId, operator_did: r.operator.did, created: r.created, encrypted: r.encrypted };
+      const onboarded = opts.onboard ? await onboardAtInit(cmd, home, patch) : undefined;
+      const data = { home, node_did: r.node.did, peer_id: r.node.peerId, operator_did: r.operator.did, created: r.created, encrypted: r.encrypted, ...(onboarded ? { device: onboarded } : {}) };
       const said = (made: boolean) => (made ? 'created' : 'kept existing');
       output(
         cmd,
@@ -79,6 +105,7 @@ export function registerNodeCommands(program: Command): void {
           `peer id   ${r.node.peerId}`,
           `operator  ${r.operator.did} (${said(r.created.operator)})`,
           keysAtRest(r.encrypted),
+          ...(onboarded ? [`offered   ${onboarded.onboarded ? shareText(onboarded.onboarded) : 'nothing'}`] : []),
         ].join('\n'),
       );
     });
