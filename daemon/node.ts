@@ -8,7 +8,7 @@ import { listen, type Listening } from '../http/server.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
 import { writeJsonAtomic } from '../runtime/files.js';
-import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
+import { type ConfigOverride, homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ReplayLog } from '../runtime/replay-log.js';
 import { makeActor } from '../runtime/component.js';
@@ -32,6 +32,8 @@ export interface NodeOptions {
   home: string;
   config: Config;
   log: Logger;
+  /** Settings taken from start flags or the environment, recorded in the runtime file for `dms config get`. */
+  overrides?: ConfigOverride[];
 }
 
 /**
@@ -135,7 +137,7 @@ export class DmsNode {
     const paths = homePaths(home);
     await order.step(
       'runtime file',
-      () => writeRuntimeInfo(paths, system, http.url),
+      () => writeRuntimeInfo(paths, system, http.url, opts.overrides),
       () => rmSync(paths.runtime, { force: true }),
     );
     log.info({ url: http.url, did: keys.node.did, peer_id: system.host, operator: keys.operator.did }, 'node started');
@@ -171,7 +173,7 @@ async function startNetwork(system: ActorSystem, config: Config, log: Logger, ke
 }
 
 /** `<home>/runtime.json`: how `dms` finds this running node (its pid, URL, identity, addresses). */
-function writeRuntimeInfo(paths: ReturnType<typeof homePaths>, system: ActorSystem, url: string): void {
+function writeRuntimeInfo(paths: ReturnType<typeof homePaths>, system: ActorSystem, url: string, overrides?: ConfigOverride[]): void {
   mkdirSync(paths.root, { recursive: true });
   const info: RuntimeInfo = {
     pid: process.pid,
@@ -180,6 +182,8 @@ function writeRuntimeInfo(paths: ReturnType<typeof homePaths>, system: ActorSyst
     peer_id: system.host,
     addrs: system.network?.addrs() ?? [],
     started_at: new Date().toISOString(),
+    // `--port 0` asked for any port: the one it got is what is in effect.
+    ...(overrides?.length ? { overrides: overrides.map((o) => (o.key === 'rest.port' && o.value === 0 ? { ...o, value: Number(new URL(url).port) } : o)) } : {}),
   };
   writeJsonAtomic(paths.runtime, info);
 }

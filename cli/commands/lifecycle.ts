@@ -4,10 +4,11 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { type Command, Option } from 'commander';
-import { coerceText, type Config, loadConfig, type LoadOptions } from '../../runtime/config.js';
+import { coerceText, type Config, ENV_KEYS, getKey, type Json, loadConfig, type LoadOptions, SECRET_KEYS } from '../../runtime/config.js';
 import type { DeviceSettings, DeviceSettingsPatch } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
-import { homePaths, initHome } from '../../runtime/home.js';
+import { type ConfigOverride, homePaths, initHome } from '../../runtime/home.js';
+import { restPortProblem } from '../../runtime/port-holder.js';
 import { createLogger, LOG_FORMATS, type LogFormat } from '../../runtime/log.js';
 import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
 import { CliError, globals, homeOf, isAlive, output, runningNode, warnIgnoredConfig } from '../context.js';
@@ -47,17 +48,46 @@ const parseListen = (v: string): string[] => coerceText('network.ListenAddresses
  * Exported so a node started in process (tests, embedders) reads it exactly as the command does.
  */
 export function startConfig(load: Omit<LoadOptions, 'flags'>, opts: StartOptions): Config {
-  return loadConfig({
-    ...load,
-    flags: {
-      'rest.port': opts.port,
-      'rest.addr': opts.host,
-      'network.ListenAddresses': opts.listen,
-      'general.debug': opts.dev || opts.devPayloads || opts.debug ? true : undefined,
-      'general.dev_payloads': opts.devPayloads ? true : undefined,
-      'general.log_level': opts.logLevel,
-    },
-  });
+  return loadConfig({ ...load, flags: startFlags(opts) });
+}
+
+/** The settings `dms start`'s flags set, as dotted keys (undefined: not given). */
+function startFlags(opts: StartOptions): Record<string, Json | undefined> {
+  return {
+    'rest.port': opts.port,
+    'rest.addr': opts.host,
+    'network.ListenAddresses': opts.listen,
+    'general.debug': opts.dev || opts.devPayloads || opts.debug ? true : undefined,
+    'general.dev_payloads': opts.devPayloads ? true : undefined,
+    'general.log_level': opts.logLevel,
+  };
+}
+
+/** The flag a person typed for each key startFlags sets. */
+export const START_FLAG_NAMES: Record<string, string> = {
+  'rest.port': '--port',
+  'rest.addr': '--host',
+  'network.ListenAddresses': '--listen',
+  'general.debug': '--dev',
+  'general.dev_payloads': '--dev-payloads',
+  'general.log_level': '--log-level',
+};
+
+/** What this start takes from its flags and the environment over the file, for the runtime file. */
+function overridesOf(opts: StartOptions, config: Config): ConfigOverride[] {
+  const flags = startFlags(opts);
+  const out: ConfigOverride[] = [];
+  const taken = new Set<string>();
+  for (const [key, value] of Object.entries(flags)) {
+    if (value === undefined) continue;
+    out.push({ key, value: getKey(config, key), from: START_FLAG_NAMES[key] });
+    taken.add(key);
+  }
+  for (const [name, key] of Object.entries(ENV_KEYS)) {
+    if (process.env[name] === undefined || taken.has(key) || SECRET_KEYS.includes(key as never)) continue;
+    out.push({ key, value: getKey(config, key), from: name });
+  }
+  return out;
 }
 
 /**
@@ -130,11 +160,15 @@ export function registerNodeCommands(program: Command): void {
       await unlockKeys([homePaths(home).nodeKey, homePaths(home).operatorKey]);
       // Read before detaching too, so whoever starts the node sees an ignored file and a bad value.
       const config = startConfig({ home, file: globals(cmd).config, onIgnored: warnIgnoredConfig }, opts);
+      // Before anything starts (storage, network, executors take seconds): a taken REST port is
+      // said at once, with the way out, rather than after all of it as the last of its log.
+      const busy = await restPortProblem(config.rest.addr, config.rest.port);
+      if (busy) throw new CliError(busy);
       if (opts.detach) return detach(cmd, home);
       const log = createLogger(config.general.log_level, { format: opts.logFormat });
       // Loaded here so every other command starts without the node's whole dependency tree.
       const { DmsNode } = await import('../../daemon/node.js');
-      const node = await DmsNode.start({ home, config, log });
+      const node = await DmsNode.start({ home, config, log, overrides: overridesOf(opts, config) });
       let stopping = false;
       const shutdown = (signal: string) => {
         if (stopping) {

@@ -35,7 +35,7 @@ describe.concurrent('dms config', { timeout: 90_000 }, () => {
     const get = await dms(home, ['config', 'get', 'rest.port']);
     expect(get.code, get.stderr).toBe(0);
     expect(get.stdout).toBe('8123\n');
-    expect(JSON.parse((await dms(home, ['--json', 'config', 'get', 'network.EnableMDNS'])).stdout)).toEqual({ key: 'network.EnableMDNS', value: true });
+    expect(JSON.parse((await dms(home, ['--json', 'config', 'get', 'network.EnableMDNS'])).stdout)).toEqual({ key: 'network.EnableMDNS', value: true, source: 'default' });
     // A string prints bare.
     expect((await dms(home, ['config', 'get', 'general.name'])).stdout).toBe('box\n');
   });

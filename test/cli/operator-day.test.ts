@@ -101,6 +101,11 @@ describe("an operator's first day", { timeout: 120_000 }, () => {
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain('hello from three');
     expect(r.stderr).toMatch(new RegExp(`job \\S+ (runs|ran) on …${n3.peerId.slice(-8)} \\(node-three\\)`));
+    // Its record on node 1 says where it ran, and no peer id posing as a container.
+    const id = /submitted job (\S+)/.exec(r.stderr)![1];
+    const described = await dms(n1, 'jobs', 'describe', id);
+    const container = described.stdout.split('\n').find((l) => l.startsWith('container'));
+    expect(container).toBe(`container    none here: it runs on …${n3.peerId.slice(-8)} (\`dms jobs describe\` on that node shows its container)`);
   });
 
   it('dms run --node <a peer offering nothing> fails at once, naming why', async () => {
