@@ -104,7 +104,11 @@ export const NodeProfile = z
 export type NodeProfile = z.infer<typeof NodeProfile>;
 
 export const DescribePayload = EmptyPayload;
-export const PeersDescribePayload = EmptyPayload;
+/**
+ * `fresh`: peers whose profile is asked for again now, however recently it came (a caller about
+ * to act on what it says, e.g. refusing a job pinned there); the others as usual.
+ */
+export const PeersDescribePayload = EmptyPayload.extend({ fresh: z.array(PeerIdText).max(16).optional() });
 
 export const PeerDescription = z.object({
   id: z.string(),

@@ -35,8 +35,8 @@ export const peerRoutes: RouteModule = ({ table, system, http }) => {
   });
 };
 
-async function describePeers(http: HttpApi): Promise<PeersDescribeReply> {
-  return PeersDescribeReply.parse(await http.call(ROOT_INBOX, DiscoveryBehaviors.peersDescribe, {}, DESCRIBE_TTL_MS));
+async function describePeers(http: HttpApi, fresh?: string[]): Promise<PeersDescribeReply> {
+  return PeersDescribeReply.parse(await http.call(ROOT_INBOX, DiscoveryBehaviors.peersDescribe, fresh ? { fresh } : {}, DESCRIBE_TTL_MS));
 }
 
 export async function refuseNodeOfferingNothing(spec: JobSpec, { system, http }: { system: ActorSystem; http: HttpApi }): Promise<void> {
@@ -44,7 +44,8 @@ export async function refuseNodeOfferingNothing(spec: JobSpec, { system, http }:
   if (node === undefined || system.isHere(node)) return;
   let reply: PeersDescribeReply;
   try {
-    reply = await describePeers(http);
+    // Asked again now: a share onboarded a moment ago must not be refused from an older copy.
+    reply = await describePeers(http, [node]);
   } catch (e) {
     // Without profiles the job is placed as before: pending with the provider's own reason.
     system.log.debug({ err: errorText(e) }, 'pinned job: peer profiles unavailable, not checked at submission');

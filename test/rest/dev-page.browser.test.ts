@@ -250,8 +250,8 @@ describe.skipIf(!HAVE_CHROMIUM)(`the dev page in headless Chromium${HAVE_CHROMIU
       await logRows('/public/status').first().waitFor(WAIT);
       const off = await page.evaluate(() => {
         const section = document.querySelector('#log')!.closest('section')!.getBoundingClientRect();
-        const cells = [...document.querySelectorAll('#log thead th'), ...document.querySelectorAll('#log tbody tr:first-child td')];
-        return cells.filter((c) => c.getBoundingClientRect().right > section.right + 0.5).map((c) => c.textContent || `column ${[...c.parentElement!.children].indexOf(c)}`);
+        const cells = [...Array.from(document.querySelectorAll('#log thead th')), ...Array.from(document.querySelectorAll('#log tbody tr:first-child td'))];
+        return cells.filter((c) => c.getBoundingClientRect().right > section.right + 0.5).map((c) => c.textContent || `column ${Array.from(c.parentElement!.children).indexOf(c)}`);
       });
       expect(off).toEqual([]);
     } finally {
