@@ -122,6 +122,15 @@ describe("an operator's first day", { timeout: 120_000 }, () => {
     expect(jobs.filter((j) => j.placement?.node === n2.peerId)).toEqual([]);
   });
 
+  it('a share onboarded a moment ago is not refused from the copy of the profile node 1 read before', async () => {
+    const onboard = await dms(n2, 'onboard', '--cpu', '0.5', '--memory', '128MiB', '--name', 'node-two');
+    expect(onboard.code, onboard.stderr).toBe(0);
+    const r = await dms(n1, 'run', '--node', n2.peerId, ...NULL_JOB, '-e', 'DMS_NULL_STDOUT=hello from two', 'none');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('hello from two');
+    expect(r.stderr).toMatch(new RegExp(`job \\S+ (runs|ran) on …${n2.peerId.slice(-8)} \\(node-two\\)`));
+  });
+
   it('dms offboard is refused while node 3 runs a job for node 1; --force cancels it and node 1 sees why', async () => {
     const submitted = await dms(n1, 'run', '--detach', '--id-only', '--label', 'zone=lab', ...NULL_JOB, '-e', 'DMS_NULL_DURATION_MS=120000', 'none');
     expect(submitted.code, submitted.stderr).toBe(0);
