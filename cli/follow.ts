@@ -54,14 +54,15 @@ async function stream(rest: RestClient, id: string, opts: FollowOptions): Promis
       if (opts.json) process.stdout.write(JSON.stringify({ event: 'log', stream: chunk.stream, data: chunk.data }) + '\n');
       else (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
     } else if (ev.event === 'status') {
-      if (opts.progress) {
-        const reason = data.pending_reason ? ` (${data.pending_reason})` : '';
-        process.stderr.write(`[dms] job ${id}: ${data.status}${reason}\n`);
-      }
+      // Where it went, once it left pending, before what it did there.
       if (!placed && data.status !== 'pending') {
         placed = true;
         const where = await placedOn(rest, id);
-        if (where) process.stderr.write(`[dms] job ${id} runs on ${where}\n`);
+        if (where) process.stderr.write(`[dms] job ${id} ${data.status === 'running' ? 'runs' : 'ran'} on ${where}\n`);
+      }
+      if (opts.progress) {
+        const reason = data.pending_reason ? ` (${data.pending_reason})` : '';
+        process.stderr.write(`[dms] job ${id}: ${data.status}${reason}\n`);
       }
     } else if (ev.event === 'end') {
       const end = data as { status: JobStatus; exit_code: number | null; error: string | null };
