@@ -28,6 +28,7 @@ const UNIT = [
   ...testsIn('test/unit').filter((f) => !UNIT_NOT.includes(f)),
   'test/cli/client.test.ts',
   'test/cli/help.test.ts',
+  'test/cli/operator-help.test.ts',
   'test/cli/ids.test.ts',
   'test/cli/rest-client.test.ts',
   'test/cli/sizes.test.ts',

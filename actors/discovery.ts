@@ -244,11 +244,11 @@ function createDiscovery({ actor, system, log, deps, machine }: ActorContext<Dis
       name: DiscoveryBehaviors.peersDescribe,
       payload: PeersDescribePayload,
       description: 'peers connected now, each with the profile it published: name, addresses, resources, executors, last seen',
-      handle: async (): Promise<PeersDescribeReply> => {
+      handle: async ({ payload }): Promise<PeersDescribeReply> => {
         const peers = network?.peers() ?? [];
         const dids = knownDids();
         // Only peers that answered the hello exchange speak DMS; asking the others would only wait.
-        await profiles.refreshStale(peers.filter((p) => dids[p]));
+        await profiles.refreshStale(peers.filter((p) => dids[p]), payload.fresh ?? []);
         return { peers, dids, nodes: peers.map((id) => ({ id, did: dids[id] ?? null, ...profiles.get(id) })) };
       },
     }),

@@ -53,10 +53,13 @@ export class PeerProfiles {
     return asked;
   }
 
-  /** Refreshes the stale profiles among `peers`, waiting at most `waitMs` for the answers. */
-  async refreshStale(peers: string[]): Promise<void> {
-    const now = Date.now();
-    const stale = peers.filter((p) => now - (this.known.get(p)?.askedAt ?? 0) >= this.opts.freshMs);
+  /**
+   * Refreshes the stale profiles among `peers`, and those of `now` however fresh (a reader about
+   * to act on what one says), waiting at most `waitMs` for the answers.
+   */
+  async refreshStale(peers: string[], now: readonly string[] = []): Promise<void> {
+    const at = Date.now();
+    const stale = peers.filter((p) => now.includes(p) || at - (this.known.get(p)?.askedAt ?? 0) >= this.opts.freshMs);
     if (!stale.length) return;
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.opts.waitMs)));

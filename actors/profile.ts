@@ -45,8 +45,10 @@ export async function describeSelf(actor: Actor, source: ProfileSource): Promise
     addrs: source.addrs().slice(0, MAX_PUBLISHED_ADDRS),
     location: device?.location ?? {},
     labels: device?.labels ?? {},
-    onboarded: usage?.onboarded ?? null,
-    free: usage?.free ?? null,
+    // Until the operator onboards a share the node offers nothing to the network, though its
+    // ledger lends its own jobs the whole machine: peers must not read that as an offer.
+    onboarded: usage?.offered ? usage.onboarded : null,
+    free: usage?.offered ? usage.free : null,
     executors: [...source.executors],
   };
 }

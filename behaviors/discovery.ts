@@ -80,7 +80,8 @@ const text = (max: number) => z.string().max(max);
 /**
  * What a node publishes about itself at /public/describe, and what its peers keep of it.
  * `onboarded` is the share offered to the network and `free` what of it is not reserved;
- * both are null on a node that runs no resource manager.
+ * both are null on a node that offers nothing (its operator onboarded no share) or runs no
+ * resource manager.
  */
 export const NodeProfile = z
   .object({
@@ -103,7 +104,11 @@ export const NodeProfile = z
 export type NodeProfile = z.infer<typeof NodeProfile>;
 
 export const DescribePayload = EmptyPayload;
-export const PeersDescribePayload = EmptyPayload;
+/**
+ * `fresh`: peers whose profile is asked for again now, however recently it came (a caller about
+ * to act on what it says, e.g. refusing a job pinned there); the others as usual.
+ */
+export const PeersDescribePayload = EmptyPayload.extend({ fresh: z.array(PeerIdText).max(16).optional() });
 
 export const PeerDescription = z.object({
   id: z.string(),

@@ -3,7 +3,7 @@
  * status changes, and the exit code to leave with. Shared by `jobs submit --follow|--wait`,
  * `jobs logs --follow` and `run`.
  */
-import type { JobStatus } from '../behaviors/jobs/schema.js';
+import type { Job, JobStatus } from '../behaviors/jobs/schema.js';
 import { CliError } from './context.js';
 import type { RestClient } from '../client/rest.js';
 
@@ -12,8 +12,13 @@ export interface FollowOptions {
   output: boolean;
   /** Print status changes on stderr ("[dms] job … running"). */
   progress: boolean;
-  /** Print the end as one JSON line on stdout. */
+  /**
+   * JSON lines on stdout: each chunk of output as `{"event":"log","stream","data"}` and the
+   * end as `{"event":"end",…}`, so stdout is all JSON (the job's own output is never mixed in raw).
+   */
   json: boolean;
+  /** Say on stderr which node the job runs on, once it runs. */
+  placement?: boolean;
 }
 
 /** Exit status of a shell whose command was interrupted by SIGINT (128 + 2). */
@@ -40,18 +45,33 @@ export async function followJob(rest: RestClient, id: string, opts: FollowOption
 }
 
 async function stream(rest: RestClient, id: string, opts: FollowOptions): Promise<number> {
+  let placed = !opts.placement;
   for await (const ev of rest.events(`/api/v1/jobs/${encodeURIComponent(id)}/logs?follow=true`)) {
     const data = JSON.parse(ev.data) as Record<string, unknown>;
     if (ev.event === 'log') {
       if (!opts.output) continue;
       const chunk = data as { stream: string; data: string };
-      (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
-    } else if (ev.event === 'status' && opts.progress) {
-      const reason = data.pending_reason ? ` (${data.pending_reason})` : '';
-      process.stderr.write(`[dms] job ${id}: ${data.status}${reason}\n`);
+      if (opts.json) process.stdout.write(JSON.stringify({ event: 'log', stream: chunk.stream, data: chunk.data }) + '\n');
+      else (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
+    } else if (ev.event === 'status') {
+      // Where it went, once it left pending, before what it did there.
+      if (!placed && data.status !== 'pending') {
+        placed = true;
+        const where = await placedOn(rest, id);
+        if (where) process.stderr.write(`[dms] job ${id} ${data.status === 'running' ? 'runs' : 'ran'} on ${where}\n`);
+      }
+      if (opts.progress) {
+        const reason = data.pending_reason ? ` (${data.pending_reason})` : '';
+        process.stderr.write(`[dms] job ${id}: ${data.status}${reason}\n`);
+      }
     } else if (ev.event === 'end') {
       const end = data as { status: JobStatus; exit_code: number | null; error: string | null };
-      if (opts.json) process.stdout.write(JSON.stringify(end) + '\n');
+      // A job that ended before its running was seen still ran somewhere (or never left pending).
+      if (!placed) {
+        const where = await placedOn(rest, id);
+        if (where) process.stderr.write(`[dms] job ${id} ran on ${where}\n`);
+      }
+      if (opts.json) process.stdout.write(JSON.stringify(opts.output ? { event: 'end', ...end } : end) + '\n');
       const code = end.exit_code === null ? '' : ` (exit code ${end.exit_code})`;
       process.stderr.write(`[dms] job ${id} ${end.status}${code}${end.error ? `: ${end.error}` : ''}\n`);
       return exitCodeOf(end);
@@ -60,6 +80,23 @@ async function stream(rest: RestClient, id: string, opts: FollowOptions): Promis
     }
   }
   throw new CliError(`following job ${id} stopped before it ended (did the node stop?)`);
+}
+
+/**
+ * The node a job was placed on, as a person tells nodes apart: `…<end of its peer id>
+ * (<name>)`, or `this node`. Undefined when it is not known; saying where is never worth failing for.
+ */
+export async function placedOn(rest: RestClient, id: string): Promise<string | undefined> {
+  try {
+    const job = await rest.get<Job>(`/api/v1/jobs/${encodeURIComponent(id)}`);
+    if (job.node === null) return undefined;
+    const peers = await rest.get<{ self?: string; nodes: { id: string; profile: { name: string } | null }[] }>('/api/v1/peers').catch(() => undefined);
+    if (peers?.self === job.node) return `this node (…${job.node.slice(-8)})`;
+    const name = peers?.nodes.find((n) => n.id === job.node)?.profile?.name;
+    return `…${job.node.slice(-8)}${name ? ` (${name})` : ''}`;
+  } catch {
+    return undefined;
+  }
 }
 
 /** What a process following the job exits with: a failed job is never 0. */

@@ -8,6 +8,7 @@ import { registerDevCommands } from './commands/dev.js';
 import { registerNodeCommands } from './commands/lifecycle.js';
 import { registerJobCommands } from './commands/jobs.js';
 import { registerResourceCommands } from './commands/resources.js';
+import { registerOnboardCommands } from './commands/onboard.js';
 import { registerPeersCommands } from './commands/peers.js';
 import { registerRunCommand } from './commands/run.js';
 import { OVERVIEW } from './overview.js';
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
 
   registerNodeCommands(program);
   registerRunCommand(program);
+  registerOnboardCommands(program);
   registerConfigCommands(program);
   registerActorCommands(program);
   registerCapCommands(program);

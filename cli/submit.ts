@@ -29,5 +29,5 @@ export async function submitJob(cmd: Command, spec: JobSpecInput | unknown, afte
   // Progress goes to stderr so that stdout stays the job's own output (or just the id).
   if (!after.idOnly) process.stderr.write(`[dms] submitted job ${job.id} (${job.name})\n`);
   const follow = Boolean(after.follow);
-  process.exitCode = await followJob(rest, job.id, { output: follow, progress: follow, json });
+  process.exitCode = await followJob(rest, job.id, { output: follow, progress: follow, json, placement: true });
 }

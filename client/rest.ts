@@ -28,7 +28,7 @@ export interface ServerEvent {
   data: string;
 }
 
-type Method = 'GET' | 'POST' | 'DELETE';
+type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
 export class RestClient {
   readonly url: string;
@@ -47,6 +47,10 @@ export class RestClient {
 
   post<T>(path: string, body: unknown, opts?: RequestOptions): Promise<T> {
     return this.json<T>('POST', path, JSON.stringify(body), opts);
+  }
+
+  put<T>(path: string, body: unknown, opts?: RequestOptions): Promise<T> {
+    return this.json<T>('PUT', path, JSON.stringify(body), opts);
   }
 
   delete<T>(path: string, opts?: RequestOptions): Promise<T> {

@@ -8,7 +8,7 @@ import { listen, type Listening } from '../http/server.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
 import { writeJsonAtomic } from '../runtime/files.js';
-import { homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
+import { type ConfigOverride, homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ReplayLog } from '../runtime/replay-log.js';
 import { makeActor } from '../runtime/component.js';
@@ -22,6 +22,7 @@ import { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
 import { REMOTE_EXECUTOR } from '../actors/executors/remote.js';
 import { BUILTIN_INBOXES, loadPlugins, pluginActor, pluginExecutors, pluginRoutes } from './plugins.js';
 import { deviceRoutes } from '../http/routes/device.js';
+import { peerRoutes } from '../http/routes/peers.js';
 import { jobRoutes } from '../http/routes/jobs.js';
 import { resourceRoutes } from '../http/routes/resources.js';
 import { BUILTIN_EXECUTORS, startJobs } from './jobs.js';
@@ -31,6 +32,8 @@ export interface NodeOptions {
   home: string;
   config: Config;
   log: Logger;
+  /** Settings taken from start flags or the environment, recorded in the runtime file for `dms config get`. */
+  overrides?: ConfigOverride[];
 }
 
 /**
@@ -127,7 +130,7 @@ export class DmsNode {
         provide: security.provide,
       }),
     );
-    const routes = [jobRoutes, resourceRoutes, deviceRoutes, pluginRoutes(pluginActors)];
+    const routes = [jobRoutes, resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
     // Within the step: a route a plugin cannot add stops what started.
     const http = await order.step(
       'rest',
@@ -137,7 +140,7 @@ export class DmsNode {
     const paths = homePaths(home);
     await order.step(
       'runtime file',
-      () => writeRuntimeInfo(paths, system, http.url),
+      () => writeRuntimeInfo(paths, system, http.url, opts.overrides),
       () => rmSync(paths.runtime, { force: true }),
     );
     log.info({ url: http.url, did: keys.node.did, peer_id: system.host, operator: keys.operator.did }, 'node started');
@@ -172,7 +175,7 @@ async function startNetwork(system: ActorSystem, config: Config, log: Logger, ke
 }
 
 /** `<home>/runtime.json`: how `dms` finds this running node (its pid, URL, identity, addresses). */
-function writeRuntimeInfo(paths: ReturnType<typeof homePaths>, system: ActorSystem, url: string): void {
+function writeRuntimeInfo(paths: ReturnType<typeof homePaths>, system: ActorSystem, url: string, overrides?: ConfigOverride[]): void {
   mkdirSync(paths.root, { recursive: true });
   const info: RuntimeInfo = {
     pid: process.pid,
@@ -181,6 +184,8 @@ function writeRuntimeInfo(paths: ReturnType<typeof homePaths>, system: ActorSyst
     peer_id: system.host,
     addrs: system.network?.addrs() ?? [],
     started_at: new Date().toISOString(),
+    // `--port 0` asked for any port: the one it got is what is in effect.
+    ...(overrides?.length ? { overrides: overrides.map((o) => (o.key === 'rest.port' && o.value === 0 ? { ...o, value: Number(new URL(url).port) } : o)) } : {}),
   };
   writeJsonAtomic(paths.runtime, info);
 }

@@ -48,6 +48,13 @@ export const DEV_PAGE = `<!doctype html>
   #actors tbody tr:hover, #actors tbody tr.selected { background:var(--panel); }
   #actors td:first-child { max-width:170px; }
   #actors td:last-child { width:70px; }
+  /* The log's columns share the panel's width rather than scroll out of it: the narrow ones get
+     what their text needs, the rest split what is left and cut their text with an ellipsis. */
+  #log { table-layout:fixed; }
+  #log td { max-width:none; }
+  #log th:nth-child(1) { width:112px; } #log th:nth-child(3) { width:60px; }
+  #log th:nth-child(6) { width:72px; } #log th:nth-child(7) { width:80px; } #log th:nth-child(8) { width:76px; }
+  @media (max-width: 1500px) { main { grid-template-columns: 240px minmax(0, 1fr) 320px; } }
   .bar { height:6px; background:#243040; border-radius:3px; overflow:hidden; width:60px; }
   .bar > div { height:100%; background:var(--out); }
   .bar.busy > div { background:var(--warn); }

@@ -1,13 +1,14 @@
 import { getRequestIP, type H3Event, type Middleware } from 'h3';
 import { isLoopback } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
-import { principalOf } from './auth.js';
+import { isOpenPath, principalOf } from './auth.js';
 import { errorBody, toWebResponse } from './errors.js';
 
 /**
- * Per-client limits on the actor interface: a token bucket on requests (429 with Retry-After)
- * and a cap on invokes/broadcasts one client has waiting (429), so one client can neither
- * flood the node nor hold every pending slot (`rest.max_pending` bounds them all, 503).
+ * Per-client limits: a token bucket on requests to every route that takes credentials (the
+ * actor interface, jobs, resources, device, plugins' routes: all but the open health probes),
+ * 429 with Retry-After; and a cap on invokes/broadcasts one client has waiting (429), so one
+ * client can neither flood the node nor hold every pending slot (`rest.max_pending` bounds them all, 503).
  */
 
 /** A token bucket per key: `burst` requests at once, refilled at `perSecond`. */
@@ -54,7 +55,6 @@ export interface LimitOptions {
   maxPendingPerClient: number;
 }
 
-const ACTOR_PREFIX = '/api/v1/actor/';
 const WAITING = new Set(['/api/v1/actor/invoke', '/api/v1/actor/broadcast']);
 
 /** The client a request counts against: its authenticated principal, else its address. */
@@ -72,13 +72,14 @@ export function actorLimits(o: LimitOptions): Middleware {
   const waiting = new Map<string, number>();
   return async (event, next) => {
     const path = event.url.pathname;
-    if (!path.startsWith(ACTOR_PREFIX)) return undefined;
+    // The probes a supervisor polls stay open, as they are to REST auth.
+    if (isOpenPath(path)) return undefined;
     const client = clientOf(event);
     // The local operator is not throttled unless asked; the pending cap applies to everyone,
     // since a loopback caller may be a page or process the operator did not start.
     if (limiter && !(client.loopback && !o.loopback)) {
       const wait = limiter.take(client.key);
-      if (wait) return refuse(`rate limit: at most ${o.perSecond} requests per second (burst ${o.burst}) to the actor interface; retry in ${wait} s`, wait);
+      if (wait) return refuse(`rate limit: at most ${o.perSecond} requests per second (burst ${o.burst}) to this node's REST interface; retry in ${wait} s`, wait);
     }
     if (!WAITING.has(path)) return undefined;
     const n = waiting.get(client.key) ?? 0;

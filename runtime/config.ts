@@ -347,7 +347,7 @@ export const ENV_KEYS: Record<string, string> = {
 
 export const CONFIG_FILE = 'dms_config.json';
 
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type JsonObject = { [k: string]: Json };
 
 const configError = (source: string, message: string) => new DmsError('invalid', `${source}: ${message}`);
@@ -515,6 +515,26 @@ export function configFilePath(opts: Pick<LoadOptions, 'home' | 'file' | 'cwd'>)
   if (source.kind === 'none') return undefined;
   if (source.kind === 'cwd' && distrustReason(statSync(source.path))) return undefined;
   return source.path;
+}
+
+/**
+ * Where the value `loadConfig(opts)` gives `key` comes from: `opts.flags`' name for it (as
+ * `flagNames` spells it), the DMS_* variable, the file, or `default`. For a leaf key.
+ */
+export function keySource(opts: LoadOptions, key: string, flagNames: Record<string, string> = {}): string {
+  if (opts.flags?.[key] !== undefined) return flagNames[key] ?? `--${key}`;
+  const env = opts.env ?? process.env;
+  const name = Object.entries(ENV_KEYS).find(([n, k]) => k === key && env[n] !== undefined)?.[0];
+  if (name) return name;
+  const path = configFilePath(opts);
+  if (path) {
+    try {
+      if (getKey(JSON.parse(readFileSync(path, 'utf8')) as JsonObject, key) !== undefined) return path;
+    } catch {
+      // loadConfig has said what is wrong with the file
+    }
+  }
+  return 'default';
 }
 
 /** defaults < file < DMS_* environment < flags; an invalid value throws naming its key and source. */

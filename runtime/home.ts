@@ -132,6 +132,19 @@ export interface RuntimeInfo {
   /** libp2p multiaddrs, each ending in /p2p/<peer_id>; empty when the network is off. */
   addrs: string[];
   started_at: string;
+  /**
+   * Settings this run took from its start flags or DMS_* environment, over its file: what
+   * `dms config get` reports as in effect, with where it came from (absent from older nodes).
+   */
+  overrides?: ConfigOverride[];
+}
+
+/** One setting a node started with from outside its file: `--port` or `DMS_PORT`, say. */
+export interface ConfigOverride {
+  key: string;
+  value: unknown;
+  /** The flag (`--port`) or environment variable (`DMS_PORT`) it came from. */
+  from: string;
 }
 
 export function readRuntimeInfo(root: string): RuntimeInfo | undefined {

@@ -7,7 +7,9 @@ import { statfs } from 'node:fs/promises';
 import os from 'node:os';
 import { dirname } from 'node:path';
 import { promisify } from 'node:util';
-import type { GpuSpec, ResourceCapacity } from '../../behaviors/jobs/schema.js';
+import type { GpuSpec, ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { formatBytes as bytes } from '../../runtime/bytes.js';
+import { coresText } from './ledger.js';
 
 const run = promisify(execFile);
 const MIB = 1024 * 1024;
@@ -38,6 +40,21 @@ export async function measureCapacity(opts: CapacityOptions): Promise<ResourceCa
     storage: { size: disk.free },
     ...(gpu ? { gpu } : {}),
   };
+}
+
+/**
+ * Why `share` cannot be onboarded on a machine of `capacity` (the first resource it asks more
+ * of than the machine has, named by its field), or null when it fits. One rule for the running
+ * resource manager and `dms init --onboard`, which writes the share before any node runs.
+ */
+export function shareBeyondCapacity(share: ResourceSpec, cap: ResourceCapacity): string | null {
+  const over = (what: string, asked: string, has: string) => `onboarded.${what}: ${asked} is more than this machine has (${has})`;
+  if (share.cpu.cores > cap.cpu.cores) return over('cpu.cores', coresText(share.cpu.cores), coresText(cap.cpu.cores));
+  if (share.memory.size > cap.memory.size) return over('memory.size', bytes(share.memory.size), bytes(cap.memory.size));
+  const storage = share.storage?.size ?? 0;
+  if (storage > cap.storage.size) return over('storage.size', bytes(storage), bytes(cap.storage.size));
+  if (share.gpu && share.gpu.count > (cap.gpu?.count ?? 0)) return over('gpu.count', `${share.gpu.count} GPUs`, `${cap.gpu?.count ?? 0}`);
+  return null;
 }
 
 /** Space on the file system holding `dir`; a directory not created yet is measured at its nearest existing parent. */

@@ -147,7 +147,7 @@ function gpuShortfall(want: GpuSpec, offered: GpuSpec | undefined, free: number)
 const short = (resource: string, asked: string, free: string, offered: string) =>
   `not enough ${resource}: ${asked} asked, ${free} free of ${offered} onboarded`;
 
-const cores = (millicores: number) => `${millicores / 1000} cores`;
+const cores = (millicores: number) => `${millicores / 1000} core${millicores === 1000 ? '' : 's'}`;
 
 /** An amount of cores as every resource message writes it: in the ledger's rounded-up millicores. */
 export const coresText = (n: number): string => cores(millicoresOf(n));

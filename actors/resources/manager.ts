@@ -30,10 +30,10 @@ import type { Allocation, DeviceSettings, DeviceSettingsChanges, ResourceCapacit
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
-import { formatBytes as bytes } from '../../runtime/bytes.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
 import type { Storage } from '../../storage/index.js';
+import { shareBeyondCapacity } from './capacity.js';
 import { fitsWithin, ResourceLedger } from './ledger.js';
 
 export interface ResourceManagerDeps {
@@ -94,6 +94,7 @@ class ResourceManager {
       onboarded: this.ledger.offering,
       allocated: this.ledger.allocated(),
       free: this.ledger.free(),
+      offered: this.settings.onboarded !== null,
     };
   }
 
@@ -265,14 +266,8 @@ class ResourceManager {
 
   /** The share offered can be at most what the machine has. */
   private checkOnboarded(share: ResourceSpec): void {
-    const cap = this.opts.capacity;
-    const over = (what: string, asked: string, has: string) =>
-      invalid(`onboarded.${what}: ${asked} is more than this machine has (${has})`);
-    if (share.cpu.cores > cap.cpu.cores) throw over('cpu.cores', `${share.cpu.cores} cores`, `${cap.cpu.cores} cores`);
-    if (share.memory.size > cap.memory.size) throw over('memory.size', bytes(share.memory.size), bytes(cap.memory.size));
-    const storage = share.storage?.size ?? 0;
-    if (storage > cap.storage.size) throw over('storage.size', bytes(storage), bytes(cap.storage.size));
-    if (share.gpu && share.gpu.count > (cap.gpu?.count ?? 0)) throw over('gpu.count', `${share.gpu.count} GPUs`, `${cap.gpu?.count ?? 0}`);
+    const over = shareBeyondCapacity(share, this.opts.capacity);
+    if (over) throw invalid(over);
   }
 
   /** Tells the orchestrator that pending jobs may fit now. */

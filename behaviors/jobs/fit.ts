@@ -31,7 +31,7 @@ const millicores = (cores: number) => Math.round(cores * 1000);
 
 /** What `want` needs beyond everything `candidate` has; null when it has enough. */
 export function lacks(want: ResourceSpec, { label, capacity: has }: Candidate): string | null {
-  if (millicores(want.cpu.cores) > millicores(has.cpu.cores)) return `needs ${want.cpu.cores} cores; ${label} has at most ${has.cpu.cores}`;
+  if (millicores(want.cpu.cores) > millicores(has.cpu.cores)) return `needs ${want.cpu.cores} core${want.cpu.cores === 1 ? '' : 's'}; ${label} has at most ${has.cpu.cores}`;
   if (want.memory.size > has.memory.size) return `needs ${formatBytes(want.memory.size)} of memory; ${label} has at most ${formatBytes(has.memory.size)}`;
   if (want.storage.size > has.storage.size) return `needs ${formatBytes(want.storage.size)} of storage; ${label} has at most ${formatBytes(has.storage.size)}`;
   const gpu = want.gpu;

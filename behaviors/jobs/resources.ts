@@ -50,6 +50,11 @@ export const UsageReply = z.object({
   allocated: ResourceSpecSchema,
   /** Onboarded minus allocated: what a new job or allocation can still get. */
   free: ResourceSpecSchema,
+  /**
+   * Whether the operator onboarded a share: until then `onboarded` is the whole machine for this
+   * node's own jobs, and nothing is offered to the network.
+   */
+  offered: z.boolean(),
 });
 export type Usage = z.output<typeof UsageReply>;
 

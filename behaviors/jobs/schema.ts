@@ -38,11 +38,14 @@ export const SizeSchema = acceptsAlso(
   z.union([bytes, z.string().meta({ description: 'a size with its unit: B, KB…TB (powers of 1000) or KiB…TiB (powers of 1024), e.g. "512MiB"' })]),
 );
 
+/** A field left out says so, rather than reading as a value of the wrong form. */
+const missingOr = (input: unknown, forms: string): string => (input === undefined ? `required (${forms})` : forms);
+
 /** `{"size": …}`, or the size alone. */
 const sized = () => {
   const canonical = z.strictObject(
     { size: SizeSchema },
-    { error: (issue) => (issue.code === 'invalid_type' ? `${SIZE_FORMS}; or {"size": one of those}` : undefined) },
+    { error: (issue) => (issue.code === 'invalid_type' ? missingOr(issue.input, `${SIZE_FORMS}; or {"size": one of those}`) : undefined) },
   );
   return acceptsAlso(
     z.preprocess(
@@ -78,7 +81,7 @@ const cores = z.number({ error: CORES_FORMS }).nonnegative();
 /** Cores held or offered: any amount, rounded up to whole millicores as the ledger counts them. */
 const roundedCores = cores.transform((n) => millicoresOf(n) / 1000);
 const cpu = (coresSchema: typeof cores | typeof roundedCores) => {
-  const canonical = z.strictObject({ cores: coresSchema }, { error: (issue) => (issue.code === 'invalid_type' ? CORES_FORMS : undefined) });
+  const canonical = z.strictObject({ cores: coresSchema }, { error: (issue) => (issue.code === 'invalid_type' ? missingOr(issue.input, CORES_FORMS) : undefined) });
   /** `{"cores": …}`, or the number alone. */
   return acceptsAlso(
     z.preprocess((value: number | { cores: number }) => (typeof value === 'number' ? { cores: value } : value), canonical),

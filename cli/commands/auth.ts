@@ -58,7 +58,7 @@ export function registerAuthCommands(program: Command): void {
     .description('sign a bearer JWT (HS256) with this home\'s auth.jwt_secret / DMS_JWT_SECRET; prints it')
     .requiredOption('--role <role>', `one of ${ROLES.join(', ')}`)
     .option('--subject <sub>', 'who the token is for (its sub claim)', 'dms-cli')
-    .option('--expiry <duration>', 'lifetime, e.g. 15m, 1h, 7d (default 1h)', '1h')
+    .option('--expiry <duration>', 'lifetime, e.g. 15m, 1h, 7d', '1h')
     .action(async (opts: { role: string; subject: string; expiry: string }, cmd: Command) => {
       if (!isRole(opts.role)) throw new CliError(`--role: '${opts.role}' is not one of ${ROLES.join(', ')}`);
       if (!/^\d+[smhd]$/.test(opts.expiry)) throw new CliError(`--expiry: '${opts.expiry}' is not a duration like 15m, 1h or 7d`);

@@ -168,7 +168,7 @@ function issueOptions(cmd: Command): Command {
   return cmd
     .option('--cap <path>', 'capability to grant, e.g. /dms/job (repeatable; / grants everything)', collect, [])
     .option('--topic <topic>', 'broadcast topic to grant, e.g. /dms/jobs (repeatable)', collect, [])
-    .option('--expiry <duration>', `how long the grant lasts: 30s, 15m, 24h, 7d, or an RFC 3339 time (default ${DEFAULT_EXPIRY})`, DEFAULT_EXPIRY)
+    .option('--expiry <duration>', `how long the grant lasts: 30s, 15m, 24h, 7d, or an RFC 3339 time`, DEFAULT_EXPIRY)
     .option('--depth <n>', 'how many further delegations the audience may make (default 0; above 0 makes a delegate token)', parseDepth)
     .option('--action <action>', 'invoke, delegate or broadcast (default: delegate with --depth, broadcast with only --topic, else invoke)')
     .option('--key <name|file>', 'sign as this key: a name under <home>/keys, or a key file (default: the operator)');

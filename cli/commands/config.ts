@@ -7,6 +7,7 @@ import {
   configFilePath,
   ENV_KEYS,
   getKey,
+  keySource,
   loadConfig,
   redact,
   schemaAt,
@@ -31,12 +32,24 @@ export function registerConfigCommands(program: Command): void {
 
   config
     .command('get')
-    .description('print the effective value of a key (defaults < file < DMS_* environment); secrets are redacted')
+    .description("print the value of a key in effect (defaults < file < DMS_* environment; the running node's start flags) and, on stderr, where it came from; secrets are redacted")
     .argument('<key>', 'dotted key, e.g. rest.port, or a section, e.g. rest')
     .action((key: string, _opts, cmd: Command) => {
-      requireKey(key);
-      const value = getKey(effectiveConfig(cmd), key);
-      output(cmd, { key, value }, typeof value === 'string' ? value : JSON.stringify(value, null, 2));
+      const schema = requireKey(key);
+      const home = homeOf(cmd);
+      const load = { home, file: globals(cmd).config };
+      let value = getKey(effectiveConfig(cmd), key);
+      let from: string | undefined = objectShape(schema) ? undefined : keySource(load, key);
+      // The running node took it from its start flags or environment: that is what is in effect.
+      const running = runningNode(home);
+      const override = running?.overrides?.find((o) => o.key === key);
+      if (running && override && !isSecret(key)) {
+        const file = from === 'default' || from?.startsWith('DMS_') ? undefined : from;
+        from = `${override.from} of the node running now (pid ${running.pid})${file ? `; ${file} says ${JSON.stringify(value)}` : ''}`;
+        value = override.value;
+      }
+      output(cmd, { key, value, ...(from ? { source: from } : {}) }, typeof value === 'string' ? value : JSON.stringify(value, null, 2));
+      if (from && !globals(cmd).json) process.stderr.write(`# from ${from}\n`);
     });
 
   config
@@ -49,10 +62,11 @@ export function registerConfigCommands(program: Command): void {
       const home = homeOf(cmd);
       const explicit = globals(cmd).config;
       const target = explicit ?? homePaths(home).config;
-      // Until the home has its own file a node reads ./dms_config.json; carry those settings
-      // over, or writing the home's file would silently drop them.
+      // The home's file is the home's: a dms_config.json of the directory the command runs in
+      // (a checkout's, say) is never copied into it. A node of a home without a file read that
+      // one; once the home has its own, it reads only its own, which the notes say.
       const source = configFilePath({ home, file: explicit });
-      const settings = source && existsSync(source) ? readSettings(source) : {};
+      const settings = existsSync(target) ? readSettings(target) : {};
       setKey(settings, key, value);
       const check = ConfigSchema.safeParse(settings);
       if (!check.success) throw new CliError(`${target}: ${describeIssues(check.error)}`);
@@ -62,7 +76,7 @@ export function registerConfigCommands(program: Command): void {
       const override = Object.entries(ENV_KEYS).find(([name, k]) => k === key && process.env[name] !== undefined)?.[0];
       const running = runningNode(home);
       const notes = [`written to ${target}; it takes effect on the next \`dms start\``];
-      if (source && source !== target) notes.push(`(the other settings of ${source}, which this home used until now, were copied along)`);
+      if (source && source !== target) notes.push(`(${source}, which this home read until now, is no longer read for it: the home's own file holds only what is set there)`);
       if (running) notes.push(`the node running now (pid ${running.pid}) keeps its current value until it is restarted`);
       if (override) notes.push(`note: ${override} is set in this environment and overrides the file`);
       output(

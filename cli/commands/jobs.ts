@@ -13,6 +13,7 @@ import { restFor } from '../rest.js';
 import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
 import { grid } from '../table.js';
+import { coresText } from './onboard.js';
 
 interface ListOptions {
   status?: string;
@@ -159,10 +160,19 @@ function readSpec(file: string): unknown {
     throw new CliError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   try {
-    return extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
+    return extname(file).toLowerCase() === '.json' ? JSON.parse(text) : nullExecutorOf(parseYaml(text));
   } catch (e) {
     throw new CliError(`${file} is not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${(e as Error).message.split('\n')[0]}`);
   }
+}
+
+/**
+ * YAML reads a bare `executor: null` as null, not the name of the null executor, which is what
+ * whoever wrote it in that field meant (and what the README's spec example shows).
+ */
+function nullExecutorOf(spec: unknown): unknown {
+  if (typeof spec === 'object' && spec !== null && 'executor' in spec && spec.executor === null) return { ...spec, executor: 'null' };
+  return spec;
 }
 
 function table(list: Job[], wide: boolean): string {
@@ -207,7 +217,7 @@ function summary(job: Job): string {
  */
 function describe(job: Job, events: JobEventsReply['events']): string {
   const r = job.resources;
-  const resources = [`${r.cpu.cores} cores`, `${formatBytes(r.memory.size)} memory`, `${formatBytes(r.storage.size)} storage`];
+  const resources = [coresText(r.cpu.cores), `${formatBytes(r.memory.size)} memory`, `${formatBytes(r.storage.size)} storage`];
   if (r.gpu) resources.push(`${r.gpu.count} GPU${r.gpu.model ? ` ${r.gpu.model}` : ''}${r.gpu.vram ? ` with ${formatBytes(r.gpu.vram)} each` : ''}`);
   const env = Object.entries(job.environment).map(([k, v]) => `${k}=${v}`);
   const width = 13;
@@ -229,12 +239,21 @@ function describe(job: Job, events: JobEventsReply['events']): string {
       ['resources', resources.join(', ')],
       ['environment', env.length ? env.join(`\n${' '.repeat(width)}`) : null],
       ['timeout', job.timeout_s === null ? 'none' : `${job.timeout_s} s`],
-      ['container', job.container_id],
+      ['container', containerOf(job)],
       ['submitted', job.created_at],
       ['last change', job.updated_at],
     ],
     width,
   ) + `\n\nhistory\n${timeline(events)}`;
+}
+
+/**
+ * The container id, when it is one: a job placed on another node keeps that node's peer id as
+ * its handle here (to follow it again after a restart), which is no container of this machine.
+ */
+function containerOf(job: Job): string | null {
+  if (job.container_id === null || job.container_id !== job.node || job.requester !== null) return job.container_id;
+  return `none here: it runs on …${job.node.slice(-8)} (\`dms jobs describe\` on that node shows its container)`;
 }
 
 /** One placement: where, when, and how it ended. */

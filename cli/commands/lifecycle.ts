@@ -4,12 +4,17 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { type Command, Option } from 'commander';
-import { coerceText, type Config, loadConfig, type LoadOptions } from '../../runtime/config.js';
-import { homePaths, initHome } from '../../runtime/home.js';
+import { coerceText, type Config, ENV_KEYS, getKey, type Json, loadConfig, type LoadOptions, SECRET_KEYS } from '../../runtime/config.js';
+import type { DeviceSettings, DeviceSettingsPatch } from '../../behaviors/jobs/schema.js';
+import { errorText } from '../../runtime/errors.js';
+import { type ConfigOverride, homePaths, initHome } from '../../runtime/home.js';
+import { restPortProblem } from '../../runtime/port-holder.js';
 import { createLogger, LOG_FORMATS, type LogFormat } from '../../runtime/log.js';
 import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
 import { CliError, globals, homeOf, isAlive, output, runningNode, warnIgnoredConfig } from '../context.js';
 import { newKeyPassphrase, unlockKeys } from '../passphrase.js';
+import { restFor } from '../rest.js';
+import { type OnboardFlags, onboardFlags, settingsFrom, shareText } from './onboard.js';
 
 const DETACH_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 20_000;
@@ -43,32 +48,83 @@ const parseListen = (v: string): string[] => coerceText('network.ListenAddresses
  * Exported so a node started in process (tests, embedders) reads it exactly as the command does.
  */
 export function startConfig(load: Omit<LoadOptions, 'flags'>, opts: StartOptions): Config {
-  return loadConfig({
-    ...load,
-    flags: {
-      'rest.port': opts.port,
-      'rest.addr': opts.host,
-      'network.ListenAddresses': opts.listen,
-      'general.debug': opts.dev || opts.devPayloads || opts.debug ? true : undefined,
-      'general.dev_payloads': opts.devPayloads ? true : undefined,
-      'general.log_level': opts.logLevel,
-    },
-  });
+  return loadConfig({ ...load, flags: startFlags(opts) });
+}
+
+/** The settings `dms start`'s flags set, as dotted keys (undefined: not given). */
+function startFlags(opts: StartOptions): Record<string, Json | undefined> {
+  return {
+    'rest.port': opts.port,
+    'rest.addr': opts.host,
+    'network.ListenAddresses': opts.listen,
+    'general.debug': opts.dev || opts.devPayloads || opts.debug ? true : undefined,
+    'general.dev_payloads': opts.devPayloads ? true : undefined,
+    'general.log_level': opts.logLevel,
+  };
+}
+
+/** The flag a person typed for each key startFlags sets. */
+export const START_FLAG_NAMES: Record<string, string> = {
+  'rest.port': '--port',
+  'rest.addr': '--host',
+  'network.ListenAddresses': '--listen',
+  'general.debug': '--dev',
+  'general.dev_payloads': '--dev-payloads',
+  'general.log_level': '--log-level',
+};
+
+/** What this start takes from its flags and the environment over the file, for the runtime file. */
+function overridesOf(opts: StartOptions, config: Config): ConfigOverride[] {
+  const flags = startFlags(opts);
+  const out: ConfigOverride[] = [];
+  const taken = new Set<string>();
+  for (const [key, value] of Object.entries(flags)) {
+    if (value === undefined) continue;
+    out.push({ key, value: getKey(config, key), from: START_FLAG_NAMES[key] });
+    taken.add(key);
+  }
+  for (const [name, key] of Object.entries(ENV_KEYS)) {
+    if (process.env[name] === undefined || taken.has(key) || SECRET_KEYS.includes(key as never)) continue;
+    out.push({ key, value: getKey(config, key), from: name });
+  }
+  return out;
+}
+
+/**
+ * The share onboarded at init: through the running node when there is one, else written to the
+ * home's store (by the same rules) for the node that starts later.
+ */
+async function onboardAtInit(cmd: Command, home: string, patch: DeviceSettingsPatch): Promise<DeviceSettings> {
+  if (runningNode(home)) return restFor(cmd).put<DeviceSettings>('/api/v1/device/config', patch);
+  const config = loadConfig({ home, file: globals(cmd).config, onIgnored: warnIgnoredConfig });
+  // Loaded here so every other command starts without the storage's dependency tree.
+  const { writeDeviceSettings } = await import('../../daemon/device-settings.js');
+  try {
+    return await writeDeviceSettings(home, config, patch);
+  } catch (e) {
+    throw new CliError(errorText(e));
+  }
 }
 
 export function registerNodeCommands(program: Command): void {
-  program
-    .command('init')
-    .description('create the node home: configuration directory, node key and operator key (existing keys are kept)')
-    .action(async (_opts, cmd: Command) => {
+  onboardFlags(
+    program
+      .command('init')
+      .description('create the node home: configuration directory, node key and operator key (existing keys are kept); with --onboard, also offer a share of the machine')
+      .option('--onboard', 'also onboard a share (--cpu, --memory, …, as `dms onboard` takes them), for scripted set-up'),
+  ).action(async (opts: OnboardFlags & { onboard?: boolean }, cmd: Command) => {
       const home = homeOf(cmd);
       const paths = homePaths(home);
       // Sealed existing keys need their passphrase; new keys get DMS_PASSPHRASE, a passphrase
       // asked at a terminal, or none (stored 0600) when nobody can be asked.
       await unlockKeys([paths.nodeKey, paths.operatorKey]);
       const making = !existsSync(paths.nodeKey) || !existsSync(paths.operatorKey);
+      const { patch } = settingsFrom(opts);
+      if (!opts.onboard && Object.keys(patch).length) throw new CliError('--cpu, --memory, --label … onboard a share: add --onboard (or run `dms onboard` later)');
+      if (opts.onboard && !patch.onboarded) throw new CliError('--onboard needs the share: --cpu and --memory (e.g. --cpu 1.5 --memory 4GiB)');
       const r = initHome(home, making ? await newKeyPassphrase() : passphraseFromEnv());
-      const data = { home, node_did: r.node.did, peer_id: r.node.peerId, operator_did: r.operator.did, created: r.created, encrypted: r.encrypted };
+      const onboarded = opts.onboard ? await onboardAtInit(cmd, home, patch) : undefined;
+      const data = { home, node_did: r.node.did, peer_id: r.node.peerId, operator_did: r.operator.did, created: r.created, encrypted: r.encrypted, ...(onboarded ? { device: onboarded } : {}) };
       const said = (made: boolean) => (made ? 'created' : 'kept existing');
       output(
         cmd,
@@ -79,6 +135,7 @@ export function registerNodeCommands(program: Command): void {
           `peer id   ${r.node.peerId}`,
           `operator  ${r.operator.did} (${said(r.created.operator)})`,
           keysAtRest(r.encrypted),
+          ...(onboarded ? [`offered   ${onboarded.onboarded ? shareText(onboarded.onboarded) : 'nothing'}`] : []),
         ].join('\n'),
       );
     });
@@ -103,11 +160,15 @@ export function registerNodeCommands(program: Command): void {
       await unlockKeys([homePaths(home).nodeKey, homePaths(home).operatorKey]);
       // Read before detaching too, so whoever starts the node sees an ignored file and a bad value.
       const config = startConfig({ home, file: globals(cmd).config, onIgnored: warnIgnoredConfig }, opts);
+      // Before anything starts (storage, network, executors take seconds): a taken REST port is
+      // said at once, with the way out, rather than after all of it as the last of its log.
+      const busy = await restPortProblem(config.rest.addr, config.rest.port);
+      if (busy) throw new CliError(busy);
       if (opts.detach) return detach(cmd, home);
       const log = createLogger(config.general.log_level, { format: opts.logFormat });
       // Loaded here so every other command starts without the node's whole dependency tree.
       const { DmsNode } = await import('../../daemon/node.js');
-      const node = await DmsNode.start({ home, config, log });
+      const node = await DmsNode.start({ home, config, log, overrides: overridesOf(opts, config) });
       let stopping = false;
       const shutdown = (signal: string) => {
         if (stopping) {

@@ -7,6 +7,7 @@ import { homePaths } from '../../runtime/home.js';
 import { CliError, homeOf, output } from '../context.js';
 import { unlockKeys } from '../passphrase.js';
 import { grid } from '../table.js';
+import { labelsText, locationText } from './onboard.js';
 import { clientFor } from './actor.js';
 
 const DEFAULT_TIMEOUT_S = 30;
@@ -31,7 +32,7 @@ export function registerPeersCommands(program: Command): void {
 
   peers
     .command('list')
-    .description('list the peers connected now: name, address, onboarded and free resources, executors, last seen')
+    .description('list the peers connected now: name, address, the share each offers (— for nothing) and its free part, labels, location, executors, last seen')
     .option('--wide', 'print whole peer ids, DIDs and addresses')
     .option('--timeout <seconds>', `seconds to wait for the node (default ${DEFAULT_TIMEOUT_S})`, parseSeconds)
     .action(async (opts: ListOptions, cmd: Command) => {
@@ -89,28 +90,33 @@ function parseSeconds(text: string): number {
   return s;
 }
 
-/** One row per peer; a peer that has not described itself yet shows `-` in what it did not say. */
+/**
+ * One row per peer; a peer that has not described itself yet shows `-` in what it did not say,
+ * and one whose operator onboarded nothing shows `—` as its offer (its machine is its own).
+ */
 function peerTable(nodes: PeerDescription[], wide: boolean): string {
   const now = Date.now();
-  const head = wide
-    ? ['PEER', 'DID', 'NAME', 'ADDRESS', 'ONBOARDED', 'FREE', 'EXECUTORS', 'LAST SEEN']
-    : ['PEER', 'NAME', 'ADDRESS', 'ONBOARDED', 'FREE', 'EXECUTORS', 'LAST SEEN'];
+  const head = ['PEER', ...(wide ? ['DID'] : []), 'NAME', 'ADDRESS', 'OFFERED', 'FREE', 'LABELS', 'LOCATION', 'EXECUTORS', 'LAST SEEN'];
   const rows = nodes.map((n) => {
     const p = n.profile;
-    const cells = [
+    return [
       wide ? n.id : `…${n.id.slice(-SHORT_PEER_CHARS)}`,
       ...(wide ? [n.did ?? '(no hello answer yet)'] : []),
       p?.name || '-',
       address(p?.addrs ?? [], n.id, wide),
-      figures(p?.onboarded ?? null),
-      figures(p?.free ?? null),
+      p ? (p.onboarded ? figures(p.onboarded) : NOTHING_OFFERED) : '-',
+      p ? (p.onboarded && p.free ? figures(p.free) : NOTHING_OFFERED) : '-',
+      p ? labelsText(p.labels) : '-',
+      p ? locationText(p.location) : '-',
       p?.executors.length ? p.executors.join(',') : '-',
       n.last_seen ? ago(now - Date.parse(n.last_seen)) : 'never',
     ];
-    return cells;
   });
   return grid(head, rows);
 }
+
+/** What a peer offering nothing to the network shows as its offer. */
+const NOTHING_OFFERED = '—';
 
 /** The address to show: one reachable from elsewhere when the peer has one, else its first. */
 function address(addrs: string[], id: string, wide: boolean): string {
@@ -119,8 +125,7 @@ function address(addrs: string[], id: string, wide: boolean): string {
   return wide ? pick : pick.replace(`/p2p/${id}`, '');
 }
 
-function figures(r: ResourceSpec | null): string {
-  if (!r) return '-';
+function figures(r: ResourceSpec): string {
   const parts = [`${r.cpu.cores} cpu`, formatBytes(r.memory.size)];
   if (r.gpu) parts.push(`${r.gpu.count} gpu`);
   return parts.join(', ');

@@ -7,6 +7,7 @@ import { resolveAllocationId, resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
 import { sizeArg } from '../sizes.js';
 import { grid } from '../table.js';
+import { coresText, shareText } from './onboard.js';
 
 interface CreateOptions {
   cpu: string;
@@ -21,16 +22,19 @@ export function registerResourceCommands(program: Command): void {
     .command('resources')
     .description("this node's resources")
     .command('show')
-    .description('capacity, the onboarded share, what allocations and jobs hold, and what is free')
+    .description('capacity, the share offered to the network (nothing until `dms onboard`), what allocations and jobs hold, and what is free')
     .action(async (_opts, cmd: Command) => {
       const usage = await restFor(cmd).get<Usage>('/api/v1/resources/usage');
+      // Until a share is onboarded the ledger lends this node's own jobs the whole machine;
+      // that is not an offer, and the table must not read as one.
       const rows: [string, ResourceSpec][] = [
         ['capacity', usage.capacity],
-        ['onboarded', usage.onboarded],
+        [usage.offered ? 'onboarded' : 'own jobs', usage.onboarded],
         ['allocated', usage.allocated],
         ['free', usage.free],
       ];
-      output(cmd, usage, grid(['', 'CPU', 'MEMORY', 'STORAGE', 'GPU'], rows.map(([name, r]) => [name, ...cells(r)])));
+      const offered = usage.offered ? `offered to the network: ${shareText(usage.onboarded)}` : 'offered to the network: nothing (run `dms onboard`)';
+      output(cmd, usage, `${grid(['', 'CPU', 'MEMORY', 'STORAGE', 'GPU'], rows.map(([name, r]) => [name, ...cells(r)]))}\n\n${offered}`);
     });
 
   const allocations = program.command('allocations').description('reservations of this node\'s resources');
@@ -85,7 +89,7 @@ function number(flag: string, text: string): number {
 }
 
 const cells = (r: ResourceSpec): string[] => [
-  `${r.cpu.cores} cores`,
+  coresText(r.cpu.cores),
   formatBytes(r.memory.size),
   formatBytes(r.storage.size),
   r.gpu ? `${r.gpu.count}${r.gpu.model ? ` ${r.gpu.model}` : ''}` : '-',

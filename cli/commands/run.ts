@@ -28,9 +28,9 @@ const collect = (v: string, prev: string[] | undefined) => [...(prev ?? []), v];
 
 /**
  * `dms run IMAGE [CMD…]`: submit and follow a job in one line, as `docker run` does. The
- * command's own flags (`sh -c …`) are left to it: options `run` does not know are taken as
- * part of the command rather than refused. A command flag spelled like one of run's own goes
- * after `--`.
+ * command's own flags (`sh -c …`) are left to it: run's own options end where the command
+ * begins (endRunOptions), and options `run` does not know before it are taken as part of the
+ * command rather than refused.
  */
 export function registerRunCommand(program: Command): void {
   const run = program
@@ -79,4 +79,42 @@ function cores(text: string): number {
 function seconds(text: string): number {
   if (!/^\d+$/.test(text.trim()) || Number(text) === 0) throw new CliError(`--timeout: '${text}' is not a whole number of seconds above 0`);
   return Number(text);
+}
+
+/**
+ * `dms run IMAGE CMD --name x` means `--name x` for CMD, as docker reads it: run's options (and
+ * the global ones) are read up to the command's first word, which is marked by inserting `--`
+ * before it. Options may still come before or right after the image (`dms run none --executor
+ * null`). Returns argv unchanged for any other command.
+ */
+export function endRunOptions(program: Command, argv: readonly string[]): string[] {
+  const run = program.commands.find((c) => c.name() === 'run');
+  const args = [...argv];
+  if (!run) return args;
+  const takesValue = new Map<string, boolean>();
+  for (const o of [...program.options, ...run.options]) {
+    for (const flag of [o.long, o.short]) if (flag) takesValue.set(flag, o.required || o.optional);
+  }
+  // argv[0] and argv[1] are node and the script, as process.argv has them.
+  let i = 2;
+  let positionals = 0;
+  let inRun = false;
+  for (; i < args.length; i++) {
+    const a = args[i];
+    if (a === '--') return args;
+    if (a.startsWith('-') && a !== '-') {
+      if (!a.includes('=') && takesValue.get(a)) i++;
+      continue;
+    }
+    if (!inRun) {
+      if (a !== 'run') return args;
+      inRun = true;
+      continue;
+    }
+    if (++positionals === 2) {
+      args.splice(i, 0, '--');
+      return args;
+    }
+  }
+  return args;
 }

@@ -7,6 +7,7 @@
 import type { H3Event } from 'h3';
 import * as z from 'zod';
 import {
+  CancelPayload,
   JobBehaviors,
   JobEventsReply,
   JobIdSchema,
@@ -27,6 +28,7 @@ import type { HttpApi } from '../actor.js';
 import { ErrorBody, JsonBody } from '../errors.js';
 import { shown, wholeNumberParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
+import { refuseNodeOfferingNothing } from './peers.js';
 import type { RouteModule } from './types.js';
 
 /** The REST `viewer` role reads jobs without their environment values (secrets). */
@@ -60,6 +62,14 @@ const FOLLOW_TTL_MS = MAX_LOGS_WAIT_MS + 10_000;
 
 /** The job id of the path, checked as the behaviors check it: a bad one is a 400, not a refusal from the kernel. */
 const jobId = { id: { schema: JobIdSchema, what: 'job id' } };
+
+/**
+ * `?reason=…`: why the job is cancelled, kept as its error (`cancelled: <reason>`), which the
+ * node that submitted it sees too (`dms offboard --force` says the operator took the share back).
+ */
+const CancelQuery = z.object({
+  reason: CancelPayload.shape.reason.meta({ description: 'why it is cancelled (at most 500 characters), recorded as its error' }),
+});
 
 /** `?status=a,b&limit=n&offset=m&order=asc|desc`, each checked: a bad one is a 400 naming it. */
 export const JobListQuery = z.object({
@@ -144,7 +154,7 @@ const BEHAVIOR_ANSWERS: Record<number, ResponseDoc> = {
   503: { description: "a bounded queue is full (the orchestrator's mailbox, rest.max_pending)" },
 };
 
-export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
+export const jobRoutes: RouteModule = ({ table, config, system, http, log }) => {
   const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ORCHESTRATOR_INBOX, be, payload, ttlMs);
   const followers = new FollowerSlots(config.rest.max_log_followers, config.rest.max_log_followers_per_job);
 
@@ -160,9 +170,13 @@ export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
       ...BEHAVIOR_ANSWERS,
       201: { description: 'the new Job, pending', schema: JobSchema },
       400: { description: 'naming every bad field of the spec and the forms it accepts, or an executor this node lacks' },
-      409: { description: 'a job no known node could ever hold, naming the resource' },
+      409: { description: 'a job no known node could ever hold, naming the resource, or pinned to a peer whose signed profile offers nothing' },
     },
-    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(JobBehaviors.submit, await input.body())), 201),
+    handler: async (_event, input) => {
+      const spec = await input.body();
+      await refuseNodeOfferingNothing(spec, { system, http });
+      return new JsonBody(JSON.stringify(await call(JobBehaviors.submit, spec)), 201);
+    },
   });
 
   table.add({
@@ -220,13 +234,17 @@ export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
     description: 'Answers once its run is stopped and gone, which can take jobs.stop_grace_s.',
     tags: ['jobs'],
     params: jobId,
+    query: CancelQuery,
     responses: {
       ...BEHAVIOR_ANSWERS,
       ...JOB_ID_ANSWERS,
-      200: { description: 'the Job, failed with error `cancelled`', schema: JobSchema },
+      200: { description: 'the Job, failed with error `cancelled` (`cancelled: <reason>` when one is given)', schema: JobSchema },
       409: { description: 'the job has already ended' },
     },
-    handler: async (event, input) => forCaller(event)((await call(JobBehaviors.cancel, { id: input.param('id') }, cancelTtlMs)) as Job),
+    handler: async (event, input) => {
+      const { reason } = input.query();
+      return forCaller(event)((await call(JobBehaviors.cancel, { id: input.param('id'), ...(reason ? { reason } : {}) }, cancelTtlMs)) as Job);
+    },
   });
 
   table.add({

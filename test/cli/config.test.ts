@@ -35,7 +35,7 @@ describe.concurrent('dms config', { timeout: 90_000 }, () => {
     const get = await dms(home, ['config', 'get', 'rest.port']);
     expect(get.code, get.stderr).toBe(0);
     expect(get.stdout).toBe('8123\n');
-    expect(JSON.parse((await dms(home, ['--json', 'config', 'get', 'network.EnableMDNS'])).stdout)).toEqual({ key: 'network.EnableMDNS', value: true });
+    expect(JSON.parse((await dms(home, ['--json', 'config', 'get', 'network.EnableMDNS'])).stdout)).toEqual({ key: 'network.EnableMDNS', value: true, source: join(home, 'dms_config.json') });
     // A string prints bare.
     expect((await dms(home, ['config', 'get', 'general.name'])).stdout).toBe('box\n');
   });
@@ -87,13 +87,14 @@ describe.concurrent('dms config', { timeout: 90_000 }, () => {
     expect(readFileSync(join(home, 'dms_config.json'), 'utf8')).toBe(before);
   });
 
-  it('carries over the working-directory config a home without its own file was using', async () => {
+  it("never copies the working directory's config into the home: the home's file holds what was set there", async () => {
     const home = tempHome('cfg-cwd');
     const cwd = tempHome('cfg-cwd-dir');
     writeFileSync(join(cwd, 'dms_config.json'), JSON.stringify({ general: { name: 'from-cwd' } }));
     const set = await dms(home, ['config', 'set', 'rest.port', '8200'], { cwd });
     expect(set.code, set.stderr).toBe(0);
-    expect(fileOf(home)).toEqual({ general: { name: 'from-cwd' }, rest: { port: 8200 } });
+    expect(fileOf(home)).toEqual({ rest: { port: 8200 } });
+    expect(set.stdout).toContain(`${join(cwd, 'dms_config.json')}, which this home read until now, is no longer read for it`);
   });
 
   it('writes to the file named by --config', async () => {

@@ -50,6 +50,8 @@ export const COMMANDS = [
   ['jobs', 'logs'],
   ['jobs', 'cancel'],
   ['run'],
+  ['onboard'],
+  ['offboard'],
   ['resources'],
   ['resources', 'show'],
   ['allocations'],

@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { createServer, type Server } from 'node:net';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -71,34 +70,25 @@ describe('dms start: libp2p listen addresses (--listen, and a clear error when t
 });
 
 describe('dms start --detach: a failure shows only this run\'s log lines', { timeout: 90_000 }, () => {
-  const servers: Server[] = [];
-  afterAll(async () => {
-    await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
-  });
-
-  /** A REST port some other program holds, so `dms start --port <it>` fails. */
-  async function busyPort(): Promise<number> {
-    const server = createServer();
-    servers.push(server);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    return (server.address() as { port: number }).port;
-  }
+  // A failure only the started node meets (a busy REST port is refused before anything starts,
+  // so it leaves no log): a TLS certificate file that is not there, named differently each run.
+  const missingCert = (n: string) => ({ DMS_TLS_ENABLED: 'true', DMS_TLS_CERT_FILE: `/nonexistent/cert-${n}.pem`, DMS_TLS_KEY_FILE: `/nonexistent/key-${n}.pem` });
 
   it('the second failing start prints its own error, not the first one\'s', async () => {
     const home = prepareHome('detach-logs');
-    const [p1, p2] = [await busyPort(), await busyPort()];
-    const one = await dms(home, ['start', '--detach', '--port', String(p1)]);
+    const [p1, p2] = ['first-run', 'second-run'];
+    const one = await dms(home, ['start', '--detach', '--port', '0'], { env: missingCert(p1) });
     expect(one.code).not.toBe(0);
-    expect(one.stderr).toContain(String(p1));
+    expect(one.stderr).toContain(p1);
 
-    const two = await dms(home, ['start', '--detach', '--port', String(p2)]);
+    const two = await dms(home, ['start', '--detach', '--port', '0'], { env: missingCert(p2) });
     expect(two.code).not.toBe(0);
-    expect(two.stderr).toContain(String(p2));
-    expect(two.stderr).not.toContain(String(p1));
+    expect(two.stderr).toContain(p2);
+    expect(two.stderr).not.toContain(p1);
     // The log file keeps both runs: only what is shown is limited to this one.
     const log = readFileSync(join(home, 'logs', 'node.log'), 'utf8');
-    expect(log).toContain(String(p1));
-    expect(log).toContain(String(p2));
+    expect(log).toContain(p1);
+    expect(log).toContain(p2);
   });
 });
 

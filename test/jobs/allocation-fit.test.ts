@@ -60,12 +60,12 @@ describe('a job on its own allocation', () => {
     try {
       const hog = await allocate({ cpu: { cores: 0.75 }, memory: { size: 0 } });
       const job = await rest.submit(nullJob({ name: 'greedy', cores: 0.5, memory: 16 * MiB, durationMs: 60_000 }));
-      await pendingReason(job.id, 'waiting for resources: not enough cpu: 0.5 cores asked, 0.25 cores free of 1 cores onboarded');
+      await pendingReason(job.id, 'waiting for resources: not enough cpu: 0.5 cores asked, 0.25 cores free of 1 core onboarded');
       // The attacker's allocation for its job: a quarter core, half of what the job asks.
       await allocate({ cpu: { cores: 0.25 }, memory: { size: 16 * MiB } }, job.id);
       await rest.put('/api/v1/device/config', { onboarded: SHARE_MORE_MEMORY });
       // Tried again after the wake-up, and refused: the allocation does not cover it and the share has nothing left.
-      await pendingReason(job.id, 'waiting for resources: not enough cpu: 0.5 cores asked, 0 cores free of 1 cores onboarded');
+      await pendingReason(job.id, 'waiting for resources: not enough cpu: 0.5 cores asked, 0 cores free of 1 core onboarded');
       await healthy();
 
       // Once the share has room, the job runs, holding its allocation and the full ask besides.

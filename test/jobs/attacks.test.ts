@@ -137,7 +137,7 @@ describe('default resources', () => {
         const j = await rest.job(job.id);
         return j.pending_reason ? j : undefined;
       });
-      expect(waiting.pending_reason).toBe('waiting for resources: not enough cpu: 0.25 cores asked, 0 cores free of 1 cores onboarded');
+      expect(waiting.pending_reason).toBe('waiting for resources: not enough cpu: 0.25 cores asked, 0 cores free of 1 core onboarded');
       await rest.delete(`/api/v1/allocations/${hog.body.id}`);
       expect(await rest.waitFor(job.id)).toMatchObject({ status: 'completed' });
     } finally {

@@ -106,7 +106,7 @@ describe.skipIf(problem !== null)('docker jobs on a node', () => {
         const job = await rest.job(second.id);
         return job.pending_reason ? job : undefined;
       });
-      expect(waiting).toMatchObject({ status: 'pending', pending_reason: 'waiting for resources: not enough cpu: 1 cores asked, 0 cores free of 1 cores onboarded' });
+      expect(waiting).toMatchObject({ status: 'pending', pending_reason: 'waiting for resources: not enough cpu: 1 core asked, 0 cores free of 1 core onboarded' });
       expect(await containersOf(second)).toEqual([]);
 
       await rest.delete(`/api/v1/jobs/${first.id}`);

@@ -27,7 +27,7 @@ describe('resource ledger', () => {
   it('reserves what fits and refuses over-commit, naming the short resource and the numbers', () => {
     const ledger = new ResourceLedger(spec(2, 4 * GiB, 10 * GiB));
     ledger.reserve('a', spec(1.5, 1 * GiB));
-    expect(conflict(() => ledger.reserve('b', spec(1, 1 * GiB)))).toBe('not enough cpu: 1 cores asked, 0.5 cores free of 2 cores onboarded');
+    expect(conflict(() => ledger.reserve('b', spec(1, 1 * GiB)))).toBe('not enough cpu: 1 core asked, 0.5 cores free of 2 cores onboarded');
     expect(conflict(() => ledger.reserve('b', spec(0.5, 4 * GiB)))).toBe('not enough memory: 4 GiB asked, 3 GiB free of 4 GiB onboarded');
     expect(conflict(() => ledger.reserve('b', spec(0.5, 1, 11 * GiB)))).toMatch(/^not enough storage: 11 GiB asked, 10 GiB free/);
     ledger.reserve('b', spec(0.5, 3 * GiB));

@@ -164,7 +164,7 @@ describe('resources', () => {
         const job = await rest.job(next.id);
         return job.pending_reason ? job : undefined;
       });
-      expect(waiting).toMatchObject({ status: 'pending', pending_reason: 'waiting for resources: not enough cpu: 0.5 cores asked, 0.25 cores free of 1 cores onboarded' });
+      expect(waiting).toMatchObject({ status: 'pending', pending_reason: 'waiting for resources: not enough cpu: 0.5 cores asked, 0.25 cores free of 1 core onboarded' });
       const small = await rest.submit(nullJob({ name: 'small', cores: 0.25, memory: 16 * MiB }));
       expect(await rest.waitFor(small.id)).toMatchObject({ status: 'completed' });
       expect(await rest.job(next.id)).toMatchObject({ status: 'pending' });

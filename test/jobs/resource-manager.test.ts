@@ -76,7 +76,7 @@ describe('resource manager', () => {
       z.object({ granted: z.array(z.string()), refused: z.array(z.object({ job_id: z.string(), reason: z.string() })) }),
     );
     expect(reply.granted).toEqual([a, c]);
-    expect(reply.refused).toEqual([{ job_id: b, reason: 'not enough cpu: 1 cores asked, 0.5 cores free of 2 cores onboarded' }]);
+    expect(reply.refused).toEqual([{ job_id: b, reason: 'not enough cpu: 1 core asked, 0.5 cores free of 2 cores onboarded' }]);
     expect((await usage()).allocated).toEqual(spec(2, 2 * GiB));
     expect((await call(DeviceBehaviors.status, {}, z.object({ status: z.string() }))).status).toBe('busy');
     // Asking again for a job that holds its share is not asking for more.
@@ -109,7 +109,7 @@ describe('resource manager', () => {
     const first = await spawnManager();
     const held = await call(ResourceBehaviors.allocate, { resources: spec(1.5, GiB) }, z.object({ id: z.string() }));
     const short = await refusal(call(ResourceBehaviors.allocate, { resources: spec(1) }, z.any()));
-    expect(short).toMatchObject({ kind: 'conflict', message: 'not enough cpu: 1 cores asked, 0.5 cores free of 2 cores onboarded' });
+    expect(short).toMatchObject({ kind: 'conflict', message: 'not enough cpu: 1 core asked, 0.5 cores free of 2 cores onboarded' });
     await first.stop();
 
     await spawnManager();
@@ -150,7 +150,7 @@ describe('resource manager', () => {
     const big = randomUUID();
     await call(ResourceBehaviors.allocate, { resources: spec(0.25), job_id: big }, z.object({ id: z.string() }));
     const reply = await call(ResourceBehaviors.reserve, { jobs: [{ job_id: big, resources: spec(1) }] }, ReserveReply);
-    expect(reply).toEqual({ granted: [], refused: [{ job_id: big, reason: 'not enough cpu: 1 cores asked, 0.25 cores free of 2 cores onboarded' }] });
+    expect(reply).toEqual({ granted: [], refused: [{ job_id: big, reason: 'not enough cpu: 1 core asked, 0.25 cores free of 2 cores onboarded' }] });
     expect((await usage()).allocated).toEqual(spec(1.75, 2 * GiB));
   });
 

@@ -24,47 +24,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigSchema } from '../../runtime/config.js';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { waitFor } from '../helpers/network.js';
+import { otherShellFences, shellBlocks } from './blocks.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
-
-interface Block {
-  /** 1-based line of the opening fence. */
-  line: number;
-  code: string;
-  mark?: string;
-}
-
-/** Every ```sh block of the README, with the readme-test mark just above it, if any. */
-export function shellBlocks(markdown: string): Block[] {
-  const lines = markdown.split('\n');
-  const blocks: Block[] = [];
-  for (let i = 0; i < lines.length; i++) {
-    if (lines[i].trim() !== '```sh') continue;
-    const end = lines.findIndex((l, j) => j > i && l.trim() === '```');
-    if (end < 0) throw new Error(`README.md:${i + 1}: a sh block that never closes`);
-    const mark = /^<!-- readme-test: (.*) -->$/.exec(lines[i - 1]?.trim() ?? '')?.[1];
-    blocks.push({ line: i + 1, code: lines.slice(i + 1, end).join('\n'), mark });
-    i = end;
-  }
-  return blocks;
-}
-
-/**
- * Fences that hold shell but are not written ```sh, which shellBlocks would pass over: every
- * command example must be a ```sh block, so that it is run here (or marked skip, with why).
- */
-export function otherShellFences(markdown: string): string[] {
-  const found: string[] = [];
-  let open = false;
-  markdown.split('\n').forEach((line, i) => {
-    const fence = /^\s*```(\S*)/.exec(line);
-    if (!fence) return;
-    if (!open && /^(bash|shell|console|zsh|shell-session|sh-session|)$/i.test(fence[1])) found.push(`README.md:${i + 1}: \`\`\`${fence[1]}`);
-    open = !open;
-  });
-  return found;
-}
 
 const blocks = shellBlocks(README);
 const [first, ...rest] = blocks;
@@ -156,7 +119,7 @@ describe('the README, run as written', () => {
   it('has shell examples to run, each one marked or runnable', () => {
     expect(rest.length).toBeGreaterThanOrEqual(4);
     for (const b of blocks) if (b.mark) expect(b.mark, `README.md:${b.line}`).toMatch(/^(first|docker|skip \(.+\))/);
-    expect(otherShellFences(README), 'shell examples written in a fence other than ```sh, which this test would not run').toEqual([]);
+    expect(otherShellFences(README, 'README.md'), 'shell examples written in a fence other than ```sh, which this test would not run').toEqual([]);
   });
 
   for (const block of rest) {

@@ -240,4 +240,22 @@ describe.skipIf(!HAVE_CHROMIUM)(`the dev page in headless Chromium${HAVE_CHROMIU
     }
     expect(problems).toEqual([]);
   });
+  it('keeps every column of the log on screen at 1400 px: size, verified and reply too', { timeout: 90_000 }, async () => {
+    await page.setViewportSize({ width: 1400, height: 900 });
+    try {
+      await page.locator('#f-actor').fill('');
+      await page.locator('#f-behavior').fill('');
+      // Long cells, as a real log has: a peer's caller inbox and a nested behavior path.
+      await client().invoke({ inbox: 'root' }, '/public/status', { padding: 'x'.repeat(2000) });
+      await logRows('/public/status').first().waitFor(WAIT);
+      const off = await page.evaluate(() => {
+        const section = document.querySelector('#log')!.closest('section')!.getBoundingClientRect();
+        const cells = [...Array.from(document.querySelectorAll('#log thead th')), ...Array.from(document.querySelectorAll('#log tbody tr:first-child td'))];
+        return cells.filter((c) => c.getBoundingClientRect().right > section.right + 0.5).map((c) => c.textContent || `column ${Array.from(c.parentElement!.children).indexOf(c)}`);
+      });
+      expect(off).toEqual([]);
+    } finally {
+      await page.setViewportSize({ width: 1600, height: 900 });
+    }
+  });
 });

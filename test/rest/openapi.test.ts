@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../http/app.js';
 import type { HttpApi } from '../../http/actor.js';
 import { deviceRoutes } from '../../http/routes/device.js';
+import { peerRoutes } from '../../http/routes/peers.js';
 import { jobRoutes } from '../../http/routes/jobs.js';
 import { resourceRoutes } from '../../http/routes/resources.js';
 import { type Config, defaultConfig } from '../../runtime/config.js';
@@ -47,7 +48,7 @@ function appWith(config: Config = defaultConfig()) {
     system: {} as ActorSystem,
     http: {} as HttpApi,
     log: silentLogger(),
-    routes: [jobRoutes, resourceRoutes, deviceRoutes],
+    routes: [jobRoutes, resourceRoutes, deviceRoutes, peerRoutes],
     version: VERSION,
   });
 }
