@@ -204,34 +204,27 @@ const idle = await idleRss();
 const work: Record<string, Awaited<ReturnType<typeof nullJobs>>> = {};
 for (const b of builds) work[b.name] = await nullJobs(b.cli);
 
-const rows = [
-  {
-    build: 'bare node:http (baseline)',
-    cold_median_s: round(median(starts.bare.cold)),
-    warm_median_s: round(median(starts.bare.warm)),
-    idle_rss_mb: idle.bare,
-  },
-  ...builds.map((b) => ({
-    build: b.name,
-    cold_median_s: round(median(starts[b.name].cold)),
-    cold_range_s: `${round(Math.min(...starts[b.name].cold), 2)}–${round(Math.max(...starts[b.name].cold), 2)}`,
-    warm_median_s: round(median(starts[b.name].warm)),
-    warm_range_s: `${round(Math.min(...starts[b.name].warm), 2)}–${round(Math.max(...starts[b.name].warm), 2)}`,
-    idle_rss_mb: idle[b.name],
-    null_jobs_per_s: work[b.name].jobs_per_s,
-    rss_after_jobs_mb: work[b.name].rss_after_mb,
-    failed: work[b.name].failed,
-  })),
-];
+const bare = { cold_median_s: round(median(starts.bare.cold)), warm_median_s: round(median(starts.bare.warm)), idle_rss_mb: idle.bare };
+const measured = builds.map((b) => ({
+  build: b.name,
+  cold_median_s: round(median(starts[b.name].cold)),
+  cold_range_s: `${round(Math.min(...starts[b.name].cold), 2)}–${round(Math.max(...starts[b.name].cold), 2)}`,
+  warm_median_s: round(median(starts[b.name].warm)),
+  warm_range_s: `${round(Math.min(...starts[b.name].warm), 2)}–${round(Math.max(...starts[b.name].warm), 2)}`,
+  idle_rss_mb: idle[b.name],
+  null_jobs_per_s: work[b.name].jobs_per_s,
+  rss_after_jobs_mb: work[b.name].rss_after_mb,
+  failed: work[b.name].failed,
+}));
+const rows = [{ build: 'bare node:http (baseline)', ...bare }, ...measured];
 console.table(rows);
-const me = rows[1] as (typeof rows)[1];
+const [me, other] = measured;
 const holds = (ok: boolean) => (ok ? 'holds' : 'MISSED');
-console.log(`cold start ${me.cold_median_s} s = ${round(me.cold_median_s / rows[0].cold_median_s, 1)}× bare node (target <= ${TARGETS.cold_s} s: ${holds(me.cold_median_s <= TARGETS.cold_s)})`);
-console.log(`warm start ${me.warm_median_s} s = ${round(me.warm_median_s / rows[0].warm_median_s, 1)}× bare node (target <= ${TARGETS.warm_s} s: ${holds(me.warm_median_s <= TARGETS.warm_s)})`);
-console.log(`idle RSS ${me.idle_rss_mb} MB = ${round(me.idle_rss_mb / rows[0].idle_rss_mb, 1)}× bare node (target <= ${TARGETS.idle_rss_mb} MB: ${holds(me.idle_rss_mb <= TARGETS.idle_rss_mb)})`);
+console.log(`cold start ${me.cold_median_s} s = ${round(me.cold_median_s / bare.cold_median_s, 1)}× bare node (target <= ${TARGETS.cold_s} s: ${holds(me.cold_median_s <= TARGETS.cold_s)})`);
+console.log(`warm start ${me.warm_median_s} s = ${round(me.warm_median_s / bare.warm_median_s, 1)}× bare node (target <= ${TARGETS.warm_s} s: ${holds(me.warm_median_s <= TARGETS.warm_s)})`);
+console.log(`idle RSS ${me.idle_rss_mb} MB = ${round(me.idle_rss_mb / bare.idle_rss_mb, 1)}× bare node (target <= ${TARGETS.idle_rss_mb} MB: ${holds(me.idle_rss_mb <= TARGETS.idle_rss_mb)})`);
 console.log(`null jobs ${me.null_jobs_per_s}/s at ${CONCURRENCY} clients (target >= ${TARGETS.jobs_per_s}: ${holds(me.null_jobs_per_s >= TARGETS.jobs_per_s)}); RSS after ${JOBS} jobs ${me.rss_after_jobs_mb} MB`);
-if (builds.length > 1) {
-  const other = rows[2] as (typeof rows)[1];
+if (other) {
   console.log(
     `this build / ${other.build}: cold ${round(me.cold_median_s / other.cold_median_s)}, warm ${round(me.warm_median_s / other.warm_median_s)}, idle RSS ${round(me.idle_rss_mb / other.idle_rss_mb)}, jobs/s ${round(me.null_jobs_per_s / other.null_jobs_per_s)}, RSS after jobs ${round(me.rss_after_jobs_mb / other.rss_after_jobs_mb)}`,
   );
