@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { defineBehavior } from '../runtime/behavior.js';
+import { packageVersion } from '../runtime/version.js';
 import { type ActorContext, defineActor } from '../runtime/component.js';
 import {
   EmptyPayload,
@@ -12,13 +12,7 @@ import {
 export const ROOT_INBOX = 'root';
 
 /** This node's software version (package.json), as /public/status and /public/describe say it. */
-export const NODE_VERSION: string = (() => {
-  try {
-    return JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')).version;
-  } catch {
-    return JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
-  }
-})();
+export const NODE_VERSION: string = packageVersion();
 
 /**
  * The node's root actor (inbox `root`): identity and health; discovery adds the peer view.

@@ -13,7 +13,7 @@ import { registerPeersCommands } from './commands/peers.js';
 import { registerRunCommand } from './commands/run.js';
 import { OVERVIEW } from './overview.js';
 import { routeUsageErrors } from './usage.js';
-import { packageVersion } from './version.js';
+import { packageVersion } from '../runtime/version.js';
 
 /**
  * The whole `dms` command tree, built fresh: main.ts parses the process's arguments with it, and

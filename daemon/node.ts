@@ -18,7 +18,7 @@ import { StageTimings } from '../runtime/stage-timings.js';
 import { StartOrder } from '../runtime/start-order.js';
 import { ActorSystem } from '../runtime/system.js';
 import { listenFailures } from '../runtime/network/listen-failure.js';
-import { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
+import type { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
 import { REMOTE_EXECUTOR } from '../actors/executors/remote.js';
 import { BUILTIN_INBOXES, loadPlugins, pluginActor, pluginExecutors, pluginRoutes } from './plugins.js';
 import { deviceRoutes } from '../http/routes/device.js';
@@ -158,6 +158,8 @@ async function startNetwork(system: ActorSystem, config: Config, log: Logger, ke
   const net = config.network;
   let transport: Libp2pTransport;
   try {
+    // Loaded here: a node with the network off never pays for the libp2p stack.
+    const { Libp2pTransport } = await import('../runtime/network/libp2p-transport.js');
     transport = await Libp2pTransport.create({
       keyPair: key,
       listen: net.ListenAddresses,

@@ -110,7 +110,9 @@ let apiResolved = false;
 function resolvePluginApiHere(): void {
   if (apiResolved) return;
   apiResolved = true;
-  const hook = new URL('./plugin-api-resolve.js', import.meta.url);
+  // Relative to dist/ rather than to this file's own folder: in the bundled build this code may
+  // sit in dist/chunks/ (scripts/bundle.mjs), one folder below dist/ like daemon/.
+  const hook = new URL('../daemon/plugin-api-resolve.js', import.meta.url);
   if (!existsSync(hook)) return;
   register(hook, { data: { api: new URL('../behaviors/plugin.js', import.meta.url).href } });
 }

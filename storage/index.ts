@@ -7,7 +7,8 @@ import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRepository } from './allocations.js';
-import { storageConfig } from './config.js';
+import { MIGRATION_NAMES, MIGRATIONS_TABLE } from './migrations/names.js';
+import { baseOptions } from './options.js';
 import { DeviceRepository } from './device.js';
 import { JobEventRepository, JobRepository } from './jobs.js';
 
@@ -38,9 +39,15 @@ export async function openStorage(path: string): Promise<Storage> {
     mkdirSync(dirname(path), { recursive: true });
     closeSync(openSync(path, 'a', DB_FILE_MODE));
   }
-  const orm = await MikroORM.init(storageConfig(path));
+  let orm = await MikroORM.init(baseOptions(path));
   try {
-    await orm.getMigrator().up();
+    if (await needsMigrating(orm)) {
+      // Opened again with the migrator, loaded only now (./options.ts says why).
+      await orm.close(true);
+      const { storageConfig } = await import('./config.js');
+      orm = await MikroORM.init(storageConfig(path));
+      await orm.getMigrator().up();
+    }
     // Files made by an older release (with the umask's mode) are tightened too.
     if (onDisk) for (const file of [path, `${path}-wal`, `${path}-shm`]) chmodIfPresent(file);
   } catch (e) {
@@ -54,6 +61,18 @@ export async function openStorage(path: string): Promise<Storage> {
     device: new DeviceRepository(orm),
     close: () => orm.close(true),
   };
+}
+
+/** Whether a migration of this release is not recorded as applied (a new database has no table of them). */
+async function needsMigrating(orm: MikroORM): Promise<boolean> {
+  let applied: Set<string>;
+  try {
+    const rows = await orm.em.getConnection().execute<{ name: string }[]>(`select name from \`${MIGRATIONS_TABLE}\``);
+    applied = new Set(rows.map((r) => r.name));
+  } catch {
+    return true;
+  }
+  return MIGRATION_NAMES.some((name) => !applied.has(name));
 }
 
 function chmodIfPresent(file: string): void {

@@ -2,7 +2,6 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { type Command, Option } from 'commander';
 import { coerceText, type Config, ENV_KEYS, getKey, type Json, loadConfig, type LoadOptions, SECRET_KEYS } from '../../runtime/config.js';
 import type { DeviceSettings, DeviceSettingsPatch } from '../../behaviors/jobs/schema.js';
@@ -253,7 +252,9 @@ async function detach(cmd: Command, home: string): Promise<void> {
   const runStart = existsSync(logFile) ? statSync(logFile).size : 0;
   const fd = openSync(logFile, 'a');
   const args = process.argv.slice(2).filter((a) => a !== '--detach' && a !== '-d');
-  const entry = fileURLToPath(new URL('../main.js', import.meta.url));
+  // The entry point this process runs (dist/cli/main.js, or the `dms` link to it): this code is
+  // bundled into it, so no path relative to its own module would name it.
+  const entry = process.argv[1];
   const child = spawn(process.execPath, [...process.execArgv, entry, ...args], {
     detached: true,
     stdio: ['ignore', fd, fd],

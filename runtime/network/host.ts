@@ -5,7 +5,6 @@ import { gossipsub, type GossipSub } from '@libp2p/gossipsub';
 import { identify, type Identify } from '@libp2p/identify';
 import { KEEP_ALIVE, type Libp2p, type PeerDiscovery } from '@libp2p/interface';
 import { kadDHT, passthroughMapper, type KadDHT } from '@libp2p/kad-dht';
-import { mdns } from '@libp2p/mdns';
 import { ping, type Ping } from '@libp2p/ping';
 import { tcp } from '@libp2p/tcp';
 import { yamux } from '@libp2p/yamux';
@@ -127,7 +126,8 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
       scoreParams: peerScoreParams(opts.greeted ?? new GreetedPeers()),
     }),
   };
-  if (opts.enableMdns) services.mdns = mdns({ serviceTag: MDNS_SERVICE_TAG });
+  // Loaded only when asked for: it is off by default, and its DNS packet code weighs on every start.
+  if (opts.enableMdns) services.mdns = (await import('@libp2p/mdns')).mdns({ serviceTag: MDNS_SERVICE_TAG });
 
   const node = await createLibp2p<DmsServices>({
     start: false,

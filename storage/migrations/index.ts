@@ -3,6 +3,7 @@ import { InitialSchema } from './0001-initial.js';
 import { QueryIndexes } from './0002-query-indexes.js';
 import { Placement } from './0003-placement.js';
 import { Secrets } from './0004-secrets.js';
+import { MIGRATION_NAMES } from './names.js';
 
 /**
  * Every migration, oldest first. Listed explicitly instead of found by a glob so the same
@@ -15,3 +16,7 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0003-placement', class: Placement },
   { name: '0004-secrets', class: Secrets },
 ];
+
+if (MIGRATIONS.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {
+  throw new Error('storage/migrations/names.ts does not list the migrations of storage/migrations/index.ts');
+}

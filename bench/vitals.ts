@@ -1,0 +1,243 @@
+/**
+ * npm run bench:vitals — what a node costs its device, measured from outside, in one run:
+ *  (a) cold start: `dms start` in a fresh home (keys made, database created and migrated) to the
+ *      first 200 on /health, process spawn included; 5 runs. Target: median <= 1.0 s.
+ *  (b) warm start: the same in a home that has run before; 5 runs. Target: median <= 0.7 s.
+ *  (c) idle RSS 10 s after the node answered /health. Target: <= 100 MB.
+ *  (d) null jobs completed per second from 32 concurrent REST clients (20,000 jobs in rounds
+ *      of 5,000, each from its first submission until none is pending), and (e) the node's RSS
+ *      once they all ended.
+ *      Target: >= 1,500 per second.
+ * The baseline, in the same run and spawned the same way: a bare node:http process answering
+ * /health (the floor of (a), (b), (c): what Node itself costs). The ratio says how far above that
+ * floor the node is. With BENCH_VITALS_COMPARE=<dir> (a copy of another build beside dist/, e.g.
+ * dist-before), every figure is also measured for that build, runs interleaved with this one's.
+ * Nodes run with the network on (loopback, no bootstrap peers), as an operator's node would.
+ */
+import '../runtime/polyfills.js';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import type { JobSpecInput } from '../behaviors/jobs/schema.js';
+import { removeHome, TEST_ENV, tempHome } from '../test/helpers/node.js';
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const JOBS = Number(process.env.BENCH_JOBS ?? 20_000);
+const ROUND = Math.min(JOBS, 5000);
+const IDLE_MS = 10_000;
+const CONCURRENCY = 32;
+const TARGETS = { cold_s: 1.0, warm_s: 0.7, idle_rss_mb: 100, jobs_per_s: 1500 };
+
+const root = fileURLToPath(new URL('../', import.meta.url));
+const builds: Array<{ name: string; cli: string }> = [{ name: 'this build', cli: `${root}dist/cli/main.js` }];
+if (process.env.BENCH_VITALS_COMPARE) builds.push({ name: process.env.BENCH_VITALS_COMPARE, cli: `${root}${process.env.BENCH_VITALS_COMPARE}/cli/main.js` });
+
+/** The floor: Node starting and answering /health, nothing else. */
+const BARE = `require('node:http').createServer((q, s) => s.end('{"status":"ok"}')).listen(Number(process.argv[1]), '127.0.0.1')`;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const round = (x: number, d = 3) => Math.round(x * 10 ** d) / 10 ** d;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function rssMb(pid: number): number {
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  return round(kb / 1024, 1);
+}
+
+interface Running {
+  proc: ChildProcess;
+  url: string;
+  /** Spawn to the first 200 on /health, in seconds. */
+  seconds: number;
+  stop(): Promise<void>;
+}
+
+/** Spawns `args` and polls /health every 5 ms until it answers 200: the time an operator's supervisor waits. */
+async function spawnUntilHealthy(args: (port: number) => string[]): Promise<Running> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  let output = '';
+  const t0 = performance.now();
+  const proc = spawn(process.execPath, args(port), { env: { ...process.env, ...TEST_ENV }, stdio: ['ignore', 'pipe', 'pipe'] });
+  proc.stdout!.on('data', (d) => (output += d));
+  proc.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  let gone = false;
+  void exited.then(() => (gone = true));
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (gone) throw new Error(`process exited before answering /health:\n${output}`);
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`no 200 on /health within 30 s:\n${output}`);
+    }
+    const ok = await fetch(`${url}/health`).then(async (r) => (await r.arrayBuffer(), r.ok), () => false);
+    if (ok) break;
+    await sleep(5);
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  return { proc, url, seconds, stop: async () => (gone || proc.kill('SIGTERM'), exited) };
+}
+
+const CONFIG = JSON.stringify({ general: { log_level: 'warn' } });
+const startDms = (cli: string, home: string) => {
+  writeFileSync(`${home}/dms_config.json`, CONFIG);
+  return spawnUntilHealthy((port) => [cli, '--home', home, 'start', '--port', String(port), '--log-level', 'warn']);
+};
+const startBare = () => spawnUntilHealthy((port) => ['-e', BARE, String(port)]);
+
+async function coldAndWarm(): Promise<Record<string, { cold: number[]; warm: number[] }>> {
+  const out: Record<string, { cold: number[]; warm: number[] }> = { bare: { cold: [], warm: [] } };
+  for (const b of builds) out[b.name] = { cold: [], warm: [] };
+  const warmHomes = new Map<string, string>();
+  for (const b of builds) {
+    const home = tempHome('dms-vitals-');
+    await (await startDms(b.cli, home)).stop();
+    warmHomes.set(b.name, home);
+  }
+  // Interleaved, so the machine's weather falls on every build alike.
+  for (let i = 0; i < RUNS; i++) {
+    const bare = await startBare();
+    await bare.stop();
+    out.bare.cold.push(bare.seconds);
+    out.bare.warm.push(bare.seconds);
+    for (const b of builds) {
+      const home = tempHome('dms-vitals-');
+      const cold = await startDms(b.cli, home);
+      await cold.stop();
+      removeHome(home);
+      out[b.name].cold.push(cold.seconds);
+      const warm = await startDms(b.cli, warmHomes.get(b.name)!);
+      await warm.stop();
+      out[b.name].warm.push(warm.seconds);
+    }
+  }
+  for (const home of warmHomes.values()) removeHome(home);
+  return out;
+}
+
+async function idleRss(): Promise<Record<string, number>> {
+  const running: Array<{ name: string; r: Running; home?: string }> = [{ name: 'bare', r: await startBare() }];
+  for (const b of builds) {
+    const home = tempHome('dms-vitals-');
+    running.push({ name: b.name, r: await startDms(b.cli, home), home });
+  }
+  await sleep(IDLE_MS);
+  const out: Record<string, number> = {};
+  for (const { name, r, home } of running) {
+    out[name] = rssMb(r.proc.pid!);
+    await r.stop();
+    if (home) removeHome(home);
+  }
+  return out;
+}
+
+const SPEC: JobSpecInput = { name: 'bench', image: 'none', executor: 'null', resources: { cpu: { cores: 0.001 }, memory: { size: 1024 } } };
+
+async function submit(url: string): Promise<void> {
+  const res = await fetch(`${url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(SPEC) });
+  if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${await res.text()}`);
+  await res.arrayBuffer();
+}
+
+async function count(url: string, status: string): Promise<number> {
+  const res = await fetch(`${url}/api/v1/jobs?status=${status}&limit=1`);
+  if (res.status !== 200) throw new Error(`GET /jobs answered ${res.status}`);
+  await res.arrayBuffer();
+  return Number(res.headers.get('x-total-count'));
+}
+
+/** Jobs whose status is not `completed` among those `url`'s node has ended. */
+const failedCount = (url: string) => count(url, 'failed');
+
+/**
+ * 20k null jobs at 32 clients on each build's node, in rounds of 5k that alternate between the
+ * nodes (both running throughout), so the machine's weather falls on every build alike: jobs
+ * completed per second of each round (its first submission to the moment none is pending or
+ * running, polled every 20 ms), the median of the rounds; then each node's RSS.
+ */
+async function nullJobs(): Promise<Record<string, { jobs_per_s: number; rounds: number[]; failed: number; rss_after_mb: number }>> {
+  const nodes = [];
+  for (const b of builds) {
+    const home = tempHome('dms-vitals-');
+    nodes.push({ b, home, node: await startDms(b.cli, home), rounds: [] as number[] });
+  }
+  try {
+    for (let round = 0; round < JOBS / ROUND; round++) {
+      for (const n of nodes) {
+        const t0 = performance.now();
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: CONCURRENCY }, async () => {
+            while (next < ROUND) {
+              next++;
+              await submit(n.node.url);
+            }
+          }),
+        );
+        const deadline = Date.now() + 600_000;
+        while ((await count(n.node.url, 'pending,running')) > 0) {
+          if (Date.now() > deadline) throw new Error('jobs still pending or running after 600 s');
+          await sleep(20);
+        }
+        n.rounds.push(Math.round(ROUND / ((performance.now() - t0) / 1000)));
+      }
+    }
+    const out: Awaited<ReturnType<typeof nullJobs>> = {};
+    for (const n of nodes) out[n.b.name] = { jobs_per_s: median(n.rounds), rounds: n.rounds, failed: await failedCount(n.node.url), rss_after_mb: rssMb(n.node.proc.pid!) };
+    return out;
+  } finally {
+    for (const n of nodes) {
+      await n.node.stop();
+      removeHome(n.home);
+    }
+  }
+}
+
+const load = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+console.log(`load average at start: ${load()} (2 cores, shared)`);
+const starts = await coldAndWarm();
+const idle = await idleRss();
+const work = await nullJobs();
+
+const bare = { cold_median_s: round(median(starts.bare.cold)), warm_median_s: round(median(starts.bare.warm)), idle_rss_mb: idle.bare };
+const measured = builds.map((b) => ({
+  build: b.name,
+  cold_median_s: round(median(starts[b.name].cold)),
+  cold_range_s: `${round(Math.min(...starts[b.name].cold), 2)}–${round(Math.max(...starts[b.name].cold), 2)}`,
+  warm_median_s: round(median(starts[b.name].warm)),
+  warm_range_s: `${round(Math.min(...starts[b.name].warm), 2)}–${round(Math.max(...starts[b.name].warm), 2)}`,
+  idle_rss_mb: idle[b.name],
+  null_jobs_per_s: work[b.name].jobs_per_s,
+  rounds_per_s: work[b.name].rounds.join(' '),
+  rss_after_jobs_mb: work[b.name].rss_after_mb,
+  failed: work[b.name].failed,
+}));
+const rows = [{ build: 'bare node:http (baseline)', ...bare }, ...measured];
+console.table(rows);
+const [me, other] = measured;
+const holds = (ok: boolean) => (ok ? 'holds' : 'MISSED');
+console.log(`cold start ${me.cold_median_s} s = ${round(me.cold_median_s / bare.cold_median_s, 1)}× bare node (target <= ${TARGETS.cold_s} s: ${holds(me.cold_median_s <= TARGETS.cold_s)})`);
+console.log(`warm start ${me.warm_median_s} s = ${round(me.warm_median_s / bare.warm_median_s, 1)}× bare node (target <= ${TARGETS.warm_s} s: ${holds(me.warm_median_s <= TARGETS.warm_s)})`);
+console.log(`idle RSS ${me.idle_rss_mb} MB = ${round(me.idle_rss_mb / bare.idle_rss_mb, 1)}× bare node (target <= ${TARGETS.idle_rss_mb} MB: ${holds(me.idle_rss_mb <= TARGETS.idle_rss_mb)})`);
+console.log(`null jobs ${me.null_jobs_per_s}/s at ${CONCURRENCY} clients (target >= ${TARGETS.jobs_per_s}: ${holds(me.null_jobs_per_s >= TARGETS.jobs_per_s)}); RSS after ${JOBS} jobs ${me.rss_after_jobs_mb} MB`);
+if (other) {
+  console.log(
+    `this build / ${other.build}: cold ${round(me.cold_median_s / other.cold_median_s)}, warm ${round(me.warm_median_s / other.warm_median_s)}, idle RSS ${round(me.idle_rss_mb / other.idle_rss_mb)}, jobs/s ${round(me.null_jobs_per_s / other.null_jobs_per_s)}, RSS after jobs ${round(me.rss_after_jobs_mb / other.rss_after_jobs_mb)}`,
+  );
+}
+console.log(`load average at end: ${load()}`);
+mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+writeFileSync(new URL('./results/vitals.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), load_end: load(), starts, idle, work, rows }, null, 2));
