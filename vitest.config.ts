@@ -44,6 +44,7 @@ const UNIT = [
 const NODE = [
   'test/unit/discovery-peers.test.ts',
   ...testsIn('test/executors'),
+  'test/outputs/block-exchange.test.ts',
   'test/jobs/attacks.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',
