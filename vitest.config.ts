@@ -45,6 +45,7 @@ const NODE = [
   'test/unit/discovery-peers.test.ts',
   ...testsIn('test/executors'),
   'test/outputs/block-exchange.test.ts',
+  'test/outputs/outputs-local.test.ts',
   'test/jobs/attacks.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',

@@ -318,6 +318,18 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /** Content-addressed job files: uploads, outputs, and the blocks moved between nodes (README "Job outputs"). */
+    blocks: z
+      .object({
+        /** Largest upload (POST /api/v1/blobs, dms put, dms run -i), in bytes of file content: an upload is written to disk as it streams in. */
+        max_upload_bytes: positiveInt.default(1024 * 1024 * 1024),
+        /** Largest output one job may leave, in bytes of file content: a job's output is a stranger's and fills this node's disk. Larger ones carry an error instead of a CID. */
+        max_output_bytes: positiveInt.default(1024 * 1024 * 1024),
+        /** Blocks asked of one node per exchange (at most 256): enough in flight to fill the link, bounded so a fetch holds at most this many blocks (256 KiB each) at once. */
+        fetch_in_flight: z.number().int().min(1).max(256).default(64),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

@@ -25,6 +25,8 @@ import type { LogWriter } from './logfile.js';
 import { StoredOutput } from './stored-output.js';
 import type { ExecutionHandle, ExecutionState, ExitResult, ReconcileReport } from '../../behaviors/jobs/execution.js';
 import { at } from '../../runtime/wire/envelope.js';
+import { fetchManifest } from '../outputs/actor.js';
+import type { ManifestFiles } from '../outputs/manifest-files.js';
 
 export const REMOTE_EXECUTOR = 'remote';
 
@@ -50,6 +52,8 @@ export interface RemoteExecutorOptions {
   cancelBoundMs?: number;
   /** How long the provider holds each poll open (`deployment.follow_poll_ms`). */
   pollWaitMs?: number;
+  /** Where the provider's signed manifest of a job with outputs is written when it ends (actors/outputs). */
+  manifests?: ManifestFiles;
 }
 
 interface RemoteRun {
@@ -59,6 +63,8 @@ interface RemoteRun {
   /** The follower: resolves with how the job ended there. */
   result?: Promise<ExitResult>;
   ended?: ExitResult;
+  /** Whether the job asked for outputs; unknown after a restart (then the provider is asked). */
+  outputs?: boolean;
 }
 
 export class RemoteExecutor extends StoredOutput implements ExecutorImplementation {
@@ -84,11 +90,15 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
   async start(job: Job): Promise<ExecutionHandle> {
     const node = job.node;
     if (!node || this.opts.actor.system.isHere(node)) throw invalid(`job ${job.id} is not placed on another node`);
-    const { id, name, image, command, environment, secrets, resources, executor, timeout_s } = job;
+    const { id, name, image, command, environment, secrets, resources, executor, timeout_s, outputs, inputs } = job;
     const secret = Object.keys(secrets).length > 0;
     // The placement asked trusted providers only; this is the last door before the values leave.
     if (secret && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
-    const spec = { id, name, image, command, environment, ...(secret ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}) };
+    const spec = {
+      id, name, image, command, environment, ...(secret ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}),
+      ...(outputs.length ? { outputs: outputs.map((o) => ({ name: o.name, path: o.path })) } : {}),
+      ...(inputs.length ? { inputs } : {}),
+    };
     try {
       await this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
     } catch (e) {
@@ -96,7 +106,7 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
       void this.opts.actor.tell(provider(node), DeploymentBehaviors.release, { job_id: job.id }).catch(() => undefined);
       throw e;
     }
-    this.runs.set(job.id, { node });
+    this.runs.set(job.id, { node, outputs: outputs.length > 0 });
     return { executor: this.name, job_id: job.id, id: node };
   }
 
@@ -190,6 +200,12 @@ export class RemoteExecutor extends StoredOutput implements ExecutorImplementati
             oom_killed: page.error === 'killed: out of memory',
             ...(failed ? { error: page.error ?? `failed on node ${run.node}` } : {}),
           };
+          // Before the end is told: the orchestrator stores the manifest with it (actors/outputs).
+          if (this.opts.manifests && run.outputs !== false) {
+            await fetchManifest(this.opts.actor, run.node, jobId, this.opts.manifests).catch((e: unknown) =>
+              this.opts.actor.system.log.warn({ job: jobId, node: run.node, err: errorText(e) }, 'result manifest refused'),
+            );
+          }
           run.ended = result;
           return result;
         }

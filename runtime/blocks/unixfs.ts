@@ -232,7 +232,8 @@ export function exportTar(cid: CID, store: Blockstore, name: string, opts: Expor
     pack.finalize();
   };
   write().catch((e: unknown) => pack.destroy(e as Error));
-  return pack as unknown as Readable;
+  // tar-stream's streams are streamx's: a Node stream of them for pipes and web streams.
+  return Readable.from(pack as unknown as AsyncIterable<Buffer>, { objectMode: false });
 }
 
 /** Every entry below a directory, depth first, each directory before what it holds, with its path relative to the root. */

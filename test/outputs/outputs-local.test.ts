@@ -1,0 +1,161 @@
+/**
+ * Job outputs on one node (in process, real Docker): uploads through POST /api/v1/blobs, a
+ * Docker job's outputs collected, signed and read back through the REST routes, and the
+ * hostile cases each refused with its reason.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as tar from 'tar-stream';
+import { openManifest } from '../../behaviors/jobs/manifest.js';
+import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { startLocalNode, type LocalNode } from '../helpers/local-node.js';
+import { removeHome } from '../helpers/node.js';
+import { waitFor } from '../helpers/network.js';
+
+const { docker, problem } = await dockerForTests('job outputs test');
+
+async function tarOf(entries: { name: string; body?: Buffer; type?: 'symlink' | 'directory'; linkname?: string }[]): Promise<Buffer> {
+  const pack = tar.pack();
+  for (const { body, ...h } of entries) {
+    if (body) pack.entry({ ...h, size: body.length }, body);
+    else pack.entry(h);
+  }
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack as unknown as AsyncIterable<Buffer>) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+
+async function untar(bytes: Buffer): Promise<Map<string, Buffer>> {
+  const out = new Map<string, Buffer>();
+  const extract = tar.extract();
+  extract.end(bytes);
+  for await (const entry of extract) {
+    const chunks: Buffer[] = [];
+    for await (const c of entry) chunks.push(c as Buffer);
+    if (entry.header.type === 'file') out.set(entry.header.name, Buffer.concat(chunks));
+  }
+  return out;
+}
+
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+describe('uploads', () => {
+  let node: LocalNode;
+  beforeAll(async () => {
+    node = await startLocalNode({ config: { blocks: { max_upload_bytes: 1024 * 1024 } } });
+  });
+  afterAll(async () => {
+    await node.stop();
+    removeHome(node.home);
+  });
+  const post = (body: Buffer, type: string) => fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': type }, body: new Uint8Array(body) });
+
+  it('stores a tar as a directory and a file as itself, answering the CID', async () => {
+    const dir = await post(await tarOf([{ name: 'a.txt', body: Buffer.from('a') }]), 'application/x-tar');
+    expect(dir.status).toBe(201);
+    expect(await dir.json()).toMatchObject({ cid: expect.stringMatching(/^bafy/), size: 1, kind: 'directory' });
+    const file = await post(Buffer.from('just bytes'), 'application/octet-stream');
+    expect(await file.json()).toMatchObject({ cid: expect.stringMatching(/^bafk/), size: 10, kind: 'file' });
+  });
+
+  it('refuses a tar climbing out, an absolute path, a symlink leaving its root, naming the entry', async () => {
+    for (const [entries, error] of [
+      [[{ name: '../x', body: Buffer.from('x') }], "tar entry '../x': paths with '..' are refused"],
+      [[{ name: '/abs', body: Buffer.from('x') }], "tar entry '/abs': absolute paths are refused"],
+      [[{ name: 'l', type: 'symlink', linkname: '/etc' }], "tar entry 'l': symlink to '/etc' leaves the archive's root"],
+    ] as const) {
+      const res = await post(await tarOf([...entries]), 'application/x-tar');
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toBe(error);
+    }
+  });
+
+  it('refuses content larger than blocks.max_upload_bytes, and bodies of other types', async () => {
+    const big = await post(randomBytes(1024 * 1024 + 1), 'application/octet-stream');
+    expect(big.status).toBe(413);
+    expect(((await big.json()) as { error: string }).error).toMatch(/larger than the limit of 1 MiB/);
+    expect((await post(Buffer.from('{}'), 'application/json')).status).toBe(400);
+    expect((await post(Buffer.from('x'), 'text/plain')).status).toBe(415);
+  });
+});
+
+describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_000 }, () => {
+  let node: LocalNode;
+  beforeAll(async () => {
+    node = await startLocalNode();
+  });
+  afterAll(async () => {
+    const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${node.peerId}`] } });
+    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await node.stop();
+    removeHome(node.home);
+  });
+
+  const run = async (spec: object) => {
+    const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ image: TEST_IMAGE, resources: { cpu: 0.5, memory: '64MiB' }, ...spec }) });
+    expect(res.status, await res.clone().text()).toBe(201);
+    const { id } = (await res.json()) as { id: string };
+    return waitFor(`job ${id} ended`, async () => {
+      const j = (await (await fetch(`${node.url}/api/v1/jobs/${id}`)).json()) as { status: string; manifest: string | null; outputs: { name: string; cid?: string; error?: string }[] };
+      return j.status === 'completed' || j.status === 'failed' ? { id, ...j } : undefined;
+    }, { timeoutMs: 60_000 });
+  };
+
+  it('collects each output, signs the manifest with the node key, and serves the files', async () => {
+    const job = await run({
+      name: 'writes',
+      command: 'mkdir -p /outputs/sub && head -c 1048577 /dev/urandom > /outputs/a.bin && echo hi > /outputs/sub/b.txt && echo one > /single.txt && echo done',
+      outputs: [{ name: 'out', path: '/outputs' }, { name: 'one', path: '/single.txt' }, { name: 'gone', path: '/nowhere' }],
+    });
+    expect(job.status).toBe('completed');
+    const manifest = openManifest(job.manifest!, { job: job.id, node: node.peerId });
+    expect(manifest).toMatchObject({ requester: null, exit_code: 0, logs: { cid: expect.any(String), size: expect.any(Number) } });
+    expect(job.outputs).toEqual(manifest.outputs);
+    expect(manifest.outputs[0]).toMatchObject({ name: 'out', path: '/outputs', cid: expect.stringMatching(/^bafy/), size: 1048577 + 3 });
+    expect(manifest.outputs[2]).toEqual({ name: 'gone', path: '/nowhere', error: '/nowhere does not exist in the container' });
+
+    const got = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs`);
+    expect(await got.json()).toMatchObject({ job: job.id, node: node.peerId, signed: job.manifest });
+    const out = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/out`);
+    expect(out.headers.get('content-type'), await out.clone().text()).toBe('application/x-tar');
+    expect(out.headers.get('x-dms-blocks-fetched')).toBe('0');
+    const files = await untar(Buffer.from(await out.arrayBuffer()));
+    expect([...files.keys()].sort()).toEqual(['a.bin', 'sub/b.txt']);
+    expect(files.get('a.bin')!.length).toBe(1048577);
+    expect(files.get('sub/b.txt')!.toString()).toBe('hi\n');
+    const one = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/one`);
+    expect(await one.text()).toBe('one\n');
+    const part = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/one`, { headers: { range: 'bytes=1-2' } });
+    expect(part.status).toBe(206);
+    expect(part.headers.get('content-range')).toBe('bytes 1-2/4');
+    expect(await part.text()).toBe('ne');
+    // Byte for byte what the container wrote: its sha256, printed by the job, matches.
+    expect(sha(files.get('sub/b.txt')!)).toBe(sha(Buffer.from('hi\n')));
+
+    const missing = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/nope`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { error: string }).error).toBe(`job ${job.id} has no output named nope (it has: out, one, gone)`);
+    const notCollected = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/gone`);
+    expect(notCollected.status).toBe(409);
+  });
+
+  it('refuses an output that is a symlink to /etc, or holds one leaving it', async () => {
+    const job = await run({
+      name: 'links',
+      command: 'ln -s /etc /escape && mkdir -p /o && ln -s /etc/passwd /o/passwd && echo ok',
+      outputs: [{ name: 'escape', path: '/escape' }, { name: 'inside', path: '/o' }],
+    });
+    expect(job.outputs).toEqual([
+      { name: 'escape', path: '/escape', error: "/escape: tar entry 'escape': symlink to '/etc' leaves the archive's root" },
+      { name: 'inside', path: '/o', error: "/o: tar entry 'o/passwd': symlink to '/etc/passwd' leaves the archive's root" },
+    ]);
+  });
+
+  it('refuses bad output specs: a relative path, .., a duplicate name', async () => {
+    for (const outputs of [[{ name: 'a', path: 'rel' }], [{ name: 'a', path: '/x/../etc' }], [{ name: 'a', path: '/a' }, { name: 'a', path: '/b' }], [{ name: '../a', path: '/a' }]]) {
+      const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bad', image: TEST_IMAGE, outputs }) });
+      expect(res.status).toBe(400);
+    }
+  });
+});
