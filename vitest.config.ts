@@ -28,6 +28,7 @@ const UNIT = [
   ...testsIn('test/unit').filter((f) => !UNIT_NOT.includes(f)),
   'test/cli/client.test.ts',
   'test/outputs/blocks.test.ts',
+  'test/outputs/manifest.test.ts',
   'test/cli/help.test.ts',
   'test/cli/ids.test.ts',
   'test/cli/rest-client.test.ts',
