@@ -10,6 +10,7 @@ import { registerJobCommands } from './commands/jobs.js';
 import { registerResourceCommands } from './commands/resources.js';
 import { registerPeersCommands } from './commands/peers.js';
 import { registerRunCommand } from './commands/run.js';
+import { registerFileCommands } from './commands/files.js';
 import { OVERVIEW } from './overview.js';
 import { routeUsageErrors } from './usage.js';
 import { packageVersion } from './version.js';
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
   registerKeyCommands(program);
   registerAuthCommands(program);
   registerJobCommands(program);
+  registerFileCommands(program);
   registerResourceCommands(program);
   registerPeersCommands(program);
   registerDevCommands(program);

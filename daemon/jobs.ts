@@ -28,6 +28,7 @@ import type { Envelope } from '../runtime/wire/envelope.js';
 import { openStorage, type Storage } from '../storage/index.js';
 import { providerTrust } from '../actors/orchestrator/trust.js';
 import { OutputCollector } from '../actors/executors/outputs.js';
+import { InputMounter } from '../actors/executors/inputs.js';
 import { OutputsActor } from '../actors/outputs/actor.js';
 import { OUTPUTS_INBOX } from '../behaviors/jobs/manifest.js';
 import type { NodeBlocks } from './blocks.js';
@@ -89,6 +90,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         user: jobs.container_user,
         readOnlyRoot: jobs.read_only_root,
       },
+      inputs: blocks && new InputMounter({ blocks: blocks.store, exchange: blocks.exchange, dir: join(paths.data, 'inputs') }),
       outputs: blocks && new OutputCollector({ blocks: blocks.store, manifests: blocks.manifests, key: system.key, maxOutputBytes: blocks.limits.max_output_bytes, log }),
     }),
   );

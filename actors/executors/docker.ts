@@ -14,6 +14,7 @@ import type { Logger } from '../../runtime/log.js';
 import type { LogWriter } from './logfile.js';
 import { StoredOutput } from './stored-output.js';
 import type { OutputCollector } from './outputs.js';
+import type { InputMounter } from './inputs.js';
 import type { OutputSpec } from '../../behaviors/jobs/files.js';
 import { OomEvents } from './oom-events.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
@@ -55,6 +56,8 @@ export interface DockerExecutorOptions {
   jobScope?: <T>(jobId: string, fn: () => T) => T;
   /** Collects a job's outputs when its container ends (./outputs.ts); without, outputs are not collected. */
   outputs?: OutputCollector;
+  /** Fetches and mounts a job's inputs before its container is made (./inputs.ts); without, a job with inputs does not start. */
+  inputs?: InputMounter;
   log?: Logger;
 }
 
@@ -125,7 +128,7 @@ export async function probeDocker(docker: Docker = new Docker()): Promise<{ ok: 
 }
 
 /** The container a job becomes. Exported so its mapping of resources can be checked without an engine. */
-export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS): Docker.ContainerCreateOptions {
+export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS, binds: string[] = []): Docker.ContainerCreateOptions {
   const { gpu } = job.resources;
   // The orchestrator stores jobs with defaults filled in; a job stored before that still gets them.
   // Never 0 (the engine's "unlimited") and never below what the engine accepts, whatever reached
@@ -168,6 +171,8 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
       // The engine keeps its own copy of the output; without a bound it grows with the output.
       LogConfig: { Type: 'json-file', Config: { 'max-size': String(limits.logBytes), 'max-file': '2' } },
       DeviceRequests: gpu ? [{ Driver: 'nvidia', Count: gpu.count, Capabilities: [['gpu']] }] : undefined,
+      // The job's inputs, read-only (./inputs.ts).
+      Binds: binds.length ? binds : undefined,
     },
   };
 }
@@ -186,6 +191,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   /** Runs this process follows, by container id. */
   private readonly runs = new Map<string, DockerRun>();
   private readonly outputs: OutputCollector | undefined;
+  private readonly inputs: InputMounter | undefined;
 
   constructor(opts: DockerExecutorOptions) {
     super(opts.logsDir, opts.maxLogBytes);
@@ -198,6 +204,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     this.jobScope = opts.jobScope ?? ((_, fn) => fn());
     this.oom = new OomEvents(this.docker, `${NODE_LABEL}=${this.nodeId}`, opts.log);
     this.outputs = opts.outputs;
+    this.inputs = opts.inputs;
   }
 
   /** Starts following the engine's OOM events (the executor actor's start). Never fails: an absent engine is tried again. */
@@ -220,18 +227,24 @@ export class DockerExecutor extends StoredOutput implements Executor {
       return e;
     };
     let writer: LogWriter;
+    let binds: string[] = [];
     try {
       await this.ensureImage(job.image, opts.onProgress);
+      if (job.inputs?.length) {
+        if (!this.inputs) throw new DmsError('unavailable', `job ${job.id} has inputs and this node cannot mount any`);
+        binds = await this.inputs.prepare(job, (status) => opts.onProgress?.({ status }));
+      }
       machine.send({ type: 'pulled' });
       // The log exists before the container does, so not one byte of output can be missed and
       // an unwritable logs directory stops the job before it runs.
       writer = await this.logStore.create(job.id);
     } catch (e) {
+      if (job.inputs?.length) await this.inputs?.release(job.id).catch(() => undefined);
       throw failed(e);
     }
     let container: Docker.Container | undefined;
     try {
-      container = await this.docker.createContainer(containerSpec(job, this.nodeId, this.limits));
+      container = await this.docker.createContainer(containerSpec(job, this.nodeId, this.limits, binds));
       await container.start();
     } catch (e) {
       const message = `job ${job.id} could not start: ${engineMessage(e)}`;
@@ -295,6 +308,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
 
   async cleanup(handle: ExecutionHandle): Promise<void> {
     await this.remove(this.docker.getContainer(handle.id));
+    await this.inputs?.release(handle.job_id);
     const run = this.runs.get(handle.id);
     if (run) {
       await endOf(run.machine).catch(() => undefined);

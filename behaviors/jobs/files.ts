@@ -50,7 +50,20 @@ export const InputSourceSchema = z.string().max(200).superRefine((source, ctx) =
   if (problem) ctx.addIssue({ code: 'custom', message: problem });
 });
 
-export const InputSpecSchema = z.strictObject({ source: InputSourceSchema, path: ContainerPathSchema });
+const PeerId = z.string().regex(/^(12D3KooW[1-9A-HJ-NP-Za-km-z]{44}|Qm[1-9A-HJ-NP-Za-km-z]{44})$/, 'not a valid peer id');
+
+export const InputSpecSchema = z.strictObject({
+  source: InputSourceSchema,
+  path: ContainerPathSchema,
+  /** Filled in by the node a `job:` source is submitted on: the CID that output's signed manifest names. */
+  cid: z
+    .string()
+    .max(200)
+    .refine((c) => sourceProblem(c) === null && !c.startsWith('job:'), { error: 'cid: a CIDv1 (sha2-256, raw or dag-pb)' })
+    .optional(),
+  /** Nodes known to hold its blocks besides the requester (the job's provider, for a `job:` source). */
+  from: z.array(PeerId).max(4).optional(),
+});
 export type InputSpec = z.output<typeof InputSpecSchema>;
 
 /** An output as the job reports it: as asked, then with what the provider found there. */

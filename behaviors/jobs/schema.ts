@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { parseSize, SizeError } from '../../runtime/bytes.js';
 import { acceptsAlso } from '../input-forms.js';
 import { ImageReferenceSchema } from './image-ref.js';
-import { InputSourceSchema, InputSpecSchema, JobOutputSchema, OutputSpecSchema, MAX_INPUTS, MAX_OUTPUTS } from './files.js';
+import { InputSpecSchema, JobOutputSchema, OutputSpecSchema, MAX_INPUTS, MAX_OUTPUTS } from './files.js';
 
 
 /*
@@ -283,7 +283,7 @@ export const JobSchema = z.object({
   attempts: z.array(AttemptSchema),
   /** As asked; once it ended, as its provider's signed manifest lists them (with cid and size). */
   outputs: z.array(JobOutputSchema),
-  inputs: z.array(z.object({ source: InputSourceSchema, path: z.string() })),
+  inputs: z.array(InputSpecSchema),
   /** The signed result manifest (base64), once the job ended with outputs to report: anyone can check who produced what. */
   manifest: z.string().nullable(),
   created_at: time,

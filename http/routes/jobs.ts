@@ -28,6 +28,7 @@ import { ErrorBody, JsonBody } from '../errors.js';
 import { shown, wholeNumberParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
 import type { RouteModule } from './types.js';
+import { resolveJobInputs } from './outputs.js';
 
 /** The REST `viewer` role reads jobs without their environment values (secrets). */
 const forCaller = (event: H3Event) => (principalOf(event)?.role === 'viewer' ? redactJob : (job: Job) => job);
@@ -144,7 +145,7 @@ const BEHAVIOR_ANSWERS: Record<number, ResponseDoc> = {
   503: { description: "a bounded queue is full (the orchestrator's mailbox, rest.max_pending)" },
 };
 
-export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
+export const jobRoutes: RouteModule = ({ table, config, http, log, system }) => {
   const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ORCHESTRATOR_INBOX, be, payload, ttlMs);
   const followers = new FollowerSlots(config.rest.max_log_followers, config.rest.max_log_followers_per_job);
 
@@ -162,7 +163,7 @@ export const jobRoutes: RouteModule = ({ table, config, http, log }) => {
       400: { description: 'naming every bad field of the spec and the forms it accepts, or an executor this node lacks' },
       409: { description: 'a job no known node could ever hold, naming the resource' },
     },
-    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(JobBehaviors.submit, await input.body())), 201),
+    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(JobBehaviors.submit, await resolveJobInputs(await input.body(), http, system))), 201),
   });
 
   table.add({

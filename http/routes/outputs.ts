@@ -12,11 +12,14 @@ import * as z from 'zod';
 import { JobBehaviors, JobIdSchema, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { OutputNameSchema } from '../../behaviors/jobs/files.js';
 import { ManifestSchema, openManifest } from '../../behaviors/jobs/manifest.js';
-import type { Job } from '../../behaviors/jobs/schema.js';
+import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
+import { jobSource } from '../../behaviors/jobs/files.js';
+import type { HttpApi } from '../actor.js';
+import type { ActorSystem } from '../../runtime/system.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
 import type { BlockStore } from '../../runtime/blocks/store.js';
 import { exportTar, fileContent, importFile, importTar, isFileEntry, rootEntry } from '../../runtime/blocks/unixfs.js';
-import { DmsError, notFound } from '../../runtime/errors.js';
+import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import { formatBytes } from '../../runtime/bytes.js';
 import type { BlockExchange } from '../../runtime/network/blocks.js';
 import { onClientGone } from '../body.js';
@@ -63,6 +66,35 @@ export function parseRange(header: string | null, size: number): { offset: numbe
   }
   if (start >= size || end < start) throw new DmsError('invalid', `Range: ${header.slice(0, 100)} is outside the file's ${size} bytes`);
   return { offset: start, length: end - start + 1 };
+}
+
+/**
+ * Resolves a spec's `job:<id>/<name>` inputs to the CID that job's signed manifest names, and
+ * notes the node that ran it as one holding the blocks. Done where the job is submitted: only
+ * this node has that job's manifest. A 400 naming the input when it cannot be resolved.
+ */
+export async function resolveJobInputs(spec: JobSpec, http: HttpApi, system: ActorSystem): Promise<JobSpec> {
+  if (!spec.inputs.some((i) => i.source.startsWith('job:'))) return spec;
+  const inputs = [];
+  for (const input of spec.inputs) {
+    const ref = jobSource(input.source);
+    if (!ref) {
+      inputs.push(input);
+      continue;
+    }
+    let job: Job;
+    try {
+      job = (await http.call(ORCHESTRATOR_INBOX, JobBehaviors.status, { id: ref.job })) as Job;
+    } catch (e) {
+      throw invalid(`input ${input.source}: ${errorText(e)}`);
+    }
+    if (!job.manifest) throw invalid(`input ${input.source}: job ${ref.job} has no result manifest (it is ${job.status})`);
+    const manifest = openManifest(job.manifest, { job: job.id, node: job.node ?? system.host });
+    const output = manifest.outputs.find((o) => o.name === ref.name);
+    if (!output?.cid) throw invalid(`input ${input.source}: job ${ref.job} has no collected output named ${ref.name}`);
+    inputs.push({ ...input, cid: output.cid, ...(system.isHere(manifest.node) ? {} : { from: [manifest.node] }) });
+  }
+  return { ...spec, inputs };
 }
 
 export const outputRoutes =

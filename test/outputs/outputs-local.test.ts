@@ -6,6 +6,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as tar from 'tar-stream';
+import { CID } from 'multiformats/cid';
+import { sha256 } from 'multiformats/hashes/sha2';
 import { openManifest } from '../../behaviors/jobs/manifest.js';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { startLocalNode, type LocalNode } from '../helpers/local-node.js';
@@ -150,6 +152,37 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
       { name: 'escape', path: '/escape', error: "/escape: tar entry 'escape': symlink to '/etc' leaves the archive's root" },
       { name: 'inside', path: '/o', error: "/o: tar entry 'o/passwd': symlink to '/etc/passwd' leaves the archive's root" },
     ]);
+  });
+
+  const logsOf = async (id: string) =>
+    ((await (await fetch(`${node.url}/api/v1/jobs/${id}/logs`)).json()) as { chunks: { stream: string; data: string }[] }).chunks
+      .filter((c) => c.stream === 'stdout')
+      .map((c) => c.data)
+      .join('');
+
+  it('mounts inputs read-only: an upload by CID, another job\'s output by job:<id>/<name>', async () => {
+    const up = (await (
+      await fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/x-tar' }, body: new Uint8Array(await tarOf([{ name: 'd/x.txt', body: Buffer.from('from upload\n') }])) })
+    ).json()) as { cid: string };
+    const producer = await run({ name: 'producer', command: 'mkdir -p /outputs && echo produced > /outputs/p.txt', outputs: [{ name: 'out', path: '/outputs' }] });
+    const consumer = await run({
+      name: 'consumer',
+      command: 'cat /in/d/x.txt /prev/p.txt; echo nope > /in/d/x.txt || echo read-only',
+      inputs: [{ source: up.cid, path: '/in' }, { source: `job:${producer.id}/out`, path: '/prev' }],
+    });
+    expect(consumer.status).toBe('completed');
+    expect(await logsOf(consumer.id)).toBe('from upload\nproduced\nread-only\n');
+  });
+
+  it('fails a job whose input no node has, naming it; refuses a job: input with no such output', async () => {
+    const absent = CID.createV1(0x55, await sha256.digest(randomBytes(32))).toString();
+    const job = await run({ name: 'missing', command: 'true', inputs: [{ source: absent, path: '/in' }] });
+    expect(job.status).toBe('failed');
+    expect((job as unknown as { error: string }).error).toContain(`input ${absent} is missing`);
+    const producer = await run({ name: 'p2', command: 'mkdir /outputs', outputs: [{ name: 'out', path: '/outputs' }] });
+    const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'x', image: TEST_IMAGE, inputs: [{ source: `job:${producer.id}/other`, path: '/in' }] }) });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toBe(`input job:${producer.id}/other: job ${producer.id} has no collected output named other`);
   });
 
   it('refuses bad output specs: a relative path, .., a duplicate name', async () => {
