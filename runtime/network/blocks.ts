@@ -178,6 +178,8 @@ export class BlockExchange {
         }
       }
       if (waiting.size > 0) throw new DmsError('unavailable', `peer ${peer} ended the exchange with ${waiting.size} blocks unanswered`);
+      // Our side too: a stream left half open still counts against the protocol's stream limit.
+      await stream.close({ signal: abort });
       return missing;
     } catch (e) {
       stream.abort(e instanceof Error ? e : new Error(errorText(e)));

@@ -130,3 +130,20 @@ describe('/dms/blocks/1.0.0', async () => {
     expect(a.ex.stats.served).toBeGreaterThan(0);
   });
 });
+
+describe('/dms/blocks/1.0.0 streams', () => {
+  it('are closed at both ends after each exchange: many exchanges in a row stay within the stream limit', async () => {
+    const a = await side();
+    const b = await side();
+    await b.t.node.dial(a.t.node.getMultiaddrs());
+    const data = randomBytes(200 * 1024 * 4);
+    const { cid } = await importFile(Readable.from([data]), a.store.fs, { maxBytes: data.length });
+    const one = new BlockExchange(b.t.node, b.store, { inFlight: 1, timeoutMs: 10_000 });
+    // 40 rounds of one exchange each: past libp2p's default of 32 outbound streams per protocol if any stayed open.
+    for (let i = 0; i < 40; i++) {
+      await one.ask(a.t.host, [cid]);
+      await b.store.fs.delete(cid);
+    }
+    expect(one.stats.fetched).toBe(40);
+  });
+});

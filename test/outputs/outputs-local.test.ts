@@ -185,6 +185,19 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
     expect(((await res.json()) as { error: string }).error).toBe(`input job:${producer.id}/other: job ${producer.id} has no collected output named other`);
   });
 
+  it('refuses an input naming a CID of another codec or hash, or no CID at all', async () => {
+    const cbor = CID.createV1(0x71, await sha256.digest(Buffer.from('x'))).toString();
+    for (const [source, error] of [
+      [cbor, `${cbor}: codec 0x71: only raw and dag-pb (UnixFS) are stored`],
+      ['QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG', 'CID version 0: only CIDv1 is stored'],
+      ['job:nope', "'job:nope' is not job:<job id>/<output name>"],
+    ]) {
+      const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bad', image: TEST_IMAGE, inputs: [{ source, path: '/in' }] }) });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toContain(error);
+    }
+  });
+
   it('refuses bad output specs: a relative path, .., a duplicate name', async () => {
     for (const outputs of [[{ name: 'a', path: 'rel' }], [{ name: 'a', path: '/x/../etc' }], [{ name: 'a', path: '/a' }, { name: 'a', path: '/b' }], [{ name: '../a', path: '/a' }]]) {
       const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bad', image: TEST_IMAGE, outputs }) });
