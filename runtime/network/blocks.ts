@@ -106,6 +106,8 @@ export class BlockExchange {
   /** Answers one want-list; a malformed one ends the stream. */
   private async serve(stream: Stream): Promise<void> {
     const decoder = frameDecoder(MAX_WANT_FRAME);
+    // An asker that never sends its want-list, or never reads the answers, does not hold a slot for ever.
+    const timer = setTimeout(() => stream.abort(new DmsError('timeout', `block exchange not over within ${this.timeoutMs} ms`)), this.timeoutMs);
     try {
       let want: unknown;
       for await (const chunk of stream) {
@@ -132,6 +134,8 @@ export class BlockExchange {
       await stream.close();
     } catch (e) {
       stream.abort(e instanceof Error ? e : new Error(errorText(e)));
+    } finally {
+      clearTimeout(timer);
     }
   }
 
