@@ -28,6 +28,8 @@ export const MAX_WANT = 256;
 const MAX_WANT_FRAME = 64 * 1024;
 /** Wrong or unasked blocks a peer may send before it is not asked again. */
 export const MAX_STRIKES = 3;
+/** Exchanges with one peer at once within one fetch. */
+const PARALLEL = 4;
 const HAVE = 0x01;
 const DONT_HAVE = 0x00;
 
@@ -151,6 +153,7 @@ export class BlockExchange {
     const stream = await this.node.dialProtocol(peerIdFromString(peer), BLOCKS_PROTOCOL, { signal: abort });
     const waiting = new Map(cids.map((c) => [c.toString(), c]));
     const missing: CID[] = [];
+    const checks: Promise<void>[] = [];
     const decoder = frameDecoder(MAX_BLOCK_BYTES + 128);
     const onAbort = () => stream.abort(new DmsError('unavailable', `block exchange with ${peer} aborted`));
     abort.addEventListener('abort', onAbort, { once: true });
@@ -174,19 +177,26 @@ export class BlockExchange {
             missing.push(cid);
             continue;
           }
-          if (await this.store.putVerified(cid, rest)) this.stats.fetched++;
-          else {
-            this.note(peer, `sent bytes that are not block ${key}`);
-            missing.push(cid);
-          }
+          // Checked and written while the next blocks arrive: at most one want-list's blocks are held.
+          checks.push(
+            this.store.putVerified(cid, rest).then((ok) => {
+              if (ok) this.stats.fetched++;
+              else {
+                this.note(peer, `sent bytes that are not block ${key}`);
+                missing.push(cid);
+              }
+            }),
+          );
         }
       }
+      await Promise.all(checks);
       if (waiting.size > 0) throw new DmsError('unavailable', `peer ${peer} ended the exchange with ${waiting.size} blocks unanswered`);
       // Our side too: a stream left half open still counts against the protocol's stream limit.
       await stream.close({ signal: abort });
       return missing;
     } catch (e) {
       stream.abort(e instanceof Error ? e : new Error(errorText(e)));
+      await Promise.allSettled(checks);
       throw e;
     } finally {
       abort.removeEventListener('abort', onAbort);
@@ -230,10 +240,19 @@ export class BlockExchange {
       }
       const stillMissing: CID[] = [];
       try {
-        for (let i = 0; i < left.length; i += this.inFlight) {
-          signal?.throwIfAborted();
-          stillMissing.push(...(await this.ask(peer, left.slice(i, i + this.inFlight), signal)));
-        }
+        // PARALLEL exchanges at once, their want-lists sharing the bound: one block's disk
+        // read, check and write overlap another's transfer, and no more are in flight than asked.
+        const per = Math.max(1, Math.ceil(this.inFlight / PARALLEL));
+        const lists: CID[][] = [];
+        for (let i = 0; i < left.length; i += per) lists.push(left.slice(i, i + per));
+        let next = 0;
+        const worker = async () => {
+          while (next < lists.length) {
+            signal?.throwIfAborted();
+            stillMissing.push(...(await this.ask(peer, lists[next++], signal)));
+          }
+        };
+        await Promise.all(Array.from({ length: Math.min(PARALLEL, this.inFlight, lists.length) }, worker));
         left = stillMissing;
       } catch (e) {
         if (signal?.aborted) throw e;
