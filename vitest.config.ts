@@ -29,6 +29,7 @@ const UNIT = [
   'test/cli/client.test.ts',
   'test/outputs/blocks.test.ts',
   'test/outputs/manifest.test.ts',
+  'test/outputs/cli-files.test.ts',
   'test/cli/help.test.ts',
   'test/cli/ids.test.ts',
   'test/cli/rest-client.test.ts',

@@ -83,6 +83,8 @@ export async function writeOutput(res: Response, dest: string, cid: string): Pro
     await mkdir(partial);
     const extract = tar.extract();
     const fed = pipeline(body, extract as unknown as NodeJS.WritableStream);
+    // Read below; an entry refused there ends the pipe too, which is no second failure.
+    fed.catch(() => undefined);
     for await (const entry of extract) {
       const rel = entryPath(entry.header.name);
       const target = join(partial, rel);

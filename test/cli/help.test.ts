@@ -49,6 +49,8 @@ export const COMMANDS = [
   ['jobs', 'describe'],
   ['jobs', 'logs'],
   ['jobs', 'cancel'],
+  ['jobs', 'get'],
+  ['put'],
   ['run'],
   ['resources'],
   ['resources', 'show'],
