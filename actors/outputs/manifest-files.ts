@@ -35,7 +35,14 @@ export class ManifestFiles {
     } catch {
       return null;
     }
-    const parsed = ManifestFile.safeParse(JSON.parse(text));
+    // A damaged file is no manifest: the job's end is still stored, without one.
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      return null;
+    }
+    const parsed = ManifestFile.safeParse(json);
     return parsed.success ? parsed.data : null;
   }
 
