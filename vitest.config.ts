@@ -30,6 +30,7 @@ const UNIT = [
   'test/outputs/blocks.test.ts',
   'test/outputs/manifest.test.ts',
   'test/outputs/cli-files.test.ts',
+  'test/outputs/retention.test.ts',
   'test/cli/help.test.ts',
   'test/cli/ids.test.ts',
   'test/cli/rest-client.test.ts',

@@ -26,6 +26,23 @@ export function registerFileCommands(program: Command): void {
       output(cmd, up, up.cid);
     });
 
+  program
+    .command('pin')
+    .description('keep the blocks of a CID held on the node whatever blocks.max_blocks_bytes says')
+    .argument('<cid>', 'a CID (as dms put or dms jobs get --json print)')
+    .action(async (cid: string, _opts, cmd: Command) => {
+      const reply = await restFor(cmd).post<{ pins: string[] }>('/api/v1/pins', { cid });
+      output(cmd, reply, `pinned ${cid}`);
+    });
+  program
+    .command('unpin')
+    .description('let the blocks of a CID be collected once nothing else keeps them')
+    .argument('<cid>', 'a pinned CID')
+    .action(async (cid: string, _opts, cmd: Command) => {
+      const reply = await restFor(cmd).delete<{ pins: string[] }>(`/api/v1/pins/${encodeURIComponent(cid)}`);
+      output(cmd, reply, `unpinned ${cid}`);
+    });
+
   const jobs = program.commands.find((c) => c.name() === 'jobs');
   if (!jobs) throw new Error('the jobs command is registered first');
   jobs

@@ -18,6 +18,7 @@ import type { HttpApi } from '../actor.js';
 import type { ActorSystem } from '../../runtime/system.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
 import type { BlockStore } from '../../runtime/blocks/store.js';
+import type { Pins } from '../../runtime/blocks/pins.js';
 import { exportTar, fileContent, importFile, importTar, isFileEntry, rootEntry } from '../../runtime/blocks/unixfs.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import { formatBytes } from '../../runtime/bytes.js';
@@ -29,6 +30,7 @@ import type { RouteModule } from './types.js';
 /** What the routes need of the node's blocks (daemon/blocks.ts). */
 export interface BlocksAccess {
   store: BlockStore;
+  pins: Pins;
   exchange?: BlockExchange;
   limits: { max_upload_bytes: number };
 }
@@ -139,6 +141,46 @@ export const outputRoutes =
         else if (media === 'application/octet-stream') imported = await importFile(bodyOf(event), blocks.store.fs, limits);
         else throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
         return new JsonBody(JSON.stringify({ cid: imported.cid.toString(), size: imported.size, kind: imported.kind }), 201);
+      },
+    });
+
+    const PinBody = z.strictObject({ cid: z.string().max(200) });
+    const Pinned = z.object({ pins: z.array(z.string()) });
+    const cidParam = { cid: { schema: z.string().max(200), what: 'cid' } };
+    table.add({
+      method: 'GET',
+      path: '/api/v1/pins',
+      operationId: 'listPins',
+      summary: 'CIDs pinned here: their blocks are never collected',
+      tags: ['outputs'],
+      responses: { 200: { description: 'the pinned CIDs', schema: Pinned } },
+      handler: () => ({ pins: blocks.pins.list() }),
+    });
+    table.add({
+      method: 'POST',
+      path: '/api/v1/pins',
+      operationId: 'pin',
+      summary: 'Pin a CID: the blocks of its DAG held here are never collected (blocks.max_blocks_bytes)',
+      tags: ['outputs'],
+      body: { schema: PinBody, what: 'pin' },
+      responses: { 201: { description: 'pinned (again)', schema: Pinned }, 400: { description: 'not a CIDv1, sha2-256, raw or dag-pb' } },
+      handler: async (_event, input) => {
+        blocks.pins.add((await input.body()).cid);
+        return new JsonBody(JSON.stringify({ pins: blocks.pins.list() }), 201);
+      },
+    });
+    table.add({
+      method: 'DELETE',
+      path: '/api/v1/pins/:cid',
+      operationId: 'unpin',
+      summary: 'Unpin a CID: its blocks may be collected once nothing else keeps them',
+      tags: ['outputs'],
+      params: cidParam,
+      responses: { 200: { description: 'unpinned', schema: Pinned }, 404: { description: 'it was not pinned' } },
+      handler: (_event, input) => {
+        const cid = input.param('cid');
+        if (!blocks.pins.remove(cid)) throw notFound(`${cid} is not pinned`);
+        return { pins: blocks.pins.list() };
       },
     });
 

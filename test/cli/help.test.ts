@@ -51,6 +51,8 @@ export const COMMANDS = [
   ['jobs', 'cancel'],
   ['jobs', 'get'],
   ['put'],
+  ['pin'],
+  ['unpin'],
   ['run'],
   ['resources'],
   ['resources', 'show'],

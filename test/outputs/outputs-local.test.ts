@@ -73,6 +73,18 @@ describe('uploads', () => {
     }
   });
 
+  it('pins and unpins CIDs, refusing one of another codec', async () => {
+    const up = (await (await post(Buffer.from('keep me'), 'application/octet-stream')).json()) as { cid: string };
+    const pin = await fetch(`${node.url}/api/v1/pins`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ cid: up.cid }) });
+    expect(pin.status).toBe(201);
+    expect(await pin.json()).toEqual({ pins: [up.cid] });
+    const cbor = CID.createV1(0x71, await sha256.digest(Buffer.from('x'))).toString();
+    const bad = await fetch(`${node.url}/api/v1/pins`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ cid: cbor }) });
+    expect(bad.status).toBe(400);
+    expect((await fetch(`${node.url}/api/v1/pins/${up.cid}`, { method: 'DELETE' })).status).toBe(200);
+    expect((await fetch(`${node.url}/api/v1/pins/${up.cid}`, { method: 'DELETE' })).status).toBe(404);
+  });
+
   it('refuses content larger than blocks.max_upload_bytes, and bodies of other types', async () => {
     const big = await post(randomBytes(1024 * 1024 + 1), 'application/octet-stream');
     expect(big.status).toBe(413);
