@@ -11,6 +11,7 @@ import { parseCid } from '../runtime/blocks/cid.js';
 import { Pins } from '../runtime/blocks/pins.js';
 import { collectGarbage, type Collected } from '../runtime/blocks/retention.js';
 import { errorText } from '../runtime/errors.js';
+import { Volumes } from '../runtime/volumes.js';
 import { ManifestFiles } from '../actors/outputs/manifest-files.js';
 import { BlockStore } from '../runtime/blocks/store.js';
 import type { Config } from '../runtime/config.js';
@@ -28,6 +29,7 @@ export interface NodeBlocks {
   /** Absent without a network: then only blocks held here can be read. */
   exchange?: BlockExchange;
   manifests: ManifestFiles;
+  volumes: Volumes;
   limits: Config['blocks'];
   stop(): Promise<void>;
 }
@@ -58,6 +60,7 @@ export async function startBlocks(system: ActorSystem, config: Config, home: str
     store,
     exchange,
     manifests,
+    volumes: new Volumes(join(data, 'volumes')),
     pins,
     collect,
     limits: config.blocks,

@@ -90,7 +90,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         user: jobs.container_user,
         readOnlyRoot: jobs.read_only_root,
       },
-      inputs: blocks && new InputMounter({ blocks: blocks.store, exchange: blocks.exchange, dir: join(paths.data, 'inputs') }),
+      inputs: blocks && new InputMounter({ blocks: blocks.store, exchange: blocks.exchange, dir: join(paths.data, 'inputs'), volumes: blocks.volumes }),
       outputs: blocks && new OutputCollector({ blocks: blocks.store, manifests: blocks.manifests, key: system.key, maxOutputBytes: blocks.limits.max_output_bytes, log }),
     }),
   );

@@ -132,7 +132,7 @@ export class DmsNode {
     // Within the step: a route a plugin cannot add stops what started.
     const http = await order.step(
       'rest',
-      () => listen(createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys, version: NODE_VERSION }), config),
+      () => listen(createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys, version: NODE_VERSION, volumes: blocks.volumes }), config),
       (h) => h.close(),
     );
     const paths = homePaths(home);

@@ -51,7 +51,7 @@ export function roleAllows(role: Role, method: string, path: string): boolean {
   if (under(c, '/dev') || under(c, '/api/v1/dev')) return false;
   if (method === 'GET' || method === 'HEAD') return true;
   if (role !== 'operator') return false;
-  return c.startsWith('/api/v1/actor/') || under(c, '/api/v1/jobs') || under(c, '/api/v1/blobs') || under(c, '/api/v1/pins');
+  return c.startsWith('/api/v1/actor/') || under(c, '/api/v1/jobs') || under(c, '/api/v1/blobs') || under(c, '/api/v1/pins') || under(c, '/api/v1/volumes');
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { InputSpec } from '../../behaviors/jobs/files.js';
+import { type InputSpec, volumeSource } from '../../behaviors/jobs/files.js';
+import type { Volumes } from '../../runtime/volumes.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
 import type { BlockStore } from '../../runtime/blocks/store.js';
 import { fileContent, isFileEntry, rootEntry, walk } from '../../runtime/blocks/unixfs.js';
@@ -21,6 +22,8 @@ export interface InputMounterOptions {
   exchange?: BlockExchange;
   /** `<home>/data/inputs`: one directory per job, removed with its run. */
   dir: string;
+  /** This node's volumes, which `volume:<name>` inputs mount as they are. */
+  volumes?: Volumes;
 }
 
 export interface InputsOf {
@@ -44,6 +47,12 @@ export class InputMounter {
     await rm(root, { recursive: true, force: true });
     const binds: string[] = [];
     for (const [n, input] of job.inputs.entries()) {
+      const volume = volumeSource(input.source);
+      if (volume !== null) {
+        if (!this.opts.volumes) throw new DmsError('not_found', `input ${input.source}: this node has no volumes`);
+        binds.push(`${this.opts.volumes.path(volume)}:${input.path}${input.writable ? '' : ':ro'}`);
+        continue;
+      }
       const named = input.source === (input.cid ?? input.source) ? input.source : `${input.source} (${input.cid})`;
       if (input.source.startsWith('job:') && !input.cid) throw new DmsError('invalid', `input ${named}: the node it was submitted on did not resolve it to a CID`);
       const cid = parseCid(input.cid ?? input.source, `input ${input.source}`);

@@ -32,8 +32,14 @@ export function jobSource(source: string): { job: string; name: string } | null 
   return m ? { job: m[1], name: m[2] } : null;
 }
 
+/** A volume's name: a directory name as it is. */
+export const VolumeNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a volume name is letters, digits and . _ - (at most 64, not starting with . _ -)');
+export const volumeSource = (source: string): string | null => (source.startsWith('volume:') ? source.slice('volume:'.length) : null);
+
 /** Why `source` cannot be an input, or null. */
 function sourceProblem(source: string): string | null {
+  const volume = volumeSource(source);
+  if (volume !== null) return VolumeNameSchema.safeParse(volume).success ? null : `'${source.slice(0, 100)}' is not volume:<name> (letters, digits and . _ -)`;
   if (source.startsWith('job:')) return jobSource(source) ? null : `'${source.slice(0, 100)}' is not job:<job id>/<output name>`;
   let cid: CID;
   try {
@@ -59,11 +65,13 @@ export const InputSpecSchema = z.strictObject({
   cid: z
     .string()
     .max(200)
-    .refine((c) => sourceProblem(c) === null && !c.startsWith('job:'), { error: 'cid: a CIDv1 (sha2-256, raw or dag-pb)' })
+    .refine((c) => sourceProblem(c) === null && !c.startsWith('job:') && volumeSource(c) === null, { error: 'cid: a CIDv1 (sha2-256, raw or dag-pb)' })
     .optional(),
   /** Nodes known to hold its blocks besides the requester (the job's provider, for a `job:` source). */
   from: z.array(PeerId).max(4).optional(),
-});
+  /** A volume only: mounted writable, so the next job that mounts it reads what this one wrote. */
+  writable: z.boolean().optional(),
+}).refine((i) => !i.writable || volumeSource(i.source) !== null, { error: 'writable: only a volume: input can be writable', path: ['writable'] });
 export type InputSpec = z.output<typeof InputSpecSchema>;
 
 /** An output as the job reports it: as asked, then with what the provider found there. */

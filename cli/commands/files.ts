@@ -10,6 +10,8 @@ import { CliError, output } from '../context.js';
 import { upload, writeOutput } from '../files.js';
 import { resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
+import { sizeArg } from '../sizes.js';
+import { formatBytes } from '../../client/sizes.js';
 
 interface GetOptions {
   outputDir?: string;
@@ -41,6 +43,39 @@ export function registerFileCommands(program: Command): void {
     .action(async (cid: string, _opts, cmd: Command) => {
       const reply = await restFor(cmd).delete<{ pins: string[] }>(`/api/v1/pins/${encodeURIComponent(cid)}`);
       output(cmd, reply, `unpinned ${cid}`);
+    });
+
+  const volume = program.command('volume').description('named directories jobs on this node mount (inputs: volume:<name>)');
+  volume
+    .command('create')
+    .argument('<name>', 'letters, digits and . _ -')
+    .requiredOption('--size <size>', 'what it may hold, e.g. 10GiB (recorded and listed)')
+    .description('make a volume')
+    .action(async (name: string, opts: { size: string }, cmd: Command) => {
+      const v = await restFor(cmd).post<{ name: string }>('/api/v1/volumes', { name, size: sizeArg('--size', opts.size) });
+      output(cmd, v, `created volume ${v.name}`);
+    });
+  volume
+    .command('list')
+    .description("this node's volumes")
+    .action(async (_opts, cmd: Command) => {
+      const list = await restFor(cmd).get<{ name: string; size: number; created_at: string }[]>('/api/v1/volumes');
+      output(cmd, list, list.length ? list.map((v) => `${v.name}\t${formatBytes(v.size)}\t${v.created_at}`).join('\n') : 'no volumes');
+    });
+  volume
+    .command('rm')
+    .argument('<name>', 'a volume')
+    .description('delete a volume and what it holds')
+    .action(async (name: string, _opts, cmd: Command) => {
+      output(cmd, await restFor(cmd).delete(`/api/v1/volumes/${encodeURIComponent(name)}`), `deleted volume ${name}`);
+    });
+  volume
+    .command('snapshot')
+    .argument('<name>', 'a volume')
+    .description("store the volume's files now as content and print the CID")
+    .action(async (name: string, _opts, cmd: Command) => {
+      const got = await restFor(cmd).post<{ cid: string }>(`/api/v1/volumes/${encodeURIComponent(name)}/snapshot`, {});
+      output(cmd, got, got.cid);
     });
 
   const jobs = program.commands.find((c) => c.name() === 'jobs');

@@ -145,7 +145,7 @@ const BEHAVIOR_ANSWERS: Record<number, ResponseDoc> = {
   503: { description: "a bounded queue is full (the orchestrator's mailbox, rest.max_pending)" },
 };
 
-export const jobRoutes: RouteModule = ({ table, config, http, log, system }) => {
+export const jobRoutes: RouteModule = ({ table, config, http, log, system, volumes }) => {
   const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ORCHESTRATOR_INBOX, be, payload, ttlMs);
   const followers = new FollowerSlots(config.rest.max_log_followers, config.rest.max_log_followers_per_job);
 
@@ -163,7 +163,7 @@ export const jobRoutes: RouteModule = ({ table, config, http, log, system }) => 
       400: { description: 'naming every bad field of the spec and the forms it accepts, or an executor this node lacks' },
       409: { description: 'a job no known node could ever hold, naming the resource' },
     },
-    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(JobBehaviors.submit, await resolveJobInputs(await input.body(), http, system))), 201),
+    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(JobBehaviors.submit, await resolveJobInputs(await input.body(), http, system, volumes))), 201),
   });
 
   table.add({

@@ -13,13 +13,15 @@ import { JobBehaviors, JobIdSchema, ORCHESTRATOR_INBOX } from '../../behaviors/j
 import { OutputNameSchema } from '../../behaviors/jobs/files.js';
 import { ManifestSchema, openManifest } from '../../behaviors/jobs/manifest.js';
 import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
-import { jobSource } from '../../behaviors/jobs/files.js';
+import { jobSource, VolumeNameSchema, volumeSource } from '../../behaviors/jobs/files.js';
 import type { HttpApi } from '../actor.js';
 import type { ActorSystem } from '../../runtime/system.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
 import type { BlockStore } from '../../runtime/blocks/store.js';
 import type { Pins } from '../../runtime/blocks/pins.js';
-import { exportTar, fileContent, importFile, importTar, isFileEntry, rootEntry } from '../../runtime/blocks/unixfs.js';
+import type { Volumes } from '../../runtime/volumes.js';
+import { SizeSchema } from '../../behaviors/jobs/schema.js';
+import { exportTar, fileContent, importFile, importPath, importTar, isFileEntry, rootEntry } from '../../runtime/blocks/unixfs.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import { formatBytes } from '../../runtime/bytes.js';
 import type { BlockExchange } from '../../runtime/network/blocks.js';
@@ -31,6 +33,7 @@ import type { RouteModule } from './types.js';
 export interface BlocksAccess {
   store: BlockStore;
   pins: Pins;
+  volumes: Volumes;
   exchange?: BlockExchange;
   limits: { max_upload_bytes: number };
 }
@@ -75,7 +78,8 @@ export function parseRange(header: string | null, size: number): { offset: numbe
  * notes the node that ran it as one holding the blocks. Done where the job is submitted: only
  * this node has that job's manifest. A 400 naming the input when it cannot be resolved.
  */
-export async function resolveJobInputs(spec: JobSpec, http: HttpApi, system: ActorSystem): Promise<JobSpec> {
+export async function resolveJobInputs(spec: JobSpec, http: HttpApi, system: ActorSystem, volumes?: Volumes): Promise<JobSpec> {
+  spec = keepWithVolumes(spec, system, volumes);
   if (!spec.inputs.some((i) => i.source.startsWith('job:'))) return spec;
   const inputs = [];
   for (const input of spec.inputs) {
@@ -97,6 +101,28 @@ export async function resolveJobInputs(spec: JobSpec, http: HttpApi, system: Act
     inputs.push({ ...input, cid: output.cid, ...(system.isHere(manifest.node) ? {} : { from: [manifest.node] }) });
   }
   return { ...spec, inputs };
+}
+
+/**
+ * A job mounting a volume runs where the volume is: on this node. Its placement may say so
+ * (local, or this node) and nothing else; a volume this node lacks is a 400 naming it.
+ */
+function keepWithVolumes(spec: JobSpec, system: ActorSystem, volumes?: Volumes): JobSpec {
+  const named = spec.inputs.map((i) => volumeSource(i.source)).filter((v): v is string => v !== null);
+  if (named.length === 0) return spec;
+  for (const name of named) {
+    if (!volumes) throw invalid(`input volume:${name}: this node has no volumes`);
+    try {
+      volumes.get(name);
+    } catch (e) {
+      throw invalid(`input volume:${name}: ${errorText(e)}`);
+    }
+  }
+  const p = spec.placement;
+  if ((p?.node && !system.isHere(p.node)) || p?.labels || p?.location) {
+    throw invalid(`placement: a job mounting volume ${named[0]} runs on the node that has it (this one), so its placement cannot name another node, labels or a location`);
+  }
+  return { ...spec, placement: { max_attempts: 1, ...p, node: undefined, local: true } };
 }
 
 export const outputRoutes =
@@ -141,6 +167,55 @@ export const outputRoutes =
         else if (media === 'application/octet-stream') imported = await importFile(bodyOf(event), blocks.store.fs, limits);
         else throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
         return new JsonBody(JSON.stringify({ cid: imported.cid.toString(), size: imported.size, kind: imported.kind }), 201);
+      },
+    });
+
+    const VolumeBody = z.strictObject({ name: VolumeNameSchema, size: SizeSchema });
+    const VolumeOut = z.object({ name: z.string(), size: z.int(), created_at: z.string() });
+    const volumeName = { name: { schema: VolumeNameSchema, what: 'volume name' } };
+    table.add({
+      method: 'GET',
+      path: '/api/v1/volumes',
+      operationId: 'listVolumes',
+      summary: "This node's volumes",
+      tags: ['outputs'],
+      responses: { 200: { description: 'the volumes', schema: z.array(VolumeOut) } },
+      handler: () => blocks.volumes.list(),
+    });
+    table.add({
+      method: 'POST',
+      path: '/api/v1/volumes',
+      operationId: 'createVolume',
+      summary: 'Make a volume: a directory jobs on this node mount (volume:<name>), writable when they ask',
+      tags: ['outputs'],
+      body: { schema: VolumeBody, what: 'volume' },
+      responses: { 201: { description: 'the new volume', schema: VolumeOut }, 409: { description: 'one of that name exists' } },
+      handler: async (_event, input) => {
+        const { name, size } = await input.body();
+        return new JsonBody(JSON.stringify(blocks.volumes.create(name, size)), 201);
+      },
+    });
+    table.add({
+      method: 'DELETE',
+      path: '/api/v1/volumes/:name',
+      operationId: 'deleteVolume',
+      summary: 'Delete a volume and what it holds',
+      tags: ['outputs'],
+      params: volumeName,
+      responses: { 200: { description: 'the deleted volume', schema: VolumeOut }, 404: { description: 'no such volume' } },
+      handler: (_event, input) => blocks.volumes.remove(input.param('name')),
+    });
+    table.add({
+      method: 'POST',
+      path: '/api/v1/volumes/:name/snapshot',
+      operationId: 'snapshotVolume',
+      summary: "A volume's files now, stored as content: its CID (an input of any job, on any node)",
+      tags: ['outputs'],
+      params: volumeName,
+      responses: { 201: { description: 'stored', schema: Imported }, 404: { description: 'no such volume' } },
+      handler: async (_event, input) => {
+        const got = await importPath(blocks.volumes.path(input.param('name')), blocks.store.fs, { maxBytes: blocks.limits.max_upload_bytes });
+        return new JsonBody(JSON.stringify({ cid: got.cid.toString(), size: got.size, kind: got.kind }), 201);
       },
     });
 

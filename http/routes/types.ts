@@ -1,5 +1,6 @@
 import type { Config } from '../../runtime/config.js';
 import type { Logger } from '../../runtime/log.js';
+import type { Volumes } from '../../runtime/volumes.js';
 import type { ActorSystem } from '../../runtime/system.js';
 import type { HttpApi } from '../actor.js';
 import type { RouteTable } from '../route-table.js';
@@ -14,6 +15,8 @@ export interface RouteContext {
   system: ActorSystem;
   http: HttpApi;
   log: Logger;
+  /** This node's volumes, which a job's inputs may name (http/routes/outputs.ts). */
+  volumes?: Volumes;
 }
 
 export type RouteModule = (ctx: RouteContext) => void;

@@ -210,6 +210,27 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
     }
   });
 
+  it('a volume written by one job is read by the next; its snapshot is a CID', async () => {
+    const made = await fetch(`${node.url}/api/v1/volumes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'data', size: '1GiB' }) });
+    expect(made.status).toBe(201);
+    const writer = await run({ name: 'writer', command: 'echo kept > /data/x.txt', inputs: [{ source: 'volume:data', path: '/data', writable: true }] });
+    expect(writer.status).toBe('completed');
+    const reader = await run({ name: 'reader', command: 'cat /data/x.txt; echo no > /data/y.txt || echo read-only', inputs: [{ source: 'volume:data', path: '/data' }] });
+    expect(await logsOf(reader.id)).toBe('kept\nread-only\n');
+    const snap = await fetch(`${node.url}/api/v1/volumes/data/snapshot`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const snapshot = (await snap.json()) as { cid: string };
+    expect(snapshot).toMatchObject({ cid: expect.stringMatching(/^bafy/), size: 5, kind: 'directory' });
+
+    const post = (spec: object) => fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'v', image: TEST_IMAGE, ...spec }) });
+    const elsewhere = await post({ inputs: [{ source: 'volume:data', path: '/d' }], placement: { labels: { zone: 'x' } } });
+    expect(((await elsewhere.json()) as { error: string }).error).toMatch(/a job mounting volume data runs on the node that has it/);
+    const missing = await post({ inputs: [{ source: 'volume:nope', path: '/d' }] });
+    expect(((await missing.json()) as { error: string }).error).toBe('input volume:nope: volume nope does not exist on this node');
+    const writableCid = await post({ inputs: [{ source: snapshot.cid, path: '/d', writable: true }] });
+    expect(writableCid.status).toBe(400);
+    expect((await fetch(`${node.url}/api/v1/volumes/data`, { method: 'DELETE' })).status).toBe(200);
+  });
+
   it('refuses bad output specs: a relative path, .., a duplicate name', async () => {
     for (const outputs of [[{ name: 'a', path: 'rel' }], [{ name: 'a', path: '/x/../etc' }], [{ name: 'a', path: '/a' }, { name: 'a', path: '/b' }], [{ name: '../a', path: '/a' }]]) {
       const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bad', image: TEST_IMAGE, outputs }) });
