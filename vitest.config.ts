@@ -27,6 +27,10 @@ const UNIT_NOT = [
 const UNIT = [
   ...testsIn('test/unit').filter((f) => !UNIT_NOT.includes(f)),
   'test/cli/client.test.ts',
+  'test/outputs/blocks.test.ts',
+  'test/outputs/manifest.test.ts',
+  'test/outputs/cli-files.test.ts',
+  'test/outputs/retention.test.ts',
   'test/cli/help.test.ts',
   'test/cli/operator-help.test.ts',
   'test/cli/ids.test.ts',
@@ -45,6 +49,8 @@ const UNIT = [
 const NODE = [
   'test/unit/discovery-peers.test.ts',
   ...testsIn('test/executors'),
+  'test/outputs/block-exchange.test.ts',
+  'test/outputs/outputs-local.test.ts',
   'test/jobs/attacks.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',

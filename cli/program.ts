@@ -11,6 +11,7 @@ import { registerResourceCommands } from './commands/resources.js';
 import { registerOnboardCommands } from './commands/onboard.js';
 import { registerPeersCommands } from './commands/peers.js';
 import { registerRunCommand } from './commands/run.js';
+import { registerFileCommands } from './commands/files.js';
 import { OVERVIEW } from './overview.js';
 import { routeUsageErrors } from './usage.js';
 import { packageVersion } from '../runtime/version.js';
@@ -36,6 +37,7 @@ export function buildProgram(): Command {
   registerKeyCommands(program);
   registerAuthCommands(program);
   registerJobCommands(program);
+  registerFileCommands(program);
   registerResourceCommands(program);
   registerPeersCommands(program);
   registerDevCommands(program);

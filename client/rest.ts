@@ -86,6 +86,23 @@ export class RestClient {
     return { text, res };
   }
 
+  /**
+   * A successful answer as it is, its body unread (a file, a tar stream); the body sent is bytes
+   * of `contentType` (a stream is sent as it is read).
+   */
+  async response(method: Method, path: string, opts: RequestOptions & { body?: BodyInit; contentType?: string; accept?: string; headers?: Record<string, string> } = {}): Promise<Response> {
+    const url = this.url + path;
+    const headers = { ...this.headers, accept: opts.accept ?? '*/*', ...(opts.contentType ? { 'content-type': opts.contentType } : {}), ...opts.headers };
+    let res: Response;
+    try {
+      res = await this.fetchImpl(url, { method, headers, body: opts.body, signal: opts.signal, ...(opts.body ? { duplex: 'half' } : {}) } as RequestInit);
+    } catch (e) {
+      throw this.failure(e, url, opts);
+    }
+    if (!res.ok) throw refusal(res, await res.text().catch(() => ''), url);
+    return res;
+  }
+
   /** Server-sent events from `path` until the node ends the stream. */
   async *events(path: string, opts: Omit<RequestOptions, 'deadlineMs'> = {}): AsyncGenerator<ServerEvent> {
     const { res, url } = await this.send('GET', path, undefined, 'text/event-stream', opts);

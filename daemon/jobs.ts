@@ -27,6 +27,11 @@ import { type Authority, ownKeys } from '../runtime/capability/authority.js';
 import type { Envelope } from '../runtime/wire/envelope.js';
 import { openStorage, type Storage } from '../storage/index.js';
 import { providerTrust } from '../actors/orchestrator/trust.js';
+import { OutputCollector } from '../actors/executors/outputs.js';
+import { InputMounter } from '../actors/executors/inputs.js';
+import { OutputsActor } from '../actors/outputs/actor.js';
+import { OUTPUTS_INBOX } from '../behaviors/jobs/manifest.js';
+import type { NodeBlocks } from './blocks.js';
 
 export interface JobsOptions {
   system: ActorSystem;
@@ -37,6 +42,8 @@ export interface JobsOptions {
   authority?: Pick<Authority, 'isRoot'>;
   /** Executors plugins bring (daemon/plugins.ts): started with the built-in ones, before the orchestrator, which may choose them. */
   pluginExecutors?: readonly PluginExecutorActor[];
+  /** Where job outputs go and their manifests are kept (./blocks.ts); without, outputs are not collected. */
+  blocks?: NodeBlocks;
 }
 
 export interface Jobs {
@@ -59,7 +66,7 @@ function trustedBy(system: ActorSystem, authority?: Pick<Authority, 'isRoot'>) {
 /** The executors every node has. */
 export const BUILTIN_EXECUTORS = ['docker', 'null'] as const;
 
-export async function startJobs({ system, config, home, log, authority, pluginExecutors = [] }: JobsOptions): Promise<Jobs> {
+export async function startJobs({ system, config, home, log, authority, pluginExecutors = [], blocks }: JobsOptions): Promise<Jobs> {
   const paths = homePaths(home);
   const jobs = config.jobs;
   const order = new StartOrder(log);
@@ -83,6 +90,8 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         user: jobs.container_user,
         readOnlyRoot: jobs.read_only_root,
       },
+      inputs: blocks && new InputMounter({ blocks: blocks.store, exchange: blocks.exchange, dir: join(paths.data, 'inputs'), volumes: blocks.volumes }),
+      outputs: blocks && new OutputCollector({ blocks: blocks.store, manifests: blocks.manifests, key: system.key, maxOutputBytes: blocks.limits.max_output_bytes, log }),
     }),
   );
   await order.component(executorInbox('null'), () => makeActor(system, NullExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes }));
@@ -103,6 +112,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         cancelBoundMs: config.placement.cancel_bound_ms,
         lostAfterMs: config.deployment.lost_after_ms,
         pollWaitMs: config.deployment.follow_poll_ms,
+        manifests: blocks?.manifests,
       }),
     );
   }
@@ -119,10 +129,12 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       trusted: trustedBy(system, authority),
       ...(network ? { peers: () => network.peers().length, onPeerJoined: (fn: () => void) => network.onPeer?.((e) => e.connected && fn()) ?? (() => {}) } : {}),
       offerBackoff: { firstMs: config.deployment.offer_retry_ms, maxMs: config.deployment.max_offer_backoff_ms },
+      manifests: blocks?.manifests,
     }),
   );
   const d = config.deployment;
   const limits = { leaseMs: d.lease_ms, leaseShare: d.lease_share, maxLeases: d.max_unstarted_leases };
+  if (network && blocks) await order.component(OUTPUTS_INBOX, () => makeActor(system, OutputsActor, { manifests: blocks.manifests }));
   if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits, trusts }));
   return { storage, executors: { names: () => [...executors] }, stop: () => order.stop() };
 }

@@ -27,6 +27,8 @@ import { jobRoutes } from '../http/routes/jobs.js';
 import { resourceRoutes } from '../http/routes/resources.js';
 import { BUILTIN_EXECUTORS, startJobs } from './jobs.js';
 import { setUpSecurity } from './security.js';
+import { startBlocks } from './blocks.js';
+import { outputRoutes } from '../http/routes/outputs.js';
 
 export interface NodeOptions {
   home: string;
@@ -93,9 +95,11 @@ export class DmsNode {
     const plugins = await order.step('plugins', () =>
       loadPlugins(config.plugins.modules, home, { inboxes: BUILTIN_INBOXES, executors: [...BUILTIN_EXECUTORS, REMOTE_EXECUTOR] }, config.plugins.config),
     );
+    // Before the jobs, whose executors collect outputs into it; stopped after them.
+    const blocks = await order.step('blocks', () => startBlocks(system, config, home, log, transport), (b) => b.stop());
     const jobs = await order.step(
       'jobs',
-      () => startJobs({ system, config, home, log, authority: security.authority, pluginExecutors: plugins.flatMap(pluginExecutors) }),
+      () => startJobs({ system, config, home, log, authority: security.authority, pluginExecutors: plugins.flatMap(pluginExecutors), blocks }),
       (j) => j.stop(),
     );
     // After the jobs part, so a start hook can call the orchestrator and its executors; stopped before them.
@@ -130,11 +134,11 @@ export class DmsNode {
         provide: security.provide,
       }),
     );
-    const routes = [jobRoutes, resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
+    const routes = [jobRoutes, outputRoutes(blocks), resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
     // Within the step: a route a plugin cannot add stops what started.
     const http = await order.step(
       'rest',
-      () => listen(createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys, version: NODE_VERSION, stages }), config),
+      () => listen(createApp({ config, system, http: httpActor.api, log, routes, apiKeys: security.apiKeys, version: NODE_VERSION, stages, volumes: blocks.volumes }), config),
       (h) => h.close(),
     );
     const paths = homePaths(home);

@@ -1,3 +1,4 @@
+import type { Volumes } from '../runtime/volumes.js';
 import { H3, handleCors, type H3Event } from 'h3';
 import type { Config } from '../runtime/config.js';
 import type { Logger } from '../runtime/log.js';
@@ -30,6 +31,8 @@ export interface AppOptions {
   version?: string;
   /** This node's stage timings, served at /api/v1/dev/stages; none when it keeps none. */
   stages?: StageTimings;
+  /** This node's volumes, which job specs may name (README "Job outputs"). */
+  volumes?: Volumes;
 }
 
 /** The node's REST app. */
@@ -86,7 +89,7 @@ export function buildApp(opts: AppOptions): { app: H3; table: RouteTable } {
 
   // Every route goes through the table, which keeps its documentation: the OpenAPI document lists them all.
   const table = new RouteTable(app, log, config.rest.body_limit);
-  const ctx = { table, config, system: opts.system, http: opts.http, log, stages: opts.stages };
+  const ctx = { table, config, system: opts.system, http: opts.http, log, stages: opts.stages, volumes: opts.volumes };
   for (const mod of [systemRoutes, actorRoutes, devRoutes, ...(opts.routes ?? [])]) mod(ctx);
   addOpenApiRoute(table, { version: opts.version ?? 'unknown', auth: { apiKey: auth.api_key_enabled, jwt: Boolean(auth.jwt_secret) } });
   return { app, table };

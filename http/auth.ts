@@ -42,7 +42,7 @@ export function canonicalPath(path: string): string {
 const under = (c: string, prefix: string) => c === prefix || c.startsWith(`${prefix}/`);
 
 /**
- * admin: everything. operator: reads, plus the actor interface and jobs. viewer: reads only.
+ * admin: everything. operator: reads, plus the actor interface, jobs and uploads for them. viewer: reads only.
  * The dev stream and page show every envelope in the clear, so they are admin-only even though they are GETs.
  */
 export function roleAllows(role: Role, method: string, path: string): boolean {
@@ -51,7 +51,7 @@ export function roleAllows(role: Role, method: string, path: string): boolean {
   if (under(c, '/dev') || under(c, '/api/v1/dev')) return false;
   if (method === 'GET' || method === 'HEAD') return true;
   if (role !== 'operator') return false;
-  return c.startsWith('/api/v1/actor/') || under(c, '/api/v1/jobs');
+  return c.startsWith('/api/v1/actor/') || under(c, '/api/v1/jobs') || under(c, '/api/v1/blobs') || under(c, '/api/v1/pins') || under(c, '/api/v1/volumes');
 }
 
 // ---------------------------------------------------------------------------------------------

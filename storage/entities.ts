@@ -5,6 +5,7 @@
  */
 import { defineEntity } from '@mikro-orm/core';
 import type { Attempt, JobStatus, Labels, Location, Placement, ResourceSpec } from '../behaviors/jobs/schema.js';
+import type { InputSpec, JobOutput } from '../behaviors/jobs/files.js';
 
 export const JobEntity = defineEntity({
   name: 'Job',
@@ -31,6 +32,9 @@ export const JobEntity = defineEntity({
     placement: p.json<Placement>().nullable(),
     requester: p.string().nullable(),
     attempts: p.json<Attempt[]>().default('[]'),
+    outputs: p.json<JobOutput[]>().default('[]'),
+    inputs: p.json<InputSpec[]>().default('[]'),
+    manifest: p.text().nullable(),
     created_at: p.datetime(),
     updated_at: p.datetime(),
   }),

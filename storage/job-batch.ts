@@ -49,11 +49,14 @@ const JOB_COLUMNS = [
   'placement',
   'requester',
   'attempts',
+  'outputs',
+  'inputs',
+  'manifest',
   'created_at',
   'updated_at',
 ] as const;
 /** What a transition can change; the other columns are fixed when the job is created. */
-const MUTABLE = ['status', 'node', 'exit_code', 'error', 'pending_reason', 'container_id', 'attempts', 'updated_at'] as const;
+const MUTABLE = ['status', 'node', 'exit_code', 'error', 'pending_reason', 'container_id', 'attempts', 'outputs', 'manifest', 'updated_at'] as const;
 const EVENT_COLUMNS = ['job_id', 'at', 'from_status', 'to_status', 'reason'] as const;
 
 /** Rows per statement, keeping bound parameters under SQLite's oldest limit (999). */
@@ -148,6 +151,9 @@ function toColumns(row: JobRow): unknown[] {
     row.placement ? JSON.stringify(row.placement) : null,
     row.requester ?? null,
     JSON.stringify(row.attempts ?? []),
+    JSON.stringify(row.outputs ?? []),
+    JSON.stringify(row.inputs ?? []),
+    row.manifest ?? null,
     row.created_at.getTime(),
     row.updated_at.getTime(),
   ];
@@ -175,6 +181,9 @@ function fromColumns(r: Record<string, unknown>): JobRow {
     placement: r.placement === null || r.placement === undefined ? null : json(r.placement),
     requester: text(r.requester),
     attempts: r.attempts === null || r.attempts === undefined ? [] : json(r.attempts),
+    outputs: r.outputs === null || r.outputs === undefined ? [] : json(r.outputs),
+    inputs: r.inputs === null || r.inputs === undefined ? [] : json(r.inputs),
+    manifest: text(r.manifest),
     created_at: date(r.created_at),
     updated_at: date(r.updated_at),
   };

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { InferEntity } from '@mikro-orm/core';
 import { z } from 'zod';
+import type { JobOutput } from '../behaviors/jobs/files.js';
 import { type Attempt, JobSpecSchema, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
 import { parseWith } from '../runtime/issues.js';
 import { refusedTransition } from '../behaviors/jobs/transitions.js';
@@ -42,6 +43,9 @@ export interface JobChange {
   container_id?: string | null;
   /** Replaces the list of placements. */
   attempts?: Attempt[];
+  /** The outputs as the signed manifest lists them, and the manifest itself (base64). */
+  outputs?: JobOutput[];
+  manifest?: string | null;
 }
 
 /** The row of a new pending job; throws invalid naming every bad field of the spec. */
@@ -66,6 +70,9 @@ export function newJobRow(spec: JobSpecInput, opts: JobCreateOptions, now: Date)
     placement: valid.placement ?? null,
     requester: opts.requester ?? null,
     attempts: [],
+    outputs: valid.outputs,
+    inputs: valid.inputs,
+    manifest: null,
     created_at: now,
     updated_at: now,
   };
@@ -95,6 +102,8 @@ export function transition(row: JobRow, change: JobChange, now: Date): NewJobEve
   if (change.pending_reason !== undefined) row.pending_reason = change.pending_reason;
   if (change.error !== undefined) row.error = change.error;
   if (change.attempts !== undefined) row.attempts = change.attempts;
+  if (change.outputs !== undefined) row.outputs = change.outputs;
+  if (change.manifest !== undefined) row.manifest = change.manifest;
   // A reason only describes a wait; once the job left pending it would mislead.
   if (to !== 'pending') row.pending_reason = null;
   if (to === 'failed') row.error ??= change.reason;
@@ -123,6 +132,9 @@ export function toJob(row: JobRow): Job {
     placement: row.placement ?? null,
     requester: row.requester ?? null,
     attempts: row.attempts ?? [],
+    outputs: row.outputs ?? [],
+    inputs: row.inputs ?? [],
+    manifest: row.manifest ?? null,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };

@@ -13,6 +13,9 @@ import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js'
 import type { Logger } from '../../runtime/log.js';
 import type { LogWriter } from './logfile.js';
 import { StoredOutput } from './stored-output.js';
+import type { OutputCollector } from './outputs.js';
+import type { InputMounter } from './inputs.js';
+import type { OutputSpec } from '../../behaviors/jobs/files.js';
 import { OomEvents } from './oom-events.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
@@ -27,6 +30,9 @@ import type {
 
 export const JOB_LABEL = 'dms.job';
 export const NODE_LABEL = 'dms.node';
+/** What a restarted node needs to collect a job's outputs when its container ends: the outputs asked, and for whom. */
+export const OUTPUTS_LABEL = 'dms.outputs';
+export const REQUESTER_LABEL = 'dms.requester';
 
 export interface DockerExecutorOptions {
   /** Peer id of this node: several nodes may share one engine and must not take each other's containers. */
@@ -47,6 +53,10 @@ export interface DockerExecutorOptions {
   machine?: MachineFactory;
   /** Runs what follows one job's run (its capture and its wait) on that job's behalf: the executor guard's scope. */
   jobScope?: <T>(jobId: string, fn: () => T) => T;
+  /** Collects a job's outputs when its container ends (./outputs.ts); without, outputs are not collected. */
+  outputs?: OutputCollector;
+  /** Fetches and mounts a job's inputs before its container is made (./inputs.ts); without, a job with inputs does not start. */
+  inputs?: InputMounter;
   log?: Logger;
 }
 
@@ -91,6 +101,8 @@ interface DockerRun {
   machine: RunMachine;
   /** Settles once the run is followed: at once for a run this process started; rejects when a container to pick up is gone. */
   ready: Promise<void>;
+  /** The outputs to collect when it ends, and for whom (from the job, or the container's labels after a restart). */
+  files?: { outputs: OutputSpec[]; requester: string | null };
 }
 
 /** An error from the engine: dockerode puts the HTTP status and the engine's message on it. */
@@ -115,7 +127,7 @@ export async function probeDocker(docker: Docker = new Docker()): Promise<{ ok: 
 }
 
 /** The container a job becomes. Exported so its mapping of resources can be checked without an engine. */
-export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS): Docker.ContainerCreateOptions {
+export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS, binds: string[] = []): Docker.ContainerCreateOptions {
   const { gpu } = job.resources;
   // The orchestrator stores jobs with defaults filled in; a job stored before that still gets them.
   // Never 0 (the engine's "unlimited") and never below what the engine accepts, whatever reached
@@ -130,7 +142,11 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
     // An empty command keeps the image's own CMD.
     Cmd: job.command.length > 0 ? job.command : undefined,
     Env: Object.entries(runEnvironment(job)).map(([name, value]) => `${name}=${value}`),
-    Labels: { [JOB_LABEL]: job.id, [NODE_LABEL]: nodeId },
+    Labels: {
+      [JOB_LABEL]: job.id,
+      [NODE_LABEL]: nodeId,
+      ...(job.outputs?.length ? { [OUTPUTS_LABEL]: JSON.stringify(job.outputs.map(({ name, path }) => ({ name, path }))), [REQUESTER_LABEL]: job.requester ?? '' } : {}),
+    },
     User: limits.user || undefined,
     // Without a TTY the engine keeps stdout and stderr apart in one multiplexed stream.
     Tty: false,
@@ -154,6 +170,8 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
       // The engine keeps its own copy of the output; without a bound it grows with the output.
       LogConfig: { Type: 'json-file', Config: { 'max-size': String(limits.logBytes), 'max-file': '2' } },
       DeviceRequests: gpu ? [{ Driver: 'nvidia', Count: gpu.count, Capabilities: [['gpu']] }] : undefined,
+      // The job's inputs, read-only (./inputs.ts).
+      Binds: binds.length ? binds : undefined,
     },
   };
 }
@@ -171,6 +189,8 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private readonly oom: OomEvents;
   /** Runs this process follows, by container id. */
   private readonly runs = new Map<string, DockerRun>();
+  private readonly outputs: OutputCollector | undefined;
+  private readonly inputs: InputMounter | undefined;
 
   constructor(opts: DockerExecutorOptions) {
     super(opts.logsDir, opts.maxLogBytes);
@@ -182,6 +202,8 @@ export class DockerExecutor extends StoredOutput implements Executor {
     this.machines = opts.machine ?? plainMachines;
     this.jobScope = opts.jobScope ?? ((_, fn) => fn());
     this.oom = new OomEvents(this.docker, `${NODE_LABEL}=${this.nodeId}`, opts.log);
+    this.outputs = opts.outputs;
+    this.inputs = opts.inputs;
   }
 
   /** Starts following the engine's OOM events (the executor actor's start). Never fails: an absent engine is tried again. */
@@ -204,18 +226,24 @@ export class DockerExecutor extends StoredOutput implements Executor {
       return e;
     };
     let writer: LogWriter;
+    let binds: string[] = [];
     try {
       await this.ensureImage(job.image, opts.onProgress);
+      if (job.inputs?.length) {
+        if (!this.inputs) throw new DmsError('unavailable', `job ${job.id} has inputs and this node cannot mount any`);
+        binds = await this.inputs.prepare(job, (status) => opts.onProgress?.({ status }));
+      }
       machine.send({ type: 'pulled' });
       // The log exists before the container does, so not one byte of output can be missed and
       // an unwritable logs directory stops the job before it runs.
       writer = await this.logStore.create(job.id);
     } catch (e) {
+      if (job.inputs?.length) await this.inputs?.release(job.id).catch(() => undefined);
       throw failed(e);
     }
     let container: Docker.Container | undefined;
     try {
-      container = await this.docker.createContainer(containerSpec(job, this.nodeId, this.limits));
+      container = await this.docker.createContainer(containerSpec(job, this.nodeId, this.limits, binds));
       await container.start();
     } catch (e) {
       const message = `job ${job.id} could not start: ${engineMessage(e)}`;
@@ -226,7 +254,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     }
     machine.send({ type: 'created', id: container.id });
     const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: container.id };
-    const run: DockerRun = { container, machine, ready: Promise.resolve() };
+    const run: DockerRun = { container, machine, ready: Promise.resolve(), files: { outputs: job.outputs ?? [], requester: job.requester } };
     this.runs.set(handle.id, run);
     this.follow(handle, run, writer);
     return handle;
@@ -265,6 +293,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
 
   async cleanup(handle: ExecutionHandle): Promise<void> {
     await this.remove(this.docker.getContainer(handle.id));
+    await this.inputs?.release(handle.job_id);
     const run = this.runs.get(handle.id);
     if (run) {
       await endOf(run.machine).catch(() => undefined);
@@ -326,7 +355,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     run.ready = (async () => {
       let writer: LogWriter;
       try {
-        await container.inspect();
+        run.files = filesOf((await container.inspect()).Config.Labels ?? {});
         // Docker keeps the whole output, so re-capturing from the start gives a complete log
         // even for what was written while no node was watching.
         writer = await this.logStore.create(handle.job_id);
@@ -371,6 +400,11 @@ export class DockerExecutor extends StoredOutput implements Executor {
     try {
       // A cancelled container was killed by us, not by the OOM killer: nothing to wait for.
       const info = await oomVerdict(container, cancelReason() ? 0 : statusCode, this.oom, this.oomSettleMs);
+      // Before the end is told: the orchestrator stores the manifest with it, and removes the container after.
+      if (this.outputs && run.files?.outputs.length) {
+        const { outputs, requester } = run.files;
+        await this.outputs.collect(container, { jobId: handle.job_id, requester, outputs, exitCode: info.State.ExitCode, logPath: this.logStore.path(handle.job_id) });
+      }
       machine.send({ type: 'exited', result: exitResult(info, cancelReason()) });
     } catch (e) {
       if (statusOf(e) !== 404) {
@@ -487,6 +521,16 @@ export async function oomVerdict(
   // The history up to the current second now reaches past the exit.
   if (unwatched() && (await events.history(container.id, since))) return oom();
   return info;
+}
+
+/** The outputs a container's labels say to collect; none when they say nothing readable. */
+function filesOf(labels: Record<string, string>): DockerRun['files'] {
+  try {
+    const outputs = JSON.parse(labels[OUTPUTS_LABEL] ?? '[]') as OutputSpec[];
+    return Array.isArray(outputs) ? { outputs, requester: labels[REQUESTER_LABEL] || null } : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | undefined): ExitResult {

@@ -32,6 +32,8 @@ import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } fr
 import { StoredOutput } from './stored-output.js';
 import type { ExecutionHandle, ExitResult, ReconcileReport } from '../../behaviors/jobs/execution.js';
 import { at } from '../../runtime/wire/envelope.js';
+import { fetchManifest } from '../outputs/actor.js';
+import type { ManifestFiles } from '../outputs/manifest-files.js';
 
 export const REMOTE_EXECUTOR = 'remote';
 
@@ -59,6 +61,8 @@ export interface RemoteFollowerOptions {
   pollWaitMs?: number;
   /** Makes each run's machine: the executor actor's `ctx.machine`, so the node sees its steps. Default: plain xstate. */
   machine?: MachineFactory;
+  /** Where the provider's signed manifest of a job with outputs is written when it ends (actors/outputs). */
+  manifests?: ManifestFiles;
 }
 
 interface RemoteRun {
@@ -68,6 +72,8 @@ interface RemoteRun {
   cancelledAt?: number;
   /** The follower has been set going. */
   followed?: boolean;
+  /** Whether the job asked for outputs; unknown after a restart (then the provider is asked). */
+  outputs?: boolean;
 }
 
 export class RemoteFollower extends StoredOutput implements ExecutorImplementation {
@@ -95,11 +101,15 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
   async start(job: Job): Promise<ExecutionHandle> {
     const node = job.node;
     if (!node || this.opts.actor.system.isHere(node)) throw invalid(`job ${job.id} is not placed on another node`);
-    const { id, name, image, command, environment, secrets, resources, executor, timeout_s } = job;
+    const { id, name, image, command, environment, secrets, resources, executor, timeout_s, outputs, inputs } = job;
     const secret = Object.keys(secrets).length > 0;
     // The placement asked trusted providers only; this is the last door before the values leave.
     if (secret && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
-    const spec = { id, name, image, command, environment, ...(secret ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}) };
+    const spec = {
+      id, name, image, command, environment, ...(secret ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}),
+      ...(outputs.length ? { outputs: outputs.map((o) => ({ name: o.name, path: o.path })) } : {}),
+      ...(inputs.length ? { inputs } : {}),
+    };
     const machine = newRun(this.machines, job.id, 'creating');
     try {
       await this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
@@ -110,7 +120,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
       throw e;
     }
     machine.send({ type: 'created', id: node });
-    this.runs.set(job.id, { node, machine });
+    this.runs.set(job.id, { node, machine, outputs: outputs.length > 0 });
     return { executor: this.name, job_id: job.id, id: node };
   }
 
@@ -217,6 +227,12 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
             oom_killed: page.error === 'killed: out of memory',
             ...(failed ? { error: page.error ?? `failed on node ${run.node}` } : {}),
           };
+          // Before the end is told: the orchestrator stores the manifest with it (actors/outputs).
+          if (this.opts.manifests && run.outputs !== false) {
+            await fetchManifest(this.opts.actor, run.node, jobId, this.opts.manifests).catch((e: unknown) =>
+              this.opts.actor.system.log.warn({ job: jobId, node: run.node, err: errorText(e) }, 'result manifest refused'),
+            );
+          }
           return result;
         }
       }

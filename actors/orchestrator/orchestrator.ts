@@ -47,6 +47,7 @@ import { Admission, DEFAULT_RESOURCES } from './admission.js';
 import { orchestratorBehaviors } from './behaviors.js';
 import { at, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
 import { Batcher } from '../../runtime/batcher.js';
+import type { ManifestFiles } from '../outputs/manifest-files.js';
 
 export interface OrchestratorDeps {
   storage: Storage;
@@ -72,6 +73,8 @@ export interface OrchestratorDeps {
   onPeerJoined?: (fn: () => void) => () => void;
   /** The offer back-off: first wait and bound (`deployment.offer_retry_ms`, `deployment.max_offer_backoff_ms`). */
   offerBackoff?: { firstMs: number; maxMs: number };
+  /** Signed result manifests written by the executors, stored with a job's end (actors/outputs). */
+  manifests?: ManifestFiles;
 }
 
 /** The offer back-off without configuration: a node that appears or grows its share gets a waiting job within the bound. */
@@ -131,10 +134,12 @@ class Orchestrator {
   readonly trusted: (env: Envelope) => boolean;
   private readonly admission: Admission;
   private readonly output: OutputReader;
+  private readonly manifests: ManifestFiles | undefined;
 
   constructor({ actor, system, log, deps, machine }: ActorContext<OrchestratorDeps>) {
     this.actor = actor;
     this.storage = deps.storage;
+    this.manifests = deps.manifests;
     this.log = log;
     this.makeMachine = machine;
     for (const name of deps.executors) this.executors.register(new ExecutorClient(actor, name));
@@ -400,6 +405,8 @@ class Orchestrator {
     const error = status === 'failed' ? (ctx.error ?? ctx.reason) : null;
     const closed = closeAttempt(run.attempts, ctx.lost ? 'lost' : status, ctx.lost ?? error);
     const change: JobChange = { status, reason: ctx.reason, exit_code: ctx.exitCode, error, ...(closed || run.attempts.length > 0 ? { attempts: [...run.attempts] } : {}) };
+    // Outputs (actors/outputs): the manifest its executor wrote before reporting the end.
+    if (run.job.outputs.length > 0) Object.assign(change, this.manifests?.change(ctx.jobId));
     // Run here for another node: its deployment is over.
     if (run.job.requester) {
       void this.actor.tell(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.ended, { job_id: ctx.jobId }).catch(() => undefined);

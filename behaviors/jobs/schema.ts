@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { parseSize, SizeError } from '../../runtime/bytes.js';
 import { acceptsAlso } from '../input-forms.js';
 import { ImageReferenceSchema } from './image-ref.js';
+import { InputSpecSchema, JobOutputSchema, OutputSpecSchema, MAX_INPUTS, MAX_OUTPUTS } from './files.js';
 
 
 /*
@@ -232,6 +233,14 @@ export const JobSpecSchema = z.strictObject({
   executor: z.string().min(1).max(64).default('docker'),
   timeout_s: z.int().positive().optional(),
   placement: PlacementSchema.optional(),
+  /** Files the job leaves, each imported and signed for when it ends (README "Job outputs"). */
+  outputs: z
+    .array(OutputSpecSchema)
+    .max(MAX_OUTPUTS)
+    .refine((list) => new Set(list.map((o) => o.name)).size === list.length, { error: 'output names must be distinct' })
+    .default([]),
+  /** Content mounted read-only into the container before it starts. */
+  inputs: z.array(InputSpecSchema).max(MAX_INPUTS).default([]),
 });
 /** A spec as a caller writes it (defaults not yet applied). */
 export type JobSpecInput = z.input<typeof JobSpecSchema>;
@@ -275,6 +284,11 @@ export const JobSchema = z.object({
   requester: z.string().nullable(),
   /** Each placement it used, oldest first: the node, when it ran there and how that ended. */
   attempts: z.array(AttemptSchema),
+  /** As asked; once it ended, as its provider's signed manifest lists them (with cid and size). */
+  outputs: z.array(JobOutputSchema),
+  inputs: z.array(InputSpecSchema),
+  /** The signed result manifest (base64), once the job ended with outputs to report: anyone can check who produced what. */
+  manifest: z.string().nullable(),
   created_at: time,
   updated_at: time,
 });

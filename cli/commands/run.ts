@@ -5,6 +5,8 @@ import { sizeArg } from '../sizes.js';
 import { parsePairs } from '../pairs.js';
 import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
+import { restFor } from '../rest.js';
+import { inputsOf } from '../inputs.js';
 
 /** What a job gets when `run` is not told: enough for a small tool, and said in --help. */
 const DEFAULT_CORES = 1;
@@ -21,6 +23,8 @@ interface RunOptions extends PlacementFlags {
   detach?: boolean;
   idOnly?: boolean;
   wait?: boolean;
+  input?: string[];
+  output?: string[];
 }
 
 // No default given to commander, which would print `(default: [])` in --help.
@@ -45,6 +49,8 @@ export function registerRunCommand(program: Command): void {
     .option('--timeout <seconds>', 'stop the job, failed, after this many seconds (SIGTERM, then SIGKILL after jobs.stop_grace_s; default: no limit)')
     .option('--executor <name>', "executor to run it with: docker, null, or a plugin's (default: the node's, docker)")
     .option('--name <name>', 'a name for the job (default: the image)')
+    .option('-i, --input <source:path>', 'mount read-only at path (in the container) a local file or directory (uploaded first), a CID, or job:<id>/<output> (repeatable)', collect)
+    .option('-o, --output <name:path>', 'collect path (in the container) as output name when the job ends; `dms jobs get` fetches it (repeatable)', collect)
     .addOption(new Option('-d, --detach', 'submit, print the job id, and return').conflicts('wait'))
     .option('-q, --id-only', 'print only the job id (and return, unless --wait)')
     .option('--wait', "wait for the end without printing the job's output; exit 0 if it completed, non-zero if it failed")
@@ -65,10 +71,18 @@ export function registerRunCommand(program: Command): void {
         },
         ...(opts.executor ? { executor: opts.executor } : {}),
         ...(opts.timeout !== undefined ? { timeout_s: seconds(opts.timeout) } : {}),
+        ...(opts.output?.length ? { outputs: opts.output.map(outputOf) } : {}),
+        ...(opts.input?.length ? { inputs: await inputsOf(restFor(cmd), opts.input) } : {}),
       };
       const detach = opts.detach || (opts.idOnly && !opts.wait);
       await submitJob(cmd, withPlacement(spec, opts), { idOnly: opts.idOnly, wait: opts.wait, follow: !detach && !opts.wait });
     });
+}
+
+function outputOf(text: string): { name: string; path: string } {
+  const colon = text.indexOf(':');
+  if (colon <= 0 || !text.slice(colon + 1).startsWith('/')) throw new CliError(`--output: '${text}' is not name:/path/in/the/container`);
+  return { name: text.slice(0, colon), path: text.slice(colon + 1) };
 }
 
 function cores(text: string): number {

@@ -30,6 +30,7 @@ import { shown, wholeNumberParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
 import { refuseNodeOfferingNothing } from './peers.js';
 import type { RouteModule } from './types.js';
+import { resolveJobInputs } from './outputs.js';
 
 /** The REST `viewer` role reads jobs without their environment values (secrets). */
 const forCaller = (event: H3Event) => (principalOf(event)?.role === 'viewer' ? redactJob : (job: Job) => job);
@@ -154,7 +155,7 @@ const BEHAVIOR_ANSWERS: Record<number, ResponseDoc> = {
   503: { description: "a bounded queue is full (the orchestrator's mailbox, rest.max_pending)" },
 };
 
-export const jobRoutes: RouteModule = ({ table, config, system, http, log }) => {
+export const jobRoutes: RouteModule = ({ table, config, system, http, log, volumes }) => {
   const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ORCHESTRATOR_INBOX, be, payload, ttlMs);
   const followers = new FollowerSlots(config.rest.max_log_followers, config.rest.max_log_followers_per_job);
 
@@ -175,7 +176,7 @@ export const jobRoutes: RouteModule = ({ table, config, system, http, log }) => 
     handler: async (_event, input) => {
       const spec = await input.body();
       await refuseNodeOfferingNothing(spec, { system, http });
-      return new JsonBody(JSON.stringify(await call(JobBehaviors.submit, spec)), 201);
+      return new JsonBody(JSON.stringify(await call(JobBehaviors.submit, await resolveJobInputs(spec, http, system, volumes))), 201);
     },
   });
 

@@ -1,6 +1,7 @@
 import type { Config } from '../../runtime/config.js';
 import type { Logger } from '../../runtime/log.js';
 import type { StageTimings } from '../../runtime/stage-timings.js';
+import type { Volumes } from '../../runtime/volumes.js';
 import type { ActorSystem } from '../../runtime/system.js';
 import type { HttpApi } from '../actor.js';
 import type { RouteTable } from '../route-table.js';
@@ -17,6 +18,8 @@ export interface RouteContext {
   log: Logger;
   /** This node's stage timings, when it keeps them (`general.stage_timings`). */
   stages?: StageTimings;
+  /** This node's volumes, which a job's inputs may name (http/routes/outputs.ts). */
+  volumes?: Volumes;
 }
 
 export type RouteModule = (ctx: RouteContext) => void;

@@ -4,7 +4,7 @@ import type { Executor, ExecutionHandle, LogChunk } from '../../behaviors/jobs/e
 
 /** A job record as storage would hand it to an executor. */
 /** A spec in its canonical (parsed) form, as executors get it; storage may be left out. */
-type TestSpec = Partial<Omit<JobSpec, 'resources'>> & { executor: string; resources?: Omit<ResourceSpec, 'storage'> & Partial<Pick<ResourceSpec, 'storage'>> };
+type TestSpec = Partial<Omit<JobSpec, 'resources'>> & { requester?: string | null; executor: string; resources?: Omit<ResourceSpec, 'storage'> & Partial<Pick<ResourceSpec, 'storage'>> };
 
 export function jobOf(spec: TestSpec): Job {
   const now = new Date().toISOString();
@@ -25,8 +25,11 @@ export function jobOf(spec: TestSpec): Job {
     timeout_s: null,
     container_id: null,
     placement: null,
-    requester: null,
+    requester: spec.requester ?? null,
     attempts: [],
+    outputs: spec.outputs ?? [],
+    inputs: spec.inputs ?? [],
+    manifest: null,
     created_at: now,
     updated_at: now,
   };

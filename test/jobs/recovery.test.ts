@@ -25,6 +25,9 @@ function job(executor: string, status: JobStatus): Job {
     placement: null,
     requester: null,
     attempts: [],
+    outputs: [],
+    inputs: [],
+    manifest: null,
     created_at: now,
     updated_at: now,
   };

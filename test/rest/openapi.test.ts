@@ -1,5 +1,6 @@
 // GET /api/v1/openapi.json: a valid OpenAPI 3.1 document (checked by a standard validator) that
 // lists every route the node answers, and whose schemas are the ones the routes enforce.
+import { type BlocksAccess, outputRoutes } from '../../http/routes/outputs.js';
 import { readFileSync } from 'node:fs';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { SignJWT } from 'jose';
@@ -48,7 +49,7 @@ function appWith(config: Config = defaultConfig()) {
     system: {} as ActorSystem,
     http: {} as HttpApi,
     log: silentLogger(),
-    routes: [jobRoutes, resourceRoutes, deviceRoutes, peerRoutes],
+    routes: [jobRoutes, outputRoutes({} as BlocksAccess), resourceRoutes, deviceRoutes, peerRoutes],
     version: VERSION,
   });
 }

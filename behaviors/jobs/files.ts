@@ -1,0 +1,87 @@
+/**
+ * What a job spec says about files (README "Job outputs"): the outputs it leaves, and the
+ * inputs mounted into it. Paths are inside the container; sources are content, named by CID,
+ * or another job's output.
+ */
+import { z } from 'zod';
+import { CID } from 'multiformats/cid';
+import { cidProblem } from '../../runtime/blocks/cid.js';
+
+export const MAX_OUTPUTS = 16;
+export const MAX_INPUTS = 16;
+
+/** An output's name: a URL path segment and a directory name as it is. */
+export const OutputNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'an output name is letters, digits and . _ - (at most 64, not starting with . _ -)');
+
+/** An absolute path inside the container, without `..`: the engine resolves it within the container only, but a path is kept plain. */
+export const ContainerPathSchema = z
+  .string()
+  .max(1024)
+  .regex(/^\/[^\0]*$/, 'an absolute path inside the container')
+  .refine((p) => p.split('/').every((part) => part !== '..' && part !== '.'), { error: "a container path without '.' or '..'" })
+  .refine((p) => p.replace(/\/+$/, '') !== '', { error: 'not the container\'s root' });
+
+export const OutputSpecSchema = z.strictObject({ name: OutputNameSchema, path: ContainerPathSchema });
+export type OutputSpec = z.output<typeof OutputSpecSchema>;
+
+/** `job:<id>/<output name>`: another job's output, resolved to its CID by the node the job is submitted on. */
+const JOB_SOURCE = /^job:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\/([A-Za-z0-9][A-Za-z0-9._-]{0,63})$/;
+
+export function jobSource(source: string): { job: string; name: string } | null {
+  const m = JOB_SOURCE.exec(source);
+  return m ? { job: m[1], name: m[2] } : null;
+}
+
+/** A volume's name: a directory name as it is. */
+export const VolumeNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a volume name is letters, digits and . _ - (at most 64, not starting with . _ -)');
+export const volumeSource = (source: string): string | null => (source.startsWith('volume:') ? source.slice('volume:'.length) : null);
+
+/** Why `source` cannot be an input, or null. */
+function sourceProblem(source: string): string | null {
+  const volume = volumeSource(source);
+  if (volume !== null) return VolumeNameSchema.safeParse(volume).success ? null : `'${source.slice(0, 100)}' is not volume:<name> (letters, digits and . _ -)`;
+  if (source.startsWith('job:')) return jobSource(source) ? null : `'${source.slice(0, 100)}' is not job:<job id>/<output name>`;
+  let cid: CID;
+  try {
+    cid = CID.parse(source);
+  } catch {
+    return `'${source.slice(0, 100)}' is neither a CID nor job:<job id>/<output name>`;
+  }
+  const problem = cidProblem(cid);
+  return problem ? `${source}: ${problem}` : null;
+}
+
+export const InputSourceSchema = z.string().max(200).superRefine((source, ctx) => {
+  const problem = sourceProblem(source);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
+
+const PeerId = z.string().regex(/^(12D3KooW[1-9A-HJ-NP-Za-km-z]{44}|Qm[1-9A-HJ-NP-Za-km-z]{44})$/, 'not a valid peer id');
+
+export const InputSpecSchema = z.strictObject({
+  source: InputSourceSchema,
+  path: ContainerPathSchema,
+  /** Filled in by the node a `job:` source is submitted on: the CID that output's signed manifest names. */
+  cid: z
+    .string()
+    .max(200)
+    .refine((c) => sourceProblem(c) === null && !c.startsWith('job:') && volumeSource(c) === null, { error: 'cid: a CIDv1 (sha2-256, raw or dag-pb)' })
+    .optional(),
+  /** Nodes known to hold its blocks besides the requester (the job's provider, for a `job:` source). */
+  from: z.array(PeerId).max(4).optional(),
+  /** A volume only: mounted writable, so the next job that mounts it reads what this one wrote. */
+  writable: z.boolean().optional(),
+}).refine((i) => !i.writable || volumeSource(i.source) !== null, { error: 'writable: only a volume: input can be writable', path: ['writable'] });
+export type InputSpec = z.output<typeof InputSpecSchema>;
+
+/** An output as the job reports it: as asked, then with what the provider found there. */
+export const JobOutputSchema = z.object({
+  name: z.string(),
+  path: z.string(),
+  cid: z.string().optional(),
+  /** Bytes of file content. */
+  size: z.int().nonnegative().optional(),
+  /** Why it could not be collected (absent, a link leaving its root, over the size limit). */
+  error: z.string().optional(),
+});
+export type JobOutput = z.output<typeof JobOutputSchema>;

@@ -1,0 +1,93 @@
+/**
+ * The result manifest (README "Job outputs"): what a provider signs with its node key when a
+ * job with outputs ends there. `{job, node, requester, exit_code, ended_at, outputs, logs}`
+ * as UTF-8 JSON (`payload`), signed over MANIFEST_DOMAIN ‖ payload so no other signature of
+ * the node's (an envelope's) can pass for one. The job record keeps the signed form as base64:
+ * anyone holding it can check, with nothing but the provider's peer id, who produced what.
+ */
+import { z } from 'zod';
+import { didOfPeer, KeyPair, publicKeyFromId, publicKeyObject, verifySync } from '../../runtime/crypto/keys.js';
+import { invalid } from '../../runtime/errors.js';
+import { JobOutputSchema, MAX_OUTPUTS } from './files.js';
+import { PeerIdSchema } from './schema.js';
+
+export const MANIFEST_DOMAIN = 'dms-result-manifest-v1\n';
+/** A manifest of MAX_OUTPUTS outputs with long paths and errors stays well within this. */
+export const MAX_MANIFEST_BYTES = 64 * 1024;
+
+const ContentRef = z.object({ cid: z.string().max(200), size: z.int().nonnegative() });
+
+export const ManifestSchema = z.strictObject({
+  job: z.uuid(),
+  /** Peer id of the provider, whose key signs it. */
+  node: PeerIdSchema,
+  /** Peer id of the node the job was submitted on; null for a job of the provider's own. */
+  requester: PeerIdSchema.nullable(),
+  exit_code: z.int().nullable(),
+  ended_at: z.iso.datetime({ offset: true }),
+  outputs: z.array(JobOutputSchema).max(MAX_OUTPUTS),
+  /** The job's stored output, content-addressed like its files; null when it wrote none. */
+  logs: ContentRef.nullable(),
+});
+export type Manifest = z.output<typeof ManifestSchema>;
+
+const SignedSchema = z.strictObject({ payload: z.string(), sig: z.base64() });
+
+const domainBytes = (payload: string) => Buffer.from(MANIFEST_DOMAIN + payload, 'utf8');
+
+/** Signs `manifest` with the provider's node key; the base64 the job record keeps. */
+export async function signManifest(manifest: Manifest, key: KeyPair): Promise<string> {
+  if (key.peerId !== manifest.node) throw invalid(`a manifest naming node ${manifest.node} cannot be signed by ${key.peerId}`);
+  const payload = JSON.stringify(ManifestSchema.parse(manifest));
+  const sig = await key.sign(domainBytes(payload));
+  return Buffer.from(JSON.stringify({ payload, sig: Buffer.from(sig).toString('base64') })).toString('base64');
+}
+
+export interface ManifestExpectations {
+  job?: string;
+  /** The node that ran it: the manifest must name it, and so be signed by it. */
+  node?: string;
+  requester?: string | null;
+}
+
+/**
+ * The manifest inside `signed`, once its signature checks out against the key of the node it
+ * names and it is about what the caller expects; invalid naming the first thing wrong.
+ */
+export function openManifest(signed: string, expect: ManifestExpectations = {}): Manifest {
+  if (signed.length > (MAX_MANIFEST_BYTES * 4) / 3 + 4) throw invalid(`manifest: larger than ${MAX_MANIFEST_BYTES} bytes`);
+  let outer: z.output<typeof SignedSchema>;
+  let manifest: Manifest;
+  try {
+    outer = SignedSchema.parse(JSON.parse(Buffer.from(signed, 'base64').toString('utf8')));
+    manifest = ManifestSchema.parse(JSON.parse(outer.payload));
+  } catch (e) {
+    throw invalid(`manifest: not a signed result manifest (${(e as Error).message.split('\n')[0].slice(0, 200)})`);
+  }
+  const did = didOfPeer(manifest.node);
+  if (!did) throw invalid(`manifest: node ${manifest.node} has no Ed25519 key to check against`);
+  const key = publicKeyObject(publicKeyFromId(did.slice('did:key:'.length)));
+  if (!verifySync(key, domainBytes(outer.payload), Buffer.from(outer.sig, 'base64'))) {
+    throw invalid(`manifest: its signature is not node ${manifest.node}'s`);
+  }
+  if (expect.job !== undefined && manifest.job !== expect.job) throw invalid(`manifest: it is job ${manifest.job}'s, not job ${expect.job}'s`);
+  if (expect.node !== undefined && manifest.node !== expect.node) {
+    throw invalid(`manifest: signed by node ${manifest.node}, not by the job's provider ${expect.node}`);
+  }
+  if (expect.requester !== undefined && manifest.requester !== expect.requester) {
+    throw invalid(`manifest: made for requester ${manifest.requester ?? 'none'}, not ${expect.requester ?? 'none'}`);
+  }
+  return manifest;
+}
+
+/** Where a provider answers for the manifests it signed (an actor on every node with a network). */
+export const OUTPUTS_INBOX = 'outputs';
+export const OutputsBehaviors = {
+  /**
+   * The signed manifest of a job run here, for its requester only. Under `/dms/deployment`, so
+   * whoever may deploy here may ask (the answer is still only the requester's).
+   */
+  manifest: '/dms/deployment/manifest',
+} as const;
+export const ManifestRequest = z.strictObject({ job_id: z.uuid() });
+export const ManifestReply = z.object({ manifest: z.string().max((MAX_MANIFEST_BYTES * 4) / 3 + 4).nullable() });

@@ -1,0 +1,110 @@
+/**
+ * Files between this machine and a node (README "Job outputs"): a path uploaded as content
+ * (a file as itself, a directory as a tar) and a job's outputs written out and checked.
+ */
+import { createReadStream, createWriteStream } from 'node:fs';
+import { lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { Blockstore } from 'interface-blockstore';
+import type { CID } from 'multiformats/cid';
+import * as tar from 'tar-stream';
+import type { RestClient } from '../client/rest.js';
+import { entryPath, importPath } from '../runtime/blocks/unixfs.js';
+import { CliError } from './context.js';
+
+export interface Uploaded {
+  cid: string;
+  size: number;
+  kind: 'file' | 'directory';
+}
+
+/** A directory as a tar stream, entries in name order; a link or anything but a file or directory is refused. */
+function tarOf(root: string): Readable {
+  const pack = tar.pack();
+  const walk = async (dir: string, rel: string): Promise<void> => {
+    for (const name of (await readdir(dir)).sort()) {
+      const abs = join(dir, name);
+      const path = rel ? `${rel}/${name}` : name;
+      const st = await lstat(abs);
+      if (st.isDirectory()) {
+        pack.entry({ name: path, type: 'directory', mode: 0o755 });
+        await walk(abs, path);
+      } else if (st.isFile()) {
+        await pipeline(createReadStream(abs), pack.entry({ name: path, size: st.size, mode: 0o644 }));
+      } else throw new CliError(`${abs}: only regular files and directories are uploaded (links are not)`);
+    }
+  };
+  walk(root, '').then(
+    () => pack.finalize(),
+    (e: unknown) => pack.destroy(e as Error),
+  );
+  return Readable.from(pack as unknown as AsyncIterable<Buffer>, { objectMode: false });
+}
+
+/** Uploads `path` (POST /api/v1/blobs): a file as itself, a directory as a tar. */
+export async function upload(rest: RestClient, path: string): Promise<Uploaded> {
+  let st;
+  try {
+    st = await lstat(path);
+  } catch {
+    throw new CliError(`${path}: no such file or directory`);
+  }
+  if (!st.isFile() && !st.isDirectory()) throw new CliError(`${path}: only a regular file or a directory can be uploaded`);
+  const body = st.isFile() ? createReadStream(path) : tarOf(path);
+  const res = await rest.response('POST', '/api/v1/blobs', {
+    body: Readable.toWeb(body) as ReadableStream,
+    contentType: st.isFile() ? 'application/octet-stream' : 'application/x-tar',
+    accept: 'application/json',
+  });
+  return (await res.json()) as Uploaded;
+}
+
+/** A blockstore that keeps nothing: importing through it only computes the CID. */
+const discard: Pick<Blockstore, 'put' | 'has'> = { put: async (cid: CID) => cid, has: async () => false };
+
+/** The CID the files at `path` make, imported exactly as the node imports them. */
+export async function cidOfPath(path: string): Promise<string> {
+  return (await importPath(path, discard as Blockstore, { maxBytes: Number.MAX_SAFE_INTEGER })).cid.toString();
+}
+
+/**
+ * Writes one output from its GET answer to `dest`: a tar is unpacked below it (each name
+ * checked to stay there), a file written as it is. Written beside it first and moved into
+ * place once whole and matching `cid`: a broken fetch never leaves files that look complete.
+ */
+export async function writeOutput(res: Response, dest: string, cid: string): Promise<void> {
+  const partial = `${dest}.partial`;
+  await rm(partial, { recursive: true, force: true });
+  await mkdir(dirname(dest), { recursive: true });
+  const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream);
+  if ((res.headers.get('content-type') ?? '').startsWith('application/x-tar')) {
+    await mkdir(partial);
+    const extract = tar.extract();
+    const fed = pipeline(body, extract as unknown as NodeJS.WritableStream);
+    // Read below; an entry refused there ends the pipe too, which is no second failure.
+    fed.catch(() => undefined);
+    for await (const entry of extract) {
+      const rel = entryPath(entry.header.name);
+      const target = join(partial, rel);
+      if (entry.header.type === 'directory') {
+        await mkdir(target, { recursive: true });
+        entry.resume();
+      } else if (entry.header.type === 'file') {
+        await mkdir(dirname(target), { recursive: true });
+        await pipeline(entry, createWriteStream(target));
+      } else throw new CliError(`the node sent a ${entry.header.type} entry (${rel}) in a job output`);
+    }
+    await fed;
+  } else {
+    await pipeline(body, createWriteStream(partial));
+  }
+  const got = await cidOfPath(partial);
+  if (got !== cid) {
+    await rm(partial, { recursive: true, force: true });
+    throw new CliError(`the files written for ${dest} make CID ${got}, not ${cid} as the signed manifest says: nothing was kept`);
+  }
+  await rm(dest, { recursive: true, force: true });
+  await rename(partial, dest);
+}

@@ -1,0 +1,30 @@
+/**
+ * `dms run -i SOURCE:PATH`: what a job mounts, as written on the command line. A local file or
+ * directory is uploaded first (its CID becomes the source); a CID or `job:<id>/<output>` is
+ * given to the node as it is.
+ */
+import { existsSync } from 'node:fs';
+import type { RestClient } from '../client/rest.js';
+import type { InputSpec } from '../behaviors/jobs/files.js';
+import { CliError } from './context.js';
+import { upload } from './files.js';
+
+/** Splits at the last `:` followed by an absolute path: local paths may hold colons, container paths are absolute. */
+export function splitInput(text: string): { source: string; path: string } {
+  const at = text.lastIndexOf(':/');
+  if (at <= 0) throw new CliError(`--input: '${text}' is not source:/path/in/the/container`);
+  return { source: text.slice(0, at), path: text.slice(at + 1) };
+}
+
+export async function inputsOf(rest: RestClient, flags: readonly string[]): Promise<InputSpec[]> {
+  const inputs: InputSpec[] = [];
+  for (const flag of flags) {
+    const { source, path } = splitInput(flag);
+    if (existsSync(source)) {
+      const up = await upload(rest, source);
+      process.stderr.write(`[dms] uploaded ${source} as ${up.cid} (${up.size} bytes)\n`);
+      inputs.push({ source: up.cid, path });
+    } else inputs.push({ source, path });
+  }
+  return inputs;
+}

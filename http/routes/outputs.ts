@@ -1,0 +1,331 @@
+/**
+ * Content-addressed job files over REST (README "Job outputs"): uploads (`POST /api/v1/blobs`,
+ * a tar or a single file, streamed into the block store) and a job's outputs (its signed
+ * manifest, and each output as a tar stream or the file itself). Reading a job's outputs needs
+ * what reading the job needs (the orchestrator's /dms/job/status, checked like GET /jobs/{id});
+ * the blocks themselves are public by CID to any node that asks over /dms/blocks/1.0.0.
+ */
+import type { IncomingMessage } from 'node:http';
+import { Readable } from 'node:stream';
+import type { H3Event } from 'h3';
+import * as z from 'zod';
+import { JobBehaviors, JobIdSchema, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
+import { OutputNameSchema } from '../../behaviors/jobs/files.js';
+import { ManifestSchema, openManifest } from '../../behaviors/jobs/manifest.js';
+import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
+import { jobSource, VolumeNameSchema, volumeSource } from '../../behaviors/jobs/files.js';
+import type { HttpApi } from '../actor.js';
+import type { ActorSystem } from '../../runtime/system.js';
+import { parseCid } from '../../runtime/blocks/cid.js';
+import type { BlockStore } from '../../runtime/blocks/store.js';
+import type { Pins } from '../../runtime/blocks/pins.js';
+import type { Volumes } from '../../runtime/volumes.js';
+import { SizeSchema } from '../../behaviors/jobs/schema.js';
+import { exportTar, fileContent, importFile, importPath, importTar, isFileEntry, rootEntry } from '../../runtime/blocks/unixfs.js';
+import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
+import { formatBytes } from '../../runtime/bytes.js';
+import type { BlockExchange } from '../../runtime/network/blocks.js';
+import { onClientGone } from '../body.js';
+import { JsonBody } from '../errors.js';
+import type { RouteModule } from './types.js';
+
+/** What the routes need of the node's blocks (daemon/blocks.ts). */
+export interface BlocksAccess {
+  store: BlockStore;
+  pins: Pins;
+  volumes: Volumes;
+  exchange?: BlockExchange;
+  limits: { max_upload_bytes: number };
+}
+
+export const CID_HEADER = 'x-dms-cid';
+/** Blocks this request fetched from other nodes: 0 when every block was held here already (a resumed fetch counts only the rest). */
+export const FETCHED_HEADER = 'x-dms-blocks-fetched';
+
+const Imported = z.object({ cid: z.string(), size: z.int().nonnegative(), kind: z.enum(['file', 'directory']) });
+const OutputsReply = ManifestSchema.extend({ signed: z.string().meta({ description: 'the signed manifest (base64), as the job record keeps it' }) });
+
+const jobId = { id: { schema: JobIdSchema, what: 'job id' } };
+
+/** The request body as bytes, streamed: straight from node:http when there, else the web stream. */
+function bodyOf(event: H3Event): AsyncIterable<Uint8Array> {
+  const req = (event.runtime?.node as { req?: IncomingMessage } | undefined)?.req;
+  if (req) return req;
+  const body = event.req.body;
+  return body ? (body as unknown as AsyncIterable<Uint8Array>) : Readable.from([]);
+}
+
+/** `bytes=a-b`, `bytes=a-`, `bytes=-n` of a file of `size` bytes; null when absent; a 400 when it is not one range within the file. */
+export function parseRange(header: string | null, size: number): { offset: number; length: number } | null {
+  if (!header) return null;
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '')) throw new DmsError('invalid', `Range: '${header.slice(0, 100)}' is not one range of bytes (bytes=a-b)`);
+  let start: number;
+  let end: number;
+  if (m[1] === '') {
+    start = Math.max(0, size - Number(m[2]));
+    end = size - 1;
+  } else {
+    start = Number(m[1]);
+    end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  }
+  if (start >= size || end < start) throw new DmsError('invalid', `Range: ${header.slice(0, 100)} is outside the file's ${size} bytes`);
+  return { offset: start, length: end - start + 1 };
+}
+
+/**
+ * Resolves a spec's `job:<id>/<name>` inputs to the CID that job's signed manifest names, and
+ * notes the node that ran it as one holding the blocks. Done where the job is submitted: only
+ * this node has that job's manifest. A 400 naming the input when it cannot be resolved.
+ */
+export async function resolveJobInputs(spec: JobSpec, http: HttpApi, system: ActorSystem, volumes?: Volumes): Promise<JobSpec> {
+  spec = keepWithVolumes(spec, system, volumes);
+  if (!spec.inputs.some((i) => i.source.startsWith('job:'))) return spec;
+  const inputs = [];
+  for (const input of spec.inputs) {
+    const ref = jobSource(input.source);
+    if (!ref) {
+      inputs.push(input);
+      continue;
+    }
+    let job: Job;
+    try {
+      job = (await http.call(ORCHESTRATOR_INBOX, JobBehaviors.status, { id: ref.job })) as Job;
+    } catch (e) {
+      throw invalid(`input ${input.source}: ${errorText(e)}`);
+    }
+    if (!job.manifest) throw invalid(`input ${input.source}: job ${ref.job} has no result manifest (it is ${job.status})`);
+    const manifest = openManifest(job.manifest, { job: job.id, node: job.node ?? system.host });
+    const output = manifest.outputs.find((o) => o.name === ref.name);
+    if (!output?.cid) throw invalid(`input ${input.source}: job ${ref.job} has no collected output named ${ref.name}`);
+    inputs.push({ ...input, cid: output.cid, ...(system.isHere(manifest.node) ? {} : { from: [manifest.node] }) });
+  }
+  return { ...spec, inputs };
+}
+
+/**
+ * A job mounting a volume runs where the volume is: on this node. Its placement may say so
+ * (local, or this node) and nothing else; a volume this node lacks is a 400 naming it.
+ */
+function keepWithVolumes(spec: JobSpec, system: ActorSystem, volumes?: Volumes): JobSpec {
+  const named = spec.inputs.map((i) => volumeSource(i.source)).filter((v): v is string => v !== null);
+  if (named.length === 0) return spec;
+  for (const name of named) {
+    if (!volumes) throw invalid(`input volume:${name}: this node has no volumes`);
+    try {
+      volumes.get(name);
+    } catch (e) {
+      throw invalid(`input volume:${name}: ${errorText(e)}`);
+    }
+  }
+  const p = spec.placement;
+  if ((p?.node && !system.isHere(p.node)) || p?.labels || p?.location) {
+    throw invalid(`placement: a job mounting volume ${named[0]} runs on the node that has it (this one), so its placement cannot name another node, labels or a location`);
+  }
+  return { ...spec, placement: { max_attempts: 1, ...p, node: undefined, local: true } };
+}
+
+export const outputRoutes =
+  (blocks: BlocksAccess): RouteModule =>
+  ({ table, http, system }) => {
+    const jobOf = async (id: string): Promise<Job> => (await http.call(ORCHESTRATOR_INBOX, JobBehaviors.status, { id })) as Job;
+
+    /** The job's manifest, checked: signed by the node that ran it, about this job. */
+    const manifestOf = (job: Job) => {
+      if (!job.manifest) {
+        const why = job.outputs.length === 0 ? 'it asked for no outputs' : job.status === 'completed' || job.status === 'failed' ? 'its provider sent none' : `it is ${job.status}`;
+        throw notFound(`job ${job.id} has no result manifest: ${why}`);
+      }
+      return openManifest(job.manifest, { job: job.id, node: job.node ?? system.host });
+    };
+
+    table.add({
+      method: 'POST',
+      path: '/api/v1/blobs',
+      operationId: 'putBlob',
+      summary: 'Store a file or a tar of files as content (a UnixFS DAG)',
+      description:
+        'The body is streamed into the block store: `Content-Type: application/x-tar` for a tar (a directory: entries with `..`, absolute paths, ' +
+        'links or anything but files and directories are refused, naming the entry), `application/octet-stream` for one file. ' +
+        'Answers the CID (v1, sha2-256, raw leaves) a job input may name. At most blocks.max_upload_bytes of content.',
+      tags: ['outputs'],
+      responses: {
+        201: { description: 'stored: its CID, bytes of content, and whether it is a file or a directory', schema: Imported },
+        400: { description: 'a tar that is not one, or an entry refused (named)' },
+        413: { description: 'more content than blocks.max_upload_bytes' },
+        415: { description: 'a Content-Type other than application/x-tar, application/octet-stream (or JSON, refused with 400)' },
+      },
+      handler: async (event) => {
+        const limit = blocks.limits.max_upload_bytes;
+        const declared = Number(event.req.headers.get('content-length') ?? NaN);
+        // A tar's headers add to its content; beyond twice the limit no tar can fit it.
+        if (declared > limit * 2 + 1024 * 1024) throw new DmsError('too_large', `upload is larger than blocks.max_upload_bytes (${formatBytes(limit)})`);
+        const media = (event.req.headers.get('content-type') ?? '').split(';')[0].trim().toLowerCase();
+        const limits = { maxBytes: limit };
+        let imported;
+        if (media === 'application/x-tar') imported = await importTar(bodyOf(event), blocks.store.fs, limits);
+        else if (media === 'application/octet-stream') imported = await importFile(bodyOf(event), blocks.store.fs, limits);
+        else throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
+        return new JsonBody(JSON.stringify({ cid: imported.cid.toString(), size: imported.size, kind: imported.kind }), 201);
+      },
+    });
+
+    const VolumeBody = z.strictObject({ name: VolumeNameSchema, size: SizeSchema });
+    const VolumeOut = z.object({ name: z.string(), size: z.int(), created_at: z.string() });
+    const volumeName = { name: { schema: VolumeNameSchema, what: 'volume name' } };
+    table.add({
+      method: 'GET',
+      path: '/api/v1/volumes',
+      operationId: 'listVolumes',
+      summary: "This node's volumes",
+      tags: ['outputs'],
+      responses: { 200: { description: 'the volumes', schema: z.array(VolumeOut) } },
+      handler: () => blocks.volumes.list(),
+    });
+    table.add({
+      method: 'POST',
+      path: '/api/v1/volumes',
+      operationId: 'createVolume',
+      summary: 'Make a volume: a directory jobs on this node mount (volume:<name>), writable when they ask',
+      tags: ['outputs'],
+      body: { schema: VolumeBody, what: 'volume' },
+      responses: { 201: { description: 'the new volume', schema: VolumeOut }, 409: { description: 'one of that name exists' } },
+      handler: async (_event, input) => {
+        const { name, size } = await input.body();
+        return new JsonBody(JSON.stringify(blocks.volumes.create(name, size)), 201);
+      },
+    });
+    table.add({
+      method: 'DELETE',
+      path: '/api/v1/volumes/:name',
+      operationId: 'deleteVolume',
+      summary: 'Delete a volume and what it holds',
+      tags: ['outputs'],
+      params: volumeName,
+      responses: { 200: { description: 'the deleted volume', schema: VolumeOut }, 404: { description: 'no such volume' } },
+      handler: (_event, input) => blocks.volumes.remove(input.param('name')),
+    });
+    table.add({
+      method: 'POST',
+      path: '/api/v1/volumes/:name/snapshot',
+      operationId: 'snapshotVolume',
+      summary: "A volume's files now, stored as content: its CID (an input of any job, on any node)",
+      tags: ['outputs'],
+      params: volumeName,
+      responses: { 201: { description: 'stored', schema: Imported }, 404: { description: 'no such volume' } },
+      handler: async (_event, input) => {
+        const got = await importPath(blocks.volumes.path(input.param('name')), blocks.store.fs, { maxBytes: blocks.limits.max_upload_bytes });
+        return new JsonBody(JSON.stringify({ cid: got.cid.toString(), size: got.size, kind: got.kind }), 201);
+      },
+    });
+
+    const PinBody = z.strictObject({ cid: z.string().max(200) });
+    const Pinned = z.object({ pins: z.array(z.string()) });
+    const cidParam = { cid: { schema: z.string().max(200), what: 'cid' } };
+    table.add({
+      method: 'GET',
+      path: '/api/v1/pins',
+      operationId: 'listPins',
+      summary: 'CIDs pinned here: their blocks are never collected',
+      tags: ['outputs'],
+      responses: { 200: { description: 'the pinned CIDs', schema: Pinned } },
+      handler: () => ({ pins: blocks.pins.list() }),
+    });
+    table.add({
+      method: 'POST',
+      path: '/api/v1/pins',
+      operationId: 'pin',
+      summary: 'Pin a CID: the blocks of its DAG held here are never collected (blocks.max_blocks_bytes)',
+      tags: ['outputs'],
+      body: { schema: PinBody, what: 'pin' },
+      responses: { 201: { description: 'pinned (again)', schema: Pinned }, 400: { description: 'not a CIDv1, sha2-256, raw or dag-pb' } },
+      handler: async (_event, input) => {
+        blocks.pins.add((await input.body()).cid);
+        return new JsonBody(JSON.stringify({ pins: blocks.pins.list() }), 201);
+      },
+    });
+    table.add({
+      method: 'DELETE',
+      path: '/api/v1/pins/:cid',
+      operationId: 'unpin',
+      summary: 'Unpin a CID: its blocks may be collected once nothing else keeps them',
+      tags: ['outputs'],
+      params: cidParam,
+      responses: { 200: { description: 'unpinned', schema: Pinned }, 404: { description: 'it was not pinned' } },
+      handler: (_event, input) => {
+        const cid = input.param('cid');
+        if (!blocks.pins.remove(cid)) throw notFound(`${cid} is not pinned`);
+        return { pins: blocks.pins.list() };
+      },
+    });
+
+    table.add({
+      method: 'GET',
+      path: '/api/v1/jobs/:id/outputs',
+      operationId: 'getJobOutputs',
+      summary: "A job's signed result manifest",
+      description: 'What its provider signed when it ended: each output with its CID and size, and the logs. Checked against the provider\'s key before it is answered.',
+      tags: ['outputs'],
+      params: jobId,
+      responses: {
+        200: { description: 'the manifest, and its signed form', schema: OutputsReply },
+        404: { description: 'no such job, or it has no manifest (yet)' },
+      },
+      handler: async (_event, input) => {
+        const job = await jobOf(input.param('id'));
+        return { ...manifestOf(job), signed: job.manifest };
+      },
+    });
+
+    table.add({
+      method: 'GET',
+      path: '/api/v1/jobs/:id/outputs/:name',
+      operationId: 'getJobOutput',
+      summary: 'One output of a job: a tar stream of a directory, or the file',
+      description:
+        'Every block is fetched from the node that ran the job unless held here already (so an interrupted fetch resumes), each checked against its CID, before the answer starts. ' +
+        `\`${FETCHED_HEADER}\` says how many blocks this request fetched; \`Range\` reads part of a file.`,
+      tags: ['outputs'],
+      params: { ...jobId, name: { schema: OutputNameSchema, what: 'output name' } },
+      responses: {
+        200: { description: 'application/x-tar for a directory, application/octet-stream for a file', content: { 'application/x-tar': { description: 'the directory' }, 'application/octet-stream': { description: 'the file' } } },
+        206: { description: 'part of the file (Range)' },
+        404: { description: 'no such job or output, or a block no node gave' },
+        409: { description: 'the output could not be collected (its error says why)' },
+      },
+      handler: async (event, input) => {
+        const job = await jobOf(input.param('id'));
+        const name = input.param('name');
+        const manifest = manifestOf(job);
+        const output = manifest.outputs.find((o) => o.name === name);
+        if (!output) throw notFound(`job ${job.id} has no output named ${name} (it has: ${manifest.outputs.map((o) => o.name).join(', ') || 'none'})`);
+        if (!output.cid) throw new DmsError('conflict', `output ${name} of job ${job.id} was not collected: ${output.error ?? 'no CID'}`);
+        const cid = parseCid(output.cid, `output ${name}`);
+        const ac = new AbortController();
+        const gone = onClientGone(event, () => ac.abort());
+        let fetched = 0;
+        try {
+          const peers = job.node && !system.isHere(job.node) ? [job.node] : [];
+          if (blocks.exchange) {
+            const before = blocks.exchange.stats.fetched;
+            await blocks.exchange.fetchDag(cid, peers, ac.signal);
+            fetched = blocks.exchange.stats.fetched - before;
+          } else if (!(await blocks.store.has(cid))) throw notFound(`output ${name} (${cid}) is not held here and this node has no network to fetch it`);
+        } finally {
+          gone();
+        }
+        const root = await rootEntry(cid, blocks.store.fs);
+        const headers: Record<string, string> = { [CID_HEADER]: cid.toString(), [FETCHED_HEADER]: String(fetched) };
+        if (!isFileEntry(root)) {
+          return new Response(Readable.toWeb(exportTar(cid, blocks.store.fs, name)) as ReadableStream, { headers: { ...headers, 'content-type': 'application/x-tar' } });
+        }
+        const size = Number(root.size);
+        const range = parseRange(event.req.headers.get('range'), size);
+        const body = Readable.toWeb(Readable.from(fileContent(root, range ?? {}))) as ReadableStream;
+        const common = { ...headers, 'content-type': 'application/octet-stream', 'accept-ranges': 'bytes' };
+        if (!range) return new Response(body, { headers: { ...common, 'content-length': String(size) } });
+        const end = range.offset + range.length - 1;
+        return new Response(body, { status: 206, headers: { ...common, 'content-length': String(range.length), 'content-range': `bytes ${range.offset}-${end}/${size}` } });
+      },
+    });
+  };

@@ -1,0 +1,253 @@
+/**
+ * UnixFS in and out of the block store: a tar stream or a single file becomes a DAG (CIDv1,
+ * sha2-256, raw leaves: what `ipfs add --cid-version 1 --raw-leaves` makes, so any IPFS tool
+ * checks it), and a DAG becomes a tar stream or the file's bytes again. Entries carry no mode
+ * or time, so the same files give the same CID wherever and whenever they are imported.
+ *
+ * A tar is a stranger's: an entry naming an absolute path or `..`, a link (symbolic or hard)
+ * leaving the archive's root, or anything but a regular file or a directory is refused with
+ * its name, and the whole import with it.
+ */
+import { lstat, readdir } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { posix, join } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { Blockstore } from 'interface-blockstore';
+import { importer, type ImportCandidate, type ImporterOptions } from 'ipfs-unixfs-importer';
+import { exporter, type UnixFSEntry } from 'ipfs-unixfs-exporter';
+import * as tar from 'tar-stream';
+import type { CID } from 'multiformats/cid';
+import { DmsError, invalid } from '../errors.js';
+import { formatBytes } from '../bytes.js';
+
+export interface Imported {
+  cid: CID;
+  /** Bytes of file content in it. */
+  size: number;
+  kind: 'file' | 'directory';
+}
+
+export interface ImportLimits {
+  /** Most bytes of file content: too_large past it, before more is read. */
+  maxBytes: number;
+  /** Most entries (files and directories) in one tar. */
+  maxEntries?: number;
+}
+
+export const DEFAULT_MAX_ENTRIES = 100_000;
+
+/** The importer's settings every import uses: changing one changes every CID. */
+const IMPORT: ImporterOptions = {
+  cidVersion: 1,
+  rawLeaves: true,
+  reduceSingleLeafToSelf: true,
+  // One entry's content read at a time: a tar stream can only be read in order.
+  fileImportConcurrency: 1,
+};
+
+const shown = (s: string) => (s.length > 200 ? `${s.slice(0, 200)}…` : s);
+
+/**
+ * The entry's path inside the archive, normalised ('' for the root itself); refuses an
+ * absolute path or one climbing out with `..`.
+ */
+export function entryPath(name: string): string {
+  if (name.startsWith('/') || /^[A-Za-z]:[\\/]/.test(name)) throw invalid(`tar entry '${shown(name)}': absolute paths are refused`);
+  const parts: string[] = [];
+  for (const part of name.split('/')) {
+    if (part === '' || part === '.') continue;
+    if (part === '..') throw invalid(`tar entry '${shown(name)}': paths with '..' are refused`);
+    parts.push(part);
+  }
+  return parts.join('/');
+}
+
+/** Refuses a link: one leaving the root is named as such, any other is not stored (UnixFS outputs hold files and directories). */
+function refuseLink(path: string, type: string, target: string): never {
+  const kind = type === 'symlink' ? 'symlink' : 'hard link';
+  // A symbolic link is read from its own directory, a hard link from the archive's root.
+  const resolved = posix.normalize(type === 'symlink' ? posix.join(posix.dirname(path), target) : target);
+  if (target.startsWith('/') || resolved === '..' || resolved.startsWith('../')) {
+    throw invalid(`tar entry '${shown(path)}': ${kind} to '${shown(target)}' leaves the archive's root`);
+  }
+  throw invalid(`tar entry '${shown(path)}': ${kind} to '${shown(target)}' refused: only regular files and directories are stored`);
+}
+
+class Budget {
+  bytes = 0;
+  entries = 0;
+  constructor(private readonly limits: ImportLimits) {}
+  entry(): void {
+    const max = this.limits.maxEntries ?? DEFAULT_MAX_ENTRIES;
+    if (++this.entries > max) throw new DmsError('too_large', `more than ${max} entries`);
+  }
+  add(n: number): void {
+    this.bytes += n;
+    if (this.bytes > this.limits.maxBytes) throw new DmsError('too_large', `content is larger than the limit of ${formatBytes(this.limits.maxBytes)}`);
+  }
+}
+
+async function* counted(source: AsyncIterable<unknown>, budget: Budget): AsyncGenerator<Uint8Array> {
+  for await (const chunk of source as AsyncIterable<Uint8Array>) {
+    budget.add(chunk.byteLength);
+    yield chunk;
+  }
+}
+
+/** The root of an import: the one entry the importer yields last, at the path given to the root. */
+async function rootOf(candidates: AsyncIterable<ImportCandidate> | Iterable<ImportCandidate>, store: Blockstore, wrap: boolean): Promise<CID | undefined> {
+  let root: CID | undefined;
+  for await (const entry of importer(candidates, store, { ...IMPORT, wrapWithDirectory: wrap })) {
+    if (!wrap || entry.path === '' || entry.path === undefined) root = entry.cid;
+  }
+  return root;
+}
+
+/**
+ * Imports a tar stream. `strip` leading path components are dropped first (docker's archive of
+ * `/outputs` names its entries `outputs/…`): when what is left is a single file at the root,
+ * the import is that file, otherwise a directory.
+ */
+export async function importTar(source: AsyncIterable<Uint8Array> | Readable, store: Blockstore, limits: ImportLimits, strip = 0): Promise<Imported> {
+  const budget = new Budget(limits);
+  const extract = tar.extract();
+  const input = source instanceof Readable ? source : Readable.from(source);
+  const fed = pipeline(input, extract).catch((e: unknown) => {
+    extract.destroy(e as Error);
+  });
+  let single: CID | undefined;
+  const seen = new Set<string>();
+  async function* candidates(): AsyncGenerator<ImportCandidate> {
+    for await (const entry of extract) {
+      const h = entry.header;
+      budget.entry();
+      const full = entryPath(h.name);
+      const path = full.split('/').slice(strip).join('/');
+      if (h.type === 'symlink' || h.type === 'link') refuseLink(full, h.type, h.linkname ?? '');
+      if (h.type === 'directory') {
+        entry.resume();
+        if (path !== '') yield { path };
+        continue;
+      }
+      if (h.type !== 'file' && h.type !== 'contiguous-file') throw invalid(`tar entry '${shown(full)}': a ${h.type} is refused: only regular files and directories are stored`);
+      if (seen.has(path)) throw invalid(`tar entry '${shown(full)}' appears twice`);
+      seen.add(path);
+      if (path === '') {
+        // The archived path was itself a file: it is the import, and nothing else may follow.
+        single = await rootOf([{ content: counted(entry, budget) }], store, false);
+        continue;
+      }
+      if (single) throw invalid(`tar entry '${shown(full)}' follows a file at the root`);
+      yield { path, content: counted(entry, budget) };
+    }
+  }
+  try {
+    const root = await rootOf(candidates(), store, true);
+    await fed;
+    if (single && seen.size === 1) return { cid: single, size: budget.bytes, kind: 'file' };
+    if (!root) throw invalid('the archive holds no file or directory');
+    return { cid: root, size: budget.bytes, kind: 'directory' };
+  } catch (e) {
+    input.destroy();
+    extract.destroy();
+    if (e instanceof DmsError) throw e;
+    throw invalid(`not a readable tar archive: ${(e as Error).message}`);
+  }
+}
+
+/** Imports the bytes of one file. */
+export async function importFile(source: AsyncIterable<Uint8Array>, store: Blockstore, limits: ImportLimits): Promise<Imported> {
+  const budget = new Budget(limits);
+  const cid = await rootOf([{ content: counted(source, budget) }], store, false);
+  return { cid: cid!, size: budget.bytes, kind: 'file' };
+}
+
+/**
+ * Imports a file or directory on this machine as a tar of it would be: what `dms jobs get`
+ * checks the written files against, and what `dms put` announces before it uploads.
+ * Links are refused as they are in a tar.
+ */
+export async function importPath(path: string, store: Blockstore, limits: ImportLimits): Promise<Imported> {
+  const st = await lstat(path);
+  if (st.isFile()) return importFile(createReadStream(path), store, limits);
+  if (!st.isDirectory()) throw invalid(`${path}: only regular files and directories are stored`);
+  const budget = new Budget(limits);
+  async function* walk(dir: string, rel: string): AsyncGenerator<ImportCandidate> {
+    for (const name of (await readdir(dir)).sort()) {
+      const abs = join(dir, name);
+      const p = rel ? `${rel}/${name}` : name;
+      const s = await lstat(abs);
+      budget.entry();
+      if (s.isSymbolicLink()) throw invalid(`${abs}: links are not stored`);
+      if (s.isDirectory()) {
+        yield { path: p };
+        yield* walk(abs, p);
+      } else if (s.isFile()) yield { path: p, content: counted(createReadStream(abs), budget) };
+      else throw invalid(`${abs}: only regular files and directories are stored`);
+    }
+  }
+  const root = await rootOf(walk(path, ''), store, true);
+  if (!root) throw invalid(`${path}: an empty directory holds nothing to store`);
+  return { cid: root, size: budget.bytes, kind: 'directory' };
+}
+
+export interface ExportOptions {
+  signal?: AbortSignal;
+  /** How many blocks of a file are read ahead at once (each may come over the network). */
+  blockReadConcurrency?: number;
+}
+
+/** The DAG's root entry: a file (raw or UnixFS file) or a directory. */
+export async function rootEntry(cid: CID, store: Blockstore, opts: ExportOptions = {}): Promise<UnixFSEntry> {
+  const entry = await exporter(cid, store, { signal: opts.signal });
+  if (entry.type !== 'file' && entry.type !== 'raw' && entry.type !== 'directory') throw invalid(`${cid} is a ${entry.type}, not a UnixFS file or directory`);
+  return entry;
+}
+
+export const isFileEntry = (e: UnixFSEntry): boolean => e.type === 'file' || e.type === 'raw';
+
+/** A file's bytes, in order, optionally a range of them. */
+export function fileContent(entry: UnixFSEntry, opts: ExportOptions & { offset?: number; length?: number } = {}): AsyncIterable<Uint8Array> {
+  if (entry.type !== 'file' && entry.type !== 'raw') throw invalid(`${entry.cid} is a directory, not a file`);
+  return entry.content({ signal: opts.signal, offset: opts.offset, length: opts.length, blockReadConcurrency: opts.blockReadConcurrency }) as AsyncIterable<Uint8Array>;
+}
+
+/**
+ * The DAG as a tar stream: a directory's entries below it (paths relative to it), or a file as
+ * one entry named `name`.
+ */
+export function exportTar(cid: CID, store: Blockstore, name: string, opts: ExportOptions = {}): Readable {
+  const pack = tar.pack();
+  const write = async () => {
+    const root = await rootEntry(cid, store, opts);
+    if (isFileEntry(root)) {
+      await pipeline(Readable.from(fileContent(root, opts)), pack.entry({ name, size: Number(root.size), mode: 0o644 }));
+    } else {
+      for await (const { entry, path } of walk(root, '', store, opts)) {
+        if (entry.type === 'directory') pack.entry({ name: path, type: 'directory', mode: 0o755 });
+        else await pipeline(Readable.from(fileContent(entry, opts)), pack.entry({ name: path, size: Number(entry.size), mode: 0o644 }));
+      }
+    }
+    pack.finalize();
+  };
+  write().catch((e: unknown) => pack.destroy(e as Error));
+  // tar-stream's streams are streamx's: a Node stream of them for pipes and web streams.
+  return Readable.from(pack as unknown as AsyncIterable<Buffer>, { objectMode: false });
+}
+
+/** Every entry below a directory, depth first, each directory before what it holds, with its path relative to the root. */
+export async function* walk(dir: UnixFSEntry, prefix: string, store: Blockstore, opts: ExportOptions = {}): AsyncGenerator<{ entry: UnixFSEntry; path: string }> {
+  if (dir.type !== 'directory') return;
+  for await (const child of dir.entries({ signal: opts.signal })) {
+    const path = prefix ? `${prefix}/${child.name}` : child.name;
+    // A name is a stranger's too (a DAG fetched from another node): it must stay below the root.
+    if (entryPath(path) !== path) throw invalid(`directory entry '${shown(path)}' is not a plain relative name`);
+    const entry = await exporter(child.cid, store, { signal: opts.signal });
+    if (entry.type === 'directory') {
+      yield { entry, path };
+      yield* walk(entry, path, store, opts);
+    } else if (isFileEntry(entry)) yield { entry, path };
+    else throw invalid(`${path}: a ${entry.type} cannot be exported`);
+  }
+}

@@ -1,0 +1,270 @@
+/**
+ * `/dms/blocks/1.0.0`: blocks between nodes over the node's own libp2p (README "Job outputs").
+ * A stream carries one exchange: the asker sends one frame holding a JSON want-list
+ * (`{"want": ["<cid>", …]}`, at most MAX_WANT CIDs), the holder answers each CID in order
+ * with one frame, `0x01 ‖ cid bytes ‖ block` when it has it or `0x00 ‖ cid bytes` when not,
+ * then closes. Frames are length-prefixed (an unsigned varint, as the actor protocol's).
+ *
+ * Blocks are public by CID: any node may ask for any block held here. What arrives is a
+ * stranger's until checked: a block not asked for, one already answered, or anything after
+ * the last answer ends the exchange; a block whose bytes do not hash to its CID is dropped.
+ * Either way the sender is noted, and one noted MAX_STRIKES times is not asked again.
+ */
+import type { Stream } from '@libp2p/interface';
+import { peerIdFromString } from '@libp2p/peer-id';
+import * as dagPb from '@ipld/dag-pb';
+import { CID } from 'multiformats/cid';
+import { DmsError, errorText } from '../errors.js';
+import type { Logger } from '../log.js';
+import { cidProblem, DAG_PB_CODEC } from '../blocks/cid.js';
+import { MAX_BLOCK_BYTES, type BlockStore } from '../blocks/store.js';
+import { frameDecoder } from './frames.js';
+import type { DmsLibp2p } from './host.js';
+
+export const BLOCKS_PROTOCOL = '/dms/blocks/1.0.0';
+/** Most CIDs one want-list names: the blocks one exchange may have in flight. */
+export const MAX_WANT = 256;
+/** A want-list of MAX_WANT CIDs as text fits well within this. */
+const MAX_WANT_FRAME = 64 * 1024;
+/** Wrong or unasked blocks a peer may send before it is not asked again. */
+export const MAX_STRIKES = 3;
+/** Exchanges with one peer at once within one fetch. */
+const PARALLEL = 4;
+const HAVE = 0x01;
+const DONT_HAVE = 0x00;
+
+export interface BlockExchangeOptions {
+  /** CIDs asked of one peer per exchange (`blocks.fetch_in_flight`): at most this many blocks are in flight from it. */
+  inFlight?: number;
+  /** Exchanges this node serves at once per connection. */
+  maxInboundStreams?: number;
+  /** How long one exchange may take before it is given up. */
+  timeoutMs?: number;
+  log?: Logger;
+}
+
+export interface BlockStats {
+  /** Blocks fetched from other nodes and stored (each checked against its CID). */
+  fetched: number;
+  /** Blocks sent to other nodes. */
+  served: number;
+  /** Blocks refused on arrival: wrong bytes, not asked for, or after the last answer. */
+  rejected: number;
+}
+
+function varint(n: number): Buffer {
+  const out: number[] = [];
+  while (n >= 0x80) {
+    out.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 0x80);
+  }
+  out.push(n);
+  return Buffer.from(out);
+}
+
+const frame = (...parts: Uint8Array[]): Buffer => {
+  const body = Buffer.concat(parts);
+  return Buffer.concat([varint(body.length), body]);
+};
+
+async function send(stream: Stream, data: Uint8Array): Promise<void> {
+  if (!stream.send(data)) await stream.onDrain();
+}
+
+export class BlockExchange {
+  readonly stats: BlockStats = { fetched: 0, served: 0, rejected: 0 };
+  private readonly strikes = new Map<string, number>();
+  private readonly inFlight: number;
+  private readonly timeoutMs: number;
+
+  constructor(
+    private readonly node: DmsLibp2p,
+    private readonly store: BlockStore,
+    private readonly opts: BlockExchangeOptions = {},
+  ) {
+    this.inFlight = Math.min(MAX_WANT, opts.inFlight ?? 64);
+    this.timeoutMs = opts.timeoutMs ?? 60_000;
+  }
+
+  async start(): Promise<void> {
+    await this.node.handle(BLOCKS_PROTOCOL, (stream) => void this.serve(stream), { maxInboundStreams: this.opts.maxInboundStreams ?? 8 });
+  }
+
+  async stop(): Promise<void> {
+    await this.node.unhandle(BLOCKS_PROTOCOL);
+  }
+
+  /** How often `peer` sent a wrong or unasked block. */
+  strikesOf(peer: string): number {
+    return this.strikes.get(peer) ?? 0;
+  }
+
+  private note(peer: string, why: string): void {
+    this.stats.rejected++;
+    this.strikes.set(peer, this.strikesOf(peer) + 1);
+    this.opts.log?.warn({ peer, why, strikes: this.strikesOf(peer) }, 'block exchange: peer sent a bad block');
+  }
+
+  /** Answers one want-list; a malformed one ends the stream. */
+  private async serve(stream: Stream): Promise<void> {
+    const decoder = frameDecoder(MAX_WANT_FRAME);
+    // An asker that never sends its want-list, or never reads the answers, does not hold a slot for ever.
+    const timer = setTimeout(() => stream.abort(new DmsError('timeout', `block exchange not over within ${this.timeoutMs} ms`)), this.timeoutMs);
+    try {
+      let want: unknown;
+      for await (const chunk of stream) {
+        const [first] = [...decoder.decode(chunk)];
+        if (first) {
+          want = JSON.parse(Buffer.from(first.subarray()).toString('utf8'));
+          break;
+        }
+      }
+      const list = (want as { want?: unknown })?.want;
+      if (!Array.isArray(list) || list.length > MAX_WANT || list.some((c) => typeof c !== 'string')) {
+        throw new DmsError('invalid', `a want-list is {"want": [at most ${MAX_WANT} CIDs]}`);
+      }
+      for (const text of list as string[]) {
+        const cid = CID.parse(text);
+        if (cidProblem(cid)) throw new DmsError('invalid', `want-list: ${text}: ${cidProblem(cid)}`);
+        if (await this.store.has(cid)) {
+          await send(stream, frame(Uint8Array.of(HAVE), cid.bytes, await this.store.get(cid)));
+          this.stats.served++;
+        } else {
+          await send(stream, frame(Uint8Array.of(DONT_HAVE), cid.bytes));
+        }
+      }
+      await stream.close();
+    } catch (e) {
+      stream.abort(e instanceof Error ? e : new Error(errorText(e)));
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Asks `peer` for `cids` (at most MAX_WANT) and stores each block that checks out. Resolves
+   * with the CIDs it did not give (it lacks them, or sent them wrong); rejects when it cannot be
+   * reached or breaks the protocol.
+   */
+  async ask(peer: string, cids: readonly CID[], signal?: AbortSignal): Promise<CID[]> {
+    if (cids.length > MAX_WANT) throw new DmsError('invalid', `at most ${MAX_WANT} blocks per want-list`);
+    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    const stream = await this.node.dialProtocol(peerIdFromString(peer), BLOCKS_PROTOCOL, { signal: abort });
+    const waiting = new Map(cids.map((c) => [c.toString(), c]));
+    const missing: CID[] = [];
+    const checks: Promise<void>[] = [];
+    const decoder = frameDecoder(MAX_BLOCK_BYTES + 128);
+    const onAbort = () => stream.abort(new DmsError('unavailable', `block exchange with ${peer} aborted`));
+    abort.addEventListener('abort', onAbort, { once: true });
+    try {
+      await send(stream, frame(Buffer.from(JSON.stringify({ want: cids.map(String) }))));
+      for await (const chunk of stream) {
+        for (const f of decoder.decode(chunk)) {
+          const bytes = f.subarray();
+          if (waiting.size === 0) {
+            this.note(peer, 'sent more than it was asked for');
+            throw new DmsError('invalid', `peer ${peer} sent blocks past its last answer`);
+          }
+          const [cid, rest] = CID.decodeFirst(bytes.subarray(1));
+          const key = cid.toString();
+          if (!waiting.has(key)) {
+            this.note(peer, `sent ${key}, which was not asked for`);
+            throw new DmsError('invalid', `peer ${peer} sent block ${key}, which was not asked for`);
+          }
+          waiting.delete(key);
+          if (bytes[0] !== HAVE) {
+            missing.push(cid);
+            continue;
+          }
+          // Checked and written while the next blocks arrive: at most one want-list's blocks are held.
+          checks.push(
+            this.store.putVerified(cid, rest).then((ok) => {
+              if (ok) this.stats.fetched++;
+              else {
+                this.note(peer, `sent bytes that are not block ${key}`);
+                missing.push(cid);
+              }
+            }),
+          );
+        }
+      }
+      await Promise.all(checks);
+      if (waiting.size > 0) throw new DmsError('unavailable', `peer ${peer} ended the exchange with ${waiting.size} blocks unanswered`);
+      // Our side too: a stream left half open still counts against the protocol's stream limit.
+      await stream.close({ signal: abort });
+      return missing;
+    } catch (e) {
+      stream.abort(e instanceof Error ? e : new Error(errorText(e)));
+      await Promise.allSettled(checks);
+      throw e;
+    } finally {
+      abort.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * Makes every block of the DAG under `root` held here, asking `peers` in turn for what is
+   * missing, level by level (a node's links are known once it is held). Blocks already held are
+   * not asked for again, so an interrupted fetch resumes where it stopped. Rejects naming a block
+   * no peer gave.
+   */
+  async fetchDag(root: CID, peers: readonly string[], signal?: AbortSignal): Promise<void> {
+    let level: CID[] = [root];
+    while (level.length > 0) {
+      const missing: CID[] = [];
+      for (const cid of level) if (!(await this.store.has(cid))) missing.push(cid);
+      await this.fetchAll(missing, peers, signal);
+      const next: CID[] = [];
+      for (const cid of level) {
+        if (cid.code !== DAG_PB_CODEC) continue;
+        for (const link of dagPb.decode(await this.store.get(cid)).Links) {
+          const problem = cidProblem(link.Hash);
+          if (problem) throw new DmsError('invalid', `block ${cid} links to ${link.Hash}: ${problem}`);
+          next.push(link.Hash);
+        }
+      }
+      level = next;
+    }
+  }
+
+  /** Fetches `cids` in want-lists of `inFlight`, one exchange at a time per peer. */
+  private async fetchAll(cids: CID[], peers: readonly string[], signal?: AbortSignal): Promise<void> {
+    let left = cids;
+    const errors: string[] = [];
+    for (const peer of peers) {
+      if (left.length === 0) return;
+      if (this.strikesOf(peer) >= MAX_STRIKES) {
+        errors.push(`${peer} is not asked (it sent ${this.strikesOf(peer)} bad blocks)`);
+        continue;
+      }
+      const stillMissing: CID[] = [];
+      try {
+        // PARALLEL exchanges at once, their want-lists sharing the bound: one block's disk
+        // read, check and write overlap another's transfer, and no more are in flight than asked.
+        const per = Math.max(1, Math.ceil(this.inFlight / PARALLEL));
+        const lists: CID[][] = [];
+        for (let i = 0; i < left.length; i += per) lists.push(left.slice(i, i + per));
+        let next = 0;
+        const worker = async () => {
+          while (next < lists.length) {
+            signal?.throwIfAborted();
+            stillMissing.push(...(await this.ask(peer, lists[next++], signal)));
+          }
+        };
+        await Promise.all(Array.from({ length: Math.min(PARALLEL, this.inFlight, lists.length) }, worker));
+        left = stillMissing;
+      } catch (e) {
+        if (signal?.aborted) throw e;
+        errors.push(`${peer}: ${errorText(e)}`);
+        // What it did give is held now; the rest is asked of the next peer.
+        const held: CID[] = [];
+        for (const c of left) if (!(await this.store.has(c))) held.push(c);
+        left = held;
+      }
+    }
+    if (left.length > 0) {
+      throw new DmsError('not_found', `block ${left[0]}${left.length > 1 ? ` and ${left.length - 1} more` : ''} not found on ${peers.length ? peers.join(', ') : 'any node'}${errors.length ? ` (${errors.join('; ')})` : ''}`);
+    }
+  }
+}

@@ -1,0 +1,149 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Stream } from '@libp2p/interface';
+import { CID } from 'multiformats/cid';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { silentLogger } from '../../runtime/log.js';
+import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
+import { BLOCKS_PROTOCOL, BlockExchange, MAX_STRIKES } from '../../runtime/network/blocks.js';
+import { BlockStore } from '../../runtime/blocks/store.js';
+import { importFile, rootEntry, fileContent } from '../../runtime/blocks/unixfs.js';
+
+const dirs: string[] = [];
+const transports: Libp2pTransport[] = [];
+afterAll(async () => {
+  await Promise.all(transports.map((t) => t.stop()));
+  dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
+});
+
+async function side(): Promise<{ t: Libp2pTransport; store: BlockStore; ex: BlockExchange }> {
+  const t = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
+  transports.push(t);
+  const d = mkdtempSync(join(tmpdir(), 'dms-bx-'));
+  dirs.push(d);
+  const store = new BlockStore(join(d, 'blocks'));
+  await store.open();
+  const ex = new BlockExchange(t.node, store, { inFlight: 16, timeoutMs: 10_000 });
+  await ex.start();
+  return { t, store, ex };
+}
+
+const varint = (n: number) => {
+  const out: number[] = [];
+  while (n >= 0x80) {
+    out.push((n & 0x7f) | 0x80);
+    n = Math.floor(n / 0x80);
+  }
+  out.push(n);
+  return Buffer.from(out);
+};
+const frame = (...parts: Uint8Array[]) => {
+  const body = Buffer.concat(parts);
+  return Buffer.concat([varint(body.length), body]);
+};
+
+/** A hostile holder: reads the want-list, then answers with what `answer` makes of it. */
+async function hostile(answer: (want: CID[], stream: Stream) => Promise<void>) {
+  const t = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
+  transports.push(t);
+  await t.node.handle(BLOCKS_PROTOCOL, async (stream) => {
+    for await (const chunk of stream) {
+      const bytes = Buffer.from(chunk.subarray());
+      const text = bytes.subarray(bytes.indexOf(0x7b)).toString('utf8');
+      const want = (JSON.parse(text) as { want: string[] }).want.map((c) => CID.parse(c));
+      await answer(want, stream);
+      await stream.close().catch(() => undefined);
+      return;
+    }
+  });
+  return t;
+}
+
+describe('/dms/blocks/1.0.0', async () => {
+  const a = await side();
+  const b = await side();
+  await b.t.node.dial(a.t.node.getMultiaddrs());
+  const data = randomBytes(4 * 1024 * 1024 + 3);
+  const { cid } = await importFile(Readable.from([data]), a.store.fs, { maxBytes: data.length });
+
+  it('fetches a whole DAG, each block checked, and a second fetch asks for nothing held', async () => {
+    await b.ex.fetchDag(cid, [a.t.host]);
+    const fetched = b.ex.stats.fetched;
+    expect(fetched).toBeGreaterThan(16);
+    const out: Buffer[] = [];
+    for await (const c of fileContent(await rootEntry(cid, b.store.fs))) out.push(Buffer.from(c));
+    expect(Buffer.concat(out).equals(data)).toBe(true);
+    await b.ex.fetchDag(cid, [a.t.host]);
+    expect(b.ex.stats.fetched).toBe(fetched);
+    expect(a.ex.stats.served).toBe(fetched);
+  });
+
+  it('names the block no peer has', async () => {
+    const absent = CID.createV1(0x55, await sha256.digest(Buffer.from('nobody has this')));
+    await expect(b.ex.fetchDag(absent, [a.t.host])).rejects.toThrow(new RegExp(`block ${absent} not found on ${a.t.host}`));
+  });
+
+  it('drops a wrong block and notes its sender, then stops asking it', async () => {
+    const liar = await hostile(async (want, stream) => {
+      for (const c of want) stream.send(frame(Uint8Array.of(1), c.bytes, Buffer.from('not the block')));
+    });
+    const c = await side();
+    await c.t.node.dial(liar.node.getMultiaddrs());
+    const block = CID.createV1(0x55, await sha256.digest(Buffer.from('wanted')));
+    await expect(c.ex.fetchDag(block, [liar.host])).rejects.toThrow(/not found/);
+    expect(await c.store.has(block)).toBe(false);
+    expect(c.ex.strikesOf(liar.host)).toBe(1);
+    for (let i = 1; i < MAX_STRIKES; i++) await c.ex.fetchDag(block, [liar.host]).catch(() => undefined);
+    await expect(c.ex.fetchDag(block, [liar.host])).rejects.toThrow(/is not asked \(it sent 3 bad blocks\)/);
+  });
+
+  it('refuses a block it did not ask for, and blocks sent past the last answer', async () => {
+    const other = CID.createV1(0x55, await sha256.digest(Buffer.from('other')));
+    const pusher = await hostile(async (_want, stream) => {
+      stream.send(frame(Uint8Array.of(1), other.bytes, Buffer.from('other')));
+    });
+    const endless = await hostile(async (want, stream) => {
+      const bytes = Buffer.from('wanted');
+      for (let i = 0; i < 1000; i++) if (!stream.send(frame(Uint8Array.of(1), want[0].bytes, bytes))) await stream.onDrain();
+    });
+    const c = await side();
+    await c.t.node.dial(pusher.node.getMultiaddrs());
+    await c.t.node.dial(endless.node.getMultiaddrs());
+    const block = CID.createV1(0x55, await sha256.digest(Buffer.from('wanted')));
+    await expect(c.ex.ask(pusher.host, [block])).rejects.toThrow(/which was not asked for/);
+    expect(await c.store.has(other)).toBe(false);
+    await expect(c.ex.ask(endless.host, [block])).rejects.toThrow(/past its last answer/);
+    expect(c.ex.strikesOf(pusher.host)).toBe(1);
+    expect(c.ex.strikesOf(endless.host)).toBe(1);
+    // The one block it was asked for did check out and is kept.
+    expect(await c.store.has(block)).toBe(true);
+  });
+
+  it('refuses a want-list naming a CID of another codec', async () => {
+    const cbor = CID.createV1(0x71, await sha256.digest(Buffer.from('x')));
+    await expect(b.ex.ask(a.t.host, [cbor])).rejects.toThrow();
+    expect(a.ex.stats.served).toBeGreaterThan(0);
+  });
+});
+
+describe('/dms/blocks/1.0.0 streams', () => {
+  it('are closed at both ends after each exchange: many exchanges in a row stay within the stream limit', async () => {
+    const a = await side();
+    const b = await side();
+    await b.t.node.dial(a.t.node.getMultiaddrs());
+    const data = randomBytes(200 * 1024 * 4);
+    const { cid } = await importFile(Readable.from([data]), a.store.fs, { maxBytes: data.length });
+    const one = new BlockExchange(b.t.node, b.store, { inFlight: 1, timeoutMs: 10_000 });
+    // 40 rounds of one exchange each: past libp2p's default of 32 outbound streams per protocol if any stayed open.
+    for (let i = 0; i < 40; i++) {
+      await one.ask(a.t.host, [cid]);
+      await b.store.fs.delete(cid);
+    }
+    expect(one.stats.fetched).toBe(40);
+  });
+});

@@ -1,0 +1,146 @@
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import * as tar from 'tar-stream';
+import { CID } from 'multiformats/cid';
+import { sha256, sha512 } from 'multiformats/hashes/sha2';
+import { BlockStore } from '../../runtime/blocks/store.js';
+import { parseCid } from '../../runtime/blocks/cid.js';
+import { exportTar, importFile, importPath, importTar } from '../../runtime/blocks/unixfs.js';
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const tmp = () => {
+  const d = mkdtempSync(join(tmpdir(), 'dms-blocks-'));
+  dirs.push(d);
+  return d;
+};
+
+type Entry = { name: string; type?: 'file' | 'directory' | 'symlink' | 'link' | 'fifo'; body?: Buffer; linkname?: string };
+/** A tar made here entry by entry, hostile names included. */
+async function makeTar(entries: Entry[]): Promise<Buffer> {
+  const pack = tar.pack();
+  for (const e of entries) {
+    const { body, ...header } = e;
+    if (body) pack.entry({ ...header, size: body.length }, body);
+    else pack.entry(header);
+  }
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack as unknown as AsyncIterable<Buffer>) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+
+async function untar(stream: Readable): Promise<Map<string, Buffer | 'dir'>> {
+  const out = new Map<string, Buffer | 'dir'>();
+  const bytes: Buffer[] = [];
+  for await (const c of stream) bytes.push(c as Buffer);
+  const extract = tar.extract();
+  extract.end(Buffer.concat(bytes));
+  for await (const entry of extract) {
+    const chunks: Buffer[] = [];
+    for await (const c of entry) chunks.push(c as Buffer);
+    out.set(entry.header.name, entry.header.type === 'directory' ? 'dir' : Buffer.concat(chunks));
+  }
+  return out;
+}
+
+describe('block store and UnixFS', async () => {
+  const store = new BlockStore(join(tmp(), 'blocks'));
+  await store.open();
+  const big = randomBytes(3 * 1024 * 1024 + 17);
+
+  it('imports a tar as a CIDv1 sha2-256 raw-leaves directory and exports the same files', async () => {
+    const archive = await makeTar([
+      { name: 'a.bin', body: big },
+      { name: 'sub', type: 'directory' },
+      { name: 'sub/b.txt', body: Buffer.from('hello\n') },
+    ]);
+    const got = await importTar(Readable.from([archive]), store.fs, { maxBytes: 10 * 1024 * 1024 });
+    expect(got.kind).toBe('directory');
+    expect(got.size).toBe(big.length + 6);
+    expect(got.cid.version).toBe(1);
+    expect(got.cid.multihash.code).toBe(sha256.code);
+    const files = await untar(exportTar(got.cid, store.fs, 'out'));
+    expect((files.get('a.bin') as Buffer).equals(big)).toBe(true);
+    expect(files.get('sub')).toBe('dir');
+    expect(files.get('sub/b.txt')!.toString()).toBe('hello\n');
+
+    // The same files on disk, in whatever order, give the same CID: what `dms jobs get` checks.
+    const dir = tmp();
+    mkdirSync(join(dir, 'sub'));
+    writeFileSync(join(dir, 'sub', 'b.txt'), 'hello\n');
+    writeFileSync(join(dir, 'a.bin'), big);
+    const again = await importPath(dir, store.fs, { maxBytes: 10 * 1024 * 1024 });
+    expect(again.cid.toString()).toBe(got.cid.toString());
+  });
+
+  it('imports one file, and a docker-style archive of one file is that file', async () => {
+    const file = await importFile(Readable.from([big]), store.fs, { maxBytes: big.length });
+    const archived = await importTar(Readable.from([await makeTar([{ name: 'x.bin', body: big }])]), store.fs, { maxBytes: big.length }, 1);
+    expect(archived).toMatchObject({ kind: 'file', size: big.length });
+    expect(archived.cid.toString()).toBe(file.cid.toString());
+    // Leaves are raw blocks: the CID of each is the sha2-256 of its bytes.
+    const onDisk = join(tmp(), 'f');
+    writeFileSync(onDisk, big);
+    expect((await importPath(onDisk, store.fs, { maxBytes: big.length })).cid.toString()).toBe(file.cid.toString());
+  });
+
+  it('strips the archived directory docker puts first', async () => {
+    const archive = await makeTar([
+      { name: 'outputs', type: 'directory' },
+      { name: 'outputs/a.txt', body: Buffer.from('a') },
+    ]);
+    const got = await importTar(Readable.from([archive]), store.fs, { maxBytes: 100 }, 1);
+    const files = await untar(exportTar(got.cid, store.fs, 'x'));
+    expect([...files.keys()]).toEqual(['a.txt']);
+  });
+
+  const hostile: [string, Entry[], RegExp][] = [
+    ['a path climbing out', [{ name: '../evil', body: Buffer.from('x') }], /'\.\.\/evil': paths with '\.\.' are refused/],
+    ['a path climbing out midway', [{ name: 'a/../../evil', body: Buffer.from('x') }], /paths with '\.\.' are refused/],
+    ['an absolute path', [{ name: '/etc/passwd', body: Buffer.from('x') }], /'\/etc\/passwd': absolute paths are refused/],
+    ['a symlink leaving the root', [{ name: 'etc', type: 'symlink', linkname: '/etc' }], /symlink to '\/etc' leaves the archive's root/],
+    ['a relative symlink leaving the root', [{ name: 'd/up', type: 'symlink', linkname: '../../x' }], /symlink to '\.\.\/\.\.\/x' leaves the archive's root/],
+    ['a hard link leaving the root', [{ name: 'h', type: 'link', linkname: '../secret' }], /hard link to '\.\.\/secret' leaves the archive's root/],
+    ['a link inside the root', [{ name: 'a', body: Buffer.from('x') }, { name: 'b', type: 'symlink', linkname: 'a' }], /only regular files and directories are stored/],
+    ['a fifo', [{ name: 'p', type: 'fifo' }], /a fifo is refused/],
+  ];
+  for (const [what, entries, error] of hostile) {
+    it(`refuses a tar with ${what}`, async () => {
+      await expect(importTar(Readable.from([await makeTar(entries)]), store.fs, { maxBytes: 100 })).rejects.toThrow(error);
+    });
+  }
+
+  it('refuses content past the limit, naming it', async () => {
+    const archive = await makeTar([{ name: 'a.bin', body: big }]);
+    await expect(importTar(Readable.from([archive]), store.fs, { maxBytes: 1024 * 1024 })).rejects.toMatchObject({ kind: 'too_large', message: expect.stringMatching(/larger than the limit of 1 MiB/) });
+    await expect(importFile(Readable.from([big]), store.fs, { maxBytes: 1000 })).rejects.toMatchObject({ kind: 'too_large' });
+  });
+
+  it('refuses bytes that are not a tar', async () => {
+    await expect(importTar(Readable.from([randomBytes(4096)]), store.fs, { maxBytes: 1e6 })).rejects.toMatchObject({ kind: 'invalid' });
+  });
+
+  it('stores a block from outside only when it is the block its CID names', async () => {
+    const bytes = Buffer.from('block');
+    const cid = CID.createV1(0x55, await sha256.digest(bytes));
+    expect(await store.putVerified(cid, Buffer.from('other'))).toBe(false);
+    expect(await store.has(cid)).toBe(false);
+    expect(await store.putVerified(cid, bytes)).toBe(true);
+    expect(Buffer.from(await store.get(cid))).toEqual(bytes);
+  });
+
+  it('refuses CIDs of another version, hash or codec', async () => {
+    expect(() => parseCid('QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG')).toThrow(/only CIDv1 is stored/);
+    const bytes = Buffer.from('x');
+    const other512 = CID.createV1(0x55, await sha512.digest(bytes)).toString();
+    const cbor = CID.createV1(0x71, await sha256.digest(bytes)).toString();
+    expect(() => parseCid(other512)).toThrow(/hash 0x13: only sha2-256/);
+    expect(() => parseCid(cbor)).toThrow(/codec 0x71: only raw and dag-pb/);
+    expect(() => parseCid('not-a-cid')).toThrow(/is not a CID/);
+  });
+});

@@ -1,0 +1,58 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import * as tar from 'tar-stream';
+import { cidOfPath, writeOutput } from '../../cli/files.js';
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const tmp = () => {
+  const d = mkdtempSync(join(tmpdir(), 'dms-cli-files-'));
+  dirs.push(d);
+  return d;
+};
+
+async function tarOf(entries: { name: string; body: string }[]): Promise<Buffer> {
+  const pack = tar.pack();
+  for (const e of entries) pack.entry({ name: e.name, size: Buffer.byteLength(e.body) }, e.body);
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack as unknown as AsyncIterable<Buffer>) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+const tarResponse = async (entries: { name: string; body: string }[]) =>
+  new Response(new Uint8Array(await tarOf(entries)), { headers: { 'content-type': 'application/x-tar' } });
+
+describe('dms jobs get writing an output', () => {
+  const entries = [
+    { name: 'a.txt', body: 'a\n' },
+    { name: 'sub/b.txt', body: 'b\n' },
+  ];
+
+  it('keeps the files only when they make the CID the manifest signed', async () => {
+    // The CID the same files make, as the node would have imported them.
+    const dir = tmp();
+    const src = join(dir, 'src');
+    mkdirSync(join(src, 'sub'), { recursive: true });
+    writeFileSync(join(src, 'a.txt'), 'a\n');
+    writeFileSync(join(src, 'sub', 'b.txt'), 'b\n');
+    const cid = await cidOfPath(src);
+
+    const dest = join(dir, 'out');
+    await writeOutput(await tarResponse(entries), dest, cid);
+    expect(readFileSync(join(dest, 'sub', 'b.txt'), 'utf8')).toBe('b\n');
+
+    // A node that sends other bytes than the manifest names: nothing is kept.
+    const other = join(dir, 'other');
+    await expect(writeOutput(await tarResponse([{ name: 'a.txt', body: 'tampered\n' }]), other, cid)).rejects.toThrow(`not ${cid} as the signed manifest says: nothing was kept`);
+    expect(existsSync(other)).toBe(false);
+    expect(existsSync(`${other}.partial`)).toBe(false);
+  });
+
+  it('refuses a tar from the node naming a path outside the output', async () => {
+    const dir = tmp();
+    await expect(writeOutput(await tarResponse([{ name: '../escape.txt', body: 'x' }]), join(dir, 'out'), 'x')).rejects.toThrow(/paths with '\.\.' are refused/);
+    expect(existsSync(join(dir, 'escape.txt'))).toBe(false);
+  });
+});

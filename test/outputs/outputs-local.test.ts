@@ -1,0 +1,240 @@
+/**
+ * Job outputs on one node (in process, real Docker): uploads through POST /api/v1/blobs, a
+ * Docker job's outputs collected, signed and read back through the REST routes, and the
+ * hostile cases each refused with its reason.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as tar from 'tar-stream';
+import { CID } from 'multiformats/cid';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { openManifest } from '../../behaviors/jobs/manifest.js';
+import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { startLocalNode, type LocalNode } from '../helpers/local-node.js';
+import { removeHome } from '../helpers/node.js';
+import { waitFor } from '../helpers/network.js';
+
+const { docker, problem } = await dockerForTests('job outputs test');
+
+async function tarOf(entries: { name: string; body?: Buffer; type?: 'symlink' | 'directory'; linkname?: string }[]): Promise<Buffer> {
+  const pack = tar.pack();
+  for (const { body, ...h } of entries) {
+    if (body) pack.entry({ ...h, size: body.length }, body);
+    else pack.entry(h);
+  }
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const c of pack as unknown as AsyncIterable<Buffer>) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+
+async function untar(bytes: Buffer): Promise<Map<string, Buffer>> {
+  const out = new Map<string, Buffer>();
+  const extract = tar.extract();
+  extract.end(bytes);
+  for await (const entry of extract) {
+    const chunks: Buffer[] = [];
+    for await (const c of entry) chunks.push(c as Buffer);
+    if (entry.header.type === 'file') out.set(entry.header.name, Buffer.concat(chunks));
+  }
+  return out;
+}
+
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+describe('uploads', () => {
+  let node: LocalNode;
+  beforeAll(async () => {
+    node = await startLocalNode({ config: { blocks: { max_upload_bytes: 1024 * 1024 } } });
+  });
+  afterAll(async () => {
+    await node.stop();
+    removeHome(node.home);
+  });
+  const post = (body: Buffer, type: string) => fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': type }, body: new Uint8Array(body) });
+
+  it('stores a tar as a directory and a file as itself, answering the CID', async () => {
+    const dir = await post(await tarOf([{ name: 'a.txt', body: Buffer.from('a') }]), 'application/x-tar');
+    expect(dir.status).toBe(201);
+    expect(await dir.json()).toMatchObject({ cid: expect.stringMatching(/^bafy/), size: 1, kind: 'directory' });
+    const file = await post(Buffer.from('just bytes'), 'application/octet-stream');
+    expect(await file.json()).toMatchObject({ cid: expect.stringMatching(/^bafk/), size: 10, kind: 'file' });
+  });
+
+  it('refuses a tar climbing out, an absolute path, a symlink leaving its root, naming the entry', async () => {
+    for (const [entries, error] of [
+      [[{ name: '../x', body: Buffer.from('x') }], "tar entry '../x': paths with '..' are refused"],
+      [[{ name: '/abs', body: Buffer.from('x') }], "tar entry '/abs': absolute paths are refused"],
+      [[{ name: 'l', type: 'symlink', linkname: '/etc' }], "tar entry 'l': symlink to '/etc' leaves the archive's root"],
+    ] as const) {
+      const res = await post(await tarOf([...entries]), 'application/x-tar');
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toBe(error);
+    }
+  });
+
+  it('pins and unpins CIDs, refusing one of another codec', async () => {
+    const up = (await (await post(Buffer.from('keep me'), 'application/octet-stream')).json()) as { cid: string };
+    const pin = await fetch(`${node.url}/api/v1/pins`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ cid: up.cid }) });
+    expect(pin.status).toBe(201);
+    expect(await pin.json()).toEqual({ pins: [up.cid] });
+    const cbor = CID.createV1(0x71, await sha256.digest(Buffer.from('x'))).toString();
+    const bad = await fetch(`${node.url}/api/v1/pins`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ cid: cbor }) });
+    expect(bad.status).toBe(400);
+    expect((await fetch(`${node.url}/api/v1/pins/${up.cid}`, { method: 'DELETE' })).status).toBe(200);
+    expect((await fetch(`${node.url}/api/v1/pins/${up.cid}`, { method: 'DELETE' })).status).toBe(404);
+  });
+
+  it('refuses content larger than blocks.max_upload_bytes, and bodies of other types', async () => {
+    const big = await post(randomBytes(1024 * 1024 + 1), 'application/octet-stream');
+    expect(big.status).toBe(413);
+    expect(((await big.json()) as { error: string }).error).toMatch(/larger than the limit of 1 MiB/);
+    expect((await post(Buffer.from('{}'), 'application/json')).status).toBe(400);
+    expect((await post(Buffer.from('x'), 'text/plain')).status).toBe(415);
+  });
+});
+
+describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_000 }, () => {
+  let node: LocalNode;
+  beforeAll(async () => {
+    node = await startLocalNode();
+  });
+  afterAll(async () => {
+    const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${node.peerId}`] } });
+    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await node.stop();
+    removeHome(node.home);
+  });
+
+  const run = async (spec: object) => {
+    const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ image: TEST_IMAGE, resources: { cpu: 0.5, memory: '64MiB' }, ...spec }) });
+    expect(res.status, await res.clone().text()).toBe(201);
+    const { id } = (await res.json()) as { id: string };
+    return waitFor(`job ${id} ended`, async () => {
+      const j = (await (await fetch(`${node.url}/api/v1/jobs/${id}`)).json()) as { status: string; manifest: string | null; outputs: { name: string; cid?: string; error?: string }[] };
+      return j.status === 'completed' || j.status === 'failed' ? { id, ...j } : undefined;
+    }, { timeoutMs: 60_000 });
+  };
+
+  it('collects each output, signs the manifest with the node key, and serves the files', async () => {
+    const job = await run({
+      name: 'writes',
+      command: 'mkdir -p /outputs/sub && head -c 1048577 /dev/urandom > /outputs/a.bin && echo hi > /outputs/sub/b.txt && echo one > /single.txt && echo done',
+      outputs: [{ name: 'out', path: '/outputs' }, { name: 'one', path: '/single.txt' }, { name: 'gone', path: '/nowhere' }],
+    });
+    expect(job.status).toBe('completed');
+    const manifest = openManifest(job.manifest!, { job: job.id, node: node.peerId });
+    expect(manifest).toMatchObject({ requester: null, exit_code: 0, logs: { cid: expect.any(String), size: expect.any(Number) } });
+    expect(job.outputs).toEqual(manifest.outputs);
+    expect(manifest.outputs[0]).toMatchObject({ name: 'out', path: '/outputs', cid: expect.stringMatching(/^bafy/), size: 1048577 + 3 });
+    expect(manifest.outputs[2]).toEqual({ name: 'gone', path: '/nowhere', error: '/nowhere does not exist in the container' });
+
+    const got = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs`);
+    expect(await got.json()).toMatchObject({ job: job.id, node: node.peerId, signed: job.manifest });
+    const out = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/out`);
+    expect(out.headers.get('content-type'), await out.clone().text()).toBe('application/x-tar');
+    expect(out.headers.get('x-dms-blocks-fetched')).toBe('0');
+    const files = await untar(Buffer.from(await out.arrayBuffer()));
+    expect([...files.keys()].sort()).toEqual(['a.bin', 'sub/b.txt']);
+    expect(files.get('a.bin')!.length).toBe(1048577);
+    expect(files.get('sub/b.txt')!.toString()).toBe('hi\n');
+    const one = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/one`);
+    expect(await one.text()).toBe('one\n');
+    const part = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/one`, { headers: { range: 'bytes=1-2' } });
+    expect(part.status).toBe(206);
+    expect(part.headers.get('content-range')).toBe('bytes 1-2/4');
+    expect(await part.text()).toBe('ne');
+    // Byte for byte what the container wrote: its sha256, printed by the job, matches.
+    expect(sha(files.get('sub/b.txt')!)).toBe(sha(Buffer.from('hi\n')));
+
+    const missing = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/nope`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { error: string }).error).toBe(`job ${job.id} has no output named nope (it has: out, one, gone)`);
+    const notCollected = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/gone`);
+    expect(notCollected.status).toBe(409);
+  });
+
+  it('refuses an output that is a symlink to /etc, or holds one leaving it', async () => {
+    const job = await run({
+      name: 'links',
+      command: 'ln -s /etc /escape && mkdir -p /o && ln -s /etc/passwd /o/passwd && echo ok',
+      outputs: [{ name: 'escape', path: '/escape' }, { name: 'inside', path: '/o' }],
+    });
+    expect(job.outputs).toEqual([
+      { name: 'escape', path: '/escape', error: "/escape: tar entry 'escape': symlink to '/etc' leaves the archive's root" },
+      { name: 'inside', path: '/o', error: "/o: tar entry 'o/passwd': symlink to '/etc/passwd' leaves the archive's root" },
+    ]);
+  });
+
+  const logsOf = async (id: string) =>
+    ((await (await fetch(`${node.url}/api/v1/jobs/${id}/logs`)).json()) as { chunks: { stream: string; data: string }[] }).chunks
+      .filter((c) => c.stream === 'stdout')
+      .map((c) => c.data)
+      .join('');
+
+  it('mounts inputs read-only: an upload by CID, another job\'s output by job:<id>/<name>', async () => {
+    const up = (await (
+      await fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/x-tar' }, body: new Uint8Array(await tarOf([{ name: 'd/x.txt', body: Buffer.from('from upload\n') }])) })
+    ).json()) as { cid: string };
+    const producer = await run({ name: 'producer', command: 'mkdir -p /outputs && echo produced > /outputs/p.txt', outputs: [{ name: 'out', path: '/outputs' }] });
+    const consumer = await run({
+      name: 'consumer',
+      command: 'cat /in/d/x.txt /prev/p.txt; echo nope > /in/d/x.txt || echo read-only',
+      inputs: [{ source: up.cid, path: '/in' }, { source: `job:${producer.id}/out`, path: '/prev' }],
+    });
+    expect(consumer.status).toBe('completed');
+    expect(await logsOf(consumer.id)).toBe('from upload\nproduced\nread-only\n');
+  });
+
+  it('fails a job whose input no node has, naming it; refuses a job: input with no such output', async () => {
+    const absent = CID.createV1(0x55, await sha256.digest(randomBytes(32))).toString();
+    const job = await run({ name: 'missing', command: 'true', inputs: [{ source: absent, path: '/in' }] });
+    expect(job.status).toBe('failed');
+    expect((job as unknown as { error: string }).error).toContain(`input ${absent} is missing`);
+    const producer = await run({ name: 'p2', command: 'mkdir /outputs', outputs: [{ name: 'out', path: '/outputs' }] });
+    const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'x', image: TEST_IMAGE, inputs: [{ source: `job:${producer.id}/other`, path: '/in' }] }) });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toBe(`input job:${producer.id}/other: job ${producer.id} has no collected output named other`);
+  });
+
+  it('refuses an input naming a CID of another codec or hash, or no CID at all', async () => {
+    const cbor = CID.createV1(0x71, await sha256.digest(Buffer.from('x'))).toString();
+    for (const [source, error] of [
+      [cbor, `${cbor}: codec 0x71: only raw and dag-pb (UnixFS) are stored`],
+      ['QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG', 'CID version 0: only CIDv1 is stored'],
+      ['job:nope', "'job:nope' is not job:<job id>/<output name>"],
+    ]) {
+      const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bad', image: TEST_IMAGE, inputs: [{ source, path: '/in' }] }) });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toContain(error);
+    }
+  });
+
+  it('a volume written by one job is read by the next; its snapshot is a CID', async () => {
+    const made = await fetch(`${node.url}/api/v1/volumes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'data', size: '1GiB' }) });
+    expect(made.status).toBe(201);
+    const writer = await run({ name: 'writer', command: 'echo kept > /data/x.txt', inputs: [{ source: 'volume:data', path: '/data', writable: true }] });
+    expect(writer.status).toBe('completed');
+    const reader = await run({ name: 'reader', command: 'cat /data/x.txt; echo no > /data/y.txt || echo read-only', inputs: [{ source: 'volume:data', path: '/data' }] });
+    expect(await logsOf(reader.id)).toBe('kept\nread-only\n');
+    const snap = await fetch(`${node.url}/api/v1/volumes/data/snapshot`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    const snapshot = (await snap.json()) as { cid: string };
+    expect(snapshot).toMatchObject({ cid: expect.stringMatching(/^bafy/), size: 5, kind: 'directory' });
+
+    const post = (spec: object) => fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'v', image: TEST_IMAGE, ...spec }) });
+    const elsewhere = await post({ inputs: [{ source: 'volume:data', path: '/d' }], placement: { labels: { zone: 'x' } } });
+    expect(((await elsewhere.json()) as { error: string }).error).toMatch(/a job mounting volume data runs on the node that has it/);
+    const missing = await post({ inputs: [{ source: 'volume:nope', path: '/d' }] });
+    expect(((await missing.json()) as { error: string }).error).toBe('input volume:nope: volume nope does not exist on this node');
+    const writableCid = await post({ inputs: [{ source: snapshot.cid, path: '/d', writable: true }] });
+    expect(writableCid.status).toBe(400);
+    expect((await fetch(`${node.url}/api/v1/volumes/data`, { method: 'DELETE' })).status).toBe(200);
+  });
+
+  it('refuses bad output specs: a relative path, .., a duplicate name', async () => {
+    for (const outputs of [[{ name: 'a', path: 'rel' }], [{ name: 'a', path: '/x/../etc' }], [{ name: 'a', path: '/a' }, { name: 'a', path: '/b' }], [{ name: '../a', path: '/a' }]]) {
+      const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bad', image: TEST_IMAGE, outputs }) });
+      expect(res.status).toBe(400);
+    }
+  });
+});
