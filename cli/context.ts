@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import type { ClientError } from '../client/errors.js';
 import { errorText } from '../runtime/errors.js';
 import { readRuntimeInfo, resolveHome, type RuntimeInfo } from '../runtime/home.js';
-import { type IgnoredConfigFile, ignoredConfigText, loadConfig } from '../runtime/config.js';
+import { type IgnoredConfigFile, ignoredConfigText, loadConfig } from '../runtime/config-file.js';
 
 /** Options every command accepts (declared once on the program). */
 export interface GlobalOptions {

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { apiKeysPath, createApiKey, isRole, readApiKeys, revokeApiKey, ROLES } from '../../runtime/api-keys.js';
-import { loadConfig } from '../../runtime/config.js';
+import { loadConfig } from '../../runtime/config-file.js';
 import { CliError, globals, homeOf, output, runningNode } from '../context.js';
 import { pickByPrefix, shortId } from '../ids.js';
 

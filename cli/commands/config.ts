@@ -1,19 +1,8 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import type { Command } from 'commander';
 import * as z from 'zod';
-import {
-  coerceText,
-  ConfigSchema,
-  configFilePath,
-  ENV_KEYS,
-  getKey,
-  keySource,
-  loadConfig,
-  redact,
-  schemaAt,
-  SECRET_KEYS,
-  setKey,
-} from '../../runtime/config.js';
+import { coerceText, ConfigSchema, ENV_KEYS, getKey, redact, schemaAt, SECRET_KEYS, setKey } from '../../runtime/config.js';
+import { configFilePath, keySource, loadConfig } from '../../runtime/config-file.js';
 import { errorText } from '../../runtime/errors.js';
 import { homePaths } from '../../runtime/home.js';
 import { writeJsonAtomic } from '../../runtime/files.js';

@@ -3,7 +3,8 @@ import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from '
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
-import { coerceText, type Config, ENV_KEYS, getKey, type Json, loadConfig, type LoadOptions, SECRET_KEYS } from '../../runtime/config.js';
+import { coerceText, type Config, ENV_KEYS, getKey, type Json, SECRET_KEYS } from '../../runtime/config.js';
+import { loadConfig, type LoadOptions } from '../../runtime/config-file.js';
 import type { DeviceSettings, DeviceSettingsPatch } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
 import { type ConfigOverride, homePaths, initHome } from '../../runtime/home.js';

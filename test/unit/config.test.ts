@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { allowsUnsigned, defaultConfig, ENV_KEYS, loadConfig, redact } from '../../runtime/config.js';
+import { allowsUnsigned, defaultConfig, ENV_KEYS, redact } from '../../runtime/config.js';
+import { loadConfig } from '../../runtime/config-file.js';
 
 const home = () => mkdtempSync(join(tmpdir(), 'dms-cfg-'));
 
