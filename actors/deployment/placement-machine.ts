@@ -7,6 +7,8 @@
  *            ranking ──▶ reserving ──reserved──▶ placed
  *                           ├──refused──▶ reserving (next bidder)
  *                           ├──refused, none left, answers to come──▶ collecting
+ *                           ├──refused, none left, window closed, answers expected──▶ stragglers
+ *                           │        stragglers ──a late bid──▶ ranking; ──all answered / 500 ms──▶ unplaced
  *                           └──refused, none left──▶ unplaced
  *            offering, collecting ──offer_failed──▶ unplaced
  *
@@ -91,6 +93,13 @@ function refusalOf(context: PlacementContext, error: unknown): string {
 /** Every node that could answer has. */
 const answered = (ctx: PlacementContext): boolean => ctx.bids.length + ctx.declines.length >= ctx.expected;
 
+/** Why the job waits when the last candidate refused too. */
+const everyBidderRefused = (context: PlacementContext, error: unknown): string =>
+  `every bidder refused to reserve (${[...context.refusals, refusalOf(context, error)].slice(0, 3).join('; ')})`;
+
+/** How long late answers are waited for once every bidder so far refused: the offer collects for MAX_WINDOW_MS (actors/deployment/actor.ts). */
+const STRAGGLE_MS = 500;
+
 /** The bidder asked refused: noted, and its bid no longer counts (it answered, as a decline). */
 function refusedBy(context: PlacementContext, error: unknown): Pick<PlacementContext, 'refusals' | 'bids' | 'declines'> {
   const node = context.candidates[0].node;
@@ -126,6 +135,7 @@ export const placementMachine = setup({
     moreCandidates: ({ context }) => context.candidates.length > 1,
     // Ranking stopped early (an idle bid), so answers may still come: wait for them.
     answersToCome: ({ context }) => !context.windowClosed && !answered(context),
+    othersExpected: ({ context }) => !answered(context),
   },
 }).createMachine({
   id: 'placement',
@@ -183,6 +193,16 @@ export const placementMachine = setup({
             { target: 'reserving' },
           ],
         },
+        // Every bidder so far refused to reserve after the window closed, and answers are still
+        // expected: a fast bidder that refused (a liar, or one that just filled up) does not leave
+        // the job waiting a back-off for the honest answers the offer still collects.
+        stragglers: {
+          always: [
+            { guard: ({ context }) => context.bids.length > 0, target: 'ranking' },
+            { guard: 'enough', target: '#placement.unplaced' },
+          ],
+          after: { [STRAGGLE_MS]: '#placement.unplaced' },
+        },
         reserving: {
           invoke: {
             src: 'reserve',
@@ -197,11 +217,12 @@ export const placementMachine = setup({
               },
               { guard: 'answersToCome', target: 'collecting', actions: assign(({ context, event }) => refusedBy(context, event.error)) },
               {
-                target: '#placement.unplaced',
-                actions: assign(({ context, event }) => ({
-                  reason: `every bidder refused to reserve (${[...context.refusals, refusalOf(context, event.error)].slice(0, 3).join('; ')})`,
-                })),
+                // The window closed meanwhile, but not everyone answered: a late bid still counts.
+                guard: 'othersExpected',
+                target: 'stragglers',
+                actions: assign(({ context, event }) => ({ ...refusedBy(context, event.error), reason: everyBidderRefused(context, event.error) })),
               },
+              { target: '#placement.unplaced', actions: assign(({ context, event }) => ({ reason: everyBidderRefused(context, event.error) })) },
             ],
           },
         },

@@ -112,6 +112,18 @@ describe('placement machine: collecting bids', () => {
     expect(await output).toEqual({ waiting: expect.stringMatching(/stale.*not enough memory/) as unknown });
   });
 
+  it('a fast idle bidder refusing after the window closed: an honest bid arriving late is still taken, without a back-off', async () => {
+    const m = start({ expected: 3, refuse: ['liar'] });
+    const output = m.done();
+    m.bid('liar', 0);
+    m.send({ type: 'window_closed' });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(m.state()).toContain('stragglers');
+    m.bid('honest', 0.5);
+    expect(await output).toEqual({ node: 'honest' });
+    expect(m.reserved).toEqual(['honest']);
+  });
+
   it('does not stop for an idle bidder that failed a job lately: a later one may rank above it', async () => {
     const m = start({ expected: 5, suspect: ['flaky'] });
     m.bid('flaky', 0);
