@@ -41,7 +41,7 @@ export async function startBlocks(system: ActorSystem, config: Config, home: str
   const exchange = transport ? new BlockExchange(transport.node, store, { inFlight: config.blocks.fetch_in_flight, log }) : undefined;
   await exchange?.start();
   if (exchange) {
-    system.metrics?.gauge('dms_blocks', 'Blocks moved over /dms/blocks/1.0.0 since the node started: fetched (checked and stored), served, rejected (wrong or unasked)', ['direction'], (set) => {
+    system.metrics?.gauge('dms_blocks', 'Blocks moved over /dms/blocks/1.0.0 since the node started: fetched (checked and stored), served, rejected (wrong or unasked); found: holders the DHT named', ['direction'], (set) => {
       for (const [direction, n] of Object.entries(exchange.stats)) set({ direction }, n);
     });
   }

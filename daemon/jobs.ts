@@ -91,7 +91,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         readOnlyRoot: jobs.read_only_root,
       },
       inputs: blocks && new InputMounter({ blocks: blocks.store, exchange: blocks.exchange, dir: join(paths.data, 'inputs'), volumes: blocks.volumes }),
-      outputs: blocks && new OutputCollector({ blocks: blocks.store, manifests: blocks.manifests, key: system.key, maxOutputBytes: blocks.limits.max_output_bytes, log }),
+      outputs: blocks && new OutputCollector({ blocks: blocks.store, manifests: blocks.manifests, key: system.key, maxOutputBytes: blocks.limits.max_output_bytes, announce: blocks.exchange && ((root) => blocks.exchange!.announce(root)), log }),
     }),
   );
   await order.component(executorInbox('null'), () => makeActor(system, NullExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes }));

@@ -14,6 +14,7 @@ import type { JobOutput, OutputSpec } from '../../behaviors/jobs/files.js';
 import { signManifest, type Manifest } from '../../behaviors/jobs/manifest.js';
 import type { BlockStore } from '../../runtime/blocks/store.js';
 import { importFile, importTar } from '../../runtime/blocks/unixfs.js';
+import { CID } from 'multiformats/cid';
 import type { KeyPair } from '../../runtime/crypto/keys.js';
 import { errorText } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
@@ -26,6 +27,8 @@ export interface OutputCollectorOptions {
   key: KeyPair;
   /** Most bytes of file content one output may hold (`blocks.max_output_bytes`). */
   maxOutputBytes: number;
+  /** Tells the network this node holds a DAG (the block exchange's DHT announcement); none without a network. */
+  announce?: (root: CID) => void;
   log?: Logger;
 }
 
@@ -59,6 +62,7 @@ export class OutputCollector {
         logs: await this.logs(run.logPath),
       };
       this.opts.manifests.write(run.jobId, { manifest: await signManifest(manifest, this.opts.key), outputs });
+      for (const output of [...outputs, manifest.logs]) if (output?.cid) this.opts.announce?.(CID.parse(output.cid));
     } catch (e) {
       this.opts.log?.error({ job: run.jobId, err: errorText(e) }, 'job outputs not collected');
     }

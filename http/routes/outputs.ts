@@ -166,6 +166,7 @@ export const outputRoutes =
         if (media === 'application/x-tar') imported = await importTar(bodyOf(event), blocks.store.fs, limits);
         else if (media === 'application/octet-stream') imported = await importFile(bodyOf(event), blocks.store.fs, limits);
         else throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
+        blocks.exchange?.announce(imported.cid);
         return new JsonBody(JSON.stringify({ cid: imported.cid.toString(), size: imported.size, kind: imported.kind }), 201);
       },
     });

@@ -30,6 +30,11 @@ const MAX_WANT_FRAME = 64 * 1024;
 export const MAX_STRIKES = 3;
 /** Exchanges with one peer at once within one fetch. */
 const PARALLEL = 4;
+/** Most holders of a DAG the DHT is asked for, and how long that may take. */
+const MAX_PROVIDERS = 8;
+const FIND_PROVIDERS_MS = 5_000;
+/** How long announcing a DAG to the DHT may take (it goes on in the background). */
+const ANNOUNCE_MS = 30_000;
 const HAVE = 0x01;
 const DONT_HAVE = 0x00;
 
@@ -50,6 +55,8 @@ export interface BlockStats {
   served: number;
   /** Blocks refused on arrival: wrong bytes, not asked for, or after the last answer. */
   rejected: number;
+  /** Holders found through the DHT for a DAG the peers named did not have whole. */
+  found: number;
 }
 
 function varint(n: number): Buffer {
@@ -72,7 +79,7 @@ async function send(stream: Stream, data: Uint8Array): Promise<void> {
 }
 
 export class BlockExchange {
-  readonly stats: BlockStats = { fetched: 0, served: 0, rejected: 0 };
+  readonly stats: BlockStats = { fetched: 0, served: 0, rejected: 0, found: 0 };
   private readonly strikes = new Map<string, number>();
   private readonly inFlight: number;
   private readonly timeoutMs: number;
@@ -210,11 +217,25 @@ export class BlockExchange {
    * no peer gave.
    */
   async fetchDag(root: CID, peers: readonly string[], signal?: AbortSignal): Promise<void> {
+    // Asked of the DHT once, when the peers named lack a block: whoever announced the DAG.
+    let found: string[] | undefined;
+    const fetchLevel = async (missing: CID[]) => {
+      try {
+        await this.fetchAll(missing, peers, signal);
+      } catch (e) {
+        if (!(e instanceof DmsError && e.kind === 'not_found') || signal?.aborted) throw e;
+        found ??= await this.holders(root, peers, signal);
+        if (found.length === 0) throw e;
+        const left: CID[] = [];
+        for (const cid of missing) if (!(await this.store.has(cid))) left.push(cid);
+        await this.fetchAll(left, found, signal);
+      }
+    };
     let level: CID[] = [root];
     while (level.length > 0) {
       const missing: CID[] = [];
       for (const cid of level) if (!(await this.store.has(cid))) missing.push(cid);
-      await this.fetchAll(missing, peers, signal);
+      if (missing.length > 0) await fetchLevel(missing);
       const next: CID[] = [];
       for (const cid of level) {
         if (cid.code !== DAG_PB_CODEC) continue;
@@ -226,6 +247,41 @@ export class BlockExchange {
       }
       level = next;
     }
+    // Held whole now: this node can serve it too.
+    this.announce(root);
+  }
+
+  /**
+   * Tells the network (the DHT the node runs) that this node holds the whole DAG under `root`,
+   * in the background: a failure (no peer to store the record yet) costs nothing but the hint.
+   * Blocks are public by CID, so the announcement reveals only that this node has them.
+   */
+  announce(root: CID): void {
+    this.node.contentRouting.provide(root, { signal: AbortSignal.timeout(ANNOUNCE_MS) }).catch((e: unknown) => {
+      this.opts.log?.debug({ cid: root.toString(), err: errorText(e) }, 'DAG not announced');
+    });
+  }
+
+  /** Up to MAX_PROVIDERS nodes the DHT names as holding `root`, other than this node and those already asked. */
+  private async holders(root: CID, asked: readonly string[], signal?: AbortSignal): Promise<string[]> {
+    const self = this.node.peerId.toString();
+    const found: string[] = [];
+    const bounded = signal ? AbortSignal.any([signal, AbortSignal.timeout(FIND_PROVIDERS_MS)]) : AbortSignal.timeout(FIND_PROVIDERS_MS);
+    try {
+      for await (const provider of this.node.contentRouting.findProviders(root, { signal: bounded })) {
+        const id = provider.id.toString();
+        if (id === self || asked.includes(id) || found.includes(id) || this.strikesOf(id) >= MAX_STRIKES) continue;
+        // Its addresses come with the record: kept so the block protocol can dial it.
+        if (provider.multiaddrs.length > 0) await this.node.peerStore.merge(provider.id, { multiaddrs: provider.multiaddrs }).catch(() => undefined);
+        found.push(id);
+        if (found.length >= MAX_PROVIDERS) break;
+      }
+    } catch (e) {
+      if (signal?.aborted) throw e;
+      this.opts.log?.debug({ cid: root.toString(), err: errorText(e) }, 'DHT gave no more holders');
+    }
+    this.stats.found += found.length;
+    return found;
   }
 
   /** Fetches `cids` in want-lists of `inFlight`, one exchange at a time per peer. */

@@ -13,6 +13,8 @@ import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { BLOCKS_PROTOCOL, BlockExchange, MAX_STRIKES } from '../../runtime/network/blocks.js';
 import { BlockStore } from '../../runtime/blocks/store.js';
 import { importFile, rootEntry, fileContent } from '../../runtime/blocks/unixfs.js';
+import type { SingleKadDHT } from '@libp2p/kad-dht';
+import { waitFor } from '../helpers/network.js';
 
 const dirs: string[] = [];
 const transports: Libp2pTransport[] = [];
@@ -81,6 +83,31 @@ describe('/dms/blocks/1.0.0', async () => {
     await b.ex.fetchDag(cid, [a.t.host]);
     expect(b.ex.stats.fetched).toBe(fetched);
     expect(a.ex.stats.served).toBe(fetched);
+  });
+
+  it('finds a holder through the DHT when the peers named lack the DAG, and then holds and announces it itself', async () => {
+    // c knows only b, which lacks the DAG; a announced it. b and c are in a's DHT routing table.
+    const c = await side();
+    await c.t.node.dial(a.t.node.getMultiaddrs());
+    const table = (t: Libp2pTransport) => (t.node.services.dht as SingleKadDHT).routingTable;
+    await waitFor('a and c in each other’s DHT routing tables', () => table(a.t).size >= 1 && table(c.t).size >= 1, { timeoutMs: 15_000, intervalMs: 50 });
+    const own = randomBytes(300 * 1024);
+    const { cid: announced } = await importFile(Readable.from([own]), a.store.fs, { maxBytes: own.length });
+    a.ex.announce(announced);
+    await waitFor('the DHT to name a as a holder', async () => {
+      for await (const p of c.t.node.contentRouting.findProviders(announced, { signal: AbortSignal.timeout(2_000) })) if (p.id.toString() === a.t.host) return true;
+      return undefined;
+    }, { timeoutMs: 15_000, intervalMs: 200 });
+    const outsider = await side();
+    await expect(c.ex.fetchDag(announced, [outsider.t.host])).resolves.toBeUndefined();
+    expect(c.ex.stats.found).toBeGreaterThanOrEqual(1);
+    const out: Buffer[] = [];
+    for await (const chunk of fileContent(await rootEntry(announced, c.store.fs))) out.push(Buffer.from(chunk));
+    expect(Buffer.concat(out).equals(own)).toBe(true);
+    await waitFor('the DHT to name c as a holder too', async () => {
+      for await (const p of a.t.node.contentRouting.findProviders(announced, { signal: AbortSignal.timeout(2_000) })) if (p.id.toString() === c.t.host) return true;
+      return undefined;
+    }, { timeoutMs: 15_000, intervalMs: 200 });
   });
 
   it('names the block no peer has', async () => {
