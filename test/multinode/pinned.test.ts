@@ -25,9 +25,11 @@ afterAll(() => stopCluster([a, b]));
 
 describe('a job pinned to another node', { timeout: 40_000 }, () => {
   it('keeps waiting for that node when resources are freed on the requester, and runs there once it offers a share', async () => {
-    // Node a offers nothing yet: the pinned job waits, saying why.
+    // Node a offers too small a share (one offering nothing is refused at submission): the pinned job waits, saying why.
+    const small = await fetch(`${a.url}/api/v1/device/config`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ onboarded: { cpu: 0.05, memory: '1GiB' } }) });
+    expect(small.status).toBe(200);
     const pinned = await post(b, { name: 'pinned', image: 'none', executor: 'null', resources: { cpu: 0.1, memory: '16MiB' }, placement: { node: a.peerId } });
-    await waitFor('the pinned job waiting for node a', async () => (await job(b, pinned.id)).pending_reason?.includes('no onboarded share') || undefined, { timeoutMs: 10_000 });
+    await waitFor('the pinned job waiting for node a', async () => (await job(b, pinned.id)).pending_reason?.includes(`node ${a.peerId} cannot hold it`) || undefined, { timeoutMs: 10_000 });
     // Jobs that end on node b free resources there, more than once.
     for (let i = 0; i < 3; i++) {
       const local = await post(b, { name: 'local', image: 'none', executor: 'null', resources: { cpu: 0.1, memory: '16MiB' }, placement: { local: true } });
