@@ -31,6 +31,7 @@ export const JobEntity = defineEntity({
     placement: p.json<Placement>().nullable(),
     requester: p.string().nullable(),
     attempts: p.json<Attempt[]>().default('[]'),
+    ports: p.json<number[]>().default('[]'),
     created_at: p.datetime(),
     updated_at: p.datetime(),
   }),

@@ -49,6 +49,7 @@ const JOB_COLUMNS = [
   'placement',
   'requester',
   'attempts',
+  'ports',
   'created_at',
   'updated_at',
 ] as const;
@@ -148,6 +149,7 @@ function toColumns(row: JobRow): unknown[] {
     row.placement ? JSON.stringify(row.placement) : null,
     row.requester ?? null,
     JSON.stringify(row.attempts ?? []),
+    JSON.stringify(row.ports ?? []),
     row.created_at.getTime(),
     row.updated_at.getTime(),
   ];
@@ -175,6 +177,7 @@ function fromColumns(r: Record<string, unknown>): JobRow {
     placement: r.placement === null || r.placement === undefined ? null : json(r.placement),
     requester: text(r.requester),
     attempts: r.attempts === null || r.attempts === undefined ? [] : json(r.attempts),
+    ports: r.ports === null || r.ports === undefined ? [] : json(r.ports),
     created_at: date(r.created_at),
     updated_at: date(r.updated_at),
   };

@@ -66,6 +66,7 @@ export function newJobRow(spec: JobSpecInput, opts: JobCreateOptions, now: Date)
     placement: valid.placement ?? null,
     requester: opts.requester ?? null,
     attempts: [],
+    ports: valid.ports,
     created_at: now,
     updated_at: now,
   };
@@ -123,6 +124,7 @@ export function toJob(row: JobRow): Job {
     placement: row.placement ?? null,
     requester: row.requester ?? null,
     attempts: row.attempts ?? [],
+    ports: row.ports ?? [],
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };

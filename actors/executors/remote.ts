@@ -95,11 +95,11 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
   async start(job: Job): Promise<ExecutionHandle> {
     const node = job.node;
     if (!node || this.opts.actor.system.isHere(node)) throw invalid(`job ${job.id} is not placed on another node`);
-    const { id, name, image, command, environment, secrets, resources, executor, timeout_s } = job;
+    const { id, name, image, command, environment, secrets, resources, executor, timeout_s, ports } = job;
     const secret = Object.keys(secrets).length > 0;
     // The placement asked trusted providers only; this is the last door before the values leave.
     if (secret && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
-    const spec = { id, name, image, command, environment, ...(secret ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}) };
+    const spec = { id, name, image, command, environment, ...(secret ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}), ...(ports.length ? { ports } : {}) };
     const machine = newRun(this.machines, job.id, 'creating');
     try {
       await this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });

@@ -216,6 +216,15 @@ export const PlacementSchema = z
   .refine((p) => !(p.local && p.node), { error: 'local and node exclude each other: local keeps the job here', path: ['local'] });
 export type Placement = z.output<typeof PlacementSchema>;
 
+/** The most ports one job may declare: each is a listener a tunnel may reach, so they are bounded. */
+export const MAX_JOB_PORTS = 16;
+
+/** TCP ports the job listens on inside its container, which its requester may reach through a tunnel (README "Ports and tunnels"). */
+export const JobPortsSchema = z
+  .array(z.int().min(1, 'a port is from 1 to 65535').max(65535, 'a port is from 1 to 65535'))
+  .max(MAX_JOB_PORTS, `at most ${MAX_JOB_PORTS} ports`)
+  .refine((ports) => new Set(ports).size === ports.length, { error: 'ports: each port at most once' });
+
 /** What POST /api/v1/jobs accepts. Unknown fields are rejected so a typo is not silently ignored. */
 export const JobSpecSchema = z.strictObject({
   name: z.string().min(1).max(200),
@@ -232,6 +241,7 @@ export const JobSpecSchema = z.strictObject({
   executor: z.string().min(1).max(64).default('docker'),
   timeout_s: z.int().positive().optional(),
   placement: PlacementSchema.optional(),
+  ports: JobPortsSchema.default([]),
 });
 /** A spec as a caller writes it (defaults not yet applied). */
 export type JobSpecInput = z.input<typeof JobSpecSchema>;
@@ -275,6 +285,8 @@ export const JobSchema = z.object({
   requester: z.string().nullable(),
   /** Each placement it used, oldest first: the node, when it ran there and how that ended. */
   attempts: z.array(AttemptSchema),
+  /** TCP ports it listens on, which its requester may forward to (`dms jobs port-forward`). */
+  ports: z.array(z.int()),
   created_at: time,
   updated_at: time,
 });

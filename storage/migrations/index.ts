@@ -3,6 +3,7 @@ import { InitialSchema } from './0001-initial.js';
 import { QueryIndexes } from './0002-query-indexes.js';
 import { Placement } from './0003-placement.js';
 import { Secrets } from './0004-secrets.js';
+import { Ports } from './0005-ports.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /**
@@ -15,6 +16,7 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0002-query-indexes', class: QueryIndexes },
   { name: '0003-placement', class: Placement },
   { name: '0004-secrets', class: Secrets },
+  { name: '0005-ports', class: Ports },
 ];
 
 if (MIGRATIONS.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

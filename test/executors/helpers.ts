@@ -27,6 +27,7 @@ export function jobOf(spec: TestSpec): Job {
     placement: null,
     requester: null,
     attempts: [],
+    ports: spec.ports ?? [],
     created_at: now,
     updated_at: now,
   };

@@ -25,6 +25,7 @@ function job(executor: string, status: JobStatus): Job {
     placement: null,
     requester: null,
     attempts: [],
+    ports: [],
     created_at: now,
     updated_at: now,
   };
