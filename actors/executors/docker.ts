@@ -171,7 +171,7 @@ export const jobNetworkName = (jobId: string): string => `dms-job-${jobId}`;
 export async function containerAddress(docker: Docker, containerId: string): Promise<string | undefined> {
   const info = await docker.getContainer(containerId).inspect();
   for (const net of Object.values(info.NetworkSettings?.Networks ?? {})) if (net?.IPAddress) return net.IPAddress;
-  return info.NetworkSettings?.IPAddress || undefined;
+  return undefined;
 }
 
 export class DockerExecutor extends StoredOutput implements Executor {
