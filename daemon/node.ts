@@ -27,6 +27,8 @@ import { jobRoutes } from '../http/routes/jobs.js';
 import { resourceRoutes } from '../http/routes/resources.js';
 import { BUILTIN_EXECUTORS, startJobs } from './jobs.js';
 import { setUpSecurity } from './security.js';
+import { startTunnels } from './tunnels.js';
+import { portRoutes } from '../http/routes/ports.js';
 
 export interface NodeOptions {
   home: string;
@@ -98,6 +100,8 @@ export class DmsNode {
       () => startJobs({ system, config, home, log, authority: security.authority, pluginExecutors: plugins.flatMap(pluginExecutors) }),
       (j) => j.stop(),
     );
+    // After the jobs part, whose records say who may reach which job's ports; stopped before it.
+    const tunnels = await order.step('tunnels', () => startTunnels({ host: system.host, config, storage: jobs.storage, log, transport }), (t) => t.stop());
     // After the jobs part, so a start hook can call the orchestrator and its executors; stopped before them.
     const pluginActors = [];
     for (const loaded of plugins) {
@@ -130,7 +134,7 @@ export class DmsNode {
         provide: security.provide,
       }),
     );
-    const routes = [jobRoutes, resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
+    const routes = [jobRoutes, portRoutes(tunnels.forwards), resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
     // Within the step: a route a plugin cannot add stops what started.
     const http = await order.step(
       'rest',
