@@ -179,19 +179,27 @@ export function pipe(socket: Socket, stream: Stream, first: Uint8Array, idleMs: 
   });
   const toSocket = (data: Uint8Array) => {
     if (!socket.write(data)) {
-      stream.pause();
-      socket.once('drain', () => stream.resume());
+      quietly(() => stream.pause());
+      socket.once('drain', () => quietly(() => stream.resume()));
     }
   };
   if (first.byteLength > 0) toSocket(first);
   stream.addEventListener('message', (evt) => toSocket(evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()));
-  stream.resume();
+  quietly(() => stream.resume());
   stream.addEventListener('remoteCloseWrite', () => socket.end());
   stream.addEventListener('close', () => {
     if (!socket.destroyed) socket.destroySoon();
   });
   socket.on('data', (data: Buffer) => {
-    if (!stream.send(data)) {
+    let sent: boolean;
+    try {
+      sent = stream.send(data);
+    } catch {
+      // The peer reset the stream: nobody reads this side any more.
+      socket.destroy();
+      return;
+    }
+    if (!sent) {
       socket.pause();
       stream.onDrain().then(
         () => socket.resume(),
@@ -204,6 +212,18 @@ export function pipe(socket: Socket, stream: Stream, first: Uint8Array, idleMs: 
   socket.on('close', (hadError) => {
     if (hadError) stream.abort(new Error('the TCP side closed with an error'));
   });
+}
+
+/**
+ * Pausing or resuming a stream the peer already reset throws; inside a stream's event handler
+ * that would be an uncaught exception, so a hostile peer's reset could take the node down.
+ */
+function quietly(fn: () => void): void {
+  try {
+    fn();
+  } catch {
+    // The stream is closing: its 'close' handler tears the tunnel down.
+  }
 }
 
 function connectTcp(target: TunnelTarget, timeoutMs: number): Promise<Socket> {
@@ -231,7 +251,7 @@ function readControl(stream: Stream, timeoutMs: number): Promise<{ frame: Uint8A
     let buffer: Uint8Array = new Uint8Array(0);
     const done = (fn: () => void) => {
       // Whatever the muxer delivers next waits for the pipe (which resumes), not lost in between.
-      stream.pause();
+      quietly(() => stream.pause());
       clearTimeout(timer);
       stream.removeEventListener('message', onMessage);
       stream.removeEventListener('close', onClose);
