@@ -9,6 +9,7 @@ import { peerIdFromString } from '@libp2p/peer-id';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jobNetworkName } from '../../actors/executors/docker.js';
 import type { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
+import { encodeFrame } from '../../runtime/network/frames.js';
 import { openTunnel, TUNNEL_PROTOCOL } from '../../runtime/network/tunnel.js';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
@@ -103,6 +104,26 @@ describe.skipIf(problem !== null)('port-forward to a job on another node', { tim
     await expect(openTunnel(stranger.transport.node, bPeer, { job_id: jobId, port: 8080 })).rejects.toThrow(/refused the tunnel: job .* is not a job peer .* placed on this node/);
     await expect(openTunnel(libp2pOf(a), bPeer, { job_id: jobId, port: 9090 })).rejects.toThrow(/refused the tunnel: job .* does not declare port 9090/);
     await waitFor('both refusals in node B\'s log', () => (b.logs().match(/tunnel refused/g) ?? []).length >= 2, { timeoutMs: 5_000 });
+  });
+
+  it('answers a header that is oversized or not JSON with an error frame, and stays up', async () => {
+    const node = stranger!.transport.node;
+    const bPeer = peerIdFromString(b.peerId);
+    const reply = async (bytes: Uint8Array) => {
+      const stream = await node.dialProtocol(bPeer, TUNNEL_PROTOCOL);
+      let text = '';
+      const closed = new Promise<void>((resolve) => stream.addEventListener('close', () => resolve()));
+      stream.addEventListener('message', (evt) => (text += Buffer.from(evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()).toString('latin1')));
+      stream.addEventListener('remoteCloseWrite', () => void stream.close().catch(() => undefined));
+      stream.send(bytes);
+      await Promise.race([closed, new Promise((r) => setTimeout(r, 8_000))]);
+      return text;
+    };
+    // A length prefix announcing 1 MiB: refused on the prefix, before the bytes.
+    expect(await reply(Uint8Array.from([0x80, 0x80, 0x40]))).toMatch(/over 1024/);
+    expect(await reply(encodeFrame('{not json'))).toMatch(/not JSON/);
+    expect(await reply(encodeFrame(JSON.stringify({ job_id: '../../etc', port: 8080 })))).toMatch(/job_id is not a job id/);
+    expect((await api(b, 'GET', '/api/v1/jobs?limit=1')).status).toBe(200);
   });
 
   it('refuses a flood of streams past tunnel.max_streams_per_peer while the genuine forward still works', async () => {
