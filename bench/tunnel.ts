@@ -8,13 +8,18 @@
  *  (b) latency: 512-byte request-response round trips at concurrency 1. Raw: an echo protocol on
  *      one reused stream (test/helpers/libp2p-echo.ts). Tunnel: a TCP echo behind the same path
  *      as (a), over one kept connection. Added p50 = tunnel p50 - raw p50 (target <= +0.5 ms).
+ * The provider runs in a child process, as the node running the job would: the opener's side
+ * (its host, the forward listeners, the TCP clients) shares this one.
  * The tunnel path has two loopback TCP hops more than the raw one (client to listener, provider to
  * target): they are the real cost of the feature and are counted. No Docker: the target is a
  * local TCP server, so the figures are the tunnel's, not the container network's.
  */
 import '../runtime/polyfills.js';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import type { Stream } from '@libp2p/interface';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { PeerId, Stream } from '@libp2p/interface';
+import { multiaddr } from '@multiformats/multiaddr';
 import { KeyPair } from '../runtime/crypto/keys.js';
 import { encodeFrame } from '../runtime/network/frames.js';
 import { createHost, type DmsLibp2p } from '../runtime/network/host.js';
@@ -51,7 +56,7 @@ async function sendAll(write: (chunk: Uint8Array) => Promise<void>): Promise<voi
 }
 
 /** MiB/s of one raw libp2p stream into the sink protocol. */
-async function rawThroughput(client: DmsLibp2p, server: DmsLibp2p): Promise<number> {
+async function rawThroughput(client: DmsLibp2p, server: { peerId: PeerId }): Promise<number> {
   const stream = await client.dialProtocol(server.peerId, SINK_PROTOCOL);
   const acked = new Promise<void>((r) => stream.addEventListener('message', () => r(), { once: true }));
   const t0 = performance.now();
@@ -124,8 +129,13 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const r2 = (x: number) => Math.round(x * 100) / 100;
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
 
-async function main(): Promise<void> {
-  const [server, client] = await Promise.all([createHost({ keyPair: KeyPair.generate() }), createHost({ keyPair: KeyPair.generate() })]);
+/**
+ * The provider's side, in a process of its own as on a real network: its host, the tunnel
+ * handler, the sink and echo protocols, and the job's two TCP ports. Prints its address, then
+ * runs until its stdin closes.
+ */
+async function provider(): Promise<void> {
+  const server = await createHost({ keyPair: KeyPair.generate() });
   const sink = sinkServer();
   const echo = createServer((s) => {
     s.setNoDelay(true);
@@ -149,13 +159,40 @@ async function main(): Promise<void> {
       if (n >= TOTAL) stream.send(Uint8Array.of(1));
     });
   });
-  await Promise.all([server.start(), client.start()]);
-  await client.dial(server.getMultiaddrs());
+  await server.start();
+  process.stdout.write(JSON.stringify({ addrs: server.getMultiaddrs().map(String) }) + '\n');
+  process.stdin.resume();
+  await new Promise((r) => process.stdin.once('end', r));
+  sink.close();
+  echo.close();
+  await server.stop();
+}
+
+async function startProvider(): Promise<{ addrs: string[]; child: ChildProcess }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), 'provider'], { stdio: ['pipe', 'pipe', 'inherit'], env: process.env });
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve(out.slice(0, out.indexOf('\n')));
+    });
+    child.once('exit', (code) => reject(new Error(`the provider exited with code ${code}`)));
+  });
+  return { addrs: (JSON.parse(line) as { addrs: string[] }).addrs, child };
+}
+
+async function main(): Promise<void> {
+  const { addrs, child } = await startProvider();
+  const client = await createHost({ keyPair: KeyPair.generate() });
+  await client.start();
+  const connection = await client.dial(addrs.map((a) => multiaddr(a)));
+  const serverId = connection.remotePeer;
+  const server = { peerId: serverId, getMultiaddrs: () => [connection.remoteAddr] };
   // The opener's forward listeners, as daemon/tunnels.ts makes them.
   const forward = (port: number) =>
     createServer((socket) => {
       socket.pause();
-      openTunnel(client, server.peerId, { job_id: JOB, port }).then(
+      openTunnel(client, serverId, { job_id: JOB, port }).then(
         ({ stream, rest }) => {
           pipe(socket, stream, rest, 60_000);
           socket.resume();
@@ -179,7 +216,7 @@ async function main(): Promise<void> {
     console.log(`  tunnel              ${r2(tunnelMiBs)} MiB/s   (rounds: ${tunnel.map(r2).join(', ')})`);
     console.log(`  ratio tunnel/raw    ${r2(tunnelMiBs / rawMiBs)}x   (target >= 0.8x)`);
 
-    const rawEcho = await openEcho(client, server);
+    const rawEcho = await openEcho(client, server as unknown as DmsLibp2p);
     const frame = encodeFrame('x'.repeat(PAYLOAD - 3));
     const rawLat = await latencies(() => rawEcho.roundTrip(frame, PAYLOAD - 3));
     const viaTunnel = await tunnelEcho(echoForwardPort);
@@ -190,9 +227,11 @@ async function main(): Promise<void> {
     console.log(`  tunnel              p50 ${r3(tunLat.p50)} ms   p99 ${r3(tunLat.p99)} ms`);
     console.log(`  added p50           +${r3(tunLat.p50 - rawLat.p50)} ms   ratio ${r2(tunLat.p50 / rawLat.p50)}x   (target <= +0.5 ms)`);
   } finally {
-    for (const s of [sink, echo, sinkForward, echoForward]) s.close();
-    await Promise.all([client.stop(), server.stop()]);
+    for (const s of [sinkForward, echoForward]) s.close();
+    await client.stop();
+    child.stdin!.end();
   }
 }
 
-await main();
+if (process.argv[2] === 'provider') await provider();
+else await main();
