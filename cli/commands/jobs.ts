@@ -132,10 +132,13 @@ export function registerJobCommands(program: Command): void {
       const forward = await rest.post<Forward>(`${path}/ports/${port}/forward`, opts.local ? { local: opts.local } : {});
       output(cmd, forward, `forwarding ${forward.local} -> job ${shortId(id)} port ${forward.port} (Ctrl-C stops)`);
       // The listener is the node's: it is stopped when this command is, not left behind.
+      // A pending promise holds no event loop open: without a timer, node would exit (code 13) at once.
+      const alive = setInterval(() => undefined, 1 << 30);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
       });
+      clearInterval(alive);
       await rest.delete(`${path}/forwards/${forward.id}`).catch(() => undefined);
     });
 
