@@ -60,6 +60,7 @@ const NODE = [
   'test/network/gossip-copies.test.ts',
   'test/network/sybils.test.ts',
   'test/network/transport.test.ts',
+  'test/network/tunnel-bounds.test.ts',
   'test/network/score.test.ts',
   'test/network/wire-writes.test.ts',
   'test/rest/actor-api.test.ts',

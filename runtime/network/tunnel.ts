@@ -19,6 +19,8 @@ export const TUNNEL_PROTOCOL = '/dms/tunnel/1.0.0';
 const MAX_CONTROL_BYTES = 1024;
 const DEFAULT_HEADER_TIMEOUT_MS = 5_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
+/** How long a refused stream waits for its opener to close before it is reset. */
+const CLOSE_WAIT_MS = 2_000;
 
 export interface TunnelRequest {
   job_id: string;
@@ -94,24 +96,26 @@ export class TunnelServer {
       else this.perPeer.set(peer, n);
     };
     stream.addEventListener('close', release);
-    void this.serve(stream, peer).catch((e: unknown) => {
+    void this.serve(stream, peer, release).catch((e: unknown) => {
+      release();
       this.opts.log.warn({ peer, err: errorText(e) }, 'tunnel failed');
       stream.abort(e instanceof Error ? e : new Error(String(e)));
     });
   }
 
-  private async serve(stream: Stream, peer: string): Promise<void> {
+  /** `release` frees the stream's slot: at once on a refusal, whose opener may never close its side. */
+  private async serve(stream: Stream, peer: string, release: () => void): Promise<void> {
     let first: { frame: Uint8Array; rest: Uint8Array };
     try {
       first = await readControl(stream, this.opts.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS);
     } catch (e) {
-      return this.refuse(stream, peer, undefined, e);
+      return this.refuse(stream, peer, undefined, e, release);
     }
     let req: TunnelRequest;
     try {
       req = parseRequest(first.frame);
     } catch (e) {
-      return this.refuse(stream, peer, undefined, e);
+      return this.refuse(stream, peer, undefined, e, release);
     }
     let target: TunnelTarget;
     let socket: Socket;
@@ -119,14 +123,15 @@ export class TunnelServer {
       target = await this.opts.authorize(peer, req);
       socket = await connectTcp(target, this.opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS);
     } catch (e) {
-      return this.refuse(stream, peer, req, e);
+      return this.refuse(stream, peer, req, e, release);
     }
     stream.send(encodeFrame(JSON.stringify({ ok: true })));
     this.opts.log.debug({ peer, job_id: req.job_id, port: req.port }, 'tunnel opened');
     pipe(socket, stream, first.rest, this.opts.idleMs);
   }
 
-  private refuse(stream: Stream, peer: string, req: TunnelRequest | undefined, e: unknown): void {
+  private refuse(stream: Stream, peer: string, req: TunnelRequest | undefined, e: unknown, release?: () => void): void {
+    release?.();
     const error = e instanceof DmsError ? e.message : `tunnel refused: ${errorText(e)}`;
     this.opts.log.warn({ peer, ...(req ? { job_id: req.job_id, port: req.port } : {}), error }, 'tunnel refused');
     try {
@@ -134,7 +139,8 @@ export class TunnelServer {
     } catch {
       // A stream already reset by its opener has nobody to tell.
     }
-    stream.close().catch(() => stream.abort(new Error(error)));
+    // A graceful close waits for the opener to close its side too, which a hostile one never does.
+    stream.close({ signal: AbortSignal.timeout(CLOSE_WAIT_MS) }).catch(() => stream.abort(new Error(error)));
   }
 }
 
