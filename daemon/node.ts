@@ -29,6 +29,8 @@ import { BUILTIN_EXECUTORS, startJobs } from './jobs.js';
 import { setUpSecurity } from './security.js';
 import { startBlocks } from './blocks.js';
 import { outputRoutes } from '../http/routes/outputs.js';
+import { startTunnels } from './tunnels.js';
+import { portRoutes } from '../http/routes/ports.js';
 
 export interface NodeOptions {
   home: string;
@@ -102,6 +104,8 @@ export class DmsNode {
       () => startJobs({ system, config, home, log, authority: security.authority, pluginExecutors: plugins.flatMap(pluginExecutors), blocks }),
       (j) => j.stop(),
     );
+    // After the jobs part, whose records say who may reach which job's ports; stopped before it.
+    const tunnels = await order.step('tunnels', () => startTunnels({ host: system.host, config, storage: jobs.storage, log, transport }), (t) => t.stop());
     // After the jobs part, so a start hook can call the orchestrator and its executors; stopped before them.
     const pluginActors = [];
     for (const loaded of plugins) {
@@ -134,7 +138,7 @@ export class DmsNode {
         provide: security.provide,
       }),
     );
-    const routes = [jobRoutes, outputRoutes(blocks), resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
+    const routes = [jobRoutes, outputRoutes(blocks), portRoutes(tunnels.forwards), resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
     // Within the step: a route a plugin cannot add stops what started.
     const http = await order.step(
       'rest',

@@ -332,6 +332,20 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    /** Tunnels to jobs' declared ports (README "Ports and tunnels"): each holds a stream, a socket and buffers, so all are bounded. */
+    tunnel: z
+      .object({
+        /** Tunnels one peer may hold open here at once: past it, its streams are refused, so one requester cannot starve the others. */
+        max_streams_per_peer: z.number().int().min(1).max(1024).default(16),
+        /** Tunnels open here in all, whoever opened them. */
+        max_streams: z.number().int().min(1).max(65_536).default(256),
+        /** A tunnel with no byte either way for this long is closed, so abandoned connections free their slot. */
+        idle_timeout_ms: z.number().int().min(1_000).max(86_400_000).default(300_000),
+        /** Local listeners `dms jobs port-forward` may hold open on this node at once (each is a port bound on the host). */
+        max_forwards: z.number().int().min(1).max(256).default(32),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

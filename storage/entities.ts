@@ -35,6 +35,7 @@ export const JobEntity = defineEntity({
     outputs: p.json<JobOutput[]>().default('[]'),
     inputs: p.json<InputSpec[]>().default('[]'),
     manifest: p.text().nullable(),
+    ports: p.json<number[]>().default('[]'),
     created_at: p.datetime(),
     updated_at: p.datetime(),
   }),

@@ -52,6 +52,7 @@ const JOB_COLUMNS = [
   'outputs',
   'inputs',
   'manifest',
+  'ports',
   'created_at',
   'updated_at',
 ] as const;
@@ -154,6 +155,7 @@ function toColumns(row: JobRow): unknown[] {
     JSON.stringify(row.outputs ?? []),
     JSON.stringify(row.inputs ?? []),
     row.manifest ?? null,
+    JSON.stringify(row.ports ?? []),
     row.created_at.getTime(),
     row.updated_at.getTime(),
   ];
@@ -184,6 +186,7 @@ function fromColumns(r: Record<string, unknown>): JobRow {
     outputs: r.outputs === null || r.outputs === undefined ? [] : json(r.outputs),
     inputs: r.inputs === null || r.inputs === undefined ? [] : json(r.inputs),
     manifest: text(r.manifest),
+    ports: r.ports === null || r.ports === undefined ? [] : json(r.ports),
     created_at: date(r.created_at),
     updated_at: date(r.updated_at),
   };

@@ -73,6 +73,7 @@ export function newJobRow(spec: JobSpecInput, opts: JobCreateOptions, now: Date)
     outputs: valid.outputs,
     inputs: valid.inputs,
     manifest: null,
+    ports: valid.ports,
     created_at: now,
     updated_at: now,
   };
@@ -135,6 +136,7 @@ export function toJob(row: JobRow): Job {
     outputs: row.outputs ?? [],
     inputs: row.inputs ?? [],
     manifest: row.manifest ?? null,
+    ports: row.ports ?? [],
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };

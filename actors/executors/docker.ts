@@ -164,7 +164,9 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
       SecurityOpt: ['no-new-privileges'],
       // Root in the container keeps none of root's powers (raw sockets, mounts, chown of others' files).
       CapDrop: ['ALL'],
-      NetworkMode: isolated ? 'none' : undefined,
+      // A job with ports must be reachable by the node's tunnels: it gets a network of its own,
+      // internal (no route out), instead of none (jobNetwork).
+      NetworkMode: isolated ? (job.ports.length > 0 ? jobNetworkName(job.id) : 'none') : undefined,
       ReadonlyRootfs: limits.readOnlyRoot,
       Tmpfs: limits.readOnlyRoot ? { '/tmp': READ_ONLY_TMP } : undefined,
       // The engine keeps its own copy of the output; without a bound it grows with the output.
@@ -174,6 +176,20 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
       Binds: binds.length ? binds : undefined,
     },
   };
+}
+
+/** The per-job network of an isolated job that declares ports. */
+export const jobNetworkName = (jobId: string): string => `dms-job-${jobId}`;
+
+/**
+ * The address the node reaches a job's ports at: its container's IP on its network. Checked by
+ * experiment: the host reaches a container on an `--internal` network (the bridge still has the
+ * host's side of it; only the route out is missing), so no port needs publishing on the host.
+ */
+export async function containerAddress(docker: Docker, containerId: string): Promise<string | undefined> {
+  const info = await docker.getContainer(containerId).inspect();
+  for (const net of Object.values(info.NetworkSettings?.Networks ?? {})) if (net?.IPAddress) return net.IPAddress;
+  return undefined;
 }
 
 export class DockerExecutor extends StoredOutput implements Executor {
@@ -243,13 +259,16 @@ export class DockerExecutor extends StoredOutput implements Executor {
     }
     let container: Docker.Container | undefined;
     try {
-      container = await this.docker.createContainer(containerSpec(job, this.nodeId, this.limits, binds));
+      const spec = containerSpec(job, this.nodeId, this.limits, binds);
+      if (spec.HostConfig?.NetworkMode === jobNetworkName(job.id)) await this.createJobNetwork(job.id);
+      container = await this.docker.createContainer(spec);
       await container.start();
     } catch (e) {
       const message = `job ${job.id} could not start: ${engineMessage(e)}`;
       writer.append('stderr', `[dms] ${message}\n`);
       await writer.close();
       if (container) await this.remove(container);
+      await this.removeJobNetwork(job.id);
       throw failed(new DmsError('unavailable', message, { cause: e }));
     }
     machine.send({ type: 'created', id: container.id });
@@ -294,6 +313,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   async cleanup(handle: ExecutionHandle): Promise<void> {
     await this.remove(this.docker.getContainer(handle.id));
     await this.inputs?.release(handle.job_id);
+    await this.removeJobNetwork(handle.job_id);
     const run = this.runs.get(handle.id);
     if (run) {
       await endOf(run.machine).catch(() => undefined);
@@ -468,6 +488,25 @@ export class DockerExecutor extends StoredOutput implements Executor {
         },
       );
     });
+  }
+
+  /** `Internal`: the engine gives it no gateway out, so the job reaches nothing but itself while the host still reaches it. */
+  private async createJobNetwork(jobId: string): Promise<void> {
+    try {
+      await this.docker.createNetwork({ Name: jobNetworkName(jobId), Internal: true, Labels: { [JOB_LABEL]: jobId, [NODE_LABEL]: this.nodeId } });
+    } catch (e) {
+      // 409: left by an earlier attempt of this job on this node, and as good.
+      if (statusOf(e) !== 409) throw e;
+    }
+  }
+
+  /** Tried for every job (one engine call): after a restart nothing says which jobs had one. */
+  private async removeJobNetwork(jobId: string): Promise<void> {
+    try {
+      await this.docker.getNetwork(jobNetworkName(jobId)).remove();
+    } catch (e) {
+      if (statusOf(e) !== 404 && statusOf(e) !== 409) throw e;
+    }
   }
 
   private async remove(container: Docker.Container): Promise<void> {

@@ -217,6 +217,15 @@ export const PlacementSchema = z
   .refine((p) => !(p.local && p.node), { error: 'local and node exclude each other: local keeps the job here', path: ['local'] });
 export type Placement = z.output<typeof PlacementSchema>;
 
+/** The most ports one job may declare: each is a listener a tunnel may reach, so they are bounded. */
+export const MAX_JOB_PORTS = 16;
+
+/** TCP ports the job listens on inside its container, which its requester may reach through a tunnel (README "Ports and tunnels"). */
+export const JobPortsSchema = z
+  .array(z.int().min(1, 'a port is from 1 to 65535').max(65535, 'a port is from 1 to 65535'))
+  .max(MAX_JOB_PORTS, `at most ${MAX_JOB_PORTS} ports`)
+  .refine((ports) => new Set(ports).size === ports.length, { error: 'ports: each port at most once' });
+
 /** What POST /api/v1/jobs accepts. Unknown fields are rejected so a typo is not silently ignored. */
 export const JobSpecSchema = z.strictObject({
   name: z.string().min(1).max(200),
@@ -241,6 +250,7 @@ export const JobSpecSchema = z.strictObject({
     .default([]),
   /** Content mounted read-only into the container before it starts. */
   inputs: z.array(InputSpecSchema).max(MAX_INPUTS).default([]),
+  ports: JobPortsSchema.default([]),
 });
 /** A spec as a caller writes it (defaults not yet applied). */
 export type JobSpecInput = z.input<typeof JobSpecSchema>;
@@ -289,6 +299,8 @@ export const JobSchema = z.object({
   inputs: z.array(InputSpecSchema),
   /** The signed result manifest (base64), once the job ended with outputs to report: anyone can check who produced what. */
   manifest: z.string().nullable(),
+  /** TCP ports it listens on, which its requester may forward to (`dms jobs port-forward`). */
+  ports: z.array(z.int()),
   created_at: time,
   updated_at: time,
 });

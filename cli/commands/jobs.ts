@@ -13,6 +13,7 @@ import { restFor } from '../rest.js';
 import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
 import { grid } from '../table.js';
+import type { Forward } from '../../http/routes/ports.js';
 import { coresText } from './onboard.js';
 
 interface ListOptions {
@@ -115,6 +116,30 @@ export function registerJobCommands(program: Command): void {
         }
         from = page.next;
       }
+    });
+
+  jobs
+    .command('port-forward')
+    .description('listen on a local port of the node, each connection tunnelled to a port the job declared, wherever it runs; until interrupted')
+    .argument('<id>', ID_ARG)
+    .argument('<port>', 'a port the job declared in its spec (`ports`)')
+    .option('--local <addr:port>', 'where the node listens (default 127.0.0.1 and a free port, printed)')
+    .action(async (given: string, port: string, opts: { local?: string }, cmd: Command) => {
+      const rest = restFor(cmd);
+      if (!/^\d{1,5}$/.test(port)) throw new CliError(`port '${port}' is not a whole number from 1 to 65535`);
+      const id = await resolveJobId(rest, given);
+      const path = `/api/v1/jobs/${encodeURIComponent(id)}`;
+      const forward = await rest.post<Forward>(`${path}/ports/${port}/forward`, opts.local ? { local: opts.local } : {});
+      output(cmd, forward, `forwarding ${forward.local} -> job ${shortId(id)} port ${forward.port} (Ctrl-C stops)`);
+      // The listener is the node's: it is stopped when this command is, not left behind.
+      // A pending promise holds no event loop open: without a timer, node would exit (code 13) at once.
+      const alive = setInterval(() => undefined, 1 << 30);
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', resolve);
+        process.once('SIGTERM', resolve);
+      });
+      clearInterval(alive);
+      await rest.delete(`${path}/forwards/${forward.id}`).catch(() => undefined);
     });
 
   jobs

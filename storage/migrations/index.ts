@@ -4,6 +4,7 @@ import { QueryIndexes } from './0002-query-indexes.js';
 import { Placement } from './0003-placement.js';
 import { Secrets } from './0004-secrets.js';
 import { JobFiles } from './0005-job-files.js';
+import { Ports } from './0006-ports.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /**
@@ -17,6 +18,7 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0003-placement', class: Placement },
   { name: '0004-secrets', class: Secrets },
   { name: '0005-job-files', class: JobFiles },
+  { name: '0006-ports', class: Ports },
 ];
 
 if (MIGRATIONS.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

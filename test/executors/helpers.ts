@@ -30,6 +30,7 @@ export function jobOf(spec: TestSpec): Job {
     outputs: spec.outputs ?? [],
     inputs: spec.inputs ?? [],
     manifest: null,
+    ports: spec.ports ?? [],
     created_at: now,
     updated_at: now,
   };

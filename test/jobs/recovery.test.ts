@@ -28,6 +28,7 @@ function job(executor: string, status: JobStatus): Job {
     outputs: [],
     inputs: [],
     manifest: null,
+    ports: [],
     created_at: now,
     updated_at: now,
   };

@@ -10,6 +10,7 @@ import type { HttpApi } from '../../http/actor.js';
 import { deviceRoutes } from '../../http/routes/device.js';
 import { peerRoutes } from '../../http/routes/peers.js';
 import { jobRoutes } from '../../http/routes/jobs.js';
+import { type PortForwarder, portRoutes } from '../../http/routes/ports.js';
 import { resourceRoutes } from '../../http/routes/resources.js';
 import { type Config, defaultConfig } from '../../runtime/config.js';
 import { silentLogger } from '../../runtime/log.js';
@@ -49,7 +50,7 @@ function appWith(config: Config = defaultConfig()) {
     system: {} as ActorSystem,
     http: {} as HttpApi,
     log: silentLogger(),
-    routes: [jobRoutes, outputRoutes({} as BlocksAccess), resourceRoutes, deviceRoutes, peerRoutes],
+    routes: [jobRoutes, outputRoutes({} as BlocksAccess), portRoutes({} as PortForwarder), resourceRoutes, deviceRoutes, peerRoutes],
     version: VERSION,
   });
 }
