@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { connect, createServer, isIP, type Server, type Socket } from 'node:net';
 import Docker from 'dockerode';
-import { containerAddress } from '../actors/executors/docker.js';
+import { containerAddress } from '../actors/executors/container-spec.js';
 import type { Job } from '../behaviors/jobs/schema.js';
 import type { Config } from '../runtime/config.js';
 import { DmsError, errorText, invalid, notFound } from '../runtime/errors.js';

@@ -7,7 +7,7 @@
 import type { Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jobNetworkName } from '../../actors/executors/docker.js';
+import { jobNetworkName } from '../../actors/executors/container-spec.js';
 import type { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
 import { openTunnel, TUNNEL_PROTOCOL } from '../../runtime/network/tunnel.js';
