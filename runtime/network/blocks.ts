@@ -18,7 +18,7 @@ import { DmsError, errorText } from '../errors.js';
 import type { Logger } from '../log.js';
 import { cidProblem, DAG_PB_CODEC } from '../blocks/cid.js';
 import { MAX_BLOCK_BYTES, type BlockStore } from '../blocks/store.js';
-import { frameDecoder } from './frames.js';
+import { encodeBytesFrame as frame, frameDecoder } from './frames.js';
 import type { DmsLibp2p } from './host.js';
 
 export const BLOCKS_PROTOCOL = '/dms/blocks/1.0.0';
@@ -58,21 +58,6 @@ export interface BlockStats {
   /** Holders found through the DHT for a DAG the peers named did not have whole. */
   found: number;
 }
-
-function varint(n: number): Buffer {
-  const out: number[] = [];
-  while (n >= 0x80) {
-    out.push((n & 0x7f) | 0x80);
-    n = Math.floor(n / 0x80);
-  }
-  out.push(n);
-  return Buffer.from(out);
-}
-
-const frame = (...parts: Uint8Array[]): Buffer => {
-  const body = Buffer.concat(parts);
-  return Buffer.concat([varint(body.length), body]);
-};
 
 async function send(stream: Stream, data: Uint8Array): Promise<void> {
   if (!stream.send(data)) await stream.onDrain();

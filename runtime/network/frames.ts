@@ -11,15 +11,31 @@ export const utf8Length = (text: string): number => Buffer.byteLength(text, 'utf
 /** One frame holding `text`, encoded straight into its final buffer (no intermediate copy). */
 export function encodeFrame(text: string, byteLength: number = utf8Length(text)): Buffer {
   const frame = Buffer.allocUnsafe(varintLength(byteLength) + byteLength);
+  frame.write(text, writeVarint(frame, byteLength), 'utf8');
+  return frame;
+}
+
+/** One frame holding `parts` one after another (binary protocols: the block exchange). */
+export function encodeBytesFrame(...parts: Uint8Array[]): Buffer {
+  const length = parts.reduce((sum, p) => sum + p.length, 0);
+  const frame = Buffer.allocUnsafe(varintLength(length) + length);
+  let offset = writeVarint(frame, length);
+  for (const part of parts) {
+    frame.set(part, offset);
+    offset += part.length;
+  }
+  return frame;
+}
+
+/** Writes `n` as an unsigned varint at the start of `buf`; returns the offset after it. */
+function writeVarint(buf: Buffer, n: number): number {
   let offset = 0;
-  let n = byteLength;
   while (n >= 0x80) {
-    frame[offset++] = (n & 0x7f) | 0x80;
+    buf[offset++] = (n & 0x7f) | 0x80;
     n = Math.floor(n / 0x80);
   }
-  frame[offset++] = n;
-  frame.write(text, offset, 'utf8');
-  return frame;
+  buf[offset++] = n;
+  return offset;
 }
 
 function varintLength(n: number): number {

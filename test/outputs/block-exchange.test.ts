@@ -11,6 +11,7 @@ import { KeyPair } from '../../runtime/crypto/keys.js';
 import { silentLogger } from '../../runtime/log.js';
 import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { BLOCKS_PROTOCOL, BlockExchange, MAX_STRIKES } from '../../runtime/network/blocks.js';
+import { encodeBytesFrame as frame } from '../../runtime/network/frames.js';
 import { BlockStore } from '../../runtime/blocks/store.js';
 import { importFile, rootEntry, fileContent } from '../../runtime/blocks/unixfs.js';
 import type { SingleKadDHT } from '@libp2p/kad-dht';
@@ -35,19 +36,6 @@ async function side(): Promise<{ t: Libp2pTransport; store: BlockStore; ex: Bloc
   return { t, store, ex };
 }
 
-const varint = (n: number) => {
-  const out: number[] = [];
-  while (n >= 0x80) {
-    out.push((n & 0x7f) | 0x80);
-    n = Math.floor(n / 0x80);
-  }
-  out.push(n);
-  return Buffer.from(out);
-};
-const frame = (...parts: Uint8Array[]) => {
-  const body = Buffer.concat(parts);
-  return Buffer.concat([varint(body.length), body]);
-};
 
 /** A hostile holder: reads the want-list, then answers with what `answer` makes of it. */
 async function hostile(answer: (want: CID[], stream: Stream) => Promise<void>) {
