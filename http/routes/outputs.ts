@@ -21,7 +21,7 @@ import type { BlockStore } from '../../runtime/blocks/store.js';
 import type { Pins } from '../../runtime/blocks/pins.js';
 import type { Volumes } from '../../runtime/volumes.js';
 import { SizeSchema } from '../../behaviors/jobs/schema.js';
-import { exportTar, fileContent, importFile, importPath, importTar, isFileEntry, rootEntry } from '../../runtime/blocks/unixfs.js';
+import { exportTar, fileContent, type Imported as StoredContent, importFile, importPath, importTar, isFileEntry, rootEntry } from '../../runtime/blocks/unixfs.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import { formatBytes } from '../../runtime/bytes.js';
 import type { BlockExchange } from '../../runtime/network/blocks.js';
@@ -130,6 +130,12 @@ export const outputRoutes =
   ({ table, http, system }) => {
     const jobOf = async (id: string): Promise<Job> => (await http.call(ORCHESTRATOR_INBOX, JobBehaviors.status, { id })) as Job;
 
+    /** Content stored here whole: announced to the network as held here, and answered 201 with its CID. */
+    const stored = (got: StoredContent): JsonBody => {
+      blocks.exchange?.announce(got.cid);
+      return new JsonBody(JSON.stringify({ cid: got.cid.toString(), size: got.size, kind: got.kind }), 201);
+    };
+
     /** The job's manifest, checked: signed by the node that ran it, about this job. */
     const manifestOf = (job: Job) => {
       if (!job.manifest) {
@@ -166,8 +172,7 @@ export const outputRoutes =
         if (media === 'application/x-tar') imported = await importTar(bodyOf(event), blocks.store.fs, limits);
         else if (media === 'application/octet-stream') imported = await importFile(bodyOf(event), blocks.store.fs, limits);
         else throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
-        blocks.exchange?.announce(imported.cid);
-        return new JsonBody(JSON.stringify({ cid: imported.cid.toString(), size: imported.size, kind: imported.kind }), 201);
+        return stored(imported);
       },
     });
 
@@ -215,8 +220,7 @@ export const outputRoutes =
       params: volumeName,
       responses: { 201: { description: 'stored', schema: Imported }, 404: { description: 'no such volume' } },
       handler: async (_event, input) => {
-        const got = await importPath(blocks.volumes.path(input.param('name')), blocks.store.fs, { maxBytes: blocks.limits.max_upload_bytes });
-        return new JsonBody(JSON.stringify({ cid: got.cid.toString(), size: got.size, kind: got.kind }), 201);
+        return stored(await importPath(blocks.volumes.path(input.param('name')), blocks.store.fs, { maxBytes: blocks.limits.max_upload_bytes }));
       },
     });
 
