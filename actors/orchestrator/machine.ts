@@ -131,6 +131,9 @@ export type StartInput = { jobId: string };
 export type StopInput = { jobId: string; handle: ExecutionHandle; reason: string };
 export type PlaceInput = { jobId: string; exclude: readonly string[] };
 
+/** The offer back-off without configuration (`deployment.offer_retry_ms`, `deployment.max_offer_backoff_ms`): a node that grows its share gets a waiting job within the bound. */
+export const DEFAULT_OFFER_BACKOFF = { firstMs: 1_000, maxMs: 8_000 };
+
 /** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days); a longer one is chained by timeoutClock. */
 const MAX_TIMER_MS = 2_147_483_647;
 
@@ -248,7 +251,7 @@ export const jobMachine = setup({
     exclude: [],
     backoffMs: 0,
     nextOfferAt: 0,
-    backoff: input.backoff ?? { firstMs: 1_000, maxMs: 8_000 },
+    backoff: input.backoff ?? DEFAULT_OFFER_BACKOFF,
     recovering: input.recovering ?? false,
     refusedHere: false,
   }),

@@ -29,6 +29,7 @@ import { ExecutorClient } from './executors.js';
 import { JobJournal } from './journal.js';
 import { type LogSource, OutputReader } from './logs.js';
 import {
+  DEFAULT_OFFER_BACKOFF,
   type JobMachineContext,
   type JobMachineEvent,
   type JobMachineInput,
@@ -77,8 +78,6 @@ export interface OrchestratorDeps {
   manifests?: ManifestFiles;
 }
 
-/** The offer back-off without configuration: a node that appears or grows its share gets a waiting job within the bound. */
-const DEFAULT_BACKOFF = { firstMs: 1_000, maxMs: 8_000 };
 /** Longest a placement (offer, bids, reservation) may take. */
 const PLACE_TTL_MS = 30_000;
 
@@ -147,7 +146,7 @@ class Orchestrator {
     this.remote = deps.peers ? new ExecutorClient(actor, REMOTE_EXECUTOR) : null;
     if (this.remote) this.executors.register(this.remote);
     this.peers = deps.peers ?? (() => 0);
-    this.backoff = deps.offerBackoff ?? DEFAULT_BACKOFF;
+    this.backoff = deps.offerBackoff ?? DEFAULT_OFFER_BACKOFF;
     this.unsubscribePeers = deps.onPeerJoined?.(() => this.peerJoined()) ?? (() => {});
     this.admission = new Admission({
       runnable: this.runnable,
