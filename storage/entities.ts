@@ -6,11 +6,15 @@
 import { defineEntity } from '@mikro-orm/core';
 import type { Attempt, JobStatus, Labels, Location, Placement, ResourceSpec } from '../behaviors/jobs/schema.js';
 import type { InputSpec, JobOutput } from '../behaviors/jobs/files.js';
+import type { EnsembleSpec, EnsembleStatus } from '../behaviors/ensembles/schema.js';
 
 export const JobEntity = defineEntity({
   name: 'Job',
   tableName: 'job',
-  indexes: [{ properties: ['status', 'created_at'], name: 'job_status_created_at_index' }],
+  indexes: [
+    { properties: ['status', 'created_at'], name: 'job_status_created_at_index' },
+    { properties: 'ensemble', name: 'job_ensemble_index' },
+  ],
   properties: (p) => ({
     id: p.string().primary(),
     name: p.string(),
@@ -36,6 +40,8 @@ export const JobEntity = defineEntity({
     inputs: p.json<InputSpec[]>().default('[]'),
     manifest: p.text().nullable(),
     ports: p.json<number[]>().default('[]'),
+    ensemble: p.string().nullable(),
+    part: p.string().nullable(),
     created_at: p.datetime(),
     updated_at: p.datetime(),
   }),
@@ -81,4 +87,23 @@ export const DeviceSettingEntity = defineEntity({
   }),
 });
 
-export const ENTITIES = [JobEntity, JobEventEntity, AllocationEntity, DeviceSettingEntity];
+/** An ensemble (README "Ensembles"): its parts are jobs, found by their `ensemble` column. */
+export const EnsembleEntity = defineEntity({
+  name: 'Ensemble',
+  tableName: 'ensemble',
+  indexes: [{ properties: 'created_at', name: 'ensemble_created_at_index' }],
+  properties: (p) => ({
+    id: p.string().primary(),
+    name: p.string(),
+    spec: p.json<EnsembleSpec>(),
+    status: p.string().$type<EnsembleStatus>(),
+    reason: p.text().nullable(),
+    attempts: p.integer().default(0),
+    /** Restarts of each part after a failure, by part name. */
+    restarts: p.json<Record<string, number>>().default('{}'),
+    created_at: p.datetime(),
+    updated_at: p.datetime(),
+  }),
+});
+
+export const ENTITIES = [JobEntity, JobEventEntity, AllocationEntity, DeviceSettingEntity, EnsembleEntity];

@@ -10,17 +10,20 @@ import { AllocationRepository } from './allocations.js';
 import { MIGRATION_NAMES, MIGRATIONS_TABLE } from './migrations/names.js';
 import { baseOptions } from './options.js';
 import { DeviceRepository } from './device.js';
+import { EnsembleRepository } from './ensembles.js';
 import { JobEventRepository, JobRepository } from './jobs.js';
 
 export type { AllocationFilter } from './allocations.js';
 export type { JobChange, JobCreateOptions, JobFilter, JobListOptions, JobWrite, JobWriteResult } from './jobs.js';
-export { AllocationRepository, DeviceRepository, JobEventRepository, JobRepository };
+export type { EnsembleChange, EnsembleRow } from './ensembles.js';
+export { AllocationRepository, DeviceRepository, EnsembleRepository, JobEventRepository, JobRepository };
 
 export interface Storage {
   readonly jobs: JobRepository;
   readonly events: JobEventRepository;
   readonly allocations: AllocationRepository;
   readonly device: DeviceRepository;
+  readonly ensembles: EnsembleRepository;
   close(): Promise<void>;
 }
 
@@ -59,6 +62,7 @@ export async function openStorage(path: string): Promise<Storage> {
     events: new JobEventRepository(orm),
     allocations: new AllocationRepository(orm),
     device: new DeviceRepository(orm),
+    ensembles: new EnsembleRepository(orm),
     close: () => orm.close(true),
   };
 }

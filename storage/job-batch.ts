@@ -53,6 +53,8 @@ const JOB_COLUMNS = [
   'inputs',
   'manifest',
   'ports',
+  'ensemble',
+  'part',
   'created_at',
   'updated_at',
 ] as const;
@@ -156,6 +158,8 @@ function toColumns(row: JobRow): unknown[] {
     JSON.stringify(row.inputs ?? []),
     row.manifest ?? null,
     JSON.stringify(row.ports ?? []),
+    row.ensemble ?? null,
+    row.part ?? null,
     row.created_at.getTime(),
     row.updated_at.getTime(),
   ];
@@ -187,6 +191,8 @@ function fromColumns(r: Record<string, unknown>): JobRow {
     inputs: r.inputs === null || r.inputs === undefined ? [] : json(r.inputs),
     manifest: text(r.manifest),
     ports: r.ports === null || r.ports === undefined ? [] : json(r.ports),
+    ensemble: text(r.ensemble),
+    part: text(r.part),
     created_at: date(r.created_at),
     updated_at: date(r.updated_at),
   };

@@ -26,6 +26,8 @@ export interface JobCreateOptions {
   pending_reason?: string | null;
   /** Peer id of the node it was submitted on (a job run here for another node). */
   requester?: string | null;
+  /** The ensemble it is a part of, and which part (README "Ensembles"). */
+  ensemble?: { id: string; part: string } | null;
 }
 
 /**
@@ -74,6 +76,8 @@ export function newJobRow(spec: JobSpecInput, opts: JobCreateOptions, now: Date)
     inputs: valid.inputs,
     manifest: null,
     ports: valid.ports,
+    ensemble: opts.ensemble ? parseWith(z.uuid(), opts.ensemble.id, 'ensemble id') : null,
+    part: opts.ensemble?.part ?? null,
     created_at: now,
     updated_at: now,
   };
@@ -137,6 +141,8 @@ export function toJob(row: JobRow): Job {
     inputs: row.inputs ?? [],
     manifest: row.manifest ?? null,
     ports: row.ports ?? [],
+    ensemble: row.ensemble ?? null,
+    part: row.part ?? null,
     created_at: row.created_at.toISOString(),
     updated_at: row.updated_at.toISOString(),
   };

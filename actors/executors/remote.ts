@@ -101,7 +101,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
   async start(job: Job): Promise<ExecutionHandle> {
     const node = job.node;
     if (!node || this.opts.actor.system.isHere(node)) throw invalid(`job ${job.id} is not placed on another node`);
-    const { id, name, image, command, environment, secrets, resources, executor, timeout_s, outputs, inputs, ports } = job;
+    const { id, name, image, command, environment, secrets, resources, executor, timeout_s, outputs, inputs, ports, ensemble, part } = job;
     const secret = Object.keys(secrets).length > 0;
     // The placement asked trusted providers only; this is the last door before the values leave.
     if (secret && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
@@ -110,6 +110,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
       ...(outputs.length ? { outputs: outputs.map((o) => ({ name: o.name, path: o.path })) } : {}),
       ...(inputs.length ? { inputs } : {}),
       ...(ports.length ? { ports } : {}),
+      ...(ensemble && part ? { ensemble: { id: ensemble, part } } : {}),
     };
     const machine = newRun(this.machines, job.id, 'creating');
     try {

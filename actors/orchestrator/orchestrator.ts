@@ -229,10 +229,10 @@ class Orchestrator {
   async accept(spec: z.output<typeof AcceptPayload>['job'], requester: string): Promise<Job> {
     if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
     await this.admission.accepted(spec);
-    const { id, ...rest } = spec;
+    const { id, ensemble, ...rest } = spec;
     // Whatever the requester sent, the job runs within this node's defaults and limits.
     // Its secrets are kept in memory only, for the start: the record shows their names.
-    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.admission.withDefaults(rest.resources, rest.executor) }, { id, requester });
+    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.admission.withDefaults(rest.resources, rest.executor) }, { id, requester, ensemble });
     this.track(job, { secrets: rest.secrets });
     return job;
   }

@@ -10,6 +10,7 @@
  * a `/dms/deployment` grant may deploy here.
  */
 import { z } from 'zod';
+import { PartNameSchema } from '../ensembles/schema.js';
 import { JobIdSchema, LogsPayload } from './jobs.js';
 import { JobSpecSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, RESOURCE_FLOOR, ResourceRequestSchema, ResourceSpecSchema } from './schema.js';
 
@@ -119,7 +120,11 @@ export const ReserveRequest = z.strictObject({
 export const ReserveReply = z.object({ until: z.iso.datetime({ offset: true }) });
 
 /** The job as the requester stored it: what the provider needs to run it. */
-export const DeployedJob = JobSpecSchema.omit({ placement: true }).extend({ id: jobId });
+export const DeployedJob = JobSpecSchema.omit({ placement: true }).extend({
+  id: jobId,
+  /** A part of an ensemble (README "Ensembles"): which, so the provider gives it the other parts' names. */
+  ensemble: z.strictObject({ id: z.uuid(), part: PartNameSchema }).optional(),
+});
 export type DeployedJob = z.input<typeof DeployedJob>;
 
 export const StartRequest = z.strictObject({ job: DeployedJob });

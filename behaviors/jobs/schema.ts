@@ -301,6 +301,9 @@ export const JobSchema = z.object({
   manifest: z.string().nullable(),
   /** TCP ports it listens on, which its requester may forward to (`dms jobs port-forward`). */
   ports: z.array(z.int()),
+  /** The ensemble it is a part of (README "Ensembles"), and which part; null for a job of its own. */
+  ensemble: z.uuid().nullable(),
+  part: z.string().nullable(),
   created_at: time,
   updated_at: time,
 });

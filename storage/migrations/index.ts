@@ -5,6 +5,7 @@ import { Placement } from './0003-placement.js';
 import { Secrets } from './0004-secrets.js';
 import { JobFiles } from './0005-job-files.js';
 import { Ports } from './0006-ports.js';
+import { Ensembles } from './0007-ensembles.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /**
@@ -19,6 +20,7 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0004-secrets', class: Secrets },
   { name: '0005-job-files', class: JobFiles },
   { name: '0006-ports', class: Ports },
+  { name: '0007-ensembles', class: Ensembles },
 ];
 
 if (MIGRATIONS.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

@@ -4,7 +4,7 @@ import type { Executor, ExecutionHandle, LogChunk } from '../../behaviors/jobs/e
 
 /** A job record as storage would hand it to an executor. */
 /** A spec in its canonical (parsed) form, as executors get it; storage may be left out. */
-type TestSpec = Partial<Omit<JobSpec, 'resources'>> & { requester?: string | null; executor: string; resources?: Omit<ResourceSpec, 'storage'> & Partial<Pick<ResourceSpec, 'storage'>> };
+type TestSpec = Partial<Omit<JobSpec, 'resources'>> & { requester?: string | null; ensemble?: string | null; part?: string | null; executor: string; resources?: Omit<ResourceSpec, 'storage'> & Partial<Pick<ResourceSpec, 'storage'>> };
 
 export function jobOf(spec: TestSpec): Job {
   const now = new Date().toISOString();
@@ -31,6 +31,8 @@ export function jobOf(spec: TestSpec): Job {
     inputs: spec.inputs ?? [],
     manifest: null,
     ports: spec.ports ?? [],
+    ensemble: spec.ensemble ?? null,
+    part: spec.part ?? null,
     created_at: now,
     updated_at: now,
   };

@@ -29,6 +29,8 @@ function job(executor: string, status: JobStatus): Job {
     inputs: [],
     manifest: null,
     ports: [],
+    ensemble: null,
+    part: null,
     created_at: now,
     updated_at: now,
   };

@@ -60,7 +60,7 @@ it('upgrades a database made by the first release in place, keeping its rows', a
     const applied = await conn.execute<{ name: string }[]>('select name from mikro_orm_migrations order by id');
     expect(applied.map((r) => r.name)).toEqual(MIGRATIONS.map((m) => m.name));
     const indexes = await conn.execute<{ name: string }[]>("select name from sqlite_master where type = 'index' and name like '%_index'");
-    expect(indexes.map((r) => r.name).sort()).toEqual(['allocation_job_id_index', 'job_event_job_id_index', 'job_status_created_at_index']);
+    expect(indexes.map((r) => r.name).sort()).toEqual(['allocation_job_id_index', 'ensemble_created_at_index', 'job_ensemble_index', 'job_event_job_id_index', 'job_status_created_at_index']);
     expect((await orm.schema.getUpdateSchemaSQL({ wrap: false })).trim()).toBe('');
   });
 });
