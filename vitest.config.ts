@@ -45,6 +45,8 @@ const UNIT = [
   'test/network/bans.test.ts',
   'test/network/host.test.ts',
   'test/resources/capacity.test.ts',
+  'test/ensembles/spec.test.ts',
+  'test/ensembles/machine.test.ts',
 ];
 const NODE = [
   'test/unit/discovery-peers.test.ts',

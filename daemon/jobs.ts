@@ -7,6 +7,8 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { DeploymentActor } from '../actors/deployment/actor.js';
+import { EnsemblesActor } from '../actors/ensembles/actor.js';
+import { ENSEMBLE_INBOX } from '../behaviors/ensembles/schema.js';
 import { DockerExecutorActor, NullExecutorActor, RemoteFollowerActor } from '../actors/executors/actor.js';
 import { REMOTE_EXECUTOR } from '../actors/executors/remote.js';
 import { OrchestratorActor } from '../actors/orchestrator/orchestrator.js';
@@ -136,5 +138,9 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   const limits = { leaseMs: d.lease_ms, leaseShare: d.lease_share, maxLeases: d.max_unstarted_leases };
   if (network && blocks) await order.component(OUTPUTS_INBOX, () => makeActor(system, OutputsActor, { manifests: blocks.manifests }));
   if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits, trusts }));
+  // After the orchestrator (which holds its parts' jobs) and the deployment actor (which places them).
+  await order.component(ENSEMBLE_INBOX, () =>
+    makeActor(system, EnsemblesActor, { storage, network: !!network, backoff: { firstMs: config.deployment.offer_retry_ms, maxMs: config.deployment.max_offer_backoff_ms } }),
+  );
   return { storage, executors: { names: () => [...executors] }, stop: () => order.stop() };
 }

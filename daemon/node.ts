@@ -24,6 +24,7 @@ import { BUILTIN_INBOXES, loadPlugins, pluginActor, pluginExecutors, pluginRoute
 import { deviceRoutes } from '../http/routes/device.js';
 import { peerRoutes } from '../http/routes/peers.js';
 import { jobRoutes } from '../http/routes/jobs.js';
+import { ensembleRoutes } from '../http/routes/ensembles.js';
 import { resourceRoutes } from '../http/routes/resources.js';
 import { BUILTIN_EXECUTORS, startJobs } from './jobs.js';
 import { setUpSecurity } from './security.js';
@@ -138,7 +139,7 @@ export class DmsNode {
         provide: security.provide,
       }),
     );
-    const routes = [jobRoutes, outputRoutes(blocks), portRoutes(tunnels.forwards), resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
+    const routes = [jobRoutes, ensembleRoutes, outputRoutes(blocks), portRoutes(tunnels.forwards), resourceRoutes, deviceRoutes, peerRoutes, pluginRoutes(pluginActors)];
     // Within the step: a route a plugin cannot add stops what started.
     const http = await order.step(
       'rest',

@@ -71,7 +71,7 @@ export const ConfigSchema = z
         roles: z
           .object({
             admin: z.array(capabilityPath).default(['/']),
-            operator: z.array(capabilityPath).default(['/public', '/broadcast', '/dms/job', '/dms/node/peers']),
+            operator: z.array(capabilityPath).default(['/public', '/broadcast', '/dms/job', '/dms/ensemble', '/dms/node/peers']),
             viewer: z
               .array(capabilityPath)
               .default([
@@ -80,6 +80,8 @@ export const ConfigSchema = z
                 '/dms/job/list',
                 '/dms/job/logs',
                 '/dms/job/events',
+                '/dms/ensemble/status',
+                '/dms/ensemble/list',
                 '/dms/resources/usage',
                 '/dms/allocations/list',
                 '/dms/device/status',

@@ -11,6 +11,8 @@ export type { JobWrite, JobWriteResult } from './job-batch.js';
 export interface JobFilter {
   status?: JobStatus | JobStatus[];
   executor?: string;
+  /** Only the parts of this ensemble. */
+  ensemble?: string;
 }
 
 export interface JobListOptions extends JobFilter {
@@ -92,6 +94,7 @@ function where(filter: JobFilter) {
   return {
     ...(filter.status === undefined ? {} : { status: Array.isArray(filter.status) ? { $in: filter.status } : filter.status }),
     ...(filter.executor === undefined ? {} : { executor: filter.executor }),
+    ...(filter.ensemble === undefined ? {} : { ensemble: filter.ensemble }),
   };
 }
 

@@ -7,6 +7,7 @@ import { ExitedPayload, JobNotifications, ProgressPayload, REPORT_CAPABILITY, ty
 import { CancelPayload, JobBehaviors, type JobEventsReply, JobIdPayload, type JobListReply, ListPayload, LogsPayload, type LogsReply, SubmitPayload } from '../../behaviors/jobs/jobs.js';
 import { AcceptPayload, DEPLOYMENT_INTERNAL_CAPABILITY } from '../../behaviors/jobs/deployment.js';
 import { EmptyPayload } from '../../behaviors/jobs/resources.js';
+import { ENSEMBLE_INTERNAL_CAPABILITY, PartAssignPayload, PartBehaviors, PartCreatePayload } from '../../behaviors/ensembles/schema.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
 import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
 import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
@@ -20,7 +21,8 @@ export interface OrchestratorHandlers {
   trusted(env: Envelope): boolean;
   /** The job store: what status, list and events read. */
   storage: Storage;
-  submit(spec: JobSpec): Promise<Job>;
+  submit(spec: JobSpec, part?: { ensemble: string; part: string; job_id: string }): Promise<Job>;
+  assign(jobId: string, node: string): void;
   cancel(id: string, reason?: string): Promise<Job>;
   logs(p: z.output<typeof LogsPayload>): Promise<LogsReply>;
   accept(job: z.output<typeof AcceptPayload>['job'], requester: string): Promise<Job>;
@@ -76,6 +78,22 @@ export function orchestratorBehaviors(o: OrchestratorHandlers) {
       payload: AcceptPayload,
       capability: DEPLOYMENT_INTERNAL_CAPABILITY,
       handle: ({ payload }) => o.accept(payload.job, payload.requester),
+    }),
+    // Parts of ensembles: created and placed by this node's ensemble actor only.
+    defineBehavior({
+      name: PartBehaviors.create,
+      payload: PartCreatePayload,
+      capability: ENSEMBLE_INTERNAL_CAPABILITY,
+      handle: ({ payload }) => o.submit(payload.spec, { ensemble: payload.ensemble, part: payload.part, job_id: payload.job_id }),
+    }),
+    defineBehavior({
+      name: PartBehaviors.assign,
+      payload: PartAssignPayload,
+      capability: ENSEMBLE_INTERNAL_CAPABILITY,
+      handle: ({ payload }) => {
+        o.assign(payload.job_id, payload.node);
+        return {};
+      },
     }),
     defineBehavior({
       name: JobBehaviors.schedule,

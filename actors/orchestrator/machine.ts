@@ -12,6 +12,7 @@
  *           │  └──refused here, offered lately──────────────────▶ unplaced ──backoff over / peer_joined──▶ offering
  *           │ queued (refused here with no peer) ──peer_joined──▶ offering
  *           │ queued ──reserved──▶ starting
+ *           │ held (a part of an ensemble) ──assigned (its share reserved by the ensemble)──▶ starting
  *           └ recovering (picked up after a restart: waits for what recovery found of its run)
  *
  *   starting ──started──▶ running ──exited──▶ completed | failed
@@ -57,6 +58,11 @@ export type JobMachineEvent =
   | { type: 'resources_freed' }
   /** A peer connected: a job waiting for a node is offered again now. */
   | { type: 'peer_joined' }
+  /**
+   * A part of an ensemble was given its node by the ensemble, which reserved its share there
+   * (`here`: this node's resource manager holds it under the job's id).
+   */
+  | { type: 'assigned'; node: string; here: boolean }
   | { type: 'started'; handle: ExecutionHandle }
   /**
    * Found running (or already exited) by the executor after a restart of the node; `since`:
@@ -70,8 +76,8 @@ export type JobMachineEvent =
   /** The run could not be started, or can no longer be followed: what that means is the state's. */
   | { type: 'fault'; reason: string };
 
-/** Where a job goes to be placed (see the chart above). */
-export type Route = 'here' | 'here-first' | 'network';
+/** Where a job goes to be placed (see the chart above); `ensemble`: its ensemble places it (actors/ensembles). */
+export type Route = 'here' | 'here-first' | 'network' | 'ensemble';
 
 /** What the invoked `place` answers: the node that reserved it, or why nobody did. */
 export type PlaceOutcome = { node: string; here: boolean } | { waiting: string };
@@ -263,7 +269,29 @@ export const jobMachine = setup({
       states: {
         // Transient: where a job goes first (never a state the job is seen in).
         routing: {
-          always: [{ guard: 'recovering', target: 'recovering' }, { guard: 'toNetwork', target: 'offering' }, { target: 'queued' }],
+          always: [
+            { guard: 'recovering', target: 'recovering' },
+            { guard: ({ context }) => context.route === 'ensemble', target: 'held' },
+            { guard: 'toNetwork', target: 'offering' },
+            { target: 'queued' },
+          ],
+        },
+        // A part of an ensemble: the ensemble places every part together, all or nothing
+        // (actors/ensembles), and says where each goes once every share is reserved.
+        held: {
+          tags: ['held'],
+          on: {
+            assigned: [
+              { guard: ({ event }) => event.here, target: '#job.starting' },
+              {
+                target: '#job.starting',
+                actions: [
+                  assign(({ context, event }) => ({ node: event.node, placements: context.placements + 1 })),
+                  { type: 'placedOn', params: ({ event }) => ({ node: event.node }) },
+                ],
+              },
+            ],
+          },
         },
         recovering: {},
         queued: {

@@ -47,6 +47,7 @@ import { Scheduler } from './scheduler.js';
 import { Admission, DEFAULT_RESOURCES } from './admission.js';
 import { orchestratorBehaviors } from './behaviors.js';
 import { at, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
+import { ENSEMBLE_INBOX, PartBehaviors } from '../../behaviors/ensembles/schema.js';
 import { Batcher } from '../../runtime/batcher.js';
 import type { ManifestFiles } from '../outputs/manifest-files.js';
 
@@ -216,13 +217,29 @@ class Orchestrator {
     return orchestratorBehaviors(this);
   }
 
-  async submit(spec: JobSpec): Promise<Job> {
+  async submit(spec: JobSpec, part?: { ensemble: string; part: string; job_id: string }): Promise<Job> {
     if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
     const resources = await this.admission.submitted(spec);
     // Stored with the defaults filled in: what the job holds, and is limited to, is on its record.
-    const job = await this.journal.create({ ...spec, resources });
+    const job = await this.journal.create({ ...spec, resources }, part ? { id: part.job_id, ensemble: { id: part.ensemble, part: part.part } } : undefined);
     this.track(job);
     return job;
+  }
+
+  /** A held part of an ensemble goes to `node`, where its ensemble reserved its share. */
+  assign(jobId: string, node: string): void {
+    const run = this.runs.get(jobId);
+    if (!run || !run.job.ensemble) throw notFound(`no part of an ensemble waits as job ${jobId}`);
+    if (!run.held) throw new DmsError('conflict', `job ${jobId} is not waiting for its ensemble to place it`);
+    run.send({ type: 'assigned', node, here: this.actor.system.isHere(node) });
+  }
+
+  /** A part's stored status or node changed: its ensemble hears of it (actors/ensembles). */
+  private partChanged(run: JobRun, job: Job): void {
+    if (!job.ensemble || !job.part || job.requester !== null) return;
+    const exclude = run.machine.getSnapshot().context.exclude;
+    const payload = { job_id: job.id, ensemble: job.ensemble, part: job.part, status: job.status, node: job.node, error: job.error, exclude: exclude.slice(-64) };
+    void this.actor.tell(this.actor.local(ENSEMBLE_INBOX), PartBehaviors.changed, payload).catch((e: unknown) => this.log.warn({ job: job.id, err: errorText(e) }, 'ensemble not told of its part'));
   }
 
   /** A job another node placed here (its reservation is held): run as one of this node's own, never passed on. */
@@ -306,6 +323,7 @@ class Orchestrator {
    */
   private routeOf(job: Job): Route {
     const p = job.placement;
+    if (job.ensemble !== null && job.requester === null) return 'ensemble';
     if (this.remote === null || job.requester !== null || p?.local === true || (p?.node !== undefined && this.actor.system.isHere(p.node))) return 'here';
     return p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined ? 'network' : 'here-first';
   }
@@ -353,7 +371,10 @@ class Orchestrator {
     }
     const change: JobChange = { status: 'running', reason: ctx.reason, container_id: ctx.handle!.id, node, attempts: [...run.attempts] };
     this.journal.change(ctx.jobId, change).then(
-      (job) => (run.job = job),
+      (job) => {
+        run.job = job;
+        this.partChanged(run, job);
+      },
       (e: unknown) => this.log.error({ job: ctx.jobId, err: errorText(e) }, 'running state not stored'),
     );
   }
@@ -414,6 +435,7 @@ class Orchestrator {
       (job) => {
         this.runs.delete(ctx.jobId);
         run.end({ job });
+        this.partChanged(run, job);
         // Only now: removing the container before the end is stored could make a crash in
         // between look like a vanished run.
         if (ctx.handle) this.cleanup(run, ctx.handle);
@@ -487,6 +509,7 @@ class Orchestrator {
     // Journal writes keep their order: this one is stored before whatever its next placement writes.
     this.journal
       .change(run.id, { status: 'pending', reason: text, node: null, container_id: null, pending_reason: text, attempts: [...run.attempts] })
+      .then((job) => this.partChanged(run, job))
       .catch((e: unknown) => this.log.error({ job: run.id, err: errorText(e) }, 'return to pending not stored'));
   }
 

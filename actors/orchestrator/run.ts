@@ -56,6 +56,11 @@ export class JobRun {
     return statusOf(this.machine.getSnapshot());
   }
 
+  /** A part of an ensemble waiting for its ensemble to place it (the machine's `pending.held`). */
+  get held(): boolean {
+    return this.machine.getSnapshot().hasTag('held');
+  }
+
   /** Waiting for a node (the machine's `pending.unplaced`): freed resources or a new peer wake it. */
   get unplaced(): boolean {
     return this.machine.getSnapshot().hasTag('unplaced');

@@ -58,7 +58,10 @@ export type PartSpec = z.output<typeof PartSpecSchema>;
 export const EnsembleSpecSchema = z
   .strictObject({
     name: z.string().min(1).max(200),
-    parts: z.record(PartNameSchema, PartSpecSchema),
+    parts: z.record(PartNameSchema, PartSpecSchema, {
+      // The key's own message (not zod's "Invalid key in record"): which name, and what a part name is.
+      error: (issue) => (issue.code === 'invalid_key' ? `part name '${String(issue.input).slice(0, 80)}': ${issue.issues?.[0]?.message ?? 'not a part name'}` : undefined),
+    }),
     /** How many times the whole ensemble may be placed again when a reservation or a start fails (default 3). */
     max_attempts: z.int().min(1).max(10).default(3),
   })
@@ -205,3 +208,39 @@ export const EnsembleNetBehaviors = {
   /** A part's container is gone: what it alone needed goes too. */
   detach: '/dms/ensemble-net/detach',
 } as const;
+
+/**
+ * What this node's own actors say to each other about ensembles (the ensemble actor creating
+ * and assigning parts, the orchestrator reporting how they stand): outside `/dms/ensemble`
+ * and `/dms/deployment`, so neither a REST role nor another node reaches it.
+ */
+export const ENSEMBLE_INTERNAL_CAPABILITY = '/dms/internal/ensemble';
+
+/** The orchestrator's behaviors for parts, and its report to the ensemble actor. */
+export const PartBehaviors = {
+  /** Create a part's job (orchestrator): validated and admitted like any job, then held for its ensemble. */
+  create: '/dms/job/part',
+  /** A held part goes to the node its ensemble reserved for it (orchestrator). */
+  assign: '/dms/job/assign',
+  /** How a part stands now (to the ensemble actor): sent on each stored change of status or node. */
+  changed: '/dms/ensemble/part',
+} as const;
+
+export const PartCreatePayload = z.strictObject({
+  ensemble: z.uuid(),
+  part: PartNameSchema,
+  job_id: z.uuid(),
+  spec: JobSpecSchema,
+});
+export const PartAssignPayload = z.strictObject({ job_id: z.uuid(), node: PeerIdSchema });
+export const PartChangedPayload = z.strictObject({
+  job_id: z.uuid(),
+  ensemble: z.uuid(),
+  part: z.string(),
+  status: z.enum(['pending', 'running', 'completed', 'failed']),
+  node: z.string().nullable(),
+  error: z.string().nullable(),
+  /** Nodes that lost or refused it: not asked again when it is placed anew. */
+  exclude: z.array(z.string()).max(64),
+});
+export type PartChanged = z.output<typeof PartChangedPayload>;

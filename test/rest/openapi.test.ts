@@ -10,6 +10,7 @@ import type { HttpApi } from '../../http/actor.js';
 import { deviceRoutes } from '../../http/routes/device.js';
 import { peerRoutes } from '../../http/routes/peers.js';
 import { jobRoutes } from '../../http/routes/jobs.js';
+import { ensembleRoutes } from '../../http/routes/ensembles.js';
 import { type PortForwarder, portRoutes } from '../../http/routes/ports.js';
 import { resourceRoutes } from '../../http/routes/resources.js';
 import { type Config, defaultConfig } from '../../runtime/config.js';
@@ -50,7 +51,7 @@ function appWith(config: Config = defaultConfig()) {
     system: {} as ActorSystem,
     http: {} as HttpApi,
     log: silentLogger(),
-    routes: [jobRoutes, outputRoutes({} as BlocksAccess), portRoutes({} as PortForwarder), resourceRoutes, deviceRoutes, peerRoutes],
+    routes: [jobRoutes, ensembleRoutes, outputRoutes({} as BlocksAccess), portRoutes({} as PortForwarder), resourceRoutes, deviceRoutes, peerRoutes],
     version: VERSION,
   });
 }

@@ -1,0 +1,461 @@
+/**
+ * The ensemble actor (inbox `ensembles`, README "Ensembles"): takes an ensemble, makes each part
+ * a job through the orchestrator (held there for the ensemble), and drives one `ensemble`
+ * machine (./machine.ts) per ensemble until it ends.
+ *
+ * Placement is all or nothing: every part waiting gets its bids and a lease (through the
+ * deployment actor, as any job; this node's own share through the resource manager), and only
+ * when every one is held are the hosts told who hosts what (the members grant their
+ * `ensemble-net` actors keep) and the parts assigned, each then started by its own job
+ * machine. A lease refused for one part lets go of every other lease of the round, and the
+ * round is tried again after a back-off. The grant is renewed while the ensemble lives and
+ * withdrawn when it ends.
+ *
+ * Other actors are reached by envelopes only: the orchestrator, the deployment actor, the
+ * resource manager, and the `ensemble-net` actors of the hosts.
+ */
+import { randomUUID } from 'node:crypto';
+import { fromPromise } from 'xstate';
+import { z } from 'zod';
+import {
+  DEPLOYMENT_INBOX,
+  DeploymentBehaviors,
+  PlaceReply,
+} from '../../behaviors/jobs/deployment.js';
+import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
+import { ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
+import { type Job, JobSchema, type JobSpecInput } from '../../behaviors/jobs/schema.js';
+import {
+  ENSEMBLE_INBOX,
+  ENSEMBLE_INTERNAL_CAPABILITY,
+  ENSEMBLE_NET_INBOX,
+  type Ensemble,
+  EnsembleBehaviors,
+  EnsembleNetBehaviors,
+  type EnsembleSpec,
+  EnsembleSpecSchema,
+  type EnsembleStatus,
+  MAX_GRANT_MS,
+  PartBehaviors,
+  PartChangedPayload,
+  type PartSpec,
+  placementOrder,
+} from '../../behaviors/ensembles/schema.js';
+import type { Actor } from '../../runtime/actor.js';
+import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
+import { type ActorContext, defineActor } from '../../runtime/component.js';
+import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
+import { at, type Handle } from '../../runtime/wire/envelope.js';
+import type { EnsembleRow, Storage } from '../../storage/index.js';
+import { DEFAULT_ENSEMBLE_BACKOFF, type EnsembleContext, ensembleMachine, type PartCtx, type PlaceRoundInput, type PlaceRoundOutput } from './machine.js';
+
+export interface EnsemblesDeps {
+  storage: Storage;
+  /** Whether the deployment actor is there (a node with a network): without it every part runs here. */
+  network: boolean;
+  /** The back-off between fruitless rounds (`deployment.offer_retry_ms`, `deployment.max_offer_backoff_ms`). */
+  backoff?: { firstMs: number; maxMs: number };
+  /** How often the members grant is renewed (default a quarter of its life). */
+  renewMs?: number;
+}
+
+/** Longest one part's placement (offer, bids, a lease) may take. */
+const PLACE_TTL_MS = 30_000;
+/** A local hop, or one to a host: answered at once unless it is gone. */
+const CALL_TTL_MS = 5_000;
+/** A cancel answers once the run stopped, which can take the engine's grace period. */
+const CANCEL_TTL_MS = 600_000;
+const LIST_MAX = 100;
+
+export const ListPayload = z.strictObject({
+  limit: z.int().min(1).max(LIST_MAX).default(LIST_MAX),
+  offset: z.int().nonnegative().default(0),
+});
+export const IdPayload = z.strictObject({ id: z.string().min(1).max(100) });
+export const CancelPayload = z.strictObject({ id: z.string().min(1).max(100), reason: z.string().min(1).max(500).optional() });
+
+export const EnsemblesActor = defineActor({
+  inbox: ENSEMBLE_INBOX,
+  // Handlers wait on the orchestrator, the deployment actor and the database; each ensemble's
+  // state is its machine's, changed only by events, so handlers may overlap.
+  concurrency: 'node',
+  create: (ctx: ActorContext<EnsemblesDeps>) => {
+    const ensembles = new Ensembles(ctx);
+    return { behaviors: ensembles.behaviors(), start: () => ensembles.recover(), stop: () => ensembles.stop() };
+  },
+});
+
+type EnsembleRun = ReturnType<Ensembles['makeMachine']>;
+
+interface Live {
+  id: string;
+  spec: EnsembleSpec;
+  machine: EnsembleRun;
+  /** Whose grant holds which nodes, as last sent. */
+  version: number;
+  granted: Set<string>;
+  grantedNodes: string;
+  /** Stored status and reason, as last written. */
+  stored: { status: EnsembleStatus; reason: string | null };
+  writes: Promise<unknown>;
+  settled: Promise<void>;
+  done: () => void;
+}
+
+class Ensembles {
+  private readonly actor: Actor;
+  private readonly storage: Storage;
+  private readonly live = new Map<string, Live>();
+  private readonly machine;
+  private renewal: NodeJS.Timeout | undefined;
+
+  constructor(private readonly ctx: ActorContext<EnsemblesDeps>) {
+    this.actor = ctx.actor;
+    this.storage = ctx.deps.storage;
+    this.machine = ensembleMachine.provide({
+      actors: { place: fromPromise<PlaceRoundOutput, PlaceRoundInput>(({ input, signal }) => this.placeRound(input, signal)) },
+      actions: {
+        restart: ({ context }, { part }) => void this.restart(context.id, part),
+        stopParts: ({ context }, { reason }) => this.stopParts(context, reason),
+        revoke: ({ context }) => this.revoke(context.id),
+      },
+    });
+  }
+
+  behaviors() {
+    return [
+      defineBehavior({ name: EnsembleBehaviors.submit, payload: EnsembleSpecSchema, handle: ({ payload }) => this.submit(payload) }),
+      defineBehavior({ name: EnsembleBehaviors.status, payload: IdPayload, handle: ({ payload }) => this.view(payload.id) }),
+      defineBehavior({
+        name: EnsembleBehaviors.list,
+        payload: ListPayload,
+        handle: async ({ payload }) => ({ ensembles: await Promise.all((await this.storage.ensembles.list(payload)).map((row) => this.viewOf(row))) }),
+      }),
+      defineBehavior({
+        name: EnsembleBehaviors.cancel,
+        payload: CancelPayload,
+        noReply: true,
+        handle: (c) => replyWhenDone(c, () => this.cancel(c.payload.id, c.payload.reason)),
+      }),
+      defineBehavior({
+        name: PartBehaviors.changed,
+        payload: PartChangedPayload,
+        capability: ENSEMBLE_INTERNAL_CAPABILITY,
+        handle: ({ payload }) => {
+          const live = this.live.get(payload.ensemble);
+          if (!live) return;
+          live.machine.send({ type: 'part', change: payload });
+          // The hosts hear at once that a part left its node or runs on a new one.
+          if (live.granted.size > 0 && this.nodesOf(live.machine.getSnapshot().context) !== live.grantedNodes) void this.grant(live).catch(() => undefined);
+        },
+      }),
+    ];
+  }
+
+  stop(): void {
+    clearInterval(this.renewal);
+    for (const live of this.live.values()) live.machine.stop();
+  }
+
+  // --- submit, read, cancel ---------------------------------------------------------------
+
+  async submit(spec: EnsembleSpec): Promise<Ensemble> {
+    const id = randomUUID();
+    const row = await this.storage.ensembles.create(id, spec);
+    const parts: Record<string, PartCtx> = {};
+    try {
+      for (const name of placementOrder(spec.parts)) {
+        const job = await this.createPart(id, spec, name);
+        parts[name] = partCtx(spec.parts[name]!, name, job, 0);
+      }
+    } catch (e) {
+      const reason = `part ${Object.keys(parts).length < Object.keys(spec.parts).length ? placementOrder(spec.parts)[Object.keys(parts).length] : '?'}: ${errorText(e)}`;
+      await Promise.all(Object.values(parts).map((p) => this.cancelJob(p.jobId!, 'its ensemble was refused')));
+      await this.storage.ensembles.update(id, { status: 'failed', reason });
+      if (e instanceof DmsError) throw new DmsError(e.kind, reason, { cause: e });
+      throw e;
+    }
+    this.track(row, parts);
+    return this.view(id);
+  }
+
+  async view(id: string): Promise<Ensemble> {
+    const row = await this.storage.ensembles.get(id);
+    if (!row) throw notFound(`ensemble ${id} not found`);
+    return this.viewOf(row);
+  }
+
+  private async viewOf(row: EnsembleRow): Promise<Ensemble> {
+    const jobs = await this.storage.jobs.list({ ensemble: row.id, order: 'asc' });
+    const newest = new Map<string, Job>();
+    for (const job of jobs) if (job.part) newest.set(job.part, job);
+    const live = this.live.get(row.id);
+    const state = live ? stateOf(live.machine.getSnapshot()) : { status: row.status, reason: row.reason ?? null };
+    return {
+      id: row.id,
+      name: row.name,
+      status: state.status,
+      reason: state.reason,
+      attempts: row.attempts,
+      parts: Object.entries(row.spec.parts).map(([part, spec]) => {
+        const job = newest.get(part);
+        return {
+          part,
+          kind: spec.kind,
+          job_id: job?.id ?? '00000000-0000-4000-8000-000000000000',
+          node: job?.node ?? null,
+          status: job?.status ?? 'pending',
+          ports: spec.ports,
+          restarts: row.restarts[part] ?? 0,
+          error: job?.error ?? null,
+        };
+      }),
+      spec: row.spec,
+      created_at: row.created_at.toISOString(),
+      updated_at: row.updated_at.toISOString(),
+    };
+  }
+
+  async cancel(id: string, reason?: string): Promise<Ensemble> {
+    const live = this.live.get(id);
+    if (!live) {
+      const row = await this.storage.ensembles.get(id);
+      if (!row) throw notFound(`ensemble ${id} not found`);
+      throw new DmsError('conflict', `ensemble ${id} has already ${row.status}`);
+    }
+    live.machine.send({ type: 'cancel', reason: reason ? `cancelled: ${reason}` : 'cancelled' });
+    await live.settled;
+    return this.view(id);
+  }
+
+  // --- the machines ------------------------------------------------------------------------
+
+  makeMachine(id: string, parts: Record<string, PartCtx>) {
+    return this.ctx.machine(this.machine, { id, input: { id, parts, backoff: this.ctx.deps.backoff ?? DEFAULT_ENSEMBLE_BACKOFF } });
+  }
+
+  private track(row: EnsembleRow, parts: Record<string, PartCtx>): void {
+    const machine = this.makeMachine(row.id, parts);
+    let done!: () => void;
+    const settled = new Promise<void>((resolve) => (done = resolve));
+    const live: Live = { id: row.id, spec: row.spec, machine, version: 0, granted: new Set(), grantedNodes: '', stored: { status: row.status, reason: row.reason ?? null }, writes: Promise.resolve(), settled, done };
+    this.live.set(row.id, live);
+    machine.subscribe((snapshot) => {
+      const state = stateOf(snapshot);
+      if (state.status !== live.stored.status || state.reason !== live.stored.reason) {
+        live.stored = state;
+        live.writes = live.writes
+          .then(() => this.storage.ensembles.update(row.id, state))
+          .catch((e: unknown) => this.ctx.log.error({ ensemble: row.id, err: errorText(e) }, 'ensemble state not stored'));
+      }
+      if (snapshot.status === 'done') {
+        this.live.delete(row.id);
+        void live.writes.then(done);
+      }
+    });
+    machine.start();
+    this.renewal ??= setInterval(() => this.renewAll(), this.ctx.deps.renewMs ?? MAX_GRANT_MS / 4).unref();
+  }
+
+  /** Ensembles a previous process left unfinished are driven on from what their parts' jobs say. */
+  async recover(): Promise<void> {
+    for (const row of await this.storage.ensembles.live()) {
+      const jobs = await this.storage.jobs.list({ ensemble: row.id, order: 'asc' });
+      const parts: Record<string, PartCtx> = {};
+      for (const [name, spec] of Object.entries(row.spec.parts)) {
+        const job = jobs.filter((j) => j.part === name).at(-1);
+        if (job) parts[name] = partCtx(spec, name, job, row.restarts[name] ?? 0);
+      }
+      if (Object.keys(parts).length !== Object.keys(row.spec.parts).length) {
+        await this.storage.ensembles.update(row.id, { status: 'failed', reason: 'the node stopped while its parts were being made' });
+        continue;
+      }
+      this.track(row, parts);
+    }
+  }
+
+  // --- placement: all or nothing -------------------------------------------------------------
+
+  /**
+   * One round: every part given gets a lease at once (their offers travel together), and only
+   * if every one was had are the hosts granted and the parts assigned. Anything less lets go of
+   * every lease of the round.
+   */
+  private async placeRound({ ensemble, parts }: PlaceRoundInput, signal: AbortSignal): Promise<PlaceRoundOutput> {
+    const live = this.live.get(ensemble);
+    if (!live) throw new Error('ensemble is gone');
+    const jobs = await Promise.all(parts.map((p) => this.storage.jobs.get(p.jobId!)));
+    const results = await Promise.allSettled(parts.map((p, i) => this.reservePart(p, jobs[i])));
+    const won: { part: PartCtx; node: string }[] = [];
+    const lost: string[] = [];
+    results.forEach((r, i) => (r.status === 'fulfilled' ? won.push({ part: parts[i]!, node: r.value }) : lost.push(`part ${parts[i]!.part}: ${errorText(r.reason)}`)));
+    if (lost.length > 0 || signal.aborted) {
+      await this.release(won);
+      throw new Error(lost.join('; ') || 'cancelled');
+    }
+    const context = live.machine.getSnapshot().context;
+    const nodes = Object.fromEntries(Object.values(context.parts).map((p) => [p.part, p.node]));
+    for (const w of won) nodes[w.part.part] = w.node;
+    try {
+      await this.grant(live, nodes);
+    } catch (e) {
+      await this.release(won);
+      throw e;
+    }
+    for (const w of won) {
+      try {
+        await this.actor.call(this.orchestrator(), PartBehaviors.assign, { job_id: w.part.jobId, node: w.node }, z.object({}), { ttlMs: CALL_TTL_MS });
+      } catch (e) {
+        // Cancelled meanwhile: its lease goes back; the report of its end follows.
+        await this.release([w]);
+        this.ctx.log.warn({ ensemble, part: w.part.part, err: errorText(e) }, 'part not assigned');
+      }
+    }
+    this.actor.system.metrics?.placements.labels('placed').inc(won.length);
+    return Object.fromEntries(won.map((w) => [w.part.part, w.node]));
+  }
+
+  /** A lease for one part: from the network's best bidder, or this node's resource manager. */
+  private async reservePart(part: PartCtx, job: Job | null): Promise<string> {
+    if (!job) throw notFound(`job ${part.jobId} of part ${part.part} is gone`);
+    let node = this.actor.system.host;
+    if (this.ctx.deps.network) {
+      const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: part.exclude, secrets: Object.keys(job.secrets).length > 0 };
+      const reply = await this.actor.call(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS });
+      if ('waiting' in reply) throw new Error(reply.waiting);
+      node = reply.node;
+    }
+    if (this.actor.system.isHere(node)) {
+      const reply = await this.actor.call(this.actor.local(RESOURCES_INBOX), ResourceBehaviors.reserve, { jobs: [{ job_id: job.id, resources: job.resources }] }, ReserveReply);
+      const refused = reply.refused[0];
+      if (refused) throw new Error(`this node cannot hold it now: ${refused.reason}`);
+    }
+    return node;
+  }
+
+  private async release(won: { part: PartCtx; node: string }[]): Promise<void> {
+    const here = won.filter((w) => this.actor.system.isHere(w.node)).map((w) => w.part.jobId!);
+    const calls: Promise<unknown>[] = won
+      .filter((w) => !this.actor.system.isHere(w.node))
+      .map((w) => this.actor.call(at(DEPLOYMENT_INBOX, w.node), DeploymentBehaviors.release, { job_id: w.part.jobId }, z.unknown(), { ttlMs: CALL_TTL_MS }));
+    if (here.length) calls.push(this.actor.call(this.actor.local(RESOURCES_INBOX), ResourceBehaviors.release, { job_ids: here }, ReleaseReply));
+    for (const r of await Promise.allSettled(calls)) if (r.status === 'rejected') this.ctx.log.warn({ err: errorText(r.reason) }, 'lease not released');
+  }
+
+  // --- the members grant -------------------------------------------------------------------
+
+  private nodesOf(context: EnsembleContext): string {
+    return JSON.stringify(Object.values(context.parts).map((p) => [p.part, p.jobId, p.node]));
+  }
+
+  /**
+   * Tells every node hosting a part (this one included) who hosts each part: the names its
+   * parts get, and whose tunnels it lets in. Every host must take it, or the round fails.
+   */
+  private async grant(live: Live, nodes?: Record<string, string | null>): Promise<void> {
+    const context = live.machine.getSnapshot().context;
+    const parts = Object.values(context.parts).map((p) => ({ part: p.part, job_id: p.jobId ?? '', node: nodes ? (nodes[p.part] ?? null) : p.node, ports: p.ports }));
+    const members = { ensemble: live.id, version: ++live.version, expires_at: Date.now() + MAX_GRANT_MS, parts: parts.filter((p) => p.job_id !== '') };
+    const hosts = new Set(members.parts.flatMap((p) => (p.node ? [p.node] : [])));
+    await Promise.all([...hosts].map((node) => this.actor.call(this.netOf(node), EnsembleNetBehaviors.members, members, z.unknown(), { ttlMs: CALL_TTL_MS })));
+    // Hosts no part runs on any more: their grant goes now rather than when it expires.
+    for (const node of live.granted) if (!hosts.has(node)) void this.actor.tell(this.netOf(node), EnsembleNetBehaviors.revoke, { ensemble: live.id }).catch(() => undefined);
+    live.granted = hosts;
+    live.grantedNodes = JSON.stringify(members.parts.map((p) => [p.part, p.job_id || null, p.node]));
+  }
+
+  private renewAll(): void {
+    for (const live of this.live.values()) {
+      if (live.granted.size === 0) continue;
+      this.grant(live).catch((e: unknown) => this.ctx.log.warn({ ensemble: live.id, err: errorText(e) }, 'members grant not renewed'));
+    }
+  }
+
+  private revoke(id: string): void {
+    const live = this.live.get(id);
+    if (!live) return;
+    for (const node of live.granted) void this.actor.tell(this.netOf(node), EnsembleNetBehaviors.revoke, { ensemble: id }).catch(() => undefined);
+    live.granted = new Set();
+  }
+
+  // --- parts -----------------------------------------------------------------------------------
+
+  private async createPart(id: string, spec: EnsembleSpec, name: string): Promise<Job> {
+    return this.actor.call(this.orchestrator(), PartBehaviors.create, { ensemble: id, part: name, job_id: randomUUID(), spec: jobSpecOf(spec, name) }, JobSchema, { ttlMs: CALL_TTL_MS });
+  }
+
+  /** A part failed with restarts left: a new job for it, which the machine then places. */
+  private async restart(id: string, part: string): Promise<void> {
+    const live = this.live.get(id);
+    if (!live) return;
+    try {
+      const job = await this.createPart(id, live.spec, part);
+      const restarts = Object.fromEntries(Object.values(live.machine.getSnapshot().context.parts).map((p) => [p.part, p.restarts]));
+      live.writes = live.writes.then(() => this.storage.ensembles.update(id, { restarts })).catch(() => undefined);
+      live.machine.send({ type: 'restarted', part, jobId: job.id });
+      // Stopped meanwhile: the new job goes the way of the others.
+      if (live.machine.getSnapshot().matches('stopping')) void this.cancelJob(job.id, 'its ensemble is stopping');
+    } catch (e) {
+      live.machine.send({ type: 'restart_failed', part, reason: errorText(e) });
+    }
+  }
+
+  private stopParts(context: EnsembleContext, reason: string): void {
+    for (const p of Object.values(context.parts)) {
+      if (p.jobId && p.status !== 'completed' && p.status !== 'failed') void this.cancelJob(p.jobId, reason);
+    }
+  }
+
+  private async cancelJob(jobId: string, reason: string): Promise<void> {
+    try {
+      await this.actor.call(this.orchestrator(), JobBehaviors.cancel, { id: jobId, reason }, JobSchema, { ttlMs: CANCEL_TTL_MS });
+    } catch (e) {
+      // Already ended: its report is what the machine waits for.
+      if (!(e instanceof DmsError && e.kind === 'conflict')) this.ctx.log.warn({ job: jobId, err: errorText(e) }, 'part not cancelled');
+    }
+  }
+
+  private orchestrator(): Handle {
+    return this.actor.local(ORCHESTRATOR_INBOX);
+  }
+
+  private netOf(node: string): Handle {
+    return this.actor.system.isHere(node) ? this.actor.local(ENSEMBLE_NET_INBOX) : at(ENSEMBLE_NET_INBOX, node);
+  }
+}
+
+/** The job a part runs as: its spec without what only the ensemble reads. */
+export function jobSpecOf(spec: EnsembleSpec, name: string): JobSpecInput {
+  const part = spec.parts[name];
+  if (!part) throw invalid(`no part named ${name}`);
+  const { kind: _kind, restart: _restart, optional: _optional, near: _near, name: jobName, ...job } = part;
+  return { ...job, name: jobName ?? `${spec.name}.${name}` };
+}
+
+function partCtx(spec: PartSpec, name: string, job: Job, restarts: number): PartCtx {
+  return {
+    part: name,
+    kind: spec.kind,
+    optional: spec.optional,
+    restartOn: spec.restart.on,
+    maxRestarts: spec.restart.max,
+    restarts,
+    jobId: job.id,
+    status: job.status,
+    node: job.status === 'pending' ? null : job.node,
+    assigned: false,
+    ports: spec.ports,
+    exclude: job.attempts.filter((a) => a.outcome === 'lost' || a.outcome === 'refused').map((a) => a.node),
+    error: job.error,
+  };
+}
+
+/** The stored status a machine state stands for. */
+function stateOf(snapshot: { value: unknown; context: EnsembleContext }): { status: EnsembleStatus; reason: string | null } {
+  const { context } = snapshot;
+  if (snapshot.value === 'completed') return { status: 'completed', reason: context.reason };
+  if (snapshot.value === 'failed') return { status: 'failed', reason: context.reason };
+  if (context.ran) return { status: 'running', reason: snapshot.value === 'stopping' ? `stopping: ${context.reason}` : null };
+  const waiting = Object.values(context.parts).filter((p) => p.status === 'pending').map((p) => p.part);
+  return { status: 'pending', reason: context.reason ?? (waiting.length ? `waiting for ${waiting.join(', ')} to run` : null) };
+}

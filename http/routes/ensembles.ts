@@ -1,0 +1,103 @@
+/**
+ * /api/v1/ensembles (README "Ensembles"): deploy, list, inspect and cancel ensembles. Each
+ * request is an envelope to the ensemble actor; a part's job answers on /api/v1/jobs like any.
+ */
+import * as z from 'zod';
+import { ENSEMBLE_INBOX, EnsembleBehaviors, EnsembleSchema, EnsembleSpecSchema } from '../../behaviors/ensembles/schema.js';
+import { JsonBody } from '../errors.js';
+import { wholeNumberParam } from '../query.js';
+import type { ResponseDoc } from '../route-table.js';
+import type { RouteModule } from './types.js';
+
+const ensembleId = { id: { schema: z.string().min(1).max(100), what: 'ensemble id' } };
+
+const ID_ANSWERS: Record<number, ResponseDoc> = {
+  400: { description: 'a malformed ensemble id' },
+  404: { description: 'no ensemble has this id' },
+};
+const BEHAVIOR_ANSWERS: Record<number, ResponseDoc> = {
+  503: { description: "a bounded queue is full (the ensemble actor's mailbox, rest.max_pending)" },
+};
+
+const ListQuery = z.object({
+  limit: wholeNumberParam({
+    pattern: /^\d{1,9}$/,
+    min: 1,
+    max: 100,
+    message: (raw) => `limit: '${raw}' is not a whole number from 1 to 100`,
+    description: 'ensembles in one page, 1 to 100 (default 100)',
+  }).optional(),
+  offset: wholeNumberParam({
+    pattern: /^\d{1,9}$/,
+    min: 0,
+    max: Number.MAX_SAFE_INTEGER,
+    message: (raw) => `offset: '${raw}' is not a whole number`,
+    description: 'ensembles to skip',
+  }).optional(),
+});
+
+const CancelQuery = z.object({ reason: z.string().min(1).max(500).optional().meta({ description: 'why it is cancelled, kept as its reason and its parts\' error' }) });
+
+export const ensembleRoutes: RouteModule = ({ table, config, http }) => {
+  const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ENSEMBLE_INBOX, be, payload, ttlMs);
+
+  table.add({
+    method: 'POST',
+    path: '/api/v1/ensembles',
+    operationId: 'deployEnsemble',
+    summary: 'Deploy an ensemble: parts placed all or nothing, reaching each other as <part>.internal',
+    tags: ['ensembles'],
+    body: { schema: EnsembleSpecSchema, what: 'ensemble spec', description: 'The ensemble spec; each part is a job spec plus kind, restart, optional and near.' },
+    responses: {
+      ...BEHAVIOR_ANSWERS,
+      201: { description: 'the new Ensemble, pending', schema: EnsembleSchema },
+      400: { description: 'naming every bad field (a part name that is not a DNS label or is reserved, a near cycle or unknown part, ports out of range or twice), or a part whose job this node refuses' },
+      409: { description: 'a part no known node could ever hold, naming it' },
+    },
+    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(EnsembleBehaviors.submit, await input.body())), 201),
+  });
+
+  table.add({
+    method: 'GET',
+    path: '/api/v1/ensembles',
+    operationId: 'listEnsembles',
+    summary: 'List ensembles, newest first',
+    tags: ['ensembles'],
+    query: ListQuery,
+    responses: { ...BEHAVIOR_ANSWERS, 200: { description: 'one page of Ensembles', schema: z.array(EnsembleSchema) } },
+    handler: async (_event, input) => ((await call(EnsembleBehaviors.list, input.query())) as { ensembles: unknown[] }).ensembles,
+  });
+
+  table.add({
+    method: 'GET',
+    path: '/api/v1/ensembles/:id',
+    operationId: 'getEnsemble',
+    summary: 'An ensemble: its status and each part (its job, node and status)',
+    tags: ['ensembles'],
+    params: ensembleId,
+    responses: { ...BEHAVIOR_ANSWERS, ...ID_ANSWERS, 200: { description: 'the Ensemble', schema: EnsembleSchema } },
+    handler: (_event, input) => call(EnsembleBehaviors.status, { id: input.param('id') }),
+  });
+
+  // Answers once every part has stopped, which can take the engine's grace period.
+  const cancelTtlMs = (config.jobs.stop_grace_s + 30) * 1000;
+  table.add({
+    method: 'DELETE',
+    path: '/api/v1/ensembles/:id',
+    operationId: 'cancelEnsemble',
+    summary: 'Cancel an ensemble: every part is stopped, every lease let go',
+    tags: ['ensembles'],
+    params: ensembleId,
+    query: CancelQuery,
+    responses: {
+      ...BEHAVIOR_ANSWERS,
+      ...ID_ANSWERS,
+      200: { description: 'the Ensemble, failed with reason `cancelled` (`cancelled: <reason>`)', schema: EnsembleSchema },
+      409: { description: 'the ensemble has already ended' },
+    },
+    handler: async (_event, input) => {
+      const { reason } = input.query();
+      return call(EnsembleBehaviors.cancel, { id: input.param('id'), ...(reason ? { reason } : {}) }, cancelTtlMs);
+    },
+  });
+};

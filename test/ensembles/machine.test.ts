@@ -1,0 +1,119 @@
+/**
+ * The ensemble machine (actors/ensembles/machine.ts) alone: its effects replaced by recorders,
+ * its parts' reports sent by hand, so each rule is seen without a node, an executor or a network.
+ */
+import { describe, expect, it } from 'vitest';
+import { createActor, fromPromise, waitFor } from 'xstate';
+import type { PartChanged } from '../../behaviors/ensembles/schema.js';
+import { ensembleMachine, type PartCtx, type PlaceRoundInput } from '../../actors/ensembles/machine.js';
+
+const ID = '00000000-0000-4000-8000-00000000000e';
+const jobOf = (part: string, n = 0) => `00000000-0000-4000-8000-${String(n).padStart(4, '0')}${part.padEnd(8, '0').slice(0, 8).replace(/[^0-9a-f]/g, 'a')}`;
+
+function part(name: string, extra: Partial<PartCtx> = {}): PartCtx {
+  return { part: name, kind: 'task', optional: false, restartOn: 'never', maxRestarts: 3, restarts: 0, jobId: jobOf(name), status: 'pending', node: null, assigned: false, ports: [], exclude: [], error: null, ...extra };
+}
+
+/** A machine whose rounds answer with `rounds` in turn (a map of part to node, or an error text). */
+function harness(parts: PartCtx[], rounds: (Record<string, string> | string)[]) {
+  const placed: string[][] = [];
+  const stopped: string[] = [];
+  const restarted: string[] = [];
+  let revoked = 0;
+  const machine = ensembleMachine.provide({
+    actors: {
+      place: fromPromise(async ({ input }: { input: PlaceRoundInput }) => {
+        placed.push(input.parts.map((p) => p.part).sort());
+        const next = rounds.shift();
+        if (next === undefined || typeof next === 'string') throw new Error(next ?? 'no more rounds');
+        return next;
+      }),
+    },
+    actions: {
+      stopParts: ({ context }) => stopped.push(...Object.values(context.parts).filter((p) => p.status !== 'completed' && p.status !== 'failed').map((p) => p.part)),
+      restart: (_, { part }) => restarted.push(part),
+      revoke: () => void revoked++,
+    },
+  });
+  const actor = createActor(machine, { input: { id: ID, parts: Object.fromEntries(parts.map((p) => [p.part, p])), backoff: { firstMs: 10, maxMs: 40 } } });
+  actor.start();
+  const report = (name: string, status: PartChanged['status'], node: string | null, extra: Partial<PartChanged> = {}) =>
+    actor.send({ type: 'part', change: { job_id: actor.getSnapshot().context.parts[name]!.jobId!, ensemble: ID, part: name, status, node, error: null, exclude: [], ...extra } });
+  return { actor, placed, stopped, restarted, report, revoked: () => revoked };
+}
+
+describe('ensemble machine', () => {
+  it('places every part in one round, and is running once every part runs', async () => {
+    const h = harness([part('server', { kind: 'service' }), part('client')], [{ server: 'B', client: 'C' }]);
+    await waitFor(h.actor, (s) => s.matches('active') && s.context.parts.server!.assigned);
+    expect(h.placed).toEqual([['client', 'server']]);
+    expect(h.actor.getSnapshot().context.parts.client).toMatchObject({ node: 'C', assigned: true });
+    h.report('server', 'running', 'B');
+    expect(h.actor.getSnapshot().context.ran).toBe(false);
+    h.report('client', 'running', 'C');
+    expect(h.actor.getSnapshot().context.ran).toBe(true);
+    // The task completes: the service is stopped, and the ensemble completes once it ended.
+    h.report('client', 'completed', 'C');
+    expect(h.actor.getSnapshot().value).toBe('stopping');
+    expect(h.stopped).toEqual(['server']);
+    h.report('server', 'failed', 'B', { error: 'cancelled: its ensemble completed' });
+    expect(h.actor.getSnapshot().value).toBe('completed');
+    expect(h.revoked()).toBe(1);
+  });
+
+  it('a round that could not reserve every part waits a back-off, then places them all again', async () => {
+    const h = harness([part('a'), part('b')], ['part b: nobody can hold it', 'part b: still nobody', { a: 'X', b: 'Y' }]);
+    await waitFor(h.actor, (s) => s.matches('waiting'));
+    expect(h.actor.getSnapshot().context.reason).toBe('waiting for nodes: part b: nobody can hold it');
+    await waitFor(h.actor, (s) => s.matches('active') && s.context.parts.b!.assigned, { timeout: 2_000 });
+    expect(h.placed).toEqual([['a', 'b'], ['a', 'b'], ['a', 'b']]);
+  });
+
+  it('a part whose node was lost is placed again alone, with the others running on', async () => {
+    const h = harness([part('server', { kind: 'service' }), part('client')], [{ server: 'B', client: 'C' }, { server: 'C' }]);
+    await waitFor(h.actor, (s) => s.context.parts.server!.assigned);
+    h.report('server', 'running', 'B');
+    h.report('client', 'running', 'C');
+    h.report('server', 'pending', null, { exclude: ['B'] });
+    await waitFor(h.actor, (s) => s.context.parts.server!.node === 'C');
+    expect(h.placed[1]).toEqual(['server']);
+    expect(h.actor.getSnapshot().context.parts.server!.exclude).toEqual(['B']);
+  });
+
+  it('a failed part with restarts left gets a new job; without, the ensemble fails and stops the rest', async () => {
+    const h = harness([part('w', { restartOn: 'failure', maxRestarts: 1 }), part('s', { kind: 'service' })], [{ w: 'A', s: 'A' }, { w: 'A' }]);
+    await waitFor(h.actor, (s) => s.context.parts.w!.assigned);
+    h.report('w', 'running', 'A');
+    h.report('s', 'running', 'A');
+    h.report('w', 'failed', 'A', { error: 'exited with code 1' });
+    expect(h.restarted).toEqual(['w']);
+    expect(h.actor.getSnapshot().context.parts.w).toMatchObject({ status: 'pending', jobId: null, restarts: 1 });
+    h.actor.send({ type: 'restarted', part: 'w', jobId: jobOf('w', 1) });
+    await waitFor(h.actor, (s) => s.context.parts.w!.assigned);
+    h.report('w', 'failed', 'A', { error: 'exited with code 1' });
+    expect(h.actor.getSnapshot().value).toBe('stopping');
+    expect(h.actor.getSnapshot().context.reason).toBe('part w failed after 1 restart(s): exited with code 1');
+    expect(h.stopped).toEqual(['s']);
+  });
+
+  it('an optional part that fails does not fail the ensemble', async () => {
+    const h = harness([part('main'), part('extra', { optional: true })], [{ main: 'A', extra: 'A' }]);
+    await waitFor(h.actor, (s) => s.context.parts.main!.assigned);
+    h.report('extra', 'failed', 'A', { error: 'exited with code 2' });
+    expect(h.actor.getSnapshot().value).toBe('active');
+    h.report('main', 'running', 'A');
+    h.report('main', 'completed', 'A');
+    expect(h.actor.getSnapshot().value).toBe('completed');
+  });
+
+  it('a cancel stops every part and the ensemble fails with the reason, also while waiting', async () => {
+    const h = harness([part('a'), part('b')], ['nobody']);
+    await waitFor(h.actor, (s) => s.matches('waiting'));
+    h.actor.send({ type: 'cancel', reason: 'cancelled' });
+    expect(h.stopped.sort()).toEqual(['a', 'b']);
+    h.report('a', 'failed', null);
+    h.report('b', 'failed', null);
+    expect(h.actor.getSnapshot().value).toBe('failed');
+    expect(h.actor.getSnapshot().context.reason).toBe('cancelled');
+  });
+});
