@@ -7,6 +7,7 @@ import { registerConfigCommands } from './commands/config.js';
 import { registerDevCommands } from './commands/dev.js';
 import { registerNodeCommands } from './commands/lifecycle.js';
 import { registerJobCommands } from './commands/jobs.js';
+import { registerEnsembleCommands } from './commands/ensemble.js';
 import { registerResourceCommands } from './commands/resources.js';
 import { registerOnboardCommands } from './commands/onboard.js';
 import { registerPeersCommands } from './commands/peers.js';
@@ -37,6 +38,7 @@ export function buildProgram(): Command {
   registerKeyCommands(program);
   registerAuthCommands(program);
   registerJobCommands(program);
+  registerEnsembleCommands(program);
   registerFileCommands(program);
   registerResourceCommands(program);
   registerPeersCommands(program);

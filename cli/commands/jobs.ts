@@ -177,7 +177,7 @@ async function listJobs(cmd: Command, opts: ListOptions): Promise<JobListReply> 
 }
 
 /** A spec file as JSON or YAML (YAML also reads JSON, so an unknown extension is read as YAML). */
-function readSpec(file: string): unknown {
+export function readSpec(file: string): unknown {
   let text: string;
   try {
     text = readFileSync(file === '-' ? 0 : file, 'utf8');
@@ -195,7 +195,7 @@ function readSpec(file: string): unknown {
  * YAML reads a bare `executor: null` as null, not the name of the null executor, which is what
  * whoever wrote it in that field meant (and what the README's spec example shows).
  */
-function nullExecutorOf(spec: unknown): unknown {
+export function nullExecutorOf(spec: unknown): unknown {
   if (typeof spec === 'object' && spec !== null && 'executor' in spec && spec.executor === null) return { ...spec, executor: 'null' };
   return spec;
 }

@@ -1,0 +1,129 @@
+/**
+ * `dms ensemble deploy|list|status|describe|cancel|port-forward` (README "Ensembles"): the REST
+ * routes of /api/v1/ensembles, and a forward to a part's port through the part's job.
+ */
+import type { Command } from 'commander';
+import type { Ensemble } from '../../behaviors/ensembles/schema.js';
+import type { Forward } from '../../http/routes/ports.js';
+import type { RestClient } from '../../client/rest.js';
+import { CliError, output } from '../context.js';
+import { pickByPrefix, shortId } from '../ids.js';
+import { restFor } from '../rest.js';
+import { grid } from '../table.js';
+import { nullExecutorOf, readSpec } from './jobs.js';
+
+const ID_ARG = 'ensemble id, or any unique prefix of it (as `ensemble list` prints)';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** How often `deploy --wait` looks again. */
+const WAIT_POLL_MS = 500;
+
+export function registerEnsembleCommands(program: Command): void {
+  const ensemble = program.command('ensemble').description('deploy ensembles: parts placed all or nothing, reaching each other as <part>.internal');
+
+  ensemble
+    .command('deploy')
+    .description('deploy an ensemble from a JSON or YAML spec file (- reads stdin)')
+    .argument('<spec>', 'spec file: name, parts: {<part>: job spec + ports, kind, restart, optional, near}')
+    .option('--wait', 'wait until it ends, and exit 0 only if it completed')
+    .action(async (file: string, opts: { wait?: boolean }, cmd: Command) => {
+      const rest = restFor(cmd);
+      const made = await rest.post<Ensemble>('/api/v1/ensembles', withNullExecutors(readSpec(file)));
+      if (!opts.wait) return output(cmd, made, `deployed ensemble ${made.id} (${made.name}): ${made.status}, parts ${made.parts.map((p) => p.part).join(', ')}`);
+      let last = made;
+      while (last.status !== 'completed' && last.status !== 'failed') {
+        await new Promise((r) => setTimeout(r, WAIT_POLL_MS));
+        last = await rest.get<Ensemble>(`/api/v1/ensembles/${made.id}`);
+      }
+      output(cmd, last, describe(last));
+      if (last.status !== 'completed') process.exitCode = 1;
+    });
+
+  ensemble
+    .command('list')
+    .description('list ensembles, newest first')
+    .option('--wide', 'print whole ids')
+    .action(async (opts: { wide?: boolean }, cmd: Command) => {
+      const list = await restFor(cmd).get<Ensemble[]>('/api/v1/ensembles');
+      const rows = list.map((e) => [opts.wide ? e.id : shortId(e.id), e.status, String(e.parts.length), e.parts.filter((p) => p.status === 'running').length.toString(), e.created_at, e.name]);
+      output(cmd, list, list.length === 0 ? 'no ensembles' : grid(['ID', 'STATUS', 'PARTS', 'RUNNING', 'CREATED', 'NAME'], rows));
+    });
+
+  ensemble
+    .command('status')
+    .description("an ensemble's status, one line")
+    .argument('<id>', ID_ARG)
+    .action(async (given: string, _opts, cmd: Command) => {
+      const e = await get(restFor(cmd), given);
+      output(cmd, e, `ensemble ${e.id} (${e.name}): ${e.status}${e.reason ? ` (${e.reason})` : ''}`);
+    });
+
+  ensemble
+    .command('describe')
+    .description('an ensemble and each part: its job, node, status and error')
+    .argument('<id>', ID_ARG)
+    .action(async (given: string, _opts, cmd: Command) => {
+      const e = await get(restFor(cmd), given);
+      output(cmd, e, describe(e));
+    });
+
+  ensemble
+    .command('cancel')
+    .description('stop every part; the ensemble ends failed with the reason "cancelled"')
+    .argument('<id>', ID_ARG)
+    .action(async (given: string, _opts, cmd: Command) => {
+      const rest = restFor(cmd);
+      const e = await rest.delete<Ensemble>(`/api/v1/ensembles/${encodeURIComponent(await resolveEnsembleId(rest, given))}`);
+      output(cmd, e, `ensemble ${e.id}: ${e.status} (${e.reason ?? 'cancelled'})`);
+    });
+
+  ensemble
+    .command('port-forward')
+    .description("listen on a local port of the node, each connection tunnelled to a part's declared port wherever it runs; until interrupted")
+    .argument('<id>', ID_ARG)
+    .argument('<part:port>', 'a part and a port it declared (e.g. server:8080)')
+    .option('--local <addr:port>', 'where the node listens (default 127.0.0.1 and a free port, printed)')
+    .action(async (given: string, target: string, opts: { local?: string }, cmd: Command) => {
+      const m = /^([a-z0-9-]{1,63}):(\d{1,5})$/.exec(target);
+      if (!m) throw new CliError(`'${target}' is not <part>:<port> (e.g. server:8080)`);
+      const rest = restFor(cmd);
+      const e = await get(rest, given);
+      const part = e.parts.find((p) => p.part === m[1]);
+      if (!part) throw new CliError(`ensemble ${shortId(e.id)} has no part '${m[1]}' (parts: ${e.parts.map((p) => p.part).join(', ')})`);
+      const path = `/api/v1/jobs/${encodeURIComponent(part.job_id)}`;
+      const forward = await rest.post<Forward>(`${path}/ports/${m[2]}/forward`, opts.local ? { local: opts.local } : {});
+      output(cmd, forward, `forwarding ${forward.local} -> ensemble ${shortId(e.id)} part ${part.part} port ${forward.port} (Ctrl-C stops)`);
+      // The listener is the node's: stopped with this command. A pending promise holds no event loop open.
+      const alive = setInterval(() => undefined, 1 << 30);
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', resolve);
+        process.once('SIGTERM', resolve);
+      });
+      clearInterval(alive);
+      await rest.delete(`${path}/forwards/${forward.id}`).catch(() => undefined);
+    });
+}
+
+/** YAML's bare `executor: null` in a part means the null executor, as in a job spec. */
+function withNullExecutors(spec: unknown): unknown {
+  if (typeof spec !== 'object' || spec === null || !('parts' in spec) || typeof spec.parts !== 'object' || spec.parts === null) return spec;
+  return { ...spec, parts: Object.fromEntries(Object.entries(spec.parts).map(([name, part]) => [name, nullExecutorOf(part)])) };
+}
+
+async function get(rest: RestClient, given: string): Promise<Ensemble> {
+  return rest.get<Ensemble>(`/api/v1/ensembles/${encodeURIComponent(await resolveEnsembleId(rest, given))}`);
+}
+
+async function resolveEnsembleId(rest: RestClient, given: string): Promise<string> {
+  if (UUID.test(given.trim())) return given.trim();
+  const list = await rest.get<{ id: string }[]>('/api/v1/ensembles?limit=100');
+  return pickByPrefix('ensemble', given, list.map((e) => e.id));
+}
+
+function describe(e: Ensemble): string {
+  const node = (n: string | null) => (n === null ? '-' : `…${n.slice(-8)}`);
+  const rows = e.parts.map((p) => [p.part, p.kind, p.status, node(p.node), shortId(p.job_id), p.ports.join(',') || '-', String(p.restarts), p.error ?? '']);
+  return [
+    `ensemble ${e.id} (${e.name}): ${e.status}${e.reason ? ` (${e.reason})` : ''}`,
+    grid(['PART', 'KIND', 'STATUS', 'NODE', 'JOB', 'PORTS', 'RESTARTS', 'ERROR'], rows),
+  ].join('\n');
+}
