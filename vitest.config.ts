@@ -62,6 +62,7 @@ const NODE = [
   'test/jobs/transitions.test.ts',
   'test/multinode/pinned.test.ts',
   'test/multinode/late-peer.test.ts',
+  'test/multinode/ensembles.test.ts',
   'test/multinode/tunnel.test.ts',
   'test/network/dht-protocol.test.ts',
   'test/network/discovery.test.ts',

@@ -58,10 +58,7 @@ export type PartSpec = z.output<typeof PartSpecSchema>;
 export const EnsembleSpecSchema = z
   .strictObject({
     name: z.string().min(1).max(200),
-    parts: z.record(PartNameSchema, PartSpecSchema, {
-      // The key's own message (not zod's "Invalid key in record"): which name, and what a part name is.
-      error: (issue) => (issue.code === 'invalid_key' ? `part name '${String(issue.input).slice(0, 80)}': ${issue.issues?.[0]?.message ?? 'not a part name'}` : undefined),
-    }),
+    parts: z.record(PartNameSchema, PartSpecSchema),
     /** How many times the whole ensemble may be placed again when a reservation or a start fails (default 3). */
     max_attempts: z.int().min(1).max(10).default(3),
   })

@@ -3,12 +3,13 @@
  * or mistaken spec refused with the field that is wrong.
  */
 import { describe, expect, it } from 'vitest';
+import { describeIssues } from '../../runtime/issues.js';
 import { EnsembleSpecSchema, MAX_PARTS, nearCycle, placementOrder } from '../../behaviors/ensembles/schema.js';
 
 const part = (extra: Record<string, unknown> = {}) => ({ image: 'busybox:latest', executor: 'null', ...extra });
 const problems = (spec: unknown) => {
   const r = EnsembleSpecSchema.safeParse(spec);
-  return r.success ? [] : r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+  return r.success ? [] : describeIssues(r.error).split('; ');
 };
 
 describe('ensemble spec', () => {
@@ -26,7 +27,7 @@ describe('ensemble spec', () => {
     for (const name of ['Server', 'a_b', '-a', 'a-', 'a.b', 'x'.repeat(64), '']) {
       expect(problems({ name: 'e', parts: { [name]: part() } }).join('\n'), name).toMatch(/DNS label/);
     }
-    expect(problems({ name: 'e', parts: { localhost: part() } }).join()).toMatch(/part name 'localhost' is reserved/);
+    expect(problems({ name: 'e', parts: { localhost: part() } }).join()).toMatch(/parts: key 'localhost': part name 'localhost' is reserved/);
     expect(problems({ name: 'e', parts: { host: part() } }).join()).toMatch(/reserved/);
   });
 

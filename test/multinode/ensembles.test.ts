@@ -1,0 +1,138 @@
+/**
+ * Ensembles across real in-process nodes on 127.0.0.1 (null executor): parts placed on the nodes
+ * they are pinned to, the lifecycle (a task completing stops the services), all-or-nothing
+ * placement (a lease refused for one part lets go of every other lease), a lost node's part
+ * placed again alone, and cancel. Names between parts need containers: test/ensembles/ (Docker).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { rest } from '../helpers/rest.js';
+
+type Part = { part: string; job_id: string; node: string | null; status: string; error: string | null };
+type Ensemble = { id: string; status: string; reason: string | null; parts: Part[] };
+type Usage = { allocated: { cpu: { cores: number }; memory: { size: number } } };
+
+let a: LocalNode;
+let b: LocalNode;
+let c: LocalNode;
+
+const ensemble = async (id: string) => (await rest(a, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble;
+const partOf = (e: Ensemble, name: string) => e.parts.find((p) => p.part === name)!;
+const held = async (node: LocalNode) => ((await rest(node, 'GET', '/api/v1/resources/usage')).json as Usage).allocated.cpu.cores;
+const nullPart = (extra: Record<string, unknown>) => ({ image: 'none', executor: 'null', resources: { cpu: 0.25, memory: '16MiB' }, ...extra });
+
+beforeAll(async () => {
+  // Node a follows its parts closely, so a lost provider is noticed within the test's waits.
+  [a, b, c] = await startCluster(3, { start: startLocalNode, node: (i) => (i === 0 ? { config: { deployment: { lost_after_ms: 2_000, follow_poll_ms: 300 } } } : {}) });
+  for (const n of [b, c]) expect((await rest(n, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
+}, 120_000);
+afterAll(() => stopCluster([a, b, c]));
+
+describe('an ensemble', { timeout: 60_000 }, () => {
+  it('runs its parts where they are pinned, and completes once its task did, stopping its service', async () => {
+    const made = await rest(a, 'POST', '/api/v1/ensembles', {
+      name: 'pair',
+      parts: {
+        server: nullPart({ kind: 'service', ports: [8080], environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: c.peerId } }),
+        client: nullPart({ environment: { DMS_NULL_DURATION_MS: '1500', DMS_NULL_STDOUT: 'fetched' }, placement: { node: b.peerId } }),
+      },
+    });
+    expect(made.status).toBe(201);
+    const id = (made.json as Ensemble).id;
+    expect((made.json as Ensemble).parts.map((p) => p.part).sort()).toEqual(['client', 'server']);
+    const running = await waitFor('the ensemble running', async () => {
+      const e = await ensemble(id);
+      return e.status === 'running' ? e : undefined;
+    }, { timeoutMs: 20_000 });
+    expect(partOf(running, 'server').node).toBe(c.peerId);
+    expect(partOf(running, 'client').node).toBe(b.peerId);
+    // Each part is a job of the requester's, on /api/v1/jobs like any other.
+    const job = (await rest(a, 'GET', `/api/v1/jobs/${partOf(running, 'server').job_id}`)).json as { ensemble: string; part: string; node: string };
+    expect(job).toMatchObject({ ensemble: id, part: 'server', node: c.peerId });
+    const done = await waitFor('the ensemble completed', async () => {
+      const e = await ensemble(id);
+      return e.status === 'completed' ? e : undefined;
+    }, { timeoutMs: 20_000 });
+    expect(partOf(done, 'client').status).toBe('completed');
+    expect(partOf(done, 'server')).toMatchObject({ status: 'failed', error: 'cancelled: its ensemble completed' });
+    await waitFor('nothing held on b and c', async () => (await held(b)) === 0 && (await held(c)) === 0, { timeoutMs: 10_000 });
+  });
+
+  it('places all or nothing: a lease refused for one part lets go of every other lease', async () => {
+    // Node c grants one requester's unstarted leases at most a quarter of its share beyond the
+    // first: of two parts asking 0.4 cores each there, the second lease is refused every round.
+    const made = await rest(a, 'POST', '/api/v1/ensembles', {
+      name: 'too-much',
+      parts: {
+        fits: nullPart({ environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: b.peerId } }),
+        one: nullPart({ resources: { cpu: 0.4, memory: '16MiB' }, environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: c.peerId } }),
+        two: nullPart({ resources: { cpu: 0.4, memory: '16MiB' }, environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: c.peerId } }),
+      },
+    });
+    expect(made.status).toBe(201);
+    const id = (made.json as Ensemble).id;
+    const waiting = await waitFor('the ensemble waiting, naming the refused lease', async () => {
+      const e = await ensemble(id);
+      return e.reason?.startsWith('waiting for nodes:') ? e : undefined;
+    }, { timeoutMs: 20_000 });
+    expect(waiting.status).toBe('pending');
+    expect(waiting.reason).toMatch(/part (one|two): /);
+    // No part ever ran, and between rounds nothing is held for it anywhere.
+    for (let i = 0; i < 5; i++) {
+      const e = await ensemble(id);
+      expect(e.parts.every((p) => p.status === 'pending')).toBe(true);
+      await sleep(200);
+    }
+    const cancelled = (await rest(a, 'DELETE', `/api/v1/ensembles/${id}`)).json as Ensemble;
+    expect(cancelled).toMatchObject({ status: 'failed', reason: 'cancelled' });
+    expect(cancelled.parts.every((p) => p.status === 'failed')).toBe(true);
+    await waitFor('nothing held on a, b and c', async () => (await held(a)) === 0 && (await held(b)) === 0 && (await held(c)) === 0, { timeoutMs: 15_000 });
+  });
+
+  it('refuses a spec with a bad part, naming it, and keeps nothing running', async () => {
+    const bad = await rest(a, 'POST', '/api/v1/ensembles', { name: 'x', parts: { Web: nullPart({}) } });
+    expect(bad.status).toBe(400);
+    expect(bad.json.error).toMatch(/parts: key 'Web': part names are DNS labels/);
+    const noExecutor = await rest(a, 'POST', '/api/v1/ensembles', { name: 'x', parts: { web: nullPart({ executor: 'nope' }) } });
+    expect(noExecutor.status).toBe(400);
+    expect(noExecutor.json.error).toMatch(/part web: executor: no executor named "nope"/);
+  });
+  it("places a lost node's part again alone, on another node, while the others run on", async () => {
+    const d = await startLocalNode({ env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(a) } });
+    try {
+      for (const n of [c, d]) expect((await rest(n, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' }, labels: { zone: 'lab' } })).status).toBe(200);
+      const made = await rest(a, 'POST', '/api/v1/ensembles', {
+        name: 'moving',
+        parts: {
+          // Only c and d have the label: the server runs on one, and goes to the other when it is lost.
+          server: nullPart({ kind: 'service', environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { labels: { zone: 'lab' } } }),
+          client: nullPart({ kind: 'service', environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: b.peerId } }),
+        },
+      });
+      expect(made.status).toBe(201);
+      const id = (made.json as Ensemble).id;
+      const running = await waitFor('the ensemble running', async () => {
+        const e = await ensemble(id);
+        return e.status === 'running' ? e : undefined;
+      }, { timeoutMs: 20_000 });
+      const first = partOf(running, 'server').node;
+      expect([c.peerId, d.peerId]).toContain(first);
+      const clientJob = partOf(running, 'client').job_id;
+      await (first === c.peerId ? c : d).stop();
+      const moved = await waitFor('the server running on the other labelled node', async () => {
+        const e = await ensemble(id);
+        const server = partOf(e, 'server');
+        return server.status === 'running' && server.node !== first ? e : undefined;
+      }, { timeoutMs: 40_000 });
+      expect(partOf(moved, 'server').node).toBe(first === c.peerId ? d.peerId : c.peerId);
+      // The client was never touched: the same job, running all along.
+      expect(partOf(moved, 'client')).toMatchObject({ job_id: clientJob, status: 'running' });
+      expect(moved.status).toBe('running');
+      expect((await rest(a, 'DELETE', `/api/v1/ensembles/${id}`)).json).toMatchObject({ status: 'failed', reason: 'cancelled' });
+    } finally {
+      await d.stop();
+    }
+  });
+});
