@@ -47,6 +47,7 @@ const UNIT = [
   'test/resources/capacity.test.ts',
   'test/ensembles/spec.test.ts',
   'test/ensembles/machine.test.ts',
+  'test/ensembles/round-trips.test.ts',
 ];
 const NODE = [
   'test/unit/discovery-peers.test.ts',

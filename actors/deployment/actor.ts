@@ -51,12 +51,13 @@ import { Bidders } from './bidders.js';
 import { type OfferEvent, placementMachine, type PlacementInput } from './placement-machine.js';
 import type { ProviderLimits } from './provider-machine.js';
 import { Provider } from './provider.js';
+import { RoundTrips } from './round-trips.js';
 
 export interface DeploymentDeps {
   /** Executors this node runs jobs with: what its bids offer. */
   executors: readonly string[];
-  /** The peers connected now (the libp2p transport); absent without a network. */
-  network?: { peers(): string[] };
+  /** The peers connected now, and the round trip to one (the libp2p transport); absent without a network. */
+  network?: { peers(): string[]; ping?(peer: string): Promise<number> };
   /** What this node grants as a provider, and the lease it asks for as a requester (config `deployment`). */
   limits: ProviderLimits;
   /** Which providers may be sent a job's secrets (`placement.trust`); default: this node only. */
@@ -101,7 +102,8 @@ class Deployment {
 
   constructor(private readonly ctx: ActorContext<DeploymentDeps>) {
     this.actor = ctx.actor;
-    this.provider = new Provider(ctx, ctx.deps.executors, ctx.deps.limits);
+    const ping = ctx.deps.network?.ping?.bind(ctx.deps.network);
+    this.provider = new Provider(ctx, ctx.deps.executors, ctx.deps.limits, ping ? new RoundTrips(ping) : undefined);
     this.bidders = new Bidders(this.actor, ctx.deps.trusts ?? providerTrust('anchored', this.actor.system.host));
     this.machine = placementMachine.provide({
       actors: {
@@ -206,6 +208,7 @@ class Deployment {
       self: this.actor.system.host,
       suspect: new Set(this.suspect.keys()),
       vet: await this.bidders.vet(p.placement, p.secrets),
+      near: p.near ?? null,
       expected,
     };
     const run = this.ctx.machine(this.machine, { id: p.job_id, input });
@@ -224,6 +227,7 @@ class Deployment {
       executor: input.executor,
       ...(input.placement?.location ? { location: input.placement.location } : {}),
       ...(input.placement?.labels ? { labels: input.placement.labels } : {}),
+      ...(input.near ? { near: input.near } : {}),
     };
     const pinned = input.placement?.node;
     if (pinned) {

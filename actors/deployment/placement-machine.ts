@@ -17,7 +17,7 @@
  * bids, asking a bidder to reserve) are supplied by the deployment actor.
  */
 import { assign, type EventObject, fromCallback, fromPromise, setup } from 'xstate';
-import type { Bid, BidAnswer, PlaceReply } from '../../behaviors/jobs/deployment.js';
+import type { Bid, BidAnswer, NearNode, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import type { Placement, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
 
@@ -37,6 +37,8 @@ export interface PlacementInput {
    * job's secrets, its signed profile lacks what the job asks for: ./bidders.ts); null to take it.
    */
   vet?: (node: string) => string | null;
+  /** A part that must run near another part's node: a bid without a round trip within the bound is declined. */
+  near?: NearNode | null;
 }
 
 export type OfferEvent =
@@ -71,6 +73,13 @@ export function rank(bids: readonly NodeBid[], suspect: ReadonlySet<string>): No
   const shuffled = bids.map((bid) => ({ bid, luck: Math.random() }));
   shuffled.sort((a, b) => Number(suspect.has(a.bid.node)) - Number(suspect.has(b.bid.node)) || a.bid.load - b.bid.load || a.luck - b.luck);
   return shuffled.map((s) => s.bid);
+}
+
+/** Why a bid for a part that must run near another node is not taken: it says no round trip, or one too long. */
+function farFrom(near: NearNode | null | undefined, bid: Bid): string | null {
+  if (!near) return null;
+  if (bid.rtt_ms === undefined) return `bid without its round trip to ${near.node}, which near asks`;
+  return bid.rtt_ms > near.max_rtt_ms ? `its round trip to ${near.node} is ${bid.rtt_ms} ms, more than near.max_rtt_ms (${near.max_rtt_ms} ms)` : null;
 }
 
 /** Why nobody bid, in a line a person can act on. */
@@ -166,7 +175,7 @@ export const placementMachine = setup({
             if ('declined' in answer) return { declines: [...context.declines, { node, declined: answer.declined }] };
             // A bidder this job must avoid counts as having answered.
             if (context.exclude.includes(node)) return { declines: [...context.declines, { node, declined: 'failed this job before' }] };
-            const refused = context.vet?.(node);
+            const refused = context.vet?.(node) ?? farFrom(context.near, answer);
             if (refused) return { declines: [...context.declines, { node, declined: refused }] };
             return { bids: [...context.bids, { ...answer, node }] };
           }),

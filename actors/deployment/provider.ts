@@ -20,6 +20,7 @@ import { BidBook } from './bid-book.js';
 import { labelMismatch, lacks, locationMismatch } from '../../behaviors/jobs/fit.js';
 import { type Holding, providerMachine, type ProviderInput, type ProviderLimits } from './provider-machine.js';
 import { Strikes } from './strikes.js';
+import { type RoundTrip, RoundTrips } from './round-trips.js';
 
 /** Deployments (leased or running for other nodes) held here at once. */
 const MAX_DEPLOYMENTS = 4096;
@@ -52,6 +53,8 @@ export class Provider {
     private readonly ctx: ActorContext<unknown>,
     private readonly executors: readonly string[],
     private readonly limits: ProviderLimits,
+    /** Round trips to other nodes, for parts that must run near one; absent without a network. */
+    private readonly roundTrips?: RoundTrips,
   ) {
     this.actor = ctx.actor;
     this.own = ownKeys(ctx.system);
@@ -88,6 +91,13 @@ export class Provider {
     const requester = this.requesterOf(env);
     const here = this.actor.system.isHere(requester);
     const offer = await this.actor.call(this.manager(), ResourceBehaviors.offer, {}, OfferReply, { ttlMs: CALL_TTL_MS });
+    // Parts that must run near another part's node: this node's round trip to each such node.
+    const rtts = new Map<string, RoundTrip>();
+    await Promise.all(
+      [...new Set(jobs.flatMap((j) => (j.near ? [j.near.node] : [])))].map(async (node) =>
+        rtts.set(node, this.actor.system.isHere(node) ? { ms: 0 } : this.roundTrips ? await this.roundTrips.to(node) : { error: 'this node has no network to measure it on' }),
+      ),
+    );
     const barred = here ? null : this.strikes.barred(requester);
     this.bids.purge();
     // What the jobs bid for so far in this request would hold here (see Bid.load).
@@ -102,12 +112,15 @@ export class Provider {
       // Each job against the whole free share: a bid is an offer, the reservation decides.
       const short = lacks(job.resources, { label: 'its free share', capacity: offer.free });
       if (short) return declined(short);
+      const rtt = job.near ? rtts.get(job.near.node)! : undefined;
+      if (rtt && 'error' in rtt) return declined(`cannot measure its round trip to ${job.near!.node}: ${rtt.error}`);
+      if (rtt && rtt.ms > job.near!.max_rtt_ms) return declined(`its round trip to ${job.near!.node} is ${rtt.ms} ms, more than near.max_rtt_ms (${job.near!.max_rtt_ms} ms)`);
       const load = loadWith(offer, taken);
       taken.cores += job.resources.cpu.cores;
       taken.memory += job.resources.memory.size;
       // This node's own jobs are reserved by its scheduler, never leased.
       if (!here) this.bids.record(job.job_id, requester, job.resources);
-      return { job_id: job.job_id, free: offer.free, load, executors: [...this.executors] };
+      return { job_id: job.job_id, free: offer.free, load, executors: [...this.executors], ...(rtt && 'ms' in rtt ? { rtt_ms: rtt.ms } : {}) };
     });
     return { node: this.actor.system.host, answers };
   }

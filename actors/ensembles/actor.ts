@@ -17,11 +17,7 @@
 import { randomUUID } from 'node:crypto';
 import { fromPromise } from 'xstate';
 import { z } from 'zod';
-import {
-  DEPLOYMENT_INBOX,
-  DeploymentBehaviors,
-  PlaceReply,
-} from '../../behaviors/jobs/deployment.js';
+import { DEPLOYMENT_INBOX, DeploymentBehaviors, type NearNode, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { type Job, JobSchema, type JobSpecInput } from '../../behaviors/jobs/schema.js';
@@ -284,18 +280,36 @@ class Ensembles {
   private async placeRound({ ensemble, parts }: PlaceRoundInput, signal: AbortSignal): Promise<PlaceRoundOutput> {
     const live = this.live.get(ensemble);
     if (!live) throw new Error('ensemble is gone');
-    const jobs = await Promise.all(parts.map((p) => this.storage.jobs.get(p.jobId!)));
-    const results = await Promise.allSettled(parts.map((p, i) => this.reservePart(p, jobs[i])));
+    const context = live.machine.getSnapshot().context;
+    const nodes: Record<string, string | null> = Object.fromEntries(Object.values(context.parts).map((p) => [p.part, p.node]));
     const won: { part: PartCtx; node: string }[] = [];
     const lost: string[] = [];
-    results.forEach((r, i) => (r.status === 'fulfilled' ? won.push({ part: parts[i]!, node: r.value }) : lost.push(`part ${parts[i]!.part}: ${errorText(r.reason)}`)));
+    // In steps: a part that must be near another part of the round is offered once that part
+    // has its node; the rest of a step is offered at once (their offers travel together).
+    let left = parts;
+    while (left.length > 0 && lost.length === 0 && !signal.aborted) {
+      const nearOf = (p: PartCtx) => live.spec.parts[p.part]?.near;
+      const ready = left.filter((p) => !left.some((q) => q.part === nearOf(p)?.part));
+      const jobs = await Promise.all(ready.map((p) => this.storage.jobs.get(p.jobId!)));
+      const results = await Promise.allSettled(
+        ready.map((p, i) => {
+          const near = nearOf(p);
+          const node = near ? nodes[near.part] : null;
+          return this.reservePart(p, jobs[i]!, node ? { node, max_rtt_ms: near!.max_rtt_ms } : undefined);
+        }),
+      );
+      results.forEach((r, i) => {
+        if (r.status === 'fulfilled') {
+          won.push({ part: ready[i]!, node: r.value });
+          nodes[ready[i]!.part] = r.value;
+        } else lost.push(`part ${ready[i]!.part}: ${errorText(r.reason)}`);
+      });
+      left = left.filter((p) => !ready.includes(p));
+    }
     if (lost.length > 0 || signal.aborted) {
       await this.release(won);
       throw new Error(lost.join('; ') || 'cancelled');
     }
-    const context = live.machine.getSnapshot().context;
-    const nodes = Object.fromEntries(Object.values(context.parts).map((p) => [p.part, p.node]));
-    for (const w of won) nodes[w.part.part] = w.node;
     try {
       await this.grant(live, nodes);
     } catch (e) {
@@ -316,11 +330,19 @@ class Ensembles {
   }
 
   /** A lease for one part: from the network's best bidder, or this node's resource manager. */
-  private async reservePart(part: PartCtx, job: Job | null): Promise<string> {
+  private async reservePart(part: PartCtx, job: Job | null, near?: NearNode): Promise<string> {
     if (!job) throw notFound(`job ${part.jobId} of part ${part.part} is gone`);
     let node = this.actor.system.host;
     if (this.ctx.deps.network) {
-      const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: part.exclude, secrets: Object.keys(job.secrets).length > 0 };
+      const request = {
+        job_id: job.id,
+        resources: job.resources,
+        executor: job.executor,
+        placement: job.placement,
+        exclude: part.exclude,
+        secrets: Object.keys(job.secrets).length > 0,
+        ...(near ? { near } : {}),
+      };
       const reply = await this.actor.call(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS });
       if ('waiting' in reply) throw new Error(reply.waiting);
       node = reply.node;

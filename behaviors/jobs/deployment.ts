@@ -10,7 +10,7 @@
  * a `/dms/deployment` grant may deploy here.
  */
 import { z } from 'zod';
-import { PartNameSchema } from '../ensembles/schema.js';
+import { MAX_NEAR_RTT_MS, PartNameSchema } from '../ensembles/schema.js';
 import { JobIdSchema, LogsPayload } from './jobs.js';
 import { JobSpecSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, RESOURCE_FLOOR, ResourceRequestSchema, ResourceSpecSchema } from './schema.js';
 
@@ -55,6 +55,13 @@ function atLeastContainerMemory<R extends { memory: { size: number } }>(r: R): R
   return r.memory.size > 0 && r.memory.size < RESOURCE_FLOOR.memoryBytes ? { ...r, memory: { size: RESOURCE_FLOOR.memoryBytes } } : r;
 }
 
+/** A part of an ensemble that must run close to another part's node: the round trip to it at most this. */
+export const NearNodeSchema = z.strictObject({
+  node: PeerIdSchema,
+  max_rtt_ms: z.number().positive().max(MAX_NEAR_RTT_MS),
+});
+export type NearNode = z.output<typeof NearNodeSchema>;
+
 /** What a job needs of a node (memory as its lease would hold it). */
 export const JobOffer = z.strictObject({
   job_id: jobId,
@@ -62,6 +69,7 @@ export const JobOffer = z.strictObject({
   executor: z.string().min(1).max(64),
   location: LocationSchema.optional(),
   labels: LabelsSchema.optional(),
+  near: NearNodeSchema.optional(),
 });
 export type JobOffer = z.output<typeof JobOffer>;
 
@@ -80,6 +88,8 @@ export const Bid = z.object({
    */
   load: z.number().min(0).max(1),
   executors: z.array(z.string().max(64)).max(64),
+  /** The bidder's round trip to the offer's `near` node, in ms (0: it is that node). */
+  rtt_ms: z.number().min(0).max(60_000).optional(),
 });
 export type Bid = z.output<typeof Bid>;
 
@@ -145,6 +155,8 @@ export const PlaceRequest = z.strictObject({
   exclude: z.array(z.string()).max(64).default([]),
   /** The job has secrets: only providers this node trusts (`placement.trust`) may take it. */
   secrets: z.boolean().default(false),
+  /** A part of an ensemble that must run close to another part's node. */
+  near: NearNodeSchema.optional(),
 });
 export type PlaceRequest = z.input<typeof PlaceRequest>;
 

@@ -99,6 +99,29 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     expect(noExecutor.status).toBe(400);
     expect(noExecutor.json.error).toMatch(/part web: executor: no executor named "nope"/);
   });
+  it('keeps a part near another: only a node within max_rtt_ms of its node takes it', async () => {
+    // No round trip between two nodes is under a microsecond: only the server's own node (0 ms) is near enough.
+    const made = await rest(a, 'POST', '/api/v1/ensembles', {
+      name: 'close',
+      parts: {
+        server: nullPart({ kind: 'service', environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: c.peerId } }),
+        client: nullPart({ environment: { DMS_NULL_DURATION_MS: '60000' }, near: { part: 'server', max_rtt_ms: 0.001 } }),
+      },
+    });
+    expect(made.status).toBe(201);
+    const id = (made.json as Ensemble).id;
+    const running = await waitFor('the ensemble running', async () => {
+      const e = await ensemble(id);
+      return e.status === 'running' ? e : undefined;
+    }, { timeoutMs: 20_000 });
+    expect(partOf(running, 'client').node).toBe(c.peerId);
+    // The requester's own bid said how far it is from c, and was declined for it.
+    const events = (await rest(a, 'GET', `/api/v1/jobs/${partOf(running, 'client').job_id}/events`)).json as { events: { reason: string }[] };
+    expect(events.events.some((e) => e.reason === `placed on node ${c.peerId}`)).toBe(true);
+    await rest(a, 'DELETE', `/api/v1/ensembles/${id}`);
+    await waitFor('nothing held on c', async () => (await held(c)) === 0, { timeoutMs: 10_000 });
+  });
+
   it("places a lost node's part again alone, on another node, while the others run on", async () => {
     const d = await startLocalNode({ env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(a) } });
     try {
