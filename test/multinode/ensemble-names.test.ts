@@ -8,16 +8,20 @@
  * B lets in only because A's grant names C as a host of the ensemble.
  */
 import { randomUUID } from 'node:crypto';
+import { peerIdFromString } from '@libp2p/peer-id';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { ENSEMBLE_NET_INBOX, EnsembleMembersReply, EnsembleNetBehaviors, type EnsembleMembers } from '../../behaviors/ensembles/schema.js';
 import { DEPLOYMENT_INBOX, DeploymentBehaviors } from '../../behaviors/jobs/deployment.js';
 import type { Actor } from '../../runtime/actor.js';
-import { at } from '../../runtime/wire/envelope.js';
+import type { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
+import { openTunnel } from '../../runtime/network/tunnel.js';
+import { at, decodePayload } from '../../runtime/wire/envelope.js';
 import { testActor } from '../helpers/actor.js';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { ForeignPeer } from '../helpers/peer.js';
 
 const { docker, problem } = await dockerForTests('ensemble names test');
 
@@ -32,6 +36,7 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
   let b: LocalNode;
   let c: LocalNode;
   let caller: Actor;
+  let stranger: ForeignPeer | undefined;
 
   const hostOf = (n: LocalNode) => (n === a ? '' : n.peerId);
   const api = async (node: LocalNode, method: string, path: string, body?: unknown) => {
@@ -63,6 +68,7 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
   }, 60_000);
 
   afterAll(async () => {
+    await stranger?.stop();
     for (const n of [a, b, c]) {
       if (!n) continue;
       const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
@@ -81,12 +87,16 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     const serverId = randomUUID();
     const clientId = randomUUID();
     // The grant comes first, as the ensemble actor sends it before any start.
-    await grant([b], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: clientId, node: b.peerId, ports: [] }] });
+    // `ghost` has no node: its name resolves and its connection is refused, and nothing else minds.
+    const ghost = { part: 'ghost', job_id: randomUUID(), node: null, ports: [9999] };
+    await grant([b], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: clientId, node: b.peerId, ports: [] }, ghost] });
     await place(b, ensemble, 'server', HTTPD, serverId, [8080]);
-    await place(b, ensemble, 'client', FETCH('http://server.internal:8080/'), clientId);
+    const [first, script] = FETCH('http://server.internal:8080/').slice(1);
+    await place(b, ensemble, 'client', ['sh', first!, `wget -q -O- http://ghost.internal:9999/ && exit 3; echo ghost refused; ${script}`], clientId);
     const done = await ended(b, clientId);
     const logs = await logsOf(b, clientId);
     expect(done.status, logs).toBe('completed');
+    expect(logs).toContain('ghost refused');
     expect(logs).toContain(PAGE);
     const [net] = await networksOf(b);
     expect(net).toMatch(new RegExp(`^dms-ens-${ensemble}-[0-9a-f]{8}$`));
@@ -107,6 +117,23 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     const logs = await logsOf(c, clientId);
     expect(done.status, logs).toBe('completed');
     expect(logs).toContain(PAGE);
+
+    // A stranger granting itself the same ensemble id holds a grant of its own, which opens nothing of A's.
+    stranger = await ForeignPeer.connectedTo(b);
+    const forged = { ensemble, version: 99, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: stranger.host, ports: [8080] }] };
+    await stranger.send(stranger.envelope(b, { be: EnsembleNetBehaviors.members, inbox: ENSEMBLE_NET_INBOX, cont: '/forged-reply', payload: forged }));
+    expect(decodePayload((await stranger.waitReply('/forged-reply')).msg)).toMatchObject({ ensemble, version: 99, accepted: true });
+    const bPeer = peerIdFromString(b.peerId);
+    await expect(openTunnel(stranger.transport.node, bPeer, { job_id: serverId, port: 8080 })).rejects.toThrow(/nor a host of its ensemble/);
+    // C, which A's grant names, is let in to the declared port only, and no longer once A revokes.
+    const cNode = (c.node.system.network as Libp2pTransport).node;
+    await expect(openTunnel(cNode, bPeer, { job_id: serverId, port: 9090 })).rejects.toThrow(/does not declare port 9090/);
+    const open = await openTunnel(cNode, bPeer, { job_id: serverId, port: 8080 });
+    open.stream.abort(new Error('done'));
+    await caller.call(at(ENSEMBLE_NET_INBOX, b.peerId), EnsembleNetBehaviors.revoke, { ensemble }, z.unknown());
+    await expect(openTunnel(cNode, bPeer, { job_id: serverId, port: 8080 })).rejects.toThrow(/nor a host of its ensemble/);
+    await waitFor("the refusals in node B's log", () => (b.logs().match(/tunnel refused/g) ?? []).length >= 3, { timeoutMs: 5_000 });
+    expect((await api(b, 'GET', '/api/v1/jobs?limit=1')).status).toBe(200);
     await stop(b, serverId);
   });
 });
