@@ -65,6 +65,7 @@ const NODE = [
   'test/multinode/late-peer.test.ts',
   'test/multinode/ensembles.test.ts',
   'test/multinode/tunnel.test.ts',
+  'test/multinode/ensemble-names.test.ts',
   'test/network/dht-protocol.test.ts',
   'test/network/discovery.test.ts',
   'test/network/gossip-copies.test.ts',

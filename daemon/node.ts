@@ -32,6 +32,8 @@ import { startBlocks } from './blocks.js';
 import { outputRoutes } from '../http/routes/outputs.js';
 import { startTunnels } from './tunnels.js';
 import { portRoutes } from '../http/routes/ports.js';
+import { EnsembleNetActor } from '../actors/ensembles/network.js';
+import { ENSEMBLE_NET_INBOX } from '../behaviors/ensembles/schema.js';
 
 export interface NodeOptions {
   home: string;
@@ -98,6 +100,17 @@ export class DmsNode {
     const plugins = await order.step('plugins', () =>
       loadPlugins(config.plugins.modules, home, { inboxes: BUILTIN_INBOXES, executors: [...BUILTIN_EXECUTORS, REMOTE_EXECUTOR] }, config.plugins.config),
     );
+    // Before the jobs: the docker executor asks it for a part's networks and names before it
+    // creates the container, and the orchestrator restarts parts as soon as it starts; the
+    // tunnels step after the jobs reads its grants. After the network, whose libp2p carries
+    // the names of parts on other nodes. Stopped after the executors, so a last detach lands.
+    const ensembleNet = await order.component(ENSEMBLE_NET_INBOX, () =>
+      makeActor(system, EnsembleNetActor, {
+        tunnels: transport && ensembleTunnels(transport),
+        idleMs: config.tunnel.idle_timeout_ms,
+        maxConnections: config.tunnel.max_streams_per_peer,
+      }),
+    );
     // Before the jobs, whose executors collect outputs into it; stopped after them.
     const blocks = await order.step('blocks', () => startBlocks(system, config, home, log, transport), (b) => b.stop());
     const jobs = await order.step(
@@ -106,7 +119,7 @@ export class DmsNode {
       (j) => j.stop(),
     );
     // After the jobs part, whose records say who may reach which job's ports; stopped before it.
-    const tunnels = await order.step('tunnels', () => startTunnels({ host: system.host, config, storage: jobs.storage, log, transport }), (t) => t.stop());
+    const tunnels = await order.step('tunnels', () => startTunnels({ host: system.host, config, storage: jobs.storage, log, transport, ensembles: ensembleNet.api.grants }), (t) => t.stop());
     // After the jobs part, so a start hook can call the orchestrator and its executors; stopped before them.
     const pluginActors = [];
     for (const loaded of plugins) {
@@ -183,6 +196,16 @@ async function startNetwork(system: ActorSystem, config: Config, log: Logger, ke
   }
   system.attachTransport(transport);
   return transport;
+}
+
+/** Tunnels to ensemble parts on other nodes, over this node's libp2p (loaded with it). */
+function ensembleTunnels(transport: Libp2pTransport) {
+  return {
+    async open(peer: string, req: { job_id: string; port: number }) {
+      const [{ openTunnel }, { peerIdFromString }] = await Promise.all([import('../runtime/network/tunnel.js'), import('@libp2p/peer-id')]);
+      return openTunnel(transport.node, peerIdFromString(peer), req);
+    },
+  };
 }
 
 /** `<home>/runtime.json`: how `dms` finds this running node (its pid, URL, identity, addresses). */

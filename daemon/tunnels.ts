@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { connect, createServer, isIP, type Server, type Socket } from 'node:net';
 import Docker from 'dockerode';
 import { containerAddress } from '../actors/executors/container-spec.js';
+import type { GrantRegistry } from '../actors/ensembles/grants.js';
 import type { Job } from '../behaviors/jobs/schema.js';
 import type { Config } from '../runtime/config.js';
 import { DmsError, errorText, invalid, notFound } from '../runtime/errors.js';
@@ -21,6 +22,8 @@ import type { Forward, PortForwarder } from '../http/routes/ports.js';
 
 export interface TunnelsOptions {
   host: string;
+  /** Who hosts the parts of ensembles, by their requesters' grants: let through to those parts' ports. */
+  ensembles?: EnsembleHosts;
   config: Config;
   storage: Storage;
   log: Logger;
@@ -42,13 +45,24 @@ async function localTarget(docker: Docker, job: Job, port: number): Promise<Tunn
   return { host, port };
 }
 
-/** The provider's check of a tunnel request: the opener placed the job, it runs here, the port is declared. */
-export function authorizer(host: string, storage: Storage, docker: Docker) {
+/** Whom an ensemble's tunnels are open to: the ensemble-net actor's grants (README "Names between parts"). */
+export type EnsembleHosts = Pick<GrantRegistry, 'hostsPart'>;
+
+/**
+ * The provider's check of a tunnel request: the job runs here, the port is declared, and the
+ * opener placed the job or, for a part of an ensemble, hosts another part of it by the
+ * requester's unexpired grant. The header stays `{job_id, port}`: the ensemble and its
+ * requester are read from the job's own record, never taken from the opener.
+ */
+export function authorizer(host: string, storage: Storage, docker: Docker, ensembles?: EnsembleHosts) {
   return async (peer: string, req: TunnelRequest): Promise<TunnelTarget> => {
     const job = await storage.jobs.get(req.job_id);
+    const here = job !== null && (job.node === null || job.node === host);
+    // A job of this node's own has its grants under this node's name.
+    const member = (j: Job) => j.ensemble !== null && j.ensemble !== undefined && (ensembles?.hostsPart(j.requester ?? host, j.ensemble, peer) ?? false);
     // One answer for unknown and someone else's: a stranger learns nothing of which jobs exist.
-    if (!job || job.requester !== peer || (job.node !== null && job.node !== host)) {
-      throw new DmsError('forbidden', `job ${req.job_id} is not a job peer ${peer} placed on this node`);
+    if (!job || !here || (job.requester !== peer && !member(job))) {
+      throw new DmsError('forbidden', `job ${req.job_id} is not a job peer ${peer} placed on this node, nor a host of its ensemble by an unexpired grant`);
     }
     if (!job.ports.includes(req.port)) throw new DmsError('forbidden', `job ${req.job_id} does not declare port ${req.port} (its ports: ${job.ports.join(', ') || 'none'})`);
     return localTarget(docker, job, req.port);
@@ -166,7 +180,7 @@ export async function startTunnels(opts: TunnelsOptions): Promise<Tunnels> {
   const t = opts.config.tunnel;
   const server = opts.transport
     ? await (await import('../runtime/network/tunnel.js')).TunnelServer.attach(opts.transport.node, {
-        authorize: authorizer(opts.host, opts.storage, docker),
+        authorize: authorizer(opts.host, opts.storage, docker, opts.ensembles),
         maxPerPeer: t.max_streams_per_peer,
         maxTotal: t.max_streams,
         idleMs: t.idle_timeout_ms,

@@ -25,10 +25,14 @@ import {
   WatchPayload,
 } from '../../behaviors/jobs/executor.js';
 import { ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
+import { ENSEMBLE_NET_INBOX, EnsembleAttachReply, EnsembleNetBehaviors } from '../../behaviors/ensembles/schema.js';
+import type { Actor } from '../../runtime/actor.js';
+import type { Logger } from '../../runtime/log.js';
+import { z } from 'zod';
 import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
-import { DockerExecutor, type DockerExecutorOptions } from './docker.js';
+import { DockerExecutor, type DockerExecutorOptions, type EnsembleAttacher } from './docker.js';
 import { ExecutorGuard } from './guard.js';
 import { NullExecutor, type NullExecutorOptions } from './null.js';
 import { RemoteFollower, type RemoteFollowerOptions } from './remote.js';
@@ -188,11 +192,29 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
   });
 }
 
+/** An attach waits for the requester's grant (a few seconds at most) and for the engine to make networks. */
+const ATTACH_TTL_MS = 30_000;
+
+/** The ensemble-net actor on this node, asked by envelope (README "Names between parts"). */
+function ensembleAttacher(actor: Actor, log: Logger): EnsembleAttacher {
+  const net = actor.local(ENSEMBLE_NET_INBOX);
+  return {
+    async attach(job) {
+      const reply = await actor.call(net, EnsembleNetBehaviors.attach, { job_id: job.id, ensemble: job.ensemble, part: job.part, requester: job.requester }, EnsembleAttachReply, { ttlMs: ATTACH_TTL_MS });
+      return { networks: reply.networks, extraHosts: reply.extra_hosts };
+    },
+    async detach(jobId) {
+      // Its networks are removed with the ensemble's last part here, or at the next start.
+      await actor.call(net, EnsembleNetBehaviors.detach, { job_id: jobId }, z.unknown()).catch((e: unknown) => log.debug({ job: jobId, err: errorText(e) }, 'ensemble detach not delivered'));
+    },
+  };
+}
+
 /** Runs jobs as Docker containers (./docker.ts). */
 export const DockerExecutorActor = defineExecutor(
   'docker',
-  ({ deps, log }: ActorContext<Omit<DockerExecutorOptions, 'machine' | 'jobScope' | 'log'> & ExecutorActorDeps>, parts) =>
-    new DockerExecutor({ ...deps, ...parts, log }),
+  ({ actor, deps, log }: ActorContext<Omit<DockerExecutorOptions, 'machine' | 'jobScope' | 'log' | 'ensembles'> & ExecutorActorDeps>, parts) =>
+    new DockerExecutor({ ...deps, ...parts, log, ensembles: ensembleAttacher(actor, log) }),
 );
 
 /** Plays runs back without running anything (./null.ts). */

@@ -10,6 +10,16 @@ export const NODE_LABEL = 'dms.node';
 /** What a restarted node needs to collect a job's outputs when its container ends: the outputs asked, and for whom. */
 export const OUTPUTS_LABEL = 'dms.outputs';
 export const REQUESTER_LABEL = 'dms.requester';
+/** The ensemble and part a container is (README "Names between parts"): a restarted node finds its parts' networks' users by them. */
+export const ENSEMBLE_LABEL = 'dms.ensemble';
+export const PART_LABEL = 'dms.part';
+
+/** Where a part's container is attached (the ensemble-net actor's answer): its networks, the first as NetworkMode, and its names. */
+export interface PartNetworks {
+  networks: string[];
+  /** `<part>.internal:<ip>` lines for its /etc/hosts. */
+  extraHosts: string[];
+}
 
 /** What bounds every container (`jobs.default_resources`, `jobs.pids_limit`, `jobs.max_log_bytes`). */
 export interface ContainerLimits {
@@ -47,7 +57,7 @@ export const DEFAULT_CONTAINER_LIMITS: ContainerLimits = {
 const READ_ONLY_TMP = 'rw,nosuid,nodev,size=64m';
 
 /** The container a job becomes. Exported so its mapping of resources can be checked without an engine. */
-export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS, binds: string[] = []): Docker.ContainerCreateOptions {
+export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS, binds: string[] = [], part?: PartNetworks): Docker.ContainerCreateOptions {
   const { gpu } = job.resources;
   // The orchestrator stores jobs with defaults filled in; a job stored before that still gets them.
   // Never 0 (the engine's "unlimited") and never below what the engine accepts, whatever reached
@@ -65,6 +75,7 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
     Labels: {
       [JOB_LABEL]: job.id,
       [NODE_LABEL]: nodeId,
+      ...(part && job.ensemble && job.part ? { [ENSEMBLE_LABEL]: job.ensemble, [PART_LABEL]: job.part } : {}),
       ...(job.outputs?.length ? { [OUTPUTS_LABEL]: JSON.stringify(job.outputs.map(({ name, path }) => ({ name, path }))), [REQUESTER_LABEL]: job.requester ?? '' } : {}),
     },
     User: limits.user || undefined,
@@ -86,7 +97,10 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
       CapDrop: ['ALL'],
       // A job with ports must be reachable by the node's tunnels: it gets a network of its own,
       // internal (no route out), instead of none (jobNetwork).
-      NetworkMode: isolated ? (job.ports.length > 0 ? jobNetworkName(job.id) : 'none') : undefined,
+      // A part of an ensemble joins its ensemble's networks only, whoever's job it is: internal too,
+      // so it reaches its ensemble's names and nothing else (the others are joined before start).
+      NetworkMode: part ? part.networks[0] : isolated ? (job.ports.length > 0 ? jobNetworkName(job.id) : 'none') : undefined,
+      ExtraHosts: part?.extraHosts.length ? part.extraHosts : undefined,
       ReadonlyRootfs: limits.readOnlyRoot,
       Tmpfs: limits.readOnlyRoot ? { '/tmp': READ_ONLY_TMP } : undefined,
       // The engine keeps its own copy of the output; without a bound it grows with the output.

@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import Docker from 'dockerode';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
-import { type ContainerLimits, containerSpec, DEFAULT_CONTAINER_LIMITS, JOB_LABEL, jobNetworkName, NODE_LABEL, OUTPUTS_LABEL, REQUESTER_LABEL } from './container-spec.js';
+import { type ContainerLimits, containerSpec, DEFAULT_CONTAINER_LIMITS, JOB_LABEL, jobNetworkName, NODE_LABEL, OUTPUTS_LABEL, PART_LABEL, type PartNetworks, REQUESTER_LABEL } from './container-spec.js';
 import { formatBytes } from '../../runtime/bytes.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
@@ -52,7 +52,15 @@ export interface DockerExecutorOptions {
   outputs?: OutputCollector;
   /** Fetches and mounts a job's inputs before its container is made (./inputs.ts); without, a job with inputs does not start. */
   inputs?: InputMounter;
+  /** Gives an ensemble's part its networks and names, and takes them back (the ensemble-net actor); without, a part does not start. */
+  ensembles?: EnsembleAttacher;
   log?: Logger;
+}
+
+/** What the executor asks of the ensemble-net actor (README "Names between parts"). */
+export interface EnsembleAttacher {
+  attach(job: Job): Promise<PartNetworks>;
+  detach(jobId: string): Promise<void>;
 }
 
 interface DockerRun {
@@ -63,6 +71,8 @@ interface DockerRun {
   ready: Promise<void>;
   /** The outputs to collect when it ends, and for whom (from the job, or the container's labels after a restart). */
   files?: { outputs: OutputSpec[]; requester: string | null };
+  /** A part of an ensemble, whose networks are given back when its container goes. */
+  part?: boolean;
 }
 
 /** An error from the engine: dockerode puts the HTTP status and the engine's message on it. */
@@ -101,6 +111,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private readonly runs = new Map<string, DockerRun>();
   private readonly outputs: OutputCollector | undefined;
   private readonly inputs: InputMounter | undefined;
+  private readonly ensembles: EnsembleAttacher | undefined;
 
   constructor(opts: DockerExecutorOptions) {
     super(opts.logsDir, opts.maxLogBytes);
@@ -114,6 +125,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     this.oom = new OomEvents(this.docker, `${NODE_LABEL}=${this.nodeId}`, opts.log);
     this.outputs = opts.outputs;
     this.inputs = opts.inputs;
+    this.ensembles = opts.ensembles;
   }
 
   /** Starts following the engine's OOM events (the executor actor's start). Never fails: an absent engine is tried again. */
@@ -152,22 +164,31 @@ export class DockerExecutor extends StoredOutput implements Executor {
       throw failed(e);
     }
     let container: Docker.Container | undefined;
+    const isPart = Boolean(job.ensemble && job.part);
     try {
-      const spec = containerSpec(job, this.nodeId, this.limits, binds);
+      let part: PartNetworks | undefined;
+      if (isPart) {
+        if (!this.ensembles) throw new DmsError('unavailable', `job ${job.id} is part ${job.part} of an ensemble and this node cannot give it the others' names`);
+        part = await this.ensembles.attach(job);
+      }
+      const spec = containerSpec(job, this.nodeId, this.limits, binds, part);
       if (spec.HostConfig?.NetworkMode === jobNetworkName(job.id)) await this.createJobNetwork(job.id);
       container = await this.docker.createContainer(spec);
+      // A container is created on one network; the ensemble's other slots are joined before it runs.
+      for (const name of part?.networks.slice(1) ?? []) await this.docker.getNetwork(name).connect({ Container: container.id });
       await container.start();
     } catch (e) {
-      const message = `job ${job.id} could not start: ${engineMessage(e)}`;
+      const message = `job ${job.id} could not start: ${e instanceof DmsError ? e.message : engineMessage(e)}`;
       writer.append('stderr', `[dms] ${message}\n`);
       await writer.close();
       if (container) await this.remove(container);
       await this.removeJobNetwork(job.id);
+      if (isPart) await this.ensembles?.detach(job.id).catch(() => undefined);
       throw failed(new DmsError('unavailable', message, { cause: e }));
     }
     machine.send({ type: 'created', id: container.id });
     const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: container.id };
-    const run: DockerRun = { container, machine, ready: Promise.resolve(), files: { outputs: job.outputs ?? [], requester: job.requester } };
+    const run: DockerRun = { container, machine, ready: Promise.resolve(), files: { outputs: job.outputs ?? [], requester: job.requester }, part: isPart };
     this.runs.set(handle.id, run);
     this.follow(handle, run, writer);
     return handle;
@@ -209,6 +230,8 @@ export class DockerExecutor extends StoredOutput implements Executor {
     await this.inputs?.release(handle.job_id);
     await this.removeJobNetwork(handle.job_id);
     const run = this.runs.get(handle.id);
+    // Unknown to this process (left by an earlier one): the actor knows whether it was a part.
+    if (!run || run.part) await this.ensembles?.detach(handle.job_id);
     if (run) {
       await endOf(run.machine).catch(() => undefined);
       this.runs.delete(handle.id);
@@ -269,7 +292,9 @@ export class DockerExecutor extends StoredOutput implements Executor {
     run.ready = (async () => {
       let writer: LogWriter;
       try {
-        run.files = filesOf((await container.inspect()).Config.Labels ?? {});
+        const labels = (await container.inspect()).Config.Labels ?? {};
+        run.files = filesOf(labels);
+        run.part = PART_LABEL in labels;
         // Docker keeps the whole output, so re-capturing from the start gives a complete log
         // even for what was written while no node was watching.
         writer = await this.logStore.create(handle.job_id);

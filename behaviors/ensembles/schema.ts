@@ -207,6 +207,45 @@ export const EnsembleNetBehaviors = {
 } as const;
 
 /**
+ * What `ensemble-net` speaks under besides `members`/`revoke`: `attach` and `detach` come from
+ * this node's executors only. Outside `/dms/deployment` and every REST role, like
+ * `/dms/internal/deployment`, so no peer and no REST caller reaches them.
+ */
+export const ENSEMBLE_NET_INTERNAL_CAPABILITY = '/dms/internal/ensemble-net';
+
+/** What a node answers a members grant with: the grant it holds for that ensemble now. */
+export const EnsembleMembersReply = z.object({
+  ensemble: z.uuid(),
+  /** The version held: the one sent, or a newer one already there (then `accepted` is false). */
+  version: z.int().nonnegative(),
+  expires_at: z.int().positive(),
+  accepted: z.boolean(),
+});
+export type EnsembleMembersReply = z.output<typeof EnsembleMembersReply>;
+
+export const EnsembleRevokeReply = z.object({ ensemble: z.uuid(), revoked: z.boolean() });
+
+/** The docker executor, about to create a part's container: which part of whose ensemble. */
+export const EnsembleAttachSchema = z.strictObject({
+  job_id: z.uuid(),
+  ensemble: z.uuid(),
+  part: PartNameSchema,
+  /** The job's requester (its stored `requester`); null: this node's own job. */
+  requester: PeerIdSchema.nullable(),
+});
+export type EnsembleAttach = z.output<typeof EnsembleAttachSchema>;
+
+/** The networks the container joins (the first as its NetworkMode) and its `/etc/hosts` lines (`<part>.internal:<ip>`). */
+export const EnsembleAttachReply = z.object({
+  networks: z.array(z.string()).min(1),
+  extra_hosts: z.array(z.string()),
+});
+export type EnsembleAttachReply = z.output<typeof EnsembleAttachReply>;
+
+/** A part's container is gone (removed, or never made). */
+export const EnsembleDetachSchema = z.strictObject({ job_id: z.uuid() });
+
+/**
  * What this node's own actors say to each other about ensembles (the ensemble actor creating
  * and assigning parts, the orchestrator reporting how they stand): outside `/dms/ensemble`
  * and `/dms/deployment`, so neither a REST role nor another node reaches it.

@@ -1,0 +1,139 @@
+/**
+ * `<part>.internal` between an ensemble's parts (README "Names between parts"), with Docker and
+ * three in-process nodes on real libp2p. Node A is the requester: it places hand-made part jobs
+ * (`ensemble`/`part` in the start, as the ensemble actor will) through the deployment
+ * behaviors, and grants the members to every node hosting a part by calling
+ * `/dms/ensemble-net/members`. A busybox `httpd` part serves a page; a `wget` part fetches
+ * `http://server.internal:8080/` (a) on the same node B, (b) from node C, through a tunnel
+ * B lets in only because A's grant names C as a host of the ensemble.
+ */
+import { randomUUID } from 'node:crypto';
+import { peerIdFromString } from '@libp2p/peer-id';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { ENSEMBLE_NET_INBOX, EnsembleMembersReply, EnsembleNetBehaviors, type EnsembleMembers } from '../../behaviors/ensembles/schema.js';
+import { DEPLOYMENT_INBOX, DeploymentBehaviors } from '../../behaviors/jobs/deployment.js';
+import type { Actor } from '../../runtime/actor.js';
+import type { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
+import { openTunnel } from '../../runtime/network/tunnel.js';
+import { at, decodePayload } from '../../runtime/wire/envelope.js';
+import { testActor } from '../helpers/actor.js';
+import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { ForeignPeer } from '../helpers/peer.js';
+
+const { docker, problem } = await dockerForTests('ensemble names test');
+
+const PAGE = 'served by the server part';
+const HTTPD = ['sh', '-c', `mkdir -p /tmp/www && echo "${PAGE}" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www`];
+/** Tries for up to 15 s: the server part may start after the client. (This busybox's wget crashes with -T.) */
+const FETCH = (url: string) => ['sh', '-c', `for i in $(seq 1 30); do wget -q -O- ${url} && exit 0; sleep 0.5; done; exit 1`];
+const resources = { cpu: { cores: 0.2 }, memory: { size: 32 * 1024 * 1024 }, storage: { size: 0 } };
+
+describe.skipIf(problem !== null)('<part>.internal between the parts of an ensemble', { timeout: 120_000 }, () => {
+  let a: LocalNode;
+  let b: LocalNode;
+  let c: LocalNode;
+  let caller: Actor;
+  let stranger: ForeignPeer | undefined;
+
+  const hostOf = (n: LocalNode) => (n === a ? '' : n.peerId);
+  const api = async (node: LocalNode, method: string, path: string, body?: unknown) => {
+    const r = await fetch(`${node.url}${path}`, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+  };
+  /** What the ensemble actor will do for one part: bid, reserve, start with its ensemble (the job id is the requester's, named in the grant). */
+  const place = async (on: LocalNode, ensemble: string, part: string, command: string[], id: string, ports: number[] = []) => {
+    const to = at(DEPLOYMENT_INBOX, hostOf(on));
+    await caller.call(to, DeploymentBehaviors.bid, { jobs: [{ job_id: id, resources, executor: 'docker' }] }, z.unknown());
+    await caller.call(to, DeploymentBehaviors.reserve, { job_id: id, resources, lease_ms: 10_000 }, z.unknown());
+    await caller.call(to, DeploymentBehaviors.start, { job: { id, name: part, image: TEST_IMAGE, command, resources, ports, executor: 'docker', ensemble: { id: ensemble, part } } }, z.unknown());
+  };
+  const grant = (nodes: LocalNode[], members: EnsembleMembers) =>
+    Promise.all(nodes.map((n) => caller.call(at(ENSEMBLE_NET_INBOX, hostOf(n)), EnsembleNetBehaviors.members, members, EnsembleMembersReply)));
+  const ended = (on: LocalNode, id: string) =>
+    waitFor(`job ${id} ended on ${on.peerId.slice(-6)}`, async () => {
+      const j = (await api(on, 'GET', `/api/v1/jobs/${id}`)).body;
+      return j.status === 'completed' || j.status === 'failed' ? j : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 250 });
+  const logsOf = async (on: LocalNode, id: string) => ((await api(on, 'GET', `/api/v1/jobs/${id}/logs`)).body.chunks as { data: string }[]).map((c) => c.data).join('');
+  const stop = (on: LocalNode, id: string) => caller.call(at(DEPLOYMENT_INBOX, hostOf(on)), DeploymentBehaviors.cancel, { id }, z.unknown(), { ttlMs: 60_000 });
+  const networksOf = async (on: LocalNode) => (await docker.listNetworks({ filters: { label: [`dms.node=${on.peerId}`, 'dms.ensemble'] } })).map((n) => n.Name);
+
+  beforeAll(async () => {
+    [a, b, c] = await startCluster(3, { start: startLocalNode });
+    for (const n of [b, c]) expect((await api(n, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
+    caller = await testActor(a.node.system, { inbox: 'ensemble-test' });
+  }, 60_000);
+
+  afterAll(async () => {
+    await stranger?.stop();
+    for (const n of [a, b, c]) {
+      if (!n) continue;
+      const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
+      await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    }
+    await stopCluster([a, b, c]);
+    for (const n of [a, b, c]) {
+      if (!n) continue;
+      const nets = await docker.listNetworks({ filters: { label: [`dms.node=${n.peerId}`] } });
+      await Promise.all(nets.map((x) => docker.getNetwork(x.Id).remove().catch(() => undefined)));
+    }
+  });
+
+  it('(a) a part reaches another on the same node by name, on an internal network of the ensemble', async () => {
+    const ensemble = randomUUID();
+    const serverId = randomUUID();
+    const clientId = randomUUID();
+    // The grant comes first, as the ensemble actor sends it before any start.
+    // `ghost` has no node: its name resolves and its connection is refused, and nothing else minds.
+    const ghost = { part: 'ghost', job_id: randomUUID(), node: null, ports: [9999] };
+    await grant([b], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: clientId, node: b.peerId, ports: [] }, ghost] });
+    await place(b, ensemble, 'server', HTTPD, serverId, [8080]);
+    const [first, script] = FETCH('http://server.internal:8080/').slice(1);
+    await place(b, ensemble, 'client', ['sh', first!, `wget -q -O- http://ghost.internal:9999/ && exit 3; echo ghost refused; ${script}`], clientId);
+    const done = await ended(b, clientId);
+    const logs = await logsOf(b, clientId);
+    expect(done.status, logs).toBe('completed');
+    expect(logs).toContain('ghost refused');
+    expect(logs).toContain(PAGE);
+    const [net] = await networksOf(b);
+    expect(net).toMatch(new RegExp(`^dms-ens-${ensemble}-[0-9a-f]{8}$`));
+    expect((await docker.getNetwork(net!).inspect()).Internal).toBe(true);
+    await stop(b, serverId);
+    await waitFor('the ensemble network removed with its last part', async () => (await networksOf(b)).length === 0, { timeoutMs: 30_000 });
+  });
+
+  it('(b) a part reaches another on the other node by name, through a tunnel its grant opens', async () => {
+    const ensemble = randomUUID();
+    const serverId = randomUUID();
+    const clientId = randomUUID();
+    // Server on B, client on C, both placed by A: C's tunnel to B is let in by A's grant alone.
+    await grant([b, c], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: clientId, node: c.peerId, ports: [] }] });
+    await place(b, ensemble, 'server', HTTPD, serverId, [8080]);
+    await place(c, ensemble, 'client', FETCH('http://server.internal:8080/'), clientId);
+    const done = await ended(c, clientId);
+    const logs = await logsOf(c, clientId);
+    expect(done.status, logs).toBe('completed');
+    expect(logs).toContain(PAGE);
+
+    // A stranger granting itself the same ensemble id holds a grant of its own, which opens nothing of A's.
+    stranger = await ForeignPeer.connectedTo(b);
+    const forged = { ensemble, version: 99, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: stranger.host, ports: [8080] }] };
+    await stranger.send(stranger.envelope(b, { be: EnsembleNetBehaviors.members, inbox: ENSEMBLE_NET_INBOX, cont: '/forged-reply', payload: forged }));
+    expect(decodePayload((await stranger.waitReply('/forged-reply')).msg)).toMatchObject({ ensemble, version: 99, accepted: true });
+    const bPeer = peerIdFromString(b.peerId);
+    await expect(openTunnel(stranger.transport.node, bPeer, { job_id: serverId, port: 8080 })).rejects.toThrow(/nor a host of its ensemble/);
+    // C, which A's grant names, is let in to the declared port only, and no longer once A revokes.
+    const cNode = (c.node.system.network as Libp2pTransport).node;
+    await expect(openTunnel(cNode, bPeer, { job_id: serverId, port: 9090 })).rejects.toThrow(/does not declare port 9090/);
+    const open = await openTunnel(cNode, bPeer, { job_id: serverId, port: 8080 });
+    open.stream.abort(new Error('done'));
+    await caller.call(at(ENSEMBLE_NET_INBOX, b.peerId), EnsembleNetBehaviors.revoke, { ensemble }, z.unknown());
+    await expect(openTunnel(cNode, bPeer, { job_id: serverId, port: 8080 })).rejects.toThrow(/nor a host of its ensemble/);
+    await waitFor("the refusals in node B's log", () => (b.logs().match(/tunnel refused/g) ?? []).length >= 3, { timeoutMs: 5_000 });
+    expect((await api(b, 'GET', '/api/v1/jobs?limit=1')).status).toBe(200);
+    await stop(b, serverId);
+  });
+});
