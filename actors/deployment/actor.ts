@@ -48,7 +48,7 @@ import { DmsError, errorText } from '../../runtime/errors.js';
 import { at, decodePayload, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
 import { providerTrust, type ProviderTrust } from '../orchestrator/trust.js';
 import { Bidders } from './bidders.js';
-import { type OfferEvent, placementMachine, type PlacementInput } from './placement-machine.js';
+import { type OfferEvent, placementMachine, type PlacementInput, type ReserveInput } from './placement-machine.js';
 import type { ProviderLimits } from './provider-machine.js';
 import { Provider } from './provider.js';
 import { RoundTrips } from './round-trips.js';
@@ -97,6 +97,8 @@ class Deployment {
   private readonly suspect = new Map<string, number>();
   private readonly bidders: Bidders;
   private readonly machine: typeof placementMachine;
+  /** The same, reserving nothing: what a probe (PlaceRequest.probe) runs. */
+  private readonly probeMachine: typeof placementMachine;
   /** Offers made in this turn of the event loop, published together at its end. */
   private batch: OfferBatch | null = null;
 
@@ -108,9 +110,9 @@ class Deployment {
     this.machine = placementMachine.provide({
       actors: {
         offer: fromCallback<EventObject, PlacementInput>(({ input, sendBack }) => this.offer(input, sendBack as (e: OfferEvent) => void)),
-        reserve: fromPromise(async ({ input }: { input: { node: string; jobId: string; resources: ResourceSpec } }) => {
-          const ask = () =>
-            this.actor.call(this.deploymentOf(input.node), DeploymentBehaviors.reserve, { job_id: input.jobId, resources: input.resources, lease_ms: ctx.deps.limits.leaseMs }, ReserveReply, { ttlMs: CALL_TTL_MS });
+        reserve: fromPromise(async ({ input }: { input: ReserveInput }) => {
+          const lease = { job_id: input.jobId, resources: input.resources, lease_ms: ctx.deps.limits.leaseMs, ...(input.group ? { group: input.group } : {}) };
+          const ask = () => this.actor.call(this.deploymentOf(input.node), DeploymentBehaviors.reserve, lease, ReserveReply, { ttlMs: CALL_TTL_MS });
           for (const pause of [...RESERVE_RETRIES_MS, null]) {
             try {
               await ask();
@@ -129,10 +131,15 @@ class Deployment {
         }),
       },
     });
+    this.probeMachine = this.probing();
   }
 
   stop(): void {
     this.provider.stop();
+  }
+
+  private probing() {
+    return this.machine.provide({ actors: { reserve: fromPromise(async () => {}) } });
   }
 
   behaviors() {
@@ -209,9 +216,10 @@ class Deployment {
       suspect: new Set(this.suspect.keys()),
       vet: await this.bidders.vet(p.placement, p.secrets),
       near: p.near ?? null,
+      group: p.group ?? null,
       expected,
     };
-    const run = this.ctx.machine(this.machine, { id: p.job_id, input });
+    const run = this.ctx.machine(p.probe ? this.probeMachine : this.machine, { id: p.job_id, input });
     run.start();
     return toPromise(run);
   }

@@ -39,7 +39,12 @@ export interface PlacementInput {
   vet?: (node: string) => string | null;
   /** A part that must run near another part's node: a bid without a round trip within the bound is declined. */
   near?: NearNode | null;
+  /** The ensemble the job is a part of, which its lease names (ReserveRequest.group). */
+  group?: string | null;
 }
+
+/** What the invoked `reserve` is given: the bidder to ask, and the lease. */
+export type ReserveInput = { node: string; jobId: string; resources: ResourceSpec; group: string | null };
 
 export type OfferEvent =
   | { type: 'offered' }
@@ -131,7 +136,7 @@ export const placementMachine = setup({
     /** Publishes the offer (or asks the pinned node); sends back offered, each bid, and window_closed. */
     offer: fromCallback<EventObject, PlacementInput>(() => {}),
     /** Asks the bidder to hold the job's resources (a lease). */
-    reserve: fromPromise<void, { node: string; jobId: string; resources: ResourceSpec }>(async () => {}),
+    reserve: fromPromise<void, ReserveInput>(async () => {}),
   },
   guards: {
     enough: ({ context }) => answered(context),
@@ -215,7 +220,7 @@ export const placementMachine = setup({
         reserving: {
           invoke: {
             src: 'reserve',
-            input: ({ context }) => ({ node: context.candidates[0].node, jobId: context.jobId, resources: context.resources }),
+            input: ({ context }) => ({ node: context.candidates[0].node, jobId: context.jobId, resources: context.resources, group: context.group ?? null }),
             onDone: { target: '#placement.placed', actions: assign({ chosen: ({ context }) => context.candidates[0].node }) },
             onError: [
               {

@@ -38,6 +38,8 @@ export interface ProviderInput {
   /** What this node bid for, or null: it did not bid for the job lately. */
   bid: { resources: ResourceSpec; validMs: number } | null;
   limits: ProviderLimits;
+  /** The ensemble the lease is a part of (ReserveRequest.group); absent or null for a job of its own. */
+  group?: string | null;
 }
 
 export interface Refusal {
@@ -58,6 +60,8 @@ interface ProviderContext extends ProviderInput {
 /** What a requester's other unstarted leases here hold now. */
 export interface Holding {
   count: number;
+  /** Those outside this lease's ensemble: with none, this lease (and its ensemble's) is the requester's first. */
+  others: number;
   cores: number;
   memory: number;
 }
@@ -108,7 +112,7 @@ const reserveChecks: Record<ReserveCheck, Check<'reserve'>> = {
       ? null
       : { kind: 'overloaded', message: `your node holds ${e.holding.count} reservations here not yet started (deployment.max_unstarted_leases)` },
   overShare: (c, e) => {
-    if (e.here || e.holding.count === 0) return null;
+    if (e.here || e.holding.others === 0) return null;
     const part = c.limits.leaseShare;
     const bound = { cores: part * e.share.offering.cpu.cores, memory: part * e.share.offering.memory.size };
     const cpu = e.holding.cores + e.resources.cpu.cores;

@@ -145,6 +145,7 @@ export class Provider {
         requester: offered?.bid.requester ?? requester,
         bid: offered ? { resources: offered.bid.resources, validMs: offered.validMs } : null,
         limits: { ...this.limits, leaseMs },
+        group: req.group ?? null,
       },
       () => this.returnShare(req.job_id),
     );
@@ -154,7 +155,7 @@ export class Provider {
       resources: req.resources,
       here,
       share: { offered: offer?.offered ?? true, offering: offer?.offering ?? req.resources },
-      holding: this.holding(requester),
+      holding: this.holding(requester, req.group ?? null),
       barred: here ? null : this.strikes.barred(requester),
     });
     const refused = machine.getSnapshot().context.refusal;
@@ -241,14 +242,19 @@ export class Provider {
     if (!job || job.requester === null || job.requester !== requester) throw notFound(`job ${jobId} not found`);
   }
 
-  /** What `requester`'s unstarted leases here hold now (those being leased count what they asked). */
-  private holding(requester: string): Holding {
-    const h: Holding = { count: 0, cores: 0, memory: 0 };
+  /**
+   * What `requester`'s unstarted leases here hold now (those being leased count what they asked).
+   * Those of `group` (one ensemble) are held but not counted as others: an ensemble's leases on
+   * one node are reserved together and started together, one reservation in effect.
+   */
+  private holding(requester: string, group: string | null): Holding {
+    const h: Holding = { count: 0, others: 0, cores: 0, memory: 0 };
     for (const m of this.provided.values()) {
       const { value, context } = m.getSnapshot();
       if (context.requester !== requester || (value !== 'leasing' && value !== 'reserved')) continue;
       const r = context.lease ?? context.bid!.resources;
       h.count++;
+      if (group === null || context.group !== group) h.others++;
       h.cores += r.cpu.cores;
       h.memory += r.memory.size;
     }

@@ -281,31 +281,14 @@ class Ensembles {
     const live = this.live.get(ensemble);
     if (!live) throw new Error('ensemble is gone');
     const context = live.machine.getSnapshot().context;
-    const nodes: Record<string, string | null> = Object.fromEntries(Object.values(context.parts).map((p) => [p.part, p.node]));
-    const won: { part: PartCtx; node: string }[] = [];
-    const lost: string[] = [];
-    // In steps: a part that must be near another part of the round is offered once that part
-    // has its node; the rest of a step is offered at once (their offers travel together).
-    let left = parts;
-    while (left.length > 0 && lost.length === 0 && !signal.aborted) {
-      const nearOf = (p: PartCtx) => live.spec.parts[p.part]?.near;
-      const ready = left.filter((p) => !left.some((q) => q.part === nearOf(p)?.part));
-      const jobs = await Promise.all(ready.map((p) => this.storage.jobs.get(p.jobId!)));
-      const results = await Promise.allSettled(
-        ready.map((p, i) => {
-          const near = nearOf(p);
-          const node = near ? nodes[near.part] : null;
-          return this.reservePart(p, jobs[i]!, node ? { node, max_rtt_ms: near!.max_rtt_ms } : undefined);
-        }),
-      );
-      results.forEach((r, i) => {
-        if (r.status === 'fulfilled') {
-          won.push({ part: ready[i]!, node: r.value });
-          nodes[ready[i]!.part] = r.value;
-        } else lost.push(`part ${ready[i]!.part}: ${errorText(r.reason)}`);
-      });
-      left = left.filter((p) => !ready.includes(p));
-    }
+    const known: Record<string, string | null> = Object.fromEntries(Object.values(context.parts).map((p) => [p.part, p.node]));
+    const jobs = new Map((await Promise.all(parts.map((p) => this.storage.jobs.get(p.jobId!)))).map((job, i) => [parts[i]!.part, job]));
+    // First every part is only asked about: one nobody can hold fails the round before any
+    // lease is taken (a lease let go unstarted counts against this node at its provider).
+    const probed = await this.inSteps(live, parts, { ...known }, (p, near) => this.reservePart(p, jobs.get(p.part)!, near, true));
+    if (probed.lost.length > 0 || signal.aborted) throw new Error(probed.lost.join('; ') || 'cancelled');
+    const nodes = { ...known };
+    const { won, lost } = await this.inSteps(live, parts, nodes, (p, near) => this.reservePart(p, jobs.get(p.part)!, near, false));
     if (lost.length > 0 || signal.aborted) {
       await this.release(won);
       throw new Error(lost.join('; ') || 'cancelled');
@@ -329,8 +312,38 @@ class Ensembles {
     return Object.fromEntries(won.map((w) => [w.part.part, w.node]));
   }
 
+  /**
+   * Asks `ask` for every part, in steps: a part that must be near another part of the round is
+   * asked once that part has its node (in `nodes`, filled in as answers come); the rest of a
+   * step is asked at once, so their offers travel together. Stops at the first step with a failure.
+   */
+  private async inSteps(live: Live, parts: PartCtx[], nodes: Record<string, string | null>, ask: (p: PartCtx, near?: NearNode) => Promise<string>) {
+    const won: { part: PartCtx; node: string }[] = [];
+    const lost: string[] = [];
+    const nearOf = (p: PartCtx) => live.spec.parts[p.part]?.near;
+    let left = parts;
+    while (left.length > 0 && lost.length === 0) {
+      const ready = left.filter((p) => !left.some((q) => q.part === nearOf(p)?.part));
+      const results = await Promise.allSettled(
+        ready.map((p) => {
+          const near = nearOf(p);
+          const node = near ? nodes[near.part] : null;
+          return ask(p, node ? { node, max_rtt_ms: near!.max_rtt_ms } : undefined);
+        }),
+      );
+      results.forEach((r, i) => {
+        if (r.status === 'fulfilled') {
+          won.push({ part: ready[i]!, node: r.value });
+          nodes[ready[i]!.part] = r.value;
+        } else lost.push(`part ${ready[i]!.part}: ${errorText(r.reason)}`);
+      });
+      left = left.filter((p) => !ready.includes(p));
+    }
+    return { won, lost };
+  }
+
   /** A lease for one part: from the network's best bidder, or this node's resource manager. */
-  private async reservePart(part: PartCtx, job: Job | null, near?: NearNode): Promise<string> {
+  private async reservePart(part: PartCtx, job: Job | null, near: NearNode | undefined, probe: boolean): Promise<string> {
     if (!job) throw notFound(`job ${part.jobId} of part ${part.part} is gone`);
     let node = this.actor.system.host;
     if (this.ctx.deps.network) {
@@ -342,12 +355,15 @@ class Ensembles {
         exclude: part.exclude,
         secrets: Object.keys(job.secrets).length > 0,
         ...(near ? { near } : {}),
+        probe,
+        // Its leases are the ensemble's: one reservation in effect, at each provider.
+        group: job.ensemble ?? undefined,
       };
       const reply = await this.actor.call(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS });
       if ('waiting' in reply) throw new Error(reply.waiting);
       node = reply.node;
     }
-    if (this.actor.system.isHere(node)) {
+    if (this.actor.system.isHere(node) && !probe) {
       const reply = await this.actor.call(this.actor.local(RESOURCES_INBOX), ResourceBehaviors.reserve, { jobs: [{ job_id: job.id, resources: job.resources }] }, ReserveReply);
       const refused = reply.refused[0];
       if (refused) throw new Error(`this node cannot hold it now: ${refused.reason}`);

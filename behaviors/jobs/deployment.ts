@@ -126,6 +126,11 @@ export const ReserveRequest = z.strictObject({
   job_id: jobId,
   resources: LeaseResources,
   lease_ms: z.int().min(100).max(MAX_LEASE_MS),
+  /**
+   * The ensemble this lease is a part of: a requester's leases of one ensemble count as one
+   * (its first lease is exempt from deployment.lease_share, and so is its first ensemble).
+   */
+  group: z.uuid().optional(),
 });
 export const ReserveReply = z.object({ until: z.iso.datetime({ offset: true }) });
 
@@ -157,6 +162,14 @@ export const PlaceRequest = z.strictObject({
   secrets: z.boolean().default(false),
   /** A part of an ensemble that must run close to another part's node. */
   near: NearNodeSchema.optional(),
+  /**
+   * Only ask: the best bidder is answered without a lease. An ensemble asks for every part this
+   * way before it reserves any, so a part nobody can hold costs no lease let go unstarted (which
+   * providers count against a requester).
+   */
+  probe: z.boolean().default(false),
+  /** The ensemble the job is a part of: its leases are reserved as one (ReserveRequest.group). */
+  group: z.uuid().optional(),
 });
 export type PlaceRequest = z.input<typeof PlaceRequest>;
 

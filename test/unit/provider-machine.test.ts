@@ -13,7 +13,7 @@ import { Strikes } from '../../actors/deployment/strikes.js';
 const MiB = 1024 * 1024;
 const spec = (cores: number, memory: number) => ({ cpu: { cores }, memory: { size: memory }, storage: { size: 0 } });
 const share = { offered: true, offering: spec(1, 1024 * MiB) };
-const none = { count: 0, cores: 0, memory: 0 };
+const none = { count: 0, others: 0, cores: 0, memory: 0 };
 
 function machine(input: Partial<ProviderInput> = {}) {
   const returned: string[] = [];
@@ -42,14 +42,25 @@ const reserve = (over: Partial<Extract<ProviderEvent, { type: 'reserve' }>> = {}
 });
 
 describe('the deployment machine', () => {
+  it("counts an ensemble's other leases here as one reservation with this one: past the share, but not past the count", () => {
+    // One unstarted lease of the same ensemble (others 0): the share bound does not apply, as to a first lease.
+    const same = machine({ group: 'e' });
+    same.actor.send(reserve({ holding: { count: 1, others: 0, cores: 0.25, memory: 64 * MiB } }));
+    expect(same.actor.getSnapshot().context.refusal).toBeNull();
+    // The bound on how many stays, whatever ensemble they are of.
+    const many = machine({ group: 'e' });
+    many.actor.send(reserve({ holding: { count: 2, others: 0, cores: 0.02, memory: 12 * MiB } }));
+    expect(many.actor.getSnapshot().context.refusal?.message).toContain('holds 2 reservations here not yet started');
+  });
+
   it('refuses a reserve by each of its guards, naming why, and stays offered', () => {
     const cases: [Partial<Extract<ProviderEvent, { type: 'reserve' }>>, string][] = [
       [{ share: { offered: false, offering: share.offering } }, 'offers nothing to the network'],
       [{ requester: 'X' }, 'was offered here by another node'],
       [{ barred: 'your node let reservations here go unstarted' }, 'go unstarted'],
       [{ resources: spec(1, 64 * MiB) }, 'more than job j was offered with'],
-      [{ holding: { count: 2, cores: 0.02, memory: 12 * MiB } }, 'holds 2 reservations here not yet started'],
-      [{ holding: { count: 1, cores: 0.25, memory: 64 * MiB } }, 'more than 25% of its share'],
+      [{ holding: { count: 2, others: 0, cores: 0.02, memory: 12 * MiB } }, 'holds 2 reservations here not yet started'],
+      [{ holding: { count: 1, others: 1, cores: 0.25, memory: 64 * MiB } }, 'more than 25% of its share'],
     ];
     for (const [event, why] of cases) {
       const { actor } = machine();
