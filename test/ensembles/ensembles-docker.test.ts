@@ -129,8 +129,8 @@ describe.skipIf(problem !== null)('ensembles across three nodes with Docker', { 
     // Only node 3 has the label at first: the server goes there. Node 2 gets it once both run.
     expect((await api(n3, 'PUT', '/api/v1/device/config', { labels: { serves: 'yes' } })).status).toBe(200);
     await waitFor("node 3's label in the profile node 1 holds", async () => {
-      const peers = (await api(n1, 'GET', '/api/v1/peers')).json as { peer: string; labels?: Record<string, string> }[];
-      return peers.find((p) => p.peer === n3.peerId)?.labels?.serves === 'yes' || undefined;
+      const { nodes: described } = (await api(n1, 'GET', '/api/v1/peers')).json as { nodes: { id: string; profile?: { labels?: Record<string, string> } }[] };
+      return described.find((d) => d.id === n3.peerId)?.profile?.labels?.serves === 'yes' || undefined;
     }, { timeoutMs: 30_000 });
     const id = await deploy(n1, 'moving', { placement: { labels: { serves: 'yes' }, max_attempts: 3 } }, { kind: 'service', command: CLIENT_LOOP, placement: { node: n2.peerId } });
     const running = await until(n1, id, 'the ensemble running', (e) => e.status === 'running');
@@ -139,8 +139,8 @@ describe.skipIf(problem !== null)('ensembles across three nodes with Docker', { 
     const first = await waitFor('the client reaching the first server', async () => /hello from ([0-9a-f]{12})/.exec(await stdout(n1, client))?.[1], { timeoutMs: 40_000 });
     expect((await api(n2, 'PUT', '/api/v1/device/config', { labels: { serves: 'yes' } })).status).toBe(200);
     await waitFor("node 2's label in the profile node 1 holds", async () => {
-      const peers = (await api(n1, 'GET', '/api/v1/peers')).json as { peer: string; labels?: Record<string, string> }[];
-      return peers.find((p) => p.peer === n2.peerId)?.labels?.serves === 'yes' || undefined;
+      const { nodes: described } = (await api(n1, 'GET', '/api/v1/peers')).json as { nodes: { id: string; profile?: { labels?: Record<string, string> } }[] };
+      return described.find((d) => d.id === n2.peerId)?.profile?.labels?.serves === 'yes' || undefined;
     }, { timeoutMs: 30_000 });
     await n3.kill();
     const moved = await until(n1, id, 'the server running on node 2', (e) => partOf(e, 'server').status === 'running' && partOf(e, 'server').node === n2.peerId, 90_000);
