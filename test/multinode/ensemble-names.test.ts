@@ -136,4 +136,46 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     expect((await api(b, 'GET', '/api/v1/jobs?limit=1')).status).toBe(200);
     await stop(b, serverId);
   });
+
+  it('(c) gives two parts declaring the same port a network each, and reaches both by name', async () => {
+    const ensemble = randomUUID();
+    const [one, two, clientId] = [randomUUID(), randomUUID(), randomUUID()];
+    const serve = (page: string) => ['sh', '-c', `mkdir -p /tmp/www && echo "${page}" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www`];
+    await grant([b], {
+      ensemble,
+      version: 1,
+      expires_at: Date.now() + 60_000,
+      parts: [{ part: 'one', job_id: one, node: b.peerId, ports: [8080] }, { part: 'two', job_id: two, node: b.peerId, ports: [8080] }, { part: 'client', job_id: clientId, node: b.peerId, ports: [] }],
+    });
+    await place(b, ensemble, 'one', serve('page one'), one, [8080]);
+    await place(b, ensemble, 'two', serve('page two'), two, [8080]);
+    const both = 'for u in one two; do ok=; for i in $(seq 1 30); do wget -q -O- http://$u.internal:8080/ && ok=1 && break; sleep 0.5; done; [ -n "$ok" ] || exit 1; done';
+    await place(b, ensemble, 'client', ['sh', '-c', both], clientId);
+    const done = await ended(b, clientId);
+    const logs = await logsOf(b, clientId);
+    expect(done.status, logs).toBe('completed');
+    expect(logs).toContain('page one');
+    expect(logs).toContain('page two');
+    expect((await networksOf(b)).sort()).toEqual([expect.stringMatching(new RegExp(`^dms-ens-${ensemble}-[0-9a-f]{8}$`)), expect.stringMatching(new RegExp(`^dms-ens-${ensemble}-[0-9a-f]{8}-1$`))]);
+    await Promise.all([stop(b, one), stop(b, two)]);
+    await waitFor('both networks removed with the last part', async () => (await networksOf(b)).length === 0, { timeoutMs: 30_000 });
+  });
+
+  it('(d) fails a part whose requester granted nothing, saying so, and makes no network for it', async () => {
+    const id = randomUUID();
+    await place(b, randomUUID(), 'lonely', ['true'], id);
+    const done = await ended(b, id);
+    expect(done.status).toBe('failed');
+    expect(await logsOf(b, id)).toMatch(/no grant from requester \S+ lists job .* as part lonely/);
+    expect(await networksOf(b)).toEqual([]);
+  });
+
+  it('(e) removes the ensemble networks an earlier run left without containers when the node starts', async () => {
+    const ensemble = randomUUID();
+    const name = `dms-ens-${ensemble}-leftover`;
+    await docker.createNetwork({ Name: name, Internal: true, Labels: { 'dms.node': c.peerId, 'dms.ensemble': ensemble, 'dms.ensemble.requester': a.peerId } });
+    await c.stop();
+    c = await startLocalNode({ home: c.home });
+    expect(await networksOf(c)).toEqual([]);
+  });
 });
