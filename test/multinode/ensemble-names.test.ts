@@ -22,6 +22,8 @@ import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { ForeignPeer } from '../helpers/peer.js';
+import { DmsClient } from '../../client/client.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
 
 const { docker, problem } = await dockerForTests('ensemble names test');
 
@@ -168,6 +170,10 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     expect(done.status).toBe('failed');
     expect(await logsOf(b, id)).toMatch(/no grant from requester \S+ lists job .* as part lonely/);
     expect(await networksOf(b)).toEqual([]);
+    // A REST caller with a key of its own cannot grant as the node (its envelope names this node).
+    const members = { ensemble: randomUUID(), version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'x', job_id: randomUUID(), node: b.peerId, ports: [] }] };
+    const reply = await new DmsClient({ url: b.url, key: KeyPair.generate(), timeoutMs: 10_000 }).invoke({ inbox: ENSEMBLE_NET_INBOX }, EnsembleNetBehaviors.members, members, { raw: true }).catch((e: unknown) => ({ payload: String(e) }));
+    expect(JSON.stringify(reply.payload)).toMatch(/ensemble grants naming this node come from its own actors only|not granted/);
   });
 
   it('(e) removes the ensemble networks an earlier run left without containers when the node starts', async () => {
@@ -177,5 +183,29 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     await c.stop();
     c = await startLocalNode({ home: c.home });
     expect(await networksOf(c)).toEqual([]);
+  });
+
+  it('(f) a node restarted under a running part keeps its network, and the names work again with the next grant', async () => {
+    const ensemble = randomUUID();
+    const [serverId, clientId] = [randomUUID(), randomUUID()];
+    const parts = (client: string) => [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: client, node: b.peerId, ports: [] }];
+    await grant([b], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: parts(clientId) });
+    await place(b, ensemble, 'server', HTTPD, serverId, [8080]);
+    await waitFor('the server running', async () => (await api(b, 'GET', `/api/v1/jobs/${serverId}`)).body.status === 'running', { timeoutMs: 30_000 });
+    const [before] = await networksOf(b);
+    await b.stop();
+    b = await startLocalNode({ home: b.home, env: { DMS_NETWORK_BOOTSTRAP_PEERS: '' } });
+    expect(await networksOf(b)).toEqual([before]);
+    // A reconnects (its ensemble actor renews every ~30 s; here at once), and a new client part uses the name.
+    await (a.node.system.network as Libp2pTransport).connect(`${(b.node.system.network as Libp2pTransport).addrs()[0]}`);
+    const next = randomUUID();
+    await grant([b], { ensemble, version: 2, expires_at: Date.now() + 60_000, parts: parts(next) });
+    await place(b, ensemble, 'client', FETCH('http://server.internal:8080/'), next);
+    const done = await ended(b, next);
+    const logs = await logsOf(b, next);
+    expect(done.status, logs).toBe('completed');
+    expect(logs).toContain(PAGE);
+    await stop(b, serverId);
+    await waitFor('the network removed with its last part', async () => (await networksOf(b)).length === 0, { timeoutMs: 30_000 });
   });
 });
