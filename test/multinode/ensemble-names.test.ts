@@ -176,6 +176,32 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     expect(JSON.stringify(reply.payload)).toMatch(/ensemble grants naming this node come from its own actors only|not granted/);
   });
 
+  it("(g) a requester cannot point its part's name at another requester's job on the same node", async () => {
+    const [ours, theirs] = [randomUUID(), randomUUID()];
+    const [serverId, clientId] = [randomUUID(), randomUUID()];
+    await grant([b], { ensemble: ours, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }] });
+    await place(b, ours, 'server', HTTPD, serverId, [8080]);
+    await waitFor('the server running', async () => (await api(b, 'GET', `/api/v1/jobs/${serverId}`)).body.status === 'running', { timeoutMs: 30_000 });
+    // C, another requester, names A's server job as a part of its own ensemble and places a client beside it.
+    // Two checks hold it off, each enough (checked by removing both: the page came through): the
+    // job must be attached here as that part of that ensemble, and reached on that ensemble's network.
+    const hostile = await testActor(c.node.system, { inbox: 'hostile-requester' });
+    const parts = [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: clientId, node: b.peerId, ports: [] }];
+    await hostile.call(at(ENSEMBLE_NET_INBOX, b.peerId), EnsembleNetBehaviors.members, { ensemble: theirs, version: 1, expires_at: Date.now() + 60_000, parts }, EnsembleMembersReply);
+    const to = at(DEPLOYMENT_INBOX, b.peerId);
+    await hostile.call(to, DeploymentBehaviors.bid, { jobs: [{ job_id: clientId, resources, executor: 'docker' }] }, z.unknown());
+    await hostile.call(to, DeploymentBehaviors.reserve, { job_id: clientId, resources, lease_ms: 10_000 }, z.unknown());
+    const probe = 'sleep 1; wget -q -O- http://server.internal:8080/ && exit 3; echo refused';
+    await hostile.call(to, DeploymentBehaviors.start, { job: { id: clientId, name: 'client', image: TEST_IMAGE, command: ['sh', '-c', probe], resources, executor: 'docker', ensemble: { id: theirs, part: 'client' } } }, z.unknown());
+    const done = await ended(b, clientId);
+    const logs = await logsOf(b, clientId);
+    expect(done.status, logs).toBe('completed');
+    expect(logs).toContain('refused');
+    expect(logs).not.toContain(PAGE);
+    expect((await api(b, 'GET', `/api/v1/jobs/${serverId}`)).body.status).toBe('running');
+    await stop(b, serverId);
+  });
+
   it('(e) removes the ensemble networks an earlier run left without containers when the node starts', async () => {
     const ensemble = randomUUID();
     const name = `dms-ens-${ensemble}-leftover`;
