@@ -29,8 +29,9 @@ const { docker, problem } = await dockerForTests('ensemble names test');
 
 const PAGE = 'served by the server part';
 const HTTPD = ['sh', '-c', `mkdir -p /tmp/www && echo "${PAGE}" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www`];
-/** Tries for up to 15 s: the server part may start after the client. (This busybox's wget crashes with -T.) */
-const FETCH = (url: string) => ['sh', '-c', `for i in $(seq 1 30); do wget -q -O- ${url} && exit 0; sleep 0.5; done; exit 1`];
+/** Shell that fetches `url`, trying for up to 15 s (the server part may start after the client); false when it never came. This busybox's wget crashes with -T. */
+const retry = (url: string) => `ok=; for i in $(seq 1 30); do wget -q -O- ${url} && ok=1 && break; sleep 0.5; done; [ -n "$ok" ]`;
+const FETCH = (url: string) => ['sh', '-c', retry(url)];
 const resources = { cpu: { cores: 0.2 }, memory: { size: 32 * 1024 * 1024 }, storage: { size: 0 } };
 
 describe.skipIf(problem !== null)('<part>.internal between the parts of an ensemble', { timeout: 120_000 }, () => {
@@ -64,7 +65,8 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
   const networksOf = async (on: LocalNode) => (await docker.listNetworks({ filters: { label: [`dms.node=${on.peerId}`, 'dms.ensemble'] } })).map((n) => n.Name);
 
   beforeAll(async () => {
-    [a, b, c] = await startCluster(3, { start: startLocalNode });
+    // A second of stop grace: the httpd parts ignore SIGTERM (pid 1), and each test stops one.
+    [a, b, c] = await startCluster(3, { start: startLocalNode, node: () => ({ config: { jobs: { stop_grace_s: 1 } } }) });
     for (const n of [b, c]) expect((await api(n, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
     caller = await testActor(a.node.system, { inbox: 'ensemble-test' });
   }, 60_000);
@@ -91,15 +93,17 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     // The grant comes first, as the ensemble actor sends it before any start.
     // `ghost` has no node: its name resolves and its connection is refused, and nothing else minds.
     const ghost = { part: 'ghost', job_id: randomUUID(), node: null, ports: [9999] };
-    await grant([b], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: clientId, node: b.peerId, ports: [] }, ghost] });
-    await place(b, ensemble, 'server', HTTPD, serverId, [8080]);
-    const [first, script] = FETCH('http://server.internal:8080/').slice(1);
-    await place(b, ensemble, 'client', ['sh', first!, `wget -q -O- http://ghost.internal:9999/ && exit 3; echo ghost refused; ${script}`], clientId);
+    // The server declares 8081 too, where nothing listens: that connection is refused the same way.
+    await grant([b], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080, 8081] }, { part: 'client', job_id: clientId, node: b.peerId, ports: [] }, ghost] });
+    await place(b, ensemble, 'server', HTTPD, serverId, [8080, 8081]);
+    const script = `wget -q -O- http://ghost.internal:9999/ && exit 3; echo ghost refused; ${retry('http://server.internal:8080/')} || exit 1; wget -q -O- http://server.internal:8081/ && exit 4; echo closed port refused`;
+    await place(b, ensemble, 'client', ['sh', '-c', script], clientId);
     const done = await ended(b, clientId);
     const logs = await logsOf(b, clientId);
     expect(done.status, logs).toBe('completed');
     expect(logs).toContain('ghost refused');
     expect(logs).toContain(PAGE);
+    expect(logs).toContain('closed port refused');
     const [net] = await networksOf(b);
     expect(net).toMatch(new RegExp(`^dms-ens-${ensemble}-[0-9a-f]{8}$`));
     expect((await docker.getNetwork(net!).inspect()).Internal).toBe(true);
@@ -112,13 +116,15 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     const serverId = randomUUID();
     const clientId = randomUUID();
     // Server on B, client on C, both placed by A: C's tunnel to B is let in by A's grant alone.
-    await grant([b, c], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: clientId, node: c.peerId, ports: [] }] });
-    await place(b, ensemble, 'server', HTTPD, serverId, [8080]);
-    await place(c, ensemble, 'client', FETCH('http://server.internal:8080/'), clientId);
+    await grant([b, c], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080, 8081] }, { part: 'client', job_id: clientId, node: c.peerId, ports: [] }] });
+    await place(b, ensemble, 'server', HTTPD, serverId, [8080, 8081]);
+    const script = `${retry('http://server.internal:8080/')} || exit 1; wget -q -O- http://server.internal:8081/ && exit 4; echo closed port refused`;
+    await place(c, ensemble, 'client', ['sh', '-c', script], clientId);
     const done = await ended(c, clientId);
     const logs = await logsOf(c, clientId);
     expect(done.status, logs).toBe('completed');
     expect(logs).toContain(PAGE);
+    expect(logs).toContain('closed port refused');
 
     // A stranger granting itself the same ensemble id holds a grant of its own, which opens nothing of A's.
     stranger = await ForeignPeer.connectedTo(b);
@@ -151,8 +157,7 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     });
     await place(b, ensemble, 'one', serve('page one'), one, [8080]);
     await place(b, ensemble, 'two', serve('page two'), two, [8080]);
-    const both = 'for u in one two; do ok=; for i in $(seq 1 30); do wget -q -O- http://$u.internal:8080/ && ok=1 && break; sleep 0.5; done; [ -n "$ok" ] || exit 1; done';
-    await place(b, ensemble, 'client', ['sh', '-c', both], clientId);
+    await place(b, ensemble, 'client', ['sh', '-c', `${retry('http://one.internal:8080/')} && ${retry('http://two.internal:8080/')}`], clientId);
     const done = await ended(b, clientId);
     const logs = await logsOf(b, clientId);
     expect(done.status, logs).toBe('completed');
@@ -176,7 +181,7 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     expect(JSON.stringify(reply.payload)).toMatch(/ensemble grants naming this node come from its own actors only|not granted/);
   });
 
-  it("(g) a requester cannot point its part's name at another requester's job on the same node", async () => {
+  it("(e) a requester cannot point its part's name at another requester's job on the same node", async () => {
     const [ours, theirs] = [randomUUID(), randomUUID()];
     const [serverId, clientId] = [randomUUID(), randomUUID()];
     await grant([b], { ensemble: ours, version: 1, expires_at: Date.now() + 60_000, parts: [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }] });
@@ -202,7 +207,7 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     await stop(b, serverId);
   });
 
-  it('(e) removes the ensemble networks an earlier run left without containers when the node starts', async () => {
+  it('(f) removes the ensemble networks an earlier run left without containers when the node starts', async () => {
     const ensemble = randomUUID();
     const name = `dms-ens-${ensemble}-leftover`;
     await docker.createNetwork({ Name: name, Internal: true, Labels: { 'dms.node': c.peerId, 'dms.ensemble': ensemble, 'dms.ensemble.requester': a.peerId } });
@@ -211,7 +216,7 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     expect(await networksOf(c)).toEqual([]);
   });
 
-  it('(f) a node restarted under a running part keeps its network, and the names work again with the next grant', async () => {
+  it('(g) a node restarted under a running part keeps its network, and the names work again with the next grant', async () => {
     const ensemble = randomUUID();
     const [serverId, clientId] = [randomUUID(), randomUUID()];
     const parts = (client: string) => [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: client, node: b.peerId, ports: [] }];
