@@ -207,7 +207,29 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     await stop(b, serverId);
   });
 
-  it('(f) removes the ensemble networks an earlier run left without containers when the node starts', async () => {
+  it('(f) a name follows its part when it moves to another node, read from the latest grant at each connection', async () => {
+    const ensemble = randomUUID();
+    const [first, moved, clientId] = [randomUUID(), randomUUID(), randomUUID()];
+    const serve = (page: string) => ['sh', '-c', `mkdir -p /tmp/www && echo "${page}" > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www`];
+    const parts = (server: string, node: string) => [{ part: 'server', job_id: server, node, ports: [8080] }, { part: 'client', job_id: clientId, node: c.peerId, ports: [] }];
+    await grant([b, c], { ensemble, version: 1, expires_at: Date.now() + 60_000, parts: parts(first, b.peerId) });
+    await place(b, ensemble, 'server', serve('first home'), first, [8080]);
+    // The client fetches until it has seen the server's second home (at most 40 s).
+    const loop = 'for i in $(seq 1 80); do wget -q -O- http://server.internal:8080/ 2>/dev/null | grep -q "second home" && echo followed && exit 0; sleep 0.5; done; exit 1';
+    await place(c, ensemble, 'client', ['sh', '-c', `${retry('http://server.internal:8080/')} && ${loop}`], clientId);
+    await waitFor('the client reaching the first home', async () => (await logsOf(c, clientId)).includes('first home'), { timeoutMs: 30_000 });
+    // The server is placed again on C, the client's own node: the requester tells both nodes at once.
+    await grant([b, c], { ensemble, version: 2, expires_at: Date.now() + 60_000, parts: parts(moved, c.peerId) });
+    await place(c, ensemble, 'server', serve('second home'), moved, [8080]);
+    await stop(b, first);
+    const done = await ended(c, clientId);
+    const logs = await logsOf(c, clientId);
+    expect(done.status, logs).toBe('completed');
+    expect(logs).toContain('followed');
+    await stop(c, moved);
+  });
+
+  it('(g) removes the ensemble networks an earlier run left without containers when the node starts', async () => {
     const ensemble = randomUUID();
     const name = `dms-ens-${ensemble}-leftover`;
     await docker.createNetwork({ Name: name, Internal: true, Labels: { 'dms.node': c.peerId, 'dms.ensemble': ensemble, 'dms.ensemble.requester': a.peerId } });
@@ -216,7 +238,7 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     expect(await networksOf(c)).toEqual([]);
   });
 
-  it('(g) a node restarted under a running part keeps its network, and the names work again with the next grant', async () => {
+  it('(h) a node restarted under a running part keeps its network, and the names work again with the next grant', async () => {
     const ensemble = randomUUID();
     const [serverId, clientId] = [randomUUID(), randomUUID()];
     const parts = (client: string) => [{ part: 'server', job_id: serverId, node: b.peerId, ports: [8080] }, { part: 'client', job_id: client, node: b.peerId, ports: [] }];
