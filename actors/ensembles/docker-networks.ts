@@ -62,6 +62,13 @@ const statusOf = (e: unknown): number | undefined => (e as { statusCode?: number
 /** Creates the slot's network, or takes the one already there (an earlier attach, a restarted node). */
 export async function ensureNetwork(docker: Docker, nodeId: string, requester: string, ensemble: string, slot: number, parts: readonly string[]): Promise<EnsembleNetwork> {
   const name = ensembleNetworkName(nodeId, requester, ensemble, slot);
+  // The engine takes a second network of the same name without a word (and then calls both
+  // ambiguous): one already there is looked up first.
+  try {
+    return await describeNetwork(docker, name, slot);
+  } catch (e) {
+    if (statusOf(e) !== 404) throw e;
+  }
   try {
     await docker.createNetwork({
       Name: name,

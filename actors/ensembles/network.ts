@@ -169,7 +169,7 @@ class EnsembleNet {
     this.sweeper = setInterval(() => this.grants.sweep(), SWEEP_MS);
     this.sweeper.unref();
     // A node without an engine still starts: its parts would fail at their own start, saying why.
-    await this.recover().catch((e: unknown) => this.ctx.log.warn({ err: errorText(e) }, 'ensemble networks left by an earlier run not looked at'));
+    await this.recover().catch((e: unknown) => this.ctx.log.info({ err: errorText(e) }, 'ensemble networks left by an earlier run not looked at'));
   }
 
   stop(): void {

@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { assignSlots, ensembleNetworkName, inSubnet } from '../../actors/ensembles/docker-networks.js';
 import { GrantRegistry } from '../../actors/ensembles/grants.js';
 import { type EnsembleMembers, MAX_GRANT_MS } from '../../behaviors/ensembles/schema.js';
 
@@ -98,5 +99,37 @@ describe('the members grants', () => {
     c.advance(2_000);
     g.sweep();
     expect(seen).toEqual([1, undefined]);
+  });
+});
+
+describe("an ensemble's networks on a node", () => {
+  it('put every part in the first slot none of whose ports it declares again, keeping slots parts already have', () => {
+    const parts = [
+      { part: 'web', ports: [8080] },
+      { part: 'api', ports: [8080, 9090] },
+      { part: 'db', ports: [5432] },
+      { part: 'cache', ports: [9090] },
+    ];
+    expect(Object.fromEntries(assignSlots(parts))).toEqual({ api: 0, cache: 1, db: 0, web: 1 });
+    // A slot held (a container's hosts file says so) stays, and the others fit around it.
+    expect(Object.fromEntries(assignSlots(parts, new Map([['web', 0]])))).toEqual({ web: 0, api: 1, cache: 0, db: 0 });
+  });
+
+  it('name networks apart for two requesters, or two nodes, using the same ensemble id', () => {
+    const e = randomUUID();
+    expect(ensembleNetworkName('n1', R, e, 0)).toMatch(new RegExp(`^dms-ens-${e}-[0-9a-f]{8}$`));
+    expect(ensembleNetworkName('n1', R, e, 0)).not.toBe(ensembleNetworkName('n1', X, e, 0));
+    expect(ensembleNetworkName('n1', R, e, 0)).not.toBe(ensembleNetworkName('n2', R, e, 0));
+    expect(ensembleNetworkName('n1', R, e, 2)).toBe(`${ensembleNetworkName('n1', R, e, 0)}-2`);
+  });
+
+  it('let only addresses of the ensemble bridge use the names', () => {
+    expect(inSubnet('172.18.0.5', '172.18.0.0/16')).toBe(true);
+    expect(inSubnet('::ffff:172.18.3.5', '172.18.0.0/16')).toBe(true);
+    expect(inSubnet('172.19.0.5', '172.18.0.0/16')).toBe(false);
+    expect(inSubnet('192.168.16.130', '192.168.16.128/28')).toBe(true);
+    expect(inSubnet('192.168.16.150', '192.168.16.128/28')).toBe(false);
+    expect(inSubnet('fe80::1', '172.18.0.0/16')).toBe(false);
+    expect(inSubnet('not an address', '172.18.0.0/16')).toBe(false);
   });
 });
