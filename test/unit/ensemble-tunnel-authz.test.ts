@@ -65,7 +65,7 @@ describe('tunnels to a part of an ensemble', () => {
   });
 
   it("read the grant of this node's own ensembles for a part it runs as its own (requester null)", async () => {
-    let t = 1_000_000;
+    const t = 1_000_000;
     const grants = new GrantRegistry(undefined, () => t);
     const ensemble = randomUUID();
     const own: Job = { ...jobOf({ executor: 'docker', image: 'x', ports: [8080], requester: null, ensemble, part: 'server' }), status: 'running', container_id: 'c1', node: null };
@@ -77,6 +77,5 @@ describe('tunnels to a part of an ensemble', () => {
     // A grant by someone else for the same ensemble id opens nothing.
     grants.put(STRANGER, { ensemble, version: 5, expires_at: t + 60_000, parts: [{ part: 'client', job_id: randomUUID(), node: STRANGER, ports: [] }] });
     await expect(check(STRANGER, { job_id: own.id, port: 8080 })).rejects.toThrow(/not a job peer stranger-s placed/);
-    t += 0;
   });
 });
