@@ -206,7 +206,8 @@ export class ActorSystem {
     const path = statePath(snapshot.value);
     const fromPath = this.machineStates.get(id);
     const owner = this.machineOwners.get(ev.rootId) ?? 'unknown';
-    const instance = this.machineNames.get(id);
+    // A machine its owner named, or a child a machine spawned under an id of its own (an ensemble's parts).
+    const instance = this.machineNames.get(id) ?? (ev.rootId !== id ? childName(ev.actorRef) : undefined);
     if (snapshot.status === 'active') this.machineStates.set(id, path);
     else {
       this.machineStates.delete(id);
@@ -501,3 +502,9 @@ export function statePath(value: unknown): string {
 
 /** The top-level state of a dotted path. */
 const topState = (path: string): string => path.split(/[.,]/, 1)[0]!;
+
+/** The id a machine gave a child it spawned, when it gave one (xstate names the others `x:<n>`). */
+function childName(ref: unknown): string | undefined {
+  const id = (ref as { id?: unknown }).id;
+  return typeof id === 'string' && !/^x:\d+$/.test(id) ? id : undefined;
+}

@@ -111,8 +111,8 @@ class Ensembles {
     this.machine = ensembleMachine.provide({
       actors: { place: fromPromise<PlaceRoundOutput, PlaceRoundInput>(({ input, signal }) => this.placeRound(input, signal)) },
       actions: {
-        restart: ({ context }, { part }) => void this.restart(context.id, part),
-        stopParts: ({ context }, { reason }) => this.stopParts(context, reason),
+        restart: ({ context }, params: { part: string }) => void this.restart(context.id, params.part),
+        stopParts: ({ context }, params: { reason: string }) => this.stopParts(context, params.reason),
         revoke: ({ context }) => this.revoke(context.id),
       },
     });

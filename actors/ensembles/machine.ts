@@ -18,7 +18,7 @@
  *
  * The ensemble is `pending` until every part has run at once, then `running` until it ends.
  */
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, enqueueActions, fromPromise, setup } from 'xstate';
 import type { PartChanged } from '../../behaviors/ensembles/schema.js';
 import { errorText } from '../../runtime/errors.js';
 
@@ -73,6 +73,54 @@ export interface EnsembleInput {
 
 export const DEFAULT_ENSEMBLE_BACKOFF = { firstMs: 1_000, maxMs: 8_000 };
 
+/** What a part child is told: how its part stands now. */
+type PartStatusEvent = { type: 'status'; status: PartCtx['status']; assigned: boolean; restarting: boolean };
+
+/**
+ * One part, as a child of its ensemble's machine (named `<ensemble id>/<part>`), so the dev
+ * stream and page show each part's history beside the ensemble's. The ensemble decides; the
+ * child shows what it decided and what the part's job reported:
+ *
+ *   waiting ──assigned a node──▶ assigned ──running──▶ running ──▶ completed | failed
+ *   any ──back to pending (its node lost)──▶ waiting        failed ──restart──▶ restarting ──▶ waiting
+ *
+ * (`judging` is transient: each report goes through it to the state it stands for.)
+ */
+export const partMachine = setup({
+  types: { events: {} as PartStatusEvent, input: {} as Omit<PartStatusEvent, 'type'>, context: {} as Omit<PartStatusEvent, 'type'> },
+  guards: {
+    restarting: ({ context }) => context.restarting,
+    running: ({ context }) => context.status === 'running',
+    completed: ({ context }) => context.status === 'completed',
+    failed: ({ context }) => context.status === 'failed',
+    assigned: ({ context }) => context.assigned,
+  },
+}).createMachine({
+  id: 'part',
+  context: ({ input }) => input,
+  initial: 'judging',
+  on: { status: { target: '.judging', actions: assign(({ event }) => ({ status: event.status, assigned: event.assigned, restarting: event.restarting })) } },
+  states: {
+    // Transient: where the part stands now (never a state it is seen in, as the job machine's routing).
+    judging: {
+      always: [
+        { guard: 'restarting', target: 'restarting' },
+        { guard: 'running', target: 'running' },
+        { guard: 'completed', target: 'completed' },
+        { guard: 'failed', target: 'failed' },
+        { guard: 'assigned', target: 'assigned' },
+        { target: 'waiting' },
+      ],
+    },
+    waiting: {},
+    assigned: {},
+    running: {},
+    completed: {},
+    failed: {},
+    restarting: {},
+  },
+});
+
 const ended = (p: PartCtx) => p.status === 'completed' || p.status === 'failed';
 const all = (ctx: EnsembleContext) => Object.values(ctx.parts);
 /** A part waiting for a node that no round is placing now. */
@@ -84,10 +132,16 @@ const mayRestart = (p: PartCtx) => p.status === 'failed' && p.restartOn === 'fai
 export const ensembleMachine = setup({
   types: { context: {} as EnsembleContext, events: {} as EnsembleEvent, input: {} as EnsembleInput },
   actors: {
+    part: partMachine,
     /** Reserves every part given, all or nothing, tells the hosts who hosts what, and assigns each part its node. */
     place: fromPromise<PlaceRoundOutput, PlaceRoundInput>(() => new Promise<PlaceRoundOutput>(() => {})),
   },
   actions: {
+    /** Each part child hears how its part stands now, after the context took the change. */
+    tellParts: ({ context, self }) => {
+      const children = self.getSnapshot().children as Record<string, { send(e: PartStatusEvent): void } | undefined>;
+      for (const p of Object.values(context.parts)) children[`${context.id}/${p.part}`]?.send({ type: 'status', status: p.status, assigned: p.assigned, restarting: p.jobId === null });
+    },
     /** A part's report: how it stands now. */
     note: assign(({ context, event }) => {
       if (event.type !== 'part') return {};
@@ -132,13 +186,24 @@ export const ensembleMachine = setup({
     ran: all({ parts: input.parts } as EnsembleContext).every((p) => p.status !== 'pending'),
   }),
   initial: 'active',
+  // Each part a child machine, named `<ensemble id>/<part>`: its lane on the dev page.
+  entry: [
+    enqueueActions(({ context, enqueue }) => {
+      for (const p of Object.values(context.parts)) {
+        enqueue.spawnChild('part', { id: `${context.id}/${p.part}`, input: { status: p.status, assigned: p.assigned, restarting: p.jobId === null } });
+      }
+    }),
+  ],
   on: {
-    part: { actions: 'note' },
+    part: { actions: ['note', 'tellParts'] },
     restarted: {
-      actions: assign(({ context, event }) => {
-        const p = context.parts[event.part]!;
-        return { parts: { ...context.parts, [event.part]: { ...p, jobId: event.jobId, status: 'pending' as const, node: null, assigned: false, error: null } } };
-      }),
+      actions: [
+        assign(({ context, event }) => {
+          const p = context.parts[event.part]!;
+          return { parts: { ...context.parts, [event.part]: { ...p, jobId: event.jobId, status: 'pending' as const, node: null, assigned: false, error: null } } };
+        }),
+        'tellParts',
+      ],
     },
     restart_failed: {
       actions: assign(({ context, event }) => {
@@ -169,9 +234,10 @@ export const ensembleMachine = setup({
                 return { parts: { ...context.parts, [p.part]: { ...p, status: 'pending' as const, jobId: null, node: null, assigned: false, restarts: p.restarts + 1 } } };
               }),
               { type: 'restart', params: ({ event }) => ({ part: event.change.part }) },
+              'tellParts',
             ],
           },
-          { actions: 'note' },
+          { actions: ['note', 'tellParts'] },
         ],
         cancel: { target: 'stopping', actions: assign(({ event }) => ({ outcome: 'failed' as const, reason: event.reason })) },
       },
@@ -182,11 +248,14 @@ export const ensembleMachine = setup({
         input: ({ context }) => ({ ensemble: context.id, parts: all(context).filter(waitingForNode) }),
         onDone: {
           target: 'active',
-          actions: assign(({ context, event }) => {
-            const parts = { ...context.parts };
-            for (const [name, node] of Object.entries(event.output)) parts[name] = { ...parts[name]!, node, assigned: true };
-            return { parts, backoffMs: 0, reason: null };
-          }),
+          actions: [
+            assign(({ context, event }) => {
+              const parts = { ...context.parts };
+              for (const [name, node] of Object.entries(event.output)) parts[name] = { ...parts[name]!, node, assigned: true };
+              return { parts, backoffMs: 0, reason: null };
+            }),
+            'tellParts',
+          ],
         },
         onError: {
           target: 'waiting',

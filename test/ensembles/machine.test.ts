@@ -48,7 +48,12 @@ describe('ensemble machine', () => {
     await waitFor(h.actor, (s) => s.matches('active') && s.context.parts.server!.assigned);
     expect(h.placed).toEqual([['client', 'server']]);
     expect(h.actor.getSnapshot().context.parts.client).toMatchObject({ node: 'C', assigned: true });
+    // Each part is a child machine of the ensemble's, named <ensemble>/<part>: its lane on the dev page.
+    const child = (name: string) => (h.actor.getSnapshot().children as Record<string, { getSnapshot(): { value: unknown } }>)[`${ID}/${name}`]!.getSnapshot().value;
+    expect(child('server')).toBe('assigned');
     h.report('server', 'running', 'B');
+    expect(child('server')).toBe('running');
+    expect(child('client')).toBe('assigned');
     expect(h.actor.getSnapshot().context.ran).toBe(false);
     h.report('client', 'running', 'C');
     expect(h.actor.getSnapshot().context.ran).toBe(true);
@@ -87,6 +92,7 @@ describe('ensemble machine', () => {
     h.report('s', 'running', 'A');
     h.report('w', 'failed', 'A', { error: 'exited with code 1' });
     expect(h.restarted).toEqual(['w']);
+    expect((h.actor.getSnapshot().children as Record<string, { getSnapshot(): { value: unknown } }>)[`${ID}/w`]!.getSnapshot().value).toBe('restarting');
     expect(h.actor.getSnapshot().context.parts.w).toMatchObject({ status: 'pending', jobId: null, restarts: 1 });
     h.actor.send({ type: 'restarted', part: 'w', jobId: jobOf('w', 1) });
     await waitFor(h.actor, (s) => s.context.parts.w!.assigned);

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { DevEvents, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { rest } from '../helpers/rest.js';
 
@@ -25,13 +25,16 @@ const nullPart = (extra: Record<string, unknown>) => ({ image: 'none', executor:
 
 beforeAll(async () => {
   // Node a follows its parts closely, so a lost provider is noticed within the test's waits.
-  [a, b, c] = await startCluster(3, { start: startLocalNode, node: (i) => (i === 0 ? { config: { deployment: { lost_after_ms: 2_000, follow_poll_ms: 300 } } } : {}) });
+  // Node a is in dev mode: its stream shows the ensemble's machine and its parts' children.
+  [a, b, c] = await startCluster(3, { start: startLocalNode, node: (i) => (i === 0 ? { dev: true, config: { deployment: { lost_after_ms: 2_000, follow_poll_ms: 300 } } } : {}) });
   for (const n of [b, c]) expect((await rest(n, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
 }, 120_000);
 afterAll(() => stopCluster([a, b, c]));
 
 describe('an ensemble', { timeout: 60_000 }, () => {
   it('runs its parts where they are pinned, and completes once its task did, stopping its service', async () => {
+    const stream = await DevEvents.open(a.url, ['transition'], { actor: 'ensembles' });
+    onTestFinished(() => stream.close());
     const made = await rest(a, 'POST', '/api/v1/ensembles', {
       name: 'pair',
       parts: {
@@ -57,6 +60,10 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     }, { timeoutMs: 20_000 });
     expect(partOf(done, 'client').status).toBe('completed');
     expect(partOf(done, 'server')).toMatchObject({ status: 'failed', error: 'cancelled: its ensemble completed' });
+    // On the dev stream: the ensemble machine to completed, and each part a child machine of its own.
+    await stream.waitFor('the ensemble machine completed', (e) => e.type === 'transition' && e.machine === 'ensemble' && e.instance === id && e.to === 'completed', 5_000);
+    await stream.waitFor('the client part running', (e) => e.type === 'transition' && e.machine === 'part' && e.instance === `${id}/client` && e.to === 'running', 5_000);
+    await stream.waitFor('the server part failed (stopped)', (e) => e.type === 'transition' && e.machine === 'part' && e.instance === `${id}/server` && e.to === 'failed', 5_000);
     await waitFor('nothing held on b and c', async () => (await held(b)) === 0 && (await held(c)) === 0, { timeoutMs: 10_000 });
   });
 
