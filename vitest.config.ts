@@ -64,6 +64,7 @@ const NODE = [
   'test/multinode/pinned.test.ts',
   'test/multinode/late-peer.test.ts',
   'test/multinode/ensembles.test.ts',
+  'test/multinode/ensemble-restart.test.ts',
   'test/multinode/tunnel.test.ts',
   'test/multinode/ensemble-names.test.ts',
   'test/network/dht-protocol.test.ts',

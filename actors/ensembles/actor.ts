@@ -230,7 +230,7 @@ class Ensembles {
     return this.ctx.machine(this.machine, { id, input: { id, parts, backoff: this.ctx.deps.backoff ?? DEFAULT_ENSEMBLE_BACKOFF } });
   }
 
-  private track(row: EnsembleRow, parts: Record<string, PartCtx>): void {
+  private track(row: EnsembleRow, parts: Record<string, PartCtx>): Live {
     const machine = this.makeMachine(row.id, parts);
     let done!: () => void;
     const settled = new Promise<void>((resolve) => (done = resolve));
@@ -251,6 +251,7 @@ class Ensembles {
     });
     machine.start();
     this.renewal ??= setInterval(() => this.renewAll(), this.ctx.deps.renewMs ?? MAX_GRANT_MS / 4).unref();
+    return live;
   }
 
   /** Ensembles a previous process left unfinished are driven on from what their parts' jobs say. */
@@ -266,7 +267,11 @@ class Ensembles {
         await this.storage.ensembles.update(row.id, { status: 'failed', reason: 'the node stopped while its parts were being made' });
         continue;
       }
-      this.track(row, parts);
+      const live = this.track(row, parts);
+      // Its hosts hear from this node again now, not only once their grants are about to end.
+      if (Object.values(parts).some((p) => p.node !== null)) {
+        void this.grant(live).catch((e: unknown) => this.ctx.log.warn({ ensemble: row.id, err: errorText(e) }, 'members grant not renewed after restart'));
+      }
     }
   }
 
