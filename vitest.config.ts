@@ -51,6 +51,7 @@ const NODE = [
   ...testsIn('test/executors'),
   'test/outputs/block-exchange.test.ts',
   'test/outputs/outputs-local.test.ts',
+  'test/outputs/executor-outputs.test.ts',
   'test/jobs/attacks.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',
