@@ -52,6 +52,7 @@ const NODE = [
   'test/outputs/block-exchange.test.ts',
   'test/outputs/outputs-local.test.ts',
   'test/outputs/executor-outputs.test.ts',
+  'test/outputs/storage-share.test.ts',
   'test/jobs/attacks.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',

@@ -123,7 +123,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   }
   const capacity = await order.step('capacity', () => measureCapacity({ dataDir: paths.data }));
   await order.component(RESOURCES_INBOX, () =>
-    makeActor(system, ResourceManagerActor, { storage, capacity, defaultName: config.general.name || hostname() }),
+    makeActor(system, ResourceManagerActor, { storage, capacity, defaultName: config.general.name || hostname(), blocks: blocks?.store, volumes: blocks?.volumes }),
   );
   await order.component(ORCHESTRATOR_INBOX, () =>
     makeActor(system, OrchestratorActor, {

@@ -5,7 +5,7 @@
  * what reading the job needs (the orchestrator's /dms/job/status, checked like GET /jobs/{id});
  * the blocks themselves are public by CID to any node that asks over /dms/blocks/1.0.0.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { H3Event } from 'h3';
 import * as z from 'zod';
@@ -21,6 +21,8 @@ import type { BlockStore } from '../../runtime/blocks/store.js';
 import type { Pins } from '../../runtime/blocks/pins.js';
 import type { Volumes } from '../../runtime/volumes.js';
 import { SizeSchema } from '../../behaviors/jobs/schema.js';
+import { RESOURCES_INBOX, StorageBehaviors, type StorageClaim, VolumeBehaviors, VolumeSchema } from '../../behaviors/jobs/resources.js';
+import { randomUUID } from 'node:crypto';
 import { exportTar, fileContent, type Imported as StoredContent, importFile, importPath, importTar, isFileEntry, rootEntry } from '../../runtime/blocks/unixfs.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import { formatBytes } from '../../runtime/bytes.js';
@@ -153,31 +155,57 @@ export const outputRoutes =
       description:
         'The body is streamed into the block store: `Content-Type: application/x-tar` for a tar (a directory: entries with `..`, absolute paths, ' +
         'links or anything but files and directories are refused, naming the entry), `application/octet-stream` for one file. ' +
-        'Answers the CID (v1, sha2-256, raw leaves) a job input may name. At most blocks.max_upload_bytes of content.',
+        'Answers the CID (v1, sha2-256, raw leaves) a job input may name. At most blocks.max_upload_bytes of content, and no more than the storage share has free ' +
+        '(its blocks, volumes, jobs and allocations count against it).',
       tags: ['outputs'],
       responses: {
         201: { description: 'stored: its CID, bytes of content, and whether it is a file or a directory', schema: Imported },
         400: { description: 'a tar that is not one, or an entry refused (named)' },
-        413: { description: 'more content than blocks.max_upload_bytes' },
+        413: { description: 'more content than blocks.max_upload_bytes, or than the storage share has free (the error names both sizes)' },
         415: { description: 'a Content-Type other than application/x-tar, application/octet-stream (or JSON, refused with 400)' },
       },
-      handler: async (event) => {
-        const limit = blocks.limits.max_upload_bytes;
-        const declared = Number(event.req.headers.get('content-length') ?? NaN);
-        // A tar's headers add to its content; beyond twice the limit no tar can fit it.
-        if (declared > limit * 2 + 1024 * 1024) throw new DmsError('too_large', `upload is larger than blocks.max_upload_bytes (${formatBytes(limit)})`);
-        const media = (event.req.headers.get('content-type') ?? '').split(';')[0].trim().toLowerCase();
-        const limits = { maxBytes: limit };
-        let imported;
-        if (media === 'application/x-tar') imported = await importTar(bodyOf(event), blocks.store.fs, limits);
-        else if (media === 'application/octet-stream') imported = await importFile(bodyOf(event), blocks.store.fs, limits);
-        else throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
-        return stored(imported);
-      },
+      handler: (event) =>
+        upload(event).catch((e: unknown) => {
+          // The body of a refused upload is not read to its end: the connection closes after the
+          // answer, or the next request on it would be read from the middle of this body.
+          const res = (event.runtime?.node as { res?: ServerResponse } | undefined)?.res;
+          if (res) res.shouldKeepAlive = false;
+          throw e;
+        }),
     });
 
+    const upload = async (event: H3Event): Promise<JsonBody> => {
+      const limit = blocks.limits.max_upload_bytes;
+      const length = event.req.headers.get('content-length');
+      const declared = length !== null && /^\d+$/.test(length) ? Number(length) : undefined;
+      // A tar's headers add to its content; beyond twice the limit no tar can fit it.
+      if (declared !== undefined && declared > limit * 2 + 1024 * 1024) throw new DmsError('too_large', `upload is larger than blocks.max_upload_bytes (${formatBytes(limit)})`);
+      const media = (event.req.headers.get('content-type') ?? '').split(';')[0].trim().toLowerCase();
+      if (media !== 'application/x-tar' && media !== 'application/octet-stream') {
+        throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
+      }
+      if (media === 'application/octet-stream' && declared !== undefined && declared > limit) {
+        throw new DmsError('too_large', `upload of ${formatBytes(declared)} is larger than the limit of ${formatBytes(limit)} (blocks.max_upload_bytes)`);
+      }
+      // The storage share decides too: the resource manager holds what the upload may write
+      // (a file's declared length, refused naming sizes when not free) until its blocks count.
+      const holder = `upload:${randomUUID()}`;
+      const claim = (await http.call(RESOURCES_INBOX, StorageBehaviors.claim, { holder, at_most: limit, ...(media === 'application/octet-stream' && declared !== undefined ? { size: declared } : {}) })) as StorageClaim;
+      try {
+        const limits = { maxBytes: claim.granted };
+        return stored(media === 'application/x-tar' ? await importTar(bodyOf(event), blocks.store.fs, limits) : await importFile(bodyOf(event), blocks.store.fs, limits));
+      } catch (e) {
+        if (e instanceof DmsError && e.kind === 'too_large' && claim.granted < limit) {
+          throw new DmsError('too_large', `upload is larger than the ${formatBytes(claim.granted)} of storage free here (${formatBytes(claim.onboarded)} in the share; blocks.max_upload_bytes is ${formatBytes(limit)})`);
+        }
+        throw e;
+      } finally {
+        await http.call(RESOURCES_INBOX, StorageBehaviors.release, { holder }).catch(() => undefined);
+      }
+    };
+
     const VolumeBody = z.strictObject({ name: VolumeNameSchema, size: SizeSchema });
-    const VolumeOut = z.object({ name: z.string(), size: z.int(), created_at: z.string() });
+    const VolumeOut = VolumeSchema;
     const volumeName = { name: { schema: VolumeNameSchema, what: 'volume name' } };
     table.add({
       method: 'GET',
@@ -186,7 +214,7 @@ export const outputRoutes =
       summary: "This node's volumes",
       tags: ['outputs'],
       responses: { 200: { description: 'the volumes', schema: z.array(VolumeOut) } },
-      handler: () => blocks.volumes.list(),
+      handler: () => http.call(RESOURCES_INBOX, VolumeBehaviors.list, {}),
     });
     table.add({
       method: 'POST',
@@ -195,10 +223,10 @@ export const outputRoutes =
       summary: 'Make a volume: a directory jobs on this node mount (volume:<name>), writable when they ask',
       tags: ['outputs'],
       body: { schema: VolumeBody, what: 'volume' },
-      responses: { 201: { description: 'the new volume', schema: VolumeOut }, 409: { description: 'one of that name exists' } },
+      responses: { 201: { description: 'the new volume', schema: VolumeOut }, 409: { description: 'one of that name exists, or its size is more than the storage share has free (named)' } },
       handler: async (_event, input) => {
-        const { name, size } = await input.body();
-        return new JsonBody(JSON.stringify(blocks.volumes.create(name, size)), 201);
+        const volume = await http.call(RESOURCES_INBOX, VolumeBehaviors.create, await input.body());
+        return new JsonBody(JSON.stringify(volume), 201);
       },
     });
     table.add({
@@ -209,7 +237,7 @@ export const outputRoutes =
       tags: ['outputs'],
       params: volumeName,
       responses: { 200: { description: 'the deleted volume', schema: VolumeOut }, 404: { description: 'no such volume' } },
-      handler: (_event, input) => blocks.volumes.remove(input.param('name')),
+      handler: (_event, input) => http.call(RESOURCES_INBOX, VolumeBehaviors.remove, { name: input.param('name') }),
     });
     table.add({
       method: 'POST',
