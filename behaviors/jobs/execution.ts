@@ -69,8 +69,9 @@ export interface Executor {
    */
   readOutput?(handle: ExecutionHandle, output: OutputSpec): Promise<OutputContent>;
   /**
-   * True when the implementation imports and signs outputs itself before it reports the end
-   * (Docker: a container that ended while the node was down is collected from its labels).
+   * True when the implementation gets outputs to the manifest itself before it reports the end
+   * (Docker, which collects a container that ended while the node was down from its labels; the
+   * remote follower, which fetches the manifest the provider signed).
    */
   readonly collectsOutputs?: boolean;
   /** Starts the job; resolves once it runs. Output is captured from the first byte. */
