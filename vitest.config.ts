@@ -53,6 +53,7 @@ const NODE = [
   'test/outputs/outputs-local.test.ts',
   'test/outputs/executor-outputs.test.ts',
   'test/outputs/storage-share.test.ts',
+  'test/outputs/read-grants.test.ts',
   'test/jobs/attacks.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',

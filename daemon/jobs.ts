@@ -139,7 +139,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   );
   const d = config.deployment;
   const limits = { leaseMs: d.lease_ms, leaseShare: d.lease_share, maxLeases: d.max_unstarted_leases };
-  if (network && blocks) await order.component(OUTPUTS_INBOX, () => makeActor(system, OutputsActor, { manifests: blocks.manifests }));
+  if (network && blocks) await order.component(OUTPUTS_INBOX, () => makeActor(system, OutputsActor, { manifests: blocks.manifests, trust: authority }));
   if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits, trusts }));
   return { storage, executors: { names: () => [...executors] }, stop: () => order.stop() };
 }

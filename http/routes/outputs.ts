@@ -11,7 +11,11 @@ import type { H3Event } from 'h3';
 import * as z from 'zod';
 import { JobBehaviors, JobIdSchema, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { OutputNameSchema } from '../../behaviors/jobs/files.js';
-import { ManifestSchema, openManifest } from '../../behaviors/jobs/manifest.js';
+import { ManifestReply, ManifestSchema, openManifest, OUTPUTS_INBOX, OutputsBehaviors } from '../../behaviors/jobs/manifest.js';
+import { DEFAULT_GRANT_S, GrantTextSchema, jobReadCapability, MAX_GRANT_S } from '../../behaviors/jobs/read-right.js';
+import { PeerIdSchema } from '../../behaviors/jobs/schema.js';
+import { idFromDid, issueToken, tokenId, tokenToText } from '../../runtime/capability/token.js';
+import { nowNs } from '../../runtime/time.js';
 import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
 import { jobSource, VolumeNameSchema, volumeSource } from '../../behaviors/jobs/files.js';
 import type { HttpApi } from '../actor.js';
@@ -48,6 +52,33 @@ const Imported = z.object({ cid: z.string(), size: z.int().nonnegative(), kind: 
 const OutputsReply = ManifestSchema.extend({ signed: z.string().meta({ description: 'the signed manifest (base64), as the job record keeps it' }) });
 
 const jobId = { id: { schema: JobIdSchema, what: 'job id' } };
+
+/** The header a reader's read right travels in: not the query, which logs and histories keep. */
+export const GRANT_HEADER = 'x-dms-grant';
+const ReadQuery = z.object({
+  from: PeerIdSchema.optional().meta({
+    description: `a job this node does not know: the peer id of its requester or provider, asked for the manifest with the read right in \`${GRANT_HEADER}\` (from \`dms jobs grant\`)`,
+  }),
+});
+const GrantBody = z.strictObject({
+  did: z.string().max(200).refine((d) => {
+    try {
+      idFromDid(d);
+      return true;
+    } catch {
+      return false;
+    }
+  }, { error: 'an Ed25519 did:key (the reader\'s key or node: dms key did, or /public/hello of its node)' }),
+  expiry_s: z.int().min(1).max(MAX_GRANT_S).default(DEFAULT_GRANT_S),
+});
+const GrantReply = z.object({
+  token: z.string().meta({ description: 'the read right, as `dms cap` prints tokens (base64url of its JSON)' }),
+  id: z.string(),
+  job: z.string(),
+  did: z.string(),
+  cap: z.string(),
+  expires_at: z.string(),
+});
 
 /** The request body as bytes, streamed: straight from node:http when there, else the web stream. */
 function bodyOf(event: H3Event): AsyncIterable<Uint8Array> {
@@ -131,6 +162,23 @@ export const outputRoutes =
   (blocks: BlocksAccess): RouteModule =>
   ({ table, http, system }) => {
     const jobOf = async (id: string): Promise<Job> => (await http.call(ORCHESTRATOR_INBOX, JobBehaviors.status, { id })) as Job;
+
+    /**
+     * What a reading asks for: a job of this node (its record, its manifest checked against the
+     * node that ran it), or, with `from`, one granted to this node, whose manifest `from` gives.
+     */
+    const readable = async (event: H3Event, id: string, from: string | undefined): Promise<{ manifest: ReturnType<typeof manifestOf>; signed: string; peers: string[] }> => {
+      if (!from) {
+        const job = await jobOf(id);
+        return { manifest: manifestOf(job), signed: job.manifest!, peers: job.node && !system.isHere(job.node) ? [job.node] : [] };
+      }
+      if (system.isHere(from)) throw invalid(`from: ${from} is this node; leave it out to read a job of this node's`);
+      const grant = event.req.headers.get(GRANT_HEADER) ?? undefined;
+      if (grant !== undefined && !GrantTextSchema.safeParse(grant).success) throw invalid(`${GRANT_HEADER}: a read right is at most 8 KiB`);
+      const { manifest: signed } = ManifestReply.parse(await http.call(OUTPUTS_INBOX, OutputsBehaviors.read, { job_id: id, from, ...(grant ? { grant } : {}) }));
+      const manifest = openManifest(signed!, { job: id });
+      return { manifest, signed: signed!, peers: [...new Set([from, manifest.node])].filter((p) => !system.isHere(p)) };
+    };
 
     /** Content stored here whole: announced to the network as held here, and answered 201 with its CID. */
     const stored = (got: StoredContent): JsonBody => {
@@ -300,13 +348,48 @@ export const outputRoutes =
       description: 'What its provider signed when it ended: each output with its CID and size, and the logs. Checked against the provider\'s key before it is answered.',
       tags: ['outputs'],
       params: jobId,
+      query: ReadQuery,
       responses: {
         200: { description: 'the manifest, and its signed form', schema: OutputsReply },
+        400: { description: 'a malformed id, peer id or read right' },
+        403: { description: `with \`from\`: the node asked refuses, naming why (no read right in \`${GRANT_HEADER}\`, or one not for this job, this node, or from its requester)` },
         404: { description: 'no such job, or it has no manifest (yet)' },
+      },
+      handler: async (event, input) => {
+        const { manifest, signed } = await readable(event, input.param('id'), input.query().from);
+        return { ...manifest, signed };
+      },
+    });
+
+    table.add({
+      method: 'POST',
+      path: '/api/v1/jobs/:id/grants',
+      operationId: 'grantJobRead',
+      summary: "Grant a DID the job's read right: its manifest and outputs, from this node or the job's provider",
+      description:
+        `A capability token for \`${jobReadCapability('{id}')}\`, signed with this node's key (the job's requester), for \`did\` until \`expiry_s\` from now ` +
+        `(default ${DEFAULT_GRANT_S / 86_400} days, at most ${MAX_GRANT_S / 86_400}). Its holder presents it in \`${GRANT_HEADER}\` to its own node ` +
+        '(`GET /api/v1/jobs/{id}/outputs?from=<this node or the provider>`, `dms jobs get --from … --grant …`), or attaches it to its envelopes. ' +
+        'Revoked like any token (`dms cap revoke`).',
+      tags: ['outputs'],
+      params: jobId,
+      body: { schema: GrantBody, what: 'grant' },
+      responses: {
+        201: { description: 'the read right', schema: GrantReply },
+        403: { description: 'the job was submitted on another node: only that node grants reads of it' },
+        404: { description: 'no such job' },
       },
       handler: async (_event, input) => {
         const job = await jobOf(input.param('id'));
-        return { ...manifestOf(job), signed: job.manifest };
+        const { did, expiry_s } = await input.body();
+        if (job.requester && !system.isHere(job.requester)) {
+          throw new DmsError('forbidden', `job ${job.id} was submitted on node ${job.requester}: only that node grants reads of it`);
+        }
+        const cap = jobReadCapability(job.id);
+        const exp = nowNs() + BigInt(expiry_s) * 1_000_000_000n;
+        const token = issueToken(system.key, { act: 'invoke', aud: did, cap: [cap], exp });
+        const body = { token: tokenToText(token), id: tokenId(token), job: job.id, did, cap, expires_at: new Date(Date.now() + expiry_s * 1000).toISOString() };
+        return new JsonBody(JSON.stringify(body), 201);
       },
     });
 
@@ -320,6 +403,7 @@ export const outputRoutes =
         `\`${FETCHED_HEADER}\` says how many blocks this request fetched; \`Range\` reads part of a file.`,
       tags: ['outputs'],
       params: { ...jobId, name: { schema: OutputNameSchema, what: 'output name' } },
+      query: ReadQuery,
       responses: {
         200: { description: 'application/x-tar for a directory, application/octet-stream for a file', content: { 'application/x-tar': { description: 'the directory' }, 'application/octet-stream': { description: 'the file' } } },
         206: { description: 'part of the file (Range)' },
@@ -327,9 +411,9 @@ export const outputRoutes =
         409: { description: 'the output could not be collected (its error says why)' },
       },
       handler: async (event, input) => {
-        const job = await jobOf(input.param('id'));
+        const { manifest, peers } = await readable(event, input.param('id'), input.query().from);
+        const job = { id: manifest.job };
         const name = input.param('name');
-        const manifest = manifestOf(job);
         const output = manifest.outputs.find((o) => o.name === name);
         if (!output) throw notFound(`job ${job.id} has no output named ${name} (it has: ${manifest.outputs.map((o) => o.name).join(', ') || 'none'})`);
         if (!output.cid) throw new DmsError('conflict', `output ${name} of job ${job.id} was not collected: ${output.error ?? 'no CID'}`);
@@ -338,7 +422,6 @@ export const outputRoutes =
         const gone = onClientGone(event, () => ac.abort());
         let fetched = 0;
         try {
-          const peers = job.node && !system.isHere(job.node) ? [job.node] : [];
           if (blocks.exchange) {
             const before = blocks.exchange.stats.fetched;
             await blocks.exchange.fetchDag(cid, peers, ac.signal);
