@@ -150,6 +150,6 @@ describe.skipIf(problem !== null)('job files across three nodes', { timeout: 240
     expect((await fetch(`${n2.url}/api/v1/jobs/${produced.id}/outputs`)).status).toBe(404);
     // Node 2 asking node 3 over the network, as node 1's remote executor does: refused.
     const client = new DmsClient({ url: n2.url, timeoutMs: 10_000 });
-    await expect(client.invoke({ host: n3.peerId, inbox: 'outputs' }, '/dms/deployment/manifest', { job_id: produced.id })).rejects.toThrow(/the manifest of job .* is its requester's only/);
+    await expect(client.invoke({ host: n3.peerId, inbox: 'outputs' }, '/dms/deployment/manifest', { job_id: produced.id })).rejects.toThrow(/the manifest of job .* is its requester's, and whoever it grants \/dms\/job\/read\/.*, only: no read right was presented/);
   });
 });
