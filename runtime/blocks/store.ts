@@ -5,7 +5,8 @@
  * it holds: they count against the node's onboarded storage share (the resource manager).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { FsBlockstore } from 'blockstore-fs';
 import { NextToLast } from 'blockstore-fs/sharding';
@@ -50,15 +51,14 @@ class CountingBlockstore extends FsBlockstore {
     return key;
   }
 
-  /** A block in the pieces it arrived in, written with one writev: not copied into one buffer first. */
+  /**
+   * A block in the pieces it arrived in, written with one writev: not copied into one buffer
+   * first. Creating a file costs the file system most (bench:outputs: ~0.3 ms an open under
+   * load), so the writes stay on the thread pool, beside the event loop.
+   */
   async putChunks(key: CID, chunks: readonly Uint8Array[]): Promise<void> {
     const file = this.fileOf(key);
-    try {
-      await stat(file);
-      return;
-    } catch {
-      // Not held yet.
-    }
+    if (existsSync(file)) return;
     const dir = dirname(file);
     if (!this.made.has(dir)) {
       await mkdir(dir, { recursive: true });
@@ -76,6 +76,15 @@ class CountingBlockstore extends FsBlockstore {
     this.added(written);
   }
 
+  /**
+   * Looked up and read synchronously: a look-up is one stat of a cached directory entry and a
+   * read at most 1 MiB from the page cache, cheaper than the promise API's round trip through
+   * the thread pool (bench:outputs: 100-300 µs of the event loop each under load).
+   */
+  override async has(key: CID): Promise<boolean> {
+    return existsSync(this.fileOf(key));
+  }
+
   override async *get(key: CID): AsyncGenerator<Uint8Array> {
     yield await readBlock(this.fileOf(key), key);
   }
@@ -83,7 +92,7 @@ class CountingBlockstore extends FsBlockstore {
 
 async function readBlock(file: string, cid: CID): Promise<Uint8Array> {
   try {
-    return await readFile(file);
+    return readFileSync(file);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new DmsError('not_found', `block ${cid} is not held here`);
     throw e;
