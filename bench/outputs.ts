@@ -11,11 +11,14 @@
  * alternate over BENCH_OUTPUT_ROUNDS rounds (default 3; each fetch into an empty store) and the
  * ratio is the median of each round's: on a shared machine one pair moves by tens of percent.
  * The CPU time (user + system, all threads) each took is printed beside, which load moves less.
+ * (b') once more with the leaves checked but not written: what storing the blocks costs.
  */
 import '../runtime/polyfills.js';
 import { execFileSync } from 'node:child_process';
 import { createReadStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { CID } from 'multiformats/cid';
+import { RAW_CODEC } from '../runtime/blocks/cid.js';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { signManifest } from '../behaviors/jobs/manifest.js';
@@ -43,6 +46,16 @@ async function timed(f: () => Promise<void>): Promise<{ ms: number; cpuMs: numbe
   await f();
   const d = process.cpuUsage(cpu);
   return { ms: performance.now() - t, cpuMs: (d.user + d.system) / 1000 };
+}
+
+/** A store that checks each leaf and keeps only the DAG's nodes: the fetch without the disk. */
+class UnwrittenLeaves extends BlockStore {
+  override async putVerifiedChunks(cid: CID, chunks: readonly Uint8Array[]): Promise<boolean> {
+    if (cid.code !== RAW_CODEC) return super.putVerifiedChunks(cid, chunks);
+    const hash = createHash('sha256');
+    for (const c of chunks) hash.update(c);
+    return Buffer.from(cid.multihash.digest).equals(hash.digest());
+  }
 }
 
 async function main(): Promise<void> {
@@ -95,8 +108,8 @@ async function main(): Promise<void> {
     let fetched = 0;
     let idle = 0;
     let peak = 0;
-    const fetch = async (round: number) => {
-      const storeB = new BlockStore(join(dir, `b${round}`));
+    const fetch = async (round: number, Store = BlockStore) => {
+      const storeB = new Store(join(dir, `b${round}`));
       await storeB.open();
       const exB = new BlockExchange(b.node, storeB);
       global.gc?.();
@@ -115,6 +128,8 @@ async function main(): Promise<void> {
     const rawMs = median(rounds.map((r) => r.raw.ms));
     const fetchMs = median(rounds.map((r) => r.fetch.ms));
     const ratio = median(rounds.map((r) => r.raw.ms / r.fetch.ms));
+    const unwritten = await timed(() => fetch(ROUNDS, UnwrittenLeaves));
+    const rawAfter = await timed(raw);
 
     // (d) cp on the same disk
     t = performance.now();
@@ -126,6 +141,7 @@ async function main(): Promise<void> {
       ['fetch over /dms/blocks/1.0.0', `${mbps(size, fetchMs).toFixed(0)} MB/s`, `${fetched} blocks; median of ${ROUNDS} rounds`],
       ['raw libp2p stream', `${mbps(size, rawMs).toFixed(0)} MB/s`, `fetch/raw = ${ratio.toFixed(2)} (target ≥ 0.8), median of ${rounds.map((r) => (r.raw.ms / r.fetch.ms).toFixed(2)).join(', ')}`],
       ['CPU per round (all threads)', `raw ${median(rounds.map((r) => r.raw.cpuMs)).toFixed(0)} ms`, `fetch ${median(rounds.map((r) => r.fetch.cpuMs)).toFixed(0)} ms (medians)`],
+      ["fetch, leaves checked, not written", `${mbps(size, unwritten.ms).toFixed(0)} MB/s`, `/ raw after it ${(rawAfter.ms / unwritten.ms).toFixed(2)}; CPU ${unwritten.cpuMs.toFixed(0)} ms against raw ${rawAfter.cpuMs.toFixed(0)} ms`],
       ['cp, same disk', `${mbps(size, cpMs).toFixed(0)} MB/s`, ''],
       ['RSS during fetch', `+${peak.toFixed(0)} MB`, `idle ${idle.toFixed(0)} MB (target < +100 MB)`],
     ];
