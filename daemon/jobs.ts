@@ -30,6 +30,7 @@ import type { Envelope } from '../runtime/wire/envelope.js';
 import { openStorage, type Storage } from '../storage/index.js';
 import { providerTrust } from '../actors/orchestrator/trust.js';
 import { OutputCollector } from '../actors/executors/outputs.js';
+import { JobLogs } from '../actors/executors/logfile.js';
 import { InputMounter } from '../actors/executors/inputs.js';
 import { OutputsActor } from '../actors/outputs/actor.js';
 import { OUTPUTS_INBOX } from '../behaviors/jobs/manifest.js';
@@ -76,6 +77,10 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   // Before the orchestrator, which asks them what a previous process left. Both keep output in
   // one directory: job ids are unique across them.
   const logsDir = join(paths.data, 'job-logs');
+  const collector = blocks && new OutputCollector({ blocks: blocks.store, manifests: blocks.manifests, key: system.key, maxOutputBytes: blocks.limits.max_output_bytes, announce: blocks.exchange && ((root) => blocks.exchange!.announce(root)), log });
+  // Every executor but Docker hands its outputs back to its actor, which collects them with this.
+  const logPaths = new JobLogs(logsDir);
+  const outputCollection = collector && { collector, logPath: (jobId: string) => logPaths.path(jobId) };
   await order.component(executorInbox('docker'), () =>
     makeActor(system, DockerExecutorActor, {
       nodeId: system.host,
@@ -93,12 +98,12 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         readOnlyRoot: jobs.read_only_root,
       },
       inputs: blocks && new InputMounter({ blocks: blocks.store, exchange: blocks.exchange, dir: join(paths.data, 'inputs'), volumes: blocks.volumes }),
-      outputs: blocks && new OutputCollector({ blocks: blocks.store, manifests: blocks.manifests, key: system.key, maxOutputBytes: blocks.limits.max_output_bytes, announce: blocks.exchange && ((root) => blocks.exchange!.announce(root)), log }),
+      outputs: collector,
     }),
   );
-  await order.component(executorInbox('null'), () => makeActor(system, NullExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes }));
+  await order.component(executorInbox('null'), () => makeActor(system, NullExecutorActor, { logsDir, maxLogBytes: jobs.max_log_bytes, outputCollection }));
   for (const ex of pluginExecutors) {
-    await order.component(executorInbox(ex.name), () => makeActor(system, ex.definition, { logsDir, maxLogBytes: jobs.max_log_bytes }));
+    await order.component(executorInbox(ex.name), () => makeActor(system, ex.definition, { logsDir, maxLogBytes: jobs.max_log_bytes, outputCollection }));
   }
   const executors = [...BUILTIN_EXECUTORS, ...pluginExecutors.map((e) => e.name)];
   // With a network, jobs may leave this node and others' jobs may come: the remote executor
@@ -120,7 +125,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   }
   const capacity = await order.step('capacity', () => measureCapacity({ dataDir: paths.data }));
   await order.component(RESOURCES_INBOX, () =>
-    makeActor(system, ResourceManagerActor, { storage, capacity, defaultName: config.general.name || hostname() }),
+    makeActor(system, ResourceManagerActor, { storage, capacity, defaultName: config.general.name || hostname(), blocks: blocks?.store, volumes: blocks?.volumes }),
   );
   await order.component(ORCHESTRATOR_INBOX, () =>
     makeActor(system, OrchestratorActor, {
@@ -136,7 +141,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   );
   const d = config.deployment;
   const limits = { leaseMs: d.lease_ms, leaseShare: d.lease_share, maxLeases: d.max_unstarted_leases };
-  if (network && blocks) await order.component(OUTPUTS_INBOX, () => makeActor(system, OutputsActor, { manifests: blocks.manifests }));
+  if (network && blocks) await order.component(OUTPUTS_INBOX, () => makeActor(system, OutputsActor, { manifests: blocks.manifests, trust: authority }));
   if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits, trusts }));
   // After the orchestrator (which holds its parts' jobs) and the deployment actor (which places them).
   await order.component(ENSEMBLE_INBOX, () =>

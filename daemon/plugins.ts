@@ -210,6 +210,10 @@ export function pluginExecutors({ spec, plugin, config }: LoadedPlugin): PluginE
       const missing = EXECUTOR_METHODS.filter((m) => typeof (impl as unknown as Record<string, unknown> | undefined)?.[m] !== 'function');
       if (missing.length) throw refused(spec, `(plugin ${plugin.name}): executor '${ex.name}' lacks ${missing.join(', ')}`);
       if (impl.name !== ex.name) throw refused(spec, `(plugin ${plugin.name}): executor '${ex.name}' made an executor named '${impl.name}'`);
+      // A plugin hands outputs back (readOutput) for the node to import and sign; one claiming
+      // to collect its own would leave jobs with outputs and no manifest.
+      if (impl.collectsOutputs) throw refused(spec, `(plugin ${plugin.name}): executor '${ex.name}' sets collectsOutputs, which only the built-in Docker executor may: hand outputs back with readOutput`);
+      if (impl.readOutput !== undefined && typeof impl.readOutput !== 'function') throw refused(spec, `(plugin ${plugin.name}): executor '${ex.name}' has a readOutput that is not a function`);
       return impl;
     }),
   }));

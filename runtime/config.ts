@@ -325,8 +325,8 @@ export const ConfigSchema = z
         max_upload_bytes: positiveInt.default(1024 * 1024 * 1024),
         /** Largest output one job may leave, in bytes of file content: a job's output is a stranger's and fills this node's disk. Larger ones carry an error instead of a CID. */
         max_output_bytes: positiveInt.default(1024 * 1024 * 1024),
-        /** Blocks asked of one node per exchange (at most 256): enough in flight to fill the link, bounded so a fetch holds at most this many blocks (256 KiB each) at once. */
-        fetch_in_flight: z.number().int().min(1).max(256).default(64),
+        /** Blocks in flight from one node (at most 256), in 4 exchanges at once: enough to fill the link, bounded so a fetch holds at most this many blocks (256 KiB each) at once. */
+        fetch_in_flight: z.number().int().min(1).max(256).default(256),
         /** Bytes of blocks held before unpinned ones no recent result needs are deleted, oldest first; 0: no bound. The node's disk is the operator's. */
         max_blocks_bytes: z.number().int().nonnegative().default(0),
         /** How long the outputs named by a job's result manifest are kept whatever the bound: a requester has this long to fetch them. */

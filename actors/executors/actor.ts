@@ -37,12 +37,20 @@ import { ExecutorGuard } from './guard.js';
 import { NullExecutor, type NullExecutorOptions } from './null.js';
 import { RemoteFollower, type RemoteFollowerOptions } from './remote.js';
 import type { MachineFactory } from '../../behaviors/jobs/run-machine.js';
-import type { ExecutionHandle, Executor, ExecutorImplementation, PullProgress } from '../../behaviors/jobs/execution.js';
+import type { ExecutionHandle, Executor, ExecutorImplementation, ExitResult, PullProgress } from '../../behaviors/jobs/execution.js';
 import { Batcher } from '../../runtime/batcher.js';
+import type { OutputSpec } from '../../behaviors/jobs/files.js';
+import type { Job } from '../../behaviors/jobs/schema.js';
+import type { OutputCollector } from './outputs.js';
 
 export interface ExecutorActorDeps {
   /** The inbox on this node told about runs (starts, ends, pull steps, faults); default the orchestrator's. */
   reportTo?: string;
+  /**
+   * Imports and signs the outputs a run hands back (Executor.readOutput) before its end is told,
+   * and where each job's stored output (logs) is; without, a job declaring outputs is refused.
+   */
+  outputCollection?: { collector: OutputCollector; logPath(jobId: string): string };
 }
 
 /** What the actor gives its implementation. */
@@ -93,6 +101,34 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
       const impl = make(ctx, { machine: ctx.machine, jobScope: scoped });
       if (impl.name !== name) throw new DmsError('internal', `executor actor ${name} was given the executor "${impl.name}"`);
 
+      // Outputs of implementations that do not collect their own (Docker does): what each running
+      // job declared, and each ended run's collection, once, whether its end is seen by watch or cancel.
+      const declared = new Map<string, { outputs: OutputSpec[]; requester: string | null }>();
+      const collecting = new Map<string, Promise<void>>();
+      /** Why this executor cannot run `job`, or null: it declares outputs nobody here would hand back. */
+      const outputsProblem = (job: Job): string | null => {
+        if (!job.outputs?.length || impl.collectsOutputs) return null;
+        const names = job.outputs.map((o) => o.name).join(', ');
+        if (!impl.readOutput) return `executor ${name} cannot hand back outputs, and the job declares ${names}: run it with an executor that can (docker, null)`;
+        if (!deps.outputCollection) return `this node keeps no blocks, so the outputs the job declares (${names}) cannot be collected`;
+        return null;
+      };
+      const ended = (handle: ExecutionHandle, result: ExitResult): Promise<void> => {
+        const files = declared.get(handle.job_id);
+        if (!files || !impl.readOutput || !deps.outputCollection) return Promise.resolve();
+        let done = collecting.get(handle.job_id);
+        if (!done) {
+          const { collector, logPath } = deps.outputCollection;
+          done = collector.collect((output) => impl.readOutput!(handle, output), { jobId: handle.job_id, ...files, exitCode: result.exit_code, logPath: logPath(handle.job_id) });
+          collecting.set(handle.job_id, done);
+        }
+        return done;
+      };
+      const forget = (jobId: string) => {
+        declared.delete(jobId);
+        collecting.delete(jobId);
+      };
+
       const progress = (jobId: string) => (p: PullProgress) => {
         // Progress ticks are many and say little: only the steps are told.
         if (p.current !== undefined || !p.status) return;
@@ -106,6 +142,12 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
             payload: StartPayload,
             handle: ({ payload: { jobs } }) => {
               for (const job of jobs) {
+                const refused = outputsProblem(job);
+                if (refused) {
+                  started({ job_id: job.id, error: refused });
+                  continue;
+                }
+                if (job.outputs?.length && !impl.collectsOutputs) declared.set(job.id, { outputs: job.outputs, requester: job.requester });
                 scoped(job.id, () => impl.start(job, { onProgress: progress(job.id) })).then(
                   (handle) => started({ job_id: job.id, handle }),
                   (e: unknown) => started({ job_id: job.id, error: errorText(e) }),
@@ -118,7 +160,12 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
             payload: WatchPayload,
             handle: ({ payload: { handles } }) => {
               for (const handle of handles) {
-                scoped(handle.job_id, () => impl.wait(handle)).then(
+                scoped(handle.job_id, async () => {
+                  const result = await impl.wait(handle);
+                  // Before the end is told: the orchestrator stores the manifest with it.
+                  await ended(handle, result);
+                  return result;
+                }).then(
                   (result) => exited({ job_id: handle.job_id, handle, result }),
                   (e: unknown) => lost(handle.job_id, `lost track of its run: ${errorText(e)}`, handle),
                 );
@@ -135,7 +182,9 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
                 await told(() => scoped(handle.job_id, () => impl.cancel(handle, reason)));
                 // The run has ended now, unless it was gone already (or its follower gave up on it).
                 try {
-                  return { result: await impl.wait(handle) };
+                  const result = await impl.wait(handle);
+                  await ended(handle, result);
+                  return { result };
                 } catch (e) {
                   return { lost: errorText(e).slice(0, 1000) };
                 }
@@ -146,6 +195,7 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
             payload: CleanupPayload,
             handle: ({ payload: { handles } }) => {
               for (const handle of handles) {
+                forget(handle.job_id);
                 scoped(handle.job_id, () => impl.cleanup(handle)).catch((e: unknown) =>
                   log.warn({ job: handle.job_id, err: errorText(e) }, 'run not cleaned up'),
                 );

@@ -24,6 +24,7 @@ import type {
   Executor,
   ExitResult,
   LogChunk,
+  OutputContent,
   PullProgress,
   ReconcileReport,
   StartOptions,
@@ -86,6 +87,17 @@ const statusOf = (e: unknown): number | undefined => (e as EngineError).statusCo
 const engineMessage = (e: unknown): string =>
   ((e as EngineError).json?.message ?? String((e as EngineError).message ?? e).replace(/^\(HTTP code \d+\) [^-]*- /, '')).trim();
 
+/** A tar of `output.path` in the container; not_found when the container has nothing there. */
+async function archiveOf(container: Docker.Container, output: OutputSpec): Promise<OutputContent> {
+  try {
+    // The engine names the archived path's last component first: that is the output's root.
+    return { tar: (await container.getArchive({ path: output.path })) as unknown as AsyncIterable<Uint8Array>, strip: 1 };
+  } catch (e) {
+    if (statusOf(e) === 404) throw new DmsError('not_found', `${output.path} does not exist in the container`);
+    throw new DmsError('unavailable', engineMessage(e).slice(0, 500), { cause: e });
+  }
+}
+
 /** Whether an engine answers, and if not why: for start-up decisions and for tests to skip. */
 export async function probeDocker(docker: Docker = new Docker()): Promise<{ ok: true; version: string } | { ok: false; reason: string }> {
   try {
@@ -98,6 +110,8 @@ export async function probeDocker(docker: Docker = new Docker()): Promise<{ ok: 
 
 export class DockerExecutor extends StoredOutput implements Executor {
   readonly name = 'docker';
+  /** Its outputs are collected in watch(), before the end is told: a restarted node finds them by the container's labels. */
+  readonly collectsOutputs = true;
   private readonly docker: Docker;
   private readonly nodeId: string;
   private readonly stopGraceSeconds: number;
@@ -135,6 +149,12 @@ export class DockerExecutor extends StoredOutput implements Executor {
 
   close(): void {
     this.oom.close();
+  }
+
+  /** The engine's archive of the path in the run's stopped container (before cleanup removes it). */
+  async readOutput(handle: ExecutionHandle, output: OutputSpec): Promise<OutputContent> {
+    const run = this.runs.get(handle.id);
+    return archiveOf(run?.container ?? this.docker.getContainer(handle.id), output);
   }
 
   async start(job: Job, opts: StartOptions = {}): Promise<ExecutionHandle> {
@@ -342,7 +362,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       // Before the end is told: the orchestrator stores the manifest with it, and removes the container after.
       if (this.outputs && run.files?.outputs.length) {
         const { outputs, requester } = run.files;
-        await this.outputs.collect(container, { jobId: handle.job_id, requester, outputs, exitCode: info.State.ExitCode, logPath: this.logStore.path(handle.job_id) });
+        await this.outputs.collect((output) => archiveOf(container, output), { jobId: handle.job_id, requester, outputs, exitCode: info.State.ExitCode, logPath: this.logStore.path(handle.job_id) });
       }
       machine.send({ type: 'exited', result: exitResult(info, cancelReason()) });
     } catch (e) {

@@ -10,17 +10,36 @@
  *   DMS_NULL_STDERR       the same for stderr, after the stdout lines
  *   DMS_NULL_OOM          "1": end as if killed for exceeding the memory limit
  *   DMS_NULL_START_ERROR  start() fails with this message (e.g. an image that cannot be had)
+ *   DMS_NULL_FILES        files the run leaves, as JSON `{"/outputs/a.txt": "text", …}` (absolute
+ *                         paths, at most MAX_NULL_FILES): what its declared outputs hand back
  *
  * Secrets are read like the environment (a secret DMS_NULL_STDOUT is written out), as a
  * container would see them.
  */
+import { posix } from 'node:path';
+import * as tar from 'tar-stream';
 import { z } from 'zod';
+import { ContainerPathSchema, type OutputSpec } from '../../behaviors/jobs/files.js';
 import { runEnvironment, type Job } from '../../behaviors/jobs/schema.js';
 import { parseWith } from '../../runtime/issues.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
 import { StoredOutput } from './stored-output.js';
 import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
-import type { ExecutionHandle, Executor, ExitResult, LogChunk, ReconcileReport } from '../../behaviors/jobs/execution.js';
+import type { ExecutionHandle, Executor, ExitResult, LogChunk, OutputContent, ReconcileReport } from '../../behaviors/jobs/execution.js';
+
+/** Most files one null run may leave: it plays back tests, not workloads. */
+export const MAX_NULL_FILES = 256;
+const NullFiles = z
+  .string()
+  .transform((text, ctx) => {
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'is not JSON: write {"/path": "content", …}' });
+      return z.NEVER;
+    }
+  })
+  .pipe(z.record(ContainerPathSchema, z.string()).refine((files) => Object.keys(files).length <= MAX_NULL_FILES, { error: `at most ${MAX_NULL_FILES} files` }));
 
 const count = z.string().regex(/^\d+$/, 'must be a whole number').transform(Number);
 const NullOptionsSchema = z.object({
@@ -30,6 +49,7 @@ const NullOptionsSchema = z.object({
   DMS_NULL_STDERR: z.string().optional(),
   DMS_NULL_OOM: z.enum(['0', '1']).default('0'),
   DMS_NULL_START_ERROR: z.string().optional(),
+  DMS_NULL_FILES: NullFiles.optional(),
 });
 
 // What a process killed by a signal reports: 128 + SIGKILL for OOM, 128 + SIGTERM for a stop.
@@ -42,6 +62,8 @@ interface NullRun {
   timers: NodeJS.Timeout[];
   /** Ends the run with `result`, its output complete first; a later call waits for the first one's end. */
   finish(result: ExitResult): Promise<void>;
+  /** What the run leaves (DMS_NULL_FILES), by absolute path. */
+  files: Record<string, string>;
 }
 
 export interface NullExecutorOptions {
@@ -70,7 +92,7 @@ export class NullExecutor extends StoredOutput implements Executor {
     const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: job.id };
     const machine = newRun(this.machines, job.id, 'creating');
     const lines = [...chunks('stdout', options.DMS_NULL_STDOUT), ...chunks('stderr', options.DMS_NULL_STDERR)];
-    const run: NullRun = { machine, timers: [], finish: async () => {} };
+    const run: NullRun = { machine, timers: [], finish: async () => {}, files: options.DMS_NULL_FILES ?? {} };
     // Claimed before the first await: a second start of the job meanwhile is a conflict.
     this.runs.set(handle.id, run);
     // A run with no output leaves no file (reading it gives no chunks), which spares the
@@ -108,6 +130,25 @@ export class NullExecutor extends StoredOutput implements Executor {
       }, duration),
     );
     return handle;
+  }
+
+  /**
+   * The files the run left at `output.path`, as a tar named from the path's last component (as
+   * Docker's archive is): the file itself, or every file below the directory.
+   */
+  async readOutput(handle: ExecutionHandle, output: OutputSpec): Promise<OutputContent> {
+    const { files } = this.run(handle);
+    const root = output.path.replace(/\/+$/, '');
+    const base = posix.basename(root);
+    const entries = Object.entries(files).flatMap(([path, content]): [string, string][] => {
+      if (path === root) return [[base, content]];
+      return path.startsWith(`${root}/`) ? [[`${base}/${path.slice(root.length + 1)}`, content]] : [];
+    });
+    if (entries.length === 0) throw notFound(`${output.path} does not exist in the run`);
+    const pack = tar.pack();
+    for (const [name, content] of entries) pack.entry({ name, mode: 0o644 }, content);
+    pack.finalize();
+    return { tar: pack as unknown as AsyncIterable<Uint8Array>, strip: 1 };
   }
 
   async wait(handle: ExecutionHandle): Promise<ExitResult> {

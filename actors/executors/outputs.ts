@@ -1,22 +1,23 @@
 /**
- * The provider's side of a job's outputs (README "Job outputs"): when a Docker job with
- * outputs ends, each output path is copied out of the stopped container (the engine's archive
- * of it, a tar), imported into the node's blocks, its stored output (logs) too, and a manifest
- * of it all is signed with the node key and written for the orchestrator to store with the
- * job's end. The archive is a stranger's: a path that is a link (to /etc, say), or holds one
- * leaving it, is refused by the import (runtime/blocks/unixfs.ts), and that output carries the
- * error instead of a CID; the others are still collected.
+ * The provider's side of a job's outputs (README "Job outputs"): when a job with outputs ends,
+ * its executor hands back each output's files (Executor.readOutput: Docker's archive of the
+ * stopped container's path, a tar; a directory or tar stream from any other executor), they
+ * are imported into the node's blocks, its stored output (logs) too, and a manifest of it all
+ * is signed with the node key and written for the orchestrator to store with the job's end.
+ * What an executor hands back is a stranger's: a path that is a link (to /etc, say), or holds
+ * one leaving it, is refused by the import (runtime/blocks/unixfs.ts), and that output carries
+ * the error instead of a CID; the others are still collected.
  */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import type Docker from 'dockerode';
 import type { JobOutput, OutputSpec } from '../../behaviors/jobs/files.js';
+import type { OutputContent } from '../../behaviors/jobs/execution.js';
 import { signManifest, type Manifest } from '../../behaviors/jobs/manifest.js';
 import type { BlockStore } from '../../runtime/blocks/store.js';
-import { importFile, importTar } from '../../runtime/blocks/unixfs.js';
+import { importFile, importPath, importTar } from '../../runtime/blocks/unixfs.js';
 import { CID } from 'multiformats/cid';
 import type { KeyPair } from '../../runtime/crypto/keys.js';
-import { errorText } from '../../runtime/errors.js';
+import { DmsError, errorText } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
 import type { ManifestFiles } from '../outputs/manifest-files.js';
 
@@ -41,17 +42,17 @@ export interface EndedRun {
   logPath: string;
 }
 
-/** An engine error's own words. */
-const said = (e: unknown): string => ((e as { json?: { message?: string } }).json?.message ?? errorText(e)).slice(0, 500);
+/** Where the ended run's files of one output are; rejects not_found when it left none there. */
+export type OutputSource = (output: OutputSpec) => Promise<OutputContent>;
 
 export class OutputCollector {
   constructor(private readonly opts: OutputCollectorOptions) {}
 
-  /** Collects every output of the run's container, signs the manifest and writes it; never rejects (a failure is the output's error). */
-  async collect(container: Docker.Container, run: EndedRun): Promise<void> {
+  /** Collects every output the run left, signs the manifest and writes it; never rejects (a failure is the output's error). */
+  async collect(source: OutputSource, run: EndedRun): Promise<void> {
     try {
       const outputs: JobOutput[] = [];
-      for (const spec of run.outputs) outputs.push(await this.one(container, spec));
+      for (const spec of run.outputs) outputs.push(await this.one(source, spec));
       const manifest: Manifest = {
         job: run.jobId,
         node: this.opts.key.peerId,
@@ -68,20 +69,19 @@ export class OutputCollector {
     }
   }
 
-  private async one(container: Docker.Container, spec: OutputSpec): Promise<JobOutput> {
-    let archive: NodeJS.ReadableStream;
+  private async one(source: OutputSource, spec: OutputSpec): Promise<JobOutput> {
+    let content: OutputContent;
     try {
-      archive = await container.getArchive({ path: spec.path });
+      content = await source(spec);
     } catch (e) {
-      const status = (e as { statusCode?: number }).statusCode;
-      return { ...spec, error: status === 404 ? `${spec.path} does not exist in the container` : `${spec.path} could not be read: ${said(e)}` };
+      return { ...spec, error: e instanceof DmsError && e.kind === 'not_found' ? e.message : `${spec.path} could not be read: ${errorText(e).slice(0, 500)}` };
     }
+    const limits = { maxBytes: this.opts.maxOutputBytes };
     try {
-      // The engine names the archived path's last component first: that is the output's root.
-      const { cid, size } = await importTar(archive as unknown as AsyncIterable<Uint8Array>, this.opts.blocks.fs, { maxBytes: this.opts.maxOutputBytes }, 1);
+      const { cid, size } = 'tar' in content ? await importTar(content.tar, this.opts.blocks.fs, limits, content.strip ?? 0) : await importPath(content.path, this.opts.blocks.fs, limits);
       return { ...spec, cid: cid.toString(), size };
     } catch (e) {
-      (archive as unknown as { destroy?: () => void }).destroy?.();
+      if ('tar' in content) (content.tar as { destroy?: () => void }).destroy?.();
       return { ...spec, error: `${spec.path}: ${errorText(e)}` };
     }
   }

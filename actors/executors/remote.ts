@@ -78,6 +78,8 @@ interface RemoteRun {
 
 export class RemoteFollower extends StoredOutput implements ExecutorImplementation {
   readonly name = REMOTE_EXECUTOR;
+  /** The provider collects and signs a placed job's outputs; this follower fetches its signed manifest when the job ends (fetchManifest). */
+  readonly collectsOutputs = true;
   private readonly runs = new Map<string, RemoteRun>();
   private readonly stopping = new AbortController();
   private readonly lostAfterMs: number;

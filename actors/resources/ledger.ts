@@ -96,6 +96,11 @@ export class ResourceLedger {
     return true;
   }
 
+  /** What `key` holds (nothing when it holds nothing). */
+  heldBy(key: string): ResourceSpec {
+    return this.specOf(this.holds.get(key) ?? ZERO);
+  }
+
   has(key: string): boolean {
     return this.holds.has(key);
   }

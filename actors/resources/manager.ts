@@ -24,7 +24,14 @@ import {
   type ReserveReply,
   ResourceBehaviors,
   RESOURCES_INBOX,
+  StorageBehaviors,
+  type StorageClaim,
+  StorageClaimPayload,
+  StorageReleasePayload,
   type Usage,
+  VolumeBehaviors,
+  VolumeCreatePayload,
+  VolumeNamePayload,
 } from '../../behaviors/jobs/resources.js';
 import type { Allocation, DeviceSettings, DeviceSettingsChanges, ResourceCapacity, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
@@ -33,6 +40,8 @@ import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
 import type { Storage } from '../../storage/index.js';
+import { formatBytes } from '../../runtime/bytes.js';
+import type { Volume, Volumes } from '../../runtime/volumes.js';
 import { shareBeyondCapacity } from './capacity.js';
 import { fitsWithin, ResourceLedger } from './ledger.js';
 
@@ -42,12 +51,19 @@ export interface ResourceManagerDeps {
   capacity: ResourceCapacity;
   /** The device name until the operator sets one. */
   defaultName: string;
+  /** The node's block store: the bytes it holds count against the storage share. */
+  blocks?: { readonly bytes: number };
+  /** The node's volumes: made and removed here, each holding its size of the storage share. */
+  volumes?: Volumes;
 }
 
 const NO_SETTINGS: DeviceSettings = { name: '', location: {}, labels: {}, onboarded: null };
 
 const jobKey = (jobId: string) => `job:${jobId}`;
 const allocationKey = (id: string) => `allocation:${id}`;
+const volumeKey = (name: string) => `volume:${name}`;
+const BLOCKS_KEY = 'blocks';
+const storageOnly = (size: number): ResourceSpec => ({ cpu: { cores: 0 }, memory: { size: 0 }, storage: { size } });
 
 export const ResourceManagerActor = defineActor({
   inbox: RESOURCES_INBOX,
@@ -86,10 +102,31 @@ class ResourceManager {
     this.ledger = new ResourceLedger(settings.onboarded ?? opts.capacity);
     // Stored allocations were granted before; a smaller share since then does not revoke them.
     for (const a of held) this.hold(a, true);
+    // So were the volumes, and the blocks are already on disk.
+    for (const v of opts.volumes?.list() ?? []) this.ledger.reserve(volumeKey(v.name), storageOnly(v.size), true);
+    this.countBlocks();
+  }
+
+  /**
+   * The blocks held now, as one holder of the share: they change without asking (imports,
+   * fetches, retention), so every decision about storage reads them first.
+   */
+  private countBlocks(): number {
+    const held = this.opts.blocks?.bytes ?? 0;
+    this.ledger.release(BLOCKS_KEY);
+    this.ledger.reserve(BLOCKS_KEY, storageOnly(held), true);
+    return held;
+  }
+
+  private stored(): Usage['stored'] {
+    const sum = (prefix: string) => this.ledger.holders(prefix).reduce((n, k) => n + this.ledger.heldBy(k).storage.size, 0);
+    return { blocks: this.countBlocks(), volumes: sum('volume:'), uploads: sum('upload:') };
   }
 
   usage(): Usage {
+    const stored = this.stored();
     return {
+      stored,
       capacity: this.opts.capacity,
       onboarded: this.ledger.offering,
       allocated: this.ledger.allocated(),
@@ -100,6 +137,7 @@ class ResourceManager {
 
   /** What a bid for a job is made from. */
   offer(): Offer {
+    this.countBlocks();
     const offering = this.ledger.offering;
     const held = this.ledger.allocated();
     return {
@@ -143,6 +181,11 @@ class ResourceManager {
         handle: ({ payload }) => this.opts.storage.allocations.list(payload.all ? {} : { active: true }),
       }),
       defineBehavior({ name: ResourceBehaviors.deallocate, payload: DeallocatePayload, handle: ({ payload }) => this.deallocate(payload.id) }),
+      defineBehavior({ name: StorageBehaviors.claim, payload: StorageClaimPayload, handle: ({ payload }) => this.claim(payload) }),
+      defineBehavior({ name: StorageBehaviors.release, payload: StorageReleasePayload, handle: ({ payload }) => ({ released: this.ledger.release(payload.holder) }) }),
+      defineBehavior({ name: VolumeBehaviors.list, payload: EmptyPayload, handle: () => this.volumes().list() }),
+      defineBehavior({ name: VolumeBehaviors.create, payload: VolumeCreatePayload, handle: ({ payload }) => this.createVolume(payload.name, payload.size) }),
+      defineBehavior({ name: VolumeBehaviors.remove, payload: VolumeNamePayload, handle: ({ payload }) => this.removeVolume(payload.name) }),
       defineBehavior({ name: DeviceBehaviors.status, payload: EmptyPayload, handle: () => this.device() }),
       defineBehavior({ name: DeviceBehaviors.configure, payload: ConfigurePayload, handle: ({ payload }) => this.configure(payload) }),
     ];
@@ -151,6 +194,7 @@ class ResourceManager {
   // --- jobs ------------------------------------------------------------------------------
 
   private reserve(request: { jobs: { job_id: string; resources: ResourceSpec }[]; force: boolean }): ReserveReply {
+    this.countBlocks();
     const reply: ReserveReply = { granted: [], refused: [] };
     for (const { job_id, resources } of request.jobs) {
       // A leased share becomes the job's for as long as it runs.
@@ -207,6 +251,7 @@ class ResourceManager {
   private lease({ job_id, resources }: { job_id: string; resources: ResourceSpec }): { job_id: string } {
     const key = jobKey(job_id);
     if (this.ledger.has(key) || this.covered.has(job_id)) throw new DmsError('conflict', `job ${job_id} already holds its resources here`);
+    this.countBlocks();
     const short = this.ledger.shortfall(resources);
     if (short) throw new DmsError('conflict', short);
     this.ledger.reserve(key, resources, true);
@@ -220,6 +265,7 @@ class ResourceManager {
     if (request.job_id && this.forJobs.has(request.job_id)) {
       throw new DmsError('conflict', `job ${request.job_id} already has allocation ${this.forJobs.get(request.job_id)!.id}`);
     }
+    this.countBlocks();
     // Reserved before the write so no other request can take the same resources meanwhile.
     const claim = allocationKey(`claim-${randomUUID()}`);
     this.ledger.reserve(claim, request.resources);
@@ -250,6 +296,56 @@ class ResourceManager {
       this.covered.delete(a.job_id);
     }
     return this.ledger.release(allocationKey(a.id));
+  }
+
+  // --- the node's own content --------------------------------------------------------------
+
+  /** How the share's storage is used, for a refusal to name. */
+  private storageText(): string {
+    const s = this.stored();
+    const offered = this.settings.onboarded !== null ? 'onboarded' : 'on this machine (no share onboarded)';
+    return `${formatBytes(this.ledger.offering.storage.size)} ${offered}; blocks hold ${formatBytes(s.blocks)}, volumes ${formatBytes(s.volumes)}`;
+  }
+
+  /**
+   * Holds storage for an upload while it is written: what it declares when that fits, else as
+   * much as is free up to `at_most`. Its blocks count by themselves once written; the claim is
+   * released then.
+   */
+  private claim({ holder, at_most, size }: { holder: string; at_most: number; size?: number }): StorageClaim {
+    if (this.ledger.has(holder)) throw new DmsError('conflict', `${holder} already holds storage`);
+    this.countBlocks();
+    const free = this.ledger.free().storage.size;
+    const onboarded = this.ledger.offering.storage.size;
+    if (size !== undefined && size > free) {
+      throw new DmsError('too_large', `upload of ${formatBytes(size)} is larger than the ${formatBytes(free)} of storage free here (${this.storageText()})`);
+    }
+    const granted = Math.min(at_most, size ?? free, free);
+    if (granted === 0 && size !== 0) throw new DmsError('too_large', `no storage is free here for an upload (${this.storageText()})`);
+    this.ledger.reserve(holder, storageOnly(granted), true);
+    return { holder, granted, free, onboarded };
+  }
+
+  private volumes(): Volumes {
+    if (!this.opts.volumes) throw new DmsError('unavailable', 'this node keeps no volumes');
+    return this.opts.volumes;
+  }
+
+  /** Checked against the free share and made in one step: two creations cannot both take the last of it. */
+  private createVolume(name: string, size: number): Volume {
+    const volumes = this.volumes();
+    this.countBlocks();
+    const short = this.ledger.shortfall(storageOnly(size));
+    if (short) throw new DmsError('conflict', `volume ${name}: ${short} (${this.storageText()})`);
+    const volume = volumes.create(name, size);
+    this.ledger.reserve(volumeKey(name), storageOnly(size), true);
+    return volume;
+  }
+
+  private removeVolume(name: string): Volume {
+    const volume = this.volumes().remove(name);
+    if (this.ledger.release(volumeKey(name))) this.resourcesFreed();
+    return volume;
   }
 
   // --- device ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import type {
   LogPageSchema,
   ReconcileReplySchema,
 } from './executor.js';
+import type { OutputSpec } from './files.js';
 import type { LogChunkSchema } from './jobs.js';
 import type { Job } from './schema.js';
 
@@ -43,8 +44,36 @@ export interface StartOptions {
  */
 export type ReconcileReport = z.output<typeof ReconcileReplySchema>;
 
+/**
+ * An output's files as an executor hands them back once the run has ended: the node imports
+ * them, checks them as a stranger's (links leaving the root, size), and signs them in the
+ * job's manifest, whatever ran the job.
+ */
+export type OutputContent =
+  /**
+   * A tar of the output: a directory's entries, or one file. `strip` leading path components
+   * are dropped first, as from Docker's archive of `/outputs`, which names its entries
+   * `outputs/…` (a single file left at the root is the output itself).
+   */
+  | { tar: AsyncIterable<Uint8Array>; strip?: number }
+  /** A file or directory on this machine, read where it is. */
+  | { path: string };
+
 export interface Executor {
   readonly name: string;
+  /**
+   * The files of one declared output of an ended run (`output.path` is the job's own path).
+   * Rejects with not_found when the run left nothing there; the output then carries that error
+   * in the manifest. An executor without it cannot run a job that declares outputs: such a job
+   * fails at its start, saying so, rather than end with an empty manifest.
+   */
+  readOutput?(handle: ExecutionHandle, output: OutputSpec): Promise<OutputContent>;
+  /**
+   * True when the implementation gets outputs to the manifest itself before it reports the end
+   * (Docker, which collects a container that ended while the node was down from its labels; the
+   * remote follower, which fetches the manifest the provider signed).
+   */
+  readonly collectsOutputs?: boolean;
   /** Starts the job; resolves once it runs. Output is captured from the first byte. */
   start(job: Job, opts?: StartOptions): Promise<ExecutionHandle>;
   /** Resolves when the run has ended and its output is fully captured. */

@@ -88,6 +88,19 @@ export const OutputsBehaviors = {
    * whoever may deploy here may ask (the answer is still only the requester's).
    */
   manifest: '/dms/deployment/manifest',
+  /**
+   * This node's own: asks `from` (the job's requester or provider) for the manifest of a job this
+   * node knows nothing of, presenting `grant`, a read right of the job for this node's key
+   * (behaviors/jobs/read-right.ts). What a node's REST callers use to read a job granted to it.
+   */
+  read: '/dms/outputs/read',
 } as const;
 export const ManifestRequest = z.strictObject({ job_id: z.uuid() });
 export const ManifestReply = z.object({ manifest: z.string().max((MAX_MANIFEST_BYTES * 4) / 3 + 4).nullable() });
+export const ReadRequest = z.strictObject({
+  job_id: z.uuid(),
+  /** The node asked: the job's requester or its provider. */
+  from: PeerIdSchema,
+  /** The read right (`dms jobs grant` text), unless this node is the requester itself. */
+  grant: z.string().min(1).max(8 * 1024).optional(),
+});

@@ -12,6 +12,7 @@ import {
   type ResourceSpec,
   ResourceSpecSchema,
 } from './schema.js';
+import { VolumeNameSchema } from './files.js';
 
 /** Inbox of the resource manager actor on every node. */
 export const RESOURCES_INBOX = 'resources';
@@ -34,6 +35,61 @@ export const ResourceBehaviors = {
   deallocate: '/dms/allocations/release',
 } as const;
 
+/**
+ * Storage held by the node's own content (README "Job outputs"), counted against the same
+ * onboarded share as jobs and allocations: the blocks it keeps (measured), its volumes (their
+ * size, from their creation), and uploads while they are written (claimed, then released once
+ * their blocks are counted).
+ */
+export const StorageBehaviors = {
+  /** Hold storage for an upload (the HTTP actor): at most what is free, refused naming sizes when less than it declares. */
+  claim: '/dms/resources/storage/claim',
+  release: '/dms/resources/storage/release',
+} as const;
+
+/** Volumes (named directories jobs here mount), each holding its size of the share from its creation to its removal. */
+export const VolumeBehaviors = {
+  create: '/dms/volumes/create',
+  list: '/dms/volumes/list',
+  remove: '/dms/volumes/remove',
+} as const;
+
+const bytes = z.int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+
+export const StorageClaimPayload = z.strictObject({
+  holder: z.string().regex(/^upload:[A-Za-z0-9-]{1,64}$/, 'upload:<id>'),
+  /** Most bytes the upload may take (blocks.max_upload_bytes); it is granted no more than is free. */
+  at_most: bytes.min(1),
+  /** Bytes the upload says it holds (a file's Content-Length): refused at once when more than is free. */
+  size: bytes.optional(),
+});
+export const StorageClaimReply = z.object({
+  holder: z.string(),
+  /** Bytes of content the upload may write. */
+  granted: bytes,
+  /** Free storage of the share before this claim, and the share's storage. */
+  free: bytes,
+  onboarded: bytes,
+});
+export type StorageClaim = z.output<typeof StorageClaimReply>;
+export const StorageReleasePayload = z.strictObject({ holder: StorageClaimPayload.shape.holder });
+export const StorageReleaseReply = z.object({ released: z.boolean() });
+
+export const VolumeSchema = z.object({ name: z.string(), size: z.int(), created_at: z.string() });
+export const VolumeCreatePayload = z.strictObject({ name: VolumeNameSchema, size: bytes });
+export const VolumeNamePayload = z.strictObject({ name: VolumeNameSchema });
+export const VolumeListReply = z.array(VolumeSchema);
+
+/** What the node's own content holds of the storage share. */
+export const StoredSchema = z.object({
+  /** Bytes of the blocks held (uploads, outputs, fetched inputs). */
+  blocks: bytes,
+  /** The sizes of the volumes, summed. */
+  volumes: bytes,
+  /** Uploads being written now, as claimed. */
+  uploads: bytes,
+});
+
 export const DeviceBehaviors = {
   status: '/dms/device/status',
   configure: '/dms/device/config',
@@ -46,7 +102,7 @@ export const UsageReply = z.object({
   capacity: ResourceSpecSchema,
   /** The share of it offered to jobs and allocations (the whole machine until the operator sets one). */
   onboarded: ResourceSpecSchema,
-  /** Held by allocations and running jobs. */
+  /** Held by allocations, running jobs, and (storage) the node's blocks, volumes and uploads. */
   allocated: ResourceSpecSchema,
   /** Onboarded minus allocated: what a new job or allocation can still get. */
   free: ResourceSpecSchema,
@@ -55,6 +111,8 @@ export const UsageReply = z.object({
    * node's own jobs, and nothing is offered to the network.
    */
   offered: z.boolean(),
+  /** Of `allocated`, the storage the node's own content holds: blocks, volumes, uploads under way. */
+  stored: StoredSchema,
 });
 export type Usage = z.output<typeof UsageReply>;
 

@@ -16,6 +16,17 @@ import { formatBytes } from '../../client/sizes.js';
 interface GetOptions {
   outputDir?: string;
   name?: string;
+  from?: string;
+  grant?: string;
+}
+
+const UNIT_S: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** `--expiry 7d` as seconds. */
+function seconds(text: string): number {
+  const m = /^(\d{1,7})([smhd])$/.exec(text.trim());
+  if (!m || Number(m[1]) === 0) throw new CliError(`--expiry: '${text}' is not a duration (30s, 15m, 24h, 7d)`);
+  return Number(m[1]) * UNIT_S[m[2]];
 }
 
 export function registerFileCommands(program: Command): void {
@@ -49,7 +60,7 @@ export function registerFileCommands(program: Command): void {
   volume
     .command('create')
     .argument('<name>', 'letters, digits and . _ -')
-    .requiredOption('--size <size>', 'what it may hold, e.g. 10GiB (recorded and listed)')
+    .requiredOption('--size <size>', 'what it may hold, e.g. 10GiB, taken from the storage share (refused when not free)')
     .description('make a volume')
     .action(async (name: string, opts: { size: string }, cmd: Command) => {
       const v = await restFor(cmd).post<{ name: string }>('/api/v1/volumes', { name, size: sizeArg('--size', opts.size) });
@@ -86,18 +97,25 @@ export function registerFileCommands(program: Command): void {
     .argument('<id>', 'job id, or any unique prefix of it (as `jobs list` prints)')
     .option('--output-dir <dir>', 'where each output is written, as <dir>/<output name> (default ./<job id prefix>)')
     .option('--name <name>', 'only this output')
+    .option('--from <peer>', "a job of another node's, granted to this node: the peer id of its requester or provider, asked for it")
+    .option('--grant <token>', 'the read right `dms jobs grant` printed on the requester, for this node (with --from)')
     .action(async (given: string, opts: GetOptions, cmd: Command) => {
       const rest = restFor(cmd);
-      const id = await resolveJobId(rest, given);
-      const job = await rest.get<Job>(`/api/v1/jobs/${id}`);
-      const { signed } = await rest.get<{ signed: string }>(`/api/v1/jobs/${id}/outputs`);
+      if (opts.grant && !opts.from) throw new CliError('--grant goes with --from: the node to ask for the job granted to this one');
+      // A job of another node's is not in this node's list: its whole id is needed.
+      const id = opts.from ? given : await resolveJobId(rest, given);
+      const job = opts.from ? undefined : await rest.get<Job>(`/api/v1/jobs/${id}`);
+      const query = opts.from ? `?from=${encodeURIComponent(opts.from)}` : '';
+      const headers = opts.grant ? { 'x-dms-grant': opts.grant.trim() } : undefined;
+      const { signed } = (await (await rest.response('GET', `/api/v1/jobs/${encodeURIComponent(id)}/outputs${query}`, { accept: 'application/json', headers })).json()) as { signed: string };
       // Checked here too: whatever the node says, the signature is the job's provider's.
       let manifest: Manifest;
       try {
-        manifest = openManifest(signed, { job: id, ...(job.node ? { node: job.node } : {}) });
+        manifest = openManifest(signed, { job: id, ...(job?.node ? { node: job.node } : {}) });
       } catch (e) {
         throw new CliError(`job ${id}: ${(e as Error).message}`);
       }
+      if (opts.from && manifest.node !== opts.from && manifest.requester !== opts.from) throw new CliError(`job ${id}: ${opts.from} neither ran nor requested it`);
       const wanted = opts.name ? manifest.outputs.filter((o) => o.name === opts.name) : manifest.outputs;
       if (opts.name && wanted.length === 0) throw new CliError(`job ${id} has no output named ${opts.name} (it has: ${manifest.outputs.map((o) => o.name).join(', ') || 'none'})`);
       const dir = resolve(opts.outputDir ?? shortId(id));
@@ -111,7 +129,7 @@ export function registerFileCommands(program: Command): void {
           continue;
         }
         const dest = join(dir, o.name);
-        const res = await rest.response('GET', `/api/v1/jobs/${id}/outputs/${encodeURIComponent(o.name)}`);
+        const res = await rest.response('GET', `/api/v1/jobs/${encodeURIComponent(id)}/outputs/${encodeURIComponent(o.name)}${query}`, { headers });
         const fetched = res.headers.get('x-dms-blocks-fetched') ?? '0';
         await writeOutput(res, dest, o.cid);
         written[o.name] = dest;
@@ -119,5 +137,19 @@ export function registerFileCommands(program: Command): void {
       }
       output(cmd, { ...manifest, signed, written }, lines.join('\n') || 'no outputs written');
       if (failed > 0) process.exitCode = 1;
+    });
+
+  jobs
+    .command('grant')
+    .description("give a DID the job's read right (its manifest and outputs, from this node or its provider): prints the token to hand it")
+    .argument('<id>', 'a job submitted on this node: its id, or any unique prefix of it')
+    .argument('<did>', "the reader's did:key: its key (`dms key did`) or its node's (`dms actor invoke /public/hello` there)")
+    .option('--expiry <duration>', 'how long the right lasts: 30s, 15m, 24h, 7d (at most 365d)', '7d')
+    .action(async (given: string, did: string, opts: { expiry: string }, cmd: Command) => {
+      const rest = restFor(cmd);
+      const id = await resolveJobId(rest, given);
+      const g = await rest.post<{ token: string; cap: string; did: string; expires_at: string }>(`/api/v1/jobs/${id}/grants`, { did, expiry_s: seconds(opts.expiry) });
+      process.stderr.write(`${g.cap} for ${g.did} until ${g.expires_at}; read with: dms jobs get ${id} --from <this node's peer id> --grant <token>\n`);
+      output(cmd, g, g.token);
     });
 }

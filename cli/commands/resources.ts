@@ -34,7 +34,10 @@ export function registerResourceCommands(program: Command): void {
         ['free', usage.free],
       ];
       const offered = usage.offered ? `offered to the network: ${shareText(usage.onboarded)}` : 'offered to the network: nothing (run `dms onboard`)';
-      output(cmd, usage, `${grid(['', 'CPU', 'MEMORY', 'STORAGE', 'GPU'], rows.map(([name, r]) => [name, ...cells(r)]))}\n\n${offered}`);
+      // Blocks, volumes and uploads hold storage of the share as jobs do: said apart, so a full disk column explains itself.
+      const s = usage.stored;
+      const stored = `storage held by content: blocks ${formatBytes(s.blocks)}, volumes ${formatBytes(s.volumes)}${s.uploads ? `, uploads under way ${formatBytes(s.uploads)}` : ''} (in allocated)`;
+      output(cmd, usage, `${grid(['', 'CPU', 'MEMORY', 'STORAGE', 'GPU'], rows.map(([name, r]) => [name, ...cells(r)]))}\n\n${stored}\n${offered}`);
     });
 
   const allocations = program.command('allocations').description('reservations of this node\'s resources');

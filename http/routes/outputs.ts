@@ -5,13 +5,17 @@
  * what reading the job needs (the orchestrator's /dms/job/status, checked like GET /jobs/{id});
  * the blocks themselves are public by CID to any node that asks over /dms/blocks/1.0.0.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { H3Event } from 'h3';
 import * as z from 'zod';
 import { JobBehaviors, JobIdSchema, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { OutputNameSchema } from '../../behaviors/jobs/files.js';
-import { ManifestSchema, openManifest } from '../../behaviors/jobs/manifest.js';
+import { ManifestReply, ManifestSchema, openManifest, OUTPUTS_INBOX, OutputsBehaviors } from '../../behaviors/jobs/manifest.js';
+import { DEFAULT_GRANT_S, GrantTextSchema, jobReadCapability, MAX_GRANT_S } from '../../behaviors/jobs/read-right.js';
+import { PeerIdSchema } from '../../behaviors/jobs/schema.js';
+import { idFromDid, issueToken, tokenId, tokenToText } from '../../runtime/capability/token.js';
+import { nowNs } from '../../runtime/time.js';
 import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
 import { jobSource, VolumeNameSchema, volumeSource } from '../../behaviors/jobs/files.js';
 import type { HttpApi } from '../actor.js';
@@ -21,6 +25,8 @@ import type { BlockStore } from '../../runtime/blocks/store.js';
 import type { Pins } from '../../runtime/blocks/pins.js';
 import type { Volumes } from '../../runtime/volumes.js';
 import { SizeSchema } from '../../behaviors/jobs/schema.js';
+import { RESOURCES_INBOX, StorageBehaviors, type StorageClaim, VolumeBehaviors, VolumeSchema } from '../../behaviors/jobs/resources.js';
+import { randomUUID } from 'node:crypto';
 import { exportTar, fileContent, type Imported as StoredContent, importFile, importPath, importTar, isFileEntry, rootEntry } from '../../runtime/blocks/unixfs.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import { formatBytes } from '../../runtime/bytes.js';
@@ -46,6 +52,33 @@ const Imported = z.object({ cid: z.string(), size: z.int().nonnegative(), kind: 
 const OutputsReply = ManifestSchema.extend({ signed: z.string().meta({ description: 'the signed manifest (base64), as the job record keeps it' }) });
 
 const jobId = { id: { schema: JobIdSchema, what: 'job id' } };
+
+/** The header a reader's read right travels in: not the query, which logs and histories keep. */
+export const GRANT_HEADER = 'x-dms-grant';
+const ReadQuery = z.object({
+  from: PeerIdSchema.optional().meta({
+    description: `a job this node does not know: the peer id of its requester or provider, asked for the manifest with the read right in \`${GRANT_HEADER}\` (from \`dms jobs grant\`)`,
+  }),
+});
+const GrantBody = z.strictObject({
+  did: z.string().max(200).refine((d) => {
+    try {
+      idFromDid(d);
+      return true;
+    } catch {
+      return false;
+    }
+  }, { error: 'an Ed25519 did:key (the reader\'s key or node: dms key did, or /public/hello of its node)' }),
+  expiry_s: z.int().min(1).max(MAX_GRANT_S).default(DEFAULT_GRANT_S),
+});
+const GrantReply = z.object({
+  token: z.string().meta({ description: 'the read right, as `dms cap` prints tokens (base64url of its JSON)' }),
+  id: z.string(),
+  job: z.string(),
+  did: z.string(),
+  cap: z.string(),
+  expires_at: z.string(),
+});
 
 /** The request body as bytes, streamed: straight from node:http when there, else the web stream. */
 function bodyOf(event: H3Event): AsyncIterable<Uint8Array> {
@@ -130,6 +163,23 @@ export const outputRoutes =
   ({ table, http, system }) => {
     const jobOf = async (id: string): Promise<Job> => (await http.call(ORCHESTRATOR_INBOX, JobBehaviors.status, { id })) as Job;
 
+    /**
+     * What a reading asks for: a job of this node (its record, its manifest checked against the
+     * node that ran it), or, with `from`, one granted to this node, whose manifest `from` gives.
+     */
+    const readable = async (event: H3Event, id: string, from: string | undefined): Promise<{ manifest: ReturnType<typeof manifestOf>; signed: string; peers: string[] }> => {
+      if (!from) {
+        const job = await jobOf(id);
+        return { manifest: manifestOf(job), signed: job.manifest!, peers: job.node && !system.isHere(job.node) ? [job.node] : [] };
+      }
+      if (system.isHere(from)) throw invalid(`from: ${from} is this node; leave it out to read a job of this node's`);
+      const grant = event.req.headers.get(GRANT_HEADER) ?? undefined;
+      if (grant !== undefined && !GrantTextSchema.safeParse(grant).success) throw invalid(`${GRANT_HEADER}: a read right is at most 8 KiB`);
+      const { manifest: signed } = ManifestReply.parse(await http.call(OUTPUTS_INBOX, OutputsBehaviors.read, { job_id: id, from, ...(grant ? { grant } : {}) }));
+      const manifest = openManifest(signed!, { job: id });
+      return { manifest, signed: signed!, peers: [...new Set([from, manifest.node])].filter((p) => !system.isHere(p)) };
+    };
+
     /** Content stored here whole: announced to the network as held here, and answered 201 with its CID. */
     const stored = (got: StoredContent): JsonBody => {
       blocks.exchange?.announce(got.cid);
@@ -153,31 +203,57 @@ export const outputRoutes =
       description:
         'The body is streamed into the block store: `Content-Type: application/x-tar` for a tar (a directory: entries with `..`, absolute paths, ' +
         'links or anything but files and directories are refused, naming the entry), `application/octet-stream` for one file. ' +
-        'Answers the CID (v1, sha2-256, raw leaves) a job input may name. At most blocks.max_upload_bytes of content.',
+        'Answers the CID (v1, sha2-256, raw leaves) a job input may name. At most blocks.max_upload_bytes of content, and no more than the storage share has free ' +
+        '(its blocks, volumes, jobs and allocations count against it).',
       tags: ['outputs'],
       responses: {
         201: { description: 'stored: its CID, bytes of content, and whether it is a file or a directory', schema: Imported },
         400: { description: 'a tar that is not one, or an entry refused (named)' },
-        413: { description: 'more content than blocks.max_upload_bytes' },
+        413: { description: 'more content than blocks.max_upload_bytes, or than the storage share has free (the error names both sizes)' },
         415: { description: 'a Content-Type other than application/x-tar, application/octet-stream (or JSON, refused with 400)' },
       },
-      handler: async (event) => {
-        const limit = blocks.limits.max_upload_bytes;
-        const declared = Number(event.req.headers.get('content-length') ?? NaN);
-        // A tar's headers add to its content; beyond twice the limit no tar can fit it.
-        if (declared > limit * 2 + 1024 * 1024) throw new DmsError('too_large', `upload is larger than blocks.max_upload_bytes (${formatBytes(limit)})`);
-        const media = (event.req.headers.get('content-type') ?? '').split(';')[0].trim().toLowerCase();
-        const limits = { maxBytes: limit };
-        let imported;
-        if (media === 'application/x-tar') imported = await importTar(bodyOf(event), blocks.store.fs, limits);
-        else if (media === 'application/octet-stream') imported = await importFile(bodyOf(event), blocks.store.fs, limits);
-        else throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
-        return stored(imported);
-      },
+      handler: (event) =>
+        upload(event).catch((e: unknown) => {
+          // The body of a refused upload is not read to its end: the connection closes after the
+          // answer, or the next request on it would be read from the middle of this body.
+          const res = (event.runtime?.node as { res?: ServerResponse } | undefined)?.res;
+          if (res) res.shouldKeepAlive = false;
+          throw e;
+        }),
     });
 
+    const upload = async (event: H3Event): Promise<JsonBody> => {
+      const limit = blocks.limits.max_upload_bytes;
+      const length = event.req.headers.get('content-length');
+      const declared = length !== null && /^\d+$/.test(length) ? Number(length) : undefined;
+      // A tar's headers add to its content; beyond twice the limit no tar can fit it.
+      if (declared !== undefined && declared > limit * 2 + 1024 * 1024) throw new DmsError('too_large', `upload is larger than blocks.max_upload_bytes (${formatBytes(limit)})`);
+      const media = (event.req.headers.get('content-type') ?? '').split(';')[0].trim().toLowerCase();
+      if (media !== 'application/x-tar' && media !== 'application/octet-stream') {
+        throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
+      }
+      if (media === 'application/octet-stream' && declared !== undefined && declared > limit) {
+        throw new DmsError('too_large', `upload of ${formatBytes(declared)} is larger than the limit of ${formatBytes(limit)} (blocks.max_upload_bytes)`);
+      }
+      // The storage share decides too: the resource manager holds what the upload may write
+      // (a file's declared length, refused naming sizes when not free) until its blocks count.
+      const holder = `upload:${randomUUID()}`;
+      const claim = (await http.call(RESOURCES_INBOX, StorageBehaviors.claim, { holder, at_most: limit, ...(media === 'application/octet-stream' && declared !== undefined ? { size: declared } : {}) })) as StorageClaim;
+      try {
+        const limits = { maxBytes: claim.granted };
+        return stored(media === 'application/x-tar' ? await importTar(bodyOf(event), blocks.store.fs, limits) : await importFile(bodyOf(event), blocks.store.fs, limits));
+      } catch (e) {
+        if (e instanceof DmsError && e.kind === 'too_large' && claim.granted < limit) {
+          throw new DmsError('too_large', `upload is larger than the ${formatBytes(claim.granted)} of storage free here (${formatBytes(claim.onboarded)} in the share; blocks.max_upload_bytes is ${formatBytes(limit)})`);
+        }
+        throw e;
+      } finally {
+        await http.call(RESOURCES_INBOX, StorageBehaviors.release, { holder }).catch(() => undefined);
+      }
+    };
+
     const VolumeBody = z.strictObject({ name: VolumeNameSchema, size: SizeSchema });
-    const VolumeOut = z.object({ name: z.string(), size: z.int(), created_at: z.string() });
+    const VolumeOut = VolumeSchema;
     const volumeName = { name: { schema: VolumeNameSchema, what: 'volume name' } };
     table.add({
       method: 'GET',
@@ -186,7 +262,7 @@ export const outputRoutes =
       summary: "This node's volumes",
       tags: ['outputs'],
       responses: { 200: { description: 'the volumes', schema: z.array(VolumeOut) } },
-      handler: () => blocks.volumes.list(),
+      handler: () => http.call(RESOURCES_INBOX, VolumeBehaviors.list, {}),
     });
     table.add({
       method: 'POST',
@@ -195,10 +271,10 @@ export const outputRoutes =
       summary: 'Make a volume: a directory jobs on this node mount (volume:<name>), writable when they ask',
       tags: ['outputs'],
       body: { schema: VolumeBody, what: 'volume' },
-      responses: { 201: { description: 'the new volume', schema: VolumeOut }, 409: { description: 'one of that name exists' } },
+      responses: { 201: { description: 'the new volume', schema: VolumeOut }, 409: { description: 'one of that name exists, or its size is more than the storage share has free (named)' } },
       handler: async (_event, input) => {
-        const { name, size } = await input.body();
-        return new JsonBody(JSON.stringify(blocks.volumes.create(name, size)), 201);
+        const volume = await http.call(RESOURCES_INBOX, VolumeBehaviors.create, await input.body());
+        return new JsonBody(JSON.stringify(volume), 201);
       },
     });
     table.add({
@@ -209,7 +285,7 @@ export const outputRoutes =
       tags: ['outputs'],
       params: volumeName,
       responses: { 200: { description: 'the deleted volume', schema: VolumeOut }, 404: { description: 'no such volume' } },
-      handler: (_event, input) => blocks.volumes.remove(input.param('name')),
+      handler: (_event, input) => http.call(RESOURCES_INBOX, VolumeBehaviors.remove, { name: input.param('name') }),
     });
     table.add({
       method: 'POST',
@@ -272,13 +348,48 @@ export const outputRoutes =
       description: 'What its provider signed when it ended: each output with its CID and size, and the logs. Checked against the provider\'s key before it is answered.',
       tags: ['outputs'],
       params: jobId,
+      query: ReadQuery,
       responses: {
         200: { description: 'the manifest, and its signed form', schema: OutputsReply },
+        400: { description: 'a malformed id, peer id or read right' },
+        403: { description: `with \`from\`: the node asked refuses, naming why (no read right in \`${GRANT_HEADER}\`, or one not for this job, this node, or from its requester)` },
         404: { description: 'no such job, or it has no manifest (yet)' },
+      },
+      handler: async (event, input) => {
+        const { manifest, signed } = await readable(event, input.param('id'), input.query().from);
+        return { ...manifest, signed };
+      },
+    });
+
+    table.add({
+      method: 'POST',
+      path: '/api/v1/jobs/:id/grants',
+      operationId: 'grantJobRead',
+      summary: "Grant a DID the job's read right: its manifest and outputs, from this node or the job's provider",
+      description:
+        `A capability token for \`${jobReadCapability('{id}')}\`, signed with this node's key (the job's requester), for \`did\` until \`expiry_s\` from now ` +
+        `(default ${DEFAULT_GRANT_S / 86_400} days, at most ${MAX_GRANT_S / 86_400}). Its holder presents it in \`${GRANT_HEADER}\` to its own node ` +
+        '(`GET /api/v1/jobs/{id}/outputs?from=<this node or the provider>`, `dms jobs get --from … --grant …`), or attaches it to its envelopes. ' +
+        'Revoked like any token (`dms cap revoke`).',
+      tags: ['outputs'],
+      params: jobId,
+      body: { schema: GrantBody, what: 'grant' },
+      responses: {
+        201: { description: 'the read right', schema: GrantReply },
+        403: { description: 'the job was submitted on another node: only that node grants reads of it' },
+        404: { description: 'no such job' },
       },
       handler: async (_event, input) => {
         const job = await jobOf(input.param('id'));
-        return { ...manifestOf(job), signed: job.manifest };
+        const { did, expiry_s } = await input.body();
+        if (job.requester && !system.isHere(job.requester)) {
+          throw new DmsError('forbidden', `job ${job.id} was submitted on node ${job.requester}: only that node grants reads of it`);
+        }
+        const cap = jobReadCapability(job.id);
+        const exp = nowNs() + BigInt(expiry_s) * 1_000_000_000n;
+        const token = issueToken(system.key, { act: 'invoke', aud: did, cap: [cap], exp });
+        const body = { token: tokenToText(token), id: tokenId(token), job: job.id, did, cap, expires_at: new Date(Date.now() + expiry_s * 1000).toISOString() };
+        return new JsonBody(JSON.stringify(body), 201);
       },
     });
 
@@ -292,6 +403,7 @@ export const outputRoutes =
         `\`${FETCHED_HEADER}\` says how many blocks this request fetched; \`Range\` reads part of a file.`,
       tags: ['outputs'],
       params: { ...jobId, name: { schema: OutputNameSchema, what: 'output name' } },
+      query: ReadQuery,
       responses: {
         200: { description: 'application/x-tar for a directory, application/octet-stream for a file', content: { 'application/x-tar': { description: 'the directory' }, 'application/octet-stream': { description: 'the file' } } },
         206: { description: 'part of the file (Range)' },
@@ -299,9 +411,9 @@ export const outputRoutes =
         409: { description: 'the output could not be collected (its error says why)' },
       },
       handler: async (event, input) => {
-        const job = await jobOf(input.param('id'));
+        const { manifest, peers } = await readable(event, input.param('id'), input.query().from);
+        const job = { id: manifest.job };
         const name = input.param('name');
-        const manifest = manifestOf(job);
         const output = manifest.outputs.find((o) => o.name === name);
         if (!output) throw notFound(`job ${job.id} has no output named ${name} (it has: ${manifest.outputs.map((o) => o.name).join(', ') || 'none'})`);
         if (!output.cid) throw new DmsError('conflict', `output ${name} of job ${job.id} was not collected: ${output.error ?? 'no CID'}`);
@@ -310,7 +422,6 @@ export const outputRoutes =
         const gone = onClientGone(event, () => ac.abort());
         let fetched = 0;
         try {
-          const peers = job.node && !system.isHere(job.node) ? [job.node] : [];
           if (blocks.exchange) {
             const before = blocks.exchange.stats.fetched;
             await blocks.exchange.fetchDag(cid, peers, ac.signal);

@@ -5,10 +5,7 @@
  * retention names (what a requester may still fetch). A block being written meanwhile is at
  * worst fetched again: blocks are files written whole (write-then-rename).
  */
-import { readdir, stat, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
 import * as dagPb from '@ipld/dag-pb';
-import { NextToLast } from 'blockstore-fs/sharding';
 import type { CID } from 'multiformats/cid';
 import { DAG_PB_CODEC } from './cid.js';
 import type { BlockStore } from './store.js';
@@ -20,36 +17,13 @@ export interface Collected {
   deleted: number;
 }
 
-// FsBlockstore's own default: a block's file is named by its multihash.
-const sharding = new NextToLast();
-const fileOf = (store: BlockStore, cid: CID): string => {
-  const { dir, file } = sharding.encode(cid);
-  return join(store.dir, dir, file);
-};
-
-/** Every block file under the store, with its size and age. */
-async function blockFiles(dir: string): Promise<{ path: string; size: number; mtimeMs: number }[]> {
-  const names = (await readdir(dir, { recursive: true })).filter((n) => n.endsWith('.data'));
-  const out = [];
-  for (const name of names) {
-    const path = join(dir, name);
-    try {
-      const st = await stat(path);
-      out.push({ path, size: st.size, mtimeMs: st.mtimeMs });
-    } catch {
-      // Deleted meanwhile.
-    }
-  }
-  return out;
-}
-
 /** The files of every block held under `roots`. */
 async function reachable(store: BlockStore, roots: Iterable<CID>): Promise<Set<string>> {
   const kept = new Set<string>();
   const queue = [...roots];
   while (queue.length > 0) {
     const cid = queue.pop()!;
-    const file = fileOf(store, cid);
+    const file = store.fileOf(cid);
     if (kept.has(file) || !(await store.has(cid))) continue;
     kept.add(file);
     if (cid.code === DAG_PB_CODEC) for (const link of dagPb.decode(await store.get(cid)).Links) queue.push(link.Hash);
@@ -59,7 +33,7 @@ async function reachable(store: BlockStore, roots: Iterable<CID>): Promise<Set<s
 
 /** Deletes blocks no root reaches, oldest first, while the store holds more than `maxBytes`. */
 export async function collectGarbage(store: BlockStore, maxBytes: number, roots: Iterable<CID>): Promise<Collected> {
-  const files = await blockFiles(store.dir);
+  const files = await store.files();
   const before = files.reduce((n, f) => n + f.size, 0);
   let after = before;
   let deleted = 0;
@@ -67,12 +41,9 @@ export async function collectGarbage(store: BlockStore, maxBytes: number, roots:
   const kept = await reachable(store, roots);
   for (const f of files.filter((f) => !kept.has(f.path)).sort((a, b) => a.mtimeMs - b.mtimeMs)) {
     if (after <= maxBytes) break;
-    try {
-      await unlink(f.path);
+    if (await store.remove(f)) {
       after -= f.size;
       deleted++;
-    } catch {
-      // Gone already.
     }
   }
   return { before, after, deleted };

@@ -27,6 +27,17 @@ export function encodeBytesFrame(...parts: Uint8Array[]): Buffer {
   return frame;
 }
 
+/**
+ * The start of a frame whose last `bodyLength` bytes are sent apart (a block as it was read):
+ * the length prefix of the whole frame, then `head`.
+ */
+export function encodeFrameStart(head: Uint8Array, bodyLength: number): Buffer {
+  const length = head.length + bodyLength;
+  const start = Buffer.allocUnsafe(varintLength(length) + head.length);
+  start.set(head, writeVarint(start, length));
+  return start;
+}
+
 /** Writes `n` as an unsigned varint at the start of `buf`; returns the offset after it. */
 function writeVarint(buf: Buffer, n: number): number {
   let offset = 0;

@@ -3,7 +3,8 @@
  * node 3 leaves 16 MiB of random bytes and a small file; `dms jobs get` on node 1 writes both
  * byte-identical after checking the manifest's signature, and after a kill -9 of a first
  * fetch half-way the second fetches only what was missing; a job on node 2 reads the output as
- * an input; `dms run -i ./data:/inputs` from node 1 runs on node 3 with the local files.
+ * an input; `dms run -i ./data:/inputs` from node 1 runs on node 3 with the local files; node
+ * 1 grants node 2 the job's read right, and node 2's `dms jobs get --from` writes the output.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -150,6 +151,20 @@ describe.skipIf(problem !== null)('job files across three nodes', { timeout: 240
     expect((await fetch(`${n2.url}/api/v1/jobs/${produced.id}/outputs`)).status).toBe(404);
     // Node 2 asking node 3 over the network, as node 1's remote executor does: refused.
     const client = new DmsClient({ url: n2.url, timeoutMs: 10_000 });
-    await expect(client.invoke({ host: n3.peerId, inbox: 'outputs' }, '/dms/deployment/manifest', { job_id: produced.id })).rejects.toThrow(/the manifest of job .* is its requester's only/);
+    await expect(client.invoke({ host: n3.peerId, inbox: 'outputs' }, '/dms/deployment/manifest', { job_id: produced.id })).rejects.toThrow(/the manifest of job .* is its requester's, and whoever it grants \/dms\/job\/read\/.*, only: no read right was presented/);
+  });
+
+  it('dms jobs grant on node 1 lets dms jobs get on node 2 write the output from node 3; without it, refused', async () => {
+    const [n1, n2, n3] = nodes;
+    const refused = await runCli(['--home', n2.home, 'jobs', 'get', produced.id, '--from', n3.peerId, '--output-dir', join(scratch, 'refused')]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('no read right was presented');
+    const granted = await runCli(['--home', n1.home, 'jobs', 'grant', produced.id.slice(0, 8), n2.did, '--expiry', '1h']);
+    expect(granted.code, granted.stderr).toBe(0);
+    expect(granted.stderr).toContain(`/dms/job/read/${produced.id} for ${n2.did}`);
+    const got = await runCli(['--home', n2.home, 'jobs', 'get', produced.id, '--from', n3.peerId, '--grant', granted.stdout.trim(), '--output-dir', join(scratch, 'granted')]);
+    expect(got.code, got.stderr).toBe(0);
+    expect(sha(readFileSync(join(scratch, 'granted', 'out', 'a.bin')))).toBe(sha(readFileSync(join(scratch, 'got', 'out', 'a.bin'))));
+    expect(readFileSync(join(scratch, 'granted', 'out', 'sub', 'b.txt'), 'utf8')).toBe('hello\n');
   });
 });

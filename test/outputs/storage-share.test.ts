@@ -1,0 +1,86 @@
+/**
+ * Uploads and volumes count against the node's storage share (README "Job outputs",
+ * "Onboarding"): the resource manager holds an upload's bytes while it is written and counts the
+ * blocks it leaves, a volume holds its size from its creation; what does not fit what is free is
+ * refused naming the sizes, and the resource view says what blocks and volumes hold. In process:
+ * the node's own REST, resource manager and block store.
+ */
+import { randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Usage } from '../../behaviors/jobs/resources.js';
+import type { LocalNode } from '../helpers/local-node.js';
+import { removeHome } from '../helpers/node.js';
+import { MiB, startLocalJobNode } from '../jobs/helpers.js';
+
+const json = (method: string, body: unknown) => ({ method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+describe('the storage share', () => {
+  let node: LocalNode;
+  beforeAll(async () => {
+    node = await startLocalJobNode();
+    const onboard = await fetch(`${node.url}/api/v1/device/config`, json('PUT', { onboarded: { cpu: 1, memory: '256MiB', storage: '2MiB' } }));
+    expect(onboard.status, await onboard.clone().text()).toBe(200);
+  });
+  afterAll(async () => {
+    await node.stop();
+    removeHome(node.home);
+  });
+
+  const usage = async () => (await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as Usage;
+  const upload = (body: Buffer) => fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: new Uint8Array(body) });
+  const errorOf = async (res: Response) => ((await res.json()) as { error: string }).error;
+
+  it('refuses a file larger than the share, naming both sizes, before reading it', async () => {
+    const res = await upload(randomBytes(3 * MiB));
+    expect(res.status).toBe(413);
+    expect(await errorOf(res)).toBe('upload of 3 MiB is larger than the 2 MiB of storage free here (2 MiB onboarded; blocks hold 0 B, volumes 0 B)');
+  });
+
+  it('stops an upload of no declared length once it passes what is free', async () => {
+    const body = Readable.toWeb(Readable.from((function* () {
+      for (let i = 0; i < 12; i++) yield randomBytes(256 * 1024);
+    })())) as ReadableStream;
+    const res = await fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body, duplex: 'half' } as RequestInit);
+    expect(res.status).toBe(413);
+    expect(await errorOf(res)).toMatch(/^upload is larger than the 2 MiB of storage free here \(2 MiB in the share; blocks.max_upload_bytes is /);
+    // The claim is given back: nothing is left held for an upload.
+    expect((await usage()).stored.uploads).toBe(0);
+  });
+
+  it('holds a volume\'s size and the blocks uploads leave, refusing what no longer fits, and shows both', async () => {
+    const made = await fetch(`${node.url}/api/v1/volumes`, json('POST', { name: 'a', size: '1MiB' }));
+    expect(made.status, await made.clone().text()).toBe(201);
+    let u = await usage();
+    expect(u.stored).toMatchObject({ volumes: MiB, uploads: 0 });
+    const blocksBefore = u.stored.blocks;
+    expect(u.free.storage.size).toBe(2 * MiB - MiB - blocksBefore);
+
+    const tooBig = await upload(randomBytes(MiB + MiB / 2));
+    expect(tooBig.status).toBe(413);
+    expect(await errorOf(tooBig)).toMatch(/^upload of 1\.5 MiB is larger than the [\d.]+ (KiB|MiB) of storage free here \(2 MiB onboarded; blocks hold [\d.]+ (B|KiB), volumes 1 MiB\)$/);
+
+    const fits = await upload(randomBytes(MiB / 2));
+    expect(fits.status, await fits.clone().text()).toBe(201);
+    u = await usage();
+    expect(u.stored.blocks).toBeGreaterThanOrEqual(blocksBefore + MiB / 2);
+    expect(u.allocated.storage.size).toBe(u.stored.blocks + MiB);
+
+    const second = await fetch(`${node.url}/api/v1/volumes`, json('POST', { name: 'b', size: '1MiB' }));
+    expect(second.status).toBe(409);
+    expect(await errorOf(second)).toMatch(/^volume b: not enough storage: 1 MiB asked, [\d.]+ KiB free of 2 MiB onboarded \(2 MiB onboarded; blocks hold [\d.]+ KiB, volumes 1 MiB\)$/);
+
+    expect((await fetch(`${node.url}/api/v1/volumes/a`, { method: 'DELETE' })).status).toBe(200);
+    expect((await usage()).stored.volumes).toBe(0);
+    const now = await fetch(`${node.url}/api/v1/volumes`, json('POST', { name: 'b', size: '1MiB' }));
+    expect(now.status, await now.clone().text()).toBe(201);
+  });
+
+  it('still counts the volumes and blocks after a restart', async () => {
+    const before = (await usage()).stored;
+    await node.stop();
+    const again = await startLocalJobNode({ home: node.home });
+    node = again;
+    expect((await usage()).stored).toEqual(before);
+  });
+});
