@@ -145,7 +145,12 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits, trusts }));
   // After the orchestrator (which holds its parts' jobs) and the deployment actor (which places them).
   await order.component(ENSEMBLE_INBOX, () =>
-    makeActor(system, EnsemblesActor, { storage, network: !!network, backoff: { firstMs: config.deployment.offer_retry_ms, maxMs: config.deployment.max_offer_backoff_ms } }),
+    makeActor(system, EnsemblesActor, {
+      storage,
+      network: !!network,
+      backoff: { firstMs: config.deployment.offer_retry_ms, maxMs: config.deployment.max_offer_backoff_ms },
+      maxLive: config.ensembles.max_live,
+    }),
   );
   return { storage, executors: { names: () => [...executors] }, stop: () => order.stop() };
 }

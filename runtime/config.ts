@@ -348,6 +348,13 @@ export const ConfigSchema = z
       })
       .strict()
       .prefault({}),
+    ensembles: z
+      .object({
+        /** Ensembles this node drives at once (submitted here, not yet ended): each is a machine, its parts' jobs and a grant renewed on every host. */
+        max_live: z.number().int().min(1).max(4096).default(256),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 

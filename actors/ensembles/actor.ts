@@ -53,6 +53,8 @@ export interface EnsemblesDeps {
   backoff?: { firstMs: number; maxMs: number };
   /** How often the members grant is renewed (default a quarter of its life). */
   renewMs?: number;
+  /** Ensembles driven at once (`ensembles.max_live`). */
+  maxLive: number;
 }
 
 /** Longest one part's placement (offer, bids, a lease) may take. */
@@ -156,6 +158,9 @@ class Ensembles {
   // --- submit, read, cancel ---------------------------------------------------------------
 
   async submit(spec: EnsembleSpec): Promise<Ensemble> {
+    if (this.live.size >= this.ctx.deps.maxLive) {
+      throw new DmsError('overloaded', `this node drives ${this.live.size} ensembles not yet ended, as many as ensembles.max_live allows (${this.ctx.deps.maxLive}); cancel one or wait for one to end`, { retryAfter: 5 });
+    }
     const id = randomUUID();
     const row = await this.storage.ensembles.create(id, spec);
     const parts: Record<string, PartCtx> = {};

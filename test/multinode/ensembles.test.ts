@@ -98,6 +98,25 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     await waitFor('nothing held on c', async () => (await held(c)) === 0, { timeoutMs: 10_000 });
   });
 
+  it('bounds the ensembles a node drives at once (ensembles.max_live)', async () => {
+    const small = await startLocalNode({ config: { ensembles: { max_live: 2 } } });
+    onTestFinished(async () => void (await small.stop()));
+    // Parts that wait for a node that never comes: their ensembles stay live.
+    const waiting = { name: 'w', parts: { p: nullPart({ placement: { labels: { nowhere: 'x' } } }) } };
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const r = await rest(small, 'POST', '/api/v1/ensembles', waiting);
+      expect(r.status).toBe(201);
+      ids.push((r.json as Ensemble).id);
+    }
+    const refused = await rest(small, 'POST', '/api/v1/ensembles', waiting);
+    expect(refused.status).toBe(503);
+    expect(refused.json.error).toMatch(/drives 2 ensembles not yet ended, as many as ensembles\.max_live allows \(2\)/);
+    // One ended makes room for the next.
+    expect((await rest(small, 'DELETE', `/api/v1/ensembles/${ids[0]}`)).status).toBe(200);
+    expect((await rest(small, 'POST', '/api/v1/ensembles', waiting)).status).toBe(201);
+  });
+
   it("places a lost node's part again alone, on another node, while the others run on", async () => {
     const d = await startLocalNode({ env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(a) } });
     try {
