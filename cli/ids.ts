@@ -44,6 +44,13 @@ export async function resolveJobId(rest: RestClient, given: string): Promise<str
   return pickByPrefix('job', given, ids);
 }
 
+/** A whole ensemble id is used as given; a prefix is looked up among the newest 100 (the most one list answers). */
+export async function resolveEnsembleId(rest: RestClient, given: string): Promise<string> {
+  if (UUID.test(given.trim())) return given.trim();
+  const list = await rest.get<{ id: string }[]>('/api/v1/ensembles?limit=100');
+  return pickByPrefix('ensemble', given, list.map((e) => e.id));
+}
+
 /** Held and released allocations both count: releasing a released one is the node's to refuse. */
 export async function resolveAllocationId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();

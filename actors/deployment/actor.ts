@@ -40,7 +40,7 @@ import {
   StartRequest,
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { JobSchema, type ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { JobSchema } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';

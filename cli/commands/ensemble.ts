@@ -4,16 +4,15 @@
  */
 import type { Command } from 'commander';
 import type { Ensemble } from '../../behaviors/ensembles/schema.js';
-import type { Forward } from '../../http/routes/ports.js';
 import type { RestClient } from '../../client/rest.js';
 import { CliError, output } from '../context.js';
-import { pickByPrefix, shortId } from '../ids.js';
+import { resolveEnsembleId, shortId } from '../ids.js';
+import { forwardUntilInterrupted } from '../forward.js';
 import { restFor } from '../rest.js';
 import { grid } from '../table.js';
 import { nullExecutorOf, readSpec } from './jobs.js';
 
 const ID_ARG = 'ensemble id, or any unique prefix of it (as `ensemble list` prints)';
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** How often `deploy --wait` looks again. */
 const WAIT_POLL_MS = 500;
 
@@ -89,17 +88,7 @@ export function registerEnsembleCommands(program: Command): void {
       const e = await get(rest, given);
       const part = e.parts.find((p) => p.part === m[1]);
       if (!part) throw new CliError(`ensemble ${shortId(e.id)} has no part '${m[1]}' (parts: ${e.parts.map((p) => p.part).join(', ')})`);
-      const path = `/api/v1/jobs/${encodeURIComponent(part.job_id)}`;
-      const forward = await rest.post<Forward>(`${path}/ports/${m[2]}/forward`, opts.local ? { local: opts.local } : {});
-      output(cmd, forward, `forwarding ${forward.local} -> ensemble ${shortId(e.id)} part ${part.part} port ${forward.port} (Ctrl-C stops)`);
-      // The listener is the node's: stopped with this command. A pending promise holds no event loop open.
-      const alive = setInterval(() => undefined, 1 << 30);
-      await new Promise<void>((resolve) => {
-        process.once('SIGINT', resolve);
-        process.once('SIGTERM', resolve);
-      });
-      clearInterval(alive);
-      await rest.delete(`${path}/forwards/${forward.id}`).catch(() => undefined);
+      await forwardUntilInterrupted(cmd, rest, part.job_id, m[2]!, opts.local, `ensemble ${shortId(e.id)} part ${part.part}`);
     });
 }
 
@@ -111,12 +100,6 @@ function withNullExecutors(spec: unknown): unknown {
 
 async function get(rest: RestClient, given: string): Promise<Ensemble> {
   return rest.get<Ensemble>(`/api/v1/ensembles/${encodeURIComponent(await resolveEnsembleId(rest, given))}`);
-}
-
-async function resolveEnsembleId(rest: RestClient, given: string): Promise<string> {
-  if (UUID.test(given.trim())) return given.trim();
-  const list = await rest.get<{ id: string }[]>('/api/v1/ensembles?limit=100');
-  return pickByPrefix('ensemble', given, list.map((e) => e.id));
 }
 
 function describe(e: Ensemble): string {

@@ -12,8 +12,8 @@ import { resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
 import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
+import { forwardUntilInterrupted } from '../forward.js';
 import { grid } from '../table.js';
-import type { Forward } from '../../http/routes/ports.js';
 import { coresText } from './onboard.js';
 
 interface ListOptions {
@@ -128,18 +128,7 @@ export function registerJobCommands(program: Command): void {
       const rest = restFor(cmd);
       if (!/^\d{1,5}$/.test(port)) throw new CliError(`port '${port}' is not a whole number from 1 to 65535`);
       const id = await resolveJobId(rest, given);
-      const path = `/api/v1/jobs/${encodeURIComponent(id)}`;
-      const forward = await rest.post<Forward>(`${path}/ports/${port}/forward`, opts.local ? { local: opts.local } : {});
-      output(cmd, forward, `forwarding ${forward.local} -> job ${shortId(id)} port ${forward.port} (Ctrl-C stops)`);
-      // The listener is the node's: it is stopped when this command is, not left behind.
-      // A pending promise holds no event loop open: without a timer, node would exit (code 13) at once.
-      const alive = setInterval(() => undefined, 1 << 30);
-      await new Promise<void>((resolve) => {
-        process.once('SIGINT', resolve);
-        process.once('SIGTERM', resolve);
-      });
-      clearInterval(alive);
-      await rest.delete(`${path}/forwards/${forward.id}`).catch(() => undefined);
+      await forwardUntilInterrupted(cmd, rest, id, port, opts.local, `job ${shortId(id)}`);
     });
 
   jobs
