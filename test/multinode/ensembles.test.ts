@@ -20,6 +20,12 @@ let c: LocalNode;
 
 const ensemble = async (id: string) => (await rest(a, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble;
 const partOf = (e: Ensemble, name: string) => e.parts.find((p) => p.part === name)!;
+/** The ensemble once it has the status, waited for at most 20 s. */
+const until = (id: string, status: string) =>
+  waitFor(`the ensemble ${status}`, async () => {
+    const e = await ensemble(id);
+    return e.status === status ? e : undefined;
+  }, { timeoutMs: 20_000 });
 const held = async (node: LocalNode) => ((await rest(node, 'GET', '/api/v1/resources/usage')).json as Usage).allocated.cpu.cores;
 const nullPart = (extra: Record<string, unknown>) => ({ image: 'none', executor: 'null', resources: { cpu: 0.25, memory: '16MiB' }, ...extra });
 
@@ -45,19 +51,13 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     expect(made.status).toBe(201);
     const id = (made.json as Ensemble).id;
     expect((made.json as Ensemble).parts.map((p) => p.part).sort()).toEqual(['client', 'server']);
-    const running = await waitFor('the ensemble running', async () => {
-      const e = await ensemble(id);
-      return e.status === 'running' ? e : undefined;
-    }, { timeoutMs: 20_000 });
+    const running = await until(id, 'running');
     expect(partOf(running, 'server').node).toBe(c.peerId);
     expect(partOf(running, 'client').node).toBe(b.peerId);
     // Each part is a job of the requester's, on /api/v1/jobs like any other.
     const job = (await rest(a, 'GET', `/api/v1/jobs/${partOf(running, 'server').job_id}`)).json as { ensemble: string; part: string; node: string };
     expect(job).toMatchObject({ ensemble: id, part: 'server', node: c.peerId });
-    const done = await waitFor('the ensemble completed', async () => {
-      const e = await ensemble(id);
-      return e.status === 'completed' ? e : undefined;
-    }, { timeoutMs: 20_000 });
+    const done = await until(id, 'completed');
     expect(partOf(done, 'client').status).toBe('completed');
     expect(partOf(done, 'server')).toMatchObject({ status: 'failed', error: 'cancelled: its ensemble completed' });
     // On the dev stream: the ensemble machine to completed, and each part a child machine of its own.
@@ -86,10 +86,7 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     });
     expect(made.status).toBe(201);
     const id = (made.json as Ensemble).id;
-    const running = await waitFor('the ensemble running', async () => {
-      const e = await ensemble(id);
-      return e.status === 'running' ? e : undefined;
-    }, { timeoutMs: 20_000 });
+    const running = await until(id, 'running');
     expect(partOf(running, 'client').node).toBe(c.peerId);
     // The requester's own bid said how far it is from c, and was declined for it.
     const events = (await rest(a, 'GET', `/api/v1/jobs/${partOf(running, 'client').job_id}/events`)).json as { events: { reason: string }[] };
@@ -131,10 +128,7 @@ describe('an ensemble', { timeout: 60_000 }, () => {
       });
       expect(made.status).toBe(201);
       const id = (made.json as Ensemble).id;
-      const running = await waitFor('the ensemble running', async () => {
-        const e = await ensemble(id);
-        return e.status === 'running' ? e : undefined;
-      }, { timeoutMs: 20_000 });
+      const running = await until(id, 'running');
       const first = partOf(running, 'server').node;
       expect([c.peerId, d.peerId]).toContain(first);
       const clientJob = partOf(running, 'client').job_id;
