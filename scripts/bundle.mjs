@@ -10,10 +10,47 @@
  * root, so the few paths resolved from import.meta.url (`../package.json`, `../daemon/…`) hold.
  *
  * Left as packages, loaded from node_modules as before: the native SQLite driver and the ORM
- * that loads its drivers and dialects by name, pino (its transports run in worker threads that
- * load modules by name), and dockerode (CommonJS with optional native parts, loaded on first use).
+ * that loads its drivers and dialects by name, and pino (its transports run in worker threads
+ * that load modules by name).
+ *
+ * dockerode is bundled so that what it requires eagerly but DMS never uses is required only when
+ * used (lazyRequires below): every node talks to the engine at start (recovery's reconcile, the
+ * OOM event stream), and dockerode's top-level requires of ssh2 (a `DOCKER_HOST=ssh://` engine)
+ * and of gRPC with its protobuf loader (BuildKit sessions, for image builds) were about 20 MB of
+ * an idle node's 140 MB RSS and a fifth of its start-up, measured (issue 25).
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { build } from 'esbuild';
+
+/**
+ * Files of bundled packages that DMS needs rarely or never, left to Node to require from
+ * node_modules when first asked for (they read their `.proto` files by __dirname, so they stay
+ * where they are). A file required at the top of its importer (`wrap`) is replaced by a function
+ * that requires it when first called; buildkit is already required inside the one method using it.
+ */
+const LAZY_REQUIRES = [
+  // The client for a `DOCKER_HOST=ssh://` engine: ssh2 and its crypto.
+  { importer: /docker-modem[\\/]lib[\\/]modem\.js$/, request: './ssh', file: 'docker-modem/lib/ssh.js', wrap: true },
+  // BuildKit sessions (gRPC and its protobuf loader), for image builds with credentials.
+  { importer: /dockerode[\\/]lib[\\/]docker\.js$/, request: './session', file: 'dockerode/lib/session.js', wrap: true },
+  { importer: /dockerode[\\/]lib[\\/]docker\.js$/, request: './buildkit', file: 'dockerode/lib/buildkit.js', wrap: false },
+];
+
+const lazyRequires = {
+  name: 'lazy-requires',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/(ssh|session|buildkit)$/ }, (args) => {
+      const lazy = LAZY_REQUIRES.find((l) => l.request === args.path && l.importer.test(args.importer));
+      if (!lazy) return undefined;
+      return lazy.wrap ? { path: lazy.file, namespace: 'lazy-require' } : { path: lazy.file, external: true };
+    });
+    b.onResolve({ filter: /.*/, namespace: 'lazy-require' }, (args) => ({ path: args.path, external: true }));
+    b.onLoad({ filter: /.*/, namespace: 'lazy-require' }, (args) => ({
+      contents: `module.exports = function () { return require(${JSON.stringify(args.path)}).apply(this, arguments); };`,
+      loader: 'js',
+    }));
+  },
+};
 
 const entryPoints = [
   'cli/main.ts',
@@ -28,9 +65,9 @@ const entryPoints = [
   'runtime/crypto/keys.ts',
 ];
 
-const external = ['sqlite3', '@mikro-orm/*', 'knex', 'pino', 'pino-pretty', 'thread-stream', 'dockerode', 'ssh2', 'cpu-features'];
+const external = ['sqlite3', '@mikro-orm/*', 'knex', 'pino', 'pino-pretty', 'thread-stream', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs'];
 
-await build({
+const result = await build({
   entryPoints,
   outdir: 'dist',
   outbase: '.',
@@ -41,8 +78,25 @@ await build({
   platform: 'node',
   target: 'node20',
   sourcemap: true,
+  // Without comments and indentation the node reads, scans and holds about a third less source
+  // (an idle node holds every loaded file's text). Stack traces point into one long line;
+  // `node --enable-source-maps` maps them back to the sources.
+  minifyWhitespace: true,
   external,
+  plugins: [lazyRequires],
   // CommonJS packages bundled into ES modules still call require (for Node's own modules).
   banner: { js: "import { createRequire as __dmsCreateRequire } from 'node:module'; const require = __dmsCreateRequire(import.meta.url);" },
   logLevel: 'warning',
+  metafile: true,
 });
+
+/**
+ * V8 holds a source text with one character above U+00FF as two bytes a character: one such
+ * character left in a regular expression (esbuild escapes them in strings and names, not in
+ * regex literals) doubled the memory of a 480 KB entry point. `\uXXXX` means the same there
+ * and in strings, so every one is written so.
+ */
+for (const file of Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'))) {
+  const text = readFileSync(file, 'utf8');
+  if (/[^\x00-\x7f]/.test(text)) writeFileSync(file, text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
+}
