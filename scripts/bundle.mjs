@@ -9,9 +9,11 @@
  * Every entry point and chunk sits one folder below dist/, as the sources sit one below the
  * root, so the few paths resolved from import.meta.url (`../package.json`, `../daemon/…`) hold.
  *
- * Left as packages, loaded from node_modules as before: the native SQLite driver and the ORM
- * that loads its drivers and dialects by name, and pino (its transports run in worker threads
- * that load modules by name).
+ * MikroORM and knex are bundled too: loaded from node_modules they were ~700 CommonJS files
+ * (lodash alone 258) resolved, read and compiled one by one, 0.5 s of a 1.9 s warm start's CPU
+ * in the profile and about 15 MB of an idle node (issue 25). Two things of theirs need help
+ * (below): the core reads its version from its package.json by a relative path, and knex names
+ * every database driver.
  *
  * dockerode is bundled so that what it requires eagerly but DMS never uses is required only when
  * used (lazyRequires below): every node talks to the engine at start (recovery's reconcile, the
@@ -55,18 +57,28 @@ const lazyRequires = {
 /**
  * The external packages that are CommonJS, required as CommonJS. An ES `import` of a CommonJS
  * package makes Node run its export lexer over the package and, through every re-export, over
- * the files behind it: for MikroORM and knex (whose index files re-export hundreds of files)
- * that was 0.46 s of a 2.9 s start in the profile, before any of it ran. A bundled
+ * the files behind it (for MikroORM and knex, while they were external, 0.46 s of a 2.9 s start
+ * in the profile, before any of it ran). A bundled
  * `module.exports = require(name)` in its place loads the same module through Node's CommonJS
  * loader alone; esbuild's interop gives the importer the same named exports.
  */
-const CJS_EXTERNALS = /^(@mikro-orm\/[^/]+|knex|sqlite3|pino|pino-pretty|thread-stream)$/;
+const CJS_EXTERNALS = /^(sqlite3|pino|pino-pretty|thread-stream)$/;
 
 const cjsExternals = {
   name: 'cjs-externals',
   setup(b) {
     b.onResolve({ filter: CJS_EXTERNALS }, (args) => (args.namespace === 'cjs-external' ? { path: args.path, external: true } : { path: args.path, namespace: 'cjs-external' }));
     b.onLoad({ filter: /.*/, namespace: 'cjs-external' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
+  },
+};
+
+/** MikroORM's core reads `../../package.json` (or `../package.json`) from utils/Utils.js for its version: its own. */
+const ormVersion = {
+  name: 'orm-version',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/(\.\.\/)?package\.json$/ }, async (args) =>
+      /@mikro-orm[\\/]core[\\/]utils[\\/]Utils\.js$/.test(args.importer) ? { path: (await import('node:path')).join(args.resolveDir, '..', 'package.json') } : undefined,
+    );
   },
 };
 
@@ -83,7 +95,13 @@ const entryPoints = [
   'runtime/crypto/keys.ts',
 ];
 
-const external = ['sqlite3', '@mikro-orm/*', 'knex', 'pino', 'pino-pretty', 'thread-stream', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs'];
+/**
+ * Left to Node, from node_modules: the native SQLite driver; pino, whose transports run in worker
+ * threads that load modules by name; ssh2 and gRPC (LAZY_REQUIRES). knex names every database
+ * driver it has a dialect for; none but sqlite3 is installed, and only the SQLite dialect runs.
+ */
+const DRIVERS = ['pg', 'pg-query-stream', 'mysql', 'mysql2', 'oracledb', 'tedious', 'better-sqlite3', 'libsql', 'mariadb', 'mariadb/*'];
+const external = ['sqlite3', 'pino', 'pino-pretty', 'thread-stream', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs', ...DRIVERS];
 
 const result = await build({
   entryPoints,
@@ -101,7 +119,7 @@ const result = await build({
   // `node --enable-source-maps` maps them back to the sources.
   minifyWhitespace: true,
   external,
-  plugins: [lazyRequires, cjsExternals],
+  plugins: [lazyRequires, cjsExternals, ormVersion],
   // CommonJS packages bundled into ES modules still call require (for Node's own modules).
   banner: { js: "import { createRequire as __dmsCreateRequire } from 'node:module'; const require = __dmsCreateRequire(import.meta.url);" },
   logLevel: 'warning',
