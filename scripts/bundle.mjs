@@ -58,9 +58,9 @@ const lazyRequires = {
  * The external packages that are CommonJS, required as CommonJS. An ES `import` of a CommonJS
  * package makes Node run its export lexer over the package and, through every re-export, over
  * the files behind it (for MikroORM and knex, while they were external, 0.46 s of a 2.9 s start
- * in the profile, before any of it ran). A bundled
- * `module.exports = require(name)` in its place loads the same module through Node's CommonJS
- * loader alone; esbuild's interop gives the importer the same named exports.
+ * in the profile, before any of it ran). A bundled `module.exports = require(name)` in its place
+ * loads the same module through Node's CommonJS loader alone; esbuild's interop gives the
+ * importer the same named exports.
  */
 const CJS_EXTERNALS = /^(sqlite3|pino|pino-pretty|thread-stream)$/;
 
