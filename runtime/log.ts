@@ -1,5 +1,6 @@
+import { createRequire } from 'node:module';
 import { destination, type DestinationStream, pino, type Logger } from 'pino';
-import { prettyFactory } from 'pino-pretty';
+import type { prettyFactory as PrettyFactory } from 'pino-pretty';
 
 export type { Logger };
 
@@ -26,6 +27,9 @@ export function createLogger(level: string = 'info', opts: LoggerOptions = {}): 
  * when the node exits right after logging (a failed start, a shutdown).
  */
 function prettyStream(out: ReturnType<typeof destination>): DestinationStream & { flush(cb: (err?: Error) => void): void } {
+  // Required only here: a node logging JSON (under a supervisor, in a container) never holds
+  // pino-pretty and its 29 modules.
+  const { prettyFactory } = createRequire(import.meta.url)('pino-pretty') as { prettyFactory: typeof PrettyFactory };
   const prettify = prettyFactory({
     colorize: Boolean(process.stderr.isTTY),
     translateTime: 'SYS:HH:MM:ss.l',

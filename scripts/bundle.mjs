@@ -9,11 +9,78 @@
  * Every entry point and chunk sits one folder below dist/, as the sources sit one below the
  * root, so the few paths resolved from import.meta.url (`../package.json`, `../daemon/…`) hold.
  *
- * Left as packages, loaded from node_modules as before: the native SQLite driver and the ORM
- * that loads its drivers and dialects by name, pino (its transports run in worker threads that
- * load modules by name), and dockerode (CommonJS with optional native parts, loaded on first use).
+ * MikroORM and knex are bundled too: loaded from node_modules they were ~700 CommonJS files
+ * (lodash alone 258) resolved, read and compiled one by one, 0.5 s of a 1.9 s warm start's CPU
+ * in the profile and about 15 MB of an idle node (issue 25). Two things of theirs need help
+ * (below): the core reads its version from its package.json by a relative path, and knex names
+ * every database driver.
+ *
+ * dockerode is bundled so that what it requires eagerly but DMS never uses is required only when
+ * used (lazyRequires below): every node talks to the engine at start (recovery's reconcile, the
+ * OOM event stream), and dockerode's top-level requires of ssh2 (a `DOCKER_HOST=ssh://` engine)
+ * and of gRPC with its protobuf loader (BuildKit sessions, for image builds) were about 20 MB of
+ * an idle node's 140 MB RSS and a fifth of its start-up, measured (issue 25).
  */
+import { readFileSync, writeFileSync } from 'node:fs';
 import { build } from 'esbuild';
+
+/**
+ * Files of bundled packages that DMS needs rarely or never, left to Node to require from
+ * node_modules when first asked for (they read their `.proto` files by __dirname, so they stay
+ * where they are). A file required at the top of its importer (`wrap`) is replaced by a function
+ * that requires it when first called; buildkit is already required inside the one method using it.
+ */
+const LAZY_REQUIRES = [
+  // The client for a `DOCKER_HOST=ssh://` engine: ssh2 and its crypto.
+  { importer: /docker-modem[\\/]lib[\\/]modem\.js$/, request: './ssh', file: 'docker-modem/lib/ssh.js', wrap: true },
+  // BuildKit sessions (gRPC and its protobuf loader), for image builds with credentials.
+  { importer: /dockerode[\\/]lib[\\/]docker\.js$/, request: './session', file: 'dockerode/lib/session.js', wrap: true },
+  { importer: /dockerode[\\/]lib[\\/]docker\.js$/, request: './buildkit', file: 'dockerode/lib/buildkit.js', wrap: false },
+];
+
+const lazyRequires = {
+  name: 'lazy-requires',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/(ssh|session|buildkit)$/ }, (args) => {
+      const lazy = LAZY_REQUIRES.find((l) => l.request === args.path && l.importer.test(args.importer));
+      if (!lazy) return undefined;
+      return lazy.wrap ? { path: lazy.file, namespace: 'lazy-require' } : { path: lazy.file, external: true };
+    });
+    b.onResolve({ filter: /.*/, namespace: 'lazy-require' }, (args) => ({ path: args.path, external: true }));
+    b.onLoad({ filter: /.*/, namespace: 'lazy-require' }, (args) => ({
+      contents: `module.exports = function () { return require(${JSON.stringify(args.path)}).apply(this, arguments); };`,
+      loader: 'js',
+    }));
+  },
+};
+
+/**
+ * The external packages that are CommonJS, required as CommonJS. An ES `import` of a CommonJS
+ * package makes Node run its export lexer over the package and, through every re-export, over
+ * the files behind it (for MikroORM and knex, while they were external, 0.46 s of a 2.9 s start
+ * in the profile, before any of it ran). A bundled `module.exports = require(name)` in its place
+ * loads the same module through Node's CommonJS loader alone; esbuild's interop gives the
+ * importer the same named exports.
+ */
+const CJS_EXTERNALS = /^(sqlite3|pino|pino-pretty|thread-stream)$/;
+
+const cjsExternals = {
+  name: 'cjs-externals',
+  setup(b) {
+    b.onResolve({ filter: CJS_EXTERNALS }, (args) => (args.namespace === 'cjs-external' ? { path: args.path, external: true } : { path: args.path, namespace: 'cjs-external' }));
+    b.onLoad({ filter: /.*/, namespace: 'cjs-external' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
+  },
+};
+
+/** MikroORM's core reads `../../package.json` (or `../package.json`) from utils/Utils.js for its version: its own. */
+const ormVersion = {
+  name: 'orm-version',
+  setup(b) {
+    b.onResolve({ filter: /^\.\.\/(\.\.\/)?package\.json$/ }, async (args) =>
+      /@mikro-orm[\\/]core[\\/]utils[\\/]Utils\.js$/.test(args.importer) ? { path: (await import('node:path')).join(args.resolveDir, '..', 'package.json') } : undefined,
+    );
+  },
+};
 
 const entryPoints = [
   'cli/main.ts',
@@ -28,9 +95,15 @@ const entryPoints = [
   'runtime/crypto/keys.ts',
 ];
 
-const external = ['sqlite3', '@mikro-orm/*', 'knex', 'pino', 'pino-pretty', 'thread-stream', 'dockerode', 'ssh2', 'cpu-features'];
+/**
+ * Left to Node, from node_modules: the native SQLite driver; pino, whose transports run in worker
+ * threads that load modules by name; ssh2 and gRPC (LAZY_REQUIRES). knex names every database
+ * driver it has a dialect for; none but sqlite3 is installed, and only the SQLite dialect runs.
+ */
+const DRIVERS = ['pg', 'pg-query-stream', 'mysql', 'mysql2', 'oracledb', 'tedious', 'better-sqlite3', 'libsql', 'mariadb', 'mariadb/*'];
+const external = ['sqlite3', 'pino', 'pino-pretty', 'thread-stream', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs', ...DRIVERS];
 
-await build({
+const result = await build({
   entryPoints,
   outdir: 'dist',
   outbase: '.',
@@ -41,8 +114,25 @@ await build({
   platform: 'node',
   target: 'node20',
   sourcemap: true,
+  // Without comments and indentation the node reads, scans and holds about a third less source
+  // (an idle node holds every loaded file's text). Stack traces point into one long line;
+  // `node --enable-source-maps` maps them back to the sources.
+  minifyWhitespace: true,
   external,
+  plugins: [lazyRequires, cjsExternals, ormVersion],
   // CommonJS packages bundled into ES modules still call require (for Node's own modules).
   banner: { js: "import { createRequire as __dmsCreateRequire } from 'node:module'; const require = __dmsCreateRequire(import.meta.url);" },
   logLevel: 'warning',
+  metafile: true,
 });
+
+/**
+ * V8 holds a source text with one character above U+00FF as two bytes a character: one such
+ * character left in a regular expression (esbuild escapes them in strings and names, not in
+ * regex literals) doubled the memory of a 480 KB entry point. `\uXXXX` means the same there
+ * and in strings, so every one is written so.
+ */
+for (const file of Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'))) {
+  const text = readFileSync(file, 'utf8');
+  if (/[^\x00-\x7f]/.test(text)) writeFileSync(file, text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
+}

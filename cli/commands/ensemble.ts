@@ -26,7 +26,7 @@ export function registerEnsembleCommands(program: Command): void {
     .option('--wait', 'wait until it ends, and exit 0 only if it completed')
     .action(async (file: string, opts: { wait?: boolean }, cmd: Command) => {
       const rest = restFor(cmd);
-      const made = await rest.post<Ensemble>('/api/v1/ensembles', withNullExecutors(readSpec(file)));
+      const made = await rest.post<Ensemble>('/api/v1/ensembles', withNullExecutors(await readSpec(file)));
       if (!opts.wait) return output(cmd, made, `deployed ensemble ${made.id} (${made.name}): ${made.status}, parts ${made.parts.map((p) => p.part).join(', ')}`);
       let last = made;
       while (last.status !== 'completed' && last.status !== 'failed') {
