@@ -30,6 +30,7 @@ import {
   EnsembleNetBehaviors,
   type EnsembleSpec,
   EnsembleSpecSchema,
+  type EnsembleMembers,
   type EnsembleStatus,
   MAX_GRANT_MS,
   PartBehaviors,
@@ -89,7 +90,9 @@ interface Live {
   id: string;
   spec: EnsembleSpec;
   machine: EnsembleRun;
-  /** Whose grant holds which nodes, as last sent. */
+  /** Rounds that placed parts (the ensemble's `attempts`). */
+  rounds: number;
+  /** The grant's version, the hosts it was sent to, and its parts as sent (JSON). */
   version: number;
   granted: Set<string>;
   grantedNodes: string;
@@ -144,7 +147,7 @@ class Ensembles {
           if (!live) return;
           live.machine.send({ type: 'part', change: payload });
           // The hosts hear at once that a part left its node or runs on a new one.
-          if (live.granted.size > 0 && this.nodesOf(live.machine.getSnapshot().context) !== live.grantedNodes) void this.grant(live).catch(() => undefined);
+          if (live.granted.size > 0 && JSON.stringify(this.membersOf(live)) !== live.grantedNodes) void this.grant(live).catch(() => undefined);
         },
       }),
     ];
@@ -164,13 +167,15 @@ class Ensembles {
     const id = randomUUID();
     const row = await this.storage.ensembles.create(id, spec);
     const parts: Record<string, PartCtx> = {};
+    let making = '';
     try {
       for (const name of placementOrder(spec.parts)) {
+        making = name;
         const job = await this.createPart(id, spec, name);
         parts[name] = partCtx(spec.parts[name]!, name, job, 0);
       }
     } catch (e) {
-      const reason = `part ${Object.keys(parts).length < Object.keys(spec.parts).length ? placementOrder(spec.parts)[Object.keys(parts).length] : '?'}: ${errorText(e)}`;
+      const reason = `part ${making}: ${errorText(e)}`;
       await Promise.all(Object.values(parts).map((p) => this.cancelJob(p.jobId!, 'its ensemble was refused')));
       await this.storage.ensembles.update(id, { status: 'failed', reason });
       if (e instanceof DmsError) throw new DmsError(e.kind, reason, { cause: e });
@@ -239,7 +244,7 @@ class Ensembles {
     const machine = this.makeMachine(row.id, parts);
     let done!: () => void;
     const settled = new Promise<void>((resolve) => (done = resolve));
-    const live: Live = { id: row.id, spec: row.spec, machine, version: 0, granted: new Set(), grantedNodes: '', stored: { status: row.status, reason: row.reason ?? null }, writes: Promise.resolve(), settled, done };
+    const live: Live = { id: row.id, spec: row.spec, machine, rounds: row.attempts, version: 0, granted: new Set(), grantedNodes: '', stored: { status: row.status, reason: row.reason ?? null }, writes: Promise.resolve(), settled, done };
     this.live.set(row.id, live);
     machine.subscribe((snapshot) => {
       const state = stateOf(snapshot);
@@ -319,6 +324,9 @@ class Ensembles {
       }
     }
     this.actor.system.metrics?.placements.labels('placed').inc(won.length);
+    live.rounds++;
+    const attempts = live.rounds;
+    live.writes = live.writes.then(() => this.storage.ensembles.update(ensemble, { attempts })).catch(() => undefined);
     return Object.fromEntries(won.map((w) => [w.part.part, w.node]));
   }
 
@@ -392,8 +400,11 @@ class Ensembles {
 
   // --- the members grant -------------------------------------------------------------------
 
-  private nodesOf(context: EnsembleContext): string {
-    return JSON.stringify(Object.values(context.parts).map((p) => [p.part, p.jobId, p.node]));
+  /** Who hosts each part with a job now (`nodes` overriding where a round just reserved). */
+  private membersOf(live: Live, nodes?: Record<string, string | null>): EnsembleMembers['parts'] {
+    return Object.values(live.machine.getSnapshot().context.parts).flatMap((p) =>
+      p.jobId === null ? [] : [{ part: p.part, job_id: p.jobId, node: nodes ? (nodes[p.part] ?? null) : p.node, ports: p.ports }],
+    );
   }
 
   /**
@@ -401,15 +412,14 @@ class Ensembles {
    * parts get, and whose tunnels it lets in. Every host must take it, or the round fails.
    */
   private async grant(live: Live, nodes?: Record<string, string | null>): Promise<void> {
-    const context = live.machine.getSnapshot().context;
-    const parts = Object.values(context.parts).map((p) => ({ part: p.part, job_id: p.jobId ?? '', node: nodes ? (nodes[p.part] ?? null) : p.node, ports: p.ports }));
-    const members = { ensemble: live.id, version: ++live.version, expires_at: Date.now() + MAX_GRANT_MS, parts: parts.filter((p) => p.job_id !== '') };
+    const parts = this.membersOf(live, nodes);
+    const members = { ensemble: live.id, version: ++live.version, expires_at: Date.now() + MAX_GRANT_MS, parts };
     const hosts = new Set(members.parts.flatMap((p) => (p.node ? [p.node] : [])));
     await Promise.all([...hosts].map((node) => this.actor.call(this.netOf(node), EnsembleNetBehaviors.members, members, z.unknown(), { ttlMs: CALL_TTL_MS })));
     // Hosts no part runs on any more: their grant goes now rather than when it expires.
     for (const node of live.granted) if (!hosts.has(node)) void this.actor.tell(this.netOf(node), EnsembleNetBehaviors.revoke, { ensemble: live.id }).catch(() => undefined);
     live.granted = hosts;
-    live.grantedNodes = JSON.stringify(members.parts.map((p) => [p.part, p.job_id || null, p.node]));
+    live.grantedNodes = JSON.stringify(parts);
   }
 
   private renewAll(): void {

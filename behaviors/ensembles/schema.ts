@@ -58,9 +58,8 @@ export type PartSpec = z.output<typeof PartSpecSchema>;
 export const EnsembleSpecSchema = z
   .strictObject({
     name: z.string().min(1).max(200),
+    // How often a part may be placed again when its node is lost is its own placement.max_attempts.
     parts: z.record(PartNameSchema, PartSpecSchema),
-    /** How many times the whole ensemble may be placed again when a reservation or a start fails (default 3). */
-    max_attempts: z.int().min(1).max(10).default(3),
   })
   .superRefine((spec, ctx) => {
     const names = Object.keys(spec.parts);
@@ -133,7 +132,7 @@ export const EnsembleSchema = z.object({
   status: EnsembleStatusSchema,
   /** Why it failed, or what it waits for while pending. */
   reason: z.string().nullable(),
-  /** Whole placements used (a reservation or start refused places every part again). */
+  /** Rounds that placed parts: the first, and one for each part (or parts) placed again since. */
   attempts: z.int().nonnegative(),
   parts: z.array(PartStateSchema),
   spec: EnsembleSpecSchema,

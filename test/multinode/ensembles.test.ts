@@ -11,7 +11,7 @@ import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { rest } from '../helpers/rest.js';
 
 type Part = { part: string; job_id: string; node: string | null; status: string; error: string | null };
-type Ensemble = { id: string; status: string; reason: string | null; parts: Part[] };
+type Ensemble = { id: string; status: string; reason: string | null; attempts: number; parts: Part[] };
 type Usage = { allocated: { cpu: { cores: number }; memory: { size: number } } };
 
 let a: LocalNode;
@@ -59,6 +59,8 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     expect(job).toMatchObject({ ensemble: id, part: 'server', node: c.peerId });
     const done = await until(id, 'completed');
     expect(partOf(done, 'client').status).toBe('completed');
+    // One round placed both parts.
+    expect(done.attempts).toBe(1);
     expect(partOf(done, 'server')).toMatchObject({ status: 'failed', error: 'cancelled: its ensemble completed' });
     // On the dev stream: the ensemble machine to completed, and each part a child machine of its own.
     await stream.waitFor('the ensemble machine completed', (e) => e.type === 'transition' && e.machine === 'ensemble' && e.instance === id && e.to === 'completed', 5_000);
@@ -142,6 +144,8 @@ describe('an ensemble', { timeout: 60_000 }, () => {
       // The client was never touched: the same job, running all along.
       expect(partOf(moved, 'client')).toMatchObject({ job_id: clientJob, status: 'running' });
       expect(moved.status).toBe('running');
+      // A second round placed the server alone.
+      expect(moved.attempts).toBe(2);
       expect((await rest(a, 'DELETE', `/api/v1/ensembles/${id}`)).json).toMatchObject({ status: 'failed', reason: 'cancelled' });
     } finally {
       await d.stop();
