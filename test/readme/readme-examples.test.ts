@@ -34,9 +34,13 @@ const [first, ...rest] = blocks;
 
 /** A home of its own for the README's ~/.dms, and no DMS_* settings from whoever runs the suite. */
 const HOME = mkdtempSync(join(tmpdir(), 'dms-readme-'));
-const ENV: NodeJS.ProcessEnv = Object.fromEntries(
-  Object.entries({ ...process.env, HOME }).filter(([k]) => !k.startsWith('DMS_') || k.startsWith('DMS_REQUIRE_')),
-);
+const ENV: NodeJS.ProcessEnv = {
+  ...Object.fromEntries(Object.entries({ ...process.env, HOME }).filter(([k]) => !k.startsWith('DMS_') || k.startsWith('DMS_REQUIRE_'))),
+  // With a HOME of its own npx has no cache, so the README's first `npx dms` installs this
+  // checkout into one, which runs its `prepare` (npm run build: dist/ removed and written again)
+  // under every other test running from dist/ at that moment. `npm start` still runs its script.
+  npm_config_ignore_scripts: 'true',
+};
 /** This run's /tmp of the README: its second network's homes are made here. */
 const TMP = mkdtempSync(join(tmpdir(), 'dms-readme-tmp-'));
 const OTHER_HOMES = [join(TMP, 'dms-a'), join(TMP, 'dms-b')];
