@@ -25,6 +25,7 @@ import { encodeFrame } from '../runtime/network/frames.js';
 import { createHost, type DmsLibp2p } from '../runtime/network/host.js';
 import { openTunnel, pipe, TunnelServer } from '../runtime/network/tunnel.js';
 import { openEcho, serveEcho } from '../test/helpers/libp2p-echo.js';
+import { ensemblePlacement } from './lib/ensemble-placement.js';
 
 const MIB = 1024 * 1024;
 const TOTAL = Number(process.env.BENCH_TUNNEL_MB ?? 64) * MIB;
@@ -32,6 +33,9 @@ const ROUNDS = Number(process.env.BENCH_TUNNEL_ROUNDS ?? 5);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 2000);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 500);
 const PAYLOAD = 512;
+const PLACEMENTS = Number(process.env.BENCH_TUNNEL_PLACEMENTS ?? 30);
+/** Which parts to run (a, b: the tunnel; c: placement), all by default. */
+const ONLY = process.env.BENCH_TUNNEL_ONLY ?? 'abc';
 const CHUNK = 64 * 1024;
 const SINK_PROTOCOL = '/dms-bench/sink/1.0.0';
 const JOB = '00000000-0000-4000-8000-000000000001';
@@ -234,4 +238,7 @@ async function main(): Promise<void> {
 }
 
 if (process.argv[2] === 'provider') await provider();
-else await main();
+else {
+  if (/[ab]/.test(ONLY)) await main();
+  if (ONLY.includes('c')) await ensemblePlacement(PLACEMENTS, 5);
+}
