@@ -13,7 +13,7 @@
  * its part jobs (the job's own), read from `/jobs/{id}/events`. Stamps are whole milliseconds.
  */
 import { DmsClient } from '../../client/client.js';
-import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
+import type { Job } from '../../behaviors/jobs/schema.js';
 import { startCluster, stopCluster } from '../../test/helpers/network.js';
 import type { NodeProcess } from '../../test/helpers/node.js';
 
@@ -51,7 +51,7 @@ async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, what: s
   }
 }
 
-const part = (node: string): JobSpecInput & Record<string, unknown> => ({ image: 'none', executor: 'null', resources: { cpu: 0.25, memory: '16MiB' }, placement: { node } });
+const part = (node: string) => ({ image: 'none', executor: 'null', resources: { cpu: 0.25, memory: '16MiB' }, placement: { node } });
 
 /** Submit → every part running, for one ensemble; it is waited for to complete. */
 async function oneEnsemble(requester: NodeProcess, provider: NodeProcess, i: number): Promise<number> {
