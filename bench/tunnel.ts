@@ -8,6 +8,9 @@
  *  (b) latency: 512-byte request-response round trips at concurrency 1. Raw: an echo protocol on
  *      one reused stream (test/helpers/libp2p-echo.ts). Tunnel: a TCP echo behind the same path
  *      as (a), over one kept connection. Added p50 = tunnel p50 - raw p50 (target <= +0.5 ms).
+ * (c) placement: a 2-part ensemble on 2 node processes against one job on the other node
+ *     (bench/lib/ensemble-placement.ts; target ensemble p50 <= 100 ms). BENCH_TUNNEL_ONLY=c (or
+ *     a, b) runs only those parts; BENCH_TUNNEL_PLACEMENTS sets how many of each (default 30).
  * The provider runs in a child process, as the node running the job would: the opener's side
  * (its host, the forward listeners, the TCP clients) shares this one.
  * The tunnel path has two loopback TCP hops more than the raw one (client to listener, provider to
@@ -173,7 +176,8 @@ async function provider(): Promise<void> {
 }
 
 async function startProvider(): Promise<{ addrs: string[]; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), 'provider'], { stdio: ['pipe', 'pipe', 'inherit'], env: process.env });
+  // `node --cpu-prof --import tsx bench/tunnel.ts` profiles both sides: the child takes the flags.
+  const child = spawn(process.execPath, [...process.execArgv.filter((a) => a.startsWith('--cpu-prof')), '--import', 'tsx', fileURLToPath(import.meta.url), 'provider'], { stdio: ['pipe', 'pipe', 'inherit'], env: process.env });
   const line = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
