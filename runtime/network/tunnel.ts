@@ -21,11 +21,6 @@ const DEFAULT_HEADER_TIMEOUT_MS = 5_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /** How long a refused stream waits for its opener to close before it is reset. */
 const CLOSE_WAIT_MS = 2_000;
-/**
- * Bytes a tunnel's TCP side may hold unsent before its stream is paused: about what the
- * stream's window has in flight, so a slow reader costs at most this and a window per tunnel.
- */
-const SOCKET_BUFFER_BYTES = 1024 * 1024;
 
 export interface TunnelRequest {
   job_id: string;
@@ -188,37 +183,14 @@ export function pipe(socket: Socket, stream: Stream, first: Uint8Array, idleMs: 
     socket.destroy();
     stream.abort(new DmsError('timeout', `tunnel idle for ${idleMs} ms`));
   });
-  let paused = false;
-  const resume = () => {
-    paused = false;
-    quietly(() => stream.resume());
-  };
-  // The stream is paused only once the socket holds SOCKET_BUFFER_BYTES unsent, not whenever a
-  // write passes the socket's 16 KiB mark (every 64 KiB frame does): a paused yamux stream
-  // withholds its window updates and restarts the window's growth, so pausing at each frame kept
-  // the window at its first 256 KiB and the tunnel at about half the raw stream's rate.
-  const afterWrite = () => {
-    if (!paused && socket.writableLength > SOCKET_BUFFER_BYTES) {
-      paused = true;
+  const toSocket = (data: Uint8Array) => {
+    if (!socket.write(data)) {
       quietly(() => stream.pause());
-      socket.once('drain', resume);
+      socket.once('drain', () => quietly(() => stream.resume()));
     }
   };
-  if (first.byteLength > 0) {
-    socket.write(first);
-    afterWrite();
-  }
-  stream.addEventListener('message', (evt) => {
-    if (evt.data instanceof Uint8Array) socket.write(evt.data);
-    else {
-      // What arrived since the last dispatch, as a list: each piece written as it is, no copy
-      // into one buffer, and corked so the pieces leave in one system call.
-      socket.cork();
-      for (const piece of evt.data) socket.write(piece);
-      socket.uncork();
-    }
-    afterWrite();
-  });
+  if (first.byteLength > 0) toSocket(first);
+  stream.addEventListener('message', (evt) => toSocket(evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()));
   quietly(() => stream.resume());
   stream.addEventListener('remoteCloseWrite', () => socket.end());
   stream.addEventListener('close', () => {
