@@ -8,6 +8,9 @@
  *  (b) latency: 512-byte request-response round trips at concurrency 1. Raw: an echo protocol on
  *      one reused stream (test/helpers/libp2p-echo.ts). Tunnel: a TCP echo behind the same path
  *      as (a), over one kept connection. Added p50 = tunnel p50 - raw p50 (target <= +0.5 ms).
+ * (c) placement: a 2-part ensemble on 2 node processes against one job on the other node
+ *     (bench/lib/ensemble-placement.ts; target ensemble p50 <= 100 ms). BENCH_TUNNEL_ONLY=c (or
+ *     a, b) runs only those parts; BENCH_TUNNEL_PLACEMENTS sets how many of each (default 30).
  * The provider runs in a child process, as the node running the job would: the opener's side
  * (its host, the forward listeners, the TCP clients) shares this one.
  * The tunnel path has two loopback TCP hops more than the raw one (client to listener, provider to
@@ -25,6 +28,7 @@ import { encodeFrame } from '../runtime/network/frames.js';
 import { createHost, type DmsLibp2p } from '../runtime/network/host.js';
 import { openTunnel, pipe, TunnelServer } from '../runtime/network/tunnel.js';
 import { openEcho, serveEcho } from '../test/helpers/libp2p-echo.js';
+import { ensemblePlacement } from './lib/ensemble-placement.js';
 
 const MIB = 1024 * 1024;
 const TOTAL = Number(process.env.BENCH_TUNNEL_MB ?? 64) * MIB;
@@ -32,6 +36,9 @@ const ROUNDS = Number(process.env.BENCH_TUNNEL_ROUNDS ?? 5);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 2000);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 500);
 const PAYLOAD = 512;
+const PLACEMENTS = Number(process.env.BENCH_TUNNEL_PLACEMENTS ?? 30);
+/** Which parts to run (a, b: the tunnel; c: placement), all by default. */
+const ONLY = process.env.BENCH_TUNNEL_ONLY ?? 'abc';
 const CHUNK = 64 * 1024;
 const SINK_PROTOCOL = '/dms-bench/sink/1.0.0';
 const JOB = '00000000-0000-4000-8000-000000000001';
@@ -169,7 +176,8 @@ async function provider(): Promise<void> {
 }
 
 async function startProvider(): Promise<{ addrs: string[]; child: ChildProcess }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), 'provider'], { stdio: ['pipe', 'pipe', 'inherit'], env: process.env });
+  // `node --cpu-prof --import tsx bench/tunnel.ts` profiles both sides: the child takes the flags.
+  const child = spawn(process.execPath, [...process.execArgv.filter((a) => a.startsWith('--cpu-prof')), '--import', 'tsx', fileURLToPath(import.meta.url), 'provider'], { stdio: ['pipe', 'pipe', 'inherit'], env: process.env });
   const line = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
@@ -234,4 +242,7 @@ async function main(): Promise<void> {
 }
 
 if (process.argv[2] === 'provider') await provider();
-else await main();
+else {
+  if (/[ab]/.test(ONLY)) await main();
+  if (ONLY.includes('c')) await ensemblePlacement(PLACEMENTS, 5);
+}

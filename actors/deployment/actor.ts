@@ -110,25 +110,7 @@ class Deployment {
     this.machine = placementMachine.provide({
       actors: {
         offer: fromCallback<EventObject, PlacementInput>(({ input, sendBack }) => this.offer(input, sendBack as (e: OfferEvent) => void)),
-        reserve: fromPromise(async ({ input }: { input: ReserveInput }) => {
-          const lease = { job_id: input.jobId, resources: input.resources, lease_ms: ctx.deps.limits.leaseMs, ...(input.group ? { group: input.group } : {}) };
-          const ask = () => this.actor.call(this.deploymentOf(input.node), DeploymentBehaviors.reserve, lease, ReserveReply, { ttlMs: CALL_TTL_MS });
-          for (const pause of [...RESERVE_RETRIES_MS, null]) {
-            try {
-              await ask();
-              return;
-            } catch (e) {
-              // A provider caps what one requester holds unstarted: this node's own other leases
-              // there start within milliseconds, so a batch of placements waits for them briefly.
-              if (pause !== null && e instanceof DmsError && e.kind === 'overloaded') {
-                await sleep(pause);
-                continue;
-              }
-              this.suspect.set(input.node, Date.now());
-              throw e;
-            }
-          }
-        }),
+        reserve: fromPromise(({ input }: { input: ReserveInput }) => this.reserve(input)),
       },
     });
     this.probeMachine = this.probing();
@@ -136,6 +118,27 @@ class Deployment {
 
   stop(): void {
     this.provider.stop();
+  }
+
+  /** A lease on `input.node` (phase one), asked again briefly while it is over its bound for this node. */
+  private async reserve(input: ReserveInput): Promise<void> {
+    const lease = { job_id: input.jobId, resources: input.resources, lease_ms: this.ctx.deps.limits.leaseMs, ...(input.group ? { group: input.group } : {}) };
+    const ask = () => this.actor.call(this.deploymentOf(input.node), DeploymentBehaviors.reserve, lease, ReserveReply, { ttlMs: CALL_TTL_MS });
+    for (const pause of [...RESERVE_RETRIES_MS, null]) {
+      try {
+        await ask();
+        return;
+      } catch (e) {
+        // A provider caps what one requester holds unstarted: this node's own other leases
+        // there start within milliseconds, so a batch of placements waits for them briefly.
+        if (pause !== null && e instanceof DmsError && e.kind === 'overloaded') {
+          await sleep(pause);
+          continue;
+        }
+        this.suspect.set(input.node, Date.now());
+        throw e;
+      }
+    }
   }
 
   private probing() {
@@ -204,6 +207,19 @@ class Deployment {
   private async place(p: z.output<typeof PlaceRequest>): Promise<PlaceReply> {
     const now = Date.now();
     for (const [node, at] of this.suspect) if (now - at > SUSPECT_MS) this.suspect.delete(node);
+    if (p.probed && !p.probe) {
+      // The probe's bid stands (checked there, and in the provider's bid book): a second offer
+      // would ask the same nodes the same question a moment later. Refused, the offer goes out.
+      if (this.actor.system.isHere(p.probed)) return { node: p.probed };
+      if (!p.exclude.includes(p.probed) && !this.suspect.has(p.probed)) {
+        try {
+          await this.reserve({ node: p.probed, jobId: p.job_id, resources: p.resources, group: p.group ?? null });
+          return { node: p.probed };
+        } catch (e) {
+          this.ctx.log.debug({ job: p.job_id, node: p.probed, err: errorText(e) }, 'the probed node refused to reserve: offering again');
+        }
+      }
+    }
     const pinned = p.placement?.node;
     const expected = pinned ? 1 : (this.ctx.deps.network?.peers().length ?? 0) + 1;
     const input = {

@@ -166,16 +166,17 @@ class Ensembles {
     }
     const id = randomUUID();
     const row = await this.storage.ensembles.create(id, spec);
+    const order = placementOrder(spec.parts);
+    // Made together, so their writes share one group commit (storage) instead of one each.
+    const made = await Promise.allSettled(order.map((name) => this.createPart(id, spec, name)));
     const parts: Record<string, PartCtx> = {};
-    let making = '';
-    try {
-      for (const name of placementOrder(spec.parts)) {
-        making = name;
-        const job = await this.createPart(id, spec, name);
-        parts[name] = partCtx(spec.parts[name]!, name, job, 0);
-      }
-    } catch (e) {
-      const reason = `part ${making}: ${errorText(e)}`;
+    made.forEach((r, i) => {
+      if (r.status === 'fulfilled') parts[order[i]!] = partCtx(spec.parts[order[i]!]!, order[i]!, r.value, 0);
+    });
+    const refused = made.findIndex((r) => r.status === 'rejected');
+    if (refused >= 0) {
+      const e = (made[refused] as PromiseRejectedResult).reason as unknown;
+      const reason = `part ${order[refused]}: ${errorText(e)}`;
       await Promise.all(Object.values(parts).map((p) => this.cancelJob(p.jobId!, 'its ensemble was refused')));
       await this.storage.ensembles.update(id, { status: 'failed', reason });
       if (e instanceof DmsError) throw new DmsError(e.kind, reason, { cause: e });
@@ -302,8 +303,15 @@ class Ensembles {
     // lease is taken (a lease let go unstarted counts against this node at its provider).
     const probed = await this.inSteps(live, parts, { ...known }, (p, near) => this.reservePart(p, jobs.get(p.part)!, near, true));
     if (probed.lost.length > 0 || signal.aborted) throw new Error(probed.lost.join('; ') || 'cancelled');
+    // Each part is reserved where its probe chose (no second offer), unless it must be near a
+    // part that went elsewhere this time; refused there, its offer goes out again (deployment).
+    const chosen = Object.fromEntries(probed.won.map((w) => [w.part.part, w.node]));
     const nodes = { ...known };
-    const { won, lost } = await this.inSteps(live, parts, nodes, (p, near) => this.reservePart(p, jobs.get(p.part)!, near, false));
+    const { won, lost } = await this.inSteps(live, parts, nodes, (p, near) => {
+      const anchor = live.spec.parts[p.part]?.near?.part;
+      const same = !anchor || nodes[anchor] === (chosen[anchor] ?? known[anchor]);
+      return this.reservePart(p, jobs.get(p.part)!, near, false, same ? chosen[p.part] : undefined);
+    });
     if (lost.length > 0 || signal.aborted) {
       await this.release(won);
       throw new Error(lost.join('; ') || 'cancelled');
@@ -314,15 +322,18 @@ class Ensembles {
       await this.release(won);
       throw e;
     }
-    for (const w of won) {
-      try {
-        await this.actor.call(this.orchestrator(), PartBehaviors.assign, { job_id: w.part.jobId, node: w.node }, z.object({}), { ttlMs: CALL_TTL_MS });
-      } catch (e) {
-        // Cancelled meanwhile: its lease goes back; the report of its end follows.
-        await this.release([w]);
-        this.ctx.log.warn({ ensemble, part: w.part.part, err: errorText(e) }, 'part not assigned');
-      }
-    }
+    // Every lease is held and every host granted: the parts start together, none waits for another's assignment.
+    await Promise.all(
+      won.map(async (w) => {
+        try {
+          await this.actor.call(this.orchestrator(), PartBehaviors.assign, { job_id: w.part.jobId, node: w.node }, z.object({}), { ttlMs: CALL_TTL_MS });
+        } catch (e) {
+          // Cancelled meanwhile: its lease goes back; the report of its end follows.
+          await this.release([w]);
+          this.ctx.log.warn({ ensemble, part: w.part.part, err: errorText(e) }, 'part not assigned');
+        }
+      }),
+    );
     this.actor.system.metrics?.placements.labels('placed').inc(won.length);
     live.rounds++;
     const attempts = live.rounds;
@@ -361,7 +372,7 @@ class Ensembles {
   }
 
   /** A lease for one part: from the network's best bidder, or this node's resource manager. */
-  private async reservePart(part: PartCtx, job: Job | null, near: NearNode | undefined, probe: boolean): Promise<string> {
+  private async reservePart(part: PartCtx, job: Job | null, near: NearNode | undefined, probe: boolean, probed?: string): Promise<string> {
     if (!job) throw notFound(`job ${part.jobId} of part ${part.part} is gone`);
     let node = this.actor.system.host;
     if (this.ctx.deps.network) {
@@ -374,6 +385,7 @@ class Ensembles {
         secrets: Object.keys(job.secrets).length > 0,
         ...(near ? { near } : {}),
         probe,
+        ...(probed ? { probed } : {}),
         // Its leases are the ensemble's: one reservation in effect, at each provider.
         group: job.ensemble ?? undefined,
       };

@@ -168,6 +168,12 @@ export const PlaceRequest = z.strictObject({
    * providers count against a requester).
    */
   probe: z.boolean().default(false),
+  /**
+   * The node a probe of this job just chose (it bid, and the bid passed every check here):
+   * reserve there at once, without offering again; the provider still takes it only against
+   * that bid (its bid book) and its room now. Refused there, the job is offered as usual.
+   */
+  probed: PeerIdSchema.optional(),
   /** The ensemble the job is a part of: its leases are reserved as one (ReserveRequest.group). */
   group: z.uuid().optional(),
 });
