@@ -21,6 +21,7 @@ import type { Job, JobSpecInput } from '../behaviors/jobs/schema.js';
 import { startCluster, stopCluster } from '../test/helpers/network.js';
 import type { NodeProcess } from '../test/helpers/node.js';
 import { printStages, resetStages, stagesOf } from './lib/stages.js';
+import { call } from './lib/api.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 200);
 const JOBS = Number(process.env.BENCH_JOBS ?? 1000);
@@ -32,15 +33,6 @@ const TARGET_PER_S = 100;
 const remoteSpec: JobSpecInput = { name: 'bench', image: 'none', executor: 'null', resources: { cpu: 0.05, memory: '8MiB' } };
 const localSpec: JobSpecInput = { ...remoteSpec, resources: { cpu: 0.001, memory: '1KiB' }, placement: { local: true } };
 
-async function call(node: NodeProcess, method: string, path: string, body?: unknown): Promise<any> {
-  const res = await fetch(`${node.url}/api/v1${path}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (res.status >= 300) throw new Error(`${method} ${path} answered ${res.status}: ${await res.text()}`);
-  return res.json();
-}
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

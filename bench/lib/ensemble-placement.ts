@@ -16,18 +16,10 @@ import { DmsClient } from '../../client/client.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { startCluster, stopCluster } from '../../test/helpers/network.js';
 import type { NodeProcess } from '../../test/helpers/node.js';
+import { call } from './api.js';
 
 const TARGET_P50_MS = 100;
 
-async function call(node: NodeProcess, method: string, path: string, body?: unknown): Promise<any> {
-  const res = await fetch(`${node.url}/api/v1${path}`, {
-    method,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (res.status >= 300) throw new Error(`${method} ${path} answered ${res.status}: ${await res.text()}`);
-  return res.json();
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;

@@ -9,9 +9,8 @@ import { spawn } from 'node:child_process';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTunnel } from '../../runtime/network/tunnel.js';
-import { DmsClient } from '../../client/client.js';
-import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
-import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { dockerForTests, sharingCluster, stopSharingCluster, TEST_IMAGE } from '../helpers/docker.js';
+import { waitFor } from '../helpers/network.js';
 import { CLI, type NodeProcess, TEST_ENV } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
 
@@ -32,24 +31,11 @@ describe.skipIf(problem !== null)('ensembles across three nodes with Docker', { 
 
   beforeAll(async () => {
     // Node 1 follows its parts closely, so a killed provider is noticed within the test's waits.
-    nodes = await startCluster(3, { node: (i) => (i === 0 ? { config: { deployment: { lost_after_ms: 3_000, follow_poll_ms: 500 } } } : {}) });
-    for (const n of nodes.slice(1)) {
-      const put = await fetch(`${n.url}/api/v1/device/config`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ onboarded: { cpu: 1, memory: '1GiB' } }) });
-      expect(put.status).toBe(200);
-    }
-    const [n1, n2, n3] = nodes;
-    await waitFor('node 1 connected to nodes 2 and 3', async () => {
-      const peers = await new DmsClient({ url: n1.url, timeoutMs: 5_000 }).peers();
-      return peers.includes(n2.peerId) && peers.includes(n3.peerId);
-    }, { timeoutMs: 60_000 });
+    nodes = await sharingCluster(3, { node: (i) => (i === 0 ? { config: { deployment: { lost_after_ms: 3_000, follow_poll_ms: 500 } } } : {}) });
   }, 120_000);
 
   afterAll(async () => {
-    for (const n of nodes) {
-      const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
-      await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-    }
-    await stopCluster(nodes);
+    await stopSharingCluster(docker, nodes);
   });
 
   const api = async (on: NodeProcess, method: string, path: string, body?: unknown) => {

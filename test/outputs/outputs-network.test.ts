@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openManifest } from '../../behaviors/jobs/manifest.js';
 import { DmsClient } from '../../client/client.js';
-import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
-import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { dockerForTests, sharingCluster, stopSharingCluster, TEST_IMAGE } from '../helpers/docker.js';
+import { waitFor } from '../helpers/network.js';
 import { CLI, type NodeProcess, runCli, TEST_ENV } from '../helpers/node.js';
 
 const { docker, problem } = await dockerForTests('job files across nodes');
@@ -29,24 +29,11 @@ describe.skipIf(problem !== null)('job files across three nodes', { timeout: 240
 
   beforeAll(async () => {
     // Node 1 asks one block at a time: its fetch of 16 MiB takes long enough to be killed half-way.
-    nodes = await startCluster(3, { node: (i) => (i === 0 ? { config: { blocks: { fetch_in_flight: 1 } } } : {}) });
-    for (const n of nodes.slice(1)) {
-      const put = await fetch(`${n.url}/api/v1/device/config`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ onboarded: { cpu: 1, memory: '1GiB' } }) });
-      expect(put.status).toBe(200);
-    }
-    const [n1, n2, n3] = nodes;
-    await waitFor('node 1 connected to nodes 2 and 3', async () => {
-      const peers = await new DmsClient({ url: n1.url, timeoutMs: 5_000 }).peers();
-      return peers.includes(n2.peerId) && peers.includes(n3.peerId);
-    }, { timeoutMs: 60_000 });
+    nodes = await sharingCluster(3, { node: (i) => (i === 0 ? { config: { blocks: { fetch_in_flight: 1 } } } : {}) });
   }, 120_000);
 
   afterAll(async () => {
-    for (const n of nodes) {
-      const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
-      await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-    }
-    await stopCluster(nodes);
+    await stopSharingCluster(docker, nodes);
     rmSync(scratch, { recursive: true, force: true });
   });
 
