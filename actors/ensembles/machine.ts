@@ -122,6 +122,8 @@ export const partMachine = setup({
 });
 
 const ended = (p: PartCtx) => p.status === 'completed' || p.status === 'failed';
+/** Its new job is being made (restart.on: failure). */
+const restarting = (p: PartCtx) => p.jobId === null && p.status === 'pending';
 const all = (ctx: EnsembleContext) => Object.values(ctx.parts);
 /** A part waiting for a node that no round is placing now. */
 const waitingForNode = (p: PartCtx) => p.status === 'pending' && !p.assigned && p.jobId !== null;
@@ -140,7 +142,7 @@ export const ensembleMachine = setup({
     /** Each part child hears how its part stands now, after the context took the change. */
     tellParts: ({ context, self }) => {
       const children = self.getSnapshot().children as Record<string, { send(e: PartStatusEvent): void } | undefined>;
-      for (const p of Object.values(context.parts)) children[`${context.id}/${p.part}`]?.send({ type: 'status', status: p.status, assigned: p.assigned, restarting: p.jobId === null });
+      for (const p of Object.values(context.parts)) children[`${context.id}/${p.part}`]?.send({ type: 'status', status: p.status, assigned: p.assigned, restarting: restarting(p) });
     },
     /** A part's report: how it stands now. */
     note: assign(({ context, event }) => {
@@ -190,7 +192,7 @@ export const ensembleMachine = setup({
   entry: [
     enqueueActions(({ context, enqueue }) => {
       for (const p of Object.values(context.parts)) {
-        enqueue.spawnChild('part', { id: `${context.id}/${p.part}`, input: { status: p.status, assigned: p.assigned, restarting: p.jobId === null } });
+        enqueue.spawnChild('part', { id: `${context.id}/${p.part}`, input: { status: p.status, assigned: p.assigned, restarting: restarting(p) } });
       }
     }),
   ],
@@ -206,10 +208,13 @@ export const ensembleMachine = setup({
       ],
     },
     restart_failed: {
-      actions: assign(({ context, event }) => {
-        const p = context.parts[event.part]!;
-        return { parts: { ...context.parts, [event.part]: { ...p, jobId: p.jobId ?? 'none', maxRestarts: p.restarts, status: 'failed' as const, error: `could not be started again: ${event.reason}` } } };
-      }),
+      actions: [
+        assign(({ context, event }) => {
+          const p = context.parts[event.part]!;
+          return { parts: { ...context.parts, [event.part]: { ...p, maxRestarts: p.restarts, status: 'failed' as const, error: `could not be started again: ${event.reason}` } } };
+        }),
+        'tellParts',
+      ],
     },
   },
   states: {

@@ -102,6 +102,21 @@ describe('ensemble machine', () => {
     expect(h.stopped).toEqual(['s']);
   });
 
+  it('a part whose new job cannot be made fails the ensemble, naming why', async () => {
+    const h = harness([part('w', { restartOn: 'failure', maxRestarts: 2 }), part('s', { kind: 'service' })], [{ w: 'A', s: 'A' }]);
+    await waitFor(h.actor, (s) => s.context.parts.w!.assigned);
+    h.report('w', 'running', 'A');
+    h.report('s', 'running', 'A');
+    h.report('w', 'failed', 'A', { error: 'exited with code 1' });
+    expect(h.restarted).toEqual(['w']);
+    h.actor.send({ type: 'restart_failed', part: 'w', reason: 'the node is stopping' });
+    expect(h.actor.getSnapshot().value).toBe('stopping');
+    expect(h.actor.getSnapshot().context.reason).toBe('part w failed after 1 restart(s): could not be started again: the node is stopping');
+    expect((h.actor.getSnapshot().children as Record<string, { getSnapshot(): { value: unknown } }>)[`${ID}/w`]!.getSnapshot().value).toBe('failed');
+    h.report('s', 'failed', 'A');
+    expect(h.actor.getSnapshot().value).toBe('failed');
+  });
+
   it('an optional part that fails does not fail the ensemble', async () => {
     const h = harness([part('main'), part('extra', { optional: true })], [{ main: 'A', extra: 'A' }]);
     await waitFor(h.actor, (s) => s.context.parts.main!.assigned);
