@@ -8,6 +8,8 @@ import { JsonBody } from '../errors.js';
 import { wholeNumberParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
 import type { RouteModule } from './types.js';
+import { cancelWaitMs } from './jobs.js';
+import { CancelPayload } from '../../behaviors/jobs/jobs.js';
 
 const ensembleId = { id: { schema: z.string().min(1).max(100), what: 'ensemble id' } };
 
@@ -36,7 +38,7 @@ const ListQuery = z.object({
   }).optional(),
 });
 
-const CancelQuery = z.object({ reason: z.string().min(1).max(500).optional().meta({ description: 'why it is cancelled, kept as its reason and its parts\' error' }) });
+const CancelQuery = z.object({ reason: CancelPayload.shape.reason.meta({ description: "why it is cancelled (at most 500 characters), kept as its reason and its parts' error" }) });
 
 export const ensembleRoutes: RouteModule = ({ table, config, http }) => {
   const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ENSEMBLE_INBOX, be, payload, ttlMs);
@@ -79,8 +81,8 @@ export const ensembleRoutes: RouteModule = ({ table, config, http }) => {
     handler: (_event, input) => call(EnsembleBehaviors.status, { id: input.param('id') }),
   });
 
-  // Answers once every part has stopped, which can take the engine's grace period.
-  const cancelTtlMs = (config.jobs.stop_grace_s + 30) * 1000;
+  // Answers once every part has stopped: a job's cancel, for each at once.
+  const cancelTtlMs = cancelWaitMs(config);
   table.add({
     method: 'DELETE',
     path: '/api/v1/ensembles/:id',

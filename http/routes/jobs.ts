@@ -30,10 +30,14 @@ import { shown, wholeNumberParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
 import { refuseNodeOfferingNothing } from './peers.js';
 import type { RouteModule } from './types.js';
+import type { Config } from '../../runtime/config.js';
 import { resolveJobInputs } from './outputs.js';
 
 /** The REST `viewer` role reads jobs without their environment values (secrets). */
 const forCaller = (event: H3Event) => (principalOf(event)?.role === 'viewer' ? redactJob : (job: Job) => job);
+
+/** How long a cancel may take to answer: once the run has stopped, which can take the whole stop grace period. */
+export const cancelWaitMs = (config: Config): number => (config.jobs.stop_grace_s + 30) * 1000;
 
 /** How many jobs match a list's filter over all its pages. */
 export const TOTAL_HEADER = 'x-total-count';
@@ -225,8 +229,7 @@ export const jobRoutes: RouteModule = ({ table, config, system, http, log, volum
     handler: (_event, input) => call(JobBehaviors.events, { id: input.param('id') }),
   });
 
-  // A cancel answers once the run has stopped, which can take the whole stop grace period.
-  const cancelTtlMs = (config.jobs.stop_grace_s + 30) * 1000;
+  const cancelTtlMs = cancelWaitMs(config);
   table.add({
     method: 'DELETE',
     path: '/api/v1/jobs/:id',
