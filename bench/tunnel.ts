@@ -4,22 +4,31 @@
  *  (a) throughput: BENCH_TUNNEL_MB MiB sent one way, acknowledged by one byte at the end. Raw: over
  *      one libp2p stream to a sink protocol. Tunnel: a TCP client -> a local listener on the
  *      opener (as `dms jobs port-forward` makes) -> the tunnel -> the provider's TunnelServer ->
- *      a TCP sink (the job's port). Alternated in rounds; the median of each is compared (target >= 0.8x).
+ *      a TCP sink (the job's port). The client and the sink are the two parts' programs: they run
+ *      in a process of their own (the "apps" child), as containers do, not inside either node.
+ *      Alternated in rounds; the median of each is compared (target >= 0.8x). Printed beside,
+ *      not the target's figure: the same with the client in the opener's process and the sink in
+ *      the provider's, so each node's event loop also carries an application's copies.
  *  (b) latency: 512-byte request-response round trips at concurrency 1. Raw: an echo protocol on
  *      one reused stream (test/helpers/libp2p-echo.ts). Tunnel: a TCP echo behind the same path
  *      as (a), over one kept connection. Added p50 = tunnel p50 - raw p50 (target <= +0.5 ms).
  * (c) placement: a 2-part ensemble on 2 node processes against one job on the other node
  *     (bench/lib/ensemble-placement.ts; target ensemble p50 <= 100 ms). BENCH_TUNNEL_ONLY=c (or
  *     a, b) runs only those parts; BENCH_TUNNEL_PLACEMENTS sets how many of each (default 30).
- * The provider runs in a child process, as the node running the job would: the opener's side
- * (its host, the forward listeners, the TCP clients) shares this one.
+ * The provider runs in a child process, as the node running the job would, and the job's
+ * programs (sink, echo, the throughput client) in another; the opener's side (its host, the
+ * forward listeners, the latency client) is this one.
  * The tunnel path has two loopback TCP hops more than the raw one (client to listener, provider to
- * target): they are the real cost of the feature and are counted. No Docker: the target is a
- * local TCP server, so the figures are the tunnel's, not the container network's.
+ * target): the nodes' halves of them (the listener's reads, the provider's writes) are the real
+ * cost of the feature and are counted. No Docker: the target is a local TCP server, so the
+ * figures are the tunnel's, not the container network's.
  */
 import '../runtime/polyfills.js';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { PeerId, Stream } from '@libp2p/interface';
 import { multiaddr } from '@multiformats/multiaddr';
@@ -132,6 +141,19 @@ async function tunnelEcho(forwardPort: number): Promise<{ roundTrip: () => Promi
   };
 }
 
+/** CPU milliseconds (user + system, every thread) process `pid` has used so far: Linux's /proc. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
+
+/** `measure`'s figure and the CPU milliseconds each of `pids` spent meanwhile. */
+async function withCpu<T>(pids: number[], measure: () => Promise<T>): Promise<{ value: T; cpu: number[] }> {
+  const before = pids.map(cpuMs);
+  const value = await measure();
+  return { value, cpu: pids.map((p, i) => cpuMs(p) - before[i]!) };
+}
+
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const r2 = (x: number) => Math.round(x * 100) / 100;
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
@@ -143,16 +165,13 @@ const r3 = (x: number) => Math.round(x * 1000) / 1000;
  */
 async function provider(): Promise<void> {
   const server = await createHost({ keyPair: KeyPair.generate() });
+  const job = JSON.parse(process.env.BENCH_TUNNEL_JOB_PORTS!) as JobPorts;
+  // The comparison's sink, inside this node's process.
   const sink = sinkServer();
-  const echo = createServer((s) => {
-    s.setNoDelay(true);
-    s.pipe(s);
-    s.on('error', () => undefined);
-  });
-  const [sinkPort, echoPort] = await Promise.all([listen(sink), listen(echo)]);
-  // The job's two ports: 1 is the sink, 2 the echo.
+  const inlineSinkPort = await listen(sink);
+  const ports: Record<number, number> = { [PORT.sink]: job.sink, [PORT.echo]: job.echo, [PORT.inlineSink]: inlineSinkPort };
   await TunnelServer.attach(server, {
-    authorize: async (_peer, req) => ({ host: '127.0.0.1', port: req.port === 1 ? sinkPort : echoPort }),
+    authorize: async (_peer, req) => ({ host: '127.0.0.1', port: ports[req.port]! }),
     maxPerPeer: 16,
     maxTotal: 256,
     idleMs: 60_000,
@@ -171,26 +190,66 @@ async function provider(): Promise<void> {
   process.stdin.resume();
   await new Promise((r) => process.stdin.once('end', r));
   sink.close();
-  echo.close();
   await server.stop();
 }
 
-async function startProvider(): Promise<{ addrs: string[]; child: ChildProcess }> {
-  // `node --cpu-prof --import tsx bench/tunnel.ts` profiles both sides: the child takes the flags.
-  const child = spawn(process.execPath, [...process.execArgv.filter((a) => a.startsWith('--cpu-prof')), '--import', 'tsx', fileURLToPath(import.meta.url), 'provider'], { stdio: ['pipe', 'pipe', 'inherit'], env: process.env });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('\n')) resolve(out.slice(0, out.indexOf('\n')));
-    });
-    child.once('exit', (code) => reject(new Error(`the provider exited with code ${code}`)));
+/** The job's ports on the provider (what the tunnel header names) and where each ends. */
+const PORT = { sink: 1, echo: 2, inlineSink: 3 } as const;
+interface JobPorts {
+  sink: number;
+  echo: number;
+}
+
+/**
+ * The parts' programs, in a process of neither node: the job's sink and echo, and the other
+ * part's client, which sends TOTAL bytes to the port named on each stdin line and answers with
+ * its MiB/s. Prints its ports first.
+ */
+async function apps(): Promise<void> {
+  const sink = sinkServer();
+  const echo = createServer((s) => {
+    s.setNoDelay(true);
+    s.pipe(s);
+    s.on('error', () => undefined);
   });
-  return { addrs: (JSON.parse(line) as { addrs: string[] }).addrs, child };
+  const ports: JobPorts = { sink: await listen(sink), echo: await listen(echo) };
+  process.stdout.write(JSON.stringify(ports) + '\n');
+  for await (const line of createInterface({ input: process.stdin })) {
+    process.stdout.write(JSON.stringify({ mibs: await tunnelThroughput(Number(line)) }) + '\n');
+  }
+  sink.close();
+  echo.close();
+}
+
+interface Child {
+  child: ChildProcess;
+  /** The child's next line of output, parsed. */
+  next: <T>() => Promise<T>;
+}
+
+/** This file run as `role` in a process of its own, speaking JSON lines on stdout. */
+function startChild(role: 'provider' | 'apps', env: Record<string, string> = {}): Child {
+  // `node --cpu-prof --import tsx bench/tunnel.ts` profiles every side: the children take the flags.
+  const child = spawn(process.execPath, [...process.execArgv.filter((a) => a.startsWith('--cpu-prof')), '--import', 'tsx', fileURLToPath(import.meta.url), role], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
+  });
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`the ${role} process exited with code ${code}`))));
+  exited.catch(() => undefined);
+  const next = async <T>(): Promise<T> => {
+    const line = await Promise.race([lines.next(), exited]);
+    if (line.done) throw new Error(`the ${role} process closed its output`);
+    return JSON.parse(line.value) as T;
+  };
+  return { child, next };
 }
 
 async function main(): Promise<void> {
-  const { addrs, child } = await startProvider();
+  const appsChild = startChild('apps');
+  const jobPorts = await appsChild.next<JobPorts>();
+  const providerChild = startChild('provider', { BENCH_TUNNEL_JOB_PORTS: JSON.stringify(jobPorts) });
+  const { addrs } = await providerChild.next<{ addrs: string[] }>();
   const client = await createHost({ keyPair: KeyPair.generate() });
   await client.start();
   const connection = await client.dial(addrs.map((a) => multiaddr(a)));
@@ -208,21 +267,38 @@ async function main(): Promise<void> {
         () => socket.destroy(),
       );
     });
-  const [sinkForward, echoForward] = [forward(1), forward(2)];
-  const [sinkForwardPort, echoForwardPort] = await Promise.all([listen(sinkForward), listen(echoForward)]);
+  const forwards = [forward(PORT.sink), forward(PORT.echo), forward(PORT.inlineSink)];
+  const [sinkForwardPort, echoForwardPort, inlineForwardPort] = await Promise.all(forwards.map(listen));
   try {
-    const raw: number[] = [];
-    const tunnel: number[] = [];
+    const pids = [process.pid, providerChild.child.pid!, appsChild.child.pid!];
+    type Round = { value: number; cpu: number[] };
+    const runs: Record<'raw' | 'tunnel' | 'inline', Round[]> = { raw: [], tunnel: [], inline: [] };
     for (let i = 0; i < ROUNDS; i++) {
-      raw.push(await rawThroughput(client, server));
-      tunnel.push(await tunnelThroughput(sinkForwardPort));
+      runs.raw.push(await withCpu(pids, () => rawThroughput(client, server)));
+      runs.tunnel.push(
+        await withCpu(pids, async () => {
+          appsChild.child.stdin!.write(`${sinkForwardPort}\n`);
+          return (await appsChild.next<{ mibs: number }>()).mibs;
+        }),
+      );
+      runs.inline.push(await withCpu(pids, () => tunnelThroughput(inlineForwardPort)));
     }
+    const [raw, tunnel, inline] = [runs.raw, runs.tunnel, runs.inline].map((rs) => rs.map((r) => r.value));
     const rawMiBs = median(raw);
     const tunnelMiBs = median(tunnel);
+    const inlineMiBs = median(inline);
+    // CPU per MiB moved, by process: which side a series is bound by.
+    const cpuPerMiB = (rs: Round[]) => pids.map((_, i) => r3(median(rs.map((r) => r.cpu[i]!)) / (TOTAL / MIB))).join(' / ');
+    const totalCpuPerMiB = (rs: Round[]) => median(rs.map((r) => r.cpu.reduce((a, b) => a + b, 0))) / (TOTAL / MIB);
     console.log(`\n(a) throughput, ${TOTAL / MIB} MiB one way, median of ${ROUNDS} alternated rounds`);
     console.log(`  raw libp2p stream   ${r2(rawMiBs)} MiB/s   (rounds: ${raw.map(r2).join(', ')})`);
     console.log(`  tunnel              ${r2(tunnelMiBs)} MiB/s   (rounds: ${tunnel.map(r2).join(', ')})`);
-    console.log(`  ratio tunnel/raw    ${r2(tunnelMiBs / rawMiBs)}x   (target >= 0.8x)`);
+    console.log(`  ratio tunnel/raw    ${r2(tunnelMiBs / rawMiBs)}x   (target >= 0.8x; the client and the sink in a process of neither node)`);
+    console.log(`  tunnel, apps inside the nodes' processes   ${r2(inlineMiBs)} MiB/s = ${r2(inlineMiBs / rawMiBs)}x   (rounds: ${inline.map(r2).join(', ')})`);
+    console.log(`  CPU ms per MiB, opener / provider / apps: raw ${cpuPerMiB(runs.raw)}; tunnel ${cpuPerMiB(runs.tunnel)}; apps inside ${cpuPerMiB(runs.inline)}`);
+    // With every process busy on too few cores, throughput follows the CPU all of them spend per MiB.
+    const [rawCpu, tunnelCpu] = [totalCpuPerMiB(runs.raw), totalCpuPerMiB(runs.tunnel)];
+    console.log(`  CPU ms per MiB, all processes: raw ${r3(rawCpu)}, tunnel ${r3(tunnelCpu)}; raw/tunnel ${r2(rawCpu / tunnelCpu)}x on ${availableParallelism()} cores`);
 
     const rawEcho = await openEcho(client, server as unknown as DmsLibp2p);
     const frame = encodeFrame('x'.repeat(PAYLOAD - 3));
@@ -235,13 +311,15 @@ async function main(): Promise<void> {
     console.log(`  tunnel              p50 ${r3(tunLat.p50)} ms   p99 ${r3(tunLat.p99)} ms`);
     console.log(`  added p50           +${r3(tunLat.p50 - rawLat.p50)} ms   ratio ${r2(tunLat.p50 / rawLat.p50)}x   (target <= +0.5 ms)`);
   } finally {
-    for (const s of [sinkForward, echoForward]) s.close();
+    for (const s of forwards) s.close();
     await client.stop();
-    child.stdin!.end();
+    providerChild.child.stdin!.end();
+    appsChild.child.stdin!.end();
   }
 }
 
 if (process.argv[2] === 'provider') await provider();
+else if (process.argv[2] === 'apps') await apps();
 else {
   if (/[ab]/.test(ONLY)) await main();
   if (ONLY.includes('c')) await ensemblePlacement(PLACEMENTS, 5);

@@ -183,14 +183,24 @@ export function pipe(socket: Socket, stream: Stream, first: Uint8Array, idleMs: 
     socket.destroy();
     stream.abort(new DmsError('timeout', `tunnel idle for ${idleMs} ms`));
   });
-  const toSocket = (data: Uint8Array) => {
-    if (!socket.write(data)) {
+  const toSocket = (data: Uint8Array | Iterable<Uint8Array>) => {
+    let room: boolean;
+    if (data instanceof Uint8Array) room = socket.write(data);
+    else {
+      // A message the muxer pieced together: its pieces go as they are (one writev), not
+      // copied into one buffer first.
+      socket.cork();
+      room = true;
+      for (const piece of data) room = socket.write(piece);
+      socket.uncork();
+    }
+    if (!room) {
       quietly(() => stream.pause());
       socket.once('drain', () => quietly(() => stream.resume()));
     }
   };
   if (first.byteLength > 0) toSocket(first);
-  stream.addEventListener('message', (evt) => toSocket(evt.data instanceof Uint8Array ? evt.data : evt.data.subarray()));
+  stream.addEventListener('message', (evt) => toSocket(evt.data));
   quietly(() => stream.resume());
   stream.addEventListener('remoteCloseWrite', () => socket.end());
   stream.addEventListener('close', () => {
