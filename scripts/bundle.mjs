@@ -62,7 +62,7 @@ const lazyRequires = {
  * loads the same module through Node's CommonJS loader alone; esbuild's interop gives the
  * importer the same named exports.
  */
-const CJS_EXTERNALS = /^(sqlite3|pino|pino-pretty|thread-stream)$/;
+const CJS_EXTERNALS = /^(sqlite3|pino-pretty)$/;
 
 const cjsExternals = {
   name: 'cjs-externals',
@@ -82,6 +82,23 @@ const ormVersion = {
   },
 };
 
+/**
+ * umzug (the migrator's runner) requires its command-line interface at its top, and with it
+ * @rushstack/ts-command-line, ajv and argparse: ~400 KB of a cold start's compile, for a CLI
+ * DMS never runs (it migrates through the API). In the bundle, `./cli` is a module whose class
+ * says so if anything ever constructs it.
+ */
+const noUmzugCli = {
+  name: 'no-umzug-cli',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/cli$/ }, (args) => (/umzug[\\/]lib[\\/](umzug|index)\.js$/.test(args.importer) ? { path: 'umzug-cli', namespace: 'no-umzug-cli' } : undefined));
+    b.onLoad({ filter: /.*/, namespace: 'no-umzug-cli' }, () => ({
+      contents: "exports.UmzugCLI = class UmzugCLI { constructor() { throw new Error('umzug\\'s command line is not part of the DMS bundle'); } };",
+      loader: 'js',
+    }));
+  },
+};
+
 const entryPoints = [
   'cli/main.ts',
   'daemon/node.ts',
@@ -96,12 +113,15 @@ const entryPoints = [
 ];
 
 /**
- * Left to Node, from node_modules: the native SQLite driver; pino, whose transports run in worker
- * threads that load modules by name; ssh2 and gRPC (LAZY_REQUIRES). knex names every database
+ * Left to Node, from node_modules: the native SQLite driver; pino-pretty, required only for pretty
+ * logs; ssh2 and gRPC (LAZY_REQUIRES). pino itself is bundled: its transports (worker threads
+ * that load modules by path) would not survive that, but DMS runs none (runtime/log.ts writes
+ * to stderr, pretty lines through pino-pretty in the node's own thread); loaded from
+ * node_modules it was ~20 files resolved and compiled at every start. knex names every database
  * driver it has a dialect for; none but sqlite3 is installed, and only the SQLite dialect runs.
  */
 const DRIVERS = ['pg', 'pg-query-stream', 'mysql', 'mysql2', 'oracledb', 'tedious', 'better-sqlite3', 'libsql', 'mariadb', 'mariadb/*'];
-const external = ['sqlite3', 'pino', 'pino-pretty', 'thread-stream', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs', ...DRIVERS];
+const external = ['sqlite3', 'pino-pretty', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs', ...DRIVERS];
 
 const result = await build({
   entryPoints,
@@ -119,7 +139,7 @@ const result = await build({
   // `node --enable-source-maps` maps them back to the sources.
   minifyWhitespace: true,
   external,
-  plugins: [lazyRequires, cjsExternals, ormVersion],
+  plugins: [lazyRequires, cjsExternals, ormVersion, noUmzugCli],
   // CommonJS packages bundled into ES modules still call require (for Node's own modules).
   banner: { js: "import { createRequire as __dmsCreateRequire } from 'node:module'; const require = __dmsCreateRequire(import.meta.url);" },
   logLevel: 'warning',

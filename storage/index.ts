@@ -3,7 +3,7 @@
  * write resolves only after its transaction committed, so whatever a caller was answered
  * survives a crash.
  */
-import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRepository } from './allocations.js';
@@ -36,19 +36,21 @@ const DB_FILE_MODE = 0o600;
  */
 export async function openStorage(path: string): Promise<Storage> {
   const onDisk = path !== ':memory:' && !path.startsWith('file:');
+  // A database with nothing in it yet needs every migration: opened with the migrator at once.
+  const empty = !onDisk || !existsSync(path) || statSync(path).size === 0;
   // Created here with the mode, before SQLite opens it: SQLite gives the -wal and -shm files
   // it creates the database file's mode, so no moment exists where any of them is world-readable.
   if (onDisk) {
     mkdirSync(dirname(path), { recursive: true });
     closeSync(openSync(path, 'a', DB_FILE_MODE));
   }
-  let orm = await MikroORM.init(baseOptions(path));
+  let orm = await MikroORM.init(empty ? await migratorOptions(path) : baseOptions(path));
   try {
-    if (await needsMigrating(orm)) {
+    if (empty) await orm.getMigrator().up();
+    else if (await needsMigrating(orm)) {
       // Opened again with the migrator, loaded only now (./options.ts says why).
       await orm.close(true);
-      const { storageConfig } = await import('./config.js');
-      orm = await MikroORM.init(storageConfig(path));
+      orm = await MikroORM.init(await migratorOptions(path));
       await orm.getMigrator().up();
     }
     // Files made by an older release (with the umask's mode) are tightened too.
@@ -65,6 +67,11 @@ export async function openStorage(path: string): Promise<Storage> {
     ensembles: new EnsembleRepository(orm),
     close: () => orm.close(true),
   };
+}
+
+async function migratorOptions(path: string) {
+  const { storageConfig } = await import('./config.js');
+  return storageConfig(path);
 }
 
 /** Whether a migration of this release is not recorded as applied (a new database has no table of them). */
