@@ -70,6 +70,7 @@ const NODE = [
   'test/multinode/ensemble-restart.test.ts',
   'test/multinode/tunnel.test.ts',
   'test/multinode/ensemble-names.test.ts',
+  'test/ensembles/start-refused.test.ts',
   'test/network/dht-protocol.test.ts',
   'test/network/discovery.test.ts',
   'test/network/gossip-copies.test.ts',

@@ -117,6 +117,7 @@ class Ensembles {
       actors: { place: fromPromise<PlaceRoundOutput, PlaceRoundInput>(({ input, signal }) => this.placeRound(input, signal)) },
       actions: {
         restart: ({ context }, params: { part: string }) => void this.restart(context.id, params.part),
+        cancelPart: (_, params: { jobId: string; reason: string }) => void this.cancelJob(params.jobId, params.reason),
         stopParts: ({ context }, params: { reason: string }) => this.stopParts(context, params.reason),
         revoke: ({ context }) => this.revoke(context.id),
       },

@@ -10,7 +10,9 @@
  *     ▼
  *   waiting ──back-off (1 s, doubling to 8 s)──▶ placing
  *
- *   active ──a part back to pending (its node lost, or its start refused)──▶ placing (that part)
+ *   active ──before it ran: a part back to pending (its start refused, or its node lost)──▶
+ *            every other part holding a node stopped and given a new job ──▶ placing (all of them)
+ *   active ──once it ran: a part back to pending (its node lost, or its start refused)──▶ placing (that part)
  *   active ──every task completed──▶ stopping (services stopped) ──all ended──▶ completed
  *   active ──a part that is not optional failed, no restart left──▶ stopping ──▶ failed
  *   active ──a part failed, restarts left (restart.on: failure)──▶ active (a new job for it)
@@ -130,6 +132,14 @@ const waitingForNode = (p: PartCtx) => p.status === 'pending' && !p.assigned && 
 /** Failed, with no restart coming: its failure is the ensemble's unless it is optional. */
 const fatal = (p: PartCtx) => p.status === 'failed' && !p.optional && !(p.restartOn === 'failure' && p.restarts < p.maxRestarts);
 const mayRestart = (p: PartCtx) => p.status === 'failed' && p.restartOn === 'failure' && p.restarts < p.maxRestarts;
+/**
+ * Before the ensemble ran, `failed` came back to pending from the node it held (its start
+ * refused, or that node lost): the round that placed it did not place the ensemble, so every
+ * other part still holding a node (reserved, starting or running) is let go and placed again with
+ * it. Parts that ended (a short task that completed) stay as they are.
+ */
+const releasedWith = (ctx: EnsembleContext, failed: string) =>
+  all(ctx).filter((q) => q.part !== failed && q.jobId !== null && q.node !== null && !ended(q));
 
 export const ensembleMachine = setup({
   types: { context: {} as EnsembleContext, events: {} as EnsembleEvent, input: {} as EnsembleInput },
@@ -158,6 +168,8 @@ export const ensembleMachine = setup({
     }),
     /** Makes a new job for a part that failed (restart.on: failure); answers `restarted` or `restart_failed`. */
     restart: (_, _params: { part: string }) => {},
+    /** Cancels one part's job (its lease released, its container stopped), with the reason. */
+    cancelPart: (_, _params: { jobId: string; reason: string }) => {},
     /** Cancels every part still unfinished, with the reason. */
     stopParts: (_, _params: { reason: string }) => {},
     /** The grant the hosts hold is withdrawn (the ensemble ended). */
@@ -168,7 +180,13 @@ export const ensembleMachine = setup({
     backoff: ({ context }) => context.backoffMs,
   },
   guards: {
-    needsPlacing: ({ context }) => all(context).some(waitingForNode),
+    // Not while a part's new job is being made: a round places every part that waits, together.
+    needsPlacing: ({ context }) => all(context).some(waitingForNode) && !all(context).some(restarting),
+    startFailedBeforeRunning: ({ context, event }) => {
+      if (event.type !== 'part' || context.ran) return false;
+      const p = context.parts[event.change.part];
+      return !!p && p.jobId === event.change.job_id && p.node !== null && event.change.status === 'pending' && event.change.node === null;
+    },
     tasksDone: ({ context }) => {
       const tasks = all(context).filter((p) => p.kind === 'task');
       return tasks.length > 0 && tasks.every((p) => p.status === 'completed' || (p.status === 'failed' && !fatal(p) && !mayRestart(p)));
@@ -226,6 +244,28 @@ export const ensembleMachine = setup({
       ],
       on: {
         part: [
+          // All or nothing until it ran: one part's start refused lets go of every other part's node.
+          {
+            guard: 'startFailedBeforeRunning',
+            actions: [
+              enqueueActions(({ context, event, enqueue }) => {
+                if (event.type !== 'part') return;
+                const reason = `its ensemble is placed again: ${whyPlacedAgain(context, event.change)}`;
+                for (const q of releasedWith(context, event.change.part)) {
+                  enqueue({ type: 'cancelPart', params: { jobId: q.jobId!, reason } });
+                  enqueue({ type: 'restart', params: { part: q.part } });
+                }
+              }),
+              assign(({ context, event }) => {
+                if (event.type !== 'part') return {};
+                const parts = { ...context.parts };
+                for (const q of releasedWith(context, event.change.part)) parts[q.part] = { ...q, status: 'pending' as const, jobId: null, node: null, assigned: false };
+                return { parts, reason: `placing every part again: ${whyPlacedAgain(context, event.change)}` };
+              }),
+              'note',
+              'tellParts',
+            ],
+          },
           // A failure with restarts left: a new job for the part, placed like the first.
           {
             guard: ({ context, event }) => {
@@ -287,6 +327,11 @@ export const ensembleMachine = setup({
     failed: { type: 'final', entry: 'revoke' },
   },
 });
+
+function whyPlacedAgain(ctx: EnsembleContext, c: PartChanged): string {
+  const node = ctx.parts[c.part]?.node;
+  return `part ${c.part} did not start${node ? ` on node ${node}` : ''}: ${c.error ?? 'no reason given'}`;
+}
 
 function whyFailed(ctx: EnsembleContext): string {
   const p = all(ctx).find(fatal)!;

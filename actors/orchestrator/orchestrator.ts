@@ -238,7 +238,9 @@ class Orchestrator {
   private partChanged(run: JobRun, job: Job): void {
     if (!job.ensemble || !job.part || job.requester !== null) return;
     const exclude = run.machine.getSnapshot().context.exclude;
-    const payload = { job_id: job.id, ensemble: job.ensemble, part: job.part, status: job.status, node: job.node, error: job.error, exclude: exclude.slice(-64) };
+    // A part back to pending says why (its node lost it or refused its start): its ensemble names it.
+    const error = job.error ?? (job.status === 'pending' ? job.pending_reason : null);
+    const payload = { job_id: job.id, ensemble: job.ensemble, part: job.part, status: job.status, node: job.node, error, exclude: exclude.slice(-64) };
     void this.actor.tell(this.actor.local(ENSEMBLE_INBOX), PartBehaviors.changed, payload).catch((e: unknown) => this.log.warn({ job: job.id, err: errorText(e) }, 'ensemble not told of its part'));
   }
 

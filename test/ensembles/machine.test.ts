@@ -19,6 +19,7 @@ function harness(parts: PartCtx[], rounds: (Record<string, string> | string)[]) 
   const placed: string[][] = [];
   const stopped: string[] = [];
   const restarted: string[] = [];
+  const cancelled: { jobId: string; reason: string }[] = [];
   let revoked = 0;
   const machine = ensembleMachine.provide({
     actors: {
@@ -32,6 +33,7 @@ function harness(parts: PartCtx[], rounds: (Record<string, string> | string)[]) 
     actions: {
       stopParts: ({ context }) => stopped.push(...Object.values(context.parts).filter((p) => p.status !== 'completed' && p.status !== 'failed').map((p) => p.part)),
       restart: (_, { part }) => restarted.push(part),
+      cancelPart: (_, params) => cancelled.push(params),
       revoke: () => void revoked++,
     },
   });
@@ -39,7 +41,7 @@ function harness(parts: PartCtx[], rounds: (Record<string, string> | string)[]) 
   actor.start();
   const report = (name: string, status: PartChanged['status'], node: string | null, extra: Partial<PartChanged> = {}) =>
     actor.send({ type: 'part', change: { job_id: actor.getSnapshot().context.parts[name]!.jobId!, ensemble: ID, part: name, status, node, error: null, exclude: [], ...extra } });
-  return { actor, placed, stopped, restarted, report, revoked: () => revoked };
+  return { actor, placed, stopped, restarted, cancelled, report, revoked: () => revoked };
 }
 
 describe('ensemble machine', () => {
@@ -72,6 +74,40 @@ describe('ensemble machine', () => {
     expect(h.actor.getSnapshot().context.reason).toBe('waiting for nodes: part b: nobody can hold it');
     await waitFor(h.actor, (s) => s.matches('active') && s.context.parts.b!.assigned, { timeout: 2_000 });
     expect(h.placed).toEqual([['a', 'b'], ['a', 'b'], ['a', 'b']]);
+  });
+
+  it('before it ran, a part whose start was refused lets go of every other part, and the next round places them all', async () => {
+    const h = harness([part('server', { kind: 'service' }), part('client'), part('db', { kind: 'service' }), part('init')], [
+      { server: 'B', client: 'C', db: 'C', init: 'B' },
+      { server: 'C', client: 'C', db: 'B' },
+    ]);
+    await waitFor(h.actor, (s) => s.context.parts.server!.assigned);
+    const [serverJob, dbJob] = [jobOf('server'), jobOf('db')];
+    h.report('server', 'running', 'B');
+    h.report('init', 'running', 'B');
+    h.report('init', 'completed', 'B');
+    // db started; client's start was refused by C: back to pending, C excluded.
+    h.report('db', 'running', 'C');
+    h.report('client', 'pending', null, { exclude: ['C'], error: 'image not found' });
+    const reason = 'its ensemble is placed again: part client did not start on node C: image not found';
+    // Every part holding a node is let go (its job cancelled) and given a new job; the task that
+    // completed stays completed, and the refused part keeps its job and exclusions.
+    expect(h.cancelled.sort((a, b) => a.jobId.localeCompare(b.jobId))).toEqual([{ jobId: dbJob, reason }, { jobId: serverJob, reason }].sort((a, b) => a.jobId.localeCompare(b.jobId)));
+    expect(h.restarted.sort()).toEqual(['db', 'server']);
+    expect(h.actor.getSnapshot().context.reason).toBe('placing every part again: part client did not start on node C: image not found');
+    expect(h.actor.getSnapshot().context.parts.init!.status).toBe('completed');
+    expect(h.actor.getSnapshot().context.parts.client).toMatchObject({ jobId: jobOf('client'), status: 'pending', exclude: ['C'] });
+    // No round while a new job is being made: the round waits for both, then places all three.
+    expect(h.placed).toHaveLength(1);
+    h.actor.send({ type: 'restarted', part: 'server', jobId: jobOf('server', 1) });
+    expect(h.placed).toHaveLength(1);
+    // The old jobs' reports change nothing.
+    h.report('server', 'running', 'B', { job_id: serverJob });
+    h.actor.send({ type: 'restarted', part: 'db', jobId: jobOf('db', 1) });
+    await waitFor(h.actor, (s) => s.context.parts.db!.node === 'B' && s.context.parts.db!.assigned);
+    expect(h.placed[1]).toEqual(['client', 'db', 'server']);
+    expect(h.actor.getSnapshot().context.parts.restarts).toBeUndefined();
+    expect(Object.values(h.actor.getSnapshot().context.parts).map((p) => p.restarts)).toEqual([0, 0, 0, 0]);
   });
 
   it('a part whose node was lost is placed again alone, with the others running on', async () => {
