@@ -62,23 +62,24 @@ it('a start refused for one part stops the part placed with it, which waits to b
   expect(made.status, JSON.stringify(made.json)).toBe(201);
   const id = (made.json as Ensemble).id;
   const first = partOf(made.json as Ensemble, 'here').job_id;
-  await waitFor('a start request for part there', () => received.some((e) => e.be === '/dms/deployment/start'), { timeoutMs: 15_000, intervalMs: 20 });
+  // The waits together stay under the test's 30 s.
+  await waitFor('a start request for part there', () => received.some((e) => e.be === '/dms/deployment/start'), { timeoutMs: 10_000, intervalMs: 20 });
   const stopped = await waitFor('the first job of part here stopped', async () => {
     const job = (await rest(requester, 'GET', `/api/v1/jobs/${first}`)).json as { status: string; error: string | null };
     return job.status === 'failed' ? job : undefined;
-  }, { timeoutMs: 10_000 });
+  }, { timeoutMs: 8_000 });
   expect(stopped.error).toMatch(new RegExp(`^cancelled: its ensemble is placed again: part there did not start on node ${provider.host}: .*cannot start it after all`));
   const again = await waitFor('part here given a new job', async () => {
     const now = await ensemble(id);
     return partOf(now, 'here').job_id && partOf(now, 'here').job_id !== first ? now : undefined;
-  }, { timeoutMs: 10_000 });
+  }, { timeoutMs: 5_000 });
   expect(again.status).toBe('pending');
   // The refused part's job now excludes the provider, the one node that could hold it: no round
   // places the ensemble now, and none starts `here` alone meanwhile.
   const waiting = await waitFor('the ensemble waiting for a node for part there', async () => {
     const now = await ensemble(id);
     return now.reason?.startsWith('waiting for nodes:') ? now : undefined;
-  }, { timeoutMs: 10_000 });
+  }, { timeoutMs: 5_000 });
   expect(partOf(waiting, 'here').status).toBe('pending');
   const usage = (await rest(requester, 'GET', '/api/v1/resources/usage')).json as { allocated: { cpu: { cores: number } } };
   expect(usage.allocated.cpu.cores).toBe(0);
