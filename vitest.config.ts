@@ -77,6 +77,7 @@ const NODE = [
   'test/network/sybils.test.ts',
   'test/network/transport.test.ts',
   'test/network/tunnel-bounds.test.ts',
+  'test/network/tunnel-backpressure.test.ts',
   'test/network/score.test.ts',
   'test/network/wire-writes.test.ts',
   'test/rest/actor-api.test.ts',

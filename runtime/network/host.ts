@@ -81,6 +81,14 @@ export interface DmsServices extends Record<string, unknown> {
 export type DmsLibp2p = Libp2p<DmsServices>;
 
 /**
+ * The most a stream's reader lets its sender have in flight: a stream's read buffer (libp2p's
+ * 4 MiB). yamux grows a window up to 16 MiB by default, while a stream whose reader pauses (a
+ * tunnel whose target reads slowly) is aborted once 4 MiB wait unread: with the window no wider
+ * than the buffer, a paused stream only stops its sender (test/network/tunnel-backpressure).
+ */
+export const MAX_STREAM_WINDOW = 4 * 1024 * 1024;
+
+/**
  * Builds the node's libp2p host, not yet started: whoever wires protocol handlers and event
  * listeners does so before `start()`, so no early connection or stream goes unseen.
  */
@@ -135,7 +143,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     addresses: { listen },
     transports: [tcp()],
     connectionEncrypters: [noise()],
-    streamMuxers: [yamux()],
+    streamMuxers: [yamux({ streamOptions: { maxStreamWindowSize: MAX_STREAM_WINDOW } })],
     connectionManager: { inboundConnectionThreshold: opts.inboundConnectionThreshold, ...RECONNECT },
     // Checked once the remote peer is known (after Noise), before any protocol runs.
     connectionGater: bans
