@@ -3,7 +3,7 @@ import { signEnvelopeSync } from './envelopes.js';
 import { silentLogger } from '../../runtime/log.js';
 import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
-import { emptyHandle, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
+import { decodePayload, emptyHandle, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { type ClusterOptions, listenAddr, startCluster, stopCluster, waitFor } from './network.js';
 import type { NodeProcess, TestNode } from './node.js';
 
@@ -113,6 +113,26 @@ export class ForeignPeer {
   stop(): Promise<void> {
     return this.transport.stop();
   }
+}
+
+/**
+ * Makes `peer` a provider that keeps none of its word: it bids for every job it is offered
+ * (with exactly the resources asked, the null executor), grants a minute's lease, and refuses
+ * every start. `otherwise` answers any other request that expects a reply (none, by default).
+ * Every envelope it receives is passed to `received` first.
+ */
+export function refuseEveryStart(peer: ForeignPeer, received: (env: Envelope) => void, otherwise?: (env: Envelope, body: any) => unknown): void {
+  peer.transport.onEnvelope((env) => {
+    received(env);
+    if (!env.opt.cont) return;
+    const answer = (payload: unknown) =>
+      void peer.send(peer.envelope({ peerId: env.from.addr.host } as TestNode, { be: env.opt.cont!, exp: env.opt.exp, inbox: env.from.addr.inbox, payload })).catch(() => undefined);
+    const body = decodePayload(env.msg) as any;
+    if (env.be === '/dms/deployment/bid') answer({ node: peer.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
+    else if (env.be === '/dms/deployment/reserve') answer({ until: new Date(Date.now() + 60_000).toISOString() });
+    else if (env.be === '/dms/deployment/start') answer({ kind: 'unavailable', error: 'cannot start it after all' });
+    else if (otherwise) answer(otherwise(env, body));
+  });
 }
 
 /** Two nodes on loopback and a stranger beside them: a foreign peer connected to the first (`a`). */

@@ -9,7 +9,7 @@ import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
 import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { waitFor } from '../helpers/network.js';
-import { ForeignPeer } from '../helpers/peer.js';
+import { ForeignPeer, refuseEveryStart } from '../helpers/peer.js';
 import { rest } from '../helpers/rest.js';
 
 let requester: LocalNode;
@@ -22,16 +22,7 @@ beforeAll(async () => {
   provider = await ForeignPeer.connectedTo(requester);
   provider.transport.subscribe(DEPLOYMENT_TOPIC);
   await waitFor('the provider in the deployment mesh', () => provider.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0, { timeoutMs: 15_000, intervalMs: 50 });
-  provider.transport.onEnvelope((env) => {
-    received.push({ env, at: performance.now() });
-    if (!env.opt.cont) return;
-    const answer = (payload: unknown) =>
-      void provider.send(provider.envelope({ peerId: env.from.addr.host } as LocalNode, { be: env.opt.cont!, exp: env.opt.exp, inbox: env.from.addr.inbox, payload })).catch(() => undefined);
-    const body = decodePayload(env.msg) as any;
-    if (env.be === '/dms/deployment/bid') answer({ node: provider.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
-    else if (env.be === '/dms/deployment/reserve') answer({ until: new Date(Date.now() + 60_000).toISOString() });
-    else if (env.be === '/dms/deployment/start') answer({ kind: 'unavailable', error: 'cannot start it after all' });
-  });
+  refuseEveryStart(provider, (env) => received.push({ env, at: performance.now() }));
 }, 60_000);
 afterAll(async () => {
   await provider?.stop();
