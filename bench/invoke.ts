@@ -7,7 +7,10 @@
  *      directly (same handler and reply as /public/hello, but not public), granted to the client
  *      by the operator (a root of the node), as `dms cap new` makes it
  *  (e) as (d), the grant reaching the client through a two-link delegation chain
- * autocannon, 16 connections. Targets: b/a >= 0.15, c/a >= 0.08, d/c >= 0.90 (e/c is shown). The
+ *  (m) the machine's bound for (c): node:http with one worker per core that parses each of (c)'s
+ *      bodies, checks its signature and signs a reply, and nothing else (./lib/bound-server.ts)
+ * autocannon, 16 connections. Targets: b/a >= 0.15, c/a >= 0.08, d/c >= 0.90 (e/c is shown),
+ * and issue 25's c/m >= 0.9 (a signed invoke against the most this machine can serve of one). The
  * node runs in dev mode throughout: (b) is the cost with the stream code there and nobody
  * watching.
  *
@@ -46,7 +49,7 @@ import { signEnvelopeSync } from '../test/helpers/envelopes.js';
 import { msToNs, nowNs } from '../runtime/time.js';
 import { encodeEnvelope, encodePayload, type Envelope } from '../runtime/wire/envelope.js';
 import { type NodeProcess, removeHome, startNode } from '../test/helpers/node.js';
-import { compareSideBySide, cpuSeconds, type Figures, LOAD_NODE_CONFIG, measure, median, printTable, type SideFigures, sideBySide, startEchoServer } from './lib/load.js';
+import { compareSideBySide, cpuSeconds, type Figures, LOAD_NODE_CONFIG, measure, median, printTable, type SideFigures, sideBySide, startBoundServer, startEchoServer } from './lib/load.js';
 import { helloInvoke } from './lib/bodies.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -60,6 +63,7 @@ const CONNECTIONS = 16;
 const headers = { 'content-type': 'application/json' };
 
 const echo = await startEchoServer();
+const bound = await startBoundServer();
 const node = await startNode({ config: { ...LOAD_NODE_CONFIG, general: { debug: true } } });
 
 /**
@@ -92,6 +96,8 @@ const client = KeyPair.generate();
 let signed: string[] = [];
 let signedNonce = 0;
 let next = 0;
+/** The bound server keeps no replay cache: it reads (c)'s bodies round and round. */
+let boundNext = 0;
 function signBodies(count: number): void {
   signed = new Array(count);
   for (let i = 0; i < count; i++) {
@@ -147,6 +153,10 @@ const delegated = new CappedBodies((aud) => {
 
 const cases = {
   a: { name: '(a) bare node:http JSON echo', opts: () => ({ url: echo.url, connections: CONNECTIONS, method: 'POST', body: '{"hello":"world"}', headers }) },
+  m: {
+    name: "(m) the machine's bound for (c)",
+    opts: () => ({ url: bound.url, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: signed[boundNext++ % signed.length] }) }] }),
+  },
   b: {
     name: '(b) REST invoke, unsigned envelopes',
     opts: () => ({ url, connections: CONNECTIONS, requests: [{ method: 'POST', headers, setupRequest: (r: object) => ({ ...r, body: unsignedBody() }) }] }),
@@ -185,6 +195,7 @@ for (let r = 0; r < ROUNDS; r++) {
   const round = {} as Record<Case, Figures>;
   const run = (key: Case) => measure(cases[key].name, cases[key].opts(), SECONDS, r === 0 ? 2 : 1);
   round.a = await run('a');
+  round.m = await run('m');
   round.b = await run('b');
   const first: Partial<Record<Case, Figures>> = {};
   for (const key of ['c', 'd', 'e'] as const) first[key] = await run(key);
@@ -196,7 +207,8 @@ for (let r = 0; r < ROUNDS; r++) {
   }
   perSecond = Math.max(perSecond, round.c.rps, round.d.rps, round.e.rps);
   rounds.push(round);
-  console.log(`round ${r + 1}: ${(['a', 'b', 'c', 'd', 'e'] as const).map((k) => `${k} ${round[k].rps}`).join(', ')} req/s`);
+  if (round.m.non2xx) console.log(`round ${r + 1}: (m) ${round.m.non2xx} bodies refused by the bound server`);
+  console.log(`round ${r + 1}: ${(['a', 'm', 'b', 'c', 'd', 'e'] as const).map((k) => `${k} ${round[k].rps}`).join(', ')} req/s`);
 }
 await node.stop();
 removeHome(node.home);
@@ -248,6 +260,7 @@ try {
   }
 } finally {
   echo.stop();
+  bound.stop();
 }
 
 const mid = (key: Case): Figures => {
@@ -255,18 +268,20 @@ const mid = (key: Case): Figures => {
   return sorted[Math.floor(sorted.length / 2)][key];
 };
 console.log();
-printTable([mid('a'), mid('b'), mid('c'), mid('d'), mid('e')]);
+printTable([mid('a'), mid('m'), mid('b'), mid('c'), mid('d'), mid('e')]);
 const ratios = {
   'b/a': median(rounds.map((r) => r.b.rps / r.a.rps)),
   'c/a': median(rounds.map((r) => r.c.rps / r.a.rps)),
   'd/c': median(rounds.map((r) => r.d.rps / r.c.rps)),
   'e/c': median(rounds.map((r) => r.e.rps / r.c.rps)),
+  'c/m': median(rounds.map((r) => r.c.rps / r.m.rps)),
 };
 console.log(`\nmedian of ${ROUNDS} rounds (${SECONDS} s per case per round):`);
 console.log(`b/a = ${ratios['b/a'].toFixed(3)} (target >= 0.15: ${ratios['b/a'] >= 0.15 ? 'holds' : 'MISSED'})`);
 console.log(`c/a = ${ratios['c/a'].toFixed(3)} (target >= 0.08: ${ratios['c/a'] >= 0.08 ? 'holds' : 'MISSED'})`);
 console.log(`d/c = ${ratios['d/c'].toFixed(3)} (target >= 0.90: ${ratios['d/c'] >= 0.9 ? 'holds' : 'MISSED'})`);
 console.log(`e/c = ${ratios['e/c'].toFixed(3)} (two-link chain, for information)`);
+console.log(`c/m = ${ratios['c/m'].toFixed(3)} (issue 25, a signed invoke against the machine's bound: target >= 0.9: ${ratios['c/m'] >= 0.9 ? 'holds' : 'MISSED'})`);
 
 const sideNote = `${SIDE_WINDOWS} side-by-side windows of ${SIDE_SECONDS} s`;
 const perWindow = (windows: SideFigures[][]) => windows.map((w) => w.map((f) => `${f.rps}`).join('/')).join(', ');

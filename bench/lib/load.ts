@@ -106,14 +106,20 @@ export async function compareSideBySide(sides: Side[], windows: number, seconds:
   return out;
 }
 
-export async function startEchoServer(): Promise<{ url: string; proc: ChildProcess; stop(): void }> {
-  const proc = spawn(process.execPath, [fileURLToPath(new URL('./echo-server.mjs', import.meta.url))], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** A server in a process of its own that prints its port on its first line; stopped with SIGTERM. */
+async function startServerProcess(args: string[], what: string): Promise<{ url: string; proc: ChildProcess; stop(): void }> {
+  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<string>((resolve, reject) => {
     proc.stdout!.once('data', (d) => resolve(String(d).trim()));
-    proc.once('exit', (c) => reject(new Error(`echo server exited (${c})`)));
+    proc.once('exit', (c) => reject(new Error(`${what} exited (${c})`)));
   });
   return { url: `http://127.0.0.1:${port}`, proc, stop: () => proc.kill('SIGTERM') };
 }
+
+export const startEchoServer = () => startServerProcess([fileURLToPath(new URL('./echo-server.mjs', import.meta.url))], 'echo server');
+
+/** The machine's bound for a signed invoke (./bound-server.ts): one worker per core, in processes of their own. */
+export const startBoundServer = () => startServerProcess(['--import', 'tsx', fileURLToPath(new URL('./bound-server.ts', import.meta.url))], 'bound server');
 
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
