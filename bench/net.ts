@@ -7,7 +7,9 @@
  * (b) and (c) run at concurrency 1 and 16 under autocannon for req/s and p99; autocannon
  * records whole milliseconds, too coarse for sub-ms p50s, so a sequential keep-alive client
  * also times each concurrency-1 request to the microsecond. The ratio
- * cross p50 / (local p50 + raw p50) uses those; target <= 1.5.
+ * cross p50 / (local p50 + raw p50) uses those; target <= 1.5. Over the concurrency-16 runs the
+ * bench also reads each node's CPU (scheduler ns, every thread): CPU per cross-node invoke, node
+ * A's and B's together, over CPU per local invoke, node A's; target <= 2.0.
  *  (e) where a cross-node invoke's time goes: a fresh pair of nodes with stage timings on
  *      (runtime/stage-timings.ts) serves sequential invokes, and each side's stages are printed
  *      with the split they imply (HTTP, requester, wire, provider). Separate nodes, so the
@@ -45,6 +47,7 @@ const COLD_BROADCASTS = Number(process.env.BENCH_COLD_BROADCASTS ?? 50);
 const WARMUP_INVOKES = Number(process.env.BENCH_WARMUP_INVOKES ?? 3000);
 const WARMUP_BROADCASTS = Number(process.env.BENCH_WARMUP_BROADCASTS ?? 600);
 const TARGET = 1.5;
+const CPU_TARGET = 2.0;
 const headers = { 'content-type': 'application/json' };
 
 interface Latency {
@@ -146,9 +149,9 @@ try {
 
   const invokeBody = (to: NodeProcess) => () => helloInvoke(a.peerId, to.peerId, 60_000);
   const invokeUrl = `${a.url}/api/v1/actor/invoke`;
-  const load = (name: string, to: NodeProcess, connections: number) => {
+  const load = (name: string, to: NodeProcess, connections: number, cpuOf: NodeProcess[] = []) => {
     const body = invokeBody(to);
-    return measure(name, { url: invokeUrl, connections, requests: [{ method: 'POST', headers, setupRequest: (r) => ({ ...r, body: body() }) }] }, SECONDS, 1);
+    return measure(name, { url: invokeUrl, connections, requests: [{ method: 'POST', headers, setupRequest: (r) => ({ ...r, body: body() }) }] }, SECONDS, 1, cpuOf.map((n) => n.pid));
   };
 
   const invokeCases = [
@@ -160,9 +163,11 @@ try {
   const [local, cross] = await sequential(invokeUrl, invokeCases.map((c) => ({ ...c, name: `${c.name}, warm` })), { warmup: WARMUP_INVOKES, samples: SAMPLES, blocks: 6 });
   const loads: Figures[] = [];
   loads.push(await load('(b) local invoke, concurrency 1', a, 1));
-  loads.push(await load('(b) local invoke, concurrency 16', a, 16));
+  // CPU per invoke is read at concurrency 16, the runs with the most requests; a cross-node
+  // invoke costs both nodes, so B's CPU counts there (B idles during the local run).
+  loads.push(await load('(b) local invoke, concurrency 16', a, 16, [a]));
   loads.push(await load('(c) cross-node invoke, concurrency 1', b, 1));
-  loads.push(await load('(c) cross-node invoke, concurrency 16', b, 16));
+  loads.push(await load('(c) cross-node invoke, concurrency 16', b, 16, [a, b]));
 
   // (d) three more nodes join through A.
   await Promise.all([joinNode(a), joinNode(a), joinNode(a)]);
@@ -258,12 +263,18 @@ try {
   const freeRatio = free.cross.p50_ms / (free.local.p50_ms + raw.p50_ms);
   const share = (local: Figures, cross: Figures) => cross.rps / local.rps;
   const c16 = share(loads[1], loads[3]);
+  const [cpuLocal, cpuCross] = [loads[1], loads[3]].map((l) => l.cpu_us_per_request!);
+  const cpu = { local_us: cpuLocal, cross_us: cpuCross, ratio: cpuCross / cpuLocal, target: CPU_TARGET };
   console.log(
     `\ncross-node p50 / (local p50 + raw libp2p p50) = ${cross.p50_ms} / (${local.p50_ms} + ${raw.p50_ms}) = ${ratio.toFixed(3)}` +
       ` (target <= ${TARGET}: ${ratio <= TARGET ? 'holds' : 'MISSED'})`,
   );
   console.log(
     `cross-node / local req/s at concurrency 16 = ${loads[3].rps} / ${loads[1].rps} = ${c16.toFixed(3)} (target >= 0.5: ${c16 >= 0.5 ? 'holds' : 'MISSED'})`,
+  );
+  console.log(
+    `CPU per invoke at concurrency 16: local ${Math.round(cpu.local_us)} µs (node A), cross-node ${Math.round(cpu.cross_us)} µs (A + B);` +
+      ` ratio cross/local = ${cpu.ratio.toFixed(3)} (target <= ${CPU_TARGET.toFixed(1)}: ${cpu.ratio <= CPU_TARGET ? 'holds' : 'MISSED'})`,
   );
   console.log(
     `(g) with no signature checks at all: ratio ${free.cross.p50_ms} / (${free.local.p50_ms} + ${raw.p50_ms}) = ${freeRatio.toFixed(3)},` +
@@ -274,7 +285,7 @@ try {
   writeFileSync(
     new URL('./results/net.json', import.meta.url),
     JSON.stringify(
-      { at: new Date().toISOString(), seconds: SECONDS, raw, cold: { local: coldLocal, cross: coldCross, broadcast: coldBroadcast }, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET, c16_share: c16, verify_free: { ...free, ratio: freeRatio, c16_share: share(free.loads[0], free.loads[1]) }, stages: { requester, provider, split, client: timedCross, publisher, subscribers } },
+      { at: new Date().toISOString(), seconds: SECONDS, raw, cold: { local: coldLocal, cross: coldCross, broadcast: coldBroadcast }, local, cross, loads, broadcast, broadcasts_short: short, ratio, target: TARGET, c16_share: c16, cpu_per_invoke: cpu, verify_free: { ...free, ratio: freeRatio, c16_share: share(free.loads[0], free.loads[1]) }, stages: { requester, provider, split, client: timedCross, publisher, subscribers } },
       null,
       2,
     ),

@@ -21,12 +21,20 @@ export interface Figures {
   requests: number;
   non2xx: number;
   errors: number;
+  /** µs of CPU per request, the processes given to `measure` as `cpuOf` together; absent without them. */
+  cpu_us_per_request?: number;
 }
 
-/** A short warm-up (JIT, connection set-up), then the measured run. */
-export async function measure(name: string, opts: Options, seconds: number, warmupSeconds = 2): Promise<Figures> {
+/**
+ * A short warm-up (JIT, connection set-up), then the measured run. With `cpuOf`, the CPU those
+ * processes spend is read over the measured run alone, so the warm-up's JIT work stays out of it.
+ */
+export async function measure(name: string, opts: Options, seconds: number, warmupSeconds = 2, cpuOf: number[] = []): Promise<Figures> {
   await autocannon({ ...opts, duration: warmupSeconds });
+  const cpu = () => cpuOf.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+  const before = cpu();
   const r: Result = await autocannon({ ...opts, duration: seconds });
+  const cpuUs = ((cpu() - before) / Math.max(1, r.requests.total)) * 1e6;
   return {
     name,
     rps: Math.round(r.requests.average),
@@ -35,6 +43,7 @@ export async function measure(name: string, opts: Options, seconds: number, warm
     requests: r.requests.total,
     non2xx: r.non2xx,
     errors: r.errors + r.timeouts,
+    ...(cpuOf.length ? { cpu_us_per_request: Math.round(cpuUs * 10) / 10 } : {}),
   };
 }
 
