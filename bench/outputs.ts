@@ -34,6 +34,7 @@ import { KeyPair } from '../runtime/crypto/keys.js';
 import { silentLogger } from '../runtime/log.js';
 import { BlockExchange } from '../runtime/network/blocks.js';
 import { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
+import { cpuSeconds } from './lib/load.js';
 
 const MIB = 1024 * 1024;
 const SIZE_MIB = Number(process.env.BENCH_OUTPUT_MIB ?? 256);
@@ -47,11 +48,8 @@ const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.len
 const PAGE = 4096;
 /** Resident MB of process `pid` (Linux's /proc): read, not asked, so sampling costs the sampled side nothing. */
 const rssMb = (pid: number) => (Number(readFileSync(`/proc/${pid}/statm`, 'utf8').split(' ')[1]) * PAGE) / 1e6;
-/** CPU milliseconds (user + system, every thread) process `pid` has used so far. */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-}
+/** CPU milliseconds process `pid` (every thread) has run so far (the scheduler's ns account). */
+const cpuMs = (pid: number): number => cpuSeconds(pid) * 1000;
 
 interface Timed {
   ms: number;

@@ -27,7 +27,6 @@ import '../runtime/polyfills.js';
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import type { PeerId, Stream } from '@libp2p/interface';
@@ -38,6 +37,7 @@ import { createHost, type DmsLibp2p } from '../runtime/network/host.js';
 import { openTunnel, pipe, TunnelServer } from '../runtime/network/tunnel.js';
 import { openEcho, serveEcho } from '../test/helpers/libp2p-echo.js';
 import { ensemblePlacement } from './lib/ensemble-placement.js';
+import { cpuSeconds } from './lib/load.js';
 
 const MIB = 1024 * 1024;
 const TOTAL = Number(process.env.BENCH_TUNNEL_MB ?? 64) * MIB;
@@ -141,11 +141,8 @@ async function tunnelEcho(forwardPort: number): Promise<{ roundTrip: () => Promi
   };
 }
 
-/** CPU milliseconds (user + system, every thread) process `pid` has used so far: Linux's /proc. */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-}
+/** CPU milliseconds process `pid` (every thread) has run so far (the scheduler's ns account). */
+const cpuMs = (pid: number): number => cpuSeconds(pid) * 1000;
 
 /** `measure`'s figure and the CPU milliseconds each of `pids` spent meanwhile. */
 async function withCpu<T>(pids: number[], measure: () => Promise<T>): Promise<{ value: T; cpu: number[] }> {
