@@ -4,8 +4,8 @@
  * block is asked for or served, so a hostile want-list cannot make the node hash or look up
  * what it does not keep.
  */
+import { createHash } from 'node:crypto';
 import { CID } from 'multiformats/cid';
-import { sha256 } from 'multiformats/hashes/sha2';
 import { invalid } from '../errors.js';
 
 export const RAW_CODEC = 0x55;
@@ -35,14 +35,15 @@ export function parseCid(text: string, what = 'cid'): CID {
   return cid;
 }
 
-/** Whether `bytes` are the block `cid` names: its sha2-256 digest, recomputed. */
-export async function blockMatches(cid: CID, bytes: Uint8Array): Promise<boolean> {
+/**
+ * Whether `chunks`, one after another, are the block `cid` names: its sha2-256 digest,
+ * recomputed over the pieces as they are (a block arrives in the pieces of the frames it came in).
+ */
+export function chunksMatch(cid: CID, chunks: readonly Uint8Array[]): boolean {
   if (cidProblem(cid)) return false;
-  const digest = await sha256.digest(bytes);
-  const want = cid.multihash.digest;
-  if (digest.digest.length !== want.length) return false;
-  for (let i = 0; i < want.length; i++) if (digest.digest[i] !== want[i]) return false;
-  return true;
+  const hash = createHash('sha256');
+  for (const c of chunks) hash.update(c);
+  return Buffer.from(cid.multihash.digest).equals(hash.digest());
 }
 
 export { CID };

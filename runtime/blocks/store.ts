@@ -4,7 +4,7 @@
  * block put here from outside is checked against its CID first. The store knows how many bytes
  * it holds: they count against the node's onboarded storage share (the resource manager).
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -12,7 +12,7 @@ import { FsBlockstore } from 'blockstore-fs';
 import { NextToLast } from 'blockstore-fs/sharding';
 import type { CID } from 'multiformats/cid';
 import { DmsError } from '../errors.js';
-import { blockMatches, cidProblem } from './cid.js';
+import { chunksMatch } from './cid.js';
 
 /** The largest block this node stores or moves: the importer's chunks are 256 KiB, its nodes far smaller. */
 export const MAX_BLOCK_BYTES = 1024 * 1024;
@@ -170,18 +170,13 @@ export class BlockStore {
    */
   async putVerifiedChunks(cid: CID, chunks: readonly Uint8Array[]): Promise<boolean> {
     const length = chunks.reduce((n, c) => n + c.byteLength, 0);
-    if (cidProblem(cid) || length > MAX_BLOCK_BYTES) return false;
-    const hash = createHash('sha256');
-    for (const c of chunks) hash.update(c);
-    if (!Buffer.from(cid.multihash.digest).equals(hash.digest())) return false;
+    if (length > MAX_BLOCK_BYTES || !chunksMatch(cid, chunks)) return false;
     await this.fs.putChunks(cid, chunks);
     return true;
   }
 
   /** Stores a block from outside; false (and nothing stored) when it is not the block `cid` names. */
-  async putVerified(cid: CID, bytes: Uint8Array): Promise<boolean> {
-    if (cidProblem(cid) || bytes.byteLength > MAX_BLOCK_BYTES || !(await blockMatches(cid, bytes))) return false;
-    await this.fs.put(cid, bytes);
-    return true;
+  putVerified(cid: CID, bytes: Uint8Array): Promise<boolean> {
+    return this.putVerifiedChunks(cid, [bytes]);
   }
 }
