@@ -42,8 +42,6 @@ const PARALLEL = 4;
  * sending (encryption, the muxer's window), which otherwise waited for each read in turn.
  */
 const READ_AHEAD = 8;
-/** Look-ups of whether blocks are held, at once. */
-const HAS_CHECKS = 32;
 /** Most holders of a DAG the DHT is asked for, and how long that may take. */
 const MAX_PROVIDERS = 8;
 const FIND_PROVIDERS_MS = 5_000;
@@ -284,21 +282,11 @@ export class BlockExchange {
     });
   }
 
-  /**
-   * The CIDs of `cids` not held here, in order. Looked up HAS_CHECKS at a time: one by one, a
-   * level of a thousand leaves waited a thousand file-system round trips before its first ask.
-   */
+  /** The CIDs of `cids` not held here, in order (a look-up is a stat of a cached directory entry: store.has). */
   private async missing(cids: readonly CID[]): Promise<CID[]> {
-    const held = new Array<boolean>(cids.length);
-    let next = 0;
-    const worker = async () => {
-      while (next < cids.length) {
-        const i = next++;
-        held[i] = await this.store.has(cids[i]);
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(HAS_CHECKS, cids.length) }, worker));
-    return cids.filter((_, i) => !held[i]);
+    const out: CID[] = [];
+    for (const cid of cids) if (!(await this.store.has(cid))) out.push(cid);
+    return out;
   }
 
   /** Up to MAX_PROVIDERS nodes the DHT names as holding `root`, other than this node and those already asked. */
