@@ -10,6 +10,7 @@ import { sha256, sha512 } from 'multiformats/hashes/sha2';
 import { BlockStore } from '../../runtime/blocks/store.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
 import { exportTar, importFile, importPath, importTar } from '../../runtime/blocks/unixfs.js';
+import { tarEntries } from '../helpers/tar.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -34,20 +35,6 @@ async function makeTar(entries: Entry[]): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-async function untar(stream: Readable): Promise<Map<string, Buffer | 'dir'>> {
-  const out = new Map<string, Buffer | 'dir'>();
-  const bytes: Buffer[] = [];
-  for await (const c of stream) bytes.push(c as Buffer);
-  const extract = tar.extract();
-  extract.end(Buffer.concat(bytes));
-  for await (const entry of extract) {
-    const chunks: Buffer[] = [];
-    for await (const c of entry) chunks.push(c as Buffer);
-    out.set(entry.header.name, entry.header.type === 'directory' ? 'dir' : Buffer.concat(chunks));
-  }
-  return out;
-}
-
 describe('block store and UnixFS', async () => {
   const store = new BlockStore(join(tmp(), 'blocks'));
   await store.open();
@@ -64,7 +51,7 @@ describe('block store and UnixFS', async () => {
     expect(got.size).toBe(big.length + 6);
     expect(got.cid.version).toBe(1);
     expect(got.cid.multihash.code).toBe(sha256.code);
-    const files = await untar(exportTar(got.cid, store.fs, 'out'));
+    const files = await tarEntries(exportTar(got.cid, store.fs, 'out'));
     expect((files.get('a.bin') as Buffer).equals(big)).toBe(true);
     expect(files.get('sub')).toBe('dir');
     expect(files.get('sub/b.txt')!.toString()).toBe('hello\n');
@@ -95,7 +82,7 @@ describe('block store and UnixFS', async () => {
       { name: 'outputs/a.txt', body: Buffer.from('a') },
     ]);
     const got = await importTar(Readable.from([archive]), store.fs, { maxBytes: 100 }, 1);
-    const files = await untar(exportTar(got.cid, store.fs, 'x'));
+    const files = await tarEntries(exportTar(got.cid, store.fs, 'x'));
     expect([...files.keys()]).toEqual(['a.txt']);
   });
 

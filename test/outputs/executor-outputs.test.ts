@@ -8,7 +8,6 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import * as tar from 'tar-stream';
 import { z } from 'zod';
 import { defineExecutor } from '../../actors/executors/actor.js';
 import { NullExecutor } from '../../actors/executors/null.js';
@@ -34,18 +33,7 @@ import type { LocalNode } from '../helpers/local-node.js';
 import { removeHome } from '../helpers/node.js';
 import { waitFor } from '../helpers/network.js';
 import { GiB, startLocalJobNode } from '../jobs/helpers.js';
-
-async function untar(bytes: Buffer): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  const extract = tar.extract();
-  extract.end(bytes);
-  for await (const entry of extract) {
-    const chunks: Buffer[] = [];
-    for await (const c of entry) chunks.push(c as Buffer);
-    if (entry.header.type === 'file') out.set(entry.header.name, Buffer.concat(chunks).toString());
-  }
-  return out;
-}
+import { tarText } from '../helpers/tar.js';
 
 describe('a null job with outputs', () => {
   let node: LocalNode;
@@ -83,7 +71,7 @@ describe('a null job with outputs', () => {
     ]);
     const out = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/out`);
     expect(out.headers.get('content-type')).toBe('application/x-tar');
-    expect(Object.fromEntries(await untar(Buffer.from(await out.arrayBuffer())))).toEqual({ 'a.txt': 'alpha\n', 'sub/b.txt': 'beta\n' });
+    expect(await tarText(Buffer.from(await out.arrayBuffer()))).toEqual({ 'a.txt': 'alpha\n', 'sub/b.txt': 'beta\n' });
     expect(await (await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/one`)).text()).toBe('one\n');
     expect((await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/gone`)).status).toBe(409);
   });

@@ -13,6 +13,7 @@ import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { startLocalNode, type LocalNode } from '../helpers/local-node.js';
 import { removeHome } from '../helpers/node.js';
 import { waitFor } from '../helpers/network.js';
+import { tarFiles } from '../helpers/tar.js';
 
 const { docker, problem } = await dockerForTests('job outputs test');
 
@@ -26,18 +27,6 @@ async function tarOf(entries: { name: string; body?: Buffer; type?: 'symlink' | 
   const chunks: Buffer[] = [];
   for await (const c of pack as unknown as AsyncIterable<Buffer>) chunks.push(c);
   return Buffer.concat(chunks);
-}
-
-async function untar(bytes: Buffer): Promise<Map<string, Buffer>> {
-  const out = new Map<string, Buffer>();
-  const extract = tar.extract();
-  extract.end(bytes);
-  for await (const entry of extract) {
-    const chunks: Buffer[] = [];
-    for await (const c of entry) chunks.push(c as Buffer);
-    if (entry.header.type === 'file') out.set(entry.header.name, Buffer.concat(chunks));
-  }
-  return out;
 }
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -134,7 +123,7 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
     const out = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/out`);
     expect(out.headers.get('content-type'), await out.clone().text()).toBe('application/x-tar');
     expect(out.headers.get('x-dms-blocks-fetched')).toBe('0');
-    const files = await untar(Buffer.from(await out.arrayBuffer()));
+    const files = await tarFiles(Buffer.from(await out.arrayBuffer()));
     expect([...files.keys()].sort()).toEqual(['a.bin', 'sub/b.txt']);
     expect(files.get('a.bin')!.length).toBe(1048577);
     expect(files.get('sub/b.txt')!.toString()).toBe('hi\n');

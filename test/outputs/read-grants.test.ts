@@ -6,31 +6,19 @@
  * In process: three nodes on real libp2p, the null executor (which hands its outputs back).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import * as tar from 'tar-stream';
 import { jobReadCapability } from '../../behaviors/jobs/read-right.js';
 import { issueToken, tokenToText } from '../../runtime/capability/token.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { nowNs } from '../../runtime/time.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { tarText } from '../helpers/tar.js';
 
 let a: LocalNode;
 let p: LocalNode;
 let r: LocalNode;
 
 const json = (method: string, body: unknown) => ({ method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-
-async function untar(bytes: Buffer): Promise<Record<string, string>> {
-  const out: Record<string, string> = {};
-  const extract = tar.extract();
-  extract.end(bytes);
-  for await (const entry of extract) {
-    const chunks: Buffer[] = [];
-    for await (const c of entry) chunks.push(c as Buffer);
-    if (entry.header.type === 'file') out[entry.header.name] = Buffer.concat(chunks).toString();
-  }
-  return out;
-}
 
 /** A null job submitted on A, pinned to P, with one output; its id once A holds its manifest. */
 async function producedOnP(text: string): Promise<string> {
@@ -76,7 +64,7 @@ describe('a job read right', { timeout: 40_000 }, () => {
       expect(await manifest.json()).toMatchObject({ job, node: p.peerId, requester: a.peerId, signed: expect.any(String) });
       const out = await readOn(job, from, given.token, 'outputs/out');
       expect(out.status, await out.clone().text()).toBe(200);
-      expect(await untar(Buffer.from(await out.arrayBuffer()))).toEqual({ 'a.txt': 'granted bytes\n' });
+      expect(await tarText(Buffer.from(await out.arrayBuffer()))).toEqual({ 'a.txt': 'granted bytes\n' });
     }
   });
 
