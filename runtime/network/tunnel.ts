@@ -195,13 +195,25 @@ export function pipe(socket: Socket, stream: Stream, first: Uint8Array, idleMs: 
       socket.uncork();
     }
     if (!room) {
-      quietly(() => stream.pause());
-      socket.once('drain', () => quietly(() => stream.resume()));
+      // Paused inside resume()'s own dispatch, the stream would be credited again right after
+      // (libp2p resumes the muxer's window once the dispatch returns): paused once it has.
+      if (resuming) repause = true;
+      else quietly(() => stream.pause());
+      socket.once('drain', resume);
     }
+  };
+  let resuming = false;
+  let repause = false;
+  const resume = () => {
+    resuming = true;
+    repause = false;
+    quietly(() => stream.resume());
+    resuming = false;
+    if (repause) quietly(() => stream.pause());
   };
   if (first.byteLength > 0) toSocket(first);
   stream.addEventListener('message', (evt) => toSocket(evt.data));
-  quietly(() => stream.resume());
+  resume();
   stream.addEventListener('remoteCloseWrite', () => socket.end());
   stream.addEventListener('close', () => {
     if (!socket.destroyed) socket.destroySoon();
