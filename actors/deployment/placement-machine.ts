@@ -5,7 +5,7 @@
  *   bidding: offering ──offered──▶ collecting ──enough / unbeatable / window──▶ ranking
  *            ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
  *            ranking ──▶ reserving ──reserved──▶ placed
- *                           ├──refused──▶ reserving (next bidder)
+ *                           ├──refused, bids left──▶ ranking (those ranked, and those come meanwhile)
  *                           ├──refused, none left, answers to come──▶ collecting
  *                           ├──refused, none left, window closed, answers expected──▶ stragglers
  *                           │        stragglers ──a late bid──▶ ranking; ──all answered / 500 ms──▶ unplaced
@@ -146,7 +146,8 @@ export const placementMachine = setup({
     windowClosed: ({ context }) => context.windowClosed,
     noBids: ({ context }) => context.candidates.length === 0,
     selfBest: ({ context }) => context.candidates[0]?.node === context.self,
-    moreCandidates: ({ context }) => context.candidates.length > 1,
+    // Bids besides the refusing bidder's: those ranked after it, and those that came while it was asked.
+    otherBids: ({ context }) => context.bids.some((b) => b.node !== context.candidates[0].node),
     // Ranking stopped early (an idle bid), so answers may still come: wait for them.
     answersToCome: ({ context }) => !context.windowClosed && !answered(context),
     othersExpected: ({ context }) => !answered(context),
@@ -223,12 +224,7 @@ export const placementMachine = setup({
             input: ({ context }) => ({ node: context.candidates[0].node, jobId: context.jobId, resources: context.resources, group: context.group ?? null }),
             onDone: { target: '#placement.placed', actions: assign({ chosen: ({ context }) => context.candidates[0].node }) },
             onError: [
-              {
-                guard: 'moreCandidates',
-                target: 'reserving',
-                reenter: true,
-                actions: assign(({ context, event }) => ({ ...refusedBy(context, event.error), candidates: context.candidates.slice(1) })),
-              },
+              { guard: 'otherBids', target: 'ranking', actions: assign(({ context, event }) => refusedBy(context, event.error)) },
               { guard: 'answersToCome', target: 'collecting', actions: assign(({ context, event }) => refusedBy(context, event.error)) },
               {
                 // The window closed meanwhile, but not everyone answered: a late bid still counts.

@@ -104,6 +104,18 @@ describe('placement machine: collecting bids', () => {
     expect(m.reserved).toEqual(['other']);
   });
 
+  it('an idle bidder that refuses after the last answer came while it was asked: that answer is taken, not dropped', async () => {
+    // Jobs offered a few ms apart each meet the same idle bid; the first takes the room, and the
+    // second's reservation there is refused. The other node's bid, come meanwhile, must place it.
+    const m = start({ expected: 2, refuse: ['taken'] });
+    const output = m.done();
+    m.bid('taken', 0);
+    expect(m.state()).toBe('{"bidding":"reserving"}');
+    m.bid('roomy', 0.3);
+    expect(await output).toEqual({ node: 'roomy' });
+    expect(m.reserved).toEqual(['roomy']);
+  });
+
   it('the window closing while a refusal is pending: with nobody left, the job waits, naming the refusal', async () => {
     const m = start({ expected: 4, refuse: ['stale'] });
     m.bid('stale', 0);
