@@ -42,6 +42,7 @@ const UNIT = [
   'test/jobs/machine.test.ts',
   'test/jobs/placement.test.ts',
   'test/jobs/placement-chart.test.ts',
+  'test/jobs/scheduler.test.ts',
   'test/network/bans.test.ts',
   'test/network/host.test.ts',
   'test/resources/capacity.test.ts',

@@ -13,7 +13,7 @@ import type { z } from 'zod';
 import { type RunReport, type StartReport } from '../../behaviors/jobs/executor.js';
 import { type LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { AcceptPayload, DEPLOYMENT_INBOX, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
-import { ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
+import { type FreeNow, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactValues } from '../../behaviors/jobs/redaction.js';
 import { isTerminal, JOB_STATUSES, type Job, type JobSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
@@ -543,21 +543,23 @@ class Orchestrator {
   }
 
   private async sendReleases(ids: string[]): Promise<void> {
+    let now: FreeNow | { version?: number } = {};
     try {
-      await this.actor.call(this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
+      now = await this.actor.call(this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
     } catch (e) {
       this.log.warn({ err: errorText(e), jobs: ids.length }, 'resources not released');
     }
-    this.resourcesFreed();
+    this.resourcesFreed(now);
   }
 
   /**
-   * Resources were freed here: every job waiting may fit now, those waiting for a node
-   * included (asked here first; offered again to the network only when their turn comes).
+   * Resources were freed here (`now`: what the manager says is free, when it said): every job
+   * waiting may fit now, those waiting for a node included (asked here first; offered again
+   * to the network only when their turn comes).
    */
-  resourcesFreed(): void {
+  resourcesFreed(now: FreeNow | { version?: number }): void {
     for (const run of this.runs.values()) if (run.unplaced) run.send({ type: 'resources_freed' });
-    this.scheduler.freed();
+    this.scheduler.freed(now);
   }
 
   // --- start-up --------------------------------------------------------------------------

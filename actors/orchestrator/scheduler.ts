@@ -6,13 +6,19 @@
  *
  * Passes are coalesced: at most one reservation request is in flight, and any number of
  * pokes meanwhile make one more pass. A refused job is asked about again only after
- * resources were freed since its refusal: until then the answer cannot change.
+ * resources were freed since its refusal: until then the answer cannot change. And only if it
+ * fits what the manager last said is free, less what the jobs before it in the same pass ask:
+ * when one job's end frees one job's room, one waiting job is asked, not every waiting job
+ * (each asked and refused again cost a reservation entry and a machine event, and a node with
+ * a thousand jobs queued behind a full share spent its CPU on that). A job refused again for
+ * the same reason is not told again: its machine has nothing new to do.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { ReserveReply } from '../../behaviors/jobs/resources.js';
+import type { FreeNow, ReserveReply } from '../../behaviors/jobs/resources.js';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
+import { ResourceLedger } from '../resources/ledger.js';
 import type { JobRun } from './run.js';
 
 /** Most jobs one reservation request carries. */
@@ -32,9 +38,12 @@ export class Scheduler {
    * Waiting jobs in submission order (a Map keeps insertion order), each with the epoch it was
    * last refused in (-1: not yet asked).
    */
-  private readonly waiting = new Map<string, { run: JobRun; refusedIn: number }>();
+  private readonly waiting = new Map<string, { run: JobRun; refusedIn: number; reason?: string }>();
   /** Bumped whenever resources are freed: refusals from an older epoch may no longer hold. */
   private epoch = 0;
+  /** What the manager last said is free (null: not known, so every refused job is asked again), and at which ledger version. */
+  private free: ResourceSpec | null = null;
+  private freeVersion = -1;
   private passing = false;
   private again = false;
   /** Until resume(): after a restart, jobs still running must hold their share before others get any. */
@@ -60,10 +69,21 @@ export class Scheduler {
     this.waiting.delete(jobId);
   }
 
-  /** Resources were freed: every waiting job gets asked about again. */
-  freed(): void {
+  /**
+   * Resources were freed: waiting jobs get asked about again, those that fit `now.free` when
+   * the manager said what is free; every one when it did not (`version` alone).
+   */
+  freed(now: FreeNow | { version?: number }): void {
     this.epoch++;
+    this.learn('free' in now ? now.free : null, now.version);
     this.poke();
+  }
+
+  /** The manager's word on what is free; one read at an older ledger version than the last is stale and ignored. */
+  private learn(free: ResourceSpec | null, version: number | undefined): void {
+    if (version !== undefined && version < this.freeVersion) return;
+    this.free = free;
+    if (version !== undefined) this.freeVersion = version;
   }
 
   /** Starts placing jobs (the node finished recovering). */
@@ -95,8 +115,16 @@ export class Scheduler {
       this.again = false;
       const epoch = this.epoch;
       const candidates: JobRun[] = [];
+      // What is left of the known free room once the refused jobs picked so far are counted.
+      const room = this.free ? new ResourceLedger(this.free) : null;
       for (const { run, refusedIn } of this.waiting.values()) {
-        if (refusedIn < epoch) candidates.push(run);
+        if (refusedIn >= epoch) continue;
+        // A job never asked is asked: its refusal is what tells its machine (and its caller) why it waits.
+        if (refusedIn >= 0 && room) {
+          if (!room.fits(run.job.resources)) continue;
+          room.reserve(run.id, run.job.resources, true);
+        }
+        candidates.push(run);
         if (candidates.length === MAX_PER_PASS) break;
       }
       if (candidates.length === 0 || this.halted) return;
@@ -108,6 +136,7 @@ export class Scheduler {
         this.log.warn({ err: errorText(e) }, 'resource reservation failed');
         return;
       }
+      this.learn(reply.free, reply.version);
       for (const id of reply.granted) {
         const waiting = this.waiting.get(id);
         if (!waiting) {
@@ -121,6 +150,8 @@ export class Scheduler {
         const waiting = this.waiting.get(job_id);
         if (!waiting) continue;
         waiting.refusedIn = epoch;
+        if (waiting.reason === reason) continue;
+        waiting.reason = reason;
         this.hooks.refused(waiting.run, reason);
       }
       if (candidates.length === MAX_PER_PASS) this.again = true;

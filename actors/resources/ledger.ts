@@ -41,6 +41,7 @@ export class ResourceLedger {
   private offeredAmounts: Amounts;
   private readonly holds = new Map<string, Amounts>();
   private held: Amounts = ZERO;
+  private changes = 0;
 
   constructor(offered: ResourceSpec) {
     this.offered = offered;
@@ -51,6 +52,12 @@ export class ResourceLedger {
   offer(spec: ResourceSpec): void {
     this.offered = spec;
     this.offeredAmounts = amountsOf(spec);
+    this.changes++;
+  }
+
+  /** Counts every change of what is free: of two readings of `free()`, the one at the higher version is the newer. */
+  get version(): number {
+    return this.changes;
   }
 
   /** What is offered now. */
@@ -85,6 +92,14 @@ export class ResourceLedger {
     const amounts = amountsOf(spec);
     this.holds.set(key, amounts);
     this.held = add(this.held, amounts);
+    this.changes++;
+  }
+
+  /** Whether `spec` fits what is free now: shortfall() without the words. */
+  fits(spec: ResourceSpec): boolean {
+    const want = amountsOf(spec);
+    const free = this.freeAmounts();
+    return want.millicores <= free.millicores && want.memory <= free.memory && want.storage <= free.storage && want.gpus <= free.gpus;
   }
 
   /** Gives back what `key` holds; false when it holds nothing. */
@@ -93,6 +108,7 @@ export class ResourceLedger {
     if (!amounts) return false;
     this.holds.delete(key);
     this.held = add(this.held, amounts, -1);
+    this.changes++;
     return true;
   }
 

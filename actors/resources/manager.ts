@@ -21,6 +21,7 @@ import {
   type Offer,
   ReleasePayload,
   ReservePayload,
+  type FreeNow,
   type ReserveReply,
   ResourceBehaviors,
   RESOURCES_INBOX,
@@ -170,7 +171,7 @@ class ResourceManager {
       defineBehavior({
         name: ResourceBehaviors.release,
         payload: ReleasePayload,
-        handle: async ({ payload }) => ({ released: await this.releaseJobs(payload.job_ids) }),
+        handle: async ({ payload }) => ({ released: await this.releaseJobs(payload.job_ids), ...this.freeNow() }),
       }),
       defineBehavior({ name: ResourceBehaviors.offer, payload: EmptyPayload, handle: () => this.offer() }),
       defineBehavior({ name: ResourceBehaviors.lease, payload: LeasePayload, handle: ({ payload }) => this.lease(payload) }),
@@ -195,7 +196,7 @@ class ResourceManager {
 
   private reserve(request: { jobs: { job_id: string; resources: ResourceSpec }[]; force: boolean }): ReserveReply {
     this.countBlocks();
-    const reply: ReserveReply = { granted: [], refused: [] };
+    const reply: Omit<ReserveReply, keyof FreeNow> = { granted: [], refused: [] };
     for (const { job_id, resources } of request.jobs) {
       // A leased share becomes the job's for as long as it runs.
       this.leases.delete(job_id);
@@ -218,7 +219,12 @@ class ResourceManager {
       this.ledger.reserve(jobKey(job_id), resources, true);
       reply.granted.push(job_id);
     }
-    return reply;
+    return { ...reply, ...this.freeNow() };
+  }
+
+  /** What is free now, with the ledger's version: the orchestrator's scheduler asks only jobs that may fit it. */
+  private freeNow(): FreeNow {
+    return { free: this.ledger.free(), version: this.ledger.version };
   }
 
   /** Frees what the jobs hold; an allocation made for one of them ends with it. */
@@ -368,7 +374,7 @@ class ResourceManager {
 
   /** Tells the orchestrator that pending jobs may fit now. */
   private resourcesFreed(): void {
-    this.actor.tell(this.actor.local(ORCHESTRATOR_INBOX), JobBehaviors.schedule, {}).catch((e: unknown) => {
+    this.actor.tell(this.actor.local(ORCHESTRATOR_INBOX), JobBehaviors.schedule, { version: this.ledger.version }).catch((e: unknown) => {
       this.log.debug({ err: errorText(e) }, 'orchestrator not told about freed resources');
     });
   }

@@ -126,10 +126,19 @@ export const ReservePayload = z.strictObject({
 });
 export type ReservePayload = z.input<typeof ReservePayload>;
 
+/**
+ * What is free once the reply's own change is made, and the version of the manager's ledger it
+ * was read at (every reservation and release bumps it): replies may reach the orchestrator in
+ * another order than the manager sent them, and the higher version is the newer word.
+ */
+const FreeNow = { free: ResourceSpecSchema, version: z.int().nonnegative() };
+export type FreeNow = z.output<z.ZodObject<typeof FreeNow>>;
+
 export const ReserveReply = z.object({
   granted: z.array(z.string()),
   /** Jobs that do not fit now, each with the resource that is short. */
   refused: z.array(z.object({ job_id: z.string(), reason: z.string() })),
+  ...FreeNow,
 });
 export type ReserveReply = z.output<typeof ReserveReply>;
 
@@ -162,7 +171,10 @@ export const LeasePayload = z.strictObject({
   resources: ResourceSpecSchema,
 });
 export const LeaseReply = z.object({ job_id: jobId });
-export const ReleaseReply = z.object({ released: z.int().nonnegative() });
+export const ReleaseReply = z.object({ released: z.int().nonnegative(), ...FreeNow });
+
+/** Resources were freed here (a lease, an allocation, a volume, a grown share); `version` as in FreeNow. */
+export const SchedulePayload = z.strictObject({ version: z.int().nonnegative().optional() });
 
 export const AllocatePayload = AllocationRequestSchema;
 export const AllocationListPayload = z.strictObject({
