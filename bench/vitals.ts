@@ -24,6 +24,7 @@ import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { JobSpecInput } from '../behaviors/jobs/schema.js';
 import { removeHome, TEST_ENV, tempHome } from '../test/helpers/node.js';
+import { loadAverage } from './lib/load.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const JOBS = Number(process.env.BENCH_JOBS ?? 20_000);
@@ -212,8 +213,7 @@ async function nullJobs(): Promise<Record<string, { jobs_per_s: number; rounds: 
   }
 }
 
-const load = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-console.log(`load average at start: ${load()} (2 cores, shared)`);
+console.log(`load average at start: ${loadAverage()} (2 cores, shared)`);
 const starts = await coldAndWarm();
 const idle = await idleRss();
 const work = await nullJobs();
@@ -245,6 +245,6 @@ if (other) {
     `this build / ${other.build}: cold ${round(me.cold_median_s / other.cold_median_s)}, warm ${round(me.warm_median_s / other.warm_median_s)}, idle RSS ${round(me.idle_rss_mb / other.idle_rss_mb)} (at 30 s ${round(me.idle_rss_30s_mb / other.idle_rss_30s_mb)}), jobs/s ${round(me.null_jobs_per_s / other.null_jobs_per_s)}, RSS after jobs ${round(me.rss_after_jobs_mb / other.rss_after_jobs_mb)}`,
   );
 }
-console.log(`load average at end: ${load()}`);
+console.log(`load average at end: ${loadAverage()}`);
 mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
-writeFileSync(new URL('./results/vitals.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), load_end: load(), starts, idle, work, rows }, null, 2));
+writeFileSync(new URL('./results/vitals.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), load_end: loadAverage(), starts, idle, work, rows }, null, 2));
