@@ -96,6 +96,7 @@ const NODE = [
   'test/security/reply-binding.test.ts',
   'test/storage/migrations.test.ts',
   'test/storage/storage.test.ts',
+  'test/storage/worker-dialect.test.ts',
 ];
 
 /**
