@@ -66,8 +66,11 @@ export class WorkerConnection {
   private readonly waiting = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
   private nextId = 0;
   private failed: Error | null = null;
+  /** Whether the database is in memory: knex's pool keeps such a connection for good. */
+  readonly memory: boolean;
 
   private constructor(filename: string) {
+    this.memory = filename === ':memory:';
     const driver = createRequire(import.meta.url).resolve('libsql');
     // CommonJS, whatever flags the node runs with (`--input-type=module` would make it an ES module).
     this.worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], workerData: { filename, driver } });
