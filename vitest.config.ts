@@ -96,7 +96,6 @@ const NODE = [
   'test/security/reply-binding.test.ts',
   'test/storage/migrations.test.ts',
   'test/storage/storage.test.ts',
-  'test/storage/worker-dialect.test.ts',
 ];
 
 /**

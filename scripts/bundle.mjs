@@ -62,7 +62,7 @@ const lazyRequires = {
  * loads the same module through Node's CommonJS loader alone; esbuild's interop gives the
  * importer the same named exports.
  */
-const CJS_EXTERNALS = /^(libsql|pino-pretty)$/;
+const CJS_EXTERNALS = /^(sqlite3|pino-pretty)$/;
 
 const cjsExternals = {
   name: 'cjs-externals',
@@ -113,15 +113,15 @@ const entryPoints = [
 ];
 
 /**
- * Left to Node, from node_modules: the native SQLite driver (libsql, with its prebuilt binary); pino-pretty, required only for pretty
+ * Left to Node, from node_modules: the native SQLite driver; pino-pretty, required only for pretty
  * logs; ssh2 and gRPC (LAZY_REQUIRES). pino itself is bundled: its transports (worker threads
  * that load modules by path) would not survive that, but DMS runs none (runtime/log.ts writes
  * to stderr, pretty lines through pino-pretty in the node's own thread); loaded from
  * node_modules it was ~20 files resolved and compiled at every start. knex names every database
- * driver it has a dialect for; none but libsql is installed, and only its dialect runs.
+ * driver it has a dialect for; none but sqlite3 is installed, and only the SQLite dialect runs.
  */
-const DRIVERS = ['sqlite3', 'pg', 'pg-query-stream', 'mysql', 'mysql2', 'oracledb', 'tedious', 'better-sqlite3', 'libsql', 'mariadb', 'mariadb/*'];
-const external = ['pino-pretty', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs', ...DRIVERS];
+const DRIVERS = ['pg', 'pg-query-stream', 'mysql', 'mysql2', 'oracledb', 'tedious', 'better-sqlite3', 'libsql', 'mariadb', 'mariadb/*'];
+const external = ['sqlite3', 'pino-pretty', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs', ...DRIVERS];
 
 const result = await build({
   entryPoints,

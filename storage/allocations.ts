@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { InferEntity } from '@mikro-orm/core';
-import type { MikroORM } from '@mikro-orm/libsql';
+import type { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRequestSchema, type Allocation, type AllocationRequest } from '../behaviors/jobs/schema.js';
 import { parseWith } from '../runtime/issues.js';
 import { notFound } from '../runtime/errors.js';

@@ -1,6 +1,6 @@
 import type { MigrationObject } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
-import type { Options } from '@mikro-orm/libsql';
+import type { Options } from '@mikro-orm/sqlite';
 import { MIGRATIONS } from './migrations/index.js';
 import { baseOptions } from './options.js';
 

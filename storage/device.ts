@@ -1,4 +1,4 @@
-import type { MikroORM } from '@mikro-orm/libsql';
+import type { MikroORM } from '@mikro-orm/sqlite';
 import { DeviceSettingsPatchSchema, DeviceSettingsSchema, type DeviceSettings, type DeviceSettingsPatch } from '../behaviors/jobs/schema.js';
 import { parseWith } from '../runtime/issues.js';
 import { DeviceSettingEntity } from './entities.js';

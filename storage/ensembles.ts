@@ -4,7 +4,7 @@
  * `ensemble` column; the actor joins the two.
  */
 import type { InferEntity } from '@mikro-orm/core';
-import type { MikroORM } from '@mikro-orm/libsql';
+import type { MikroORM } from '@mikro-orm/sqlite';
 import type { EnsembleSpec, EnsembleStatus } from '../behaviors/ensembles/schema.js';
 import { notFound } from '../runtime/errors.js';
 import { EnsembleEntity } from './entities.js';

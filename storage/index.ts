@@ -5,7 +5,7 @@
  */
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { MikroORM } from '@mikro-orm/libsql';
+import { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRepository } from './allocations.js';
 import { MIGRATION_NAMES, MIGRATIONS_TABLE } from './migrations/names.js';
 import { baseOptions } from './options.js';

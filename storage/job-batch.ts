@@ -8,7 +8,7 @@
  * apply. Columns and their encoding follow the migrations and the ORM's mapping (JSON as
  * text, times as epoch milliseconds): a new job column must be added here as well.
  */
-import type { EntityManager } from '@mikro-orm/libsql';
+import type { EntityManager } from '@mikro-orm/sqlite';
 import type { Job, JobSpecInput } from '../behaviors/jobs/schema.js';
 import { DmsError, notFound } from '../runtime/errors.js';
 import {

@@ -1,4 +1,4 @@
-import type { MikroORM } from '@mikro-orm/libsql';
+import type { MikroORM } from '@mikro-orm/sqlite';
 import type { Job, JobEvent, JobSpecInput, JobStatus } from '../behaviors/jobs/schema.js';
 import { JobEntity, JobEventEntity } from './entities.js';
 import { type JobWrite, type JobWriteResult, readJobRows, writeBatch } from './job-batch.js';

@@ -1,6 +1,10 @@
-import type { Options } from '@mikro-orm/libsql';
+import type { Options } from '@mikro-orm/sqlite';
 import { ENTITIES } from './entities.js';
-import { type WorkerConnection, WorkerLibSqlDialect } from './worker-dialect.js';
+
+/** The one connection knex's sqlite3 dialect opens; only `exec` is used here. */
+interface SqliteHandle {
+  exec(sql: string, cb: (err: Error | null) => void): void;
+}
 
 /**
  * WAL lets readers run while a write commits, and synchronous=FULL makes a commit durable
@@ -19,11 +23,9 @@ export function baseOptions(path: string): Options {
     dbName: path,
     entities: ENTITIES,
     pool: {
-      afterCreate: (conn: WorkerConnection, done: (err: Error | null, conn: WorkerConnection) => void) =>
-        conn.exec(PRAGMAS).then(() => done(null, conn), (e: Error) => done(e, conn)),
+      afterCreate: (conn: SqliteHandle, done: (err: Error | null, conn: SqliteHandle) => void) =>
+        conn.exec(PRAGMAS, (err) => done(err, conn)),
     },
-    // Statements run in a worker thread (./worker-dialect.ts says why).
-    driverOptions: { client: WorkerLibSqlDialect },
     debug: false,
   };
 }

@@ -2,11 +2,10 @@
 // that made the engine redirect docker-modem into an unhandled error (and crashed the node at
 // every restart), containers without limits, and output too large to hold.
 import { join } from 'node:path';
-import { MikroORM } from '@mikro-orm/libsql';
+import sqlite3 from 'sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { openStorage } from '../../storage/index.js';
-import { baseOptions } from '../../storage/options.js';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { type NodeProcess, removeHome } from '../helpers/node.js';
 import { MiB, Rest, startJobNode, textOf, until } from './helpers.js';
@@ -24,13 +23,13 @@ afterAll(async () => {
 });
 
 /** Rewrites a stored job's image behind the node's back, as a database from an older release could hold it. */
-async function setImage(db: string, id: string, image: string): Promise<void> {
-  const orm = await MikroORM.init(baseOptions(db));
-  try {
-    await orm.em.getConnection().execute('UPDATE job SET image = ? WHERE id = ?', [image, id], 'run');
-  } finally {
-    await orm.close(true);
-  }
+function setImage(db: string, id: string, image: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const conn = new sqlite3.Database(db, (e) => {
+      if (e) return reject(e);
+      conn.run('UPDATE job SET image = ? WHERE id = ?', [image, id], (err) => conn.close(() => (err ? reject(err) : resolve())));
+    });
+  });
 }
 
 describe.skipIf(problem !== null)('docker attacks on a node', () => {

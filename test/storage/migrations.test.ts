@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MikroORM } from '@mikro-orm/libsql';
+import { MikroORM } from '@mikro-orm/sqlite';
 import { afterEach, beforeEach, expect, it } from 'vitest';
 import { storageConfig } from '../../storage/config.js';
 import { openStorage } from '../../storage/index.js';
