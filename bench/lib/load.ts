@@ -47,14 +47,14 @@ export async function measure(name: string, opts: Options, seconds: number, warm
   };
 }
 
+/** The machine's load average (1, 5, 15 min), printed beside every figure: the machine is shared. */
+export const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+
 /**
  * CPU seconds a process has run, all its threads together, from the scheduler's own accounting
  * (/proc/<pid>/task/<tid>/schedstat, in ns): user+system time in /proc/<pid>/stat is sampled
  * at the 100 Hz tick, too coarse for a difference of a few percent over seconds.
  */
-/** The machine's load average (1, 5, 15 min), printed beside every figure: the machine is shared. */
-export const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-
 export function cpuSeconds(pid: number): number {
   let ns = 0;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
