@@ -97,9 +97,7 @@ export class ResourceLedger {
 
   /** Whether `spec` fits what is free now: shortfall() without the words. */
   fits(spec: ResourceSpec): boolean {
-    const want = amountsOf(spec);
-    const free = this.freeAmounts();
-    return want.millicores <= free.millicores && want.memory <= free.memory && want.storage <= free.storage && want.gpus <= free.gpus;
+    return within(amountsOf(spec), this.freeAmounts());
   }
 
   /** Gives back what `key` holds; false when it holds nothing. */
@@ -175,7 +173,10 @@ export const coresText = (n: number): string => cores(millicoresOf(n));
 
 /** Whether `spec` asks for no more than `bound` of every resource. */
 export function fitsWithin(spec: ResourceSpec, bound: ResourceSpec): boolean {
-  const a = amountsOf(spec);
-  const b = amountsOf(bound);
+  return within(amountsOf(spec), amountsOf(bound));
+}
+
+/** Whether `a` is no more than `b` of every resource. */
+function within(a: Amounts, b: Amounts): boolean {
   return a.millicores <= b.millicores && a.memory <= b.memory && a.storage <= b.storage && a.gpus <= b.gpus;
 }
