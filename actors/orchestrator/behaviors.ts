@@ -6,7 +6,7 @@
 import { ExitedPayload, JobNotifications, ProgressPayload, REPORT_CAPABILITY, type RunReport, StartedPayload, type StartReport } from '../../behaviors/jobs/executor.js';
 import { CancelPayload, JobBehaviors, type JobEventsReply, JobIdPayload, type JobListReply, ListPayload, LogsPayload, type LogsReply, SubmitPayload } from '../../behaviors/jobs/jobs.js';
 import { AcceptPayload, DEPLOYMENT_INTERNAL_CAPABILITY } from '../../behaviors/jobs/deployment.js';
-import { type FreeNow, SchedulePayload } from '../../behaviors/jobs/resources.js';
+import { type Freed, SchedulePayload } from '../../behaviors/jobs/resources.js';
 import { ENSEMBLE_INTERNAL_CAPABILITY, PartAssignPayload, PartBehaviors, PartCreatePayload } from '../../behaviors/ensembles/schema.js';
 import { redactJob } from '../../behaviors/jobs/redaction.js';
 import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
@@ -26,7 +26,7 @@ export interface OrchestratorHandlers {
   cancel(id: string, reason?: string): Promise<Job>;
   logs(p: z.output<typeof LogsPayload>): Promise<LogsReply>;
   accept(job: z.output<typeof AcceptPayload>['job'], requester: string): Promise<Job>;
-  resourcesFreed(now: FreeNow | { version?: number }): void;
+  resourcesFreed(now: Freed): void;
   started(reports: StartReport[]): void;
   exited(reports: RunReport[]): void;
   notePull(p: { job_id: string; status: string; id?: string }): void;

@@ -13,7 +13,7 @@ import type { z } from 'zod';
 import { type RunReport, type StartReport } from '../../behaviors/jobs/executor.js';
 import { type LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { AcceptPayload, DEPLOYMENT_INBOX, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
-import { type FreeNow, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
+import { type Freed, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactValues } from '../../behaviors/jobs/redaction.js';
 import { isTerminal, JOB_STATUSES, type Job, type JobSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
@@ -543,7 +543,7 @@ class Orchestrator {
   }
 
   private async sendReleases(ids: string[]): Promise<void> {
-    let now: FreeNow | { version?: number } = {};
+    let now: Freed = {};
     try {
       now = await this.actor.call(this.manager, ResourceBehaviors.release, { job_ids: ids }, ReleaseReply);
     } catch (e) {
@@ -557,7 +557,7 @@ class Orchestrator {
    * waiting may fit now, those waiting for a node included (asked here first; offered again
    * to the network only when their turn comes).
    */
-  resourcesFreed(now: FreeNow | { version?: number }): void {
+  resourcesFreed(now: Freed): void {
     for (const run of this.runs.values()) if (run.unplaced) run.send({ type: 'resources_freed' });
     this.scheduler.freed(now);
   }

@@ -14,7 +14,7 @@
  * the same reason is not told again: its machine has nothing new to do.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { FreeNow, ReserveReply } from '../../behaviors/jobs/resources.js';
+import type { Freed, ReserveReply } from '../../behaviors/jobs/resources.js';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
@@ -73,7 +73,7 @@ export class Scheduler {
    * Resources were freed: waiting jobs get asked about again, those that fit `now.free` when
    * the manager said what is free; every one when it did not (`version` alone).
    */
-  freed(now: FreeNow | { version?: number }): void {
+  freed(now: Freed): void {
     this.epoch++;
     this.learn('free' in now ? now.free : null, now.version);
     this.poke();

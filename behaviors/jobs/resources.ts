@@ -176,6 +176,9 @@ export const ReleaseReply = z.object({ released: z.int().nonnegative(), ...FreeN
 /** Resources were freed here (a lease, an allocation, a volume, a grown share); `version` as in FreeNow. */
 export const SchedulePayload = z.strictObject({ version: z.int().nonnegative().optional() });
 
+/** Word that resources were freed: what is free (a release's reply), or only when (a schedule). */
+export type Freed = FreeNow | z.output<typeof SchedulePayload>;
+
 export const AllocatePayload = AllocationRequestSchema;
 export const AllocationListPayload = z.strictObject({
   /** Also list released allocations (default: only those still held). */
