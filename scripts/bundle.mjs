@@ -1,7 +1,8 @@
 /**
  * The JavaScript of dist/: the node's entry points bundled with esbuild (tsc writes the .d.ts
- * files of `dms/plugin`, the one typed export; `npm test` checks every file's types). Start-up was module loading: ~2,400 files resolved, read and compiled
- * one by one before a node did anything; bundled, the ES modules are tree-shaken and read at once.
+ * files of `dms/plugin`, the one typed export; `npm test` checks every file's types). Start-up
+ * was module loading: ~2,400 files resolved, read and compiled one by one before a node did
+ * anything; bundled, the ES modules are tree-shaken and read at once.
  *
  * One build with code splitting, so the entry points share their modules through chunks: a
  * plugin's `dms/plugin` (dist/behaviors/plugin.js) is the same module instance as the kernel
