@@ -112,6 +112,19 @@ describe('the local scheduler', () => {
     expect(s.asked[1]).toEqual(['job-1', 'job-2']);
   });
 
+  it('a schedule sent by hand with a version far ahead leaves every waiting job asked, never none', async () => {
+    const s = setup(1);
+    for (let i = 0; i < 4; i++) s.add(`job-${i}`, 1);
+    await s.passes(1);
+    s.scheduler.freed({ version: Number.MAX_SAFE_INTEGER });
+    await s.passes(2);
+    // The manager's later replies are older by that version and ignored: the scheduler keeps asking everyone.
+    s.release('job-0');
+    await s.passes(3);
+    expect(s.asked[2]).toEqual(['job-1', 'job-2', 'job-3']);
+    expect(s.granted).toEqual(['job-0', 'job-1']);
+  });
+
   it('tells a job refused again only when the reason changed', async () => {
     const s = setup(1);
     s.add('a', 1);
