@@ -123,6 +123,13 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private readonly oom: OomEvents;
   /** Runs this process follows, by container id. */
   private readonly runs = new Map<string, DockerRun>();
+  /**
+   * Images the engine had or pulled for a job here: the next job of one goes straight to
+   * create, one engine round trip fewer before it runs (issue 25: a Docker job against the
+   * same container driven by hand). An image removed since is pulled when create says it is
+   * missing (createFor). Only names the engine held get in, and at most KNOWN_IMAGES of them.
+   */
+  private readonly knownImages = new Set<string>();
   private readonly outputs: OutputCollector | undefined;
   private readonly inputs: InputMounter | undefined;
   private readonly ensembles: EnsembleAttacher | undefined;
@@ -170,7 +177,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     let writer: LogWriter;
     let binds: string[] = [];
     try {
-      await this.ensureImage(job.image, opts.onProgress);
+      if (!this.knownImages.has(job.image)) await this.ensureImage(job.image, opts.onProgress);
       if (job.inputs?.length) {
         if (!this.inputs) throw new DmsError('unavailable', `job ${job.id} has inputs and this node cannot mount any`);
         binds = await this.inputs.prepare(job, (status) => opts.onProgress?.({ status }));
@@ -193,7 +200,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       }
       const spec = containerSpec(job, this.nodeId, this.limits, binds, part);
       if (spec.HostConfig?.NetworkMode === jobNetworkName(job.id)) await this.createJobNetwork(job.id);
-      container = await this.docker.createContainer(spec);
+      container = await this.createFor(spec, job.image, opts.onProgress);
       // A container is created on one network; the ensemble's other slots are joined before it runs.
       for (const name of part?.networks.slice(1) ?? []) await this.docker.getNetwork(name).connect({ Container: container.id });
       await container.start();
@@ -397,9 +404,26 @@ export class DockerExecutor extends StoredOutput implements Executor {
     }
   }
 
+  /**
+   * Creates the container; an image known here but removed from the engine since (by hand, by
+   * a prune) is pulled and the create tried once more, as if the job were its image's first.
+   */
+  private async createFor(spec: Docker.ContainerCreateOptions, image: string, onProgress?: (event: PullProgress) => void): Promise<Docker.Container> {
+    try {
+      return await this.docker.createContainer(spec);
+    } catch (e) {
+      const missing = statusOf(e) === 404 && /no such image/i.test(engineMessage(e));
+      // Missing after a check or pull just now is the engine's answer to give.
+      if (!missing || !this.knownImages.delete(image)) throw e;
+    }
+    await this.ensureImage(image, onProgress);
+    return this.docker.createContainer(spec);
+  }
+
   private async ensureImage(image: string, onProgress?: (event: PullProgress) => void): Promise<void> {
     try {
       await this.docker.getImage(image).inspect();
+      this.know(image);
       return;
     } catch (e) {
       if (statusOf(e) !== 404) throw e;
@@ -418,8 +442,9 @@ export class DockerExecutor extends StoredOutput implements Executor {
         (err: unknown, events: PullEvent[]) => {
           // The engine reports a failed pull inside the stream with a 200 status.
           const failure = err ? engineMessage(err) : events.find((ev) => ev.error)?.error;
-          if (failure) reject(cannotPull(failure));
-          else resolve();
+          if (failure) return reject(cannotPull(failure));
+          this.know(image);
+          resolve();
         },
         (ev: PullEvent) => {
           if (!onProgress || ev.error) return;
@@ -427,6 +452,12 @@ export class DockerExecutor extends StoredOutput implements Executor {
         },
       );
     });
+  }
+
+  private know(image: string): void {
+    // Oldest first: a set keeps insertion order.
+    if (this.knownImages.size >= KNOWN_IMAGES) this.knownImages.delete(this.knownImages.values().next().value!);
+    this.knownImages.add(image);
   }
 
   /** `Internal`: the engine gives it no gateway out, so the job reaches nothing but itself while the host still reaches it. */
@@ -464,6 +495,9 @@ interface PullEvent {
   progressDetail?: { current?: number; total?: number };
   error?: string;
 }
+
+/** Images remembered as present (DockerExecutor.knownImages): a node runs jobs of far fewer. */
+const KNOWN_IMAGES = 256;
 
 // The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
 // has returned (see ./oom-events.ts). So a memory-limited container that died by SIGKILL (137)

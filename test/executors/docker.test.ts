@@ -254,6 +254,37 @@ describe.skipIf(problem !== null)('docker executor', () => {
     expect(await docker.listContainers({ all: true, filters: { label: [`${JOB_LABEL}=${job.id}`] } })).toEqual([]);
   });
 
+  it('asks the engine for an image once, and pulls one removed since a job of it ran here', async () => {
+    const repo = `dms-test/known-${randomUUID().slice(0, 8)}`;
+    const image = `${repo}:latest`;
+    await docker.getImage(IMAGE).tag({ repo, tag: 'latest' });
+    const looked: string[] = [];
+    const getImage = docker.getImage.bind(docker);
+    docker.getImage = (name: string) => (looked.push(name), getImage(name));
+    const run = async () => {
+      const handle = await executor.start(jobOf({ executor: 'docker', image, command: ['true'] }));
+      expect(await executor.wait(handle)).toEqual({ exit_code: 0, oom_killed: false });
+      await executor.cleanup(handle);
+    };
+    try {
+      await run();
+      await run();
+      expect(looked.filter((n) => n === image)).toHaveLength(1);
+      // Removed by hand: the create finds it missing, and the executor tries to pull it, as for a first job.
+      await getImage(image).remove();
+      const job = jobOf({ executor: 'docker', image, command: ['true'] });
+      await expect(executor.start(job)).rejects.toThrow(`image ${image} is not present and could not be pulled`);
+      expect(await docker.listContainers({ all: true, filters: { label: [`${JOB_LABEL}=${job.id}`] } })).toEqual([]);
+      await getImage(IMAGE).tag({ repo, tag: 'latest' });
+      await run();
+      // The first job, the create that found it missing, and the job after it was tagged again.
+      expect(looked.filter((n) => n === image)).toHaveLength(3);
+    } finally {
+      docker.getImage = getImage;
+      await docker.getImage(image).remove().catch(() => undefined);
+    }
+  });
+
   it('fails with a clear error naming an image that is neither present nor pullable', async () => {
     const image = `dms-test/not-there-${randomUUID().slice(0, 8)}:latest`;
     const progress: unknown[] = [];
