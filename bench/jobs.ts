@@ -7,7 +7,8 @@
  *  (b) 20 Docker jobs `echo hi`, each submitted and followed until it ended, against 20 runs
  *      of the same container driven directly through dockerode (create, start, follow its
  *      output, wait), alternating so both see the same machine: the ratio of their p50s.
- *      Target: <= 1.15. Skipped, with the reason, when no Docker engine answers.
+ *      Target: <= 1.05 (issue 25; the Docker executor's issue asked <= 1.15). Skipped, with
+ *      the reason, when no Docker engine answers.
  */
 import '../runtime/polyfills.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -21,7 +22,7 @@ const CONCURRENCY = 32;
 const DOCKER_RUNS = Number(process.env.BENCH_DOCKER_RUNS ?? 20);
 const IMAGE = 'dms-test/busybox:latest';
 const TARGET_COMPLETED_PER_S = 300;
-const TARGET_DOCKER_RATIO = 1.15;
+const TARGET_DOCKER_RATIO = 1.05;
 
 const node = await startNode({ config: { network: { enabled: false }, general: { log_level: 'warn' } } });
 const api = (path: string) => `${node.url}/api/v1${path}`;
