@@ -39,7 +39,13 @@ async function stranger(): Promise<ForeignPeer> {
 async function ask(peer: ForeignPeer, be: string, payload: unknown, to: LocalNode = a): Promise<any> {
   const cont = `/private/r/${randomUUID()}`;
   await peer.send(peer.envelope(to, { be: `/dms/deployment/${be}`, inbox: 'deployment', cont, payload }));
-  return decodePayload((await peer.waitReply(cont, 10_000)).msg);
+  try {
+    return decodePayload((await peer.waitReply(cont, 10_000)).msg);
+  } catch (e) {
+    // Which request went unanswered, and what the node logged (warnings and worse), say more than the reply address.
+    const logged = to.logs().trim().split('\n').slice(-20).join('\n');
+    throw new Error(`no reply to /dms/deployment/${be} from node ${to.peerId} within 10 s; its log: ${logged || '(nothing)'}`, { cause: e });
+  }
 }
 
 /** Bids for one job (the provider answers with a bid or a decline). */
