@@ -5,10 +5,11 @@
  */
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { MikroORM } from '@mikro-orm/sqlite';
+import type { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRepository } from './allocations.js';
 import { MIGRATION_NAMES, MIGRATIONS_TABLE } from './migrations/names.js';
 import { baseOptions } from './options.js';
+import { initOrm } from './orm-environment.js';
 import { DeviceRepository } from './device.js';
 import { EnsembleRepository } from './ensembles.js';
 import { JobEventRepository, JobRepository } from './jobs.js';
@@ -44,13 +45,13 @@ export async function openStorage(path: string): Promise<Storage> {
     mkdirSync(dirname(path), { recursive: true });
     closeSync(openSync(path, 'a', DB_FILE_MODE));
   }
-  let orm = await MikroORM.init(empty ? await migratorOptions(path) : baseOptions(path));
+  let orm = await initOrm(empty ? await migratorOptions(path) : baseOptions(path));
   try {
     if (empty) await orm.getMigrator().up();
     else if (await needsMigrating(orm)) {
       // Opened again with the migrator, loaded only now (./options.ts says why).
       await orm.close(true);
-      orm = await MikroORM.init(await migratorOptions(path));
+      orm = await initOrm(await migratorOptions(path));
       await orm.getMigrator().up();
     }
     // Files made by an older release (with the umask's mode) are tightened too.
