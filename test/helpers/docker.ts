@@ -66,11 +66,19 @@ export async function sharingCluster(n: number, opts: ClusterOptions = {}): Prom
   return nodes;
 }
 
-/** Removes every container the nodes left behind, then stops them. */
+/**
+ * Removes every container the nodes left behind, stops them, then removes the networks they
+ * left: a node killed in a test never starts again to remove its own, and each one kept takes
+ * one of the engine's ~30 address pools until none is left for the next run's networks.
+ */
 export async function stopSharingCluster(docker: Docker, nodes: NodeProcess[]): Promise<void> {
   for (const n of nodes) {
     const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
     await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
   }
   await stopCluster(nodes);
+  for (const n of nodes) {
+    const networks = await docker.listNetworks({ filters: { label: [`dms.node=${n.peerId}`] } });
+    await Promise.all(networks.map((net) => docker.getNetwork(net.Id).remove().catch(() => undefined)));
+  }
 }
