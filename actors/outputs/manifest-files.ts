@@ -18,9 +18,10 @@ const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 export class ManifestFiles {
   constructor(readonly dir: string) {}
 
-  private path(jobId: string): string {
+  /** The job's file of this directory with `suffix` (its manifest: `.json`). */
+  path(jobId: string, suffix = '.json'): string {
     if (!JOB_ID.test(jobId)) throw new Error(`not a job id: ${jobId.slice(0, 64)}`);
-    return join(this.dir, `${jobId}.json`);
+    return join(this.dir, `${jobId}${suffix}`);
   }
 
   write(jobId: string, file: ManifestFile): void {

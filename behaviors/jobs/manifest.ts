@@ -94,6 +94,19 @@ export const OutputsBehaviors = {
    * (behaviors/jobs/read-right.ts). What a node's REST callers use to read a job granted to it.
    */
   read: '/dms/outputs/read',
+  /**
+   * A revocation of one of the job's read rights, from its requester, signed with the key that
+   * granted them, for a node that answers for the job (its provider): kept, and every read
+   * after checked against it. Under `/dms/deployment` as the manifest is; only the job's
+   * requester is heard.
+   */
+  revoke: '/dms/deployment/manifest/revoke',
+  /**
+   * This node's own (the requester's): revokes the read right with id `grant_id` of a job
+   * submitted here, refused from then on here and told to the job's provider (`revoke`), again
+   * until it acknowledges.
+   */
+  revokeGrant: '/dms/outputs/revoke',
 } as const;
 export const ManifestRequest = z.strictObject({ job_id: z.uuid() });
 export const ManifestReply = z.object({ manifest: z.string().max((MAX_MANIFEST_BYTES * 4) / 3 + 4).nullable() });
@@ -103,4 +116,26 @@ export const ReadRequest = z.strictObject({
   from: PeerIdSchema,
   /** The read right (`dms jobs grant` text), unless this node is the requester itself. */
   grant: z.string().min(1).max(8 * 1024).optional(),
+});
+export const RevokeRequest = z.strictObject({
+  job_id: z.uuid(),
+  /** The revocation as `dms cap` prints tokens (base64url of its JSON). */
+  revocation: z.string().min(1).max(8 * 1024),
+});
+/** `held` false: the node holds no manifest of the job (yet), so it answers no reads of it; tell it again later. */
+export const RevokeReply = z.object({ held: z.boolean() });
+/** A token's id: hex SHA-256 of its JSON (docs/CAPABILITIES.md), as `dms jobs grant` and `dms cap list` print it. */
+export const TokenIdSchema = z.string().regex(/^[0-9a-f]{64}$/, { error: 'a token id: 64 lowercase hex digits' });
+export const RevokeGrantRequest = z.strictObject({
+  job_id: z.uuid(),
+  grant_id: TokenIdSchema,
+  /** The node the job was placed on; null for a job run here. */
+  provider: PeerIdSchema.nullable(),
+});
+export const RevokeGrantReply = z.object({
+  job: z.uuid(),
+  revoked: TokenIdSchema,
+  /** The signed revocation (base64url of its JSON), which any node may be handed (`dms cap anchor --revoke`). */
+  revocation: z.string(),
+  provider: z.object({ node: PeerIdSchema.nullable(), acknowledged: z.boolean() }),
 });

@@ -23,6 +23,8 @@ export const jobReadCapability = (jobId: string): string => `${JOB_READ_CAPABILI
 /** Longest a read right issued by `POST /api/v1/jobs/{id}/grants` may live: a year. */
 export const MAX_GRANT_S = 365 * 24 * 3600;
 export const DEFAULT_GRANT_S = 7 * 24 * 3600;
+/** Most revocations of its read rights one job keeps (actors/outputs/read-revocations.ts): revoking more is refused. */
+export const MAX_REVOCATIONS_PER_JOB = 256;
 
 /** A grant's token as text (base64url of its JSON, as `dms cap` prints), bounded: a chain of four links is about 4 KiB, and a request's headers are at most 16 KiB in all. */
 export const GrantTextSchema = z.string().min(1).max(8 * 1024);

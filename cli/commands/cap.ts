@@ -23,6 +23,7 @@ import { homePaths, readKey } from '../../runtime/home.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { U64_MAX } from '../../runtime/wire/envelope.js';
 import { CliError, globals, homeOf, runningNode } from '../context.js';
+import { restFor } from '../rest.js';
 import { unlockKeys } from '../passphrase.js';
 
 /**
@@ -158,8 +159,34 @@ export function registerCapCommands(program: Command): void {
           dropped += before - a[kind].length;
         }
       });
-      printToken(cmd, r, { anchored: 'revoke', revoked: id, dropped }, `revoked ${id}${dropped ? `; ${dropped} anchored token(s) built on it removed` : ''}`);
+      const told = target ? await tellJobsOfReadRight(cmd, home, target, id) : [];
+      printToken(cmd, r, { anchored: 'revoke', revoked: id, dropped, ...(told.length ? { jobs: told } : {}) }, [`revoked ${id}${dropped ? `; ${dropped} anchored token(s) built on it removed` : ''}`, ...told.map((t) => t.note)].join('\n'));
     });
+}
+
+/**
+ * A job read right (`dms jobs grant`) is also checked by the job's provider, which knows only
+ * revocations its requester tells it: revoked here, it is revoked through the running node too
+ * (`DELETE /api/v1/jobs/{id}/grants/{grant}`), which tells the provider. Each job's outcome, as a note.
+ */
+async function tellJobsOfReadRight(cmd: Command, home: string, t: Token, id: string): Promise<{ job: string; note: string }[]> {
+  const jobs = t.cap.map((c) => /^\/dms\/job\/read\/([0-9a-f-]{36})$/.exec(c)?.[1]).filter((j): j is string => j !== undefined);
+  if (jobs.length === 0) return [];
+  if (!runningNode(home)) {
+    return jobs.map((job) => ({ job, note: `job ${job}'s read right: the node is not running, so its provider was not told; run \`dms jobs revoke ${job} ${id}\` once it is` }));
+  }
+  const rest = restFor(cmd);
+  return Promise.all(
+    jobs.map(async (job) => {
+      try {
+        const r = await rest.delete<{ provider: { node: string | null; acknowledged: boolean } }>(`/api/v1/jobs/${job}/grants/${id}`);
+        const told = !r.provider.node ? 'it ran here' : r.provider.acknowledged ? `its provider ${r.provider.node} acknowledged` : `its provider ${r.provider.node} will be told when it answers`;
+        return { job, note: `job ${job}'s read right revoked by the node too: ${told}` };
+      } catch (e) {
+        return { job, note: `job ${job}'s read right: the node did not revoke it (${errorText(e)})` };
+      }
+    }),
+  );
 }
 
 // --- issuing ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import { resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
 import { sizeArg } from '../sizes.js';
 import { formatBytes } from '../../client/sizes.js';
+import { tokenFromText, tokenId } from '../../runtime/capability/token.js';
 
 interface GetOptions {
   outputDir?: string;
@@ -152,4 +153,30 @@ export function registerFileCommands(program: Command): void {
       process.stderr.write(`${g.cap} for ${g.did} until ${g.expires_at}; read with: dms jobs get ${id} --from <this node's peer id> --grant <token>\n`);
       output(cmd, g, g.token);
     });
+
+  jobs
+    .command('revoke')
+    .description("take back a read right given with `jobs grant`: refused from now on by this node and by the job's provider")
+    .argument('<id>', 'a job submitted on this node: its id, or any unique prefix of it')
+    .argument('<grant>', 'the read right: its id (as `jobs grant --json` prints it) or the token itself')
+    .action(async (given: string, grant: string, _opts: unknown, cmd: Command) => {
+      const rest = restFor(cmd);
+      const id = await resolveJobId(rest, given);
+      const r = await rest.delete<{ revoked: string; revocation: string; provider: { node: string | null; acknowledged: boolean } }>(
+        `/api/v1/jobs/${id}/grants/${grantId(grant)}`,
+      );
+      const told = !r.provider.node ? 'the job ran here' : r.provider.acknowledged ? `its provider ${r.provider.node} acknowledged` : `its provider ${r.provider.node} will be told when it answers`;
+      output(cmd, r, `revoked ${r.revoked}; ${told}`);
+    });
+}
+
+/** A read right's id as given, or the id of the token given instead. */
+function grantId(given: string): string {
+  const text = given.trim();
+  if (/^[0-9a-f]{64}$/.test(text)) return text;
+  try {
+    return tokenId(tokenFromText(text, 'grant'));
+  } catch {
+    throw new CliError(`grant: '${text.slice(0, 40)}${text.length > 40 ? '…' : ''}' is neither a token id (64 hex digits) nor a token as \`dms jobs grant\` prints it`);
+  }
 }

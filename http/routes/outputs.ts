@@ -11,8 +11,8 @@ import type { H3Event } from 'h3';
 import * as z from 'zod';
 import { JobBehaviors, JobIdSchema, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { OutputNameSchema } from '../../behaviors/jobs/files.js';
-import { ManifestReply, ManifestSchema, openManifest, OUTPUTS_INBOX, OutputsBehaviors } from '../../behaviors/jobs/manifest.js';
-import { DEFAULT_GRANT_S, GrantTextSchema, jobReadCapability, MAX_GRANT_S } from '../../behaviors/jobs/read-right.js';
+import { ManifestReply, ManifestSchema, openManifest, OUTPUTS_INBOX, OutputsBehaviors, RevokeGrantReply, TokenIdSchema } from '../../behaviors/jobs/manifest.js';
+import { DEFAULT_GRANT_S, GrantTextSchema, jobReadCapability, MAX_GRANT_S, MAX_REVOCATIONS_PER_JOB } from '../../behaviors/jobs/read-right.js';
 import { PeerIdSchema } from '../../behaviors/jobs/schema.js';
 import { idFromDid, issueToken, tokenId, tokenToText } from '../../runtime/capability/token.js';
 import { nowNs } from '../../runtime/time.js';
@@ -370,7 +370,7 @@ export const outputRoutes =
         `A capability token for \`${jobReadCapability('{id}')}\`, signed with this node's key (the job's requester), for \`did\` until \`expiry_s\` from now ` +
         `(default ${DEFAULT_GRANT_S / 86_400} days, at most ${MAX_GRANT_S / 86_400}). Its holder presents it in \`${GRANT_HEADER}\` to its own node ` +
         '(`GET /api/v1/jobs/{id}/outputs?from=<this node or the provider>`, `dms jobs get --from … --grant …`), or attaches it to its envelopes. ' +
-        'Revoked like any token (`dms cap revoke`).',
+        'Revoke it with `DELETE /api/v1/jobs/{id}/grants/{grant}` (`dms jobs revoke`), which its provider learns too.',
       tags: ['outputs'],
       params: jobId,
       body: { schema: GrantBody, what: 'grant' },
@@ -390,6 +390,33 @@ export const outputRoutes =
         const token = issueToken(system.key, { act: 'invoke', aud: did, cap: [cap], exp });
         const body = { token: tokenToText(token), id: tokenId(token), job: job.id, did, cap, expires_at: new Date(Date.now() + expiry_s * 1000).toISOString() };
         return new JsonBody(JSON.stringify(body), 201);
+      },
+    });
+
+    table.add({
+      method: 'DELETE',
+      path: '/api/v1/jobs/:id/grants/:grant',
+      operationId: 'revokeJobRead',
+      summary: "Revoke a job's read right: refused from now on here and by the job's provider",
+      description:
+        'Signs a revocation of the read right with id `grant` (as `POST /api/v1/jobs/{id}/grants` answered it) with this node\'s key, which granted it, ' +
+        "and keeps it with the job: this node refuses the right at once; the job's provider is told now, and again until it acknowledges " +
+        '(`provider.acknowledged` says whether it has; a provider that holds no manifest of the job yet is told when the job ends). Revoking again answers the same revocation.',
+      tags: ['outputs'],
+      params: { ...jobId, grant: { schema: TokenIdSchema, what: 'grant id' } },
+      responses: {
+        200: { description: 'revoked', schema: RevokeGrantReply },
+        403: { description: 'the job was submitted on another node: only that node revokes reads of it' },
+        404: { description: 'no such job' },
+        503: { description: `the job holds ${MAX_REVOCATIONS_PER_JOB} revocations already` },
+      },
+      handler: async (_event, input) => {
+        const job = await jobOf(input.param('id'));
+        if (job.requester && !system.isHere(job.requester)) {
+          throw new DmsError('forbidden', `job ${job.id} was submitted on node ${job.requester}: only that node revokes reads of it`);
+        }
+        const provider = job.node && !system.isHere(job.node) ? job.node : null;
+        return http.call(OUTPUTS_INBOX, OutputsBehaviors.revokeGrant, { job_id: job.id, grant_id: input.param('grant'), provider });
       },
     });
 

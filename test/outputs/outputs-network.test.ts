@@ -4,7 +4,8 @@
  * byte-identical after checking the manifest's signature, and after a kill -9 of a first
  * fetch half-way the second fetches only what was missing; a job on node 2 reads the output as
  * an input; `dms run -i ./data:/inputs` from node 1 runs on node 3 with the local files; node
- * 1 grants node 2 the job's read right, and node 2's `dms jobs get --from` writes the output.
+ * 1 grants node 2 the job's read right, and node 2's `dms jobs get --from` writes the output,
+ * until node 1 revokes it: then neither node 1 nor node 3 answers it.
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -153,5 +154,16 @@ describe.skipIf(problem !== null)('job files across three nodes', { timeout: 240
     expect(got.code, got.stderr).toBe(0);
     expect(sha(readFileSync(join(scratch, 'granted', 'out', 'a.bin')))).toBe(sha(readFileSync(join(scratch, 'got', 'out', 'a.bin'))));
     expect(readFileSync(join(scratch, 'granted', 'out', 'sub', 'b.txt'), 'utf8')).toBe('hello\n');
+
+    // Revoked on node 1 the way any token is, the right reads nothing more: not from node 1, and
+    // not from node 3, which ran the job and answered it until node 1 told it of the revocation.
+    const revoked = await runCli(['--home', n1.home, 'cap', 'revoke', granted.stdout.trim()]);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    for (const from of [n3, n1]) {
+      const again = await runCli(['--home', n2.home, 'jobs', 'get', produced.id, '--from', from.peerId, '--grant', granted.stdout.trim(), '--output-dir', join(scratch, `revoked-${from.peerId}`)]);
+      expect(again.code, `read from ${from === n3 ? 'node 3' : 'node 1'} after the revocation: ${again.stdout}`).not.toBe(0);
+      expect(again.stderr).toContain(`revoked by ${n1.did}`);
+    }
+    expect(revoked.stderr).toContain(`job ${produced.id}'s read right revoked by the node too: its provider ${n3.peerId} acknowledged`);
   });
 });

@@ -3,15 +3,24 @@
  * node P; A grants node R's key the job's read right, and R's own REST reads the signed manifest
  * and the outputs from A or from P with it. Without it, with a right for another job or another
  * key, or with one R signed for itself, both A and P refuse, naming why; only A may grant.
+ * Revoked on A, a right reads nothing more from A or from P, which A tells (again, once P is
+ * back, when it was away); P hears revocations from the job's requester only.
  * In process: three nodes on real libp2p, the null executor (which hands its outputs back).
  */
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { OUTPUTS_INBOX, OutputsBehaviors, RevokeReply } from '../../behaviors/jobs/manifest.js';
+import { MAX_REVOCATIONS_PER_JOB } from '../../behaviors/jobs/read-right.js';
+import type { Actor } from '../../runtime/actor.js';
+import { at } from '../../runtime/wire/envelope.js';
+import { testActor } from '../helpers/actor.js';
 import { jobReadCapability } from '../../behaviors/jobs/read-right.js';
-import { issueToken, tokenToText } from '../../runtime/capability/token.js';
+import { issueRevocation, issueToken, tokenToText } from '../../runtime/capability/token.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { nowNs } from '../../runtime/time.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
-import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { tarText } from '../helpers/tar.js';
 
 let a: LocalNode;
@@ -106,5 +115,78 @@ describe('a job read right', { timeout: 40_000 }, () => {
     expect(await errorOf(long)).toBe('x-dms-grant: a read right is at most 8 KiB');
     // Past node:http's own bound on headers, the server answers before any route.
     expect((await readOn(job, a, 'x'.repeat(17 * 1024))).status).toBe(431);
+  });
+});
+
+describe('revoking a job read right', { timeout: 60_000 }, () => {
+  type Given = { token: string; id: string };
+  type Revoked = { job: string; revoked: string; revocation: string; provider: { node: string | null; acknowledged: boolean } };
+  const given = async (id: string): Promise<Given> => (await (await grant(a, id, r.did)).json()) as Given;
+  const revoke = (on: LocalNode, id: string, grantId: string) => fetch(`${on.url}/api/v1/jobs/${id}/grants/${grantId}`, { method: 'DELETE' });
+  const refusedBy = async (id: string, from: LocalNode, token: string) => {
+    const res = await readOn(id, from, token);
+    return res.status === 403 ? errorOf(res) : undefined;
+  };
+
+  it('is refused from then on by the requester and by the provider, which the requester tells; other rights still read', async () => {
+    const [right, kept] = [await given(job), await given(job)];
+    for (const from of [a, p]) expect((await readOn(job, from, right.token)).status).toBe(200);
+    const res = await revoke(a, job, right.id);
+    expect(res.status, await res.clone().text()).toBe(200);
+    const revoked = (await res.json()) as Revoked;
+    expect(revoked).toMatchObject({ job, revoked: right.id, provider: { node: p.peerId, acknowledged: true } });
+    for (const from of [a, p]) {
+      for (const path of ['outputs', 'outputs/out']) {
+        const refused = await readOn(job, from, right.token, path);
+        expect(refused.status).toBe(403);
+        expect(await errorOf(refused)).toContain(`revoked by ${a.did}`);
+      }
+      expect((await readOn(job, from, kept.token)).status).toBe(200);
+    }
+    // Revoking again answers the same revocation.
+    expect(((await (await revoke(a, job, right.id)).json()) as Revoked).revocation).toBe(revoked.revocation);
+  });
+
+  it('reaches a provider that was away once it is back', async () => {
+    const right = await given(other);
+    expect((await readOn(other, p, right.token)).status).toBe(200);
+    const home = p.home;
+    await p.stop();
+    const res = await revoke(a, other, right.id);
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(((await res.json()) as Revoked).provider).toEqual({ node: p.peerId, acknowledged: false });
+    expect(await refusedBy(other, a, right.token)).toContain(`revoked by ${a.did}`);
+    p = await startLocalNode({ home, env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(a) } });
+    const said = await waitFor('the provider, back, to refuse the revoked right', () => refusedBy(other, p, right.token));
+    expect(said).toContain(`revoked by ${a.did}`);
+  });
+
+  it('is heard by the provider from the job\'s requester only, signed by the key that granted, and at most MAX_REVOCATIONS_PER_JOB of them', async () => {
+    const target = await producedOnP('revoked often\n');
+    const askP = (caller: Actor, revocation: string) => caller.call(at(OUTPUTS_INBOX, p.peerId), OutputsBehaviors.revoke, { job_id: target, revocation }, RevokeReply);
+    const [fromA, fromR] = [await testActor(a.node.system, { inbox: 'revoke-test' }), await testActor(r.node.system, { inbox: 'revoke-test' })];
+    const byA = (id = randomBytes(32).toString('hex')) => tokenToText(issueRevocation(a.node.system.key, id, nowNs() + 3_600_000_000_000n));
+    await expect(askP(fromR, byA())).rejects.toThrow(`only job ${target}'s requester revokes its read rights`);
+    await expect(askP(fromR, tokenToText(issueRevocation(r.node.system.key, 'ab'.repeat(32))))).rejects.toThrow(`only job ${target}'s requester revokes its read rights`);
+    await expect(askP(fromA, tokenToText(issueRevocation(KeyPair.generate(), 'ab'.repeat(32))))).rejects.toThrow(/revocation: signed by did:key:\S+, not by did:key:\S+, who granted the job's read rights/);
+    await expect(askP(fromA, 'not a token')).rejects.toThrow(/revocation/);
+    const grantToken = tokenToText(issueToken(a.node.system.key, { act: 'invoke', aud: r.did, cap: [jobReadCapability(target)], exp: nowNs() + 3_600_000_000_000n }));
+    await expect(askP(fromA, grantToken)).rejects.toThrow('revocation: not a revocation');
+    await expect(askP(fromA, tokenToText(issueRevocation(a.node.system.key, 'ab'.repeat(32), nowNs() - 1n)))).rejects.toThrow('revocation: it has expired');
+    for (let i = 0; i < MAX_REVOCATIONS_PER_JOB; i++) expect(await askP(fromA, byA())).toEqual({ held: true });
+    await expect(askP(fromA, byA())).rejects.toThrow(`job ${target} holds ${MAX_REVOCATIONS_PER_JOB} revocations of its read rights already`);
+    // The held ones still work: a right revoked among them reads nothing.
+    expect((await readOn(target, p, (await given(target)).token)).status).toBe(200);
+  });
+
+  it('is refused where the job was not submitted, and bad ids get a 400 naming them', async () => {
+    const right = await given(job);
+    const onProvider = await revoke(p, job, right.id);
+    expect(onProvider.status).toBe(403);
+    expect(await errorOf(onProvider)).toBe(`job ${job} was submitted on node ${a.peerId}: only that node revokes reads of it`);
+    const badId = await revoke(a, job, 'nope');
+    expect(badId.status).toBe(400);
+    expect(await errorOf(badId)).toContain('grant id');
+    expect((await revoke(a, '00000000-0000-4000-8000-000000000000', right.id)).status).toBe(404);
   });
 });
