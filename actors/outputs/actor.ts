@@ -30,7 +30,7 @@ import {
 } from '../../behaviors/jobs/manifest.js';
 import { granterOf, jobReadCapability, MAX_GRANT_S, parseGrant, type ReadTrust, readRefusal } from '../../behaviors/jobs/read-right.js';
 import type { ManifestFiles } from './manifest-files.js';
-import { ReadRevocations, revocationProblem } from './read-revocations.js';
+import { type ReadRevocations, revocationProblem } from './read-revocations.js';
 
 export interface OutputsDeps {
   manifests: ManifestFiles;
@@ -42,7 +42,7 @@ export const OutputsActor = defineActor({
   inbox: OUTPUTS_INBOX,
   concurrency: 'node',
   create: ({ actor, deps, log }: ActorContext<OutputsDeps>) => {
-    const revocations = new ReadRevocations(deps.manifests);
+    const revocations = deps.manifests.revocations;
     /** The signed manifest of a job held here, opened; null when none is. */
     const heldManifest = (jobId: string) => {
       const file = deps.manifests.read(jobId);
@@ -206,7 +206,7 @@ export async function fetchManifest(actor: Actor, node: string, jobId: string, m
   const manifest = openManifest(reply.manifest, { job: jobId, node, requester: actor.system.host });
   manifests.write(jobId, { manifest: reply.manifest, outputs: manifest.outputs });
   // The provider answers reads from now on: the read rights revoked meanwhile go to it first.
-  await tellProvider(actor, new ReadRevocations(manifests), jobId).catch((e: unknown) =>
+  await tellProvider(actor, manifests.revocations, jobId).catch((e: unknown) =>
     actor.system.log.debug({ job: jobId, err: errorText(e) }, 'job read right revocation not told to its provider yet'),
   );
 }

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { JobOutputSchema } from '../../behaviors/jobs/files.js';
 import { writeJsonAtomic } from '../../runtime/files.js';
+import { ReadRevocations } from './read-revocations.js';
 
 const ManifestFile = z.object({ manifest: z.string(), outputs: z.array(JobOutputSchema) });
 export type ManifestFile = z.output<typeof ManifestFile>;
@@ -16,6 +17,9 @@ export type ManifestFile = z.output<typeof ManifestFile>;
 const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export class ManifestFiles {
+  /** The revocations of the jobs' read rights, kept beside their manifests. */
+  readonly revocations = new ReadRevocations(this);
+
   constructor(readonly dir: string) {}
 
   /** The job's file of this directory with `suffix` (its manifest: `.json`). */

@@ -46,11 +46,31 @@ export function revocationProblem(token: Token, issuer: string): string | null {
   return null;
 }
 
+/** Jobs whose revocations are kept parsed: a manifest read checks them, and a stranger picks how often. */
+const CACHED_JOBS = 1024;
+
 export class ReadRevocations {
+  /** Parsed files by job, this instance being the only writer of them (ManifestFiles holds one). */
+  private readonly cache = new Map<string, JobRevocations>();
+
   constructor(private readonly manifests: ManifestFiles) {}
 
   /** The job's revocations that have not expired (none when it has no file, or a damaged one). */
   read(jobId: string): JobRevocations {
+    const cached = this.cache.get(jobId);
+    const held = cached ?? this.load(jobId);
+    if (!cached) this.remember(jobId, held);
+    const now = nowNs();
+    return held.revocations.some((r) => isExpired(r.token.exp, now)) ? { ...held, revocations: held.revocations.filter((r) => !isExpired(r.token.exp, now)) } : held;
+  }
+
+  private remember(jobId: string, held: JobRevocations): void {
+    this.cache.delete(jobId);
+    if (this.cache.size >= CACHED_JOBS) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(jobId, held);
+  }
+
+  private load(jobId: string): JobRevocations {
     let json: unknown;
     try {
       json = JSON.parse(readFileSync(this.manifests.path(jobId, SUFFIX), 'utf8'));
@@ -120,6 +140,7 @@ export class ReadRevocations {
   }
 
   private write(jobId: string, held: JobRevocations): void {
+    this.remember(jobId, held);
     writeJsonAtomic(this.manifests.path(jobId, SUFFIX), { provider: held.provider, revocations: held.revocations.map((r) => ({ token: tokenToText(r.token), acked: r.acked })) }, 0o600);
   }
 }
