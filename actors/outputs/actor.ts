@@ -5,8 +5,8 @@
  * A manifest goes to the job's requester, and to whoever holds a read right of the job its
  * requester granted (behaviors/jobs/read-right.ts) and has not revoked (./read-revocations.ts);
  * everyone else is refused, naming why. A revocation made on the requester (`revokeGrant`) is
- * told to the job's provider (`revoke`): at once, when the job's manifest arrives, and every
- * RETELL_MS while the provider has not acknowledged it.
+ * told to the job's provider (`revoke`): at once, when the job's manifest arrives, and again
+ * while the provider has not acknowledged it (after RETELL_MS, then less and less often).
  */
 import { defineBehavior } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
@@ -48,20 +48,31 @@ export const OutputsActor = defineActor({
       const file = deps.manifests.read(jobId);
       return file ? { signed: file.manifest, manifest: openManifest(file.manifest, { job: jobId }) } : null;
     };
-    /** Jobs with a revocation their provider has not acknowledged. */
-    const untold = new Set<string>();
+    /**
+     * Jobs with a revocation their provider has not acknowledged, with when to tell it next: a
+     * provider gone for good is asked less and less often (RETELL_MS doubling up to RETELL_MAX_MS)
+     * rather than every few seconds for the year a revocation lasts.
+     */
+    const untold = new Map<string, { at: number; waitMs: number }>();
+    const tellLater = (job: string) => untold.set(job, { at: Date.now() + RETELL_MS, waitMs: RETELL_MS });
     let timer: NodeJS.Timeout | undefined;
     let telling = false;
     const retell = async () => {
       if (telling) return;
       telling = true;
       try {
-        for (const job of [...untold]) {
+        for (const [job, next] of [...untold]) {
+          if (next.at > Date.now()) continue;
           try {
-            if (await tellProvider(actor, revocations, job)) untold.delete(job);
+            if (await tellProvider(actor, revocations, job)) {
+              untold.delete(job);
+              continue;
+            }
           } catch (e) {
             log.debug({ job, err: errorText(e) }, 'job read right revocation not told to its provider yet');
           }
+          const waitMs = Math.min(next.waitMs * 2, RETELL_MAX_MS);
+          untold.set(job, { at: Date.now() + waitMs, waitMs });
         }
       } finally {
         telling = false;
@@ -69,7 +80,7 @@ export const OutputsActor = defineActor({
     };
     return {
       start: () => {
-        for (const job of revocations.unacknowledged()) untold.add(job);
+        for (const job of revocations.unacknowledged()) tellLater(job);
         timer = setInterval(() => void retell(), RETELL_MS);
         timer.unref();
       },
@@ -147,7 +158,7 @@ export const OutputsActor = defineActor({
             }
             let acknowledged = provider === null;
             if (provider) {
-              untold.add(payload.job_id);
+              tellLater(payload.job_id);
               try {
                 acknowledged = await tellProvider(actor, revocations, payload.job_id);
                 if (acknowledged) untold.delete(payload.job_id);
@@ -167,8 +178,9 @@ export const OutputsActor = defineActor({
 const isRequester = (manifest: { requester: string | null }, did: string): boolean => manifest.requester !== null && didOfPeer(manifest.requester) === did;
 
 const MANIFEST_TTL_MS = 10_000;
-/** How often revocations a job's provider has not acknowledged are told to it again. */
+/** How soon revocations a job's provider has not acknowledged are told to it again, at first and at most. */
 const RETELL_MS = 5_000;
+const RETELL_MAX_MS = 10 * 60_000;
 const TELL_TTL_MS = 5_000;
 
 /**

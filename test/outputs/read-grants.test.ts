@@ -157,7 +157,8 @@ describe('revoking a job read right', { timeout: 60_000 }, () => {
     expect(((await res.json()) as Revoked).provider).toEqual({ node: p.peerId, acknowledged: false });
     expect(await refusedBy(other, a, right.token)).toContain(`revoked by ${a.did}`);
     p = await startLocalNode({ home, env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(a) } });
-    const said = await waitFor('the provider, back, to refuse the revoked right', () => refusedBy(other, p, right.token));
+    // Told again 5 s after the revocation, and 10 s after that if it was not back yet.
+    const said = await waitFor('the provider, back, to refuse the revoked right', () => refusedBy(other, p, right.token), { timeoutMs: 30_000 });
     expect(said).toContain(`revoked by ${a.did}`);
   });
 
