@@ -18,9 +18,11 @@ const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export class ManifestFiles {
   /** The revocations of the jobs' read rights, kept beside their manifests. */
-  readonly revocations = new ReadRevocations(this);
+  readonly revocations: ReadRevocations;
 
-  constructor(readonly dir: string) {}
+  constructor(readonly dir: string) {
+    this.revocations = new ReadRevocations(dir, (jobId, suffix) => this.path(jobId, suffix));
+  }
 
   /** The job's file of this directory with `suffix` (its manifest: `.json`). */
   path(jobId: string, suffix = '.json'): string {

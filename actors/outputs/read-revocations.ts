@@ -16,7 +16,6 @@ import { signatureValid, type Token, tokenFromText, tokenId, tokenToText } from 
 import { DmsError } from '../../runtime/errors.js';
 import { writeJsonAtomic } from '../../runtime/files.js';
 import { isExpired, nowNs } from '../../runtime/time.js';
-import type { ManifestFiles } from './manifest-files.js';
 
 const SUFFIX = '.revoked.json';
 
@@ -53,7 +52,12 @@ export class ReadRevocations {
   /** Parsed files by job, this instance being the only writer of them (ManifestFiles holds one). */
   private readonly cache = new Map<string, JobRevocations>();
 
-  constructor(private readonly manifests: ManifestFiles) {}
+  constructor(
+    /** The directory of the jobs' manifests, where these files are kept too. */
+    private readonly dir: string,
+    /** The path of a job's file there with a suffix (ManifestFiles.path: the job id checked). */
+    private readonly pathOf: (jobId: string, suffix: string) => string,
+  ) {}
 
   /** The job's revocations that have not expired (none when it has no file, or a damaged one). */
   read(jobId: string): JobRevocations {
@@ -73,7 +77,7 @@ export class ReadRevocations {
   private load(jobId: string): JobRevocations {
     let json: unknown;
     try {
-      json = JSON.parse(readFileSync(this.manifests.path(jobId, SUFFIX), 'utf8'));
+      json = JSON.parse(readFileSync(this.pathOf(jobId, SUFFIX), 'utf8'));
     } catch {
       return { provider: null, revocations: [] };
     }
@@ -126,8 +130,8 @@ export class ReadRevocations {
 
   /** Jobs with a revocation their provider has not acknowledged (read from the directory: at start-up). */
   unacknowledged(): string[] {
-    if (!existsSync(this.manifests.dir)) return [];
-    return readdirSync(this.manifests.dir)
+    if (!existsSync(this.dir)) return [];
+    return readdirSync(this.dir)
       .filter((name) => name.endsWith(SUFFIX))
       .map((name) => name.slice(0, -SUFFIX.length))
       .filter((job) => {
@@ -141,6 +145,6 @@ export class ReadRevocations {
 
   private write(jobId: string, held: JobRevocations): void {
     this.remember(jobId, held);
-    writeJsonAtomic(this.manifests.path(jobId, SUFFIX), { provider: held.provider, revocations: held.revocations.map((r) => ({ token: tokenToText(r.token), acked: r.acked })) }, 0o600);
+    writeJsonAtomic(this.pathOf(jobId, SUFFIX), { provider: held.provider, revocations: held.revocations.map((r) => ({ token: tokenToText(r.token), acked: r.acked })) }, 0o600);
   }
 }
