@@ -12,7 +12,7 @@ import { defineBehavior } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { didOfPeer } from '../../runtime/crypto/keys.js';
 import type { Actor } from '../../runtime/actor.js';
-import { encodeTokenList, issueRevocation, tokenFromText, tokenId, tokenToText } from '../../runtime/capability/token.js';
+import { encodeTokenList, issueRevocation, issueToken, tokenFromText, tokenId, tokenToText } from '../../runtime/capability/token.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { at } from '../../runtime/wire/envelope.js';
@@ -23,6 +23,10 @@ import {
   OUTPUTS_INBOX,
   OutputsBehaviors,
   ReadRequest,
+  GrantReply,
+  GrantRequest,
+  GrantsReply,
+  GrantsRequest,
   RevokeGrantReply,
   RevokeGrantRequest,
   RevokeReply,
@@ -167,6 +171,34 @@ export const OutputsActor = defineActor({
               }
             }
             return RevokeGrantReply.parse({ job: payload.job_id, revoked: payload.grant_id, revocation: tokenToText(token), provider: { node: provider, acknowledged } });
+          },
+        }),
+        defineBehavior({
+          name: OutputsBehaviors.grant,
+          payload: GrantRequest,
+          handle: ({ payload }) => {
+            const cap = jobReadCapability(payload.job_id);
+            const expiresMs = Date.now() + payload.expiry_s * 1000;
+            const token = issueToken(actor.system.key, { act: 'invoke', aud: payload.did, cap: [cap], exp: msToNs(expiresMs) });
+            const issued = { id: tokenId(token), did: payload.did, cap, expires_at: new Date(expiresMs).toISOString() };
+            // Recorded before it is handed out: a right nobody can find again could not be revoked.
+            deps.manifests.grants.add(payload.job_id, issued);
+            return GrantReply.parse({ token: tokenToText(token), job: payload.job_id, ...issued });
+          },
+        }),
+        defineBehavior({
+          name: OutputsBehaviors.grants,
+          payload: GrantsRequest,
+          handle: ({ payload }) => {
+            const revoked = new Map(revocations.read(payload.job_id).revocations.map((r) => [r.token.rev!, r.acked]));
+            const { provider } = revocations.read(payload.job_id);
+            return GrantsReply.parse({
+              grants: deps.manifests.grants.list(payload.job_id).map((g) => ({
+                ...g,
+                revoked: revoked.has(g.id),
+                provider_acknowledged: revoked.has(g.id) && provider ? revoked.get(g.id)! : null,
+              })),
+            });
           },
         }),
       ],

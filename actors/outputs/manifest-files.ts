@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { JobOutputSchema } from '../../behaviors/jobs/files.js';
 import { writeJsonAtomic } from '../../runtime/files.js';
+import { IssuedGrants } from './issued-grants.js';
 import { ReadRevocations } from './read-revocations.js';
 
 const ManifestFile = z.object({ manifest: z.string(), outputs: z.array(JobOutputSchema) });
@@ -19,9 +20,13 @@ const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 export class ManifestFiles {
   /** The revocations of the jobs' read rights, kept beside their manifests. */
   readonly revocations: ReadRevocations;
+  /** The records of the read rights this node issued for its jobs. */
+  readonly grants: IssuedGrants;
 
   constructor(readonly dir: string) {
-    this.revocations = new ReadRevocations(dir, (jobId, suffix) => this.path(jobId, suffix));
+    const pathOf = (jobId: string, suffix: string) => this.path(jobId, suffix);
+    this.revocations = new ReadRevocations(dir, pathOf);
+    this.grants = new IssuedGrants(pathOf);
   }
 
   /** The job's file of this directory with `suffix` (its manifest: `.json`). */

@@ -8,6 +8,8 @@
 import { z } from 'zod';
 import { didOfPeer, KeyPair, publicKeyFromId, publicKeyObject, verifySync } from '../../runtime/crypto/keys.js';
 import { invalid } from '../../runtime/errors.js';
+import { idFromDid } from '../../runtime/capability/token.js';
+import { MAX_GRANT_S } from './read-right.js';
 import { JobOutputSchema, MAX_OUTPUTS } from './files.js';
 import { PeerIdSchema } from './schema.js';
 
@@ -107,6 +109,10 @@ export const OutputsBehaviors = {
    * until it acknowledges.
    */
   revokeGrant: '/dms/outputs/revoke',
+  /** This node's own (the requester's): issues a read right of a job submitted here, and keeps a record of it. */
+  grant: '/dms/outputs/grant',
+  /** This node's own: the read rights issued for a job submitted here, and whether each is revoked. */
+  grants: '/dms/outputs/grants',
 } as const;
 export const ManifestRequest = z.strictObject({ job_id: z.uuid() });
 export const ManifestReply = z.object({ manifest: z.string().max((MAX_MANIFEST_BYTES * 4) / 3 + 4).nullable() });
@@ -138,4 +144,42 @@ export const RevokeGrantReply = z.object({
   /** The signed revocation (base64url of its JSON), which any node may be handed (`dms cap anchor --revoke`). */
   revocation: z.string(),
   provider: z.object({ node: PeerIdSchema.nullable(), acknowledged: z.boolean() }),
+});
+/** An Ed25519 did:key, checked. */
+export const DidSchema = z
+  .string()
+  .max(200)
+  .refine(
+    (d) => {
+      try {
+        idFromDid(d);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { error: "an Ed25519 did:key (the reader's key or node: dms key did, or /public/hello of its node)" },
+  );
+export const GrantRequest = z.strictObject({ job_id: z.uuid(), did: DidSchema, expiry_s: z.int().min(1).max(MAX_GRANT_S) });
+export const GrantReply = z.object({
+  token: z.string().meta({ description: 'the read right, as `dms cap` prints tokens (base64url of its JSON)' }),
+  id: TokenIdSchema,
+  job: z.uuid(),
+  did: z.string(),
+  cap: z.string(),
+  expires_at: z.string(),
+});
+export const GrantsRequest = z.strictObject({ job_id: z.uuid() });
+export const GrantsReply = z.object({
+  grants: z.array(
+    z.object({
+      id: TokenIdSchema,
+      did: z.string(),
+      cap: z.string(),
+      expires_at: z.string(),
+      revoked: z.boolean(),
+      /** Whether the job's provider holds the revocation; null when not revoked or the job ran here. */
+      provider_acknowledged: z.boolean().nullable(),
+    }),
+  ),
 });

@@ -155,6 +155,19 @@ export function registerFileCommands(program: Command): void {
     });
 
   jobs
+    .command('grants')
+    .description('list the read rights `jobs grant` gave for a job that have not expired, and whether each is revoked')
+    .argument('<id>', 'a job submitted on this node: its id, or any unique prefix of it')
+    .action(async (given: string, _opts: unknown, cmd: Command) => {
+      const rest = restFor(cmd);
+      const id = await resolveJobId(rest, given);
+      type Listed = { id: string; did: string; expires_at: string; revoked: boolean; provider_acknowledged: boolean | null };
+      const { grants } = await rest.get<{ grants: Listed[] }>(`/api/v1/jobs/${id}/grants`);
+      const state = (g: Listed) => (!g.revoked ? 'granted' : g.provider_acknowledged === false ? 'revoked (provider not told yet)' : 'revoked');
+      output(cmd, { grants }, grants.map((g) => `${g.id}  ${g.did}  until ${g.expires_at}  ${state(g)}`).join('\n') || 'no read rights given');
+    });
+
+  jobs
     .command('revoke')
     .description("take back a read right given with `jobs grant`: refused from now on by this node and by the job's provider")
     .argument('<id>', 'a job submitted on this node: its id, or any unique prefix of it')

@@ -11,11 +11,9 @@ import type { H3Event } from 'h3';
 import * as z from 'zod';
 import { JobBehaviors, JobIdSchema, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { OutputNameSchema } from '../../behaviors/jobs/files.js';
-import { ManifestReply, ManifestSchema, openManifest, OUTPUTS_INBOX, OutputsBehaviors, RevokeGrantReply, TokenIdSchema } from '../../behaviors/jobs/manifest.js';
+import { DidSchema, GrantReply, GrantsReply, ManifestReply, ManifestSchema, openManifest, OUTPUTS_INBOX, OutputsBehaviors, RevokeGrantReply, TokenIdSchema } from '../../behaviors/jobs/manifest.js';
 import { DEFAULT_GRANT_S, GrantTextSchema, jobReadCapability, MAX_GRANT_S, MAX_REVOCATIONS_PER_JOB } from '../../behaviors/jobs/read-right.js';
 import { PeerIdSchema } from '../../behaviors/jobs/schema.js';
-import { idFromDid, issueToken, tokenId, tokenToText } from '../../runtime/capability/token.js';
-import { nowNs } from '../../runtime/time.js';
 import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
 import { jobSource, VolumeNameSchema, volumeSource } from '../../behaviors/jobs/files.js';
 import type { HttpApi } from '../actor.js';
@@ -52,6 +50,11 @@ const Imported = z.object({ cid: z.string(), size: z.int().nonnegative(), kind: 
 const OutputsReply = ManifestSchema.extend({ signed: z.string().meta({ description: 'the signed manifest (base64), as the job record keeps it' }) });
 
 const jobId = { id: { schema: JobIdSchema, what: 'job id' } };
+/** What every route of a job's read rights may answer besides its own. */
+const GRANTS_ANSWERS = {
+  403: { description: 'the job was submitted on another node: only that node grants reads of it' },
+  404: { description: 'no such job' },
+};
 
 /** The header a reader's read right travels in: not the query, which logs and histories keep. */
 export const GRANT_HEADER = 'x-dms-grant';
@@ -61,23 +64,8 @@ const ReadQuery = z.object({
   }),
 });
 const GrantBody = z.strictObject({
-  did: z.string().max(200).refine((d) => {
-    try {
-      idFromDid(d);
-      return true;
-    } catch {
-      return false;
-    }
-  }, { error: 'an Ed25519 did:key (the reader\'s key or node: dms key did, or /public/hello of its node)' }),
+  did: DidSchema,
   expiry_s: z.int().min(1).max(MAX_GRANT_S).default(DEFAULT_GRANT_S),
-});
-const GrantReply = z.object({
-  token: z.string().meta({ description: 'the read right, as `dms cap` prints tokens (base64url of its JSON)' }),
-  id: z.string(),
-  job: z.string(),
-  did: z.string(),
-  cap: z.string(),
-  expires_at: z.string(),
 });
 
 /** The request body as bytes, streamed: straight from node:http when there, else the web stream. */
@@ -162,6 +150,14 @@ export const outputRoutes =
   (blocks: BlocksAccess): RouteModule =>
   ({ table, http, system }) => {
     const jobOf = async (id: string): Promise<Job> => (await http.call(ORCHESTRATOR_INBOX, JobBehaviors.status, { id })) as Job;
+    /** A job submitted here: only its requester grants and revokes reads of it (a 403 naming that node otherwise). */
+    const submittedHere = async (id: string, verb: 'grants' | 'revokes'): Promise<Job> => {
+      const job = await jobOf(id);
+      if (job.requester && !system.isHere(job.requester)) {
+        throw new DmsError('forbidden', `job ${job.id} was submitted on node ${job.requester}: only that node ${verb} reads of it`);
+      }
+      return job;
+    };
 
     /**
      * What a reading asks for: a job of this node (its record, its manifest checked against the
@@ -376,20 +372,32 @@ export const outputRoutes =
       body: { schema: GrantBody, what: 'grant' },
       responses: {
         201: { description: 'the read right', schema: GrantReply },
-        403: { description: 'the job was submitted on another node: only that node grants reads of it' },
-        404: { description: 'no such job' },
+        ...GRANTS_ANSWERS,
       },
       handler: async (_event, input) => {
-        const job = await jobOf(input.param('id'));
+        const job = await submittedHere(input.param('id'), 'grants');
         const { did, expiry_s } = await input.body();
-        if (job.requester && !system.isHere(job.requester)) {
-          throw new DmsError('forbidden', `job ${job.id} was submitted on node ${job.requester}: only that node grants reads of it`);
-        }
-        const cap = jobReadCapability(job.id);
-        const exp = nowNs() + BigInt(expiry_s) * 1_000_000_000n;
-        const token = issueToken(system.key, { act: 'invoke', aud: did, cap: [cap], exp });
-        const body = { token: tokenToText(token), id: tokenId(token), job: job.id, did, cap, expires_at: new Date(Date.now() + expiry_s * 1000).toISOString() };
-        return new JsonBody(JSON.stringify(body), 201);
+        return new JsonBody(JSON.stringify(await http.call(OUTPUTS_INBOX, OutputsBehaviors.grant, { job_id: job.id, did, expiry_s })), 201);
+      },
+    });
+
+    table.add({
+      method: 'GET',
+      path: '/api/v1/jobs/:id/grants',
+      operationId: 'listJobReads',
+      summary: "The read rights this node issued for a job, and whether each is revoked",
+      description:
+        'Every unexpired read right `POST /api/v1/jobs/{id}/grants` issued for the job, oldest first, with `revoked` and, for a job placed on another node, whether its provider acknowledged the revocation. ' +
+        'The tokens themselves are not kept: this is how to find the id to revoke.',
+      tags: ['outputs'],
+      params: jobId,
+      responses: {
+        200: { description: 'the read rights', schema: GrantsReply },
+        ...GRANTS_ANSWERS,
+      },
+      handler: async (_event, input) => {
+        const job = await submittedHere(input.param('id'), 'grants');
+        return http.call(OUTPUTS_INBOX, OutputsBehaviors.grants, { job_id: job.id });
       },
     });
 
@@ -411,10 +419,7 @@ export const outputRoutes =
         503: { description: `the job holds ${MAX_REVOCATIONS_PER_JOB} revocations already` },
       },
       handler: async (_event, input) => {
-        const job = await jobOf(input.param('id'));
-        if (job.requester && !system.isHere(job.requester)) {
-          throw new DmsError('forbidden', `job ${job.id} was submitted on node ${job.requester}: only that node revokes reads of it`);
-        }
+        const job = await submittedHere(input.param('id'), 'revokes');
         const provider = job.node && !system.isHere(job.node) ? job.node : null;
         return http.call(OUTPUTS_INBOX, OutputsBehaviors.revokeGrant, { job_id: job.id, grant_id: input.param('grant'), provider });
       },

@@ -145,6 +145,12 @@ describe('revoking a job read right', { timeout: 60_000 }, () => {
     }
     // Revoking again answers the same revocation.
     expect(((await (await revoke(a, job, right.id)).json()) as Revoked).revocation).toBe(revoked.revocation);
+    // The requester lists what it gave, the revoked one marked, without the tokens themselves.
+    const listed = (await (await fetch(`${a.url}/api/v1/jobs/${job}/grants`)).json()) as { grants: { id: string; did: string; revoked: boolean; provider_acknowledged: boolean | null }[] };
+    expect(listed.grants).toContainEqual(expect.objectContaining({ id: right.id, did: r.did, revoked: true, provider_acknowledged: true }));
+    expect(listed.grants).toContainEqual(expect.objectContaining({ id: kept.id, revoked: false, provider_acknowledged: null }));
+    expect(JSON.stringify(listed)).not.toContain(right.token);
+    expect((await fetch(`${p.url}/api/v1/jobs/${job}/grants`)).status).toBe(403);
   });
 
   it('reaches a provider that was away once it is back', async () => {
