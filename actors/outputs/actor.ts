@@ -190,8 +190,8 @@ export const OutputsActor = defineActor({
           name: OutputsBehaviors.grants,
           payload: GrantsRequest,
           handle: ({ payload }) => {
-            const revoked = new Map(revocations.read(payload.job_id).revocations.map((r) => [r.token.rev!, r.acked]));
-            const { provider } = revocations.read(payload.job_id);
+            const { provider, revocations: held } = revocations.read(payload.job_id);
+            const revoked = new Map(held.map((r) => [r.token.rev!, r.acked]));
             return GrantsReply.parse({
               grants: deps.manifests.grants.list(payload.job_id).map((g) => ({
                 ...g,

@@ -23,6 +23,7 @@ import { homePaths, readKey } from '../../runtime/home.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { U64_MAX } from '../../runtime/wire/envelope.js';
 import { CliError, globals, homeOf, runningNode } from '../context.js';
+import { jobsReadBy, providerTold, type Revoked } from '../read-rights.js';
 import { restFor } from '../rest.js';
 import { unlockKeys } from '../passphrase.js';
 
@@ -170,7 +171,7 @@ export function registerCapCommands(program: Command): void {
  * (`DELETE /api/v1/jobs/{id}/grants/{grant}`), which tells the provider. Each job's outcome, as a note.
  */
 async function tellJobsOfReadRight(cmd: Command, home: string, t: Token, id: string): Promise<{ job: string; note: string }[]> {
-  const jobs = t.cap.map((c) => /^\/dms\/job\/read\/([0-9a-f-]{36})$/.exec(c)?.[1]).filter((j): j is string => j !== undefined);
+  const jobs = jobsReadBy(t);
   if (jobs.length === 0) return [];
   if (!runningNode(home)) {
     return jobs.map((job) => ({ job, note: `job ${job}'s read right: the node is not running, so its provider was not told; run \`dms jobs revoke ${job} ${id}\` once it is` }));
@@ -179,9 +180,8 @@ async function tellJobsOfReadRight(cmd: Command, home: string, t: Token, id: str
   return Promise.all(
     jobs.map(async (job) => {
       try {
-        const r = await rest.delete<{ provider: { node: string | null; acknowledged: boolean } }>(`/api/v1/jobs/${job}/grants/${id}`);
-        const told = !r.provider.node ? 'it ran here' : r.provider.acknowledged ? `its provider ${r.provider.node} acknowledged` : `its provider ${r.provider.node} will be told when it answers`;
-        return { job, note: `job ${job}'s read right revoked by the node too: ${told}` };
+        const r = await rest.delete<Revoked>(`/api/v1/jobs/${job}/grants/${id}`);
+        return { job, note: `job ${job}'s read right revoked by the node too: ${providerTold(r)}` };
       } catch (e) {
         return { job, note: `job ${job}'s read right: the node did not revoke it (${errorText(e)})` };
       }

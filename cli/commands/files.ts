@@ -12,7 +12,7 @@ import { resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
 import { sizeArg } from '../sizes.js';
 import { formatBytes } from '../../client/sizes.js';
-import { tokenFromText, tokenId } from '../../runtime/capability/token.js';
+import { grantIdOf, providerTold, type Revoked } from '../read-rights.js';
 
 interface GetOptions {
   outputDir?: string;
@@ -175,21 +175,7 @@ export function registerFileCommands(program: Command): void {
     .action(async (given: string, grant: string, _opts: unknown, cmd: Command) => {
       const rest = restFor(cmd);
       const id = await resolveJobId(rest, given);
-      const r = await rest.delete<{ revoked: string; revocation: string; provider: { node: string | null; acknowledged: boolean } }>(
-        `/api/v1/jobs/${id}/grants/${grantId(grant)}`,
-      );
-      const told = !r.provider.node ? 'the job ran here' : r.provider.acknowledged ? `its provider ${r.provider.node} acknowledged` : `its provider ${r.provider.node} will be told when it answers`;
-      output(cmd, r, `revoked ${r.revoked}; ${told}`);
+      const r = await rest.delete<Revoked>(`/api/v1/jobs/${id}/grants/${grantIdOf(grant)}`);
+      output(cmd, r, `revoked ${r.revoked}; ${providerTold(r)}`);
     });
-}
-
-/** A read right's id as given, or the id of the token given instead. */
-function grantId(given: string): string {
-  const text = given.trim();
-  if (/^[0-9a-f]{64}$/.test(text)) return text;
-  try {
-    return tokenId(tokenFromText(text, 'grant'));
-  } catch {
-    throw new CliError(`grant: '${text.slice(0, 40)}${text.length > 40 ? '…' : ''}' is neither a token id (64 hex digits) nor a token as \`dms jobs grant\` prints it`);
-  }
 }
