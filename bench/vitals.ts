@@ -3,6 +3,10 @@
  *  (a) cold start: `dms start` in a fresh home (keys made, database created and migrated) to the
  *      first 200 on /health, process spawn included; 5 runs. Target: median <= 1.0 s.
  *  (b) warm start: the same in a home that has run before; 5 runs. Target: median <= 0.7 s.
+ *  Both start from V8's code cache of the program (runtime/code-cache.ts), which a node writes
+ *  once per build; each build here has a cache folder of its own, written by an unmeasured start
+ *  first. (a0): the cold start with no code cache at all (an empty folder each time), as the
+ *  first start after an install or a build is.
  *  (c) idle RSS 10 s after the node answered /health. Target: <= 100 MB. Also 30 s after, once
  *      V8's memory reducer has run: it gives back the young generation that start-up grew (a
  *      node measured at 5 s intervals went from 109 to 95 MB between 20 and 25 s), so the second
@@ -19,7 +23,7 @@
  */
 import '../runtime/polyfills.js';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { JobSpecInput } from '../behaviors/jobs/schema.js';
@@ -70,12 +74,12 @@ interface Running {
 }
 
 /** Spawns `args` and polls /health every 5 ms until it answers 200: the time an operator's supervisor waits. */
-async function spawnUntilHealthy(args: (port: number) => string[]): Promise<Running> {
+async function spawnUntilHealthy(args: (port: number) => string[], env: Record<string, string> = {}): Promise<Running> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   let output = '';
   const t0 = performance.now();
-  const proc = spawn(process.execPath, args(port), { env: { ...process.env, ...TEST_ENV }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, args(port), { env: { ...process.env, ...TEST_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout!.on('data', (d) => (output += d));
   proc.stderr!.on('data', (d) => (output += d));
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
@@ -97,19 +101,28 @@ async function spawnUntilHealthy(args: (port: number) => string[]): Promise<Runn
 }
 
 const CONFIG = JSON.stringify({ general: { log_level: 'warn' } });
-const startDms = (cli: string, home: string) => {
+/** Each build's code cache folder (DMS_CODE_CACHE), so no other checkout's or run's cache counts. */
+const codeCaches = new Map(builds.map((b) => [b.name, tempHome('dms-vitals-cache-')]));
+const startDms = (cli: string, home: string, codeCache = codeCaches.get(builds.find((b) => b.cli === cli)!.name)!) => {
   writeFileSync(`${home}/dms_config.json`, CONFIG);
-  return spawnUntilHealthy((port) => [cli, '--home', home, 'start', '--port', String(port), '--log-level', 'warn']);
+  return spawnUntilHealthy((port) => [cli, '--home', home, 'start', '--port', String(port), '--log-level', 'warn'], { DMS_CODE_CACHE: codeCache });
 };
+/** Waits until a node of `cli` has written its code cache (2 s after it answers), at most 10 s. */
+async function codeCacheWritten(b: { name: string }): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!readdirSync(codeCaches.get(b.name)!).some((f) => f.endsWith('.node.v8')) && Date.now() < deadline) await sleep(100);
+}
 const startBare = () => spawnUntilHealthy((port) => ['-e', BARE, String(port)]);
 
-async function coldAndWarm(): Promise<Record<string, { cold: number[]; warm: number[] }>> {
-  const out: Record<string, { cold: number[]; warm: number[] }> = { bare: { cold: [], warm: [] } };
-  for (const b of builds) out[b.name] = { cold: [], warm: [] };
+async function coldAndWarm(): Promise<Record<string, { cold: number[]; warm: number[]; uncached: number[] }>> {
+  const out: Record<string, { cold: number[]; warm: number[]; uncached: number[] }> = { bare: { cold: [], warm: [], uncached: [] } };
+  for (const b of builds) out[b.name] = { cold: [], warm: [], uncached: [] };
   const warmHomes = new Map<string, string>();
   for (const b of builds) {
     const home = tempHome('dms-vitals-');
-    await (await startDms(b.cli, home)).stop();
+    const first = await startDms(b.cli, home);
+    await codeCacheWritten(b);
+    await first.stop();
     warmHomes.set(b.name, home);
   }
   // Interleaved, so the machine's weather falls on every build alike.
@@ -127,6 +140,13 @@ async function coldAndWarm(): Promise<Record<string, { cold: number[]; warm: num
       const warm = await startDms(b.cli, warmHomes.get(b.name)!);
       await warm.stop();
       out[b.name].warm.push(warm.seconds);
+      const empty = tempHome('dms-vitals-cache-');
+      const uncachedHome = tempHome('dms-vitals-');
+      const uncached = await startDms(b.cli, uncachedHome, empty);
+      await uncached.stop();
+      removeHome(uncachedHome);
+      removeHome(empty);
+      out[b.name].uncached.push(uncached.seconds);
     }
   }
   for (const home of warmHomes.values()) removeHome(home);
@@ -223,6 +243,7 @@ const measured = builds.map((b) => ({
   build: b.name,
   cold_median_s: round(median(starts[b.name].cold)),
   cold_range_s: `${round(Math.min(...starts[b.name].cold), 2)}–${round(Math.max(...starts[b.name].cold), 2)}`,
+  cold_no_code_cache_s: round(median(starts[b.name].uncached)),
   warm_median_s: round(median(starts[b.name].warm)),
   warm_range_s: `${round(Math.min(...starts[b.name].warm), 2)}–${round(Math.max(...starts[b.name].warm), 2)}`,
   idle_rss_mb: idle[b.name].at10,
@@ -237,6 +258,7 @@ console.table(rows);
 const [me, other] = measured;
 const holds = (ok: boolean) => (ok ? 'holds' : 'MISSED');
 console.log(`cold start ${me.cold_median_s} s = ${round(me.cold_median_s / bare.cold_median_s, 1)}× bare node (target <= ${TARGETS.cold_s} s: ${holds(me.cold_median_s <= TARGETS.cold_s)})`);
+console.log(`cold start with no code cache (the first after a build) ${me.cold_no_code_cache_s} s`);
 console.log(`warm start ${me.warm_median_s} s = ${round(me.warm_median_s / bare.warm_median_s, 1)}× bare node (target <= ${TARGETS.warm_s} s: ${holds(me.warm_median_s <= TARGETS.warm_s)})`);
 console.log(`idle RSS ${me.idle_rss_mb} MB = ${round(me.idle_rss_mb / bare.idle_rss_mb, 1)}× bare node (target <= ${TARGETS.idle_rss_mb} MB: ${holds(me.idle_rss_mb <= TARGETS.idle_rss_mb)}); ${me.idle_rss_30s_mb} MB at 30 s`);
 console.log(`null jobs ${me.null_jobs_per_s}/s at ${CONCURRENCY} clients (target >= ${TARGETS.jobs_per_s}: ${holds(me.null_jobs_per_s >= TARGETS.jobs_per_s)}); RSS after ${JOBS} jobs ${me.rss_after_jobs_mb} MB`);
@@ -246,5 +268,6 @@ if (other) {
   );
 }
 console.log(`load average at end: ${loadAverage()}`);
+for (const dir of codeCaches.values()) removeHome(dir);
 mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
 writeFileSync(new URL('./results/vitals.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), load_end: loadAverage(), starts, idle, work, rows }, null, 2));

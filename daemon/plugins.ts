@@ -32,6 +32,7 @@ import type { RouteModule } from '../http/routes/types.js';
 import type { Actor } from '../runtime/actor.js';
 import type { Behavior } from '../runtime/behavior.js';
 import { type ActorContext, type ActorDefinition, defineActor } from '../runtime/component.js';
+import { importModule } from '../runtime/code-cache.js';
 import { DmsError, errorText } from '../runtime/errors.js';
 import { describeIssues } from '../runtime/issues.js';
 import type { Logger } from '../runtime/log.js';
@@ -74,7 +75,7 @@ export async function loadPlugins(
     const target = isPath(spec) ? pathToFileURL(resolve(home, spec)).href : spec;
     let mod: { default?: unknown };
     try {
-      mod = await import(target);
+      mod = (await importModule(target)) as { default?: unknown };
     } catch (e) {
       throw new DmsError('invalid', `plugins.modules: cannot load '${spec}' (${(e as Error).message})`);
     }

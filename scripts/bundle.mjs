@@ -1,14 +1,20 @@
 /**
- * The JavaScript of dist/: the node's entry points bundled with esbuild (tsc writes the .d.ts
- * files of `dms/plugin`, the one typed export; `npm test` checks every file's types). Start-up
- * was module loading: ~2,400 files resolved, read and compiled one by one before a node did
- * anything; bundled, the ES modules are tree-shaken and read at once.
+ * The JavaScript of dist/: the node bundled with esbuild (tsc writes the .d.ts files of
+ * `dms/plugin`, the one typed export; `npm test` checks every file's types). Start-up was module
+ * loading: ~2,400 files resolved, read and compiled one by one before a node did anything.
  *
- * One build with code splitting, so the entry points share their modules through chunks: a
- * plugin's `dms/plugin` (dist/behaviors/plugin.js) is the same module instance as the kernel
- * that checks it (definePlugin, zod, DmsError), and the daemon is loaded by `dms start` only.
- * Every entry point and chunk sits one folder below dist/, as the sources sit one below the
- * root, so the few paths resolved from import.meta.url (`../package.json`, `../daemon/…`) hold.
+ * The whole program is one CommonJS script, dist/lib/dms.cjs (cli/dms.ts), written as one
+ * function expression of `(exports, require, module, __filename, __dirname)` so that
+ * runtime/code-cache.ts can run it through `vm.Script` with V8's code cache: Node 20 has no
+ * compile cache for ES modules, and compiling 6 MB of JavaScript was about 0.4 s of every start.
+ * One script also means one instance of every module: a plugin's `dms/plugin`
+ * (dist/behaviors/plugin.js, written below from the names the plugin API exports) hands it the
+ * very definePlugin, zod and DmsError the node checks it with. The daemon's modules are in the
+ * script but run only when `dms start` imports them. Around it, three small ES modules: the
+ * `dms` command (dist/cli/main.js, cli/bin.ts), the loader (dist/lib/code-cache.js, for the
+ * plugin API's module) and the module hook that resolves `dms/plugin` (daemon/plugins.ts).
+ * Everything sits one folder below dist/, as the sources sit one below the root, so the few paths
+ * resolved from import.meta.url (`../package.json`, `../daemon/…`) hold.
  *
  * MikroORM and knex are bundled too: loaded from node_modules they were ~700 CommonJS files
  * (lodash alone 258) resolved, read and compiled one by one, 0.5 s of a 1.9 s warm start's CPU
@@ -55,24 +61,6 @@ const lazyRequires = {
   },
 };
 
-/**
- * The external packages that are CommonJS, required as CommonJS. An ES `import` of a CommonJS
- * package makes Node run its export lexer over the package and, through every re-export, over
- * the files behind it (for MikroORM and knex, while they were external, 0.46 s of a 2.9 s start
- * in the profile, before any of it ran). A bundled `module.exports = require(name)` in its place
- * loads the same module through Node's CommonJS loader alone; esbuild's interop gives the
- * importer the same named exports.
- */
-const CJS_EXTERNALS = /^(sqlite3|pino-pretty)$/;
-
-const cjsExternals = {
-  name: 'cjs-externals',
-  setup(b) {
-    b.onResolve({ filter: CJS_EXTERNALS }, (args) => (args.namespace === 'cjs-external' ? { path: args.path, external: true } : { path: args.path, namespace: 'cjs-external' }));
-    b.onLoad({ filter: /.*/, namespace: 'cjs-external' }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)});`, loader: 'js' }));
-  },
-};
-
 /** MikroORM's core reads `../../package.json` (or `../package.json`) from utils/Utils.js for its version: its own. */
 const ormVersion = {
   name: 'orm-version',
@@ -100,19 +88,6 @@ const noUmzugCli = {
   },
 };
 
-const entryPoints = [
-  'cli/main.ts',
-  'daemon/node.ts',
-  // Registered by URL as a module hook (daemon/plugins.ts).
-  'daemon/plugin-api-resolve.ts',
-  // `dms/plugin` (package.json exports).
-  'behaviors/plugin.ts',
-  // test/storage/compiled.test.ts opens the database from the built JavaScript, and
-  // test/unit/bench-variants.test.ts checks a bench copy's signature checks through this module.
-  'storage/index.ts',
-  'runtime/crypto/keys.ts',
-];
-
 /**
  * Left to Node, from node_modules: the native SQLite driver; pino-pretty, required only for pretty
  * logs; ssh2 and gRPC (LAZY_REQUIRES). pino itself is bundled: its transports (worker threads
@@ -124,28 +99,66 @@ const entryPoints = [
 const DRIVERS = ['pg', 'pg-query-stream', 'mysql', 'mysql2', 'oracledb', 'tedious', 'better-sqlite3', 'libsql', 'mariadb', 'mariadb/*'];
 const external = ['sqlite3', 'pino-pretty', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs', ...DRIVERS];
 
-const result = await build({
-  entryPoints,
-  outdir: 'dist',
-  outbase: '.',
+const common = {
   bundle: true,
-  splitting: true,
-  chunkNames: 'chunks/[name]-[hash]',
-  format: 'esm',
   platform: 'node',
   target: 'node20',
   sourcemap: true,
-  // Without comments and indentation the node reads, scans and holds about a third less source
-  // (an idle node holds every loaded file's text). Stack traces point into one long line;
-  // `node --enable-source-maps` maps them back to the sources.
+  // Without comments and indentation the node reads, scans and holds about a third less source.
+  // Stack traces point into long lines; `node --enable-source-maps` maps them back to the sources.
   minifyWhitespace: true,
-  external,
-  plugins: [lazyRequires, cjsExternals, ormVersion, noUmzugCli],
-  // CommonJS packages bundled into ES modules still call require (for Node's own modules).
-  banner: { js: "import { createRequire as __dmsCreateRequire } from 'node:module'; const require = __dmsCreateRequire(import.meta.url);" },
   logLevel: 'warning',
   metafile: true,
+};
+
+const program = await build({
+  ...common,
+  entryPoints: { 'lib/dms': 'cli/dms.ts' },
+  outdir: 'dist',
+  outExtension: { '.js': '.cjs' },
+  format: 'cjs',
+  external,
+  plugins: [lazyRequires, ormVersion, noUmzugCli],
+  // The function runtime/code-cache.ts calls, as Node's CommonJS loader would wrap the file,
+  // strict as the ES modules it is made of.
+  // import.meta has no CommonJS form: its url is the bundle's own.
+  banner: { js: "(function (exports, require, module, __filename, __dirname) { 'use strict'; const __dmsImportMetaUrl = require('node:url').pathToFileURL(__filename).href;" },
+  footer: { js: '})' },
+  define: { 'import.meta.url': '__dmsImportMetaUrl' },
 });
+
+const modules = await build({
+  ...common,
+  entryPoints: {
+    'cli/main': 'cli/bin.ts',
+    'lib/code-cache': 'runtime/code-cache.ts',
+    // Registered by URL as a module hook (daemon/plugins.ts).
+    'daemon/plugin-api-resolve': 'daemon/plugin-api-resolve.ts',
+  },
+  outdir: 'dist',
+  format: 'esm',
+});
+
+/**
+ * `dms/plugin` (package.json exports): an ES module exporting, by name, what the program's plugin
+ * API exports. The names are esbuild's, from the API's sources, so they are those of the .d.ts.
+ */
+const api = await build({ ...common, entryPoints: ['behaviors/plugin.ts'], outdir: 'dist/api-names', format: 'esm', write: false, sourcemap: false, external: ['*'] });
+const names = Object.values(api.metafile.outputs).find((o) => o.entryPoint)?.exports ?? [];
+if (!names.includes('definePlugin')) throw new Error(`the plugin API exports no definePlugin (found: ${names.join(', ')})`);
+writeFileSync(
+  'dist/behaviors/plugin.js',
+  [
+    '// dms/plugin: the plugin API of the program in ../lib/dms.cjs, the same modules the node checks plugins with (scripts/bundle.mjs).',
+    "import { fileURLToPath } from 'node:url';",
+    "import { loadBundle } from '../lib/code-cache.js';",
+    "const api = loadBundle(fileURLToPath(new URL('../lib/dms.cjs', import.meta.url))).plugin;",
+    `export const { ${names.join(', ')} } = api;`,
+    '',
+  ].join('\n'),
+);
+
+const result = { metafile: { outputs: { ...program.metafile.outputs, ...modules.metafile.outputs } } };
 
 /**
  * V8 holds a source text with one character above U+00FF as two bytes a character: one such
@@ -153,7 +166,7 @@ const result = await build({
  * regex literals) doubled the memory of a 480 KB entry point. `\uXXXX` means the same there
  * and in strings, so every one is written so.
  */
-for (const file of Object.keys(result.metafile.outputs).filter((f) => f.endsWith('.js'))) {
+for (const file of Object.keys(result.metafile.outputs).filter((f) => /\.c?js$/.test(f))) {
   const text = readFileSync(file, 'utf8');
   if (/[^\x00-\x7f]/.test(text)) writeFileSync(file, text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`));
 }

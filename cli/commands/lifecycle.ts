@@ -9,6 +9,7 @@ import type { DeviceSettings, DeviceSettingsPatch } from '../../behaviors/jobs/s
 import { errorText } from '../../runtime/errors.js';
 import { type ConfigOverride, homePaths, initHome } from '../../runtime/home.js';
 import { restPortProblem } from '../../runtime/port-holder.js';
+import { codeCacheUse, saveCodeCache } from '../../runtime/code-cache.js';
 import { createLogger, LOG_FORMATS, type LogFormat } from '../../runtime/log.js';
 import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
 import { CliError, globals, homeOf, isAlive, output, runningNode, warnIgnoredConfig } from '../context.js';
@@ -18,6 +19,12 @@ import { type OnboardFlags, onboardFlags, settingsFrom, shareText } from './onbo
 
 const DETACH_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 20_000;
+/**
+ * A started node writes its code cache this long after it answers (runtime/code-cache.ts): by
+ * then it has compiled what a start runs, and the write (~6 MB, tens of ms) is not in the way of
+ * whoever waited for it to be healthy.
+ */
+const CODE_CACHE_AFTER_START_MS = 2_000;
 // Lines of this run's log shown when a detached start fails; the whole log stays in the file.
 const DETACH_LOG_LINES = 10;
 // Bytes of this run's log read for them: a start-up that logs more is cut to its end.
@@ -169,6 +176,8 @@ export function registerNodeCommands(program: Command): void {
       // Loaded here so every other command starts without the node's whole dependency tree.
       const { DmsNode } = await import('../../daemon/node.js');
       const node = await DmsNode.start({ home, config, log, overrides: overridesOf(opts, config) });
+      log.debug({ codeCache: codeCacheUse() }, 'the program was loaded with this code cache');
+      setTimeout(() => saveCodeCache('node'), CODE_CACHE_AFTER_START_MS).unref();
       let stopping = false;
       const shutdown = (signal: string) => {
         if (stopping) {

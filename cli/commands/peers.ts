@@ -74,7 +74,7 @@ export function registerPeersCommands(program: Command): void {
 /** Invokes a discovery behavior on the node's root actor and checks the reply's shape. */
 async function ask<S extends z.ZodType>(cmd: Command, be: string, payload: unknown, schema: S, opts: TimeoutOption): Promise<z.infer<S>> {
   // Signed as the operator, with the home's REST credentials and provide tokens, like `dms actor`.
-  // Its failures (unreachable, error replies) are worded where every command's are (cli/main.ts).
+  // Its failures (unreachable, error replies) are worded where every command's are (cli/run.ts).
   const client = clientFor(cmd);
   const payloadOut = (await client.invoke<unknown>('root', be, payload, { ttlMs: (opts.timeout ?? DEFAULT_TIMEOUT_S) * 1000 })).payload;
   const parsed = schema.safeParse(payloadOut);

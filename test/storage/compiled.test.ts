@@ -10,7 +10,8 @@ import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
-const compiled = join(root, 'dist/storage/index.js');
+const compiled = join(root, 'dist/lib/dms.cjs');
+const loader = join(root, 'dist/lib/code-cache.js');
 
 function newestSource(dir: string): number {
   return Math.max(
@@ -22,9 +23,9 @@ function newestSource(dir: string): number {
 
 // `npm test` builds first; a bare `vitest run` may find no build, or one older than the code.
 const skipReason = !existsSync(compiled)
-  ? 'dist/storage is not built (npm run build)'
+  ? 'dist/lib/dms.cjs is not built (npm run build)'
   : statSync(compiled).mtimeMs < Math.max(newestSource(join(root, 'storage')), statSync(join(root, 'behaviors/jobs/schema.ts')).mtimeMs)
-    ? 'dist/storage is older than the sources (npm run build)'
+    ? 'dist/lib/dms.cjs is older than the sources (npm run build)'
     : null;
 if (skipReason) console.warn(`skipping compiled storage test: ${skipReason}`);
 
@@ -32,7 +33,8 @@ it.skipIf(skipReason !== null)('opens, migrates and writes from the compiled Jav
   const dir = await mkdtemp(join(tmpdir(), 'dms-dist-'));
   try {
     const script = `
-      const { openStorage } = await import(${JSON.stringify(compiled)});
+      const { loadBundle } = await import(${JSON.stringify(loader)});
+      const { openStorage } = loadBundle(${JSON.stringify(compiled)}).storage;
       const s = await openStorage(${JSON.stringify(join(dir, 'dms.db'))});
       const job = await s.jobs.create({ name: 'from-dist', image: 'img', resources: { cpu: { cores: 1 }, memory: { size: 67108864 } } });
       console.log(JSON.stringify(await s.jobs.get(job.id)));

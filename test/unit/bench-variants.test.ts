@@ -1,4 +1,4 @@
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type Variant, type VariantSpec, VERIFY_FREE, variantBuild } from '../../bench/lib/variant-build.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
@@ -17,14 +17,18 @@ const build = (spec: VariantSpec) => {
   built.push(v);
   return v;
 };
-const copyFile = (v: Variant, path: string) => new URL(`../${path}`, pathToFileURL(v.cli));
+/** The program of a copy, loaded as the copy's `dms` loads it. */
+const programOf = async (cli: string) => {
+  const { loadBundle } = (await import(new URL('../lib/code-cache.js', pathToFileURL(cli)).href)) as typeof import('../../runtime/code-cache.js');
+  return loadBundle(fileURLToPath(new URL('../lib/dms.cjs', pathToFileURL(cli)))) as typeof import('../../cli/dms.js');
+};
 
 describe('bench variant builds', () => {
   it('the verify-free copy accepts a forged signature, sync and async, where the real build refuses it', async () => {
     const v = build(VERIFY_FREE);
     expect(v.hits).toBe(2);
     const real = await import('../../runtime/crypto/keys.js');
-    const copy = (await import(copyFile(v, 'runtime/crypto/keys.js').href)) as typeof real;
+    const copy = (await programOf(v.cli)).keys;
     const key = KeyPair.generate();
     const data = Buffer.from('dms:msg:{}');
     const forged = new Uint8Array(64).fill(7);
