@@ -138,7 +138,8 @@ export function loadBundle(file: string): unknown {
   const module = { exports: {} as unknown, filename: file, id: file, loaded: false };
   const loaded: Loaded = {
     file,
-    exports: undefined,
+    // What it has exported so far, to whatever asks for it while it runs (CommonJS's cycles).
+    exports: module.exports,
     script,
     use,
     role: use === 'accepted' ? role : undefined,
