@@ -13,6 +13,7 @@ import * as tar from 'tar-stream';
 import type { RestClient } from '../client/rest.js';
 import { entryPath, importPath } from '../runtime/blocks/unixfs.js';
 import { CliError } from './context.js';
+import { makeDirsAsync } from '../runtime/files.js';
 
 export interface Uploaded {
   cid: string;
@@ -77,7 +78,7 @@ export async function cidOfPath(path: string): Promise<string> {
 export async function writeOutput(res: Response, dest: string, cid: string): Promise<void> {
   const partial = `${dest}.partial`;
   await rm(partial, { recursive: true, force: true });
-  await mkdir(dirname(dest), { recursive: true });
+  await makeDirsAsync(dirname(dest));
   const body = Readable.fromWeb(res.body as import('node:stream/web').ReadableStream);
   if ((res.headers.get('content-type') ?? '').startsWith('application/x-tar')) {
     await mkdir(partial);
@@ -89,10 +90,10 @@ export async function writeOutput(res: Response, dest: string, cid: string): Pro
       const rel = entryPath(entry.header.name);
       const target = join(partial, rel);
       if (entry.header.type === 'directory') {
-        await mkdir(target, { recursive: true });
+        await makeDirsAsync(target);
         entry.resume();
       } else if (entry.header.type === 'file') {
-        await mkdir(dirname(target), { recursive: true });
+        await makeDirsAsync(dirname(target));
         await pipeline(entry, createWriteStream(target));
       } else throw new CliError(`the node sent a ${entry.header.type} entry (${rel}) in a job output`);
     }

@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { NODE_VERSION, RootActor, ROOT_INBOX } from '../actors/root.js';
 import { Discovery } from '../actors/discovery.js';
@@ -7,7 +7,7 @@ import { createApp } from '../http/app.js';
 import { listen, type Listening } from '../http/server.js';
 import { allowsUnsigned, type Config } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
-import { writeJsonAtomic } from '../runtime/files.js';
+import { makeDirs, writeJsonAtomic } from '../runtime/files.js';
 import { type ConfigOverride, homePaths, initHome, type RuntimeInfo } from '../runtime/home.js';
 import type { Logger } from '../runtime/log.js';
 import { ReplayLog } from '../runtime/replay-log.js';
@@ -210,7 +210,7 @@ function ensembleTunnels(transport: Libp2pTransport) {
 
 /** `<home>/runtime.json`: how `dms` finds this running node (its pid, URL, identity, addresses). */
 function writeRuntimeInfo(paths: ReturnType<typeof homePaths>, system: ActorSystem, url: string, overrides?: ConfigOverride[]): void {
-  mkdirSync(paths.root, { recursive: true });
+  makeDirs(paths.root);
   const info: RuntimeInfo = {
     pid: process.pid,
     url,

@@ -15,12 +15,13 @@
  * and the one a command writes when there is none; a load prefers the node's.
  */
 import { createHash } from 'node:crypto';
-import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { cachedDataVersionTag } from 'node:v8';
 import { Script } from 'node:vm';
+import { makeDirs } from './files.js';
 
 /** Who made a cache: a started node (its start-up code included) or another command. */
 export type CacheRole = 'node' | 'command';
@@ -73,7 +74,7 @@ export function cacheDir(env: NodeJS.ProcessEnv = process.env): string | undefin
 /** Made if missing; trusted only if it is a real folder of this user that nobody else can write. */
 function trustedDir(dir: string): boolean {
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    makeDirs(dir, 0o700);
     const st = lstatSync(dir);
     return st.isDirectory() && ownedHere(st.uid) && (st.mode & 0o022) === 0;
   } catch {

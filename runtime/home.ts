@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import * as z from 'zod';
@@ -6,6 +6,7 @@ import { anchorsPath, ensureAnchors } from './capability/anchors.js';
 import { KeyPair } from './crypto/keys.js';
 import { passphraseFromEnv, Sealed, seal, unseal } from './crypto/sealed.js';
 import { DmsError } from './errors.js';
+import { makeDirs } from './files.js';
 
 /** `--home` > `DMS_HOME` > ~/.dms: several nodes can run side by side with their own homes. */
 export function resolveHome(flag?: string, env: NodeJS.ProcessEnv = process.env): string {
@@ -82,7 +83,7 @@ export function readKey(path: string, passphrase: string | undefined = passphras
 /** Writes a new key readable only by its owner, sealed when a passphrase is given; never overwrites. */
 export function writeKey(path: string, key: KeyPair, passphrase?: string): void {
   if (existsSync(path)) throw new DmsError('conflict', `${path} already exists; refusing to overwrite a key`);
-  mkdirSync(join(path, '..'), { recursive: true, mode: 0o700 });
+  makeDirs(join(path, '..'), 0o700);
   const secret = passphrase ? { sealed: seal(key.seed, passphrase, key.did) } : { seed: Buffer.from(key.seed).toString('hex') };
   const body = JSON.stringify({ type: 'ed25519', ...secret, did: key.did }, null, 2);
   writeFileSync(path, body + '\n', { mode: 0o600, flag: 'wx' });
@@ -111,7 +112,7 @@ export interface InitResult {
  */
 export function initHome(root: string, passphrase: string | undefined = passphraseFromEnv()): InitResult {
   const paths = homePaths(root);
-  for (const dir of [paths.root, paths.keys, paths.logs, paths.data]) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const dir of [paths.root, paths.keys, paths.logs, paths.data]) makeDirs(dir, 0o700);
   const node = loadOrCreateKey(paths.nodeKey, passphrase);
   const operator = loadOrCreateKey(paths.operatorKey, passphrase);
   ensureAnchors(anchorsPath(root), operator.key.did);

@@ -4,10 +4,10 @@
  * job writes the next reads. A volume lives on the node it was made on; its size is what the
  * operator set aside for it, recorded and listed, not a quota the kernel enforces.
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { DmsError, notFound } from './errors.js';
-import { writeJsonAtomic } from './files.js';
+import { makeDirs, writeJsonAtomic } from './files.js';
 
 export interface Volume {
   name: string;
@@ -49,7 +49,7 @@ export class Volumes {
     if (all.some((v) => v.name === name)) throw new DmsError('conflict', `volume ${name} already exists`);
     if (all.length >= MAX_VOLUMES) throw new DmsError('too_large', `at most ${MAX_VOLUMES} volumes`);
     const dir = join(this.dir, 'data', name);
-    mkdirSync(dir, { recursive: true });
+    makeDirs(dir);
     // Jobs may run as any user (jobs.container_user): the volume is theirs to write.
     chmodSync(dir, 0o777);
     const v: Volume = { name, size, created_at: new Date().toISOString() };

@@ -3,7 +3,7 @@
  * write resolves only after its transaction committed, so whatever a caller was answered
  * survives a crash.
  */
-import { chmodSync, closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRepository } from './allocations.js';
@@ -13,6 +13,7 @@ import { initOrm } from './orm-environment.js';
 import { DeviceRepository } from './device.js';
 import { EnsembleRepository } from './ensembles.js';
 import { JobEventRepository, JobRepository } from './jobs.js';
+import { makeDirs } from '../runtime/files.js';
 
 export type { AllocationFilter } from './allocations.js';
 export type { JobChange, JobCreateOptions, JobFilter, JobListOptions, JobWrite, JobWriteResult } from './jobs.js';
@@ -42,7 +43,7 @@ export async function openStorage(path: string): Promise<Storage> {
   // Created here with the mode, before SQLite opens it: SQLite gives the -wal and -shm files
   // it creates the database file's mode, so no moment exists where any of them is world-readable.
   if (onDisk) {
-    mkdirSync(dirname(path), { recursive: true });
+    makeDirs(dirname(path));
     closeSync(openSync(path, 'a', DB_FILE_MODE));
   }
   let orm = await initOrm(empty ? await migratorOptions(path) : baseOptions(path));

@@ -16,6 +16,7 @@ import type { BlockStore } from '../../runtime/blocks/store.js';
 import { fileContent, isFileEntry, rootEntry, walk } from '../../runtime/blocks/unixfs.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
 import type { BlockExchange } from '../../runtime/network/blocks.js';
+import { makeDirsAsync } from '../../runtime/files.js';
 
 export interface InputMounterOptions {
   blocks: BlockStore;
@@ -79,7 +80,7 @@ export class InputMounter {
   private async write(cid: ReturnType<typeof parseCid>, dest: string): Promise<void> {
     const fs = this.opts.blocks.fs;
     const entry = await rootEntry(cid, fs);
-    await mkdir(join(dest, '..'), { recursive: true });
+    await makeDirsAsync(join(dest, '..'));
     if (isFileEntry(entry)) {
       await pipeline(Readable.from(fileContent(entry)), createWriteStream(dest, { mode: 0o444 }));
       return;

@@ -8,12 +8,13 @@
  * page costs a read of that page, never of everything before it.
  */
 import { EventEmitter, once } from 'node:events';
-import { mkdir, open, stat, type FileHandle } from 'node:fs/promises';
+import { open, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
 import type { WriteStream } from 'node:fs';
 import { DmsError, invalid } from '../../runtime/errors.js';
 import type { LogChunk, LogPage } from '../../behaviors/jobs/execution.js';
+import { makeDirsAsync } from '../../runtime/files.js';
 
 /** Output kept per job when no cap is given (`jobs.max_log_bytes`'s default). */
 export const DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024;
@@ -86,7 +87,7 @@ export class JobLogs {
   ) {}
 
   private ensureDir(): Promise<void> {
-    this.dirReady ??= mkdir(this.dir, { recursive: true }).then(
+    this.dirReady ??= makeDirsAsync(this.dir).then(
       () => undefined,
       (e) => {
         this.dirReady = undefined;

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
@@ -16,6 +16,7 @@ import { CliError, globals, homeOf, isAlive, output, runningNode, warnIgnoredCon
 import { newKeyPassphrase, unlockKeys } from '../passphrase.js';
 import { restFor } from '../rest.js';
 import { type OnboardFlags, onboardFlags, settingsFrom, shareText } from './onboard.js';
+import { makeDirs } from '../../runtime/files.js';
 
 const DETACH_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 20_000;
@@ -256,7 +257,7 @@ function keysAtRest(e: { node: boolean; operator: boolean }): string {
 /** Re-runs `start` in the background with its output in the home's log, and waits until healthy. */
 async function detach(cmd: Command, home: string): Promise<void> {
   const paths = homePaths(home);
-  mkdirSync(paths.logs, { recursive: true });
+  makeDirs(paths.logs);
   const logFile = join(paths.logs, 'node.log');
   // Earlier runs stay in the file; a failure of this one shows only what this one wrote.
   const runStart = existsSync(logFile) ? statSync(logFile).size : 0;

@@ -6,13 +6,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { FsBlockstore } from 'blockstore-fs';
 import { NextToLast } from 'blockstore-fs/sharding';
 import type { CID } from 'multiformats/cid';
 import { DmsError } from '../errors.js';
 import { chunksMatch } from './cid.js';
+import { makeDirsAsync } from '../files.js';
 
 /** The largest block this node stores or moves: the importer's chunks are 256 KiB, its nodes far smaller. */
 export const MAX_BLOCK_BYTES = 1024 * 1024;
@@ -61,7 +62,7 @@ class CountingBlockstore extends FsBlockstore {
     if (existsSync(file)) return;
     const dir = dirname(file);
     if (!this.made.has(dir)) {
-      await mkdir(dir, { recursive: true });
+      await makeDirsAsync(dir);
       this.made.add(dir);
     }
     const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;

@@ -1,4 +1,5 @@
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertBuilt, cleanupHomes, dms, isAlive, prepareHome, readInfo, tempHome } from './helpers.js';
@@ -30,6 +31,20 @@ describe('dms init', () => {
     expect(kept.operator_did).toBe(made.operator_did);
     expect(readFileSync(join(home, 'keys', 'operator.json'), 'utf8')).toBe(keysBefore);
   });
+
+  // Node 20's recursive mkdir retries for ever where mkdir answers ENOENT under a parent that
+  // exists: `init`, `start` and a code cache there hung instead of failing.
+  it.skipIf(!existsSync('/proc/self'))('a home where no folder can be made (under /proc) is refused at once, naming the folder', async () => {
+    const within = <T>(p: Promise<T>, what: string) =>
+      Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} still running after 15 s`)), 15_000))]);
+    for (const command of [['init'], ['start', '--port', '0']]) {
+      const r = await within(dms('/proc/dms-no-home', command, { cwd: tmpdir() }), `dms ${command[0]}`);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr.trim()).toBe("dms: cannot make the folder '/proc/dms-no-home' (ENOENT)");
+    }
+    const cacheUnder = await within(dms(tempHome('proc-cache'), ['--version'], { env: { DMS_CODE_CACHE: '/proc/dms-no-cache' } }), 'dms --version');
+    expect(cacheUnder.code, cacheUnder.stderr).toBe(0);
+  }, 40_000);
 });
 
 describe('dms start --detach, status, stop', { timeout: 90_000 }, () => {
