@@ -58,8 +58,8 @@ export function variantBuild(spec: VariantSpec): Variant {
  * Envelope signatures taken as valid without the Ed25519 check: the floor of the message path
  * if verification were free. Only node:crypto's verify calls (runtime/crypto/keys.ts, in
  * dist/lib/dms.cjs) are replaced (its sync form returns true, its callback form calls back with
- * true), so the signed bytes are still built and every other check still runs; libp2p's own cryptography (Noise,
- * gossipsub) is untouched. A bench baseline only: no node may run this way.
+ * true), so the signed bytes are still built and every other check still runs; libp2p's own
+ * cryptography (Noise, gossipsub) is untouched. A bench baseline only: no node may run this way.
  */
 export const VERIFY_FREE: VariantSpec = {
   dir: 'dist-noverify',
