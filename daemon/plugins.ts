@@ -112,8 +112,8 @@ let apiResolved = false;
 function resolvePluginApiHere(): void {
   if (apiResolved) return;
   apiResolved = true;
-  // Relative to dist/ rather than to this file's own folder: in the bundled build this code may
-  // sit in dist/chunks/ (scripts/bundle.mjs), one folder below dist/ like daemon/.
+  // Relative to dist/ rather than to this file's own folder: in the build this code sits in
+  // dist/lib/dms.cjs (scripts/bundle.mjs), one folder below dist/ like daemon/.
   const hook = new URL('../daemon/plugin-api-resolve.js', import.meta.url);
   if (!existsSync(hook)) return;
   register(hook, { data: { api: new URL('../behaviors/plugin.js', import.meta.url).href } });
