@@ -15,13 +15,14 @@
  * and the one a command writes when there is none; a load prefers the node's.
  */
 import { createHash } from 'node:crypto';
-import { lstatSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { cachedDataVersionTag } from 'node:v8';
 import { Script } from 'node:vm';
 import { makeDirs } from './files.js';
+import { distrustReason } from './ownership.js';
 
 /** Who made a cache: a started node (its start-up code included) or another command. */
 export type CacheRole = 'node' | 'command';
@@ -76,21 +77,30 @@ function trustedDir(dir: string): boolean {
   try {
     makeDirs(dir, 0o700);
     const st = lstatSync(dir);
-    return st.isDirectory() && ownedHere(st.uid) && (st.mode & 0o022) === 0;
+    return st.isDirectory() && distrustReason(st) === undefined;
   } catch {
     return false;
   }
 }
 
-const ownedHere = (uid: number) => typeof process.getuid !== 'function' || uid === process.getuid();
-
+/**
+ * The cache file at `path` if it is a file (not a link) of this user that nobody else can write,
+ * checked and read through one descriptor, as runtime/config-file.ts reads a working directory's file.
+ */
 function readTrusted(path: string): Buffer | undefined {
+  let fd: number;
   try {
-    const st = lstatSync(path);
-    if (!st.isFile() || !ownedHere(st.uid) || (st.mode & 0o022) !== 0) return undefined;
-    return readFileSync(path);
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
   } catch {
     return undefined;
+  }
+  try {
+    const st = fstatSync(fd);
+    return st.isFile() && distrustReason(st) === undefined ? readFileSync(fd) : undefined;
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
   }
 }
 

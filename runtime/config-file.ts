@@ -3,10 +3,11 @@
  * one file (`--config`, the home's dms_config.json, or one in the working directory that only its
  * owner could have written), then DMS_* environment variables, then flags.
  */
-import { closeSync, existsSync, fstatSync, openSync, readFileSync, type Stats, statSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Config, CONFIG_FILE, ConfigSchema, coerceText, configError, ENV_KEYS, getKey, type Json, type JsonObject, schemaAt, setKey } from './config.js';
 import { describeIssues } from './issues.js';
+import { distrustReason } from './ownership.js';
 
 /** Reads a config file; a missing file is `{}`, a malformed one stops start-up naming the file. */
 export function readConfigFile(path: string): JsonObject {
@@ -25,22 +26,6 @@ function parseConfigText(path: string, text: string): JsonObject {
   const check = ConfigSchema.safeParse(data);
   if (!check.success) throw configError(path, describeIssues(check.error));
   return data as JsonObject;
-}
-
-/**
- * Why a dms_config.json found in the working directory must not be read, if it must not. The
- * working directory is wherever `dms` happens to be run (a shared or downloaded directory, /tmp):
- * a file there that someone else owns, or could have written, would let them choose the node's
- * listen address, credentials policy or plugins. The home's file and `--config` are the user's
- * own choice and are read as they are.
- */
-export function distrustReason(st: Pick<Stats, 'uid' | 'mode'>, uid: number | undefined = process.getuid?.()): string | undefined {
-  if (uid === undefined) return undefined; // no owners to compare (Windows)
-  if (st.uid !== uid) return `owned by uid ${st.uid}, not by the user running dms (uid ${uid})`;
-  const mode = `mode ${(st.mode & 0o777).toString(8).padStart(4, '0')}`;
-  if (st.mode & 0o002) return `writable by others (${mode})`;
-  if (st.mode & 0o020) return `writable by its group (${mode})`;
-  return undefined;
 }
 
 /** A working-directory config file that was not read, and why. */

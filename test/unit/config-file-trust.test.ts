@@ -2,7 +2,8 @@ import { chmodSync, chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, onTestFinished } from 'vitest';
-import { configFilePath, distrustReason, type IgnoredConfigFile, loadConfig } from '../../runtime/config-file.js';
+import { configFilePath, type IgnoredConfigFile, loadConfig } from '../../runtime/config-file.js';
+import { distrustReason } from '../../runtime/ownership.js';
 import { removeHome, startNode, tempHome } from '../helpers/node.js';
 
 /**
