@@ -23,9 +23,9 @@
  */
 import '../runtime/polyfills.js';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { JobSpecInput } from '../behaviors/jobs/schema.js';
 import { removeHome, TEST_ENV, tempHome } from '../test/helpers/node.js';
 import { loadAverage } from './lib/load.js';
@@ -107,8 +107,12 @@ const startDms = (cli: string, home: string, codeCache = codeCaches.get(builds.f
   writeFileSync(`${home}/dms_config.json`, CONFIG);
   return spawnUntilHealthy((port) => [cli, '--home', home, 'start', '--port', String(port), '--log-level', 'warn'], { DMS_CODE_CACHE: codeCache });
 };
-/** Waits until a node of `cli` has written its code cache (2 s after it answers), at most 10 s. */
-async function codeCacheWritten(b: { name: string }): Promise<void> {
+/**
+ * Waits until a node of build `b` has written its code cache (2 s after it answers), at most
+ * 10 s; at once for a build without one (a compared build from before it: no dist/lib/dms.cjs).
+ */
+async function codeCacheWritten(b: { name: string; cli: string }): Promise<void> {
+  if (!existsSync(new URL('../lib/dms.cjs', pathToFileURL(b.cli)))) return;
   const deadline = Date.now() + 10_000;
   while (!readdirSync(codeCaches.get(b.name)!).some((f) => f.endsWith('.node.v8')) && Date.now() < deadline) await sleep(100);
 }
