@@ -58,6 +58,7 @@ const NODE = [
   'test/outputs/executor-outputs.test.ts',
   'test/outputs/storage-share.test.ts',
   'test/outputs/read-grants.test.ts',
+  'test/outputs/hostile-provider.test.ts',
   'test/jobs/attacks.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',

@@ -71,11 +71,36 @@ export async function cidOfPath(path: string): Promise<string> {
 }
 
 /**
+ * What is at `dest` already, against the output `cid` to be written there: nothing, the same
+ * files, or something else (another file or folder, a link) that writing the output would
+ * destroy. The names an output lands under come from its provider's manifest, which a hostile
+ * provider signs as it likes: what the user keeps there is never replaced unasked.
+ */
+export async function existingOutput(dest: string, cid: string): Promise<'absent' | 'same' | 'other'> {
+  let st;
+  try {
+    st = await lstat(dest);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 'absent';
+    throw new CliError(`${dest}: cannot look at what is there (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  if (!st.isFile() && !st.isDirectory()) return 'other';
+  try {
+    return (await cidOfPath(dest)) === cid ? 'same' : 'other';
+  } catch {
+    // A link or a special file inside it: not files an output is made of.
+    return 'other';
+  }
+}
+
+/**
  * Writes one output from its GET answer to `dest`: a tar is unpacked below it (each name
  * checked to stay there), a file written as it is. Written beside it first and moved into
  * place once whole and matching `cid`: a broken fetch never leaves files that look complete.
+ * What is at `dest` by then is replaced only with `replace` (the caller checked it with
+ * existingOutput); otherwise the written files are removed and nothing there is touched.
  */
-export async function writeOutput(res: Response, dest: string, cid: string): Promise<void> {
+export async function writeOutput(res: Response, dest: string, cid: string, replace = false): Promise<void> {
   const partial = `${dest}.partial`;
   await rm(partial, { recursive: true, force: true });
   await makeDirsAsync(dirname(dest));
@@ -106,6 +131,10 @@ export async function writeOutput(res: Response, dest: string, cid: string): Pro
     await rm(partial, { recursive: true, force: true });
     throw new CliError(`the files written for ${dest} make CID ${got}, not ${cid} as the signed manifest says: nothing was kept`);
   }
-  await rm(dest, { recursive: true, force: true });
+  if (replace) await rm(dest, { recursive: true, force: true });
+  else if ((await existingOutput(dest, cid)) === 'other') {
+    await rm(partial, { recursive: true, force: true });
+    throw new CliError(`${dest} appeared while the output was written, and is not this output: left as it is, nothing written`);
+  } else await rm(dest, { recursive: true, force: true });
   await rename(partial, dest);
 }

@@ -74,7 +74,8 @@ export class OutputCollector {
     try {
       content = await source(spec);
     } catch (e) {
-      return { ...spec, error: e instanceof DmsError && e.kind === 'not_found' ? e.message : `${spec.path} could not be read: ${errorText(e).slice(0, 500)}` };
+      // Bounded as the manifest's schema bounds it (JobOutputSchema): a plugin's message may be any length.
+      return { ...spec, error: e instanceof DmsError && e.kind === 'not_found' ? e.message.slice(0, 1500) : `${spec.path} could not be read: ${errorText(e).slice(0, 500)}` };
     }
     const limits = { maxBytes: this.opts.maxOutputBytes };
     try {
@@ -82,7 +83,7 @@ export class OutputCollector {
       return { ...spec, cid: cid.toString(), size };
     } catch (e) {
       if ('tar' in content) (content.tar as { destroy?: () => void }).destroy?.();
-      return { ...spec, error: `${spec.path}: ${errorText(e)}` };
+      return { ...spec, error: `${spec.path}: ${errorText(e).slice(0, 500)}` };
     }
   }
 

@@ -15,6 +15,7 @@ import { type LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js
 import { AcceptPayload, DEPLOYMENT_INBOX, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import { type Freed, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactValues } from '../../behaviors/jobs/redaction.js';
+import { outputsMismatch } from '../../behaviors/jobs/manifest.js';
 import { isTerminal, JOB_STATUSES, type Job, type JobSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
@@ -427,8 +428,7 @@ class Orchestrator {
     const error = status === 'failed' ? (ctx.error ?? ctx.reason) : null;
     const closed = closeAttempt(run.attempts, ctx.lost ? 'lost' : status, ctx.lost ?? error);
     const change: JobChange = { status, reason: ctx.reason, exit_code: ctx.exitCode, error, ...(closed || run.attempts.length > 0 ? { attempts: [...run.attempts] } : {}) };
-    // Outputs (actors/outputs): the manifest its executor wrote before reporting the end.
-    if (run.job.outputs.length > 0) Object.assign(change, this.manifests?.change(ctx.jobId));
+    if (run.job.outputs.length > 0) Object.assign(change, this.manifestOf(run.job));
     // Run here for another node: its deployment is over.
     if (run.job.requester) {
       void this.actor.tell(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.ended, { job_id: ctx.jobId }).catch(() => undefined);
@@ -448,6 +448,18 @@ class Orchestrator {
         this.log.error({ job: ctx.jobId, err: errorText(e) }, 'final state not stored');
       },
     );
+  }
+
+  /**
+   * Outputs (actors/outputs): the manifest its executor wrote before reporting the end, kept
+   * only if it lists the outputs the job asked for (a provider signs what it likes).
+   */
+  private manifestOf(job: Job): Partial<JobChange> {
+    const file = this.manifests?.read(job.id);
+    const wrong = file && outputsMismatch(job.outputs, file.outputs);
+    if (!wrong) return file ?? {};
+    this.log.warn({ job: job.id, node: job.node, err: wrong }, 'result manifest refused');
+    return {};
   }
 
   private cleanup(run: JobRun, handle: ExecutionHandle): void {

@@ -58,8 +58,4 @@ export class ManifestFiles {
     return parsed.success ? parsed.data : null;
   }
 
-  /** What the job's final record gains: the signed manifest and its list of outputs; nothing when there is none. */
-  change(jobId: string): Partial<ManifestFile> {
-    return this.read(jobId) ?? {};
-  }
-}
+  /** What the job's final record gains: the signed manifest and its list of outputs; nothing when there is none. */}

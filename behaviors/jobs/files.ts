@@ -74,14 +74,18 @@ export const InputSpecSchema = z.strictObject({
 }).refine((i) => !i.writable || volumeSource(i.source) !== null, { error: 'writable: only a volume: input can be writable', path: ['writable'] });
 export type InputSpec = z.output<typeof InputSpecSchema>;
 
-/** An output as the job reports it: as asked, then with what the provider found there. */
+/**
+ * An output as the job reports it: as asked, then with what the provider found there. A
+ * provider's manifest is parsed with it, so its names are held to what a spec may ask: they
+ * become folder names on the requester's disk (`dms jobs get`).
+ */
 export const JobOutputSchema = z.object({
-  name: z.string(),
-  path: z.string(),
-  cid: z.string().optional(),
+  name: OutputNameSchema,
+  path: z.string().max(4096),
+  cid: z.string().max(200).optional(),
   /** Bytes of file content. */
   size: z.int().nonnegative().optional(),
   /** Why it could not be collected (absent, a link leaving its root, over the size limit). */
-  error: z.string().optional(),
+  error: z.string().max(2000).optional(),
 });
 export type JobOutput = z.output<typeof JobOutputSchema>;

@@ -8,9 +8,10 @@
 import { z } from 'zod';
 import { didOfPeer, KeyPair, publicKeyFromId, publicKeyObject, verifySync } from '../../runtime/crypto/keys.js';
 import { invalid } from '../../runtime/errors.js';
+import { describeIssues } from '../../runtime/issues.js';
 import { idFromDid } from '../../runtime/capability/token.js';
 import { MAX_GRANT_S } from './read-right.js';
-import { JobOutputSchema, MAX_OUTPUTS } from './files.js';
+import { type JobOutput, JobOutputSchema, MAX_OUTPUTS } from './files.js';
 import { PeerIdSchema } from './schema.js';
 
 export const MANIFEST_DOMAIN = 'dms-result-manifest-v1\n';
@@ -64,7 +65,8 @@ export function openManifest(signed: string, expect: ManifestExpectations = {}):
     outer = SignedSchema.parse(JSON.parse(Buffer.from(signed, 'base64').toString('utf8')));
     manifest = ManifestSchema.parse(JSON.parse(outer.payload));
   } catch (e) {
-    throw invalid(`manifest: not a signed result manifest (${(e as Error).message.split('\n')[0].slice(0, 200)})`);
+    const why = e instanceof z.ZodError ? describeIssues(e, { limit: 3 }) : (e as Error).message;
+    throw invalid(`manifest: not a signed result manifest (${why.slice(0, 300)})`);
   }
   const did = didOfPeer(manifest.node);
   if (!did) throw invalid(`manifest: node ${manifest.node} has no Ed25519 key to check against`);
@@ -80,6 +82,19 @@ export function openManifest(signed: string, expect: ManifestExpectations = {}):
     throw invalid(`manifest: made for requester ${manifest.requester ?? 'none'}, not ${expect.requester ?? 'none'}`);
   }
   return manifest;
+}
+
+/**
+ * Why a manifest's outputs are not those the job asked for, each once by name and path (a
+ * provider may not rename, add or drop one: the names become folder names on the requester's
+ * disk); null when they are.
+ */
+export function outputsMismatch(asked: readonly { name: string; path: string }[], listed: readonly JobOutput[]): string | null {
+  const key = (o: { name: string; path: string }) => `${o.name}\0${o.path}`;
+  const left = new Set(asked.map(key));
+  for (const o of listed) if (!left.delete(key(o))) return `it lists output ${o.name} (${o.path.slice(0, 100)}), which the job did not ask for, or twice`;
+  const [missing] = left;
+  return missing === undefined ? null : `it leaves out output ${missing.split('\0')[0]}`;
 }
 
 /** Where a provider answers for the manifests it signed (an actor on every node with a network). */

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { type Manifest, openManifest } from '../../behaviors/jobs/manifest.js';
 import { CliError, output } from '../context.js';
-import { upload, writeOutput } from '../files.js';
+import { existingOutput, upload, writeOutput } from '../files.js';
 import { resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
 import { sizeArg } from '../sizes.js';
@@ -19,6 +19,7 @@ interface GetOptions {
   name?: string;
   from?: string;
   grant?: string;
+  force?: boolean;
 }
 
 const UNIT_S: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
@@ -100,6 +101,7 @@ export function registerFileCommands(program: Command): void {
     .option('--name <name>', 'only this output')
     .option('--from <peer>', "a job of another node's, granted to this node: the peer id of its requester or provider, asked for it")
     .option('--grant <token>', 'the read right `dms jobs grant` printed on the requester, for this node (with --from)')
+    .option('--force', 'replace what is already where an output goes (by default an output is written only where nothing, or the same files, are)')
     .action(async (given: string, opts: GetOptions, cmd: Command) => {
       const rest = restFor(cmd);
       if (opts.grant && !opts.from) throw new CliError('--grant goes with --from: the node to ask for the job granted to this one');
@@ -120,6 +122,14 @@ export function registerFileCommands(program: Command): void {
       const wanted = opts.name ? manifest.outputs.filter((o) => o.name === opts.name) : manifest.outputs;
       if (opts.name && wanted.length === 0) throw new CliError(`job ${id} has no output named ${opts.name} (it has: ${manifest.outputs.map((o) => o.name).join(', ') || 'none'})`);
       const dir = resolve(opts.outputDir ?? shortId(id));
+      // The names are the provider's (openManifest held them to output names): whatever the user
+      // keeps where one would land is looked at before a byte is fetched.
+      const collected = wanted.filter((o) => o.cid);
+      const occupied = [];
+      for (const o of collected) if ((await existingOutput(join(dir, o.name), o.cid!)) === 'other') occupied.push(join(dir, o.name));
+      if (occupied.length > 0 && !opts.force) {
+        throw new CliError(`${occupied.join(', ')} already exists and is not this output: nothing written (move it away, choose another --output-dir, or replace it with --force)`);
+      }
       const written: Record<string, string> = {};
       const lines: string[] = [];
       let failed = 0;
@@ -132,7 +142,7 @@ export function registerFileCommands(program: Command): void {
         const dest = join(dir, o.name);
         const res = await rest.response('GET', `/api/v1/jobs/${encodeURIComponent(id)}/outputs/${encodeURIComponent(o.name)}${query}`, { headers });
         const fetched = res.headers.get('x-dms-blocks-fetched') ?? '0';
-        await writeOutput(res, dest, o.cid);
+        await writeOutput(res, dest, o.cid, opts.force === true);
         written[o.name] = dest;
         lines.push(`${o.name}: ${dest} (${o.cid}, ${o.size} bytes, ${fetched} blocks fetched)`);
       }

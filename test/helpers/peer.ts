@@ -17,13 +17,18 @@ export class ForeignPeer {
   /** The key it signs envelopes with (a throwaway identity, not its libp2p key). */
   readonly key = KeyPair.generate();
 
-  private constructor(readonly transport: Libp2pTransport) {
+  /**
+   * @param nodeKey its libp2p identity: what a node signs with as a node (a provider's result
+   * manifest), so a test can sign as this peer would.
+   */
+  private constructor(readonly transport: Libp2pTransport, readonly nodeKey: KeyPair) {
     transport.onEnvelope((env) => this.arrived.push(env));
   }
 
   static async start(): Promise<ForeignPeer> {
-    const transport = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
-    return new ForeignPeer(transport);
+    const nodeKey = KeyPair.generate();
+    const transport = await Libp2pTransport.create({ keyPair: nodeKey, listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
+    return new ForeignPeer(transport, nodeKey);
   }
 
   /** A foreign peer connected to `node`; stopped again when it cannot connect. */

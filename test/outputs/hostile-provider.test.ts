@@ -1,0 +1,93 @@
+/**
+ * A provider signs the manifest of a job it ran, and may sign what it likes: the requester
+ * keeps it only when it lists the outputs the job asked for, since their names become folder
+ * names on the requester's disk (`dms jobs get`). The provider is a libp2p peer that bids,
+ * reserves, starts, reports the job completed and answers for its manifest; the requester is
+ * a node in process (the check is the node's, not its process's).
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
+import { type Manifest, signManifest } from '../../behaviors/jobs/manifest.js';
+import { decodePayload } from '../../runtime/wire/envelope.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { waitFor } from '../helpers/network.js';
+import { ForeignPeer } from '../helpers/peer.js';
+import { rest } from '../helpers/rest.js';
+
+let requester: LocalNode;
+let provider: ForeignPeer;
+/** The outputs the provider's manifest lists, per job. */
+const listed = new Map<string, Manifest['outputs']>();
+const CID = 'bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy';
+
+beforeAll(async () => {
+  requester = await startLocalNode();
+  provider = await ForeignPeer.connectedTo(requester);
+  provider.transport.subscribe(DEPLOYMENT_TOPIC);
+  await waitFor('the provider in the deployment mesh', () => provider.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0, { timeoutMs: 15_000, intervalMs: 50 });
+  provider.transport.onEnvelope((env) => {
+    if (!env.opt.cont) return;
+    const body = decodePayload(env.msg) as any;
+    const answer = (payload: unknown, inbox = 'deployment') => void provider.send(provider.replyTo(env, payload, inbox)).catch(() => undefined);
+    if (env.be === '/dms/deployment/bid') answer({ node: provider.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
+    else if (env.be === '/dms/deployment/reserve') answer({ until: new Date(Date.now() + 60_000).toISOString() });
+    else if (env.be === '/dms/deployment/start') answer({ job_id: body.job.id });
+    else if (env.be === '/dms/deployment/logs') {
+      answer({ id: body.id, status: 'completed', exit_code: 0, error: null, pending_reason: null, chunks: [], next: 0, more: false, done: true });
+    } else if (env.be === '/dms/deployment/manifest') {
+      const manifest: Manifest = {
+        job: body.job_id,
+        node: provider.host,
+        requester: requester.peerId,
+        exit_code: 0,
+        ended_at: new Date().toISOString(),
+        outputs: listed.get(body.job_id) ?? [],
+        logs: null,
+      };
+      void signManifest(manifest, provider.nodeKey).then((signed) => answer({ manifest: signed }, 'outputs'));
+    }
+  });
+}, 60_000);
+afterAll(async () => {
+  await provider?.stop();
+  await requester?.stop();
+});
+
+type JobView = { id: string; status: string; error?: string | null; node: string | null; manifest: string | null; outputs: { name: string; path: string; cid?: string }[] };
+
+async function runWith(outputs: (id: string) => Manifest['outputs']): Promise<JobView> {
+  const { status, json } = await rest(requester, 'POST', '/api/v1/jobs', {
+    name: 'made-elsewhere', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' },
+    placement: { node: provider.host }, outputs: [{ name: 'out', path: '/outputs' }],
+  });
+  expect(status, JSON.stringify(json)).toBe(201);
+  listed.set(json.id, outputs(json.id));
+  return waitFor(`job ${json.id} ended on its requester`, async () => {
+    const job = (await rest(requester, 'GET', `/api/v1/jobs/${json.id}`)).json as JobView;
+    return job.status === 'completed' || job.status === 'failed' ? job : undefined;
+  }, { timeoutMs: 20_000 });
+}
+
+it("keeps a provider's manifest that lists the outputs the job asked for", { timeout: 30_000 }, async () => {
+  const job = await runWith(() => [{ name: 'out', path: '/outputs', cid: CID, size: 3 }]);
+  expect(job, JSON.stringify(job)).toMatchObject({ status: "completed", node: provider.host });
+  expect(job.manifest).not.toBeNull();
+  expect(job.outputs).toEqual([{ name: 'out', path: '/outputs', cid: CID, size: 3 }]);
+});
+
+it('refuses a manifest that renames, adds or drops an output: the job ends without one', { timeout: 60_000 }, async () => {
+  for (const outputs of [
+    [{ name: 'Documents', path: '/outputs', cid: CID, size: 3 }],
+    [{ name: 'out', path: '/outputs', cid: CID, size: 3 }, { name: 'extra', path: '/etc', cid: CID, size: 3 }],
+    [{ name: 'out', path: '/elsewhere', cid: CID, size: 3 }],
+    [],
+  ]) {
+    const job = await runWith(() => outputs);
+    expect(job.status, JSON.stringify(outputs)).toBe('completed');
+    expect(job.manifest, JSON.stringify(outputs)).toBeNull();
+    expect(job.outputs).toEqual([{ name: 'out', path: '/outputs' }]);
+    const { status, json } = await rest(requester, 'GET', `/api/v1/jobs/${job.id}/outputs`);
+    expect(status).toBe(404);
+    expect(JSON.stringify(json)).toContain('no result manifest');
+  }
+});
