@@ -93,6 +93,7 @@ const NODE = [
   'test/security/hostile-requester.test.ts',
   'test/security/reflection.test.ts',
   'test/security/remote-start-release.test.ts',
+  'test/security/remote-volumes.test.ts',
   'test/security/rest-hardening.test.ts',
   'test/security/reply-binding.test.ts',
   'test/storage/migrations.test.ts',

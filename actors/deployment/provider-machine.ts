@@ -10,7 +10,7 @@
  *                                                                             ▼ leased
  *   released ◀──lease ran out (after lease, never renewed)─────────────── reserved
  *   released ◀──release [holder]───────────────────────────────────────────┘ │
- *                                                                             │ start [holder, within lease]
+ *                                                                             │ start [holder, within lease, no volume]
  *   released ◀──start failed── starting ──accepted──▶ running ──ended──▶ released
  *
  * A refused event leaves the state as it was and says why in `refusal`. Leaving `reserved`
@@ -81,7 +81,15 @@ export type ProviderEvent =
     }
   | { type: 'leased'; until: string; resources: ResourceSpec }
   | { type: 'lease_refused'; reason: string }
-  | { type: 'start'; requester: string; resources: ResourceSpec }
+  | {
+      type: 'start';
+      requester: string;
+      resources: ResourceSpec;
+      /** The requester is this node (its own actors, an ensemble's part placed here). */
+      here: boolean;
+      /** The volumes (`volume:<name>` inputs) the job would mount: this node's operator's own. */
+      volumes: readonly string[];
+    }
   | { type: 'accepted' }
   | { type: 'start_failed' }
   | { type: 'release'; requester: string }
@@ -93,7 +101,7 @@ type Check<T extends ProviderEvent['type']> = (c: ProviderContext, e: Ev<T>) => 
 const sizeOf = (r: ResourceSpec) => `${coresText(r.cpu.cores)}, ${formatBytes(r.memory.size)}`;
 
 type ReserveCheck = 'nothingOnboarded' | 'notBidFor' | 'offeredByAnother' | 'barred' | 'moreThanBid' | 'tooManyLeases' | 'overShare';
-type StartCheck = 'notHolder' | 'overLease';
+type StartCheck = 'notHolder' | 'overLease' | 'mountsVolume';
 
 /** The reserve checks, in the order a refusal names them. */
 const reserveChecks: Record<ReserveCheck, Check<'reserve'>> = {
@@ -133,6 +141,12 @@ const startChecks: Record<StartCheck, Check<'start'>> = {
     fitsWithin(e.resources, c.lease!)
       ? null
       : { kind: 'invalid', message: `resources: job ${c.jobId} asks ${sizeOf(e.resources)}, more than its reservation here holds (${sizeOf(c.lease!)})` },
+  // A volume holds what the operator's own jobs left there; another node's job would read and
+  // write it. Its own jobs may, as they may through REST (where they are kept on this node).
+  mountsVolume: (_, e) =>
+    e.here || e.volumes.length === 0
+      ? null
+      : { kind: 'forbidden', message: `inputs: volume:${e.volumes[0]} is this node's own: a job of another node's cannot mount a volume` },
 };
 
 const notHolder: Check<'release'> = (c, e) => (e.requester === c.requester ? null : { kind: 'conflict', message: `job ${c.jobId} is reserved here by another node` });
@@ -166,6 +180,7 @@ export const providerMachine = setup({
     overShare: guard('overShare'),
     notHolder: guard('notHolder'),
     overLease: guard('overLease'),
+    mountsVolume: guard('mountsVolume'),
     otherRequester: ({ context, event }) => (event.type === 'release' || event.type === 'reserve') && event.requester !== context.requester,
   },
   actions: {

@@ -73,21 +73,32 @@ describe('the deployment machine', () => {
     expect(unbid.actor.getSnapshot().context.refusal?.message).toBe('this node did not bid for job j lately: ask it with /dms/deployment/bid first');
   });
 
-  it('leases, refuses a start larger than the lease or by another node, and starts within it', () => {
+  it('leases, refuses a start larger than the lease, by another node or mounting a volume, and starts within it', () => {
     const { actor } = machine();
     actor.send(reserve());
     expect(actor.getSnapshot().value).toBe('leasing');
     actor.send({ type: 'leased', until: 'u', resources: spec(0.5, 64 * MiB) });
-    actor.send({ type: 'start', requester: 'X', resources: spec(0.5, 64 * MiB) });
+    actor.send({ type: 'start', requester: 'X', resources: spec(0.5, 64 * MiB), here: false, volumes: [] });
     expect(actor.getSnapshot().context.refusal?.kind).toBe('conflict');
-    actor.send({ type: 'start', requester: 'R', resources: spec(2, 8 * 1024 * MiB) });
+    actor.send({ type: 'start', requester: 'R', resources: spec(2, 8 * 1024 * MiB), here: false, volumes: [] });
     expect(actor.getSnapshot().context.refusal).toMatchObject({ kind: 'invalid', message: expect.stringContaining('more than its reservation here holds') });
+    actor.send({ type: 'start', requester: 'R', resources: spec(0.5, 64 * MiB), here: false, volumes: ['data'] });
+    expect(actor.getSnapshot().context.refusal).toEqual({ kind: 'forbidden', message: "inputs: volume:data is this node's own: a job of another node's cannot mount a volume" });
     expect(actor.getSnapshot().value).toBe('reserved');
-    actor.send({ type: 'start', requester: 'R', resources: spec(0, 0) });
+    actor.send({ type: 'start', requester: 'R', resources: spec(0, 0), here: false, volumes: [] });
     expect(actor.getSnapshot().value).toBe('starting');
     actor.send({ type: 'accepted' });
     actor.send({ type: 'ended' });
     expect(actor.getSnapshot().status).toBe('done');
+  });
+
+  it("starts this node's own job mounting a volume (an ensemble's part placed here): the volume is its own", () => {
+    const { actor } = machine();
+    actor.send(reserve({ here: true }));
+    actor.send({ type: 'leased', until: 'u', resources: spec(0.5, 64 * MiB) });
+    actor.send({ type: 'start', requester: 'R', resources: spec(0.5, 64 * MiB), here: true, volumes: ['data'] });
+    expect(actor.getSnapshot().context.refusal).toBeNull();
+    expect(actor.getSnapshot().value).toBe('starting');
   });
 
   it('ends an unstarted lease at its bound, never renewed by asking again, and gives the share back', () => {
