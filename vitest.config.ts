@@ -59,6 +59,7 @@ const NODE = [
   'test/outputs/storage-share.test.ts',
   'test/outputs/read-grants.test.ts',
   'test/outputs/hostile-provider.test.ts',
+  'test/outputs/input-bounds.test.ts',
   'test/jobs/attacks.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',

@@ -97,7 +97,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         user: jobs.container_user,
         readOnlyRoot: jobs.read_only_root,
       },
-      inputs: blocks && new InputMounter({ blocks: blocks.store, exchange: blocks.exchange, dir: join(paths.data, 'inputs'), volumes: blocks.volumes }),
+      inputs: blocks && new InputMounter({ blocks: blocks.store, exchange: blocks.exchange, dir: join(paths.data, 'inputs'), volumes: blocks.volumes, maxBytes: blocks.limits.max_input_bytes }),
       outputs: collector,
     }),
   );

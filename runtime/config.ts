@@ -325,6 +325,12 @@ export const ConfigSchema = z
         max_upload_bytes: positiveInt.default(1024 * 1024 * 1024),
         /** Largest output one job may leave, in bytes of file content: a job's output is a stranger's and fills this node's disk. Larger ones carry an error instead of a CID. */
         max_output_bytes: positiveInt.default(1024 * 1024 * 1024),
+        /**
+         * Most one job's inputs may hold, in bytes of distinct blocks fetched and of file content
+         * written out: a requester names the DAG, and a few blocks whose links repeat make a file
+         * of any size. A job past it fails naming it.
+         */
+        max_input_bytes: positiveInt.default(1024 * 1024 * 1024),
         /** Blocks in flight from one node (at most 256), in 4 exchanges at once: enough to fill the link, bounded so a fetch holds at most this many blocks (256 KiB each) at once. */
         fetch_in_flight: z.number().int().min(1).max(256).default(256),
         /** Bytes of blocks held before unpinned ones no recent result needs are deleted, oldest first; 0: no bound. The node's disk is the operator's. */

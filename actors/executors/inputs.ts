@@ -13,6 +13,8 @@ import { type InputSpec, volumeSource } from '../../behaviors/jobs/files.js';
 import type { Volumes } from '../../runtime/volumes.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
 import type { BlockStore } from '../../runtime/blocks/store.js';
+import type { UnixFSEntry } from 'ipfs-unixfs-exporter';
+import { formatBytes } from '../../runtime/bytes.js';
 import { fileContent, isFileEntry, rootEntry, walk } from '../../runtime/blocks/unixfs.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
 import type { BlockExchange } from '../../runtime/network/blocks.js';
@@ -25,6 +27,11 @@ export interface InputMounterOptions {
   dir: string;
   /** This node's volumes, which `volume:<name>` inputs mount as they are. */
   volumes?: Volumes;
+  /**
+   * Most bytes one job's inputs may hold (`blocks.max_input_bytes`), in distinct blocks fetched
+   * and in file content written: its requester names the DAGs.
+   */
+  maxBytes: number;
 }
 
 export interface InputsOf {
@@ -47,6 +54,9 @@ export class InputMounter {
     const root = this.dirOf(job.id);
     await rm(root, { recursive: true, force: true });
     const binds: string[] = [];
+    // Shared by the job's inputs: what each fetches and writes comes off one bound.
+    const budget = { left: this.opts.maxBytes };
+    const over = (named: string) => new DmsError('too_large', `input ${named} holds more than ${formatBytes(this.opts.maxBytes)} (blocks.max_input_bytes)`);
     for (const [n, input] of job.inputs.entries()) {
       const volume = volumeSource(input.source);
       if (volume !== null) {
@@ -60,13 +70,20 @@ export class InputMounter {
       progress(`fetching input ${named}`);
       const peers = [...(job.requester ? [job.requester] : []), ...(input.from ?? [])];
       try {
-        if (this.opts.exchange) await this.opts.exchange.fetchDag(cid, peers);
+        if (this.opts.exchange) await this.opts.exchange.fetchDag(cid, peers, undefined, budget.left);
         else if (!(await this.opts.blocks.has(cid))) throw new DmsError('not_found', 'it is not held here and this node has no network');
       } catch (e) {
+        if (e instanceof DmsError && e.kind === 'too_large') throw over(named);
         throw new DmsError('not_found', `input ${named} is missing: ${errorText(e)}`);
       }
       const host = join(root, String(n));
-      await this.write(cid, host);
+      try {
+        await this.write(cid, host, budget);
+      } catch (e) {
+        // What was written of it goes at once: the run never starts, and the disk is the operator's.
+        await rm(root, { recursive: true, force: true });
+        throw e === OVER ? over(named) : e;
+      }
       binds.push(`${host}:${input.path}:ro`);
     }
     return binds;
@@ -76,20 +93,49 @@ export class InputMounter {
     await rm(this.dirOf(jobId), { recursive: true, force: true });
   }
 
-  /** The DAG as files at `dest`: a file there, or a directory of them. */
-  private async write(cid: ReturnType<typeof parseCid>, dest: string): Promise<void> {
+  /**
+   * The DAG as files at `dest`: a file there, or a directory of them, their content taken off
+   * `budget` (each file's declared size before a byte of it is written, and what comes as it
+   * comes); OVER once it would go below nothing.
+   */
+  private async write(cid: ReturnType<typeof parseCid>, dest: string, budget: { left: number }): Promise<void> {
     const fs = this.opts.blocks.fs;
     const entry = await rootEntry(cid, fs);
     await makeDirsAsync(join(dest, '..'));
-    if (isFileEntry(entry)) {
-      await pipeline(Readable.from(fileContent(entry)), createWriteStream(dest, { mode: 0o444 }));
-      return;
-    }
+    const writeFile = (file: UnixFSEntry, target: string) => {
+      take(budget, ENTRY_BYTES);
+      if (Number(file.size) > budget.left) throw OVER;
+      return pipeline(Readable.from(bounded(fileContent(file), budget)), createWriteStream(target, { mode: 0o444 }));
+    };
+    if (isFileEntry(entry)) return writeFile(entry, dest);
     await mkdir(dest, { mode: 0o755 });
     for await (const { entry: e, path } of walk(entry, '', fs)) {
       const target = join(dest, path);
-      if (e.type === 'directory') await mkdir(target, { mode: 0o755 });
-      else await pipeline(Readable.from(fileContent(e)), createWriteStream(target, { mode: 0o444 }));
+      if (e.type === 'directory') {
+        take(budget, ENTRY_BYTES);
+        await mkdir(target, { mode: 0o755 });
+      } else await writeFile(e, target);
     }
+  }
+}
+
+/** Thrown by a write that would take its inputs past their bound. */
+const OVER = new Error('over blocks.max_input_bytes');
+/**
+ * What each file or directory written costs of the bound besides its content (about an inode
+ * and a block): empty files repeated through links would otherwise cost nothing.
+ */
+const ENTRY_BYTES = 4096;
+
+const take = (budget: { left: number }, bytes: number) => {
+  budget.left -= bytes;
+  if (budget.left < 0) throw OVER;
+};
+
+/** `chunks`, each taken off `budget` as it passes: OVER instead of the one that would go below nothing. */
+async function* bounded(chunks: AsyncIterable<Uint8Array>, budget: { left: number }): AsyncGenerator<Uint8Array> {
+  for await (const chunk of chunks) {
+    take(budget, chunk.byteLength);
+    yield chunk;
   }
 }

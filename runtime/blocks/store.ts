@@ -159,6 +159,11 @@ export class BlockStore {
     return this.fs.has(cid);
   }
 
+  /** Bytes of the block held for `cid` (its file's size). */
+  async sizeOf(cid: CID): Promise<number> {
+    return (await stat(this.fileOf(cid))).size;
+  }
+
   /** The block's bytes; not_found when it is not held. */
   get(cid: CID): Promise<Uint8Array> {
     return readBlock(this.fileOf(cid), cid);

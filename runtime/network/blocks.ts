@@ -37,6 +37,8 @@ export const MAX_STRIKES = 3;
 export const DEFAULT_IN_FLIGHT = 256;
 /** Exchanges with one peer at once within one fetch. */
 const PARALLEL = 4;
+/** Most blocks of a DAG's level asked for before the bytes fetched are held to a bound: all in flight at once (PARALLEL × 256). */
+const MAX_SLICE = 1024;
 /**
  * Blocks a server reads from disk ahead of the one it sends: the next reads overlap the
  * sending (encryption, the muxer's window), which otherwise waited for each read in turn.
@@ -237,12 +239,12 @@ export class BlockExchange {
    * Makes every block of the DAG under `root` held here, asking `peers` in turn for what is
    * missing, level by level (a node's links are known once it is held). Blocks already held are
    * not asked for again, so an interrupted fetch resumes where it stopped. Rejects naming a block
-   * no peer gave.
+   * no peer gave, and `too_large` once its distinct blocks hold more than `maxBytes`.
    */
-  async fetchDag(root: CID, peers: readonly string[], signal?: AbortSignal): Promise<void> {
+  async fetchDag(root: CID, peers: readonly string[], signal?: AbortSignal, maxBytes = Number.POSITIVE_INFINITY): Promise<void> {
     // Asked of the DHT once, when the peers named lack a block: whoever announced the DAG.
     let found: string[] | undefined;
-    const fetchLevel = async (missing: CID[]) => {
+    const fetchSome = async (missing: CID[]) => {
       try {
         await this.fetchAll(missing, peers, signal);
       } catch (e) {
@@ -252,16 +254,32 @@ export class BlockExchange {
         await this.fetchAll(await this.missing(missing), found, signal);
       }
     };
+    // Each block once: links that repeat one block (a few blocks can name a file of any size)
+    // cost one visit, and the bound counts the bytes of distinct blocks, as the disk holds them.
+    const seen = new Set<string>([root.toString()]);
+    let bytes = 0;
     let level: CID[] = [root];
     while (level.length > 0) {
-      const missing = await this.missing(level);
-      if (missing.length > 0) await fetchLevel(missing);
+      // In slices no larger than what is left of the bound allows, so it is checked as blocks
+      // come, overshot by one block at most, not after a whole level of them.
+      for (let i = 0; i < level.length; ) {
+        const room = Math.floor((maxBytes - bytes) / MAX_BLOCK_BYTES);
+        const slice = level.slice(i, i + Math.min(MAX_SLICE, Math.max(1, room)));
+        i += slice.length;
+        const missing = await this.missing(slice);
+        if (missing.length > 0) await fetchSome(missing);
+        for (const cid of slice) bytes += await this.store.sizeOf(cid);
+        if (bytes > maxBytes) throw new DmsError('too_large', `the DAG under ${root} holds more than ${maxBytes} bytes of blocks`);
+      }
       const next: CID[] = [];
       for (const cid of level) {
         if (cid.code !== DAG_PB_CODEC) continue;
         for (const link of dagPb.decode(await this.store.get(cid)).Links) {
           const problem = cidProblem(link.Hash);
           if (problem) throw new DmsError('invalid', `block ${cid} links to ${link.Hash}: ${problem}`);
+          const key = link.Hash.toString();
+          if (seen.has(key)) continue;
+          seen.add(key);
           next.push(link.Hash);
         }
       }
