@@ -126,7 +126,7 @@ async function main(): Promise<void> {
     const holderPeer = peerIdFromString(ready.peer);
     await b.node.dial(ready.addrs.map((m) => multiaddr(m)));
 
-    const timed = async (f: () => Promise<void>): Promise<Timed> => {
+    const timed = async (f: () => Promise<unknown>): Promise<Timed> => {
       const [fetcher, held] = [cpuMs(process.pid), cpuMs(holderPid)];
       const t0 = performance.now();
       await f();

@@ -39,8 +39,16 @@ export interface BlocksAccess {
   pins: Pins;
   volumes: Volumes;
   exchange?: BlockExchange;
-  limits: { max_upload_bytes: number };
+  limits: { max_upload_bytes: number; max_output_bytes: number };
 }
+
+/** Blocks an output's DAG may hold beyond twice the bytes its manifest declares: directories' nodes and a file's. */
+const DAG_ROOM_BYTES = 16 * 1024 * 1024;
+/**
+ * The fewest bytes of blocks a file or directory of a DAG takes (its link in its directory: a
+ * CID and a name), so a tar of it has at most its blocks' bytes / this entries unless links repeat.
+ */
+const MIN_LINK_BYTES = 32;
 
 export const CID_HEADER = 'x-dms-cid';
 /** Blocks this request fetched from other nodes: 0 when every block was held here already (a resumed fetch counts only the rest). */
@@ -450,24 +458,35 @@ export const outputRoutes =
         if (!output) throw notFound(`job ${job.id} has no output named ${name} (it has: ${manifest.outputs.map((o) => o.name).join(', ') || 'none'})`);
         if (!output.cid) throw new DmsError('conflict', `output ${name} of job ${job.id} was not collected: ${output.error ?? 'no CID'}`);
         const cid = parseCid(output.cid, `output ${name}`);
+        // The provider's DAG is held to what its manifest says, with room for the DAG's own
+        // nodes: links that repeat a block make files of any number and size from a few blocks.
+        const declared = output.size ?? blocks.limits.max_output_bytes;
+        const blockBound = 2 * declared + DAG_ROOM_BYTES;
+        const tooLarge = (what: string) => new DmsError('too_large', `output ${name} of job ${job.id}: ${what}, where its manifest says ${formatBytes(declared)}`);
         const ac = new AbortController();
         const gone = onClientGone(event, () => ac.abort());
         let fetched = 0;
+        // Without a network only blocks held here are served (the node's own): the bound stands for their bytes.
+        let dagBytes = blockBound;
         try {
           if (blocks.exchange) {
             const before = blocks.exchange.stats.fetched;
-            await blocks.exchange.fetchDag(cid, peers, ac.signal);
+            dagBytes = await blocks.exchange.fetchDag(cid, peers, ac.signal, blockBound);
             fetched = blocks.exchange.stats.fetched - before;
           } else if (!(await blocks.store.has(cid))) throw notFound(`output ${name} (${cid}) is not held here and this node has no network to fetch it`);
+        } catch (e) {
+          throw e instanceof DmsError && e.kind === 'too_large' ? tooLarge(`its DAG holds more than ${formatBytes(blockBound)} of blocks`) : e;
         } finally {
           gone();
         }
         const root = await rootEntry(cid, blocks.store.fs);
         const headers: Record<string, string> = { [CID_HEADER]: cid.toString(), [FETCHED_HEADER]: String(fetched) };
         if (!isFileEntry(root)) {
-          return new Response(Readable.toWeb(exportTar(cid, blocks.store.fs, name)) as ReadableStream, { headers: { ...headers, 'content-type': 'application/x-tar' } });
+          const tar = exportTar(cid, blocks.store.fs, name, {}, { maxBytes: declared, maxEntries: Math.max(1, Math.floor(dagBytes / MIN_LINK_BYTES)) });
+          return new Response(Readable.toWeb(tar) as ReadableStream, { headers: { ...headers, 'content-type': 'application/x-tar' } });
         }
         const size = Number(root.size);
+        if (size > declared) throw tooLarge(`its DAG makes a file of ${formatBytes(size)}`);
         const range = parseRange(event.req.headers.get('range'), size);
         const body = Readable.toWeb(Readable.from(fileContent(root, range ?? {}))) as ReadableStream;
         const common = { ...headers, 'content-type': 'application/octet-stream', 'accept-ranges': 'bytes' };

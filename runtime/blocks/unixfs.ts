@@ -213,20 +213,45 @@ export function fileContent(entry: UnixFSEntry, opts: ExportOptions & { offset?:
   return entry.content({ signal: opts.signal, offset: opts.offset, length: opts.length, blockReadConcurrency: opts.blockReadConcurrency }) as AsyncIterable<Uint8Array>;
 }
 
+/** How much a tar of a DAG may hold: links that repeat a block make files of any number and size. */
+export interface TarBounds {
+  /** Bytes of file content in all. */
+  maxBytes: number;
+  /** Files and directories in all. */
+  maxEntries: number;
+}
+
 /**
  * The DAG as a tar stream: a directory's entries below it (paths relative to it), or a file as
- * one entry named `name`.
+ * one entry named `name`. Past `bounds` the stream ends with a too_large error, each file's
+ * size counted before a byte of it is sent.
  */
-export function exportTar(cid: CID, store: Blockstore, name: string, opts: ExportOptions = {}): Readable {
+export function exportTar(cid: CID, store: Blockstore, name: string, opts: ExportOptions = {}, bounds?: TarBounds): Readable {
   const pack = tar.pack();
+  let bytes = 0;
+  let entries = 0;
+  const count = (size: number) => {
+    bytes += size;
+    entries++;
+    if (bounds && (bytes > bounds.maxBytes || entries > bounds.maxEntries)) {
+      const past = bytes > bounds.maxBytes ? `${bounds.maxBytes} bytes of files` : `${bounds.maxEntries} entries`;
+      throw new DmsError('too_large', `${cid} holds more than ${past}`);
+    }
+  };
   const write = async () => {
     const root = await rootEntry(cid, store, opts);
     if (isFileEntry(root)) {
+      count(Number(root.size));
       await pipeline(Readable.from(fileContent(root, opts)), pack.entry({ name, size: Number(root.size), mode: 0o644 }));
     } else {
       for await (const { entry, path } of walk(root, '', store, opts)) {
-        if (entry.type === 'directory') pack.entry({ name: path, type: 'directory', mode: 0o755 });
-        else await pipeline(Readable.from(fileContent(entry, opts)), pack.entry({ name: path, size: Number(entry.size), mode: 0o644 }));
+        if (entry.type === 'directory') {
+          count(0);
+          pack.entry({ name: path, type: 'directory', mode: 0o755 });
+        } else {
+          count(Number(entry.size));
+          await pipeline(Readable.from(fileContent(entry, opts)), pack.entry({ name: path, size: Number(entry.size), mode: 0o644 }));
+        }
       }
     }
     pack.finalize();

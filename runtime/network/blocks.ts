@@ -239,9 +239,10 @@ export class BlockExchange {
    * Makes every block of the DAG under `root` held here, asking `peers` in turn for what is
    * missing, level by level (a node's links are known once it is held). Blocks already held are
    * not asked for again, so an interrupted fetch resumes where it stopped. Rejects naming a block
-   * no peer gave, and `too_large` once its distinct blocks hold more than `maxBytes`.
+   * no peer gave, and `too_large` once its distinct blocks hold more than `maxBytes`; resolves
+   * with the bytes they hold.
    */
-  async fetchDag(root: CID, peers: readonly string[], signal?: AbortSignal, maxBytes = Number.POSITIVE_INFINITY): Promise<void> {
+  async fetchDag(root: CID, peers: readonly string[], signal?: AbortSignal, maxBytes = Number.POSITIVE_INFINITY): Promise<number> {
     // Asked of the DHT once, when the peers named lack a block: whoever announced the DAG.
     let found: string[] | undefined;
     const fetchSome = async (missing: CID[]) => {
@@ -287,6 +288,7 @@ export class BlockExchange {
     }
     // Held whole now: this node can serve it too.
     this.announce(root);
+    return bytes;
   }
 
   /**
