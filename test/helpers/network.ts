@@ -84,6 +84,8 @@ export async function stopCluster(nodes: (TestNode | undefined)[]): Promise<void
 export interface PollOptions {
   timeoutMs?: number;
   intervalMs?: number;
+  /** What the timeout message adds after the last answer: the state that explains the wait (see jobOnNodes). */
+  explain?: () => Promise<string> | string;
 }
 
 /**
@@ -108,9 +110,44 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
     } catch (e) {
       last = errorText(e);
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${last})`);
+    if (Date.now() > deadline) {
+      const why = opts.explain ? await Promise.resolve().then(opts.explain).catch((e: unknown) => `(could not explain: ${errorText(e)})`) : '';
+      throw new Error(`timed out waiting for ${what} (last: ${last})${why ? `\n${why}` : ''}`);
+    }
     await sleep(opts.intervalMs ?? 200);
   }
+}
+
+/** Of a job's record, what says where it is and why. */
+type JobState = { status: string; node: string | null; pending_reason: string | null; error: string | null; attempts: unknown[]; updated_at: string };
+
+/**
+ * What each node knows of job `id`, for a wait's timeout message: its record (status, node,
+ * pending reason, error, attempts), its stored history (GET /api/v1/jobs/{id}/events), and the
+ * end of the node's log. Never throws: what could not be read says so in its place.
+ */
+export async function jobOnNodes(nodes: TestNode[], id: string): Promise<string> {
+  const read = async (url: string): Promise<unknown> => {
+    const res = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+    return res.ok ? res.json() : `HTTP ${res.status} ${(await res.text()).slice(0, 200)}`;
+  };
+  const parts = await Promise.all(
+    nodes.map(async (n, i) => {
+      const [job, events] = await Promise.all([`${n.url}/api/v1/jobs/${id}`, `${n.url}/api/v1/jobs/${id}/events`].map((u) => read(u).catch((e: unknown) => errorText(e))));
+      const lines = [`node ${i + 1} (${n.peerId}) at ${new Date().toISOString()}:`];
+      if (typeof job === 'string') lines.push(`  job: ${job}`);
+      else {
+        const { status, node, pending_reason, error, attempts, updated_at } = job as JobState;
+        lines.push(`  job: ${JSON.stringify({ status, node, pending_reason, error, attempts, updated_at })}`);
+      }
+      if (typeof events === 'string') lines.push(`  events: ${events}`);
+      else for (const e of (events as { events: { at: string; from: string | null; to: string; reason: string }[] }).events.slice(-30)) lines.push(`  ${e.at} ${e.from ?? '-'} -> ${e.to}: ${e.reason}`);
+      const log = n.logs().trimEnd();
+      lines.push(log ? `  log (end): ${log.slice(-2_000).split('\n').join('\n    ')}` : '  log: empty');
+      return lines.join('\n');
+    }),
+  );
+  return parts.join('\n');
 }
 
 /** The nonce of a dev stream event about an envelope (delivered, sent or dead), as a string. */

@@ -6,13 +6,43 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
-import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { jobOnNodes, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import type { NodeProcess } from '../helpers/node.js';
 
 const { docker, problem } = await dockerForTests('Docker placement test');
 
-describe.skipIf(problem !== null)('a Docker job on another node', { timeout: 120_000 }, () => {
+/** The test's own bound: every wait in it ends before, so a wait that runs out says why, not vitest. */
+const TEST_MS = 120_000;
+
+describe.skipIf(problem !== null)('a Docker job on another node', { timeout: TEST_MS }, () => {
   let nodes: NodeProcess[] = [];
+  /** When the running test must have ended its waits (set at its start). */
+  let testEnds = 0;
+  /** At most `ms`, and never past the test's end less the time to write the message. */
+  const within = (ms: number) => Math.max(1_000, Math.min(ms, testEnds - 10_000 - Date.now()));
+
+  /** Both nodes' record and history of the job, and the engine's containers of it. */
+  const explain = async (id: string): Promise<string> => {
+    const containers = await docker
+      .listContainers({ all: true, filters: { label: [`dms.job=${id}`] } })
+      .then((cs) => JSON.stringify(cs.map((c) => ({ id: c.Id.slice(0, 12), node: c.Labels['dms.node'], state: c.State, status: c.Status }))), (e: unknown) => String(e));
+    return `${await jobOnNodes(nodes, id)}\ncontainers of the job: ${containers}`;
+  };
+  /** The job once it ended on `on`; a wait that runs out names its state on both nodes. */
+  const ended = (on: NodeProcess, id: string) =>
+    waitFor(
+      `job ${id} to end on the node it was submitted on`,
+      async () => {
+        const j = (await (await fetch(`${on.url}/api/v1/jobs/${id}`)).json()) as { status: string; node: string };
+        return j.status === 'completed' || j.status === 'failed' ? j : undefined;
+      },
+      { timeoutMs: within(60_000), explain: () => explain(id) },
+    );
+  const completed = async (on: NodeProcess, id: string) => {
+    const j = await ended(on, id);
+    if (j.status !== 'completed') expect.fail(`job ${id} failed:\n${await explain(id)}`);
+    return j;
+  };
 
   beforeAll(async () => {
     nodes = await startCluster(2);
@@ -35,6 +65,7 @@ describe.skipIf(problem !== null)('a Docker job on another node', { timeout: 120
   });
 
   it('runs in a container on node 2 and shows its output on node 1', async () => {
+    testEnds = Date.now() + TEST_MS;
     const [n1, n2] = nodes;
     const res = await fetch(`${n1.url}/api/v1/jobs`, {
       method: 'POST',
@@ -49,21 +80,19 @@ describe.skipIf(problem !== null)('a Docker job on another node', { timeout: 120
     });
     expect(res.status).toBe(201);
     const { id } = (await res.json()) as { id: string };
-    const done = await waitFor('the job completed on node 1', async () => {
-      const j = (await (await fetch(`${n1.url}/api/v1/jobs/${id}`)).json()) as { status: string; node: string };
-      return j.status === 'completed' ? j : j.status === 'failed' ? Promise.reject(new Error(JSON.stringify(j))) : undefined;
-    }, { timeoutMs: 60_000 });
+    const done = await completed(n1, id);
     expect(done.node).toBe(n2.peerId);
     const logs = (await (await fetch(`${n1.url}/api/v1/jobs/${id}/logs`)).json()) as { chunks: { stream: string; data: string }[] };
     expect(logs.chunks.filter((c) => c.stream === 'stdout').map((c) => c.data).join('')).toMatch(/^hello from \w{3}x\n$/);
     expect(logs.chunks.filter((c) => c.stream === 'stderr').map((c) => c.data).join('')).toBe('to stderr\n');
     // The container ran on node 2's engine, labelled with node 2's peer id, and is gone once the job ended.
-    await waitFor('its container removed', async () => (await docker.listContainers({ all: true, filters: { label: [`dms.job=${id}`] } })).length === 0);
+    await waitFor('its container removed', async () => (await docker.listContainers({ all: true, filters: { label: [`dms.job=${id}`] } })).length === 0, { timeoutMs: within(20_000), explain: () => explain(id) });
     const usage = (await (await fetch(`${n2.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number } } };
     expect(usage.allocated.cpu.cores).toBe(0);
   });
 
   it("runs another node's job with no network (only loopback) and no capabilities; the provider's own job keeps the network", async () => {
+    testEnds = Date.now() + TEST_MS;
     const [n1, n2] = nodes;
     // Prints its interfaces, then waits for SIGUSR1: the container is sure to be there to inspect.
     const command = `trap 'go=1' USR1; cat /proc/net/dev; while [ -z "$go" ]; do sleep 0.1; done`;
@@ -78,13 +107,10 @@ describe.skipIf(problem !== null)('a Docker job on another node', { timeout: 120
       const [container] = await waitFor(`the container of job ${id}`, async () => {
         const found = await docker.listContainers({ filters: { label: [`dms.job=${id}`] } });
         return found.length > 0 ? found : undefined;
-      }, { timeoutMs: 60_000 });
+      }, { timeoutMs: within(60_000), explain: () => explain(id) });
       const info = await docker.getContainer(container.Id).inspect();
       await docker.getContainer(container.Id).kill({ signal: 'SIGUSR1' });
-      await waitFor(`job ${id} completed`, async () => {
-        const j = (await (await fetch(`${on.url}/api/v1/jobs/${id}`)).json()) as { status: string };
-        return j.status === 'completed' ? j : j.status === 'failed' ? Promise.reject(new Error(JSON.stringify(j))) : undefined;
-      }, { timeoutMs: 60_000 });
+      await completed(on, id);
       const logs = (await (await fetch(`${on.url}/api/v1/jobs/${id}/logs`)).json()) as { chunks: { stream: string; data: string }[] };
       const out = logs.chunks.filter((c) => c.stream === 'stdout').map((c) => c.data).join('');
       const interfaces = [...out.matchAll(/^\s*([^:\s|]+):/gm)].map((m) => m[1]);
