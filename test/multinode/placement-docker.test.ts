@@ -95,7 +95,14 @@ describe.skipIf(problem !== null)('a Docker job on another node', { timeout: TES
     testEnds = Date.now() + TEST_MS;
     const [n1, n2] = nodes;
     // Prints its interfaces, then waits for SIGUSR1: the container is sure to be there to inspect.
+    // The shell is the container's PID 1, which the kernel spares a signal it has no handler for:
+    // a SIGUSR1 sent before the trap is set is lost and the job never ends. So it is sent only once
+    // the output is in, which the shell writes after setting the trap.
     const command = `trap 'go=1' USR1; cat /proc/net/dev; while [ -z "$go" ]; do sleep 0.1; done`;
+    const stdoutOf = async (on: NodeProcess, id: string) => {
+      const logs = (await (await fetch(`${on.url}/api/v1/jobs/${id}/logs`)).json()) as { chunks: { stream: string; data: string }[] };
+      return logs.chunks.filter((c) => c.stream === 'stdout').map((c) => c.data).join('');
+    };
     const run = async (on: NodeProcess, placement: object) => {
       const res = await fetch(`${on.url}/api/v1/jobs`, {
         method: 'POST',
@@ -109,10 +116,10 @@ describe.skipIf(problem !== null)('a Docker job on another node', { timeout: TES
         return found.length > 0 ? found : undefined;
       }, { timeoutMs: within(60_000), explain: () => explain(id) });
       const info = await docker.getContainer(container.Id).inspect();
+      await waitFor(`the output of job ${id} (its trap is set)`, async () => (await stdoutOf(on, id)) !== '', { timeoutMs: within(30_000), explain: () => explain(id) });
       await docker.getContainer(container.Id).kill({ signal: 'SIGUSR1' });
       await completed(on, id);
-      const logs = (await (await fetch(`${on.url}/api/v1/jobs/${id}/logs`)).json()) as { chunks: { stream: string; data: string }[] };
-      const out = logs.chunks.filter((c) => c.stream === 'stdout').map((c) => c.data).join('');
+      const out = await stdoutOf(on, id);
       const interfaces = [...out.matchAll(/^\s*([^:\s|]+):/gm)].map((m) => m[1]);
       return { info, interfaces, labels: container.Labels };
     };
