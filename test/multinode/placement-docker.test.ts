@@ -45,7 +45,8 @@ describe.skipIf(problem !== null)('a Docker job on another node', { timeout: TES
   };
 
   beforeAll(async () => {
-    nodes = await startCluster(2);
+    // At debug level: the end of each node's log is in a timed-out wait's message (jobOnNodes).
+    nodes = await startCluster(2, { node: () => ({ args: ['--log-level', 'debug'] }) });
     const [n1, n2] = nodes;
     const put = await fetch(`${n2.url}/api/v1/device/config`, {
       method: 'PUT',
