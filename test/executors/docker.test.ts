@@ -215,23 +215,26 @@ describe.skipIf(problem !== null)('docker executor', () => {
       const handle = await executor.start(job);
       const info = await docker.getContainer(handle.id).inspect();
       expect(await executor.wait(handle)).toEqual({ exit_code: 0, oom_killed: false });
-      const names = text(await collect(executor, handle), 'stdout')
+      const chunks = await collect(executor, handle);
+      const names = text(chunks, 'stdout')
         .split('\n')
         .map((line) => /^\s*([^:\s]+):/.exec(line)?.[1])
         .filter((n): n is string => n !== undefined);
       await executor.cleanup(handle);
-      return { info, names };
+      // What was captured, for an assertion that fails: stdout once came back empty from a run that exited 0.
+      const output = `container ${handle.id} printed ${JSON.stringify(chunks)}`;
+      return { info, names, output };
     };
     // /proc/net/dev lists the interfaces the container's network namespace has.
     const remote = dockerJob(['cat', '/proc/net/dev']);
     remote.requester = '12D3KooWRequesterRequesterRequesterRequesterReque';
     const isolated = await interfaces(remote);
     expect(isolated.info.HostConfig).toMatchObject({ NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'] });
-    expect(isolated.names).toEqual(['lo']);
+    expect(isolated.names, isolated.output).toEqual(['lo']);
     const local = await interfaces(dockerJob(['cat', '/proc/net/dev']));
     expect(local.info.HostConfig.NetworkMode).not.toBe('none');
     expect(local.info.HostConfig.CapDrop).toEqual(['ALL']);
-    expect(local.names).toContain('eth0');
+    expect(local.names, local.output).toContain('eth0');
   });
 
   it('runs as the configured user on a read-only root with a writable /tmp', async () => {
