@@ -87,7 +87,7 @@ describe('/dms/blocks/1.0.0', async () => {
       return undefined;
     }, { timeoutMs: 15_000, intervalMs: 200 });
     const outsider = await side();
-    expect(await c.ex.fetchDag(announced, [outsider.t.host])).toBeGreaterThan(0);
+    expect(await c.ex.fetchDag(announced, [outsider.t.host], undefined, 64 * 1024 * 1024)).toBeGreaterThan(0);
     expect(c.ex.stats.found).toBeGreaterThanOrEqual(1);
     const out: Buffer[] = [];
     for await (const chunk of fileContent(await rootEntry(announced, c.store.fs))) out.push(Buffer.from(chunk));
