@@ -36,6 +36,7 @@ const UNIT = [
   'test/cli/ids.test.ts',
   'test/cli/rest-client.test.ts',
   'test/cli/sizes.test.ts',
+  'test/cli/terminal.test.ts',
   'test/jobs/image-ref.test.ts',
   'test/jobs/ledger.test.ts',
   'test/jobs/machine-rules.test.ts',

@@ -3,6 +3,7 @@ import type { ClientError } from '../client/errors.js';
 import { errorText } from '../runtime/errors.js';
 import { readRuntimeInfo, resolveHome, type RuntimeInfo } from '../runtime/home.js';
 import { type IgnoredConfigFile, ignoredConfigText, loadConfig } from '../runtime/config-file.js';
+import { terminalSafe } from './terminal.js';
 
 /** Options every command accepts (declared once on the program). */
 export interface GlobalOptions {
@@ -61,7 +62,7 @@ export function nodeUrl(cmd: Command): string {
 /** Prints data: JSON with --json (or when it is not text), else the text form. */
 export function output(cmd: Command, data: unknown, text?: string): void {
   if (globals(cmd).json || text === undefined) process.stdout.write(JSON.stringify(data, null, 2) + '\n');
-  else process.stdout.write(text.endsWith('\n') ? text : text + '\n');
+  else process.stdout.write(terminalSafe(text.endsWith('\n') ? text : text + '\n'));
 }
 
 /**

@@ -6,6 +6,7 @@
 import type { Job, JobStatus } from '../behaviors/jobs/schema.js';
 import { CliError } from './context.js';
 import type { RestClient } from '../client/rest.js';
+import { terminalSafe } from './terminal.js';
 
 export interface FollowOptions {
   /** Print the job's output (stdout to stdout, stderr to stderr); off for --wait. */
@@ -58,22 +59,22 @@ async function stream(rest: RestClient, id: string, opts: FollowOptions): Promis
       if (!placed && data.status !== 'pending') {
         placed = true;
         const where = await placedOn(rest, id);
-        if (where) process.stderr.write(`[dms] job ${id} ${data.status === 'running' ? 'runs' : 'ran'} on ${where}\n`);
+        if (where) process.stderr.write(terminalSafe(`[dms] job ${id} ${data.status === 'running' ? 'runs' : 'ran'} on ${where}\n`));
       }
       if (opts.progress) {
         const reason = data.pending_reason ? ` (${data.pending_reason})` : '';
-        process.stderr.write(`[dms] job ${id}: ${data.status}${reason}\n`);
+        process.stderr.write(terminalSafe(`[dms] job ${id}: ${data.status}${reason}\n`));
       }
     } else if (ev.event === 'end') {
       const end = data as { status: JobStatus; exit_code: number | null; error: string | null };
       // A job that ended before its running was seen still ran somewhere (or never left pending).
       if (!placed) {
         const where = await placedOn(rest, id);
-        if (where) process.stderr.write(`[dms] job ${id} ran on ${where}\n`);
+        if (where) process.stderr.write(terminalSafe(`[dms] job ${id} ran on ${where}\n`));
       }
       if (opts.json) process.stdout.write(JSON.stringify(opts.output ? { event: 'end', ...end } : end) + '\n');
       const code = end.exit_code === null ? '' : ` (exit code ${end.exit_code})`;
-      process.stderr.write(`[dms] job ${id} ${end.status}${code}${end.error ? `: ${end.error}` : ''}\n`);
+      process.stderr.write(terminalSafe(`[dms] job ${id} ${end.status}${code}${end.error ? `: ${end.error}` : ''}\n`));
       return exitCodeOf(end);
     } else if (ev.event === 'error') {
       throw new CliError(`following job ${id} stopped: ${String(data.error)}`);

@@ -6,6 +6,7 @@
  */
 import { type Command, CommanderError } from 'commander';
 import { describeError } from './context.js';
+import { terminalSafe } from './terminal.js';
 
 /** A parse error of `command`, as commander worded it. */
 class UsageError extends Error {
@@ -48,6 +49,6 @@ export function fail(e: unknown, json: boolean): never {
     reason = describeError(e);
     code = (e as { exitCode?: number }).exitCode ?? 1;
   }
-  process.stderr.write(json ? `${JSON.stringify({ error: reason })}\n` : `dms: ${reason}\n`);
+  process.stderr.write(json ? `${JSON.stringify({ error: reason })}\n` : `dms: ${terminalSafe(reason)}\n`);
   process.exit(code);
 }

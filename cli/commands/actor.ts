@@ -11,6 +11,7 @@ import { CliError, globals, homeOf, nodeFailure, nodeUrl } from '../context.js';
 import { unlockKeys } from '../passphrase.js';
 import { restCredentials } from './auth.js';
 import { keyPath, readToken } from './cap.js';
+import { terminalSafe } from '../terminal.js';
 
 interface TargetOptions {
   to?: string;
@@ -110,8 +111,8 @@ export function registerActorCommands(program: Command): void {
         return;
       }
       for (const r of replies) {
-        process.stdout.write(`reply from ${describeHandle(r.env.from)}${r.env.from.did ? ` (${r.env.from.did})` : ''}\n`);
-        if (r.error !== undefined) process.stdout.write(`error: ${r.error}\n`);
+        process.stdout.write(terminalSafe(`reply from ${describeHandle(r.env.from)}${r.env.from.did ? ` (${r.env.from.did})` : ''}\n`));
+        if (r.error !== undefined) process.stdout.write(terminalSafe(`error: ${r.error}\n`));
         else printJson(printable(r.payload));
       }
     });

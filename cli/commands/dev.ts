@@ -4,6 +4,7 @@ import { resetStageTimings, stageTimings, watchDevStream } from '../../client/de
 import { grid } from '../table.js';
 import { globals } from '../context.js';
 import { restFor } from '../rest.js';
+import { terminalSafe } from '../terminal.js';
 
 interface WatchOptions {
   actor?: string[];
@@ -31,7 +32,7 @@ export function registerDevCommands(program: Command): void {
       const stop = new AbortController();
       process.once('SIGINT', () => stop.abort());
       for await (const e of watchDevStream(restFor(cmd), filters, stop.signal)) {
-        process.stdout.write((json ? JSON.stringify(e) : devLine(e)) + '\n');
+        process.stdout.write((json ? JSON.stringify(e) : terminalSafe(devLine(e))) + '\n');
       }
     });
 

@@ -13,6 +13,7 @@ import { restFor } from '../rest.js';
 import { sizeArg } from '../sizes.js';
 import { formatBytes } from '../../client/sizes.js';
 import { grantIdOf, providerTold, type Revoked } from '../read-rights.js';
+import { terminalSafe } from '../terminal.js';
 
 interface GetOptions {
   outputDir?: string;
@@ -136,7 +137,7 @@ export function registerFileCommands(program: Command): void {
       for (const o of wanted) {
         if (!o.cid) {
           failed++;
-          process.stderr.write(`${o.name}: not collected: ${o.error ?? 'no CID'}\n`);
+          process.stderr.write(terminalSafe(`${o.name}: not collected: ${o.error ?? 'no CID'}\n`));
           continue;
         }
         const dest = join(dir, o.name);

@@ -21,9 +21,12 @@ import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { waitFor } from '../helpers/network.js';
 import { ForeignPeer } from '../helpers/peer.js';
 import { rest } from '../helpers/rest.js';
+import { runCli } from '../helpers/node.js';
 
 let requester: LocalNode;
 let provider: ForeignPeer;
+/** The error the provider says a job failed with (completed when none). */
+const failures = new Map<string, string>();
 /** The outputs the provider's manifest lists, per job. */
 const listed = new Map<string, Manifest['outputs']>();
 const A_CID = 'bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy';
@@ -41,7 +44,8 @@ beforeAll(async () => {
     else if (env.be === '/dms/deployment/reserve') answer({ until: new Date(Date.now() + 60_000).toISOString() });
     else if (env.be === '/dms/deployment/start') answer({ job_id: body.job.id });
     else if (env.be === '/dms/deployment/logs') {
-      answer({ id: body.id, status: 'completed', exit_code: 0, error: null, pending_reason: null, chunks: [], next: 0, more: false, done: true });
+      const error = failures.get(body.id);
+      answer({ id: body.id, status: error ? 'failed' : 'completed', exit_code: error ? 1 : 0, error: error ?? null, pending_reason: null, chunks: [], next: 0, more: false, done: true });
     } else if (env.be === '/dms/deployment/manifest') {
       const manifest: Manifest = {
         job: body.job_id,
@@ -133,6 +137,20 @@ describe("an output whose DAG is far larger than its manifest says (the provider
     // Stopped at the bound (16 MiB of blocks / 32: 524,288 entries), not after a million.
     expect(performance.now() - started).toBeLessThan(20_000);
   });
+});
+
+it("prints a provider's words about a job as text, not as terminal commands (dms jobs status)", { timeout: 30_000 }, async () => {
+  const { status, json } = await rest(requester, 'POST', '/api/v1/jobs', {
+    name: 'words', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, placement: { node: provider.host },
+  });
+  expect(status).toBe(201);
+  // Sets the clipboard (OSC 52), clears the screen, writes over the line, reverses what follows.
+  failures.set(json.id, 'oops\x1b]52;c;cHduZWQ=\x07\x1b[2J\x1b[Hall good\r\u202Egnp.exe');
+  await waitFor(`job ${json.id} failed on its requester`, async () => ((await rest(requester, 'GET', `/api/v1/jobs/${json.id}`)).json.status === 'failed' ? true : undefined), { timeoutMs: 20_000 });
+  const shown = await runCli(['--home', requester.home, 'jobs', 'status', json.id]);
+  expect(shown.code, shown.stderr).toBe(0);
+  expect(shown.stdout).toContain('oops\\u001b]52;c;cHduZWQ=\\u0007\\u001b[2J\\u001b[Hall good\\u000d\\u202egnp.exe');
+  expect(shown.stdout).not.toMatch(/[\x1b\x07\r\u202e]/);
 });
 
 it('refuses a manifest that renames, adds or drops an output: the job ends without one', { timeout: 60_000 }, async () => {
