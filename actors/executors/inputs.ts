@@ -77,13 +77,8 @@ export class InputMounter {
         throw new DmsError('not_found', `input ${named} is missing: ${errorText(e)}`);
       }
       const host = join(root, String(n));
-      try {
-        await this.write(cid, host, budget);
-      } catch (e) {
-        // What was written of it goes at once: the run never starts, and the disk is the operator's.
-        await rm(root, { recursive: true, force: true });
-        throw e === OVER ? over(named) : e;
-      }
+      // What was written is removed by the caller's release, as after any failed start.
+      await this.write(cid, host, budget).catch((e: unknown) => Promise.reject(e === OVER ? over(named) : e));
       binds.push(`${host}:${input.path}:ro`);
     }
     return binds;
