@@ -3,7 +3,10 @@
  * request is an envelope to the ensemble actor; a part's job answers on /api/v1/jobs like any.
  */
 import * as z from 'zod';
-import { ENSEMBLE_INBOX, EnsembleBehaviors, EnsembleSchema, EnsembleSpecSchema } from '../../behaviors/ensembles/schema.js';
+import { ENSEMBLE_INBOX, EnsembleBehaviors, EnsembleSchema, type EnsembleSpec, EnsembleSpecSchema } from '../../behaviors/ensembles/schema.js';
+import { volumeSource } from '../../behaviors/jobs/files.js';
+import { errorText, invalid } from '../../runtime/errors.js';
+import { resolveJobSources } from './outputs.js';
 import { JsonBody } from '../errors.js';
 import { wholeNumberParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
@@ -40,8 +43,36 @@ const ListQuery = z.object({
 
 const CancelQuery = z.object({ reason: CancelPayload.shape.reason.meta({ description: "why it is cancelled (at most 500 characters), kept as its reason and its parts' error" }) });
 
-export const ensembleRoutes: RouteModule = ({ table, config, http }) => {
+export const ensembleRoutes: RouteModule = ({ table, config, http, system, volumes }) => {
   const call = (be: string, payload: unknown, ttlMs?: number) => http.call(ENSEMBLE_INBOX, be, payload, ttlMs);
+
+  /**
+   * Each part's inputs as a job's are where it is submitted: a `job:` source resolved to the CID
+   * its job's manifest names (only this node holds that manifest). A volume is its node's own,
+   * and a part may be placed on any node: a part mounting one is pinned to this node.
+   */
+  const withPartInputs = async (spec: EnsembleSpec): Promise<EnsembleSpec> => {
+    const parts: EnsembleSpec['parts'] = {};
+    for (const [name, part] of Object.entries(spec.parts)) {
+      for (const volume of part.inputs.map((i) => volumeSource(i.source)).filter((v): v is string => v !== null)) {
+        if (!part.placement?.node || !system.isHere(part.placement.node)) {
+          throw invalid(`parts.${name}.inputs: a part mounting volume:${volume} runs on this node, where the volume is: pin it there (placement.node ${system.host})`);
+        }
+        try {
+          if (!volumes) throw new Error('this node has no volumes');
+          volumes.get(volume);
+        } catch (e) {
+          throw invalid(`parts.${name}.inputs: volume:${volume}: ${errorText(e)}`);
+        }
+      }
+      try {
+        parts[name] = await resolveJobSources(part, http, system);
+      } catch (e) {
+        throw invalid(`parts.${name}.inputs: ${errorText(e)}`);
+      }
+    }
+    return { ...spec, parts };
+  };
 
   table.add({
     method: 'POST',
@@ -56,7 +87,7 @@ export const ensembleRoutes: RouteModule = ({ table, config, http }) => {
       400: { description: 'naming every bad field (a part name that is not a DNS label or is reserved, a near cycle or unknown part, ports out of range or twice), or a part whose job this node refuses' },
       409: { description: 'a part no known node could ever hold, naming it' },
     },
-    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(EnsembleBehaviors.submit, await input.body())), 201),
+    handler: async (_event, input) => new JsonBody(JSON.stringify(await call(EnsembleBehaviors.submit, await withPartInputs(await input.body()))), 201),
   });
 
   table.add({

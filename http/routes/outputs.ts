@@ -15,7 +15,7 @@ import { DidSchema, GrantReply, GrantsReply, ManifestReply, ManifestSchema, open
 import { DEFAULT_GRANT_S, GrantTextSchema, jobReadCapability, MAX_GRANT_S, MAX_REVOCATIONS_PER_JOB } from '../../behaviors/jobs/read-right.js';
 import { PeerIdSchema } from '../../behaviors/jobs/schema.js';
 import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
-import { jobSource, VolumeNameSchema, volumeSource } from '../../behaviors/jobs/files.js';
+import { type InputSpec, jobSource, VolumeNameSchema, volumeSource } from '../../behaviors/jobs/files.js';
 import type { HttpApi } from '../actor.js';
 import type { ActorSystem } from '../../runtime/system.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
@@ -108,7 +108,11 @@ export function parseRange(header: string | null, size: number): { offset: numbe
  * this node has that job's manifest. A 400 naming the input when it cannot be resolved.
  */
 export async function resolveJobInputs(spec: JobSpec, http: HttpApi, system: ActorSystem, volumes?: Volumes): Promise<JobSpec> {
-  spec = keepWithVolumes(spec, system, volumes);
+  return resolveJobSources(keepWithVolumes(spec, system, volumes), http, system);
+}
+
+/** The `job:<id>/<name>` half of resolveJobInputs, for any spec with inputs (an ensemble's part too). */
+export async function resolveJobSources<S extends { inputs: InputSpec[] }>(spec: S, http: HttpApi, system: ActorSystem): Promise<S> {
   if (!spec.inputs.some((i) => i.source.startsWith('job:'))) return spec;
   const inputs = [];
   for (const input of spec.inputs) {

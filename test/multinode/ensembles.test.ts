@@ -69,6 +69,38 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     await waitFor('nothing held on b and c', async () => (await held(b)) === 0 && (await held(c)) === 0, { timeoutMs: 10_000 });
   });
 
+  it("takes a part's inputs as a job's: job:<id>/<name> resolved to its CID where it is deployed, a volume only pinned here", async () => {
+    const files = JSON.stringify({ '/outputs/a.txt': 'from the first job\n' });
+    const first = await rest(a, 'POST', '/api/v1/jobs', { name: 'first', ...nullPart({ environment: { DMS_NULL_FILES: files } }), outputs: [{ name: 'out', path: '/outputs' }], placement: { local: true } });
+    expect(first.status, JSON.stringify(first.json)).toBe(201);
+    const done = await waitFor('the first job completed', async () => {
+      const j = (await rest(a, 'GET', `/api/v1/jobs/${first.json.id}`)).json as { status: string; outputs: { cid?: string }[] };
+      return j.status === 'completed' ? j : undefined;
+    });
+    const cid = done.outputs[0].cid;
+    expect(cid).toMatch(/^baf/);
+
+    const reader = (extra: Record<string, unknown>) => ({ name: 'reads', parts: { reader: nullPart({ placement: { node: b.peerId }, ...extra }) } });
+    const made = await rest(a, 'POST', '/api/v1/ensembles', reader({ inputs: [{ source: `job:${first.json.id}/out`, path: '/in' }] }));
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
+    const part = partOf(made.json as Ensemble, 'reader');
+    const job = (await rest(a, 'GET', `/api/v1/jobs/${part.job_id}`)).json as { inputs: { source: string; cid?: string }[] };
+    expect(job.inputs).toEqual([{ source: `job:${first.json.id}/out`, path: '/in', cid }]);
+    await rest(a, 'DELETE', `/api/v1/ensembles/${(made.json as Ensemble).id}`);
+
+    const unknown = await rest(a, 'POST', '/api/v1/ensembles', reader({ inputs: [{ source: `job:${first.json.id}/nope`, path: '/in' }] }));
+    expect(unknown.status).toBe(400);
+    expect(unknown.json.error).toBe(`parts.reader.inputs: input job:${first.json.id}/nope: job ${first.json.id} has no collected output named nope`);
+
+    expect((await rest(a, 'POST', '/api/v1/volumes', { name: 'data', size: '1MiB' })).status).toBe(201);
+    const elsewhere = await rest(a, 'POST', '/api/v1/ensembles', reader({ inputs: [{ source: 'volume:data', path: '/v' }] }));
+    expect(elsewhere.status).toBe(400);
+    expect(elsewhere.json.error).toBe(`parts.reader.inputs: a part mounting volume:data runs on this node, where the volume is: pin it there (placement.node ${a.peerId})`);
+    const missing = await rest(a, 'POST', '/api/v1/ensembles', { name: 'v', parts: { reader: nullPart({ placement: { node: a.peerId }, inputs: [{ source: 'volume:nope', path: '/v' }] }) } });
+    expect(missing.status).toBe(400);
+    expect(missing.json.error).toMatch(/^parts\.reader\.inputs: volume:nope: /);
+  });
+
   it('refuses a spec with a bad part, naming it, and keeps nothing running', async () => {
     const bad = await rest(a, 'POST', '/api/v1/ensembles', { name: 'x', parts: { Web: nullPart({}) } });
     expect(bad.status).toBe(400);
