@@ -11,7 +11,7 @@ import type { BidAnswer, BidReply, BidRequest, ReserveRequest, StartRequest } fr
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { LeaseReply, loadOf, type Offer, OfferReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { JobSchema, type ResourceSpec } from '../../behaviors/jobs/schema.js';
-import { volumeSource } from '../../behaviors/jobs/files.js';
+import { volumesOf } from '../../behaviors/jobs/files.js';
 import type { Actor } from '../../runtime/actor.js';
 import { ownKeys } from '../../runtime/capability/authority.js';
 import type { ActorContext } from '../../runtime/component.js';
@@ -202,8 +202,7 @@ export class Provider {
       const why = snap?.value === 'leasing' ? 'is still being reserved' : snap?.value === 'starting' || snap?.value === 'running' ? 'runs here already' : 'holds no reservation of yours here (the lease may have run out)';
       throw new DmsError('conflict', `job ${job.id} ${why}`);
     }
-    const volumes = (job.inputs ?? []).map((i) => volumeSource(i.source)).filter((v): v is string => v !== null);
-    machine.send({ type: 'start', requester, resources: job.resources, here: this.actor.system.isHere(requester), volumes });
+    machine.send({ type: 'start', requester, resources: job.resources, here: this.actor.system.isHere(requester), volumes: volumesOf(job.inputs ?? []) });
     const after = machine.getSnapshot();
     if (after.context.refusal) throw new DmsError(after.context.refusal.kind, after.context.refusal.message);
     // It runs on what was leased, and is limited to it: the lease is what the resource manager holds.

@@ -35,6 +35,8 @@ export function jobSource(source: string): { job: string; name: string } | null 
 /** A volume's name: a directory name as it is. */
 export const VolumeNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'a volume name is letters, digits and . _ - (at most 64, not starting with . _ -)');
 export const volumeSource = (source: string): string | null => (source.startsWith('volume:') ? source.slice('volume:'.length) : null);
+/** The volumes `inputs` mount (their `volume:<name>` sources), in order. */
+export const volumesOf = (inputs: readonly { source: string }[]): string[] => inputs.map((i) => volumeSource(i.source)).filter((v): v is string => v !== null);
 
 /** Why `source` cannot be an input, or null. */
 function sourceProblem(source: string): string | null {

@@ -4,9 +4,9 @@
  */
 import * as z from 'zod';
 import { ENSEMBLE_INBOX, EnsembleBehaviors, EnsembleSchema, type EnsembleSpec, EnsembleSpecSchema } from '../../behaviors/ensembles/schema.js';
-import { volumeSource } from '../../behaviors/jobs/files.js';
+import { volumesOf } from '../../behaviors/jobs/files.js';
 import { errorText, invalid } from '../../runtime/errors.js';
-import { resolveJobSources } from './outputs.js';
+import { resolveJobSources, volumeMissing } from './outputs.js';
 import { JsonBody } from '../errors.js';
 import { wholeNumberParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
@@ -54,16 +54,12 @@ export const ensembleRoutes: RouteModule = ({ table, config, http, system, volum
   const withPartInputs = async (spec: EnsembleSpec): Promise<EnsembleSpec> => {
     const parts: EnsembleSpec['parts'] = {};
     for (const [name, part] of Object.entries(spec.parts)) {
-      for (const volume of part.inputs.map((i) => volumeSource(i.source)).filter((v): v is string => v !== null)) {
+      for (const volume of volumesOf(part.inputs)) {
         if (!part.placement?.node || !system.isHere(part.placement.node)) {
           throw invalid(`parts.${name}.inputs: a part mounting volume:${volume} runs on this node, where the volume is: pin it there (placement.node ${system.host})`);
         }
-        try {
-          if (!volumes) throw new Error('this node has no volumes');
-          volumes.get(volume);
-        } catch (e) {
-          throw invalid(`parts.${name}.inputs: volume:${volume}: ${errorText(e)}`);
-        }
+        const missing = volumeMissing(volume, volumes);
+        if (missing) throw invalid(`parts.${name}.inputs: volume:${volume}: ${missing}`);
       }
       try {
         parts[name] = await resolveJobSources(part, http, system);

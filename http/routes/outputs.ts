@@ -15,7 +15,7 @@ import { DidSchema, GrantReply, GrantsReply, ManifestReply, ManifestSchema, open
 import { DEFAULT_GRANT_S, GrantTextSchema, jobReadCapability, MAX_GRANT_S, MAX_REVOCATIONS_PER_JOB } from '../../behaviors/jobs/read-right.js';
 import { PeerIdSchema } from '../../behaviors/jobs/schema.js';
 import type { Job, JobSpec } from '../../behaviors/jobs/schema.js';
-import { type InputSpec, jobSource, VolumeNameSchema, volumeSource } from '../../behaviors/jobs/files.js';
+import { type InputSpec, jobSource, VolumeNameSchema, volumesOf } from '../../behaviors/jobs/files.js';
 import type { HttpApi } from '../actor.js';
 import type { ActorSystem } from '../../runtime/system.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
@@ -136,20 +136,27 @@ export async function resolveJobSources<S extends { inputs: InputSpec[] }>(spec:
   return { ...spec, inputs };
 }
 
+/** Why this node cannot mount volume `name` (it has no volumes, or not that one); null when it can. */
+export function volumeMissing(name: string, volumes?: Volumes): string | null {
+  if (!volumes) return 'this node has no volumes';
+  try {
+    volumes.get(name);
+    return null;
+  } catch (e) {
+    return errorText(e);
+  }
+}
+
 /**
  * A job mounting a volume runs where the volume is: on this node. Its placement may say so
  * (local, or this node) and nothing else; a volume this node lacks is a 400 naming it.
  */
 function keepWithVolumes(spec: JobSpec, system: ActorSystem, volumes?: Volumes): JobSpec {
-  const named = spec.inputs.map((i) => volumeSource(i.source)).filter((v): v is string => v !== null);
+  const named = volumesOf(spec.inputs);
   if (named.length === 0) return spec;
   for (const name of named) {
-    if (!volumes) throw invalid(`input volume:${name}: this node has no volumes`);
-    try {
-      volumes.get(name);
-    } catch (e) {
-      throw invalid(`input volume:${name}: ${errorText(e)}`);
-    }
+    const missing = volumeMissing(name, volumes);
+    if (missing) throw invalid(`input volume:${name}: ${missing}`);
   }
   const p = spec.placement;
   if ((p?.node && !system.isHere(p.node)) || p?.labels || p?.location) {
