@@ -5,15 +5,8 @@
  * reserves, starts, reports the job completed and answers for its manifest; the requester is
  * a node in process (the check is the node's, not its process's).
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { join } from 'node:path';
-import * as dagPb from '@ipld/dag-pb';
-import { UnixFS } from 'ipfs-unixfs';
-import { CID } from 'multiformats/cid';
-import * as raw from 'multiformats/codecs/raw';
-import { create as digestOf } from 'multiformats/hashes/digest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BlockStore } from '../../runtime/blocks/store.js';
+import { emptyFile, fileOf256GiB, holdBlocks, repeatingDir } from '../helpers/dag.js';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
 import { type Manifest, signManifest } from '../../behaviors/jobs/manifest.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
@@ -65,22 +58,6 @@ afterAll(async () => {
   await requester?.stop();
 });
 
-const SHA2_256 = 0x12;
-const cidOf = (codec: number, bytes: Uint8Array) => CID.createV1(codec, digestOf(SHA2_256, createHash('sha256').update(bytes).digest()));
-
-/** A UnixFS file node whose `count` links all name `leaf` (of `leafSize` bytes). */
-function repeating(leaf: CID, leafSize: number, count: number): Uint8Array {
-  const data = new UnixFS({ type: 'file', blockSizes: Array.from({ length: count }, () => BigInt(leafSize)) });
-  return dagPb.encode(dagPb.prepare({ Data: data.marshal(), Links: Array.from({ length: count }, () => ({ Hash: leaf, Tsize: leafSize, Name: '' })) }));
-}
-
-/** Blocks put in the requester's store, as a fetch from the provider would have left them. */
-async function hold(blocks: [CID, Uint8Array][]): Promise<void> {
-  const store = new BlockStore(join(requester.home, 'data', 'blocks'));
-  await store.open();
-  for (const [cid, bytes] of blocks) await store.fs.put(cid, bytes);
-}
-
 type JobView = { id: string; status: string; error?: string | null; node: string | null; manifest: string | null; outputs: { name: string; path: string; cid?: string }[] };
 
 async function runWith(outputs: (id: string) => Manifest['outputs']): Promise<JobView> {
@@ -104,16 +81,9 @@ it("keeps a provider's manifest that lists the outputs the job asked for", { tim
 });
 
 describe("an output whose DAG is far larger than its manifest says (the provider's blocks held here already)", () => {
-  const leafBytes = randomBytes(64 * 1024);
-  const leaf = cidOf(raw.code, leafBytes);
-  const empty = cidOf(raw.code, new Uint8Array(0));
-
   it('answers 413 for a file of 256 GiB made of one repeated leaf, declared as 3 bytes', { timeout: 30_000 }, async () => {
-    const middleBytes = repeating(leaf, leafBytes.length, 2048);
-    const middle = cidOf(dagPb.code, middleBytes);
-    const rootBytes = repeating(middle, 2048 * leafBytes.length, 2048);
-    const root = cidOf(dagPb.code, rootBytes);
-    await hold([[leaf, leafBytes], [middle, middleBytes], [root, rootBytes]]);
+    const { root, blocks } = fileOf256GiB();
+    await holdBlocks(requester.home, blocks);
     const job = await runWith(() => [{ name: 'out', path: '/outputs', cid: root.toString(), size: 3 }]);
     expect(job.manifest).not.toBeNull();
     const res = await fetch(`${requester.url}/api/v1/jobs/${job.id}/outputs/out`);
@@ -122,17 +92,14 @@ describe("an output whose DAG is far larger than its manifest says (the provider
   });
 
   it('ends the tar of a directory of a million entries made of two repeating blocks, declared as empty, long before', { timeout: 30_000 }, async () => {
-    const dirOf = (to: CID, n: number, type: 'file' | 'dir') =>
-      dagPb.encode(dagPb.prepare({ Data: new UnixFS({ type: 'directory' }).marshal(), Links: Array.from({ length: n }, (_, i) => ({ Hash: to, Tsize: 0, Name: `${type}${String(i).padStart(4, '0')}` })) }));
-    const innerBytes = dirOf(empty, 1000, 'file');
-    const inner = cidOf(dagPb.code, innerBytes);
-    const outerBytes = dirOf(inner, 1000, 'dir');
-    const outer = cidOf(dagPb.code, outerBytes);
-    await hold([[empty, new Uint8Array(0)], [inner, innerBytes], [outer, outerBytes]]);
-    const job = await runWith(() => [{ name: 'out', path: '/outputs', cid: outer.toString(), size: 0 }]);
+    const empty = emptyFile();
+    const inner = repeatingDir(empty[0], 1000, 'file');
+    const outer = repeatingDir(inner[0], 1000, 'dir');
+    await holdBlocks(requester.home, [empty, inner, outer]);
+    const job = await runWith(() => [{ name: 'out', path: '/outputs', cid: outer[0].toString(), size: 0 }]);
     const res = await fetch(`${requester.url}/api/v1/jobs/${job.id}/outputs/out`);
     expect(res.status).toBe(200);
-    // The tar breaks off: at one entry per 32 bytes of the DAG's blocks (about 30 KB here), some
+    // The tar breaks off: at one entry per 32 bytes of the DAG's blocks (about 35 KB here), some
     // thousand entries of 512-byte headers, not a million.
     let received = 0;
     const reading = (async () => {

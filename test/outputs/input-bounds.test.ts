@@ -8,31 +8,17 @@
  * (the node's own Docker executor writes the inputs): the DAG's blocks are put in the node's
  * store beforehand, as a fetch from the requester would have left them.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import * as dagPb from '@ipld/dag-pb';
-import { UnixFS } from 'ipfs-unixfs';
-import { CID } from 'multiformats/cid';
-import * as raw from 'multiformats/codecs/raw';
-import { create as digestOf } from 'multiformats/hashes/digest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BlockStore } from '../../runtime/blocks/store.js';
+import { emptyFile, fileOf256GiB, holdBlocks, repeatingDir } from '../helpers/dag.js';
 import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { waitFor } from '../helpers/network.js';
 
 const { problem } = await dockerForTests('bounded inputs');
 const MiB = 1024 * 1024;
-const SHA2_256 = 0x12;
-
-const cidOf = (codec: number, bytes: Uint8Array) => CID.createV1(codec, digestOf(SHA2_256, createHash('sha256').update(bytes).digest()));
-
-/** A UnixFS file node whose `count` links all name `leaf` (of `leafSize` bytes). */
-function repeating(leaf: CID, leafSize: number, count: number): Uint8Array {
-  const data = new UnixFS({ type: 'file', blockSizes: Array.from({ length: count }, () => BigInt(leafSize)) });
-  return dagPb.encode(dagPb.prepare({ Data: data.marshal(), Links: Array.from({ length: count }, () => ({ Hash: leaf, Tsize: leafSize, Name: '' })) }));
-}
 
 /** Bytes of every file under `dir` (none when it is not there). */
 function bytesUnder(dir: string): number {
@@ -50,13 +36,10 @@ function bytesUnder(dir: string): number {
 
 describe.skipIf(problem !== null)("a job's inputs, bounded by blocks.max_input_bytes", { timeout: 60_000 }, () => {
   let node: LocalNode;
-  let store: BlockStore;
   const post = (path: string, body: unknown) => fetch(`${node.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
   beforeAll(async () => {
     node = await startLocalNode({ config: { blocks: { max_input_bytes: MiB } } });
-    store = new BlockStore(join(node.home, 'data', 'blocks'));
-    await store.open();
   }, 30_000);
   afterAll(async () => {
     await node?.stop();
@@ -77,29 +60,16 @@ describe.skipIf(problem !== null)("a job's inputs, bounded by blocks.max_input_b
   }
 
   it('fails a job whose input repeats one leaf into a file of 256 GiB, without writing it or walking every link', async () => {
-    const leafBytes = randomBytes(64 * 1024);
-    const leaf = cidOf(raw.code, leafBytes);
-    const middleBytes = repeating(leaf, leafBytes.length, 2048);
-    const middle = cidOf(dagPb.code, middleBytes);
-    const rootBytes = repeating(middle, 2048 * leafBytes.length, 2048);
-    const root = cidOf(dagPb.code, rootBytes);
-    await store.fs.put(leaf, leafBytes);
-    await store.fs.put(middle, middleBytes);
-    await store.fs.put(root, rootBytes);
+    const { root, blocks } = fileOf256GiB();
+    await holdBlocks(node.home, blocks);
     await failsNamingTheBound(root.toString());
   });
 
   it('fails a job whose input is a directory naming one empty file thousands of times', async () => {
-    const empty = new Uint8Array(0);
-    const file = cidOf(raw.code, empty);
-    const dirBytes = dagPb.encode(dagPb.prepare({
-      Data: new UnixFS({ type: 'directory' }).marshal(),
-      Links: Array.from({ length: 5000 }, (_, i) => ({ Hash: file, Tsize: 0, Name: `f${String(i).padStart(5, '0')}` })),
-    }));
-    const dir = cidOf(dagPb.code, dirBytes);
-    await store.fs.put(file, empty);
-    await store.fs.put(dir, dirBytes);
-    await failsNamingTheBound(dir.toString());
+    const file = emptyFile();
+    const dir = repeatingDir(file[0], 5000, 'f');
+    await holdBlocks(node.home, [file, dir]);
+    await failsNamingTheBound(dir[0].toString());
   });
 
   it('fails a job whose input is distinct content larger than the bound', async () => {
