@@ -97,8 +97,9 @@ export async function existingOutput(dest: string, cid: string): Promise<'absent
  * Writes one output from its GET answer to `dest`: a tar is unpacked below it (each name
  * checked to stay there), a file written as it is. Written beside it first and moved into
  * place once whole and matching `cid`: a broken fetch never leaves files that look complete.
- * What is at `dest` by then is replaced only with `replace` (the caller checked it with
- * existingOutput); otherwise the written files are removed and nothing there is touched.
+ * What is at `dest` by then is replaced with `replace` (the caller found the same files there,
+ * or was told to replace them, with existingOutput); otherwise only what is still nothing or the
+ * same files is, and the written files are removed rather than touch anything else.
  */
 export async function writeOutput(res: Response, dest: string, cid: string, replace = false): Promise<void> {
   const partial = `${dest}.partial`;

@@ -125,9 +125,9 @@ export function registerFileCommands(program: Command): void {
       const dir = resolve(opts.outputDir ?? shortId(id));
       // The names are the provider's (openManifest held them to output names): whatever the user
       // keeps where one would land is looked at before a byte is fetched.
-      const collected = wanted.filter((o) => o.cid);
-      const occupied = [];
-      for (const o of collected) if ((await existingOutput(join(dir, o.name), o.cid!)) === 'other') occupied.push(join(dir, o.name));
+      const found = new Map<string, Awaited<ReturnType<typeof existingOutput>>>();
+      for (const o of wanted) if (o.cid) found.set(o.name, await existingOutput(join(dir, o.name), o.cid));
+      const occupied = wanted.filter((o) => found.get(o.name) === 'other').map((o) => join(dir, o.name));
       if (occupied.length > 0 && !opts.force) {
         throw new CliError(`${occupied.join(', ')} already exists and is not this output: nothing written (move it away, choose another --output-dir, or replace it with --force)`);
       }
@@ -143,7 +143,8 @@ export function registerFileCommands(program: Command): void {
         const dest = join(dir, o.name);
         const res = await rest.response('GET', `/api/v1/jobs/${encodeURIComponent(id)}/outputs/${encodeURIComponent(o.name)}${query}`, { headers });
         const fetched = res.headers.get('x-dms-blocks-fetched') ?? '0';
-        await writeOutput(res, dest, o.cid, opts.force === true);
+        // The same files found there are replaced without importing them a second time.
+        await writeOutput(res, dest, o.cid, opts.force === true || found.get(o.name) === 'same');
         written[o.name] = dest;
         lines.push(`${o.name}: ${dest} (${o.cid}, ${o.size} bytes, ${fetched} blocks fetched)`);
       }
