@@ -12,9 +12,13 @@
  *   released ◀──release [holder]───────────────────────────────────────────┘ │
  *                                                                             │ start [holder, within lease, no volume]
  *   released ◀──start failed── starting ──accepted──▶ running ──ended──▶ released
+ *              (starting, running) ──release [holder]──▶ abandoned: stopped once it runs (abandon)
  *
  * A refused event leaves the state as it was and says why in `refusal`. Leaving `reserved`
  * other than by a start gives the share back (`returnShare`, supplied by the deployment actor).
+ * A holder releases a job it asked to start only when it gave up waiting for the answer (and
+ * will place the job elsewhere): the job is stopped here (`abandon`, supplied by the deployment
+ * actor), so it never runs twice with no one following it here.
  */
 import { assign, setup } from 'xstate';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
@@ -55,6 +59,8 @@ interface ProviderContext extends ProviderInput {
   refusal: Refusal | null;
   /** How the deployment left `reserved` without starting: the requester's strike (see Strikes). */
   unstarted: 'expired' | 'released' | null;
+  /** Its holder released it after asking to start it: it is stopped once it runs. */
+  abandoned: boolean;
 }
 
 /** What a requester's other unstarted leases here hold now. */
@@ -182,6 +188,7 @@ export const providerMachine = setup({
     overLease: guard('overLease'),
     mountsVolume: guard('mountsVolume'),
     otherRequester: ({ context, event }) => (event.type === 'release' || event.type === 'reserve') && event.requester !== context.requester,
+    abandoned: ({ context }) => context.abandoned,
   },
   actions: {
     refuse: assign({ refusal: (a, { check }: { check: ReserveCheck | StartCheck }) => fails(check, a) }),
@@ -189,10 +196,12 @@ export const providerMachine = setup({
     taken: assign({ refusal: null }),
     // Supplied by the deployment actor: tells the resource manager to free the lease.
     returnShare: () => {},
+    // Supplied by the deployment actor: stops the job its holder gave up on.
+    abandon: () => {},
   },
 }).createMachine({
   id: 'deployment',
-  context: ({ input }) => ({ ...input, lease: null, until: null, refusal: null, unstarted: null }),
+  context: ({ input }) => ({ ...input, lease: null, until: null, refusal: null, unstarted: null, abandoned: false }),
   initial: 'offered',
   states: {
     offered: {
@@ -216,11 +225,21 @@ export const providerMachine = setup({
     },
     starting: {
       on: {
-        accepted: 'running',
+        accepted: [{ guard: 'abandoned', target: 'running', actions: 'abandon' }, { target: 'running' }],
         start_failed: { target: 'released', actions: ['returnShare', assign({ unstarted: 'released' as const })] },
+        release: [{ guard: 'otherRequester', actions: 'refuseRelease' }, { actions: ['taken', assign({ abandoned: true })] }],
       },
     },
-    running: { on: { ended: 'released' } },
+    running: {
+      on: {
+        ended: 'released',
+        release: [
+          { guard: 'otherRequester', actions: 'refuseRelease' },
+          { guard: 'abandoned', actions: 'taken' },
+          { actions: ['taken', assign({ abandoned: true }), 'abandon'] },
+        ],
+      },
+    },
     released: { type: 'final' },
   },
 });

@@ -6,11 +6,12 @@
  * machine (./provider-machine.ts); this class gathers what its guards need and carries out what
  * it decides.
  */
+import { waitFor } from 'xstate';
 import type { z } from 'zod';
 import type { BidAnswer, BidReply, BidRequest, ReserveRequest, StartRequest } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { LeaseReply, loadOf, type Offer, OfferReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
-import { JobSchema, type ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { type Job, JobSchema, type ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { volumesOf } from '../../behaviors/jobs/files.js';
 import type { Actor } from '../../runtime/actor.js';
 import { ownKeys } from '../../runtime/capability/authority.js';
@@ -35,8 +36,8 @@ const STRIKES_TO_BAR = 4;
 
 type ProviderMachine = ReturnType<typeof startMachine>;
 
-function startMachine(ctx: ActorContext<unknown>, input: ProviderInput, returnShare: () => void) {
-  const machine = ctx.machine(providerMachine.provide({ actions: { returnShare } }), { id: input.jobId, input });
+function startMachine(ctx: ActorContext<unknown>, input: ProviderInput, effects: { returnShare: () => void; abandon: () => void }) {
+  const machine = ctx.machine(providerMachine.provide({ actions: effects }), { id: input.jobId, input });
   machine.start();
   return machine;
 }
@@ -148,7 +149,7 @@ export class Provider {
         limits: { ...this.limits, leaseMs },
         group: req.group ?? null,
       },
-      () => this.returnShare(req.job_id),
+      { returnShare: () => this.returnShare(req.job_id), abandon: () => this.abandon(req.job_id) },
     );
     machine.send({
       type: 'reserve',
@@ -198,6 +199,11 @@ export class Provider {
     const requester = this.requesterOf(env);
     const machine = this.provided.get(job.id);
     const snap = machine?.getSnapshot();
+    // Asked again by its holder, whose first answer came late or not at all: the answer is the
+    // job this start began, never a second run.
+    if (machine && snap!.context.requester === requester && (snap!.value === 'starting' || snap!.value === 'running')) return this.startedAgain(machine, job.id);
+    // Or it ran and ended already (a short job): its record says for whom.
+    if (!machine && (await this.recordOf(job.id))?.requester === requester) return { job_id: job.id };
     if (!machine || snap!.context.requester !== requester || snap!.value !== 'reserved') {
       const why = snap?.value === 'leasing' ? 'is still being reserved' : snap?.value === 'starting' || snap?.value === 'running' ? 'runs here already' : 'holds no reservation of yours here (the lease may have run out)';
       throw new DmsError('conflict', `job ${job.id} ${why}`);
@@ -215,6 +221,16 @@ export class Provider {
     }
     machine.send({ type: 'accepted' });
     return { job_id: job.id };
+  }
+
+  /** The answer to a start its holder asked again: once the first start is over, whether it runs. */
+  private async startedAgain(machine: ProviderMachine, jobId: string): Promise<{ job_id: string }> {
+    const over = await waitFor(machine, (s) => s.value !== 'starting', { timeout: CALL_TTL_MS }).catch(() => {
+      throw new DmsError('timeout', `job ${jobId} is still being started here`);
+    });
+    if (over.value !== 'running') throw new DmsError('conflict', `job ${jobId} could not be started here`);
+    if (over.context.abandoned) throw new DmsError('conflict', `job ${jobId} was released by your node and is being stopped here`);
+    return { job_id: jobId };
   }
 
   release(env: Envelope, jobId: string): Record<string, never> {
@@ -236,11 +252,16 @@ export class Provider {
     // Running now: its deployment knows who asked. Otherwise (ended, or this node restarted) the record says.
     const running = this.provided.get(jobId)?.getSnapshot();
     if (running?.value === 'running' && running.context.requester === requester) return;
-    const job = await this.actor.call(this.orchestrator(), JobBehaviors.status, { id: jobId }, JobSchema, { ttlMs: CALL_TTL_MS }).catch((e: unknown) => {
+    const job = await this.recordOf(jobId);
+    if (!job || job.requester === null || job.requester !== requester) throw notFound(`job ${jobId} not found`);
+  }
+
+  /** This node's record of a job, or null when it has none. */
+  private recordOf(jobId: string): Promise<Job | null> {
+    return this.actor.call(this.orchestrator(), JobBehaviors.status, { id: jobId }, JobSchema, { ttlMs: CALL_TTL_MS }).catch((e: unknown) => {
       if (e instanceof DmsError && e.kind === 'not_found') return null;
       throw e;
     });
-    if (!job || job.requester === null || job.requester !== requester) throw notFound(`job ${jobId} not found`);
   }
 
   /**
@@ -260,6 +281,15 @@ export class Provider {
       h.memory += r.memory.size;
     }
     return h;
+  }
+
+  /** Its holder gave up on a job it asked to start here (it will be placed elsewhere): it must not run on. */
+  private abandon(jobId: string): void {
+    const reason = 'its requester gave up waiting for its start and released it';
+    this.ctx.log.info({ job: jobId }, 'job released by its requester after its start: stopping it');
+    this.actor.call(this.orchestrator(), JobBehaviors.cancel, { id: jobId, reason }, JobSchema, { ttlMs: 600_000 }).catch((e: unknown) => {
+      this.ctx.log.warn({ job: jobId, err: errorText(e) }, 'a released job could not be stopped');
+    });
   }
 
   private returnShare(jobId: string): void {

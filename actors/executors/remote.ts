@@ -46,6 +46,8 @@ const RETRY_MS = 500;
 /** Output read per poll. */
 const PAGE_BYTES = 1024 * 1024;
 const CALL_TTL_MS = 5_000;
+/** Times a start is asked of its provider while it goes unanswered (each waits CALL_TTL_MS). */
+const START_ASKS = 3;
 /** How long a provider may report a cancelled job running (config `placement.cancel_bound_ms`). */
 export const CANCEL_BOUND_MS = 30_000;
 
@@ -116,7 +118,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
     };
     const machine = newRun(this.machines, job.id, 'creating');
     try {
-      await this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
+      await this.startThere(node, spec);
     } catch (e) {
       // Its share there is let go at once rather than when the lease runs out.
       void this.opts.actor.tell(provider(node), DeploymentBehaviors.release, { job_id: job.id }).catch(() => undefined);
@@ -126,6 +128,26 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
     machine.send({ type: 'created', id: node });
     this.runs.set(job.id, { node, machine, outputs: outputs.length > 0 });
     return { executor: this.name, job_id: job.id, id: node };
+  }
+
+  /**
+   * Asks the provider to start the job, and asks again while no answer comes: an answer lost or
+   * late may be of a start that happened, and the provider answers a repeated start with the
+   * job it runs. Given up after START_ASKS, the caller releases it there, which stops a job
+   * started meanwhile, before the job is placed elsewhere.
+   */
+  private async startThere(node: string, spec: Record<string, unknown>): Promise<void> {
+    for (let ask = 1; ; ask++) {
+      try {
+        await this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
+        return;
+      } catch (e) {
+        // Only no answer (or the provider's "still starting it") is asked again: a refusal is an answer.
+        const unanswered = e instanceof DmsError && e.kind === 'timeout';
+        if (!unanswered || ask >= START_ASKS || this.stopping.signal.aborted) throw e;
+        this.opts.actor.system.log.info({ job: spec.id, node, ask, err: errorText(e) }, 'start not answered: asking again');
+      }
+    }
   }
 
   wait(handle: ExecutionHandle): Promise<ExitResult> {

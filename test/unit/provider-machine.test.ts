@@ -17,7 +17,9 @@ const none = { count: 0, others: 0, cores: 0, memory: 0 };
 
 function machine(input: Partial<ProviderInput> = {}) {
   const returned: string[] = [];
-  const actor = createActor(providerMachine.provide({ actions: { returnShare: ({ context }) => void returned.push(context.jobId) } }), {
+  const abandoned: string[] = [];
+  const actions = { returnShare: ({ context }: { context: { jobId: string } }) => void returned.push(context.jobId), abandon: ({ context }: { context: { jobId: string } }) => void abandoned.push(context.jobId) };
+  const actor = createActor(providerMachine.provide({ actions }), {
     input: {
       jobId: 'j',
       requester: 'R',
@@ -27,7 +29,7 @@ function machine(input: Partial<ProviderInput> = {}) {
     },
   });
   actor.start();
-  return { actor, returned };
+  return { actor, returned, abandoned };
 }
 
 const reserve = (over: Partial<Extract<ProviderEvent, { type: 'reserve' }>> = {}): ProviderEvent => ({
@@ -90,6 +92,35 @@ describe('the deployment machine', () => {
     actor.send({ type: 'accepted' });
     actor.send({ type: 'ended' });
     expect(actor.getSnapshot().status).toBe('done');
+  });
+
+  it('stops a job its holder released after asking to start it, once it runs, and only for its holder', () => {
+    const started = () => {
+      const m = machine();
+      m.actor.send(reserve());
+      m.actor.send({ type: 'leased', until: 'u', resources: spec(0.5, 64 * MiB) });
+      m.actor.send({ type: 'start', requester: 'R', resources: spec(0.5, 64 * MiB), here: false, volumes: [] });
+      return m;
+    };
+    // Released while the orchestrator takes it: stopped as soon as it is accepted.
+    const early = started();
+    early.actor.send({ type: 'release', requester: 'X' });
+    expect(early.actor.getSnapshot().context).toMatchObject({ abandoned: false, refusal: { kind: 'conflict' } });
+    early.actor.send({ type: 'release', requester: 'R' });
+    expect(early.abandoned).toEqual([]);
+    early.actor.send({ type: 'accepted' });
+    expect(early.actor.getSnapshot().value).toBe('running');
+    expect(early.abandoned).toEqual(['j']);
+    // Released while it runs: stopped at once, and once however often it is released.
+    const late = started();
+    late.actor.send({ type: 'accepted' });
+    late.actor.send({ type: 'release', requester: 'X' });
+    expect(late.abandoned).toEqual([]);
+    late.actor.send({ type: 'release', requester: 'R' });
+    late.actor.send({ type: 'release', requester: 'R' });
+    expect(late.abandoned).toEqual(['j']);
+    // Its share goes back when it ends, as for any job that ran.
+    expect(late.returned).toEqual([]);
   });
 
   it("starts this node's own job mounting a volume (an ensemble's part placed here): the volume is its own", () => {

@@ -1,0 +1,151 @@
+/**
+ * A start whose answer is late must not run the job twice. The requester asks a provider to
+ * start what it reserved and waits a few seconds for the answer; an answer that comes later
+ * (a slow provider, a lost reply) used to make the requester let the lease go and place the
+ * job again, while the provider, which had started it, ran it with no one following.
+ *
+ * Both sides, each against a libp2p peer playing the other (the checks are the nodes', not
+ * their processes'): a requester asks the same provider again, which answers for the job it
+ * runs; and a provider stops a started job whose requester says it gave up on it (release).
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
+import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { waitFor } from '../helpers/network.js';
+import { ForeignPeer } from '../helpers/peer.js';
+import { rest } from '../helpers/rest.js';
+
+const MiB = 1024 * 1024;
+const nodes: LocalNode[] = [];
+const peers: ForeignPeer[] = [];
+
+afterAll(async () => {
+  await Promise.all(peers.map((p) => p.stop()));
+  await Promise.all(nodes.map((n) => n.stop()));
+});
+
+describe('a requester whose start went unanswered', () => {
+  let requester: LocalNode;
+  let provider: ForeignPeer;
+  /** Each deployment request the provider received. */
+  const received: Envelope[] = [];
+  const about = (be: string, jobId: string) => received.filter((e) => e.be === `/dms/deployment/${be}` && JSON.stringify(decodePayload(e.msg)).includes(jobId));
+
+  beforeAll(async () => {
+    requester = await startLocalNode();
+    nodes.push(requester);
+    provider = await ForeignPeer.connectedTo(requester);
+    peers.push(provider);
+    provider.transport.subscribe(DEPLOYMENT_TOPIC);
+    await waitFor('the provider in the deployment mesh', () => provider.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0, { timeoutMs: 15_000, intervalMs: 50 });
+    // A provider that starts each job at the first request but answers only the second: to its
+    // requester, the first answer is one that came too late.
+    provider.transport.onEnvelope((env) => {
+      received.push(env);
+      if (!env.opt.cont) return;
+      const body = decodePayload(env.msg) as any;
+      const answer = (payload: unknown) => void provider.send(provider.replyTo(env, payload, 'deployment')).catch(() => undefined);
+      if (env.be === '/dms/deployment/bid') answer({ node: provider.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
+      else if (env.be === '/dms/deployment/reserve') answer({ until: new Date(Date.now() + 60_000).toISOString() });
+      else if (env.be === '/dms/deployment/start' && about('start', body.job.id).length > 1) answer({ job_id: body.job.id });
+      else if (env.be === '/dms/deployment/logs') answer({ id: body.id, status: 'completed', exit_code: 0, error: null, pending_reason: null, chunks: [], next: 0, more: false, done: true });
+    });
+  }, 60_000);
+
+  it('asks the same provider again and follows the job there: one reservation, no release, one attempt', { timeout: 40_000 }, async () => {
+    const { status, json } = await rest(requester, 'POST', '/api/v1/jobs', {
+      name: 'late-answer', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, placement: { node: provider.host },
+    });
+    expect(status, JSON.stringify(json)).toBe(201);
+    const job = await waitFor(`job ${json.id} ended on its requester`, async () => {
+      const j = (await rest(requester, 'GET', `/api/v1/jobs/${json.id}`)).json;
+      return j.status === 'completed' || j.status === 'failed' ? j : undefined;
+    }, { timeoutMs: 30_000, explain: () => `the provider received ${received.map((e) => e.be).join(', ')}` });
+    expect(job, JSON.stringify(job)).toMatchObject({ status: 'completed', node: provider.host });
+    expect(job.attempts).toHaveLength(1);
+    expect(about('reserve', json.id)).toHaveLength(1);
+    expect(about('start', json.id)).toHaveLength(2);
+    expect(about('release', json.id)).toHaveLength(0);
+    // Both starts name the same job, with the same spec.
+    const [first, second] = about('start', json.id).map((e) => decodePayload(e.msg));
+    expect(second).toEqual(first);
+  });
+});
+
+describe('a provider asked again, or let go, after it started a job', { timeout: 40_000 }, () => {
+  let provider: LocalNode;
+  let requester: ForeignPeer;
+
+  const spec = { cpu: { cores: 0.25 }, memory: { size: 64 * MiB }, storage: { size: 0 } };
+  const job = (id: string, ms = 60_000) => ({ id, name: 'x', image: 'none', executor: 'null', environment: { DMS_NULL_DURATION_MS: String(ms) } });
+
+  async function ask(peer: ForeignPeer, be: string, payload: unknown): Promise<any> {
+    const cont = `/private/r/${randomUUID()}`;
+    await peer.send(peer.envelope(provider, { be: `/dms/deployment/${be}`, inbox: 'deployment', cont, payload }));
+    return decodePayload((await peer.waitReply(cont, 10_000)).msg);
+  }
+
+  async function reserved(peer: ForeignPeer): Promise<string> {
+    const id = randomUUID();
+    const bid = await ask(peer, 'bid', { jobs: [{ job_id: id, resources: spec, executor: 'null' }] });
+    expect(bid.answers?.[0], JSON.stringify(bid)).toMatchObject({ job_id: id });
+    expect(await ask(peer, 'reserve', { job_id: id, resources: spec, lease_ms: 10_000 })).toHaveProperty('until');
+    return id;
+  }
+
+  const statusOf = async (id: string) => ((await rest(provider, 'GET', `/api/v1/jobs/${id}`)).json as { status: string; error: string | null });
+
+  beforeAll(async () => {
+    provider = await startLocalNode();
+    nodes.push(provider);
+    expect((await rest(provider, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
+    requester = await ForeignPeer.connectedTo(provider);
+    peers.push(requester);
+  }, 60_000);
+
+  it('answers a start asked again by its holder with the job it runs, and refuses it to anyone else', async () => {
+    const id = await reserved(requester);
+    // The second is sent before the first is answered: it finds the job starting or running.
+    const [first, again] = await Promise.all([ask(requester, 'start', { job: job(id) }), ask(requester, 'start', { job: job(id) })]);
+    expect(first).toEqual({ job_id: id });
+    expect(again).toEqual({ job_id: id });
+    expect(await ask(requester, 'start', { job: job(id) })).toEqual({ job_id: id });
+    const stranger = await ForeignPeer.connectedTo(provider);
+    peers.push(stranger);
+    expect(await ask(stranger, 'start', { job: job(id) })).toMatchObject({ kind: 'conflict' });
+    // Started once: one job, running.
+    expect(await statusOf(id)).toMatchObject({ status: 'running' });
+    const list = (await rest(provider, 'GET', '/api/v1/jobs')).json as { id: string; attempts: unknown[] }[];
+    expect(list.filter((j) => j.id === id).map((j) => j.attempts.length)).toEqual([1]);
+    await ask(requester, 'cancel', { id, reason: 'test over' });
+  });
+
+  it('answers a start asked again after the job ended with that job, not a second run', async () => {
+    const id = await reserved(requester);
+    expect(await ask(requester, 'start', { job: job(id, 50) })).toEqual({ job_id: id });
+    await waitFor(`job ${id} completed on the provider`, async () => (await statusOf(id)).status === 'completed' || undefined, { timeoutMs: 10_000 });
+    expect(await ask(requester, 'start', { job: job(id, 50) })).toEqual({ job_id: id });
+    expect(await statusOf(id)).toMatchObject({ status: 'completed' });
+    // Anyone else is told nothing of it.
+    const stranger = await ForeignPeer.connectedTo(provider);
+    peers.push(stranger);
+    expect(await ask(stranger, 'start', { job: job(id, 50) })).toMatchObject({ kind: 'conflict', error: expect.stringContaining('holds no reservation of yours') });
+  });
+
+  it('stops a started job its holder releases (the requester gave up on its start), and only for its holder', async () => {
+    const id = await reserved(requester);
+    expect(await ask(requester, 'start', { job: job(id) })).toEqual({ job_id: id });
+    const stranger = await ForeignPeer.connectedTo(provider);
+    peers.push(stranger);
+    expect(await ask(stranger, 'release', { job_id: id })).toEqual({});
+    expect(await statusOf(id)).toMatchObject({ status: 'running' });
+    expect(await ask(requester, 'release', { job_id: id })).toEqual({});
+    const ended = await waitFor(`job ${id} stopped on the provider`, async () => {
+      const s = await statusOf(id);
+      return s.status === 'failed' || s.status === 'completed' ? s : undefined;
+    }, { timeoutMs: 10_000 });
+    expect(ended).toMatchObject({ status: 'failed', error: expect.stringContaining('gave up') });
+  });
+});
