@@ -161,7 +161,10 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
           (result) => machine.send({ type: 'exited', result }),
           (e: unknown) => machine.send({ type: 'lost', reason: errorText(e) }),
         )
-        .finally(() => machine.send({ type: 'stopped' }));
+        .finally(() => {
+          // Only a run being stopped is still going once its follower ends.
+          if (machine.getSnapshot().status === 'active') machine.send({ type: 'stopped' });
+        });
     }
     return endOf(run.machine);
   }
