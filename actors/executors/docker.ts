@@ -3,8 +3,6 @@
  * labels naming the job and the node, which is all a restarted node needs to find its work
  * again: nothing about a run lives only in this process's memory.
  */
-import { StringDecoder } from 'node:string_decoder';
-import { Writable } from 'node:stream';
 import Docker from 'dockerode';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
@@ -18,12 +16,12 @@ import type { OutputCollector } from './outputs.js';
 import type { InputMounter } from './inputs.js';
 import type { OutputSpec } from '../../behaviors/jobs/files.js';
 import { OomEvents } from './oom-events.js';
+import { ContainerOutput } from './container-output.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
   ExecutionHandle,
   Executor,
   ExitResult,
-  LogChunk,
   OutputContent,
   PullProgress,
   ReconcileReport,
@@ -343,13 +341,13 @@ export class DockerExecutor extends StoredOutput implements Executor {
   /** Captures the run's output and waits for its end, on the job's behalf. */
   private follow(handle: ExecutionHandle, run: DockerRun, writer: LogWriter): void {
     this.jobScope(handle.job_id, () => {
-      const captured = this.capture(run.container, writer);
-      void this.watch(handle, run, captured);
+      const output = new ContainerOutput(run.container, this.docker.modem, writer, engineMessage);
+      void this.watch(handle, run, output, output.follow());
     });
   }
 
   /** Tells the run's machine how the run ended, once it exited and its output is fully in the log. */
-  private async watch(handle: ExecutionHandle, run: DockerRun, captured: Promise<void>): Promise<void> {
+  private async watch(handle: ExecutionHandle, run: DockerRun, output: ContainerOutput, followed: Promise<void>): Promise<void> {
     const { container, machine } = run;
     const cancelReason = () => machine.getSnapshot().context.cancelReason ?? undefined;
     let statusCode: number;
@@ -357,12 +355,14 @@ export class DockerExecutor extends StoredOutput implements Executor {
       // Only ever called after start(): a wait() issued before start returns at once with 0.
       statusCode = (await container.wait()).StatusCode;
     } catch (e) {
-      await captured;
+      await followed;
+      await output.close();
       const reason = statusOf(e) === 404 ? `container ${handle.id} of job ${handle.job_id} vanished while it ran` : engineMessage(e);
       machine.send({ type: 'lost', reason });
       return;
     }
-    await captured;
+    await followed;
+    await output.finish();
     try {
       // A cancelled container was killed by us, not by the OOM killer: nothing to wait for.
       const info = await oomVerdict(container, cancelReason() ? 0 : statusCode, this.oom, this.oomSettleMs);
@@ -380,27 +380,6 @@ export class DockerExecutor extends StoredOutput implements Executor {
       // Removed between exit and inspection (e.g. by hand): the exit code is all there is.
       const reason = cancelReason();
       machine.send({ type: 'exited', result: { exit_code: statusCode, oom_killed: false, ...(reason ? { error: `cancelled: ${reason}` } : {}) } });
-    }
-  }
-
-  /**
-   * Copies the container's output into the job log until the container stops. Never rejects:
-   * if capture breaks, the log itself says so, since that is where the reader will look.
-   */
-  private async capture(container: Docker.Container, writer: LogWriter): Promise<void> {
-    try {
-      // timestamps: each frame starts with the time the engine received it, which stays
-      // true when output is re-read after a restart.
-      const stream = await container.logs({ follow: true, stdout: true, stderr: true, timestamps: true });
-      await new Promise<void>((resolve, reject) => {
-        this.docker.modem.demuxStream(stream, frameSink('stdout', writer), frameSink('stderr', writer));
-        stream.on('end', resolve);
-        stream.on('error', reject);
-      });
-    } catch (e) {
-      writer.append('stderr', `[dms] output capture stopped: ${engineMessage(e)}\n`);
-    } finally {
-      await writer.close();
     }
   }
 
@@ -555,23 +534,3 @@ function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | un
   return result;
 }
 
-/**
- * Receives one demultiplexed frame per write (docker-modem writes frame by frame), strips
- * the engine's timestamp and appends the rest to the log. The decoder keeps a character the
- * engine split across two frames (it cuts long lines at 16 KiB) whole.
- */
-function frameSink(stream: LogChunk['stream'], writer: LogWriter): Writable {
-  const decoder = new StringDecoder('utf8');
-  return new Writable({
-    write(frame: Buffer, _encoding, done) {
-      // The timestamp is ASCII up to the first space; only the rest goes through the decoder,
-      // which may be holding the first bytes of a character from the previous frame.
-      const space = frame.indexOf(0x20);
-      const at = space > 0 ? new Date(frame.subarray(0, space).toString('latin1')) : new Date(NaN);
-      const stamped = !Number.isNaN(at.getTime());
-      const text = decoder.write(stamped ? frame.subarray(space + 1) : frame);
-      writer.append(stream, text, stamped ? at : new Date());
-      done();
-    },
-  });
-}

@@ -221,7 +221,8 @@ describe.skipIf(problem !== null)('docker executor', () => {
         .map((line) => /^\s*([^:\s]+):/.exec(line)?.[1])
         .filter((n): n is string => n !== undefined);
       await executor.cleanup(handle);
-      // What was captured, for an assertion that fails: stdout once came back empty from a run that exited 0.
+      // What was captured, for an assertion that fails. stdout once came back empty from a run that
+      // exited 0: the engine's follow ended before the output (read again since, container-output.ts).
       const output = `container ${handle.id} printed ${JSON.stringify(chunks)}`;
       return { info, names, output };
     };

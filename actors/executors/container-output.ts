@@ -1,0 +1,130 @@
+/**
+ * A container's output, copied into its job's log: followed while the container runs, then read
+ * once more after it exits. The engine may end a follow when the container exits before the
+ * last frames of its output reached the engine's log (testcontainers-java#1205: a short-lived
+ * container's follow ended empty while its log, read later, had the line), so the follow alone
+ * can lose the end of a job's output. The second read asks for what came since a second before
+ * the last frame followed (the engine's `since` counts whole seconds) and appends, of each
+ * stream, only frames newer than the last of that stream followed, by the engine's own
+ * nanosecond timestamps: nothing twice, nothing lost. Per stream, because the engine stamps
+ * each stream as its own copier reads it: in the log, a stderr frame may follow a stdout frame
+ * stamped after it, never one of its own stream.
+ */
+import { PassThrough, Writable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
+import type Docker from 'dockerode';
+import type { LogChunk } from '../../behaviors/jobs/execution.js';
+import type { LogWriter } from './logfile.js';
+
+type Stream = LogChunk['stream'];
+
+/** Nanoseconds since the epoch of an engine timestamp (RFC 3339 with up to 9 fraction digits), or null. */
+export function timestampNs(text: string): bigint | null {
+  const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/.exec(text);
+  if (!m) return null;
+  const seconds = Date.parse(`${m[1]}${m[3]}`);
+  if (Number.isNaN(seconds)) return null;
+  return BigInt(seconds) * 1_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'));
+}
+
+export class ContainerOutput {
+  private readonly decoders: Record<Stream, StringDecoder> = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+  /** Per stream, the newest frame appended, and how many of its frames had exactly that timestamp. */
+  private readonly last: Record<Stream, { ns: bigint; count: number } | null> = { stdout: null, stderr: null };
+  /** The timestamp of the last frame followed, of either stream. */
+  private lastFollowed: bigint | null = null;
+  /** While reading again: per stream, how many frames at its `last` timestamp the follow appended. */
+  private catchingUp: Record<Stream, number> | null = null;
+
+  constructor(
+    private readonly container: Docker.Container,
+    private readonly modem: Docker['modem'],
+    private readonly writer: LogWriter,
+    /** The engine's words for an error. */
+    private readonly describe: (e: unknown) => string,
+  ) {}
+
+  /** Copies the output until the engine ends the follow. Never rejects: a capture that breaks says so in the log, where its reader looks. */
+  async follow(): Promise<void> {
+    try {
+      // timestamps: each frame starts with the time the engine received it, which stays
+      // true when output is re-read after a restart, and orders the read after exit.
+      const stream = await this.container.logs({ follow: true, stdout: true, stderr: true, timestamps: true });
+      await this.demux(stream);
+    } catch (e) {
+      this.writer.append('stderr', `[dms] output capture stopped: ${this.describe(e)}\n`);
+    }
+  }
+
+  /** Once the container exited and the follow ended: appends what the follow did not see, then closes the log. Never rejects. */
+  async finish(): Promise<void> {
+    try {
+      // A second early: the other stream's frames may be stamped a little before the last followed.
+      const since = this.lastFollowed === null ? 0 : Math.max(0, Number(this.lastFollowed / 1_000_000_000n) - 1);
+      const bytes = (await this.container.logs({ follow: false, stdout: true, stderr: true, timestamps: true, since })) as unknown as Buffer;
+      const stream = new PassThrough();
+      stream.end(bytes);
+      this.catchingUp = { stdout: this.last.stdout?.count ?? 0, stderr: this.last.stderr?.count ?? 0 };
+      await this.demux(stream);
+    } catch {
+      // Removed meanwhile, or the engine gone: the follow's copy is what there is.
+    } finally {
+      this.catchingUp = null;
+      await this.writer.close();
+    }
+  }
+
+  /** Closes the log without reading again (the container is gone). */
+  close(): Promise<void> {
+    return this.writer.close();
+  }
+
+  private demux(stream: NodeJS.ReadableStream): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.modem.demuxStream(stream, this.sink('stdout'), this.sink('stderr'));
+      stream.on('end', resolve);
+      stream.on('error', reject);
+    });
+  }
+
+  /**
+   * Receives one demultiplexed frame per write (docker-modem writes frame by frame), strips the
+   * engine's timestamp and appends the rest to the log. The decoder keeps a character the engine
+   * split across two frames (it cuts long lines at 16 KiB) whole.
+   */
+  private sink(stream: Stream): Writable {
+    return new Writable({
+      write: (frame: Buffer, _encoding, done) => {
+        this.frame(stream, frame);
+        done();
+      },
+    });
+  }
+
+  private frame(stream: Stream, frame: Buffer): void {
+    // The timestamp is ASCII up to the first space; only the rest goes through the decoder,
+    // which may be holding the first bytes of a character from the previous frame.
+    const space = frame.indexOf(0x20);
+    const stamp = space > 0 ? frame.subarray(0, space).toString('latin1') : '';
+    const ns = timestampNs(stamp);
+    if (this.catchingUp && !this.isNew(stream, ns)) return;
+    if (ns !== null) {
+      const last = this.last[stream];
+      this.last[stream] = last?.ns === ns ? { ns, count: last.count + 1 } : { ns, count: 1 };
+      if (!this.catchingUp) this.lastFollowed = ns;
+    }
+    const text = this.decoders[stream].write(ns === null ? frame : frame.subarray(space + 1));
+    this.writer.append(stream, text, ns === null ? new Date() : new Date(Number(ns / 1_000_000n)));
+  }
+
+  /** Whether a frame read again after exit is one the follow did not append. */
+  private isNew(stream: Stream, ns: bigint | null): boolean {
+    const last = this.last[stream];
+    // Without a timestamp it cannot be placed: the follow's copy stands.
+    if (ns === null) return false;
+    if (last === null || ns > last.ns) return true;
+    if (ns < last.ns) return false;
+    // As old as the stream's newest appended: the first of those were the follow's.
+    return this.catchingUp![stream]-- <= 0;
+  }
+}
