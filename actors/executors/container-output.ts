@@ -22,9 +22,9 @@ type Stream = LogChunk['stream'];
 export function timestampNs(text: string): bigint | null {
   const m = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/.exec(text);
   if (!m) return null;
-  const seconds = Date.parse(`${m[1]}${m[3]}`);
-  if (Number.isNaN(seconds)) return null;
-  return BigInt(seconds) * 1_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'));
+  const ms = Date.parse(`${m[1]}${m[3]}`);
+  if (Number.isNaN(ms)) return null;
+  return BigInt(ms) * 1_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'));
 }
 
 export class ContainerOutput {
