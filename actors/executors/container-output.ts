@@ -10,7 +10,7 @@
  * each stream as its own copier reads it: in the log, a stderr frame may follow a stdout frame
  * stamped after it, never one of its own stream.
  */
-import { PassThrough, Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
 import type { LogChunk } from '../../behaviors/jobs/execution.js';
@@ -61,9 +61,10 @@ export class ContainerOutput {
     try {
       // A second early: the other stream's frames may be stamped a little before the last followed.
       const since = this.lastFollowed === null ? 0 : Math.max(0, Number(this.lastFollowed / 1_000_000_000n) - 1);
-      const bytes = (await this.container.logs({ follow: false, stdout: true, stderr: true, timestamps: true, since })) as unknown as Buffer;
-      const stream = new PassThrough();
-      stream.end(bytes);
+      // Streamed, as the follow: without `follow` the client buffers the whole answer, and a job
+      // may write its log's bound within the last second. The container has exited, so the
+      // engine ends it at the end of the log.
+      const stream = await this.container.logs({ follow: true, stdout: true, stderr: true, timestamps: true, since });
       this.catchingUp = { stdout: this.last.stdout?.count ?? 0, stderr: this.last.stderr?.count ?? 0 };
       await this.demux(stream);
     } catch {

@@ -104,17 +104,19 @@ describe('a follow the engine ended early', () => {
     frame(1, t(600), 'last\n'),
   ];
 
-  /** A container whose follow gives the first `followed` frames and ends; read after exit it gives every frame since `since`. */
+  /** A container whose first follow gives the first `followed` frames and ends; followed again after exit it gives every frame (`since` noted). */
   function stoppingAt(followed: number, asked: { since?: number }[]): Docker.Container {
+    let calls = 0;
     return {
       logs: async (opts: { follow: boolean; since?: number }) => {
-        if (opts.follow) {
-          const s = new PassThrough();
-          s.end(Buffer.concat(frames.slice(0, followed)));
-          return s;
+        expect(opts.follow).toBe(true);
+        const s = new PassThrough();
+        if (calls++ === 0) s.end(Buffer.concat(frames.slice(0, followed)));
+        else {
+          asked.push({ since: opts.since });
+          s.end(Buffer.concat(frames));
         }
-        asked.push({ since: opts.since });
-        return Buffer.concat(frames);
+        return s;
       },
     } as unknown as Docker.Container;
   }
