@@ -46,8 +46,11 @@ const RETRY_MS = 500;
 /** Output read per poll. */
 const PAGE_BYTES = 1024 * 1024;
 const CALL_TTL_MS = 5_000;
-/** Times a start is asked of its provider while it goes unanswered (each waits CALL_TTL_MS). */
-const START_ASKS = 3;
+/**
+ * Times a start is asked of its provider while it goes unanswered, each waiting CALL_TTL_MS: in
+ * all as long as a running job's provider may stay silent before the run is lost (LOST_AFTER_MS).
+ */
+const START_ASKS = 2;
 /** How long a provider may report a cancelled job running (config `placement.cancel_bound_ms`). */
 export const CANCEL_BOUND_MS = 30_000;
 
