@@ -80,7 +80,12 @@ it('carries every byte to a target that stops reading for a while, without reset
   });
   const chunk = Buffer.alloc(64 * 1024, 7);
   for (let sent = 0; sent < TOTAL && !socket.destroyed; sent += chunk.length) {
-    if (!socket.write(chunk)) await new Promise<void>((r) => (socket.once('drain', r), socket.once('close', r)));
+    if (!socket.write(chunk)) {
+      await new Promise<void>((r) => {
+        const done = () => (socket.off('drain', done), socket.off('close', done), r());
+        socket.once('drain', done).once('close', done);
+      });
+    }
   }
   expect(await outcome, warnings.join('\n')).toBe('acknowledged');
   socket.destroy();
