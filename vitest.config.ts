@@ -69,7 +69,7 @@ const NODE = [
   'test/jobs/resource-manager.test.ts',
   'test/jobs/transitions.test.ts',
   'test/multinode/pinned.test.ts',
-  'test/multinode/start-retry.test.ts',
+  'test/multinode/late-answers.test.ts',
   'test/multinode/late-peer.test.ts',
   'test/multinode/ensembles.test.ts',
   'test/multinode/ensemble-restart.test.ts',

@@ -135,6 +135,11 @@ class Deployment {
           await sleep(pause);
           continue;
         }
+        // Unanswered, it may still have leased: let it go there, or the lease runs out unstarted,
+        // which that provider counts against this node as much as a requester that hoards.
+        if (e instanceof DmsError && e.kind === 'timeout') {
+          void this.actor.tell(this.deploymentOf(input.node), DeploymentBehaviors.release, { job_id: input.jobId }).catch(() => undefined);
+        }
         this.suspect.set(input.node, Date.now());
         throw e;
       }

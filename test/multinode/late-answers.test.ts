@@ -1,12 +1,16 @@
 /**
- * A start whose answer is late must not run the job twice. The requester asks a provider to
- * start what it reserved and waits a few seconds for the answer; an answer that comes later
- * (a slow provider, a lost reply) used to make the requester let the lease go and place the
- * job again, while the provider, which had started it, ran it with no one following.
+ * Answers that come too late, or never, from a provider. A start whose answer is late must not
+ * run the job twice: the requester asks a provider to start what it reserved and waits a few
+ * seconds for the answer; an answer that came later (a slow provider, a lost reply) used to
+ * make the requester let the lease go and place the job again, while the provider, which had
+ * started it, ran it with no one following. And a reserve whose answer is late must not leave
+ * a lease there to run out unstarted, which the provider counts against the requester as it
+ * counts a hoarder's.
  *
  * Both sides, each against a libp2p peer playing the other (the checks are the nodes', not
  * their processes'): a requester asks the same provider again, which answers for the job it
- * runs; and a provider stops a started job whose requester says it gave up on it (release).
+ * runs; a provider stops a started job whose requester says it gave up on it (release); a
+ * requester releases a reservation it got no answer for.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -147,5 +151,49 @@ describe('a provider asked again, or let go, after it started a job', { timeout:
       return s.status === 'failed' || s.status === 'completed' ? s : undefined;
     }, { timeoutMs: 10_000 });
     expect(ended).toMatchObject({ status: 'failed', error: expect.stringContaining('gave up') });
+  });
+});
+
+describe('a requester whose reserve went unanswered', () => {
+  let requester: LocalNode;
+  let provider: ForeignPeer;
+  /** Each deployment request the provider received, with when (performance.now()). */
+  const received: { env: Envelope; at: number }[] = [];
+  const about = (be: string, jobId: string) => received.filter((r) => r.env.be === `/dms/deployment/${be}` && JSON.stringify(decodePayload(r.env.msg)).includes(jobId));
+
+  beforeAll(async () => {
+    requester = await startLocalNode();
+    nodes.push(requester);
+    provider = await ForeignPeer.connectedTo(requester);
+    peers.push(provider);
+    provider.transport.subscribe(DEPLOYMENT_TOPIC);
+    await waitFor('the provider in the deployment mesh', () => provider.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0, { timeoutMs: 15_000, intervalMs: 50 });
+    // Bids idle for everything, then never answers a reserve: to its requester, a lease it may hold.
+    provider.transport.onEnvelope((env) => {
+      received.push({ env, at: performance.now() });
+      if (env.be !== '/dms/deployment/bid' || !env.opt.cont) return;
+      const body = decodePayload(env.msg) as any;
+      void provider.send(provider.replyTo(env, { node: provider.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) }, 'deployment')).catch(() => undefined);
+    });
+  }, 60_000);
+
+  it('releases it there once it stops waiting, rather than leave it to run out unstarted', { timeout: 30_000 }, async () => {
+    const { status, json } = await rest(requester, 'POST', '/api/v1/jobs', {
+      name: 'unanswered-reserve', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, placement: { node: provider.host },
+    });
+    expect(status, JSON.stringify(json)).toBe(201);
+    const [reserve] = await waitFor('a reserve of the job', () => (about('reserve', json.id).length ? about('reserve', json.id) : undefined), { timeoutMs: 10_000, intervalMs: 20 });
+    const [release] = await waitFor('the release of what it may have leased', () => (about('release', json.id).length ? about('release', json.id) : undefined), {
+      timeoutMs: 15_000,
+      intervalMs: 20,
+      explain: () => `the provider received ${received.map((r) => r.env.be).join(', ')}`,
+    });
+    expect(decodePayload(release!.env.msg)).toEqual({ job_id: json.id });
+    // Sent when the reserve's wait ended (5 s), not at some later placement.
+    expect(release!.at - reserve!.at).toBeGreaterThanOrEqual(4_500);
+    expect(release!.at - reserve!.at).toBeLessThan(7_500);
+    // Never started there.
+    expect(about('start', json.id)).toEqual([]);
+    await rest(requester, 'DELETE', `/api/v1/jobs/${json.id}`);
   });
 });
