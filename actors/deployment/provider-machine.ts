@@ -12,13 +12,15 @@
  *   released ◀──release [holder]───────────────────────────────────────────┘ │
  *                                                                             │ start [holder, within lease, no volume]
  *   released ◀──start failed── starting ──accepted──▶ running ──ended──▶ released
- *              (starting, running) ──release [holder]──▶ abandoned: stopped once it runs (abandon)
+ *   leasing ──release [holder]──▶ abandoned: released once leased (its share given back)
+ *   starting, running ──release [holder]──▶ abandoned: stopped once it runs (abandon)
  *
  * A refused event leaves the state as it was and says why in `refusal`. Leaving `reserved`
  * other than by a start gives the share back (`returnShare`, supplied by the deployment actor).
- * A holder releases a job it asked to start only when it gave up waiting for the answer (and
- * will place the job elsewhere): the job is stopped here (`abandon`, supplied by the deployment
- * actor), so it never runs twice with no one following it here.
+ * A holder releases a job it asked to reserve or start only when it gave up waiting for the
+ * answer (and will place the job elsewhere): the lease is let go, the job stopped here
+ * (`abandon`, supplied by the deployment actor), so it never runs twice with no one following it
+ * here, nor holds a share that runs out unstarted.
  */
 import { assign, setup } from 'xstate';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
@@ -59,7 +61,7 @@ interface ProviderContext extends ProviderInput {
   refusal: Refusal | null;
   /** How the deployment left `reserved` without starting: the requester's strike (see Strikes). */
   unstarted: 'expired' | 'released' | null;
-  /** Its holder released it after asking to start it: it is stopped once it runs. */
+  /** Its holder released it before the answer to its reserve or start: let go once leased, stopped once it runs. */
   abandoned: boolean;
 }
 
@@ -210,8 +212,12 @@ export const providerMachine = setup({
     },
     leasing: {
       on: {
-        leased: { target: 'reserved', actions: assign({ lease: ({ event }) => event.resources, until: ({ event }) => event.until }) },
+        leased: [
+          { guard: 'abandoned', target: 'released', actions: ['returnShare', assign({ unstarted: 'released' as const })] },
+          { target: 'reserved', actions: assign({ lease: ({ event }) => event.resources, until: ({ event }) => event.until }) },
+        ],
         lease_refused: { target: 'released', actions: assign({ refusal: ({ event }) => ({ kind: 'conflict' as const, message: event.reason }) }) },
+        release: [{ guard: 'otherRequester', actions: 'refuseRelease' }, { actions: ['taken', assign({ abandoned: true })] }],
       },
     },
     reserved: {

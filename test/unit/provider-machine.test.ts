@@ -123,6 +123,20 @@ describe('the deployment machine', () => {
     expect(late.returned).toEqual([]);
   });
 
+  it('lets a lease go once granted when its holder released it while it was being leased', () => {
+    const m = machine();
+    m.actor.send(reserve());
+    m.actor.send({ type: 'release', requester: 'X' });
+    expect(m.actor.getSnapshot().context).toMatchObject({ abandoned: false, refusal: { kind: 'conflict' } });
+    m.actor.send({ type: 'release', requester: 'R' });
+    expect(m.actor.getSnapshot().value).toBe('leasing');
+    m.actor.send({ type: 'leased', until: 'u', resources: spec(0.5, 64 * MiB) });
+    expect(m.actor.getSnapshot().status).toBe('done');
+    // Released, not run out: one strike, and the share back at once.
+    expect(m.actor.getSnapshot().context.unstarted).toBe('released');
+    expect(m.returned).toEqual(['j']);
+  });
+
   it("starts this node's own job mounting a volume (an ensemble's part placed here): the volume is its own", () => {
     const { actor } = machine();
     actor.send(reserve({ here: true }));
