@@ -46,6 +46,8 @@ const RETRY_MS = 500;
 /** Output read per poll. */
 const PAGE_BYTES = 1024 * 1024;
 const CALL_TTL_MS = 5_000;
+/** Pauses between asks for an ended job's manifest that went unanswered (each ask waits up to 10 s). */
+const MANIFEST_PAUSES_MS = [500, 2_000];
 /**
  * Times a start is asked of its provider while it goes unanswered, each waiting CALL_TTL_MS: in
  * all as long as a running job's provider may stay silent before the run is lost (LOST_AFTER_MS).
@@ -149,6 +151,29 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
         const unanswered = e instanceof DmsError && e.kind === 'timeout';
         if (!unanswered || ask >= START_ASKS || this.stopping.signal.aborted) throw e;
         this.opts.actor.system.log.info({ job: spec.id, node, ask, err: errorText(e) }, 'start not answered: asking again');
+      }
+    }
+  }
+
+  /**
+   * Fetches the ended job's signed manifest, asking again while no answer comes or the provider
+   * cannot be reached (MANIFEST_PAUSES_MS): the job's record is final once its end is told, so a
+   * manifest missed now is its outputs lost to this node. A refused one (not the job's, not its
+   * outputs) is not asked for again.
+   */
+  private async manifestOf(jobId: string, node: string): Promise<void> {
+    for (const pause of [...MANIFEST_PAUSES_MS, null]) {
+      try {
+        await fetchManifest(this.opts.actor, node, jobId, this.opts.manifests!);
+        return;
+      } catch (e) {
+        const transient = e instanceof DmsError && (e.kind === 'timeout' || e.kind === 'unavailable' || e.kind === 'unroutable' || e.kind === 'overloaded');
+        if (!transient || pause === null || this.stopping.signal.aborted) {
+          this.opts.actor.system.log.warn({ job: jobId, node, err: errorText(e) }, transient ? 'result manifest not received' : 'result manifest refused');
+          return;
+        }
+        this.opts.actor.system.log.info({ job: jobId, node, err: errorText(e) }, 'result manifest not received: asking again');
+        await sleep(pause, undefined, { signal: this.stopping.signal }).catch(() => undefined);
       }
     }
   }
@@ -260,11 +285,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
             ...(failed ? { error: page.error ?? `failed on node ${run.node}` } : {}),
           };
           // Before the end is told: the orchestrator stores the manifest with it (actors/outputs).
-          if (this.opts.manifests && run.outputs !== false) {
-            await fetchManifest(this.opts.actor, run.node, jobId, this.opts.manifests).catch((e: unknown) =>
-              this.opts.actor.system.log.warn({ job: jobId, node: run.node, err: errorText(e) }, 'result manifest refused'),
-            );
-          }
+          if (this.opts.manifests && run.outputs !== false) await this.manifestOf(jobId, run.node);
           return result;
         }
       }

@@ -22,6 +22,8 @@ let provider: ForeignPeer;
 const failures = new Map<string, string>();
 /** The outputs the provider's manifest lists, per job. */
 const listed = new Map<string, Manifest['outputs']>();
+/** Jobs whose first manifest request the provider leaves unanswered (a reply lost, a provider busy for a moment). */
+const silentOnce = new Set<string>();
 const A_CID = 'bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy';
 
 beforeAll(async () => {
@@ -39,6 +41,8 @@ beforeAll(async () => {
     else if (env.be === '/dms/deployment/logs') {
       const error = failures.get(body.id);
       answer({ id: body.id, status: error ? 'failed' : 'completed', exit_code: error ? 1 : 0, error: error ?? null, pending_reason: null, chunks: [], next: 0, more: false, done: true });
+    } else if (env.be === '/dms/deployment/manifest' && silentOnce.delete(body.job_id)) {
+      // Unanswered, this once.
     } else if (env.be === '/dms/deployment/manifest') {
       const manifest: Manifest = {
         job: body.job_id,
@@ -76,6 +80,16 @@ async function runWith(outputs: (id: string) => Manifest['outputs']): Promise<Jo
 it("keeps a provider's manifest that lists the outputs the job asked for", { timeout: 30_000 }, async () => {
   const job = await runWith(() => [{ name: 'out', path: '/outputs', cid: A_CID, size: 3 }]);
   expect(job, JSON.stringify(job)).toMatchObject({ status: "completed", node: provider.host });
+  expect(job.manifest).not.toBeNull();
+  expect(job.outputs).toEqual([{ name: 'out', path: '/outputs', cid: A_CID, size: 3 }]);
+});
+
+it("asks again for a manifest whose first answer never came: the job ends with it, not without", { timeout: 45_000 }, async () => {
+  const job = await runWith((id) => {
+    silentOnce.add(id);
+    return [{ name: 'out', path: '/outputs', cid: A_CID, size: 3 }];
+  });
+  expect(job, JSON.stringify(job)).toMatchObject({ status: 'completed', node: provider.host });
   expect(job.manifest).not.toBeNull();
   expect(job.outputs).toEqual([{ name: 'out', path: '/outputs', cid: A_CID, size: 3 }]);
 });
