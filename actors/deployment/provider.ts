@@ -235,8 +235,13 @@ export class Provider {
 
   release(env: Envelope, jobId: string): Record<string, never> {
     this.direct(env);
-    // A release of what is not (or no longer) reserved by the caller is nothing to do.
-    this.provided.get(jobId)?.send({ type: 'release', requester: this.requesterOf(env) });
+    const requester = this.requesterOf(env);
+    const machine = this.provided.get(jobId);
+    if (machine) machine.send({ type: 'release', requester });
+    // None yet, though its reserve may be under way here (asking the resource manager): the bid
+    // it would lease on goes, so that reserve is refused instead of leasing a share nobody starts.
+    else if (this.bids.take(jobId)?.bid.requester === requester) this.bids.forget(jobId);
+    // Anything else released is not (or no longer) the caller's: nothing to do.
     return {};
   }
 

@@ -138,6 +138,26 @@ describe('a provider asked again, or let go, after it started a job', { timeout:
     expect(await ask(stranger, 'start', { job: job(id, 50) })).toMatchObject({ kind: 'conflict', error: expect.stringContaining('holds no reservation of yours') });
   });
 
+  it('refuses a reserve its requester released first (a reserve still under way when its release came), and only its own', async () => {
+    const id = randomUUID();
+    const bid = await ask(requester, 'bid', { jobs: [{ job_id: id, resources: spec, executor: 'null' }] });
+    expect(bid.answers?.[0]).toMatchObject({ job_id: id });
+    const stranger = await ForeignPeer.connectedTo(provider);
+    peers.push(stranger);
+    // Another node's release takes nothing of the bid.
+    expect(await ask(stranger, 'release', { job_id: id })).toEqual({});
+    expect(await ask(requester, 'release', { job_id: id })).toEqual({});
+    expect(await ask(requester, 'reserve', { job_id: id, resources: spec, lease_ms: 10_000 })).toEqual({
+      kind: 'conflict',
+      error: `this node did not bid for job ${id} lately: ask it with /dms/deployment/bid first`,
+    });
+    const kept = randomUUID();
+    await ask(requester, 'bid', { jobs: [{ job_id: kept, resources: spec, executor: 'null' }] });
+    expect(await ask(stranger, 'release', { job_id: kept })).toEqual({});
+    expect(await ask(requester, 'reserve', { job_id: kept, resources: spec, lease_ms: 10_000 })).toHaveProperty('until');
+    expect(await ask(requester, 'release', { job_id: kept })).toEqual({});
+  });
+
   it('stops a started job its holder releases (the requester gave up on its start), and only for its holder', async () => {
     const id = await reserved(requester);
     expect(await ask(requester, 'start', { job: job(id) })).toEqual({ job_id: id });
