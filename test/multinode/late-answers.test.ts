@@ -30,50 +30,81 @@ afterAll(async () => {
   await Promise.all(nodes.map((n) => n.stop()));
 });
 
-describe('a requester whose start went unanswered', () => {
-  let requester: LocalNode;
-  let provider: ForeignPeer;
-  /** Each deployment request the provider received. */
-  const received: Envelope[] = [];
-  const about = (be: string, jobId: string) => received.filter((e) => e.be === `/dms/deployment/${be}` && JSON.stringify(decodePayload(e.msg)).includes(jobId));
+interface ProviderScene {
+  requester: LocalNode;
+  provider: ForeignPeer;
+  /** Each deployment request the provider received, with when (performance.now()). */
+  received: { env: Envelope; at: number }[];
+  /** Those of behavior `be` about job `jobId`. */
+  about(be: string, jobId: string): { env: Envelope; at: number }[];
+}
 
+/**
+ * A requester node in this process and a libp2p peer in its deployment mesh playing its
+ * provider: each request the peer gets is noted, then `answer` may reply (`reply(payload)`).
+ */
+async function requesterBesideProvider(answer: (scene: ProviderScene, env: Envelope, body: any, reply: (payload: unknown) => void) => void): Promise<ProviderScene> {
+  const requester = await startLocalNode();
+  nodes.push(requester);
+  const provider = await ForeignPeer.connectedTo(requester);
+  peers.push(provider);
+  provider.transport.subscribe(DEPLOYMENT_TOPIC);
+  await waitFor('the provider in the deployment mesh', () => provider.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0, { timeoutMs: 15_000, intervalMs: 50 });
+  const received: ProviderScene['received'] = [];
+  const scene: ProviderScene = {
+    requester,
+    provider,
+    received,
+    about: (be, jobId) => received.filter((r) => r.env.be === `/dms/deployment/${be}` && JSON.stringify(decodePayload(r.env.msg)).includes(jobId)),
+  };
+  provider.transport.onEnvelope((env) => {
+    received.push({ env, at: performance.now() });
+    if (!env.opt.cont) return;
+    answer(scene, env, decodePayload(env.msg), (payload) => void provider.send(provider.replyTo(env, payload, 'deployment')).catch(() => undefined));
+  });
+  return scene;
+}
+
+/** A null job the scene's requester submits, pinned to its provider: the id it answered. */
+async function pinnedJob({ requester, provider }: ProviderScene, name: string): Promise<string> {
+  const { status, json } = await rest(requester, 'POST', '/api/v1/jobs', {
+    name, image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, placement: { node: provider.host },
+  });
+  expect(status, JSON.stringify(json)).toBe(201);
+  return json.id as string;
+}
+
+/** A bid for every job offered, idle, with exactly the resources asked. */
+const idleBid = (provider: ForeignPeer, body: any) => ({ node: provider.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
+
+describe('a requester whose start went unanswered', () => {
+  let scene: ProviderScene;
+
+  // A provider that starts each job at the first request but answers only the second: to its
+  // requester, the first answer is one that came too late.
   beforeAll(async () => {
-    requester = await startLocalNode();
-    nodes.push(requester);
-    provider = await ForeignPeer.connectedTo(requester);
-    peers.push(provider);
-    provider.transport.subscribe(DEPLOYMENT_TOPIC);
-    await waitFor('the provider in the deployment mesh', () => provider.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0, { timeoutMs: 15_000, intervalMs: 50 });
-    // A provider that starts each job at the first request but answers only the second: to its
-    // requester, the first answer is one that came too late.
-    provider.transport.onEnvelope((env) => {
-      received.push(env);
-      if (!env.opt.cont) return;
-      const body = decodePayload(env.msg) as any;
-      const answer = (payload: unknown) => void provider.send(provider.replyTo(env, payload, 'deployment')).catch(() => undefined);
-      if (env.be === '/dms/deployment/bid') answer({ node: provider.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
-      else if (env.be === '/dms/deployment/reserve') answer({ until: new Date(Date.now() + 60_000).toISOString() });
-      else if (env.be === '/dms/deployment/start' && about('start', body.job.id).length > 1) answer({ job_id: body.job.id });
-      else if (env.be === '/dms/deployment/logs') answer({ id: body.id, status: 'completed', exit_code: 0, error: null, pending_reason: null, chunks: [], next: 0, more: false, done: true });
+    scene = await requesterBesideProvider(({ provider, about }, env, body, reply) => {
+      if (env.be === '/dms/deployment/bid') reply(idleBid(provider, body));
+      else if (env.be === '/dms/deployment/reserve') reply({ until: new Date(Date.now() + 60_000).toISOString() });
+      else if (env.be === '/dms/deployment/start' && about('start', body.job.id).length > 1) reply({ job_id: body.job.id });
+      else if (env.be === '/dms/deployment/logs') reply({ id: body.id, status: 'completed', exit_code: 0, error: null, pending_reason: null, chunks: [], next: 0, more: false, done: true });
     });
   }, 60_000);
 
   it('asks the same provider again and follows the job there: one reservation, no release, one attempt', { timeout: 40_000 }, async () => {
-    const { status, json } = await rest(requester, 'POST', '/api/v1/jobs', {
-      name: 'late-answer', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, placement: { node: provider.host },
-    });
-    expect(status, JSON.stringify(json)).toBe(201);
-    const job = await waitFor(`job ${json.id} ended on its requester`, async () => {
-      const j = (await rest(requester, 'GET', `/api/v1/jobs/${json.id}`)).json;
+    const { requester, provider, received, about } = scene;
+    const id = await pinnedJob(scene, 'late-answer');
+    const job = await waitFor(`job ${id} ended on its requester`, async () => {
+      const j = (await rest(requester, 'GET', `/api/v1/jobs/${id}`)).json;
       return j.status === 'completed' || j.status === 'failed' ? j : undefined;
-    }, { timeoutMs: 30_000, explain: () => `the provider received ${received.map((e) => e.be).join(', ')}` });
+    }, { timeoutMs: 30_000, explain: () => `the provider received ${received.map((r) => r.env.be).join(', ')}` });
     expect(job, JSON.stringify(job)).toMatchObject({ status: 'completed', node: provider.host });
     expect(job.attempts).toHaveLength(1);
-    expect(about('reserve', json.id)).toHaveLength(1);
-    expect(about('start', json.id)).toHaveLength(2);
-    expect(about('release', json.id)).toHaveLength(0);
+    expect(about('reserve', id)).toHaveLength(1);
+    expect(about('start', id)).toHaveLength(2);
+    expect(about('release', id)).toHaveLength(0);
     // Both starts name the same job, with the same spec.
-    const [first, second] = about('start', json.id).map((e) => decodePayload(e.msg));
+    const [first, second] = about('start', id).map((r) => decodePayload(r.env.msg));
     expect(second).toEqual(first);
   });
 });
@@ -175,45 +206,30 @@ describe('a provider asked again, or let go, after it started a job', { timeout:
 });
 
 describe('a requester whose reserve went unanswered', () => {
-  let requester: LocalNode;
-  let provider: ForeignPeer;
-  /** Each deployment request the provider received, with when (performance.now()). */
-  const received: { env: Envelope; at: number }[] = [];
-  const about = (be: string, jobId: string) => received.filter((r) => r.env.be === `/dms/deployment/${be}` && JSON.stringify(decodePayload(r.env.msg)).includes(jobId));
+  let scene: ProviderScene;
 
+  // Bids idle for everything, then never answers a reserve: to its requester, a lease it may hold.
   beforeAll(async () => {
-    requester = await startLocalNode();
-    nodes.push(requester);
-    provider = await ForeignPeer.connectedTo(requester);
-    peers.push(provider);
-    provider.transport.subscribe(DEPLOYMENT_TOPIC);
-    await waitFor('the provider in the deployment mesh', () => provider.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0, { timeoutMs: 15_000, intervalMs: 50 });
-    // Bids idle for everything, then never answers a reserve: to its requester, a lease it may hold.
-    provider.transport.onEnvelope((env) => {
-      received.push({ env, at: performance.now() });
-      if (env.be !== '/dms/deployment/bid' || !env.opt.cont) return;
-      const body = decodePayload(env.msg) as any;
-      void provider.send(provider.replyTo(env, { node: provider.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) }, 'deployment')).catch(() => undefined);
+    scene = await requesterBesideProvider(({ provider }, env, body, reply) => {
+      if (env.be === '/dms/deployment/bid') reply(idleBid(provider, body));
     });
   }, 60_000);
 
   it('releases it there once it stops waiting, rather than leave it to run out unstarted', { timeout: 30_000 }, async () => {
-    const { status, json } = await rest(requester, 'POST', '/api/v1/jobs', {
-      name: 'unanswered-reserve', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, placement: { node: provider.host },
-    });
-    expect(status, JSON.stringify(json)).toBe(201);
-    const [reserve] = await waitFor('a reserve of the job', () => (about('reserve', json.id).length ? about('reserve', json.id) : undefined), { timeoutMs: 10_000, intervalMs: 20 });
-    const [release] = await waitFor('the release of what it may have leased', () => (about('release', json.id).length ? about('release', json.id) : undefined), {
+    const { requester, received, about } = scene;
+    const id = await pinnedJob(scene, 'unanswered-reserve');
+    const [reserve] = await waitFor('a reserve of the job', () => (about('reserve', id).length ? about('reserve', id) : undefined), { timeoutMs: 10_000, intervalMs: 20 });
+    const [release] = await waitFor('the release of what it may have leased', () => (about('release', id).length ? about('release', id) : undefined), {
       timeoutMs: 15_000,
       intervalMs: 20,
       explain: () => `the provider received ${received.map((r) => r.env.be).join(', ')}`,
     });
-    expect(decodePayload(release!.env.msg)).toEqual({ job_id: json.id });
+    expect(decodePayload(release!.env.msg)).toEqual({ job_id: id });
     // Sent when the reserve's wait ended (5 s), not at some later placement.
     expect(release!.at - reserve!.at).toBeGreaterThanOrEqual(4_500);
     expect(release!.at - reserve!.at).toBeLessThan(7_500);
     // Never started there.
-    expect(about('start', json.id)).toEqual([]);
-    await rest(requester, 'DELETE', `/api/v1/jobs/${json.id}`);
+    expect(about('start', id)).toEqual([]);
+    await rest(requester, 'DELETE', `/api/v1/jobs/${id}`);
   });
 });
