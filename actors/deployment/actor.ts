@@ -15,7 +15,6 @@
  * deployment actors of other nodes.
  */
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { z } from 'zod';
 import { type EventObject, fromCallback, fromPromise, toPromise } from 'xstate';
 import {
@@ -45,6 +44,7 @@ import type { Actor } from '../../runtime/actor.js';
 import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
+import { withRetries } from '../../runtime/retry.js';
 import { at, decodePayload, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
 import { providerTrust, type ProviderTrust } from '../orchestrator/trust.js';
 import { Bidders } from './bidders.js';
@@ -124,25 +124,19 @@ class Deployment {
   private async reserve(input: ReserveInput): Promise<void> {
     const lease = { job_id: input.jobId, resources: input.resources, lease_ms: this.ctx.deps.limits.leaseMs, ...(input.group ? { group: input.group } : {}) };
     const ask = () => this.actor.call(this.deploymentOf(input.node), DeploymentBehaviors.reserve, lease, ReserveReply, { ttlMs: CALL_TTL_MS });
-    for (const pause of [...RESERVE_RETRIES_MS, null]) {
-      try {
-        await ask();
-        return;
-      } catch (e) {
-        // A provider caps what one requester holds unstarted: this node's own other leases
-        // there start within milliseconds, so a batch of placements waits for them briefly.
-        if (pause !== null && e instanceof DmsError && e.kind === 'overloaded') {
-          await sleep(pause);
-          continue;
-        }
-        // Unanswered, it may still have leased: let it go there, or the lease runs out unstarted,
-        // which that provider counts against this node as much as a requester that hoards.
-        if (e instanceof DmsError && e.kind === 'timeout') {
-          void this.actor.tell(this.deploymentOf(input.node), DeploymentBehaviors.release, { job_id: input.jobId }).catch(() => undefined);
-        }
-        this.suspect.set(input.node, Date.now());
-        throw e;
+    // A provider caps what one requester holds unstarted: this node's own other leases there
+    // start within milliseconds, so a batch of placements waits for them briefly.
+    const overBound = (e: unknown) => e instanceof DmsError && e.kind === 'overloaded';
+    try {
+      await withRetries(ask, { pauses: RESERVE_RETRIES_MS, retryable: overBound });
+    } catch (e) {
+      // Unanswered, it may still have leased: let it go there, or the lease runs out unstarted,
+      // which that provider counts against this node as much as a requester that hoards.
+      if (e instanceof DmsError && e.kind === 'timeout') {
+        void this.actor.tell(this.deploymentOf(input.node), DeploymentBehaviors.release, { job_id: input.jobId }).catch(() => undefined);
       }
+      this.suspect.set(input.node, Date.now());
+      throw e;
     }
   }
 

@@ -24,6 +24,7 @@ import type { Job } from '../../behaviors/jobs/schema.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
+import { withRetries } from '../../runtime/retry.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
 import { type ProviderTrust, untrustedReason } from '../orchestrator/trust.js';
 import type { ExecutorImplementation } from '../../behaviors/jobs/execution.js';
@@ -49,10 +50,10 @@ const CALL_TTL_MS = 5_000;
 /** Pauses between asks for an ended job's manifest that went unanswered (each ask waits up to 10 s). */
 const MANIFEST_PAUSES_MS = [500, 2_000];
 /**
- * Times a start is asked of its provider while it goes unanswered, each waiting CALL_TTL_MS: in
- * all as long as a running job's provider may stay silent before the run is lost (LOST_AFTER_MS).
+ * A start left unanswered is asked once more, at once: each ask waits CALL_TTL_MS, in all as long
+ * as a running job's provider may stay silent before the run is lost (LOST_AFTER_MS).
  */
-const START_ASKS = 2;
+const START_AGAIN_MS = [0];
 /** How long a provider may report a cancelled job running (config `placement.cancel_bound_ms`). */
 export const CANCEL_BOUND_MS = 30_000;
 
@@ -142,17 +143,13 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
    * started meanwhile, before the job is placed elsewhere.
    */
   private async startThere(node: string, spec: Record<string, unknown>): Promise<void> {
-    for (let ask = 1; ; ask++) {
-      try {
-        await this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS });
-        return;
-      } catch (e) {
-        // Only no answer (or the provider's "still starting it") is asked again: a refusal is an answer.
-        const unanswered = e instanceof DmsError && e.kind === 'timeout';
-        if (!unanswered || ask >= START_ASKS || this.stopping.signal.aborted) throw e;
-        this.opts.actor.system.log.info({ job: spec.id, node, ask, err: errorText(e) }, 'start not answered: asking again');
-      }
-    }
+    await withRetries(() => this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS }), {
+      pauses: START_AGAIN_MS,
+      // Only no answer (or the provider's "still starting it") is asked again: a refusal is an answer.
+      retryable: (e) => e instanceof DmsError && e.kind === 'timeout',
+      signal: this.stopping.signal,
+      onRetry: (e, ask) => this.opts.actor.system.log.info({ job: spec.id, node, ask, err: errorText(e) }, 'start not answered: asking again'),
+    });
   }
 
   /**
@@ -162,19 +159,16 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
    * outputs) is not asked for again.
    */
   private async manifestOf(jobId: string, node: string): Promise<void> {
-    for (const pause of [...MANIFEST_PAUSES_MS, null]) {
-      try {
-        await fetchManifest(this.opts.actor, node, jobId, this.opts.manifests!);
-        return;
-      } catch (e) {
-        const transient = e instanceof DmsError && (e.kind === 'timeout' || e.kind === 'unavailable' || e.kind === 'unroutable' || e.kind === 'overloaded');
-        if (!transient || pause === null || this.stopping.signal.aborted) {
-          this.opts.actor.system.log.warn({ job: jobId, node, err: errorText(e) }, transient ? 'result manifest not received' : 'result manifest refused');
-          return;
-        }
-        this.opts.actor.system.log.info({ job: jobId, node, err: errorText(e) }, 'result manifest not received: asking again');
-        await sleep(pause, undefined, { signal: this.stopping.signal }).catch(() => undefined);
-      }
+    const transient = (e: unknown) => e instanceof DmsError && (e.kind === 'timeout' || e.kind === 'unavailable' || e.kind === 'unroutable' || e.kind === 'overloaded');
+    try {
+      await withRetries(() => fetchManifest(this.opts.actor, node, jobId, this.opts.manifests!), {
+        pauses: MANIFEST_PAUSES_MS,
+        retryable: transient,
+        signal: this.stopping.signal,
+        onRetry: (e) => this.opts.actor.system.log.info({ job: jobId, node, err: errorText(e) }, 'result manifest not received: asking again'),
+      });
+    } catch (e) {
+      this.opts.actor.system.log.warn({ job: jobId, node, err: errorText(e) }, transient(e) ? 'result manifest not received' : 'result manifest refused');
     }
   }
 
