@@ -4,7 +4,8 @@ import { signEnvelopeSync } from '../helpers/envelopes.js';
 import { DmsError } from '../../runtime/errors.js';
 import { silentLogger } from '../../runtime/log.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
-import type { HostOptions } from '../../runtime/network/host.js';
+import type { Stream } from '@libp2p/interface';
+import { createHost, type HostOptions } from '../../runtime/network/host.js';
 import { ACTOR_PROTOCOL, Libp2pTransport, type PeerEvent, type TransportOptions } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import type { Arrival } from '../../runtime/transport.js';
@@ -222,6 +223,45 @@ describe('Libp2pTransport, the per-peer queue', () => {
       await waitFor('the last one', () => b.received.length === accepted + 1);
     } finally {
       await Promise.all([a.transport.stop(), b.transport.stop()]);
+    }
+  });
+});
+
+describe('Libp2pTransport, a peer that stops reading', () => {
+  it('gets writes refused past the queue bound, not buffered in the stream, after the first drain too', { timeout: 30_000 }, async () => {
+    const MIB = 1024 * 1024;
+    const a = await startNode(undefined, { maxQueuedBytes: 256 * 1024 });
+    // A bare host of the node's stack that reads its actor stream for 1 MiB (long enough for the
+    // sender to wait for a drain and get it), then never again.
+    const b = await createHost({ keyPair: KeyPair.generate(), listen: [LOOPBACK] });
+    let read = 0;
+    await b.handle(ACTOR_PROTOCOL, (stream: Stream) => {
+      stream.addEventListener('message', (e) => {
+        read += e.data.byteLength;
+        if (read >= MIB) stream.pause();
+      });
+    });
+    await b.start();
+    try {
+      await a.transport.connect(b.getMultiaddrs()[0].toString());
+      const pad = 'x'.repeat(16 * 1024);
+      let handed = 0;
+      let refused: DmsError | undefined;
+      // Each write resolves once its frame is handed to the stream; past what the peer's window
+      // and the queue can hold, the queue must refuse. Writes are not awaited one by one: one
+      // queued behind a stalled stream stays pending, as it should.
+      for (let offered = 0; offered < 64 * MIB && !refused; offered += pad.length) {
+        a.transport.send(envelope(a.keyPair, b.peerId.toString(), { pad })).then(
+          () => (handed += pad.length),
+          (e: DmsError) => (refused ??= e),
+        );
+        await new Promise((r) => setImmediate(r));
+      }
+      expect(refused?.kind, `${handed} bytes were handed to a stream nobody reads`).toBe('overloaded');
+      // The muxer's window (at most 4 MiB) and the read buffer bound what can be in flight.
+      expect(handed).toBeLessThan(16 * MIB);
+    } finally {
+      await Promise.all([a.transport.stop(), b.stop()]);
     }
   });
 });

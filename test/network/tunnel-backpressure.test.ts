@@ -23,6 +23,8 @@ let provider: DmsLibp2p;
 let opener: DmsLibp2p;
 let target: Server;
 let forward: Server;
+/** The most bytes the opener's side of the tunnel held unsent in its stream (sampled). */
+let openerQueued = 0;
 
 const listen = (s: Server) => new Promise<number>((r) => s.listen(0, '127.0.0.1', () => r((s.address() as AddressInfo).port)));
 
@@ -56,6 +58,8 @@ beforeAll(async () => {
       ({ stream, rest }) => {
         pipe(socket, stream, rest, 20_000);
         socket.resume();
+        const sample = setInterval(() => (openerQueued = Math.max(openerQueued, stream.writeBufferLength)), 2);
+        stream.addEventListener('close', () => clearInterval(sample));
       },
       () => socket.destroy(),
     );
@@ -89,4 +93,7 @@ it('carries every byte to a target that stops reading for a while, without reset
   }
   expect(await outcome, warnings.join('\n')).toBe('acknowledged');
   socket.destroy();
+  // The stall reached the client as backpressure: the opener read from it only what its stream
+  // could send, instead of taking in the rest of the upload while the target did not read.
+  expect(openerQueued).toBeLessThan(2 * MIB);
 });
