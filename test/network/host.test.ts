@@ -66,4 +66,24 @@ describe('createHost', () => {
       await Promise.all([sender.stop(), receiver.stop()]);
     }
   });
+
+  it('rejects a wait for a drain that asks after its stream was closed, instead of waiting for ever', { timeout: 20_000 }, async () => {
+    const [sender, receiver] = await Promise.all([createHost({ keyPair: KeyPair.generate() }), createHost({ keyPair: KeyPair.generate() })]);
+    try {
+      // A receiver that never reads: the sender's window runs out and stays out.
+      await receiver.handle('/dms-test/stall/1.0.0', (stream: Stream) => stream.pause());
+      await Promise.all([sender.start(), receiver.start()]);
+      const stream = await sender.dialProtocol(receiver.getMultiaddrs(), '/dms-test/stall/1.0.0');
+      const chunk = new Uint8Array(64 * 1024);
+      while (stream.send(chunk));
+      stream.abort(new Error('given up'));
+      const outcome = await Promise.race([
+        stream.onDrain().then(() => 'drained', (e: Error) => `rejected: ${e.name}`),
+        new Promise((r) => setTimeout(() => r('still waiting after 2 s'), 2_000)),
+      ]);
+      expect(outcome).toBe('rejected: StreamClosedError');
+    } finally {
+      await Promise.all([sender.stop(), receiver.stop()]);
+    }
+  });
 });
