@@ -84,6 +84,7 @@ const NODE = [
   'test/network/tunnel-bounds.test.ts',
   'test/network/tunnel-backpressure.test.ts',
   'test/network/score.test.ts',
+  'test/network/stream-drain.test.ts',
   'test/network/wire-writes.test.ts',
   'test/rest/actor-api.test.ts',
   'test/rest/fuzz.test.ts',
