@@ -46,6 +46,13 @@ export function gossipFastId(msg: { from?: Uint8Array; seqno?: Uint8Array }): st
  * backoff (actors/peer-machine.ts).
  */
 const RECONNECT = { reconnectRetries: 5, reconnectRetryInterval: 1_000, reconnectBackoffFactor: 2 };
+/**
+ * libp2p pings every connection every 10 s and aborts it when a ping waits 5 s, so a peer of a
+ * node whose process stalled for a few seconds (a burst of work on two cores, a paused VM), or
+ * whose answer queued behind megabytes on the same TCP connection, dropped it, silently on both
+ * sides. As rust-libp2p's ping: 20 s before a connection is given up (a dead one within 30 s).
+ */
+const PING_TIMEOUT_MS = 20_000;
 
 export interface HostOptions {
   /** The node key: the libp2p identity is this key, so peer id = the node's `addr.host`. */
@@ -145,6 +152,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     connectionEncrypters: [noise()],
     streamMuxers: [yamux({ streamOptions: { maxStreamWindowSize: MAX_STREAM_WINDOW } })],
     connectionManager: { inboundConnectionThreshold: opts.inboundConnectionThreshold, ...RECONNECT },
+    connectionMonitor: { pingTimeout: { minTimeout: PING_TIMEOUT_MS } },
     // Checked once the remote peer is known (after Noise), before any protocol runs.
     connectionGater: bans
       ? {

@@ -1,5 +1,5 @@
 import type { GossipsubMessage } from '@libp2p/gossipsub';
-import type { Connection, PeerId, Stream } from '@libp2p/interface';
+import type { Connection, PeerId, Stream, StreamCloseEvent } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { DmsError, errorText, invalid } from '../errors.js';
@@ -143,6 +143,7 @@ export class Libp2pTransport implements Transport {
       this.host,
     );
     node.addEventListener('peer:connect', this.onConnect);
+    node.addEventListener('connection:open', this.onConnectionOpen);
     node.addEventListener('peer:disconnect', this.onDisconnect);
     node.addEventListener('peer:reconnect-failure', this.onRedialGiveUp);
     node.services.pubsub.addEventListener('gossipsub:message', this.onGossip);
@@ -304,6 +305,7 @@ export class Libp2pTransport implements Transport {
     if (this.stopped) return;
     this.stopped = true;
     this.node.removeEventListener('peer:connect', this.onConnect);
+    this.node.removeEventListener('connection:open', this.onConnectionOpen);
     this.node.removeEventListener('peer:disconnect', this.onDisconnect);
     this.node.removeEventListener('peer:reconnect-failure', this.onRedialGiveUp);
     this.node.services.pubsub.removeEventListener('gossipsub:message', this.onGossip);
@@ -494,6 +496,23 @@ export class Libp2pTransport implements Transport {
 
   private readonly onConnect = (evt: CustomEvent<PeerId>): void => {
     this.emitPeer({ peer: evt.detail.toString(), connected: true });
+  };
+
+  /**
+   * A connection that ends on an error says why: libp2p itself logs it only under DEBUG, so a
+   * connection its ping monitor gave up on, or one the other side reset, vanished without a word.
+   */
+  private readonly onConnectionOpen = (evt: CustomEvent<Connection>): void => {
+    const connection = evt.detail;
+    connection.addEventListener(
+      'close',
+      (e) => {
+        const error = (e as StreamCloseEvent).error;
+        if (!error || this.stopped) return;
+        this.log.warn({ peer: connection.remotePeer.toString(), addr: connection.remoteAddr.toString(), err: errorText(error) }, 'connection closed on an error');
+      },
+      { once: true },
+    );
   };
 
   private readonly onDisconnect = (evt: CustomEvent<PeerId>): void => {
