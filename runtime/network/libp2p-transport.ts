@@ -17,6 +17,7 @@ import { GreetedPeers } from './score.js';
 export const ACTOR_PROTOCOL = '/dms/actor/1.0.0';
 export const DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024;
 const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;
+const CONNECTION_WARN_EVERY_MS = 10_000;
 const DEFAULT_DIAL_TIMEOUT_MS = 5_000;
 const DEFAULT_LOOKUP_TIMEOUT_MS = 5_000;
 
@@ -94,6 +95,9 @@ export class Libp2pTransport implements Transport {
   private readonly greeted: GreetedPeers;
   private readonly bans: PeerBans;
   private stopped = false;
+  /** When a connection closed on an error was last logged, and how many closed since unlogged. */
+  private lastConnectionWarn = -Infinity;
+  private unloggedConnectionErrors = 0;
 
   /** Builds the host, wires the transport into it, then starts it. */
   static async create(opts: HostOptions & TransportOptions): Promise<Libp2pTransport> {
@@ -501,6 +505,8 @@ export class Libp2pTransport implements Transport {
   /**
    * A connection that ends on an error says why: libp2p itself logs it only under DEBUG, so a
    * connection its ping monitor gave up on, or one the other side reset, vanished without a word.
+   * At most one line per CONNECTION_WARN_EVERY_MS, with how many went unlogged: peers that
+   * connect and reset in a loop must not grow the log.
    */
   private readonly onConnectionOpen = (evt: CustomEvent<Connection>): void => {
     const connection = evt.detail;
@@ -509,7 +515,16 @@ export class Libp2pTransport implements Transport {
       (e) => {
         const error = (e as StreamCloseEvent).error;
         if (!error || this.stopped) return;
-        this.log.warn({ peer: connection.remotePeer.toString(), addr: connection.remoteAddr.toString(), err: errorText(error) }, 'connection closed on an error');
+        const now = Date.now();
+        if (now - this.lastConnectionWarn < CONNECTION_WARN_EVERY_MS) {
+          this.unloggedConnectionErrors++;
+          return;
+        }
+        const unlogged = this.unloggedConnectionErrors;
+        this.lastConnectionWarn = now;
+        this.unloggedConnectionErrors = 0;
+        const fields = { peer: connection.remotePeer.toString(), addr: connection.remoteAddr.toString(), err: errorText(error), ...(unlogged ? { unlogged } : {}) };
+        this.log.warn(fields, 'connection closed on an error');
       },
       { once: true },
     );

@@ -1,3 +1,4 @@
+import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { signEnvelopeSync } from '../helpers/envelopes.js';
@@ -262,6 +263,29 @@ describe('Libp2pTransport, a peer that stops reading', () => {
       expect(handed).toBeLessThan(16 * MIB);
     } finally {
       await Promise.all([a.transport.stop(), b.stop()]);
+    }
+  });
+});
+
+describe('Libp2pTransport, connections closed on an error', () => {
+  it('are logged, at most one line per 10 s whatever their number', { timeout: 30_000 }, async () => {
+    const lines: string[] = [];
+    const a = await startNode(undefined, { log: pino({ level: 'warn' }, { write: (l: string) => void lines.push(l) }) });
+    const others = await Promise.all([1, 2, 3].map(() => startNode()));
+    try {
+      for (const o of others) {
+        await a.transport.connect(o.transport.addrs()[0]);
+        const connection = a.transport.node.getConnections().find((c) => c.remotePeer.toString() === o.transport.host)!;
+        connection.abort(new Error(`given up on ${o.transport.host}`));
+      }
+      await waitFor('the first line', () => lines.length > 0);
+      // Each close is dispatched at once; a second line would be there by now.
+      await new Promise((r) => setTimeout(r, 200));
+      const logged = lines.map((l) => JSON.parse(l) as { msg: string; peer: string; err: string });
+      expect(logged).toHaveLength(1);
+      expect(logged[0]).toMatchObject({ msg: 'connection closed on an error', peer: others[0].transport.host, err: `given up on ${others[0].transport.host}` });
+    } finally {
+      await Promise.all([a, ...others].map((n) => n.transport.stop()));
     }
   });
 });
