@@ -18,12 +18,12 @@ describe("a stream's onDrain", () => {
     const [sender, receiver] = await Promise.all([createHost({ keyPair: KeyPair.generate() }), createHost({ keyPair: KeyPair.generate() })]);
     try {
       let received = 0;
-      const all = new Promise<void>((resolve) => {
-        void receiver.handle('/dms-test/sink/1.0.0', (stream: Stream) => {
-          stream.addEventListener('message', (e) => {
-            received += e.data.byteLength;
-            if (received >= TOTAL) resolve();
-          });
+      let resolveAll!: () => void;
+      const all = new Promise<void>((r) => (resolveAll = r));
+      await receiver.handle('/dms-test/sink/1.0.0', (stream: Stream) => {
+        stream.addEventListener('message', (e) => {
+          received += e.data.byteLength;
+          if (received >= TOTAL) resolveAll();
         });
       });
       await Promise.all([sender.start(), receiver.start()]);
