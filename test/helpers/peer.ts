@@ -178,7 +178,15 @@ export async function sybilVisit(nodes: TestNode[], topics: string[], timeoutMs 
     }
     await waitFor(`sybil ${peer.host.slice(-6)} to see every node on ${topics.join(', ')}`, () =>
       topics.every((t) => nodes.every((n) => peer.transport.topicPeers(t).includes(n.peerId))),
-      { timeoutMs, intervalMs: 50 },
+      {
+        timeoutMs,
+        intervalMs: 50,
+        // Which node it lost or never heard from: a closed connection and an unanswered subscription differ.
+        explain: () =>
+          nodes
+            .map((n) => `node ${n.peerId.slice(-6)}: ${peer.transport.peers().includes(n.peerId) ? 'connected' : 'NOT connected'}, seen on ${topics.filter((t) => peer.transport.topicPeers(t).includes(n.peerId)).join(', ') || 'no topic'}`)
+            .join('; '),
+      },
     );
     return peer.host;
   } finally {
