@@ -53,6 +53,14 @@ const RECONNECT = { reconnectRetries: 5, reconnectRetryInterval: 1_000, reconnec
  * sides. As rust-libp2p's ping: 20 s before a connection is given up (a dead one within 30 s).
  */
 const PING_TIMEOUT_MS = 20_000;
+/**
+ * Each side of a new connection identifies the other once (the protocols it speaks: the DHT,
+ * blocks, tunnels), and libp2p's default gives that 5 s and never asks again: a node that
+ * stalled across it kept the connection without knowing what the peer speaks (out of its DHT
+ * table, never asked for blocks). The same 20 s as a ping: a peer that does not answer that
+ * long is given up by the ping anyway.
+ */
+const IDENTIFY_TIMEOUT_MS = 20_000;
 
 export interface HostOptions {
   /** The node key: the libp2p identity is this key, so peer id = the node's `addr.host`. */
@@ -110,7 +118,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
   const privateKey = privateKeyFromRaw(raw);
 
   const services: Libp2pOptions<DmsServices>['services'] = {
-    identify: identify(),
+    identify: identify({ timeout: IDENTIFY_TIMEOUT_MS }),
     ping: ping(),
     dht: kadDHT({
       protocol: opts.protocolId ?? DEFAULT_DHT_PROTOCOL,

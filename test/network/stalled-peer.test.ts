@@ -10,7 +10,11 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Connection, StreamCloseEvent } from '@libp2p/interface';
 import { KeyPair } from '../../runtime/crypto/keys.js';
+import { peerIdFromString } from '@libp2p/peer-id';
+import { silentLogger } from '../../runtime/log.js';
+import { BLOCKS_PROTOCOL } from '../../runtime/network/blocks.js';
 import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
+import { TUNNEL_PROTOCOL } from '../../runtime/network/tunnel.js';
 import { listenAddr, waitFor } from '../helpers/network.js';
 import { removeHome, startNode, type NodeProcess } from '../helpers/node.js';
 
@@ -69,6 +73,31 @@ it('keeps its connection to a node whose process stalls for 16 s', { timeout: 60
   expect(closed, `the connection closed; the peer's log: ${peerLog.join('')}`).toEqual([]);
   expect(connection.status).toBe('open');
   expect(peer.peers()).toContain(node.peerId);
+});
+
+it("learns a node's protocols when its own process stalls for 7 s right after it connected", { timeout: 60_000 }, async () => {
+  // Each side identifies the other as a connection opens (which protocols it speaks: the DHT,
+  // the blocks and tunnel protocols, the actor channel), once, within libp2p's 5-s default; a
+  // process that stalls across that wait fails it on waking (its own timer fires before it
+  // reads the answer waiting in its socket) and never asks again, so it kept a connection
+  // whose other side it did not know: not in its DHT table, never asked for blocks. The stall
+  // is this process's own, a synchronous wait, as a burst of work would be.
+  const late = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
+  try {
+    await late.connect(listenAddr(node));
+    const until = Date.now() + 7_000;
+    while (Date.now() < until) {
+      // stalled
+    }
+    const protocols = () => late.node.peerStore.get(peerIdFromString(node.peerId)).then((p) => p.protocols, () => [] as string[]);
+    await waitFor("the node's protocols known to the peer", async () => (await protocols()).includes(BLOCKS_PROTOCOL), {
+      timeoutMs: 10_000,
+      explain: async () => `known: ${(await protocols()).join(', ') || 'none'}`,
+    });
+    expect(await protocols()).toContain(TUNNEL_PROTOCOL);
+  } finally {
+    await late.stop();
+  }
 });
 
 it('gives up a node that answers nothing for 32 s, and says so in its log', { timeout: 60_000 }, async () => {
