@@ -203,22 +203,39 @@ export const DEV_PAGE = `<!doctype html>
   function renderActors() {
     const body = $('actors').tBodies[0];
     const selected = $('f-actor').value.trim();
-    body.replaceChildren();
     $('actors-empty').hidden = actors.size > 0;
+    // Each actor keeps its row and cells across redraws, which change only their text and
+    // classes: a click pressed on a row before a mailbox sample redrew the list and released
+    // after it would otherwise end on an element that is gone, and be lost.
+    const rows = new Map([...body.rows].map((r) => [r.dataset.actor, r]));
+    let at = 0;
     for (const [name, a] of [...actors].sort((x, y) => (x[0] < y[0] ? -1 : 1))) {
-      const row = body.insertRow();
-      row.dataset.actor = name;
+      let row = rows.get(name);
+      if (!row) {
+        row = document.createElement('tr');
+        row.dataset.actor = name;
+        el(row, 'td');
+        el(row, 'td', undefined, 'depth dim');
+        el(el(el(row, 'td'), 'div', undefined, 'bar'), 'div');
+      }
+      if (body.rows[at] !== row) body.insertBefore(row, body.rows[at] ?? null);
+      at++;
       if (a.depth !== undefined) row.dataset.depth = a.depth;
-      if (name === selected) row.classList.add('selected');
+      else delete row.dataset.depth;
       // An actor missing from the latest samples has stopped (its lifecycle says how, if seen).
       const gone = a.sampled && Date.parse(lastSample) - Date.parse(a.sampled) > 2500;
       const state = a.state && a.state !== 'running' ? a.state : gone ? 'gone' : '';
-      cell(row, name + (state ? ' (' + state + ')' : ''));
-      cell(row, a.depth === undefined ? '' : a.depth + '/' + a.capacity, 'depth dim');
-      const bar = el(row.insertCell(), 'div', undefined, a.depth ? 'bar busy' : 'bar');
-      el(bar, 'div').style.width = a.capacity ? Math.min(100, (100 * a.depth) / a.capacity) + '%' : '0';
-      if (state) row.classList.add('dim');
+      row.classList.toggle('selected', name === selected);
+      row.classList.toggle('dim', Boolean(state));
+      const [label, depth, meter] = row.cells;
+      label.textContent = name + (state ? ' (' + state + ')' : '');
+      label.title = label.textContent.length > 30 ? label.textContent : '';
+      depth.textContent = a.depth === undefined ? '' : a.depth + '/' + a.capacity;
+      const bar = meter.firstChild;
+      bar.className = a.depth ? 'bar busy' : 'bar';
+      bar.firstChild.style.width = a.capacity ? Math.min(100, (100 * a.depth) / a.capacity) + '%' : '0';
     }
+    while (body.rows.length > at) body.deleteRow(at);
   }
 
   // ---- state timelines ----

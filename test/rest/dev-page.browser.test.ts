@@ -140,6 +140,26 @@ describe.skipIf(!HAVE_CHROMIUM)(`the dev page in headless Chromium${HAVE_CHROMIU
     await expect(page.locator('#f-actor').inputValue()).resolves.toBe('');
   });
 
+  it('keeps a click on an actor whose press and release a redraw of the list falls between', { timeout: 90_000 }, async () => {
+    const root = page.locator('#actors tbody tr[data-actor="root"][data-depth]');
+    await root.waitFor(WAIT);
+    expect(await page.locator('#f-actor').inputValue()).toBe('');
+    await page.evaluate(() => {
+      const w = window as unknown as { redraws: number };
+      w.redraws = 0;
+      new MutationObserver(() => w.redraws++).observe(document.querySelector('#actors tbody')!, { childList: true, subtree: true });
+    });
+    const box = (await root.boundingBox())!;
+    await page.mouse.move(box.x + 20, box.y + box.height / 2);
+    await page.mouse.down();
+    // The next mailbox sample redraws the list while the button is held.
+    await page.waitForFunction(() => (window as unknown as { redraws: number }).redraws > 0, undefined, WAIT);
+    await page.mouse.up();
+    await expect(page.locator('#f-actor').inputValue()).resolves.toBe('root');
+    await root.click();
+    await expect(page.locator('#f-actor').inputValue()).resolves.toBe('');
+  });
+
   it("shows a null-executor job's state timeline, its job machine and executor run on one card", { timeout: 90_000 }, async () => {
     const rest = new Rest(node.url);
     const job = await rest.submit(nullJob({ name: 'dev-page-job', durationMs: 200 }));
