@@ -3,6 +3,7 @@
  * is a `transition` event on the node's stream, machine `placement`, instance the job id):
  *
  *   bidding: offering ──offered──▶ collecting ──enough / unbeatable / window──▶ ranking
+ *            ranking ──no bid, answers expected──▶ stragglers
  *            ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
  *            ranking ──▶ reserving ──reserved──▶ placed
  *                           ├──refused, bids left──▶ ranking (those ranked, and those come meanwhile)
@@ -16,7 +17,7 @@
  * (actors/orchestrator/machine.ts). The effects (publishing the offer and collecting the
  * bids, asking a bidder to reserve) are supplied by the deployment actor.
  */
-import { assign, type EventObject, fromCallback, fromPromise, setup } from 'xstate';
+import { and, assign, type EventObject, fromCallback, fromPromise, setup } from 'xstate';
 import type { Bid, BidAnswer, NearNode, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import type { Placement, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
@@ -138,6 +139,11 @@ export const placementMachine = setup({
     /** Asks the bidder to hold the job's resources (a lease). */
     reserve: fromPromise<void, ReserveInput>(async () => {}),
   },
+  actions: {
+    // Left waiting from stragglers: every bidder's refusal when that is how it came there
+    // (said on the way in), else the declines, those that came while it waited too.
+    sayWhyUnplaced: assign({ reason: ({ context }) => (context.refusals.length > 0 && context.reason ? context.reason : whyUnplaced(context)) }),
+  },
   guards: {
     enough: ({ context }) => answered(context),
     // An idle bidder that is not suspect ranks first whatever else comes (rank: suspect, then
@@ -202,21 +208,25 @@ export const placementMachine = setup({
         ranking: {
           entry: assign({ candidates: ({ context }) => rank(context.bids, context.suspect) }),
           always: [
+            // Only declines when the window closed, and a node still to answer: its bid may just
+            // be slow (a loaded provider), and is waited for briefly rather than a back-off.
+            { guard: and(['noBids', 'othersExpected']), target: 'stragglers' },
             { guard: 'noBids', target: '#placement.unplaced', actions: assign({ reason: ({ context }) => whyUnplaced(context) }) },
             // Nothing to reserve across the network: this node's own scheduler reserves for it.
             { guard: 'selfBest', target: '#placement.placed', actions: assign({ chosen: ({ context }) => context.self }) },
             { target: 'reserving' },
           ],
         },
-        // Every bidder so far refused to reserve after the window closed, and answers are still
-        // expected: a fast bidder that refused (a liar, or one that just filled up) does not leave
-        // the job waiting a back-off for the honest answers the offer still collects.
+        // The window closed with no bid left (every bidder refused to reserve, or only declines
+        // came) and answers are still expected: a fast bidder that refused (a liar, or one that
+        // just filled up), or fast declines, do not leave the job waiting a back-off for the
+        // answers the offer still collects.
         stragglers: {
           always: [
             { guard: ({ context }) => context.bids.length > 0, target: 'ranking' },
-            { guard: 'enough', target: '#placement.unplaced' },
+            { guard: 'enough', target: '#placement.unplaced', actions: 'sayWhyUnplaced' },
           ],
-          after: { [STRAGGLE_MS]: '#placement.unplaced' },
+          after: { [STRAGGLE_MS]: { target: '#placement.unplaced', actions: 'sayWhyUnplaced' } },
         },
         reserving: {
           invoke: {

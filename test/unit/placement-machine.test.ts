@@ -136,6 +136,30 @@ describe('placement machine: collecting bids', () => {
     expect(m.reserved).toEqual(['honest']);
   });
 
+  it('only declines when the window closed, a node still to answer: its late bid is taken, without a back-off', async () => {
+    // A loaded provider answers after the window (twice the first answer's delay) has closed.
+    const m = start({ expected: 3 });
+    const output = m.done();
+    m.decline('small');
+    m.decline('full');
+    m.send({ type: 'window_closed' });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(m.state()).toContain('stragglers');
+    m.bid('slow', 0.4);
+    expect(await output).toEqual({ node: 'slow' });
+    expect(m.reserved).toEqual(['slow']);
+  });
+
+  it('only declines, and the last node declines late too: the job waits, naming every decline', async () => {
+    const m = start({ expected: 3 });
+    const output = m.done();
+    m.decline('small');
+    m.send({ type: 'window_closed' });
+    m.decline('full');
+    m.decline('late');
+    expect(await output).toEqual({ waiting: expect.stringMatching(/no node can hold it now \(small: .*; full: .*; late: .*\)/) as unknown });
+  });
+
   it('does not stop for an idle bidder that failed a job lately: a later one may rank above it', async () => {
     const m = start({ expected: 5, suspect: ['flaky'] });
     m.bid('flaky', 0);
