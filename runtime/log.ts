@@ -42,3 +42,27 @@ function prettyStream(out: ReturnType<typeof destination>): DestinationStream & 
 }
 
 export const silentLogger = (): Logger => pino({ level: 'silent' });
+
+/**
+ * At most one log line per `intervalMs` about one thing, counting those held back: a source
+ * that repeats (a peer in a loop) must not grow the log, and the line that is written says how
+ * many were not.
+ */
+export class LogGate {
+  private last = -Infinity;
+  private held = 0;
+
+  constructor(private readonly intervalMs: number) {}
+
+  /** How many were held back since the last line when one may be written now; undefined, one more held back, when not. */
+  pass(now = Date.now()): number | undefined {
+    if (now - this.last < this.intervalMs) {
+      this.held++;
+      return undefined;
+    }
+    const held = this.held;
+    this.last = now;
+    this.held = 0;
+    return held;
+  }
+}

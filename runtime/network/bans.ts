@@ -6,6 +6,8 @@
  * being answered, while one writing garbage in a loop is cut off within a fraction of a second.
  * With warnings rate-limited a bad frame costs a decode attempt only.
  */
+import { LogGate } from '../log.js';
+
 export interface BanPolicy {
   /** Undecodable frames within `strikeWindowMs` that get a peer banned. */
   maxStrikes: number;
@@ -37,8 +39,8 @@ export type Strike =
 interface PeerRecord {
   strikes: number;
   since: number;
-  lastWarn: number;
-  suppressed: number;
+  /** Kept across strike windows: the warning interval is the peer's, not the window's. */
+  warnings: LogGate;
 }
 
 export class PeerBans {
@@ -51,7 +53,7 @@ export class PeerBans {
     if (this.isBanned(peer, now)) return { action: 'quiet' };
     let r = this.records.get(peer);
     if (!r || now - r.since > this.policy.strikeWindowMs) {
-      r = { strikes: 0, since: now, lastWarn: r?.lastWarn ?? -Infinity, suppressed: r?.suppressed ?? 0 };
+      r = { strikes: 0, since: now, warnings: r?.warnings ?? new LogGate(this.policy.warnIntervalMs) };
       remember(this.records, peer, r, this.policy.maxPeers);
     }
     r.strikes++;
@@ -61,13 +63,8 @@ export class PeerBans {
       remember(this.bans, peer, until, this.policy.maxPeers);
       return { action: 'ban', strikes: r.strikes, until };
     }
-    if (now - r.lastWarn < this.policy.warnIntervalMs) {
-      r.suppressed++;
-      return { action: 'quiet' };
-    }
-    const suppressed = r.suppressed;
-    r.lastWarn = now;
-    r.suppressed = 0;
+    const suppressed = r.warnings.pass(now);
+    if (suppressed === undefined) return { action: 'quiet' };
     return { action: 'warn', strikes: r.strikes, suppressed };
   }
 

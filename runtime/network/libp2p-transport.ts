@@ -3,6 +3,7 @@ import type { Connection, PeerId, Stream, StreamCloseEvent } from '@libp2p/inter
 import { peerIdFromString } from '@libp2p/peer-id';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { DmsError, errorText, invalid } from '../errors.js';
+import { LogGate } from '../log.js';
 import { stageEnd, stageMark, stageStart } from '../stage-timings.js';
 import type { Arrival, Transport } from '../transport.js';
 import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
@@ -95,9 +96,8 @@ export class Libp2pTransport implements Transport {
   private readonly greeted: GreetedPeers;
   private readonly bans: PeerBans;
   private stopped = false;
-  /** When a connection closed on an error was last logged, and how many closed since unlogged. */
-  private lastConnectionWarn = -Infinity;
-  private unloggedConnectionErrors = 0;
+  /** Lines about connections closed on an error. */
+  private readonly connectionWarnings = new LogGate(CONNECTION_WARN_EVERY_MS);
 
   /** Builds the host, wires the transport into it, then starts it. */
   static async create(opts: HostOptions & TransportOptions): Promise<Libp2pTransport> {
@@ -515,14 +515,8 @@ export class Libp2pTransport implements Transport {
       (e) => {
         const error = (e as StreamCloseEvent).error;
         if (!error || this.stopped) return;
-        const now = Date.now();
-        if (now - this.lastConnectionWarn < CONNECTION_WARN_EVERY_MS) {
-          this.unloggedConnectionErrors++;
-          return;
-        }
-        const unlogged = this.unloggedConnectionErrors;
-        this.lastConnectionWarn = now;
-        this.unloggedConnectionErrors = 0;
+        const unlogged = this.connectionWarnings.pass();
+        if (unlogged === undefined) return;
         const fields = { peer: connection.remotePeer.toString(), addr: connection.remoteAddr.toString(), err: errorText(error), ...(unlogged ? { unlogged } : {}) };
         this.log.warn(fields, 'connection closed on an error');
       },
