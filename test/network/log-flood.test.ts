@@ -1,4 +1,3 @@
-import type { StreamCloseEvent } from '@libp2p/interface';
 /**
  * A log flood from one peer (issue 26): a hostile peer opens the actor protocol stream and
  * writes frames that are not envelopes in a loop. Each used to cost the node a warning line
@@ -6,6 +5,7 @@ import type { StreamCloseEvent } from '@libp2p/interface';
  * minute, and a peer past 1000 undecodable frames within 10 s is disconnected and refused for
  * 10 minutes (runtime/network/bans.ts); a genuine peer still gets its answers.
  */
+import type { StreamCloseEvent } from '@libp2p/interface';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../runtime/network/frames.js';
 import { ACTOR_PROTOCOL } from '../../runtime/network/libp2p-transport.js';

@@ -9,14 +9,14 @@
 import { pino } from 'pino';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Connection, StreamCloseEvent } from '@libp2p/interface';
-import { KeyPair } from '../../runtime/crypto/keys.js';
 import { peerIdFromString } from '@libp2p/peer-id';
-import { silentLogger } from '../../runtime/log.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
 import { BLOCKS_PROTOCOL } from '../../runtime/network/blocks.js';
 import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { TUNNEL_PROTOCOL } from '../../runtime/network/tunnel.js';
 import { listenAddr, waitFor } from '../helpers/network.js';
 import { removeHome, startNode, type NodeProcess } from '../helpers/node.js';
+import { ForeignPeer } from '../helpers/peer.js';
 
 let node: NodeProcess;
 let peer: Libp2pTransport;
@@ -82,14 +82,14 @@ it("learns a node's protocols when its own process stalls for 7 s right after it
   // reads the answer waiting in its socket) and never asks again, so it kept a connection
   // whose other side it did not know: not in its DHT table, never asked for blocks. The stall
   // is this process's own, a synchronous wait, as a burst of work would be.
-  const late = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
+  const late = await ForeignPeer.start();
   try {
-    await late.connect(listenAddr(node));
+    await late.connect(node);
     const until = Date.now() + 7_000;
     while (Date.now() < until) {
       // stalled
     }
-    const protocols = () => late.node.peerStore.get(peerIdFromString(node.peerId)).then((p) => p.protocols, () => [] as string[]);
+    const protocols = () => late.transport.node.peerStore.get(peerIdFromString(node.peerId)).then((p) => p.protocols, () => [] as string[]);
     await waitFor("the node's protocols known to the peer", async () => (await protocols()).includes(BLOCKS_PROTOCOL), {
       timeoutMs: 10_000,
       explain: async () => `known: ${(await protocols()).join(', ') || 'none'}`,
