@@ -129,7 +129,9 @@ export const DEV_PAGE = `<!doctype html>
     if (cls) e.className = cls;
     return e;
   };
-  const cell = (row, value, cls) => { const td = el(row, 'td', value, cls); if (td.textContent.length > 30) td.title = td.textContent; return td; };
+  // A cell too long to show whole shows it on hover.
+  const fitTitle = (td) => { td.title = td.textContent.length > 30 ? td.textContent : ''; return td; };
+  const cell = (row, value, cls) => fitTitle(el(row, 'td', value, cls));
   const shortPeer = (p) => (p && p.length > 12 ? '…' + p.slice(-8) : p || '');
   const time = (at) => at.slice(11, 23);
 
@@ -229,7 +231,7 @@ export const DEV_PAGE = `<!doctype html>
       row.classList.toggle('dim', Boolean(state));
       const [label, depth, meter] = row.cells;
       label.textContent = name + (state ? ' (' + state + ')' : '');
-      label.title = label.textContent.length > 30 ? label.textContent : '';
+      fitTitle(label);
       depth.textContent = a.depth === undefined ? '' : a.depth + '/' + a.capacity;
       const bar = meter.firstChild;
       bar.className = a.depth ? 'bar busy' : 'bar';
