@@ -37,6 +37,7 @@ import {
   ReserveReply,
   ReserveRequest,
   StartRequest,
+  type StartOutcome,
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
@@ -120,15 +121,30 @@ class Deployment {
     this.provider.stop();
   }
 
-  /** A lease on `input.node` (phase one), asked again briefly while it is over its bound for this node. */
-  private async reserve(input: ReserveInput): Promise<void> {
+  /**
+   * A lease on `input.node` (phase one), asked again briefly while it is over its bound for this
+   * node; with `input.start`, the job started on it in the same round trip (phase two).
+   */
+  private async reserve(input: ReserveInput): Promise<StartOutcome> {
     const lease = { job_id: input.jobId, resources: input.resources, lease_ms: this.ctx.deps.limits.leaseMs, ...(input.group ? { group: input.group } : {}) };
-    const ask = () => this.actor.call(this.deploymentOf(input.node), DeploymentBehaviors.reserve, lease, ReserveReply, { ttlMs: CALL_TTL_MS });
-    // A provider caps what one requester holds unstarted: this node's own other leases there
-    // start within milliseconds, so a batch of placements waits for them briefly.
-    const overBound = (e: unknown) => e instanceof DmsError && e.kind === 'overloaded';
+    let start = input.start;
+    const ask = () => this.actor.call(this.deploymentOf(input.node), DeploymentBehaviors.reserve, start ? { ...lease, start } : lease, ReserveReply, { ttlMs: CALL_TTL_MS });
+    const retryable = (e: unknown): boolean => {
+      if (!(e instanceof DmsError)) return false;
+      // A provider caps what one requester holds unstarted: this node's own other leases there
+      // start within milliseconds, so a batch of placements waits for them briefly.
+      if (e.kind === 'overloaded') return true;
+      // A provider that reads no start in a reserve (an older release) refuses the whole reserve
+      // as invalid: asked again without, the job is started as a second step.
+      if (e.kind === 'invalid' && start) {
+        start = null;
+        return true;
+      }
+      return false;
+    };
     try {
-      await withRetries(ask, { pauses: RESERVE_RETRIES_MS, retryable: overBound });
+      const reply = await withRetries(ask, { pauses: RESERVE_RETRIES_MS, retryable });
+      return input.start && start ? { ...(reply.started ? { started: true as const } : {}), ...(reply.start_refused ? { start_refused: reply.start_refused } : {}) } : {};
     } catch (e) {
       // Unanswered, it may still have leased: let it go there, or the lease runs out unstarted,
       // which that provider counts against this node as much as a requester that hoards.
@@ -141,7 +157,7 @@ class Deployment {
   }
 
   private probing() {
-    return this.machine.provide({ actors: { reserve: fromPromise(async () => {}) } });
+    return this.machine.provide({ actors: { reserve: fromPromise(async (): Promise<StartOutcome> => ({})) } });
   }
 
   behaviors() {
@@ -212,8 +228,8 @@ class Deployment {
       if (this.actor.system.isHere(p.probed)) return { node: p.probed };
       if (!p.exclude.includes(p.probed) && !this.suspect.has(p.probed)) {
         try {
-          await this.reserve({ node: p.probed, jobId: p.job_id, resources: p.resources, group: p.group ?? null });
-          return { node: p.probed };
+          const outcome = await this.reserve({ node: p.probed, jobId: p.job_id, resources: p.resources, group: p.group ?? null, start: p.start ?? null });
+          return { node: p.probed, ...outcome };
         } catch (e) {
           this.ctx.log.debug({ job: p.job_id, node: p.probed, err: errorText(e) }, 'the probed node refused to reserve: offering again');
         }
@@ -232,6 +248,8 @@ class Deployment {
       vet: await this.bidders.vet(p.placement, p.secrets),
       near: p.near ?? null,
       group: p.group ?? null,
+      // A probe reserves nothing, and an ensemble's parts start once all are reserved.
+      start: p.probe || p.group ? null : (p.start ?? null),
       expected,
     };
     const run = this.ctx.machine(p.probe ? this.probeMachine : this.machine, { id: p.job_id, input });

@@ -5,7 +5,7 @@
  *   bidding: offering ──offered──▶ collecting ──enough / unbeatable / window──▶ ranking
  *            ranking ──no bid, answers expected──▶ stragglers
  *            ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
- *            ranking ──▶ reserving ──reserved──▶ placed
+ *            ranking ──▶ reserving ──reserved (and started, when the reserve carried the job)──▶ placed
  *                           ├──refused, bids left──▶ ranking (those ranked, and those come meanwhile)
  *                           ├──refused, none left, answers to come──▶ collecting
  *                           ├──refused, none left, window closed, answers expected──▶ stragglers
@@ -18,7 +18,7 @@
  * bids, asking a bidder to reserve) are supplied by the deployment actor.
  */
 import { and, assign, type EventObject, fromCallback, fromPromise, setup } from 'xstate';
-import type { Bid, BidAnswer, NearNode, PlaceReply } from '../../behaviors/jobs/deployment.js';
+import type { Bid, BidAnswer, DeployedJob, NearNode, PlaceReply, StartOutcome } from '../../behaviors/jobs/deployment.js';
 import type { Placement, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
 
@@ -42,10 +42,13 @@ export interface PlacementInput {
   near?: NearNode | null;
   /** The ensemble the job is a part of, which its lease names (ReserveRequest.group). */
   group?: string | null;
+  /** The job, to start with its reserve (ReserveRequest.start); null to reserve only. */
+  start?: DeployedJob | null;
 }
 
-/** What the invoked `reserve` is given: the bidder to ask, and the lease. */
-export type ReserveInput = { node: string; jobId: string; resources: ResourceSpec; group: string | null };
+/** What the invoked `reserve` is given: the bidder to ask, the lease, and the job to start on it (or null). */
+export type ReserveInput = { node: string; jobId: string; resources: ResourceSpec; group: string | null; start: DeployedJob | null };
+
 
 export type OfferEvent =
   | { type: 'offered' }
@@ -62,6 +65,8 @@ interface PlacementContext extends PlacementInput {
   /** Bidders not yet asked to reserve, best first. */
   candidates: NodeBid[];
   chosen: string | null;
+  /** What the chosen bidder said of the start its reserve carried. */
+  startOutcome: StartOutcome;
   /** Why the bidders asked so far refused to reserve. */
   refusals: string[];
   reason: string | null;
@@ -136,8 +141,8 @@ export const placementMachine = setup({
     // Effects, supplied by the deployment actor: these stand-ins do nothing.
     /** Publishes the offer (or asks the pinned node); sends back offered, each bid, and window_closed. */
     offer: fromCallback<EventObject, PlacementInput>(() => {}),
-    /** Asks the bidder to hold the job's resources (a lease). */
-    reserve: fromPromise<void, ReserveInput>(async () => {}),
+    /** Asks the bidder to hold the job's resources (a lease), and to start the job on it when given one. */
+    reserve: fromPromise<StartOutcome, ReserveInput>(async () => ({})),
   },
   actions: {
     // Left waiting from stragglers: every bidder's refusal when that is how it came there
@@ -166,6 +171,7 @@ export const placementMachine = setup({
     declines: [],
     candidates: [],
     chosen: null,
+    startOutcome: {},
     refusals: [],
     reason: null,
     windowClosed: false,
@@ -231,8 +237,8 @@ export const placementMachine = setup({
         reserving: {
           invoke: {
             src: 'reserve',
-            input: ({ context }) => ({ node: context.candidates[0].node, jobId: context.jobId, resources: context.resources, group: context.group ?? null }),
-            onDone: { target: '#placement.placed', actions: assign({ chosen: ({ context }) => context.candidates[0].node }) },
+            input: ({ context }) => ({ node: context.candidates[0].node, jobId: context.jobId, resources: context.resources, group: context.group ?? null, start: context.start ?? null }),
+            onDone: { target: '#placement.placed', actions: assign({ chosen: ({ context }) => context.candidates[0].node, startOutcome: ({ event }) => event.output }) },
             onError: [
               { guard: 'otherBids', target: 'ranking', actions: assign(({ context, event }) => refusedBy(context, event.error)) },
               { guard: 'answersToCome', target: 'collecting', actions: assign(({ context, event }) => refusedBy(context, event.error)) },
@@ -251,5 +257,5 @@ export const placementMachine = setup({
     placed: { type: 'final' },
     unplaced: { type: 'final' },
   },
-  output: ({ context }) => (context.chosen ? { node: context.chosen } : { waiting: context.reason ?? 'not placed' }),
+  output: ({ context }) => (context.chosen ? { node: context.chosen, ...context.startOutcome } : { waiting: context.reason ?? 'not placed' }),
 });

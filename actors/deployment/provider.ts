@@ -8,7 +8,7 @@
  */
 import { waitFor } from 'xstate';
 import type { z } from 'zod';
-import type { BidAnswer, BidReply, BidRequest, ReserveRequest, StartRequest } from '../../behaviors/jobs/deployment.js';
+import type { BidAnswer, BidReply, BidRequest, ReserveReply, ReserveRequest, StartRequest } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { LeaseReply, loadOf, type Offer, OfferReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { type Job, JobSchema, type ResourceSpec } from '../../behaviors/jobs/schema.js';
@@ -127,7 +127,7 @@ export class Provider {
     return { node: this.actor.system.host, answers };
   }
 
-  async reserve(env: Envelope, req: z.output<typeof ReserveRequest>): Promise<{ until: string }> {
+  async reserve(env: Envelope, req: z.output<typeof ReserveRequest>): Promise<ReserveReply> {
     this.direct(env);
     const requester = this.requesterOf(env);
     const here = this.actor.system.isHere(requester);
@@ -181,7 +181,17 @@ export class Provider {
     }
     const until = new Date(Date.now() + leaseMs).toISOString();
     machine.send({ type: 'leased', until, resources: req.resources });
-    return { until };
+    if (!req.start) return { until };
+    // Phase two in the same round trip. A refused start is an answer about the job, not about
+    // the lease, which the refusal lets go: the requester learns why as from a StartRequest.
+    try {
+      await this.startOn(machine, req.start, requester);
+      return { until, started: true };
+    } catch (e) {
+      // Still held when a check refused the start: let go as its holder would after a refused start.
+      if (machine.getSnapshot().value === 'reserved') machine.send({ type: 'release', requester });
+      return { until, start_refused: errorText(e) };
+    }
   }
 
   /** A reserve of a job that has a deployment here: its holder gets the same lease back, never a longer one. */
@@ -208,6 +218,12 @@ export class Provider {
       const why = snap?.value === 'leasing' ? 'is still being reserved' : snap?.value === 'starting' || snap?.value === 'running' ? 'runs here already' : 'holds no reservation of yours here (the lease may have run out)';
       throw new DmsError('conflict', `job ${job.id} ${why}`);
     }
+    await this.startOn(machine, job, requester);
+    return { job_id: job.id };
+  }
+
+  /** Starts `job` on the lease its deployment machine holds (reserved, for `requester`); throws as the start's answer would. */
+  private async startOn(machine: ProviderMachine, job: z.output<typeof StartRequest>['job'], requester: string): Promise<void> {
     machine.send({ type: 'start', requester, resources: job.resources, here: this.actor.system.isHere(requester), volumes: volumesOf(job.inputs ?? []) });
     const after = machine.getSnapshot();
     if (after.context.refusal) throw new DmsError(after.context.refusal.kind, after.context.refusal.message);
@@ -220,7 +236,6 @@ export class Provider {
       throw e;
     }
     machine.send({ type: 'accepted' });
-    return { job_id: job.id };
   }
 
   /** The answer to a start its holder asked again: once the first start is over, whether it runs. */

@@ -18,7 +18,7 @@
  * placements for a while. A job's `secrets` go only to providers this node trusts.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DeploymentBehaviors, DEPLOYMENT_INBOX, StartReply } from '../../behaviors/jobs/deployment.js';
+import { DeploymentBehaviors, DEPLOYMENT_INBOX, deployedJobOf, type DeployedJob, StartReply } from '../../behaviors/jobs/deployment.js';
 import { LogsReply } from '../../behaviors/jobs/jobs.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
@@ -107,22 +107,20 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
     this.stopping.abort();
   }
 
-  /** Phase two of the placement: the provider starts what it holds for the job. */
+  /**
+   * Phase two of the placement: the provider starts what it holds for the job. A job its
+   * placement started already (its reserve carried the start, ReserveRequest.start) comes with
+   * `container_id` naming the provider, the run's id: it is followed, not started again.
+   */
   async start(job: Job): Promise<ExecutionHandle> {
     const node = job.node;
     if (!node || this.opts.actor.system.isHere(node)) throw invalid(`job ${job.id} is not placed on another node`);
-    const { id, name, image, command, environment, secrets, resources, executor, timeout_s, outputs, inputs, ports, ensemble, part } = job;
-    const secret = Object.keys(secrets).length > 0;
     // The placement asked trusted providers only; this is the last door before the values leave.
-    if (secret && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
-    const spec = {
-      id, name, image, command, environment, ...(secret ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}),
-      ...(outputs.length ? { outputs: outputs.map((o) => ({ name: o.name, path: o.path })) } : {}),
-      ...(inputs.length ? { inputs } : {}),
-      ...(ports.length ? { ports } : {}),
-      ...(ensemble && part ? { ensemble: { id: ensemble, part } } : {}),
-    };
+    if (Object.keys(job.secrets).length > 0 && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
     const machine = newRun(this.machines, job.id, 'creating');
+    // Started by its placement, with the reserve (one round trip): the run there is only followed.
+    if (job.container_id === node) return this.created(job, node, machine);
+    const spec = deployedJobOf(job);
     try {
       await this.startThere(node, spec);
     } catch (e) {
@@ -131,8 +129,12 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
       machine.send({ type: 'failed', error: errorText(e) });
       throw e;
     }
+    return this.created(job, node, machine);
+  }
+
+  private created(job: Job, node: string, machine: RunMachine): ExecutionHandle {
     machine.send({ type: 'created', id: node });
-    this.runs.set(job.id, { node, machine, outputs: outputs.length > 0 });
+    this.runs.set(job.id, { node, machine, outputs: job.outputs.length > 0 });
     return { executor: this.name, job_id: job.id, id: node };
   }
 
@@ -142,7 +144,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
    * job it runs. Given up after START_ASKS, the caller releases it there, which stops a job
    * started meanwhile, before the job is placed elsewhere.
    */
-  private async startThere(node: string, spec: Record<string, unknown>): Promise<void> {
+  private async startThere(node: string, spec: DeployedJob): Promise<void> {
     await withRetries(() => this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS }), {
       pauses: START_AGAIN_MS,
       // Only no answer (or the provider's "still starting it") is asked again: a refusal is an answer.

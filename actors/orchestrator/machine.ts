@@ -32,7 +32,8 @@
  *    context, up to its bound), so a full network is not flooded with offers it cannot take.
  *  - `start` and `stop` are invoked actors: each asks the job's executor (an envelope). How the
  *    start went is reported by the executor, which the orchestrator hands to the machine as
- *    `started` or `fault`; the run's end arrives as `exited`, or `fault` when the executor can
+ *    `started` or `fault`; a job whose placement started it with its reserve (`placedStart`)
+ *    is not started again: the start passes on what the provider said; the run's end arrives as `exited`, or `fault` when the executor can
  *    no longer follow it. One `fault` event serves every state: what it means is the state's.
  *  - the timeout is a delay of the running state, computed from the deadline in the context:
  *    the deadline is set once, when the run starts, so a run picked up after a restart keeps
@@ -45,6 +46,7 @@
  * test/jobs/machine-rules.test.ts walks the machine against that table.
  */
 import { assign, type EventObject, fromCallback, fromPromise, raise, setup } from 'xstate';
+import type { StartOutcome } from '../../behaviors/jobs/deployment.js';
 import type { JobStatus } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
 import { type ExecutionHandle, type ExitResult, outcome } from '../../behaviors/jobs/execution.js';
@@ -79,8 +81,12 @@ export type JobMachineEvent =
 /** Where a job goes to be placed (see the chart above); `ensemble`: its ensemble places it (actors/ensembles). */
 export type Route = 'here' | 'here-first' | 'network' | 'ensemble';
 
-/** What the invoked `place` answers: the node that reserved it, or why nobody did. */
-export type PlaceOutcome = { node: string; here: boolean } | { waiting: string };
+/**
+ * What the invoked `place` answers: the node that reserved it, or why nobody did. A reserve that
+ * carried the job's start says how that went (StartOutcome): the `start` that follows then only
+ * passes it on.
+ */
+export type PlaceOutcome = ({ node: string; here: boolean } & StartOutcome) | { waiting: string };
 
 export interface JobMachineContext {
   jobId: string;
@@ -97,6 +103,8 @@ export interface JobMachineContext {
   deadline: number | null;
   /** The other node running it, while placed on one; null while here or not yet placed. */
   node: string | null;
+  /** What that node said of the start its reserve carried; null when it was not asked to start it yet. */
+  placedStart: StartOutcome | null;
   /** Placements on other nodes used so far, and how many the job may use. */
   placements: number;
   maxAttempts: number;
@@ -133,7 +141,7 @@ export interface JobMachineInput {
 }
 
 /** What the invoked effects are given. */
-export type StartInput = { jobId: string };
+export type StartInput = { jobId: string; placedStart: StartOutcome | null };
 export type StopInput = { jobId: string; handle: ExecutionHandle; reason: string };
 export type PlaceInput = { jobId: string; exclude: readonly string[] };
 
@@ -166,6 +174,8 @@ const deadlineFrom = (context: JobMachineContext, since: number): number | null 
   context.deadline ?? (context.timeoutS ? since + context.timeoutS * 1000 : null);
 
 const nodeOf = (output: PlaceOutcome): string => ('node' in output ? output.node : '');
+const startOf = (output: PlaceOutcome): StartOutcome | null =>
+  'node' in output && (output.started || output.start_refused) ? { ...(output.started ? { started: output.started } : {}), ...(output.start_refused ? { start_refused: output.start_refused } : {}) } : null;
 
 const refusedBy = (context: JobMachineContext, reason: string) => `node ${context.node} could not start it: ${reason}`;
 
@@ -214,6 +224,7 @@ export const jobMachine = setup({
     forget: assign(({ context }) => ({
       exclude: context.node === null || context.node === context.pinned || context.exclude.includes(context.node) ? context.exclude : [...context.exclude, context.node],
       node: null,
+      placedStart: null,
       handle: null,
       deadline: null,
       recovering: false,
@@ -250,6 +261,7 @@ export const jobMachine = setup({
     timeoutS: input.timeoutS ?? null,
     deadline: null,
     node: null,
+    placedStart: null,
     placements: input.placements ?? 0,
     maxAttempts: input.maxAttempts ?? 3,
     route: input.route ?? 'here',
@@ -321,7 +333,7 @@ export const jobMachine = setup({
                 guard: ({ event }) => 'node' in event.output,
                 target: '#job.starting',
                 actions: [
-                  assign(({ context, event }) => ({ node: nodeOf(event.output), placements: context.placements + 1, backoffMs: 0, nextOfferAt: 0 })),
+                  assign(({ context, event }) => ({ node: nodeOf(event.output), placedStart: startOf(event.output), placements: context.placements + 1, backoffMs: 0, nextOfferAt: 0 })),
                   { type: 'placedOn', params: ({ event }) => ({ node: nodeOf(event.output) }) },
                 ],
               },
@@ -364,7 +376,7 @@ export const jobMachine = setup({
     },
     starting: {
       tags: ['pending'],
-      invoke: { src: 'start', input: ({ context }) => ({ jobId: context.jobId }) },
+      invoke: { src: 'start', input: ({ context }) => ({ jobId: context.jobId, placedStart: context.placedStart }) },
       on: {
         started: {
           target: 'running',

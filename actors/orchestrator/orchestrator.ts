@@ -12,10 +12,9 @@ import { type EventObject, fromCallback, fromPromise } from 'xstate';
 import type { z } from 'zod';
 import { type RunReport, type StartReport } from '../../behaviors/jobs/executor.js';
 import { type LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
-import { AcceptPayload, DEPLOYMENT_INBOX, DeploymentBehaviors, PlaceReply } from '../../behaviors/jobs/deployment.js';
+import { AcceptPayload, DEPLOYMENT_INBOX, DeploymentBehaviors, deployedJobOf, PlaceReply } from '../../behaviors/jobs/deployment.js';
 import { type Freed, ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { redactValues } from '../../behaviors/jobs/redaction.js';
-import { outputsMismatch } from '../../behaviors/jobs/manifest.js';
 import { isTerminal, JOB_STATUSES, type Job, type JobSpec } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
@@ -348,8 +347,12 @@ class Orchestrator {
   /** The invoked `start`: asks the executor to start the run; how it went is reported (see started()). */
   private start(input: StartInput, sendBack: (event: JobMachineEvent) => void): void {
     const run = this.run(input);
+    const refused = input.placedStart?.start_refused;
+    if (refused) return queueMicrotask(() => sendBack({ type: 'fault', reason: refused }));
+    // Started with its reserve: its run exists there, and the remote executor only follows it (its id names the provider).
+    const job = input.placedStart?.started ? { ...run.job, container_id: run.job.node } : run.job;
     this.executorOf(run)
-      .start(run.secrets ? { ...run.job, secrets: run.secrets } : run.job)
+      .start(run.secrets ? { ...job, secrets: run.secrets } : job)
       .catch((e: unknown) => sendBack({ type: 'fault', reason: errorText(e) }));
   }
 
@@ -428,7 +431,9 @@ class Orchestrator {
     const error = status === 'failed' ? (ctx.error ?? ctx.reason) : null;
     const closed = closeAttempt(run.attempts, ctx.lost ? 'lost' : status, ctx.lost ?? error);
     const change: JobChange = { status, reason: ctx.reason, exit_code: ctx.exitCode, error, ...(closed || run.attempts.length > 0 ? { attempts: [...run.attempts] } : {}) };
-    if (run.job.outputs.length > 0) Object.assign(change, this.manifestOf(run.job));
+    const manifest = run.job.outputs.length > 0 ? this.manifests?.recordOf(run.job) : undefined;
+    if (manifest?.refused) this.log.warn({ job: run.id, node: run.job.node, err: manifest.refused }, 'result manifest refused');
+    Object.assign(change, manifest?.file ?? {});
     // Run here for another node: its deployment is over.
     if (run.job.requester) {
       void this.actor.tell(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.ended, { job_id: ctx.jobId }).catch(() => undefined);
@@ -450,18 +455,6 @@ class Orchestrator {
     );
   }
 
-  /**
-   * Outputs (actors/outputs): the manifest its executor wrote before reporting the end, kept
-   * only if it lists the outputs the job asked for (a provider signs what it likes).
-   */
-  private manifestOf(job: Job): Partial<JobChange> {
-    const file = this.manifests?.read(job.id);
-    const wrong = file && outputsMismatch(job.outputs, file.outputs);
-    if (!wrong) return file ?? {};
-    this.log.warn({ job: job.id, node: job.node, err: wrong }, 'result manifest refused');
-    return {};
-  }
-
   private cleanup(run: JobRun, handle: ExecutionHandle): void {
     this.executorOf(run)
       .cleanup(handle)
@@ -473,7 +466,10 @@ class Orchestrator {
   /** The invoked `place`: asks the deployment actor for bids and a reservation. */
   private async place({ jobId, exclude }: PlaceInput, signal: AbortSignal): Promise<PlaceOutcome> {
     const { job } = this.run({ jobId });
-    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...exclude], secrets: Object.keys(job.secrets).length > 0 };
+    const secrets = Object.keys(job.secrets).length > 0;
+    // Started with its reserve: one round trip. Secrets wait for the remote executor's own check of the provider.
+    const start = this.remote && !secrets ? { start: deployedJobOf(job) } : {};
+    const request = { job_id: job.id, resources: job.resources, executor: job.executor, placement: job.placement, exclude: [...exclude], secrets, ...start };
     const reply = await this.actor
       .call(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.place, request, PlaceReply, { ttlMs: PLACE_TTL_MS })
       .catch((e: unknown): PlaceReply => ({ waiting: `placement failed: ${errorText(e)}` }));
@@ -483,7 +479,7 @@ class Orchestrator {
     if ((signal.aborted || this.stopping) && !here) {
       void this.actor.tell(at(DEPLOYMENT_INBOX, reply.node), DeploymentBehaviors.release, { job_id: jobId }).catch(() => undefined);
     }
-    return { node: reply.node, here };
+    return { ...reply, here };
   }
 
   /** The machine's `placedOn`: reserved on `node`; recorded there, then started through the remote executor. */

@@ -8,6 +8,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { JobOutputSchema } from '../../behaviors/jobs/files.js';
+import { outputsMismatch } from '../../behaviors/jobs/manifest.js';
+import type { Job } from '../../behaviors/jobs/schema.js';
 import { writeJsonAtomic } from '../../runtime/files.js';
 import { IssuedGrants } from './issued-grants.js';
 import { ReadRevocations } from './read-revocations.js';
@@ -58,4 +60,14 @@ export class ManifestFiles {
     return parsed.success ? parsed.data : null;
   }
 
-  /** What the job's final record gains: the signed manifest and its list of outputs; nothing when there is none. */}
+  /**
+   * What the job's final record gains: the manifest its executor wrote before reporting the end,
+   * kept only if it lists the outputs the job asked for (a provider signs what it likes);
+   * `refused` says why one was not kept.
+   */
+  recordOf(job: Pick<Job, 'id' | 'outputs'>): { file: ManifestFile | null; refused?: string } {
+    const file = this.read(job.id);
+    const refused = file ? outputsMismatch(job.outputs, file.outputs) : null;
+    return refused ? { file: null, refused } : { file };
+  }
+}

@@ -3,7 +3,9 @@
  * node). A requester offers a job on the `/dms/deployment` topic (or to the one node it is
  * pinned to); nodes that can hold it answer with a bid; the requester reserves on the best
  * bidder (a lease that ends by itself) and then starts it there; the provider runs it as one of
- * its own jobs, and the requester follows it (status and output) until it ends.
+ * its own jobs, and the requester follows it (status and output) until it ends. A job placed on
+ * its own (not a part of an ensemble, which reserves every part before it starts any) sends its
+ * start with its reserve: one round trip instead of two (ReserveRequest.start).
  *
  * Every behavior here needs the capability `/dms/deployment`. By default a node opens it to
  * every node of its network (`deployment.open`); with `deployment.open: false` only holders of
@@ -12,7 +14,7 @@
 import { z } from 'zod';
 import { MAX_NEAR_RTT_MS, PartNameSchema } from '../ensembles/schema.js';
 import { JobIdSchema, LogsPayload } from './jobs.js';
-import { JobSpecSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, RESOURCE_FLOOR, ResourceRequestSchema, ResourceSpecSchema } from './schema.js';
+import { type Job, JobSpecSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, RESOURCE_FLOOR, ResourceRequestSchema, ResourceSpecSchema } from './schema.js';
 
 export const DEPLOYMENT_INBOX = 'deployment';
 /** Where bid requests are published. */
@@ -122,18 +124,6 @@ const LeaseResources = ResourceRequestSchema.refine((r) => r.cpu.cores > 0 && r.
   error: `a lease holds cores (at least ${RESOURCE_FLOOR.cores}) and memory: neither may be 0`,
 }).transform(atLeastContainerMemory);
 
-export const ReserveRequest = z.strictObject({
-  job_id: jobId,
-  resources: LeaseResources,
-  lease_ms: z.int().min(100).max(MAX_LEASE_MS),
-  /**
-   * The ensemble this lease is a part of: a requester's leases of one ensemble count as one
-   * (its first lease is exempt from deployment.lease_share, and so is its first ensemble).
-   */
-  group: z.uuid().optional(),
-});
-export const ReserveReply = z.object({ until: z.iso.datetime({ offset: true }) });
-
 /** The job as the requester stored it: what the provider needs to run it. */
 export const DeployedJob = JobSpecSchema.omit({ placement: true }).extend({
   id: jobId,
@@ -141,6 +131,48 @@ export const DeployedJob = JobSpecSchema.omit({ placement: true }).extend({
   ensemble: z.strictObject({ id: z.uuid(), part: PartNameSchema }).optional(),
 });
 export type DeployedJob = z.input<typeof DeployedJob>;
+
+/** What a provider is sent of a stored job to run it: its spec, the secrets' values only when it has any. */
+export function deployedJobOf(job: Job): DeployedJob {
+  const { id, name, image, command, environment, secrets, resources, executor, timeout_s, outputs, inputs, ports, ensemble, part } = job;
+  return {
+    id, name, image, command, environment, ...(Object.keys(secrets).length > 0 ? { secrets } : {}), resources, executor, ...(timeout_s ? { timeout_s } : {}),
+    ...(outputs.length ? { outputs: outputs.map((o) => ({ name: o.name, path: o.path })) } : {}),
+    ...(inputs.length ? { inputs } : {}),
+    ...(ports.length ? { ports } : {}),
+    ...(ensemble && part ? { ensemble: { id: ensemble, part } } : {}),
+  };
+}
+
+export const ReserveRequest = z
+  .strictObject({
+    job_id: jobId,
+    resources: LeaseResources,
+    lease_ms: z.int().min(100).max(MAX_LEASE_MS),
+    /**
+     * The ensemble this lease is a part of: a requester's leases of one ensemble count as one
+     * (its first lease is exempt from deployment.lease_share, and so is its first ensemble).
+     */
+    group: z.uuid().optional(),
+    /**
+     * Start this job on the lease at once, as a StartRequest would: phase two in the same round
+     * trip. Not with `group`: an ensemble starts its parts only once every part is reserved.
+     */
+    start: DeployedJob.optional(),
+  })
+  .refine((r) => !r.start || r.start.id === r.job_id, { error: 'start.id must be the job_id being reserved', path: ['start', 'id'] })
+  .refine((r) => !r.start || !r.group, { error: 'a lease of an ensemble (group) is started once every part is reserved, never with its reserve', path: ['start'] });
+
+export const ReserveReply = z.object({
+  until: z.iso.datetime({ offset: true }),
+  /** The reserve carried a start, and the job runs here now. */
+  started: z.literal(true).optional(),
+  /** The reserve carried a start that was refused, as a StartRequest's error would say; the lease is let go. */
+  start_refused: z.string().max(1000).optional(),
+});
+export type ReserveReply = z.output<typeof ReserveReply>;
+/** What a reserve that carried a start says of it: running there, refused there, or neither (start it as a second step). */
+export type StartOutcome = Pick<ReserveReply, 'started' | 'start_refused'>;
 
 export const StartRequest = z.strictObject({ job: DeployedJob });
 /** What the deployment actor hands this node's orchestrator on start (/dms/job/accept). */
@@ -176,12 +208,18 @@ export const PlaceRequest = z.strictObject({
   probed: PeerIdSchema.optional(),
   /** The ensemble the job is a part of: its leases are reserved as one (ReserveRequest.group). */
   group: z.uuid().optional(),
+  /** The job itself, to start with its reserve (ReserveRequest.start); never with `probe` or `group`. */
+  start: DeployedJob.optional(),
 });
 export type PlaceRequest = z.input<typeof PlaceRequest>;
 
 export const PlaceReply = z.union([
-  /** Reserved there (a lease), or this node itself (nothing reserved: the local scheduler reserves). */
-  z.object({ node: PeerIdSchema }),
+  /**
+   * Reserved there (a lease), or this node itself (nothing reserved: the local scheduler
+   * reserves). With PlaceRequest.start: `started` when it runs there already, `start_refused`
+   * when the provider leased but would not start it; neither when it is to be started as usual.
+   */
+  z.object({ node: PeerIdSchema, started: z.literal(true).optional(), start_refused: z.string().optional() }),
   /** Nobody can hold it now, and why. */
   z.object({ waiting: z.string() }),
 ]);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createActor, fromCallback, fromPromise } from 'xstate';
-import type { BidAnswer } from '../../behaviors/jobs/deployment.js';
+import type { BidAnswer, DeployedJob, StartOutcome } from '../../behaviors/jobs/deployment.js';
 import { type OfferEvent, placementMachine, type PlacementInput } from '../../actors/deployment/placement-machine.js';
 
 /*
@@ -12,9 +12,17 @@ import { type OfferEvent, placementMachine, type PlacementInput } from '../../ac
 const SELF = 'node-self';
 const resources = { cpu: { cores: 1 }, memory: { size: 1024 }, storage: { size: 0 }, gpus: [] } as unknown as PlacementInput['resources'];
 
-function start(opts: { expected: number; suspect?: string[]; refuse?: string[]; vet?: (node: string) => string | null }) {
+function start(opts: {
+  expected: number;
+  suspect?: string[];
+  refuse?: string[];
+  vet?: (node: string) => string | null;
+  job?: DeployedJob;
+  startOutcome?: (node: string) => StartOutcome;
+}) {
   let send!: (e: OfferEvent) => void;
   const reserved: string[] = [];
+  const startsAsked: (string | null)[] = [];
   const machine = placementMachine.provide({
     actors: {
       offer: fromCallback(({ sendBack }) => {
@@ -22,8 +30,10 @@ function start(opts: { expected: number; suspect?: string[]; refuse?: string[]; 
         sendBack({ type: 'offered' });
       }),
       reserve: fromPromise(async ({ input }) => {
+        startsAsked.push(input.start?.id ?? null);
         if (opts.refuse?.includes(input.node)) throw new Error('not enough memory');
         reserved.push(input.node);
+        return opts.startOutcome?.(input.node) ?? {};
       }),
     },
   });
@@ -37,6 +47,7 @@ function start(opts: { expected: number; suspect?: string[]; refuse?: string[]; 
       self: SELF,
       suspect: new Set(opts.suspect ?? []),
       ...(opts.vet ? { vet: opts.vet } : {}),
+      ...(opts.job ? { start: opts.job } : {}),
       expected: opts.expected,
     },
   });
@@ -46,10 +57,37 @@ function start(opts: { expected: number; suspect?: string[]; refuse?: string[]; 
   const decline = (node: string) => send({ type: 'bid', node, answer: { job_id: 'job-1', declined: 'too small' } as BidAnswer });
   const state = () => JSON.stringify(actor.getSnapshot().value);
   const done = () => new Promise<unknown>((resolve) => actor.subscribe((s) => s.status === 'done' && resolve(s.output)));
-  return { actor, send: (e: OfferEvent) => send(e), bid, decline, state, done, reserved };
+  return { actor, send: (e: OfferEvent) => send(e), bid, decline, state, done, reserved, startsAsked };
 }
 
 describe('placement machine: collecting bids', () => {
+  it('a reserve carries the job when it has one, and what the provider said of its start is the placement\'s answer', async () => {
+    const job = { id: 'job-1', name: 'j', image: 'none', executor: 'null' } as DeployedJob;
+    const m = start({ expected: 2, job, refuse: ['full'], startOutcome: (node) => (node === 'idle' ? { started: true } : {}) });
+    const output = m.done();
+    m.bid('full', 0);
+    m.bid('idle', 0.1);
+    // The refusing bidder was asked with the job, and so was the next one.
+    expect(await output).toEqual({ node: 'idle', started: true });
+    expect(m.startsAsked).toEqual(['job-1', 'job-1']);
+  });
+
+  it('a start refused with the reserve is passed on with the node, which holds no lease for it any more', async () => {
+    const job = { id: 'job-1', name: 'j', image: 'none', executor: 'null' } as DeployedJob;
+    const m = start({ expected: 1, job, startOutcome: () => ({ start_refused: 'mounts volume "data", which is not here' }) });
+    const output = m.done();
+    m.bid('provider', 0);
+    expect(await output).toEqual({ node: 'provider', start_refused: 'mounts volume "data", which is not here' });
+  });
+
+  it('without a job the reserve carries none, and the answer is the node alone', async () => {
+    const m = start({ expected: 1 });
+    const output = m.done();
+    m.bid('provider', 0);
+    expect(await output).toEqual({ node: 'provider' });
+    expect(m.startsAsked).toEqual([null]);
+  });
+
   it("a bid the requester's own checks refuse counts as a decline, however idle it claims to be", async () => {
     const m = start({ expected: 2, vet: (node) => (node === 'liar' ? 'published no profile' : null) });
     const output = m.done();

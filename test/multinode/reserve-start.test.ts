@@ -1,0 +1,114 @@
+/**
+ * A job placed on its own starts with its reserve (ReserveRequest.start): one round trip to the
+ * provider instead of two (issue 25's placement lead). Two nodes in this process on real
+ * libp2p, and a peer that answers as a release before this one did (its reserve takes no
+ * `start`), against which the requester falls back to two steps.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
+import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
+import { ForeignPeer } from '../helpers/peer.js';
+import type { TestNode } from '../helpers/node.js';
+
+let a: LocalNode;
+let b: LocalNode;
+
+const put = (node: LocalNode, path: string, body: unknown) =>
+  fetch(`${node.url}${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const post = async (node: LocalNode, body: unknown) => {
+  const r = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const json = await r.json();
+  expect(r.status, JSON.stringify(json)).toBe(201);
+  return json as { id: string };
+};
+type JobView = { status: string; node: string | null; error: string | null; attempts: { node: string; outcome: string | null; reason: string | null }[] };
+const job = async (node: LocalNode, id: string) => (await (await fetch(`${node.url}/api/v1/jobs/${id}`)).json()) as JobView;
+const ended = (node: LocalNode, id: string) =>
+  waitFor(`job ${id} to end on ${node.peerId.slice(-6)}`, async () => {
+    const j = await job(node, id);
+    return j.status === 'completed' || j.status === 'failed' ? j : undefined;
+  }, { timeoutMs: 20_000 });
+/** dms_envelopes_total of one behavior and outcome on `node`'s /metrics (0 when never counted). */
+const envelopes = async (node: LocalNode, behavior: string, outcome = 'ok') => {
+  const text = await (await fetch(`${node.url}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`dms_envelopes_total{behavior="${behavior}",outcome="${outcome}"}`));
+  return line ? Number(line.split(' ').at(-1)) : 0;
+};
+const heldCores = async (node: LocalNode) =>
+  ((await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number } } }).allocated.cpu.cores;
+
+beforeAll(async () => {
+  // Node a lets its users name a registry on this machine; node b, as by default, does not:
+  // a job naming one is leased on b (the bid does not look at images) and refused at its start.
+  [a, b] = await startCluster(2, { start: startLocalNode, node: (i) => (i === 0 ? { config: { jobs: { allowed_registries: ['localhost:5000'] } } } : {}) });
+  expect((await put(b, '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
+}, 120_000);
+afterAll(() => stopCluster([a, b]));
+
+describe('a job placed on another node', { timeout: 40_000 }, () => {
+  it('starts with its reserve: the provider is never sent a start of its own', async () => {
+    const reservesBefore = await envelopes(b, '/dms/deployment/reserve');
+    const { id } = await post(a, { name: 'one-trip', image: 'none', executor: 'null', resources: { cpu: 0.1, memory: '16MiB' }, placement: { node: b.peerId } });
+    const done = await ended(a, id);
+    expect(done).toMatchObject({ status: 'completed', node: b.peerId });
+    expect(await envelopes(b, '/dms/deployment/reserve')).toBe(reservesBefore + 1);
+    expect(await envelopes(b, '/dms/deployment/start')).toBe(0);
+    // The provider ran it for a: its own record names the requester.
+    expect(((await (await fetch(`${b.url}/api/v1/jobs/${id}`)).json()) as { requester: string }).requester).toBe(a.peerId);
+  });
+
+  it('refused at its start, fails naming why on its last placement, and leaves nothing held there', async () => {
+    const { id } = await post(a, { name: 'refused', image: 'localhost:5000/app', executor: 'null', resources: { cpu: 0.1, memory: '16MiB' }, placement: { node: b.peerId } });
+    const done = await ended(a, id);
+    expect(done.status).toBe('failed');
+    expect(done.error).toContain(`node ${b.peerId} could not start it`);
+    expect(done.error).toContain('localhost:5000');
+    // Every placement was a lease refused its start, each recorded as an attempt on b.
+    expect(done.attempts.length).toBeGreaterThanOrEqual(1);
+    expect(done.attempts.every((t) => t.node === b.peerId && t.outcome === 'refused')).toBe(true);
+    await waitFor('nothing held on b', async () => (await heldCores(b)) === 0 || undefined, { timeoutMs: 10_000 });
+    expect(await envelopes(b, '/dms/deployment/start')).toBe(0);
+  });
+});
+
+describe('a provider whose reserve takes no start (an earlier release)', { timeout: 40_000 }, () => {
+  let old: ForeignPeer;
+  const received: Envelope[] = [];
+  beforeAll(async () => {
+    old = await ForeignPeer.connectedTo(a);
+    old.transport.subscribe(DEPLOYMENT_TOPIC);
+    await waitFor('the old provider in the deployment mesh', () => old.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0 || undefined, { timeoutMs: 15_000, intervalMs: 50 });
+    old.transport.onEnvelope((env) => {
+      received.push(env);
+      if (!env.opt.cont) return;
+      const body = decodePayload(env.msg) as Record<string, any>;
+      const answer = (payload: unknown) =>
+        void old.send(old.envelope({ peerId: env.from.addr.host } as TestNode, { be: env.opt.cont!, exp: env.opt.exp, inbox: env.from.addr.inbox, payload })).catch(() => undefined);
+      if (env.be === '/dms/deployment/bid') answer({ node: old.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
+      // What a strict schema without `start` answered.
+      else if (env.be === '/dms/deployment/reserve' && 'start' in body) answer({ kind: 'invalid', error: 'payload: Unrecognized key: "start"' });
+      else if (env.be === '/dms/deployment/reserve') answer({ until: new Date(Date.now() + 60_000).toISOString() });
+      else if (env.be === '/dms/deployment/start') answer({ job_id: body.job.id });
+      else if (env.be === '/dms/deployment/logs') {
+        answer({ id: body.id, status: 'completed', exit_code: 0, error: null, pending_reason: null, chunks: [], next: 0, more: false, done: true });
+      }
+    });
+  }, 30_000);
+  afterAll(() => old?.stop());
+
+  it('is asked again without the start, then sent the start as a second step', async () => {
+    const { id } = await post(a, { name: 'two-steps', image: 'none', executor: 'null', resources: { cpu: 0.1, memory: '16MiB' }, placement: { node: old.host } });
+    const done = await ended(a, id);
+    expect(done).toMatchObject({ status: 'completed', node: old.host });
+    const about = received.filter((e) => JSON.stringify(decodePayload(e.msg)).includes(id)).map((e) => e.be);
+    expect(about.filter((be) => be !== '/dms/deployment/bid' && be !== '/dms/deployment/logs')).toEqual([
+      '/dms/deployment/reserve',
+      '/dms/deployment/reserve',
+      '/dms/deployment/start',
+    ]);
+    const reserves = received.filter((e) => e.be === '/dms/deployment/reserve' && JSON.stringify(decodePayload(e.msg)).includes(id)).map((e) => decodePayload(e.msg) as object);
+    expect(reserves.map((r) => 'start' in r)).toEqual([true, false]);
+  });
+});
