@@ -1,7 +1,7 @@
-import type { MikroORM } from '@mikro-orm/sqlite';
+import { type MikroORM, raw } from '@mikro-orm/sqlite';
 import type { Job, JobEvent, JobSpecInput, JobStatus } from '../behaviors/jobs/schema.js';
 import { JobEntity, JobEventEntity } from './entities.js';
-import { type JobWrite, type JobWriteResult, readJobRows, writeBatch } from './job-batch.js';
+import { type JobWrite, type JobWriteResult, readJobRows, withBatchConnection, writeBatch } from './job-batch.js';
 import type { JobChange, JobCreateOptions, JobEventRow } from './job-rules.js';
 import { toJob } from './job-rules.js';
 
@@ -42,7 +42,8 @@ export class JobRepository {
   async list(opts: JobListOptions = {}): Promise<Job[]> {
     const order = opts.order ?? 'asc';
     const rows = await this.orm.em.fork().find(JobEntity, where(opts), {
-      orderBy: { created_at: order, id: order },
+      // Jobs of one batch share their created_at: the row's insertion order (rowid) is their submission order.
+      orderBy: { created_at: order, [raw('rowid')]: order },
       limit: opts.limit,
       offset: opts.offset,
     });
@@ -70,7 +71,7 @@ export class JobRepository {
    */
   async commitAll(writes: readonly JobWrite[]): Promise<JobWriteResult[]> {
     if (writes.length === 0) return [];
-    return this.orm.em.fork().transactional((em) => writeBatch(em, writes));
+    return withBatchConnection(this.orm, (conn) => writeBatch(conn, writes));
   }
 }
 

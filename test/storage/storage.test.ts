@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MikroORM } from '@mikro-orm/sqlite';
+import sqlite3 from 'sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { DmsError } from '../../runtime/errors.js';
@@ -158,6 +159,14 @@ describe('jobs', () => {
     expect(await storage.jobs.get('00000000-0000-4000-8000-000000000000')).toBeNull();
   });
 
+  it('lists the jobs of one batch, which share their created_at, in the order they were submitted', async () => {
+    const names = Array.from({ length: 12 }, (_, i) => `batch-${i}`);
+    const results = await storage.jobs.commitAll(names.map((name) => ({ op: 'create' as const, spec: { ...spec, name } })));
+    expect(new Set(results.map((r) => (r.ok ? r.job.created_at : null))).size).toBe(1);
+    expect((await storage.jobs.list()).map((j) => j.name)).toEqual(names);
+    expect((await storage.jobs.list({ order: 'desc' })).map((j) => j.name)).toEqual([...names].reverse());
+  });
+
   it('serialises concurrent writers: of two racing final transitions exactly one wins', async () => {
     const jobs = await Promise.all(Array.from({ length: 20 }, (_, i) => storage.jobs.create({ ...spec, name: `c-${i}` })));
     await Promise.all(jobs.map((j) => storage.jobs.update(j.id, { status: 'running', reason: 'started' })));
@@ -171,6 +180,41 @@ describe('jobs', () => {
     for (const r of race) if (r.status === 'rejected') expect((r.reason as DmsError).kind).toBe('conflict');
     for (const j of jobs) expect(await storage.events.listFor(j.id)).toHaveLength(3);
     expect(await storage.jobs.count({ status: 'running' })).toBe(0);
+  });
+
+  it('stores values that would be SQL to a careless writer exactly as given (the commit writes them into its statements)', async () => {
+    const hostile = "it's'); drop table job; --";
+    const environment = { QUOTES: `'"\``, BACKSLASH: 'C:\\temp\\x', MARKS: '? ?1 :a @b $c', SEMI: 'a;b', LINES: 'one\ntwo\r\n', WIDE: 'ü ✓ 𝄞' };
+    const job = await storage.jobs.create({ ...spec, name: hostile, environment });
+    const [changed] = await storage.jobs.commitAll([{ op: 'update', id: job.id, change: { status: 'running', reason: hostile, container_id: hostile } }]);
+    expect(changed.ok).toBe(true);
+    await storage.close();
+    storage = await openStorage(path);
+    const read = await storage.jobs.get(job.id);
+    expect(read).toMatchObject({ name: hostile, environment, status: 'running', container_id: hostile });
+    expect((await storage.jobs.list({}))[0]).toEqual(read);
+    expect((await storage.events.listFor(job.id)).map((e) => e.reason)).toEqual(['submitted', hostile]);
+  });
+
+  it('stores none of a batch the database fails, and commits the next one', async () => {
+    const kept = await storage.jobs.create(spec);
+    // The database itself refuses one statement of the batch (a trigger, as a full disk or a
+    // corrupt page would): the writes before it in the batch must not stay either.
+    const other = new sqlite3.Database(path);
+    await new Promise<void>((resolve, reject) =>
+      other.exec("create trigger refuse_boom before insert on job_event when new.reason = 'boom' begin select raise(abort, 'refused by the test'); end;", (e) => (e ? reject(e) : resolve())),
+    );
+    await new Promise<void>((resolve) => other.close(() => resolve()));
+    const batch = storage.jobs.commitAll([
+      { op: 'create', spec: { ...spec, name: 'lost' } },
+      { op: 'update', id: kept.id, change: { status: 'running', reason: 'boom' } },
+    ]);
+    await expect(batch).rejects.toThrow(/refused by the test/);
+    expect((await storage.jobs.list({})).map((j) => j.name)).toEqual(['hello']);
+    expect(await storage.jobs.get(kept.id)).toMatchObject({ status: 'pending' });
+    expect(await storage.events.listFor(kept.id)).toHaveLength(1);
+    // No transaction was left open: the next batch commits.
+    expect(await storage.jobs.update(kept.id, { status: 'running', reason: 'started' })).toMatchObject({ status: 'running' });
   });
 
   it('writes through a WAL journal', async () => {
