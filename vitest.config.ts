@@ -70,7 +70,7 @@ const NODE = [
   'test/jobs/transitions.test.ts',
   'test/multinode/pinned.test.ts',
   'test/multinode/late-answers.test.ts',
-  'test/multinode/reserve-start.test.ts',
+  'test/multinode/placement-trips.test.ts',
   'test/multinode/late-peer.test.ts',
   'test/multinode/ensembles.test.ts',
   'test/multinode/ensemble-restart.test.ts',

@@ -363,6 +363,30 @@ export class Actor {
     return replies;
   }
 
+  /**
+   * `gather` addressed instead of published: the same question to each of `to` (an inbox on
+   * each of several nodes) directly, one envelope each, their replies collected together at one
+   * reply address as a broadcast's are. A destination that cannot be reached is left out (its
+   * answer is simply missing); only when none can be is the gather refused.
+   */
+  async gatherFrom(to: readonly Handle[], be: string, payload: unknown, opts: GatherOptions): Promise<Envelope[]> {
+    if (to.length === 0) throw invalid('gatherFrom needs at least one destination');
+    const msg = encodePayload(payload);
+    const envs = to.map((h) => this.envelope(h, be, msg, { ttlMs: opts.ttlMs ?? opts.windowMs + 1_000 }));
+    const cont = `/private/gather/${envs[0].nonce}`;
+    for (const env of envs) env.opt.cont = cont;
+    const until = Math.min(Date.now() + opts.windowMs, Number(envs[0].opt.exp / 1_000_000n));
+    const replies = collectReplies(this.primary, cont, { ...opts, until });
+    // This node's own copy stays unsigned, as any envelope between its actors.
+    const sent = await Promise.allSettled(envs.map(async (env) => this.system.route(this.system.isHere(env.to.addr.host) ? env : await signEnvelope(env, this.key))));
+    const failed = sent.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed.length === envs.length) {
+      this.primary.behaviors.remove(cont);
+      throw failed[0].reason;
+    }
+    return replies;
+  }
+
   /** Whether `h` is the primary inbox of an actor of this node. */
   private isActorHere(h: Handle): boolean {
     if (!this.system.isHere(h.addr.host)) return false;

@@ -290,6 +290,12 @@ export const ConfigSchema = z
         /** Longest wait between two offers: a node that appears or grows its share gets the job within this. */
         max_offer_backoff_ms: z.number().int().min(50).max(600_000).default(8_000),
         /**
+         * A requester connected to at most this many peers asks each of them for bids directly
+         * (one signed envelope each) instead of publishing the offer on the deployment topic: no
+         * gossip hop between an offer and its bids. 0: always the topic.
+         */
+        direct_bid_peers: z.number().int().min(0).max(256).default(16),
+        /**
          * How long the node that placed a job waits for the node running it to answer before the
          * run counts as lost and the job is placed again. A few polls long, so one slow answer
          * does not lose a run.

@@ -3,8 +3,9 @@
  * network for this node's orchestrator, and takes jobs other nodes place here.
  *
  * As requester it runs one `placement` machine per job (./placement-machine.ts): offer, collect
- * bids for a short adaptive window, rank them, reserve on the best bidder (phase one). The
- * orchestrator then starts the job there (phase two) through the remote executor.
+ * bids for a short adaptive window, rank them, reserve on the best bidder (phase one), with the
+ * job's start in the same request when it can (phase two; otherwise the orchestrator starts it
+ * there through the remote executor).
  *
  * As provider (./provider.ts) it answers bids, leases a share for a job it bid on to the node
  * that offered it, and on start hands the job to this node's orchestrator, which runs it on
@@ -41,7 +42,7 @@ import {
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
-import type { Actor } from '../../runtime/actor.js';
+import type { Actor, GatherOptions } from '../../runtime/actor.js';
 import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
@@ -63,8 +64,12 @@ export interface DeploymentDeps {
   limits: ProviderLimits;
   /** Which providers may be sent a job's secrets (`placement.trust`); default: this node only. */
   trusts?: ProviderTrust;
+  /** With at most this many peers connected, bids are asked of each directly, not on the topic (`deployment.direct_bid_peers`). */
+  directBidPeers?: number;
 }
 
+/** Connected peers asked for bids directly rather than on the topic, without configuration. */
+const DIRECT_BID_PEERS = 16;
 /** Longest the requester collects bids; a quiet network answers in far less (see offer). */
 const MAX_WINDOW_MS = 500;
 /** Shortest window once a first bid came: the others come about as fast. */
@@ -303,8 +308,9 @@ class Deployment {
   }
 
   /**
-   * Publishes the offers made at one moment in one bid request on the topic, and hands each
-   * answer to its job's machine. The window closes when every node that could answer has, or
+   * Sends the offers made at one moment in one bid request, to each connected peer directly
+   * (up to `directBidPeers` of them) or else on the topic, and hands each answer to its job's
+   * machine. The window closes when every node that could answer has, or
    * twice the first remote answer's delay after the offer (at least MIN_WINDOW_MS), or at
    * MAX_WINDOW_MS.
    */
@@ -320,26 +326,33 @@ class Deployment {
       clearTimeout(window);
       if (!batch.ac.signal.aborted) tell({ type: 'window_closed' });
     };
-    this.actor
-      .gather(DEPLOYMENT_TOPIC, DeploymentBehaviors.bid, { jobs: batch.jobs }, {
-        windowMs: MAX_WINDOW_MS,
-        max: 1024,
-        maxBytes: MAX_BID_BYTES,
-        signal: batch.ac.signal,
-        enough: (replies) => {
-          const last = replies[replies.length - 1];
-          const reply = bidsOf(last);
-          if (reply) {
-            for (const answer of reply.answers) batch.listeners.get(answer.job_id)?.({ type: 'bid', node: reply.node, answer });
-          }
-          // Timed from the first answer across the network: this node's own comes at once.
-          if (!this.actor.system.isHere(last.from.addr.host)) {
-            window ??= setTimeout(close, Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, 2 * (performance.now() - began))));
-          }
-          return false;
-        },
-      })
-      .then(close, (e: unknown) => !batch.ac.signal.aborted && tell({ type: 'offer_failed', reason: `the offer could not be sent: ${errorText(e)}` }));
+    const opts: GatherOptions = {
+      windowMs: MAX_WINDOW_MS,
+      max: 1024,
+      maxBytes: MAX_BID_BYTES,
+      signal: batch.ac.signal,
+      enough: (replies) => {
+        const last = replies[replies.length - 1];
+        const reply = bidsOf(last);
+        if (reply) {
+          for (const answer of reply.answers) batch.listeners.get(answer.job_id)?.({ type: 'bid', node: reply.node, answer });
+        }
+        // Timed from the first answer across the network: this node's own comes at once.
+        if (!this.actor.system.isHere(last.from.addr.host)) {
+          window ??= setTimeout(close, Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, 2 * (performance.now() - began))));
+        }
+        return false;
+      },
+    };
+    // A requester with few peers asks each directly: a gossip hop costs more than the envelope
+    // a peer, and the machine waits for the connected peers' answers either way (`expected`).
+    const peers = this.ctx.deps.network?.peers() ?? [];
+    const request = { jobs: batch.jobs };
+    const asked =
+      peers.length > 0 && peers.length <= (this.ctx.deps.directBidPeers ?? DIRECT_BID_PEERS)
+        ? this.actor.gatherFrom([this.actor.local(DEPLOYMENT_INBOX), ...peers.map((p) => at(DEPLOYMENT_INBOX, p))], DeploymentBehaviors.bid, request, opts)
+        : this.actor.gather(DEPLOYMENT_TOPIC, DeploymentBehaviors.bid, request, opts);
+    asked.then(close, (e: unknown) => !batch.ac.signal.aborted && tell({ type: 'offer_failed', reason: `the offer could not be sent: ${errorText(e)}` }));
   }
 
   private deploymentOf(node: string): Handle {

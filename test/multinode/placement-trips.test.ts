@@ -1,8 +1,10 @@
 /**
- * A job placed on its own starts with its reserve (ReserveRequest.start): one round trip to the
- * provider instead of two (issue 25's placement lead). Two nodes in this process on real
- * libp2p, and a peer that answers as a release before this one did (its reserve takes no
- * `start`), against which the requester falls back to two steps.
+ * The round trips of a placement (issue 25's placement leads): a requester with few peers asks
+ * each for bids directly rather than through the topic's gossip, and a job placed on its own
+ * starts with its reserve (ReserveRequest.start), one round trip to the provider instead of
+ * two. Two nodes in this process on real libp2p (node b offers on the topic only,
+ * `deployment.direct_bid_peers: 0`), and a peer that answers as a release before this one did
+ * (its reserve takes no `start`), against which the requester falls back to two steps.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
@@ -42,7 +44,10 @@ const heldCores = async (node: LocalNode) =>
 beforeAll(async () => {
   // Node a lets its users name a registry on this machine; node b, as by default, does not:
   // a job naming one is leased on b (the bid does not look at images) and refused at its start.
-  [a, b] = await startCluster(2, { start: startLocalNode, node: (i) => (i === 0 ? { config: { jobs: { allowed_registries: ['localhost:5000'] } } } : {}) });
+  [a, b] = await startCluster(2, {
+    start: startLocalNode,
+    node: (i) => ({ config: i === 0 ? { jobs: { allowed_registries: ['localhost:5000'] } } : { deployment: { direct_bid_peers: 0 } } }),
+  });
   expect((await put(b, '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
 }, 120_000);
 afterAll(() => stopCluster([a, b]));
@@ -97,6 +102,27 @@ describe('a provider whose reserve takes no start (an earlier release)', { timeo
     });
   }, 30_000);
   afterAll(() => old?.stop());
+
+  const bidsAbout = (id: string) => received.filter((e) => e.be === '/dms/deployment/bid' && JSON.stringify(decodePayload(e.msg)).includes(id));
+
+  it('is asked for its bid directly by a requester with few peers, not through the topic', async () => {
+    // More than a's whole machine, and more than b offers: only the old provider bids for it.
+    const { id } = await post(a, { name: 'asked-directly', image: 'none', executor: 'null', resources: { cpu: 3, memory: '16MiB' } });
+    const [bid] = await waitFor('the bid request for the job', () => (bidsAbout(id).length ? bidsAbout(id) : undefined), { timeoutMs: 10_000, intervalMs: 20 });
+    expect(bid.to.addr).toEqual({ host: old.host, inbox: 'deployment' });
+    expect(bid.opt.topic).toBeUndefined();
+    expect(bid.from.addr.host).toBe(a.peerId);
+    await ended(a, id);
+  });
+
+  it('hears the offer on the topic from a requester that offers there only (direct_bid_peers 0)', async () => {
+    // More than b offers: offered to the network. Only the request is of interest here.
+    const { id } = await post(b, { name: 'on-the-topic', image: 'none', executor: 'null', resources: { cpu: 3, memory: '16MiB' } });
+    const [bid] = await waitFor('the bid request for the job, relayed by a', () => (bidsAbout(id).length ? bidsAbout(id) : undefined), { timeoutMs: 10_000, intervalMs: 20 });
+    expect(bid.opt.topic).toBe(DEPLOYMENT_TOPIC);
+    expect(bid.from.addr.host).toBe(b.peerId);
+    expect((await fetch(`${b.url}/api/v1/jobs/${id}`, { method: 'DELETE' })).status).toBeLessThan(300);
+  });
 
   it('is asked again without the start, then sent the start as a second step', async () => {
     const { id } = await post(a, { name: 'two-steps', image: 'none', executor: 'null', resources: { cpu: 0.1, memory: '16MiB' }, placement: { node: old.host } });
