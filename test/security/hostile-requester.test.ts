@@ -68,6 +68,32 @@ afterAll(async () => {
 });
 
 describe('a requester that lies to its provider', { timeout: 40_000 }, () => {
+  it('cannot start through its reserve what a start would refuse: refused, the lease let go, nothing runs', async () => {
+    const peer = await stranger();
+    const before = await heldCores(a);
+    const id = randomUUID();
+    const lease = spec(0.25, 64 * MiB);
+    expect(await bid(peer, id, lease)).toMatchObject({ job_id: id, load: expect.any(Number) });
+    expect(await ask(peer, 'reserve', { job_id: id, resources: lease, lease_ms: 10_000, start: job(id, spec(2, 8 * GiB)) })).toEqual({
+      until: expect.any(String),
+      start_refused: `resources: job ${id} asks 2 cores, 8 GiB, more than its reservation here holds (0.25 cores, 64 MiB)`,
+    });
+    expect(await heldCores(a)).toBeLessThanOrEqual(before);
+    expect((await fetch(`${a.url}/api/v1/jobs/${id}`)).status).toBe(404);
+    // The start a reserve carries is of the job it leases, and never of an ensemble's lease.
+    const next = randomUUID();
+    await bid(peer, next, lease);
+    expect(await ask(peer, 'reserve', { job_id: next, resources: lease, lease_ms: 10_000, start: job(randomUUID()) })).toMatchObject({
+      kind: 'invalid',
+      error: expect.stringContaining('start.id must be the job_id being reserved'),
+    });
+    expect(await ask(peer, 'reserve', { job_id: next, resources: lease, lease_ms: 10_000, group: randomUUID(), start: job(next) })).toMatchObject({
+      kind: 'invalid',
+      error: expect.stringContaining('is started once every part is reserved'),
+    });
+    expect(await heldCores(a)).toBeLessThanOrEqual(before);
+  });
+
   it('cannot start a job larger than its lease: the start is refused, and a job runs on exactly the lease', async () => {
     const peer = await stranger();
     const id = randomUUID();
