@@ -49,7 +49,6 @@ export interface PlacementInput {
 /** What the invoked `reserve` is given: the bidder to ask, the lease, and the job to start on it (or null). */
 export type ReserveInput = { node: string; jobId: string; resources: ResourceSpec; group: string | null; start: DeployedJob | null };
 
-
 export type OfferEvent =
   | { type: 'offered' }
   | { type: 'bid'; node: string; answer: BidAnswer }

@@ -33,8 +33,9 @@
  *  - `start` and `stop` are invoked actors: each asks the job's executor (an envelope). How the
  *    start went is reported by the executor, which the orchestrator hands to the machine as
  *    `started` or `fault`; a job whose placement started it with its reserve (`placedStart`)
- *    is not started again: the start passes on what the provider said; the run's end arrives as `exited`, or `fault` when the executor can
- *    no longer follow it. One `fault` event serves every state: what it means is the state's.
+ *    is not started again: the start passes on what the provider said. The run's end arrives
+ *    as `exited`, or `fault` when the executor can no longer follow it. One `fault` event
+ *    serves every state: what it means is the state's.
  *  - the timeout is a delay of the running state, computed from the deadline in the context:
  *    the deadline is set once, when the run starts, so a run picked up after a restart keeps
  *    the deadline it had.
