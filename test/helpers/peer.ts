@@ -121,22 +121,35 @@ export class ForeignPeer {
 }
 
 /**
- * Makes `peer` a provider that keeps none of its word: it bids for every job it is offered
- * (with exactly the resources asked, the null executor), grants a minute's lease, and refuses
- * every start. `otherwise` answers any other request that expects a reply (none, by default).
+ * Makes `peer` answer as a provider: it bids for every job it is offered (with exactly the
+ * resources asked, the null executor, idle), and answers the other requests that expect a
+ * reply with what `answers` gives for their behavior and payload (undefined: no answer).
  * Every envelope it receives is passed to `received` first.
  */
-export function refuseEveryStart(peer: ForeignPeer, received: (env: Envelope) => void, otherwise?: (env: Envelope, body: any) => unknown): void {
+export function answerAsProvider(peer: ForeignPeer, received: (env: Envelope) => void, answers: (be: string, body: any, env: Envelope) => unknown): void {
   peer.transport.onEnvelope((env) => {
     received(env);
     if (!env.opt.cont) return;
-    const answer = (payload: unknown) =>
-      void peer.send(peer.envelope({ peerId: env.from.addr.host } as TestNode, { be: env.opt.cont!, exp: env.opt.exp, inbox: env.from.addr.inbox, payload })).catch(() => undefined);
     const body = decodePayload(env.msg) as any;
-    if (env.be === '/dms/deployment/bid') answer({ node: peer.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
-    else if (env.be === '/dms/deployment/reserve') answer({ until: new Date(Date.now() + 60_000).toISOString() });
-    else if (env.be === '/dms/deployment/start') answer({ kind: 'unavailable', error: 'cannot start it after all' });
-    else if (otherwise) answer(otherwise(env, body));
+    const payload =
+      env.be === '/dms/deployment/bid'
+        ? { node: peer.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) }
+        : answers(env.be, body, env);
+    if (payload === undefined) return;
+    void peer.send(peer.envelope({ peerId: env.from.addr.host } as TestNode, { be: env.opt.cont, exp: env.opt.exp, inbox: env.from.addr.inbox, payload })).catch(() => undefined);
+  });
+}
+
+/**
+ * Makes `peer` a provider that keeps none of its word: it bids for every job it is offered,
+ * grants a minute's lease, and refuses every start. `otherwise` answers any other request that
+ * expects a reply (none, by default).
+ */
+export function refuseEveryStart(peer: ForeignPeer, received: (env: Envelope) => void, otherwise?: (env: Envelope, body: any) => unknown): void {
+  answerAsProvider(peer, received, (be, body, env) => {
+    if (be === '/dms/deployment/reserve') return { until: new Date(Date.now() + 60_000).toISOString() };
+    if (be === '/dms/deployment/start') return { kind: 'unavailable', error: 'cannot start it after all' };
+    return otherwise?.(env, body);
   });
 }
 

@@ -11,8 +11,7 @@ import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
 import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
-import { ForeignPeer } from '../helpers/peer.js';
-import type { TestNode } from '../helpers/node.js';
+import { answerAsProvider, ForeignPeer } from '../helpers/peer.js';
 
 let a: LocalNode;
 let b: LocalNode;
@@ -85,21 +84,17 @@ describe('a provider whose reserve takes no start (an earlier release)', { timeo
     old = await ForeignPeer.connectedTo(a);
     old.transport.subscribe(DEPLOYMENT_TOPIC);
     await waitFor('the old provider in the deployment mesh', () => old.transport.topicPeers(DEPLOYMENT_TOPIC).length > 0 || undefined, { timeoutMs: 15_000, intervalMs: 50 });
-    old.transport.onEnvelope((env) => {
-      received.push(env);
-      if (!env.opt.cont) return;
-      const body = decodePayload(env.msg) as Record<string, any>;
-      const answer = (payload: unknown) =>
-        void old.send(old.envelope({ peerId: env.from.addr.host } as TestNode, { be: env.opt.cont!, exp: env.opt.exp, inbox: env.from.addr.inbox, payload })).catch(() => undefined);
-      if (env.be === '/dms/deployment/bid') answer({ node: old.host, answers: body.jobs.map((j: any) => ({ job_id: j.job_id, free: j.resources, load: 0, executors: ['null'] })) });
-      // What a strict schema without `start` answered.
-      else if (env.be === '/dms/deployment/reserve' && 'start' in body) answer({ kind: 'invalid', error: 'payload: Unrecognized key: "start"' });
-      else if (env.be === '/dms/deployment/reserve') answer({ until: new Date(Date.now() + 60_000).toISOString() });
-      else if (env.be === '/dms/deployment/start') answer({ job_id: body.job.id });
-      else if (env.be === '/dms/deployment/logs') {
-        answer({ id: body.id, status: 'completed', exit_code: 0, error: null, pending_reason: null, chunks: [], next: 0, more: false, done: true });
-      }
-    });
+    answerAsProvider(
+      old,
+      (env) => received.push(env),
+      (be, body) => {
+        // What a strict schema without `start` answered.
+        if (be === '/dms/deployment/reserve') return 'start' in body ? { kind: 'invalid', error: 'payload: Unrecognized key: "start"' } : { until: new Date(Date.now() + 60_000).toISOString() };
+        if (be === '/dms/deployment/start') return { job_id: body.job.id };
+        if (be === '/dms/deployment/logs') return { id: body.id, status: 'completed', exit_code: 0, error: null, pending_reason: null, chunks: [], next: 0, more: false, done: true };
+        return undefined;
+      },
+    );
   }, 30_000);
   afterAll(() => old?.stop());
 
