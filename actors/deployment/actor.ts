@@ -39,6 +39,7 @@ import {
   ReserveRequest,
   StartRequest,
   type StartOutcome,
+  startOutcomeOf,
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
@@ -149,7 +150,8 @@ class Deployment {
     };
     try {
       const reply = await withRetries(ask, { pauses: RESERVE_RETRIES_MS, retryable });
-      return input.start && start ? { ...(reply.started ? { started: true as const } : {}), ...(reply.start_refused ? { start_refused: reply.start_refused } : {}) } : {};
+      // Asked again without the start (an older provider): the start is still to come.
+      return start ? (startOutcomeOf(reply) ?? {}) : {};
     } catch (e) {
       // Unanswered, it may still have leased: let it go there, or the lease runs out unstarted,
       // which that provider counts against this node as much as a requester that hoards.

@@ -47,7 +47,7 @@
  * test/jobs/machine-rules.test.ts walks the machine against that table.
  */
 import { assign, type EventObject, fromCallback, fromPromise, raise, setup } from 'xstate';
-import type { StartOutcome } from '../../behaviors/jobs/deployment.js';
+import { type StartOutcome, startOutcomeOf } from '../../behaviors/jobs/deployment.js';
 import type { JobStatus } from '../../behaviors/jobs/schema.js';
 import { errorText } from '../../runtime/errors.js';
 import { type ExecutionHandle, type ExitResult, outcome } from '../../behaviors/jobs/execution.js';
@@ -175,8 +175,7 @@ const deadlineFrom = (context: JobMachineContext, since: number): number | null 
   context.deadline ?? (context.timeoutS ? since + context.timeoutS * 1000 : null);
 
 const nodeOf = (output: PlaceOutcome): string => ('node' in output ? output.node : '');
-const startOf = (output: PlaceOutcome): StartOutcome | null =>
-  'node' in output && (output.started || output.start_refused) ? { ...(output.started ? { started: output.started } : {}), ...(output.start_refused ? { start_refused: output.start_refused } : {}) } : null;
+const startOf = (output: PlaceOutcome): StartOutcome | null => ('node' in output ? startOutcomeOf(output) : null);
 
 const refusedBy = (context: JobMachineContext, reason: string) => `node ${context.node} could not start it: ${reason}`;
 

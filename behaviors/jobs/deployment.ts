@@ -174,6 +174,13 @@ export type ReserveReply = z.output<typeof ReserveReply>;
 /** What a reserve that carried a start says of it: running there, refused there, or neither (start it as a second step). */
 export type StartOutcome = Pick<ReserveReply, 'started' | 'start_refused'>;
 
+/** The start outcome a reply (a reserve's, a placement's) carries; null when it says nothing of a start. */
+export function startOutcomeOf(reply: StartOutcome): StartOutcome | null {
+  if (reply.started) return { started: true };
+  if (reply.start_refused) return { start_refused: reply.start_refused };
+  return null;
+}
+
 export const StartRequest = z.strictObject({ job: DeployedJob });
 /** What the deployment actor hands this node's orchestrator on start (/dms/job/accept). */
 export const AcceptPayload = z.strictObject({ job: DeployedJob, requester: PeerIdSchema });
