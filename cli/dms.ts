@@ -9,4 +9,4 @@ export * as plugin from '../behaviors/plugin.js';
 /** For test/storage/compiled.test.ts: storage opened, migrated and written from the built JavaScript. */
 export * as storage from '../storage/index.js';
 /** For bench/lib/variant-build.ts's check (test/unit/bench-variants.test.ts) of the verify-free copy. */
-export * as keys from '../runtime/crypto/keys.js';
+export * as ed25519 from '../runtime/crypto/ed25519.js';

@@ -4,7 +4,7 @@ import { type AnyActorLogic, createActor, type Actor as MachineActor, type Actor
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
 import { type Behavior, behaviorLabel, isReplyWaiter, notWaiting, replyFromHost } from './behavior.js';
 import { isPeerId, type KeyPair } from './crypto/keys.js';
-import { signEnvelope, verifyEnvelope } from './crypto/signing.js';
+import { checkEnvelope, signEnvelope } from './crypto/signing.js';
 import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
@@ -370,7 +370,10 @@ export class ActorSystem {
     if (env.opt.exp - now > this.maxTtlNs) throw invalid(`opt.exp is more than actor.max_ttl_s (${this.maxTtlS} s) ahead`);
     const trusted = origin.kind === 'local' || (origin.kind === 'rest' && origin.trusted);
     const verified = origin.kind === 'network' && origin.arrival.signatureVerified === true;
-    if (!trusted && !verified) await this.verify(env);
+    if (!trusted && !verified) {
+      const pending = this.verify(env);
+      if (pending) await pending;
+    }
     // Replies go to from.addr.host: on gossip as on unicast it must be the node the envelope
     // came from (for gossip the signed publisher), or anyone could aim replies at a third node.
     if (origin.kind === 'network' && env.from.addr.host !== origin.arrival.peer) {
@@ -397,11 +400,13 @@ export class ActorSystem {
     return { kind: 'peer', id: origin.arrival.peer };
   }
 
-  private async verify(env: Envelope): Promise<void> {
+  /** Checks a signature; a promise only when the check went to the pool (crypto/signing.ts). */
+  private verify(env: Envelope): void | Promise<void> {
     const start = stageStart();
-    if (start === undefined) return verifyEnvelope(env);
-    await verifyEnvelope(env);
-    stageEnd(this.host, 'kernel.verify', start);
+    if (start === undefined) return checkEnvelope(env);
+    const pending = checkEnvelope(env);
+    if (!pending) return stageEnd(this.host, 'kernel.verify', start);
+    return pending.then(() => stageEnd(this.host, 'kernel.verify', start));
   }
 
   /** Delivers a checked envelope: locally, to its remote host, or to every subscriber of its topic. */

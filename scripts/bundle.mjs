@@ -95,9 +95,10 @@ const noUmzugCli = {
  * to stderr, pretty lines through pino-pretty in the node's own thread); loaded from
  * node_modules it was ~20 files resolved and compiled at every start. knex names every database
  * driver it has a dialect for; none but sqlite3 is installed, and only the SQLite dialect runs.
+ * The native modules (sqlite3, sodium-native) load their binaries from beside their own files.
  */
 const DRIVERS = ['pg', 'pg-query-stream', 'mysql', 'mysql2', 'oracledb', 'tedious', 'better-sqlite3', 'libsql', 'mariadb', 'mariadb/*'];
-const external = ['sqlite3', 'pino-pretty', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs', ...DRIVERS];
+const external = ['sqlite3', 'sodium-native', 'pino-pretty', 'ssh2', 'cpu-features', '@grpc/*', 'protobufjs', ...DRIVERS];
 
 const common = {
   bundle: true,

@@ -6,7 +6,7 @@
  * anyone holding it can check, with nothing but the provider's peer id, who produced what.
  */
 import { z } from 'zod';
-import { didOfPeer, KeyPair, publicKeyFromId, publicKeyObject, verifySync } from '../../runtime/crypto/keys.js';
+import { didOfPeer, KeyPair, verifyKeyFromId, verifySync } from '../../runtime/crypto/keys.js';
 import { invalid } from '../../runtime/errors.js';
 import { describeIssues } from '../../runtime/issues.js';
 import { idFromDid } from '../../runtime/capability/token.js';
@@ -70,7 +70,7 @@ export function openManifest(signed: string, expect: ManifestExpectations = {}):
   }
   const did = didOfPeer(manifest.node);
   if (!did) throw invalid(`manifest: node ${manifest.node} has no Ed25519 key to check against`);
-  const key = publicKeyObject(publicKeyFromId(did.slice('did:key:'.length)));
+  const key = verifyKeyFromId(did.slice('did:key:'.length));
   if (!verifySync(key, domainBytes(outer.payload), Buffer.from(outer.sig, 'base64'))) {
     throw invalid(`manifest: its signature is not node ${manifest.node}'s`);
   }

@@ -56,17 +56,17 @@ export function variantBuild(spec: VariantSpec): Variant {
 
 /**
  * Envelope signatures taken as valid without the Ed25519 check: the floor of the message path
- * if verification were free. Only node:crypto's verify calls (runtime/crypto/keys.ts, in
- * dist/lib/dms.cjs) are replaced (its sync form returns true, its callback form calls back with
- * true), so the signed bytes are still built and every other check still runs; libp2p's own
+ * if verification were free. Only the checks of runtime/crypto/ed25519.ts (in dist/lib/dms.cjs)
+ * are replaced: libsodium's, and node:crypto's sync and callback forms (the callback is called
+ * with true), so the signed bytes are still built and every other check still runs; libp2p's own
  * cryptography (Noise, gossipsub) is untouched. A bench baseline only: no node may run this way.
  */
 export const VERIFY_FREE: VariantSpec = {
   dir: 'dist-noverify',
-  what: 'node:crypto verify calls (nodeVerify, runtime/crypto/keys.ts)',
+  what: 'Ed25519 verify calls (libsodium and node:crypto, runtime/crypto/ed25519.ts)',
   // The CommonJS bundle calls an import through its module object: `(0,import_node_crypto.verify)(`.
-  // Only keys.ts calls node:crypto's verify; test/unit/bench-variants.test.ts checks there are two.
-  pattern: /\(0,\s*import_node_crypto\d*\.verify\)\(/g,
+  // Only ed25519.ts calls either; test/unit/bench-variants.test.ts checks there are three.
+  pattern: /\(0,\s*import_node_crypto\d*\.verify\)\(|\bsodium\d*\.crypto_sign_verify_detached\(/g,
   replacement: "((...a) => (typeof a[4] === 'function' ? a[4](null, true) : true))(",
-  min: 2,
+  min: 3,
 };

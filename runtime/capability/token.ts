@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { type KeyPair, publicKeyFromId, publicKeyObject, verifySync } from '../crypto/keys.js';
+import { type KeyPair, publicKeyFromId, verifyKeyFromId, verifySync } from '../crypto/keys.js';
 import { invalid } from '../errors.js';
 import { decodeBase64, encodeBase64 } from '../wire/base64.js';
 import { parseJsonLossless, U64_MAX } from '../wire/envelope.js';
@@ -155,7 +155,7 @@ export function issueRevocation(key: KeyPair, rev: string, exp: bigint = U64_MAX
 export function signatureValid(t: Token): boolean {
   let key;
   try {
-    key = publicKeyObject(publicKeyFromId(idFromDid(t.iss)));
+    key = verifyKeyFromId(idFromDid(t.iss));
   } catch {
     return false;
   }

@@ -1,18 +1,13 @@
-import { createPrivateKey, createPublicKey, randomBytes, sign as nodeSign, verify as nodeVerify, type KeyObject } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { base58btc } from 'multiformats/bases/base58';
 import { invalid } from '../errors.js';
-import { runCrypto } from './offload.js';
-
-// DER framings that let node:crypto take raw Ed25519 keys (RFC 8410).
-const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex');
-const SPKI_ED25519 = Buffer.from('302a300506032b6570032100', 'hex');
+import { ed25519, PUBLIC_KEY_BYTES, SEED_BYTES, SigningKey, VerifyKey } from './ed25519.js';
 // Multicodec ed25519-pub (0xed, varint-encoded) as used by did:key.
 const ED25519_PUB_MULTICODEC = [0xed, 0x01] as const;
 // libp2p PeerId: identity multihash of the protobuf PublicKey { Type: Ed25519 (1), Data: 32 bytes }.
 const PEER_ID_PREFIX = Uint8Array.from([0x00, 0x24, 0x08, 0x01, 0x12, 0x20]);
 
-export const SEED_BYTES = 32;
-export const PUBLIC_KEY_BYTES = 32;
+export { PUBLIC_KEY_BYTES, SEED_BYTES, VerifyKey };
 
 /** `z6Mk…`: base58btc multibase of 0xED 0x01 ‖ public key. */
 export function idFromPublicKey(publicKey: Uint8Array): string {
@@ -78,14 +73,9 @@ function truncate(s: string): string {
   return s.length > 64 ? `${s.slice(0, 64)}…` : s;
 }
 
-/** A public key ready for node:crypto verification. */
-export function publicKeyObject(publicKey: Uint8Array): KeyObject {
-  return createPublicKey({ key: Buffer.concat([SPKI_ED25519, publicKey]), format: 'der', type: 'spki' });
-}
-
 /**
- * An Ed25519 identity. Signing uses node:crypto (native, and async on the libuv pool so the
- * event loop keeps serving while a signature is computed).
+ * An Ed25519 identity. Signing is ./ed25519.ts's: libsodium inline, or node:crypto inline or
+ * on the libuv pool where libsodium does not load.
  */
 export class KeyPair {
   readonly seed: Uint8Array;
@@ -93,14 +83,13 @@ export class KeyPair {
   readonly id: string;
   readonly did: string;
   readonly peerId: string;
-  private readonly privateKeyObject: KeyObject;
+  private readonly signingKey: SigningKey;
 
   private constructor(seed: Uint8Array) {
     if (seed.length !== SEED_BYTES) throw invalid(`an Ed25519 seed is ${SEED_BYTES} bytes, got ${seed.length}`);
     this.seed = Uint8Array.from(seed);
-    this.privateKeyObject = createPrivateKey({ key: Buffer.concat([PKCS8_ED25519, seed]), format: 'der', type: 'pkcs8' });
-    const spki = createPublicKey(this.privateKeyObject).export({ format: 'der', type: 'spki' });
-    this.publicKey = Uint8Array.from(spki.subarray(SPKI_ED25519.length));
+    this.signingKey = new SigningKey(this.seed);
+    this.publicKey = this.signingKey.publicKey;
     this.id = idFromPublicKey(this.publicKey);
     this.did = didFromId(this.id);
     this.peerId = peerIdFromPublicKey(this.publicKey);
@@ -115,30 +104,21 @@ export class KeyPair {
   }
 
   signSync(data: Uint8Array): Uint8Array {
-    return nodeSign(null, data, this.privateKeyObject);
+    return ed25519.signSync(this.signingKey, data);
   }
 
-  /** Signs on the message path, inline or on the libuv pool (./placement.ts). */
-  sign(data: Uint8Array): Promise<Uint8Array> {
-    return runCrypto<Uint8Array>(
-      () => this.signSync(data),
-      (done) => nodeSign(null, data, this.privateKeyObject, done),
-    );
+  /** Signs on the message path: synchronously when it ran inline, else a promise. */
+  sign(data: Uint8Array): Uint8Array | Promise<Uint8Array> {
+    return ed25519.sign(this.signingKey, data);
   }
 }
 
-/** Resolves false on a bad signature instead of throwing; inline or on the libuv pool (./placement.ts). */
-export function verifyAsync(key: KeyObject, data: Uint8Array, sig: Uint8Array): Promise<boolean> {
-  return runCrypto<boolean>(
-    () => verifySync(key, data, sig),
-    (done) => nodeVerify(null, data, key, sig, (err, ok) => done(null, !err && ok)),
-  );
+/** Whether `sig` is `key`'s signature of `data`; false, never a throw, for a bad one. */
+export function verifySync(key: VerifyKey, data: Uint8Array, sig: Uint8Array): boolean {
+  return ed25519.verifySync(key, data, sig);
 }
 
-export function verifySync(key: KeyObject, data: Uint8Array, sig: Uint8Array): boolean {
-  try {
-    return nodeVerify(null, data, key, sig);
-  } catch {
-    return false;
-  }
+/** The key named by an Ed25519 did:key id, ready for checks; an id that is not one is invalid input. */
+export function verifyKeyFromId(id: string): VerifyKey {
+  return new VerifyKey(publicKeyFromId(id));
 }

@@ -41,17 +41,12 @@ function offload(): boolean {
 }
 
 /**
- * Runs one Ed25519 operation where it costs least now: `inline` on the event loop, or `pooled`
- * (node:crypto's callback form, on the libuv pool).
+ * Runs one node:crypto Ed25519 operation where it costs least now: `inline` on the event loop,
+ * answered synchronously, or `pooled` (node:crypto's callback form, on the libuv pool), answered
+ * by a promise.
  */
-export function runCrypto<T>(inline: () => T, pooled: (done: (err: Error | null, result: T) => void) => void): Promise<T> {
-  if (!offload()) {
-    try {
-      return Promise.resolve(inline());
-    } catch (e) {
-      return Promise.reject(e);
-    }
-  }
+export function runCrypto<T>(inline: () => T, pooled: (done: (err: Error | null, result: T) => void) => void): T | Promise<T> {
+  if (!offload()) return inline();
   inPool++;
   return new Promise<T>((resolve, reject) =>
     pooled((err, result) => {

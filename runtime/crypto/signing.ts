@@ -1,7 +1,7 @@
-import type { KeyObject } from 'node:crypto';
 import { invalid } from '../errors.js';
 import { type Envelope, signingBytes } from '../wire/envelope.js';
-import { didFromId, KeyPair, publicKeyFromId, publicKeyObject, verifyAsync } from './keys.js';
+import { ed25519, type VerifyKey } from './ed25519.js';
+import { didFromId, type KeyPair, verifyKeyFromId } from './keys.js';
 
 /** Signs in place with `key`, which must be the key named by `env.from.id`. */
 export async function signEnvelope(env: Envelope, key: KeyPair): Promise<Envelope> {
@@ -9,14 +9,14 @@ export async function signEnvelope(env: Envelope, key: KeyPair): Promise<Envelop
   return env;
 }
 
-// Parsing a public key into a KeyObject costs more than the verification itself; senders repeat.
+// Decoding a key id (base58) costs a good part of a check; senders repeat.
 const KEY_CACHE_LIMIT = 10_000;
-const keyCache = new Map<string, KeyObject>();
+const keyCache = new Map<string, VerifyKey>();
 
-function keyFor(id: string): KeyObject {
+function keyFor(id: string): VerifyKey {
   let key = keyCache.get(id);
   if (!key) {
-    key = publicKeyObject(publicKeyFromId(id));
+    key = verifyKeyFromId(id);
     if (keyCache.size >= KEY_CACHE_LIMIT) keyCache.delete(keyCache.keys().next().value!);
     keyCache.set(id, key);
   }
@@ -24,15 +24,31 @@ function keyFor(id: string): KeyObject {
 }
 
 /** The checks every signed envelope passes before its signature is even computed. */
-function precheck(env: Envelope): KeyObject {
+function precheck(env: Envelope): VerifyKey {
   if (!env.sig) throw invalid('sig: envelope is not signed');
   if (!env.from.id) throw invalid('from.id is required on a signed envelope');
   if (env.from.did !== didFromId(env.from.id)) throw invalid('from.did does not match from.id');
   return keyFor(env.from.id);
 }
 
-/** Throws an `invalid` DmsError unless the envelope is signed by the key named in `from.id`. */
+const refused = () => invalid('sig: signature does not verify');
+
+/** Rejects with an `invalid` DmsError unless the envelope is signed by the key named in `from.id`. */
 export async function verifyEnvelope(env: Envelope): Promise<void> {
+  await checkEnvelope(env);
+}
+
+/**
+ * `verifyEnvelope` for the message path: returns nothing when the check ran inline (its verdict
+ * already given, by returning or throwing) and a promise only when it went to the libuv pool,
+ * so the kernel awaits only then (./ed25519.ts says what an await costs there).
+ */
+export function checkEnvelope(env: Envelope): void | Promise<void> {
   const key = precheck(env);
-  if (!(await verifyAsync(key, signingBytes(env), env.sig!))) throw invalid('sig: signature does not verify');
+  const ok = ed25519.verify(key, signingBytes(env), env.sig!);
+  if (ok === true) return;
+  if (ok === false) throw refused();
+  return ok.then((valid) => {
+    if (!valid) throw refused();
+  });
 }

@@ -1,7 +1,7 @@
 import { type Message, TopicValidatorResult } from '@libp2p/gossipsub';
 import { createTopicScoreParams, type TopicScoreParams } from '@libp2p/gossipsub/score';
 import type { PeerId } from '@libp2p/interface';
-import { verifyEnvelope } from '../crypto/signing.js';
+import { checkEnvelope } from '../crypto/signing.js';
 import { stageEnd, stageStart } from '../stage-timings.js';
 import { errorText } from '../errors.js';
 import { isExpired } from '../time.js';
@@ -56,7 +56,8 @@ export class GossipValidator {
     if (env.opt.topic !== msg.topic) return reject(`opt.topic ${env.opt.topic ?? '(none)'} is not the topic it came on`);
     if (isExpired(env.opt.exp)) return TopicValidatorResult.Ignore;
     try {
-      await verifyEnvelope(env);
+      const pending = checkEnvelope(env);
+      if (pending) await pending;
     } catch (e) {
       return reject(errorText(e));
     }

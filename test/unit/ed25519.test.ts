@@ -1,0 +1,95 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { ed25519, implementations, SigningKey, VerifyKey } from '../../runtime/crypto/ed25519.js';
+import { idFromPublicKey } from '../../runtime/crypto/keys.js';
+import { checkEnvelope } from '../../runtime/crypto/signing.js';
+import { parseEnvelope, signingBytes } from '../../runtime/wire/envelope.js';
+
+/*
+ * Both Ed25519 implementations a node may run (runtime/crypto/ed25519.ts), each against the wire
+ * vectors: whichever loads, a node signs and checks exactly as every other program does.
+ */
+interface Vectors {
+  identities: { seed_hex: string; public_key_hex: string; id: string }[];
+  cases: { name: string; signer_id: string; wire_json: string; signing_input: string; sig: string }[];
+  must_fail: { name: string; wire_json: string }[];
+}
+const vectors: Vectors = JSON.parse(readFileSync(new URL('../fixtures/wire-vectors.json', import.meta.url), 'utf8'));
+const hex = (h: string) => Uint8Array.from(Buffer.from(h, 'hex'));
+
+describe('the Ed25519 implementations', () => {
+  it('libsodium is the one a node runs on this platform (its binary ships in sodium-native\'s npm package)', () => {
+    expect(implementations.map((i) => i.name)).toEqual(['libsodium', 'openssl']);
+    expect(ed25519.name).toBe('libsodium');
+  });
+
+  for (const impl of implementations) {
+    describe(impl.name, () => {
+      it('derives every vector identity\'s public key and reproduces every vector signature', async () => {
+        for (const c of vectors.cases) {
+          const ident = vectors.identities.find((i) => i.id === c.signer_id)!;
+          const key = new SigningKey(hex(ident.seed_hex));
+          expect(Buffer.from(key.publicKey).toString('hex')).toBe(ident.public_key_hex);
+          const data = Buffer.from(c.signing_input, 'utf8');
+          expect(Buffer.from(impl.signSync(key, data)).toString('base64'), c.name).toBe(c.sig);
+          expect(Buffer.from(await impl.sign(key, data)).toString('base64'), c.name).toBe(c.sig);
+        }
+      });
+
+      it('accepts every vector signature and refuses every must_fail case', async () => {
+        for (const c of vectors.cases) {
+          const key = new VerifyKey(hex(vectors.identities.find((i) => i.id === c.signer_id)!.public_key_hex));
+          const data = Buffer.from(c.signing_input, 'utf8');
+          const sig = Buffer.from(c.sig, 'base64');
+          expect(impl.verifySync(key, data, sig), c.name).toBe(true);
+          expect(await impl.verify(key, data, sig), c.name).toBe(true);
+          const flipped = Buffer.from(sig);
+          flipped[10]! ^= 1;
+          expect(impl.verifySync(key, data, flipped), `${c.name}, one bit flipped`).toBe(false);
+        }
+        for (const c of vectors.must_fail) {
+          const env = parseEnvelope(c.wire_json);
+          const key = new VerifyKey(hex(idHex(env.from.id)));
+          expect(impl.verifySync(key, signingBytes(env), env.sig ?? new Uint8Array(64)), c.name).toBe(false);
+        }
+      });
+
+      it('answers false, never throws, for a signature of the wrong length', () => {
+        const key = new VerifyKey(hex(vectors.identities[0]!.public_key_hex));
+        expect(impl.verifySync(key, Buffer.from('x'), new Uint8Array(63))).toBe(false);
+        expect(impl.verifySync(key, Buffer.from('x'), new Uint8Array(65))).toBe(false);
+      });
+    });
+  }
+
+  it('the node refuses a signature anyone can make: the small-order key OpenSSL accepts every message under', () => {
+    // The identity point as a public key, and R = identity, S = 0: [S]B = R + [k]A holds for
+    // every message. OpenSSL's check accepts it; libsodium refuses small-order keys.
+    const identity = new Uint8Array(32);
+    identity[0] = 1;
+    const sig = new Uint8Array(64);
+    sig[0] = 1;
+    const key = new VerifyKey(identity);
+    const data = Buffer.from('dms:msg:{"be":"/anything"}');
+    expect(implementations.find((i) => i.name === 'openssl')!.verifySync(key, data, sig)).toBe(true);
+    expect(ed25519.verifySync(key, data, sig)).toBe(false);
+
+    const id = idFromPublicKey(identity);
+    const env = parseEnvelope(
+      JSON.stringify({ to: {}, be: '/anything', from: { id, did: `did:key:${id}` }, nonce: 1, opt: { exp: 1 }, msg: '', sig: Buffer.from(sig).toString('base64') }),
+    );
+    expect(() => checkEnvelope(env)).toThrow(/signature does not verify/);
+  });
+
+  it('checks inline: the message path has its verdict without awaiting anything', () => {
+    expect(checkEnvelope(parseEnvelope(vectors.cases[0]!.wire_json))).toBeUndefined();
+    expect(() => checkEnvelope(parseEnvelope(vectors.must_fail[0]!.wire_json))).toThrow(/signature does not verify/);
+  });
+});
+
+/** The public key bytes (hex) named by a key id. */
+function idHex(id: string): string {
+  const ident = vectors.identities.find((i) => i.id === id);
+  if (ident) return ident.public_key_hex;
+  throw new Error(`no vector identity ${id}`);
+}
