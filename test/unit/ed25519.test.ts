@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { generateKeyPairFromSeed, publicKeyFromRaw } from '@libp2p/crypto/keys';
 import { describe, expect, it } from 'vitest';
 import { ed25519, implementations, SigningKey, VerifyKey } from '../../runtime/crypto/ed25519.js';
 import { idFromPublicKey } from '../../runtime/crypto/keys.js';
@@ -79,6 +80,21 @@ describe('the Ed25519 implementations', () => {
       JSON.stringify({ to: {}, be: '/anything', from: { id, did: `did:key:${id}` }, nonce: 1, opt: { exp: 1 }, msg: '', sig: Buffer.from(sig).toString('base64') }),
     );
     expect(() => checkEnvelope(env)).toThrow(/signature does not verify/);
+  });
+
+  it('libp2p signs and checks with libsodium too (patches/@libp2p+crypto): its gossip and handshakes refuse the same forgery', async () => {
+    const c = vectors.cases[0]!;
+    const ident = vectors.identities.find((i) => i.id === c.signer_id)!;
+    const data = Buffer.from(c.signing_input, 'utf8');
+    const libp2pKey = await generateKeyPairFromSeed('Ed25519', hex(ident.seed_hex));
+    expect(Buffer.from(await libp2pKey.sign(data)).toString('base64')).toBe(c.sig);
+    expect(await libp2pKey.publicKey.verify(data, Buffer.from(c.sig, 'base64'))).toBe(true);
+
+    const identity = new Uint8Array(32);
+    identity[0] = 1;
+    const forged = new Uint8Array(64);
+    forged[0] = 1;
+    expect(await publicKeyFromRaw(identity).verify(data, forged)).toBe(false);
   });
 
   it('checks inline: the message path has its verdict without awaiting anything', () => {
