@@ -1,6 +1,7 @@
 import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { idFromPublicKey } from '../../runtime/crypto/keys.js';
 import { verifyEnvelope } from '../../runtime/crypto/signing.js';
 import { nowNs, msToNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, envelopeFromJson, parseEnvelope, parseJsonLossless, U64_MAX } from '../../runtime/wire/envelope.js';
@@ -285,6 +286,18 @@ describe('400 for each kind of invalid input', () => {
   it('signature that does not verify', () => {
     const e = valid();
     e.be = '/public/status';
+    return expect400(raw(e), /signature does not verify/);
+  });
+  it('a signature anyone can make: the small-order key under which R = identity, S = 0 holds for every message', () => {
+    // OpenSSL's Ed25519 check accepts it; the node's (libsodium) refuses small-order keys.
+    const e = valid();
+    const identityPoint = new Uint8Array(32);
+    identityPoint[0] = 1;
+    const id = idFromPublicKey(identityPoint);
+    e.from = { ...e.from, id, did: `did:key:${id}` };
+    const sig = new Uint8Array(64);
+    sig[0] = 1;
+    e.sig = Buffer.from(sig).toString('base64');
     return expect400(raw(e), /signature does not verify/);
   });
   it('from.did not matching from.id', () => {
