@@ -7,8 +7,6 @@ const ED25519_PUB_MULTICODEC = [0xed, 0x01] as const;
 // libp2p PeerId: identity multihash of the protobuf PublicKey { Type: Ed25519 (1), Data: 32 bytes }.
 const PEER_ID_PREFIX = Uint8Array.from([0x00, 0x24, 0x08, 0x01, 0x12, 0x20]);
 
-export { PUBLIC_KEY_BYTES, SEED_BYTES, VerifyKey };
-
 /** `z6Mk…`: base58btc multibase of 0xED 0x01 ‖ public key. */
 export function idFromPublicKey(publicKey: Uint8Array): string {
   const bytes = new Uint8Array(2 + PUBLIC_KEY_BYTES);
@@ -107,8 +105,8 @@ export class KeyPair {
     return ed25519.signSync(this.signingKey, data);
   }
 
-  /** Signs on the message path: synchronously when it ran inline, else a promise. */
-  sign(data: Uint8Array): Uint8Array | Promise<Uint8Array> {
+  /** Signs where it costs least now (./ed25519.ts): inline, or on the libuv pool. */
+  async sign(data: Uint8Array): Promise<Uint8Array> {
     return ed25519.sign(this.signingKey, data);
   }
 }
