@@ -124,10 +124,29 @@ function loadSodium(): Sodium | undefined {
   }
 }
 
-const sodium = loadSodium();
+let loaded: readonly Ed25519[] | undefined;
 
-/** Every implementation this process can run, the one the node uses first. */
-export const implementations: readonly Ed25519[] = sodium ? [libsodium(sodium), openssl] : [openssl];
+/**
+ * Every implementation this process can run, the one the node uses first. libsodium loads when
+ * first asked for (11–18 ms here): a `dms` command that signs nothing never pays it.
+ */
+export function implementations(): readonly Ed25519[] {
+  if (!loaded) {
+    const sodium = loadSodium();
+    loaded = sodium ? [libsodium(sodium), openssl] : [openssl];
+  }
+  return loaded;
+}
+
+const chosen = (): Ed25519 => implementations()[0]!;
 
 /** The implementation the node uses for every signature it makes and checks. */
-export const ed25519: Ed25519 = implementations[0]!;
+export const ed25519: Ed25519 = {
+  get name() {
+    return chosen().name;
+  },
+  sign: (key, data) => chosen().sign(key, data),
+  signSync: (key, data) => chosen().signSync(key, data),
+  verify: (key, data, sig) => chosen().verify(key, data, sig),
+  verifySync: (key, data, sig) => chosen().verifySync(key, data, sig),
+};

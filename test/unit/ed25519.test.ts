@@ -20,11 +20,11 @@ const hex = (h: string) => Uint8Array.from(Buffer.from(h, 'hex'));
 
 describe('the Ed25519 implementations', () => {
   it('libsodium is the one a node runs on this platform (its binary ships in sodium-native\'s npm package)', () => {
-    expect(implementations.map((i) => i.name)).toEqual(['libsodium', 'openssl']);
+    expect(implementations().map((i) => i.name)).toEqual(['libsodium', 'openssl']);
     expect(ed25519.name).toBe('libsodium');
   });
 
-  for (const impl of implementations) {
+  for (const impl of implementations()) {
     describe(impl.name, () => {
       it('derives every vector identity\'s public key and reproduces every vector signature', async () => {
         for (const c of vectors.cases) {
@@ -72,7 +72,7 @@ describe('the Ed25519 implementations', () => {
     sig[0] = 1;
     const key = new VerifyKey(identity);
     const data = Buffer.from('dms:msg:{"be":"/anything"}');
-    expect(implementations.find((i) => i.name === 'openssl')!.verifySync(key, data, sig)).toBe(true);
+    expect(implementations().find((i) => i.name === 'openssl')!.verifySync(key, data, sig)).toBe(true);
     expect(ed25519.verifySync(key, data, sig)).toBe(false);
 
     const id = idFromPublicKey(identity);
