@@ -1,5 +1,6 @@
 import { createPrivateKey, createPublicKey, sign as nodeSign, verify as nodeVerify, type KeyObject } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { Point } from '@noble/ed25519';
 import { runCrypto } from './offload.js';
 
 /*
@@ -12,10 +13,12 @@ import { runCrypto } from './offload.js';
  * the pool as ./offload.ts decides.
  *
  * The two agree on every signature an Ed25519 signer makes (RFC 8032 signatures are
- * deterministic; test/unit/ed25519.test.ts runs the wire vectors through both). They differ
- * only on crafted edge cases: libsodium refuses small-order public keys and non-canonical
- * encodings that OpenSSL accepts, so a node refuses them too. One node uses one implementation
- * for every check, so its verdict on an envelope never depends on its load.
+ * deterministic; test/unit/ed25519.test.ts runs the wire vectors through both). OpenSSL accepts
+ * every message under a small-order public key, given a signature anyone can make; libsodium
+ * refuses such keys, and the OpenSSL path here refuses them before asking OpenSSL. They still
+ * differ on crafted encodings no signer makes (libsodium also refuses a small-order or
+ * non-canonical R). One node uses one implementation for every check, so its verdict on an
+ * envelope never depends on its load.
  */
 
 // DER framings that let node:crypto take raw Ed25519 keys (RFC 8410).
@@ -29,6 +32,7 @@ const SIGNATURE_BYTES = 64;
 /** A public key as checks take it: its bytes, and node:crypto's form made when first needed. */
 export class VerifyKey {
   private object?: KeyObject;
+  private weak?: boolean;
 
   constructor(readonly bytes: Uint8Array) {
     if (bytes.length !== PUBLIC_KEY_BYTES) throw new RangeError(`an Ed25519 public key is ${PUBLIC_KEY_BYTES} bytes, got ${bytes.length}`);
@@ -36,6 +40,21 @@ export class VerifyKey {
 
   get keyObject(): KeyObject {
     return (this.object ??= createPublicKey({ key: Buffer.concat([SPKI_ED25519, this.bytes]), format: 'der', type: 'spki' }));
+  }
+
+  /**
+   * Whether the key is a point of small order (or no point at all), under which anyone can make
+   * a signature. libsodium refuses these itself; OpenSSL does not, so its checks ask first.
+   */
+  get smallOrder(): boolean {
+    if (this.weak === undefined) {
+      try {
+        this.weak = Point.fromBytes(this.bytes).isSmallOrder();
+      } catch {
+        this.weak = true;
+      }
+    }
+    return this.weak;
   }
 }
 
@@ -102,6 +121,7 @@ const openssl: Ed25519 = {
       (done) => nodeSign(null, data, key.keyObject, done),
     ),
   verifySync(key, data, sig) {
+    if (key.smallOrder) return false;
     try {
       return nodeVerify(null, data, key.keyObject, sig);
     } catch {
@@ -109,6 +129,7 @@ const openssl: Ed25519 = {
     }
   },
   verify(key, data, sig) {
+    if (key.smallOrder) return false;
     return runCrypto<boolean>(
       () => openssl.verifySync(key, data, sig),
       (done) => nodeVerify(null, data, key.keyObject, sig, (err, ok) => done(null, !err && ok)),

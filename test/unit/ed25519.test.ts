@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { verify as nodeVerify } from 'node:crypto';
 import { generateKeyPairFromSeed, publicKeyFromRaw } from '@libp2p/crypto/keys';
+import { Point } from '@noble/ed25519';
 import { describe, expect, it } from 'vitest';
 import { ed25519, implementations, SigningKey, VerifyKey } from '../../runtime/crypto/ed25519.js';
 import { idFromPublicKey } from '../../runtime/crypto/keys.js';
@@ -63,17 +65,25 @@ describe('the Ed25519 implementations', () => {
     });
   }
 
-  it('the node refuses a signature anyone can make: the small-order key OpenSSL accepts every message under', () => {
+  it('the node refuses a signature anyone can make: the small-order keys OpenSSL alone accepts every message under', () => {
     // The identity point as a public key, and R = identity, S = 0: [S]B = R + [k]A holds for
-    // every message. OpenSSL's check accepts it; libsodium refuses small-order keys.
+    // every message. OpenSSL's own check accepts it; libsodium refuses small-order keys, and the
+    // OpenSSL implementation asks first.
     const identity = new Uint8Array(32);
     identity[0] = 1;
     const sig = new Uint8Array(64);
     sig[0] = 1;
     const key = new VerifyKey(identity);
     const data = Buffer.from('dms:msg:{"be":"/anything"}');
-    expect(implementations().find((i) => i.name === 'openssl')!.verifySync(key, data, sig)).toBe(true);
-    expect(ed25519.verifySync(key, data, sig)).toBe(false);
+    expect(nodeVerify(null, data, key.keyObject, sig)).toBe(true);
+    for (const impl of implementations()) {
+      expect(impl.verifySync(key, data, sig), impl.name).toBe(false);
+    }
+    // Every point of order 8 or less: [k]T is then one of them, so R = T', S = 0 forges for some messages.
+    const torsion = Point.fromBytes(Buffer.from('26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05', 'hex'));
+    for (let i = 1, t = torsion; i <= 8; i++, t = t.add(torsion)) expect(new VerifyKey(t.toBytes()).smallOrder, `8-torsion point ${i}`).toBe(true);
+    expect(new VerifyKey(hex(vectors.identities[0]!.public_key_hex)).smallOrder).toBe(false);
+    expect(new VerifyKey(new Uint8Array(32).fill(0xff)).smallOrder, 'not a point').toBe(true);
 
     const id = idFromPublicKey(identity);
     const env = parseEnvelope(
