@@ -381,7 +381,8 @@ export class ActorSystem {
       throw invalid(`from.addr.host ${env.from.addr.host || '(empty)'} is not the ${role} peer ${origin.arrival.peer}`);
     }
     this.replay.admit(env.from.id, env.nonce, env.opt.exp, now, this.replayOwner(env, origin));
-    await this.route(env, origin);
+    const routed = this.route(env, origin);
+    if (routed) await routed;
     stageEnd(this.host, 'kernel.admit', start);
   }
 
@@ -409,15 +410,20 @@ export class ActorSystem {
     return pending.then(() => stageEnd(this.host, 'kernel.verify', start));
   }
 
-  /** Delivers a checked envelope: locally, to its remote host, or to every subscriber of its topic. */
-  async route(env: Envelope, origin: Origin = { kind: 'local' }, opts: RouteOptions = {}): Promise<void> {
+  /**
+   * Delivers a checked envelope: locally, to its remote host, or to every subscriber of its
+   * topic. A local delivery is queued before it returns, and then nothing is returned to await;
+   * a promise only when the network or a broadcast has work left (an await of nothing still waits
+   * behind every queued continuation: crypto/ed25519.ts). A refusal may be thrown synchronously.
+   */
+  route(env: Envelope, origin: Origin = { kind: 'local' }, opts: RouteOptions = {}): void | Promise<void> {
     if (this.watched && origin.kind === 'local') this.emit({ type: 'send', actor: env.from.addr.inbox, env });
     if (isBroadcast(env)) return this.broadcast(env, origin);
     const host = env.to.addr.host;
     if (this.isHere(host)) return this.deliverLocal(env, opts, verificationOf(origin));
     if (!isPeerId(host)) throw invalid(`to.addr.host '${host.slice(0, 80)}' is not a peer id`);
     if (!this.transport) throw new DmsError('unroutable', `cannot reach host ${host}: the network is not running on this node`);
-    await this.transport.send(env);
+    return this.transport.send(env);
   }
 
   /**

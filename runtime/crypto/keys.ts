@@ -109,6 +109,14 @@ export class KeyPair {
   async sign(data: Uint8Array): Promise<Uint8Array> {
     return ed25519.sign(this.signingKey, data);
   }
+
+  /**
+   * `sign` for the message path: the signature itself when it was made inline, a promise only
+   * when it went to the pool, so the caller awaits only then (./ed25519.ts says why).
+   */
+  signNow(data: Uint8Array): Uint8Array | Promise<Uint8Array> {
+    return ed25519.sign(this.signingKey, data);
+  }
 }
 
 /** Whether `sig` is `key`'s signature of `data`; false, never a throw, for a bad one. */

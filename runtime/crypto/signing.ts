@@ -9,6 +9,21 @@ export async function signEnvelope(env: Envelope, key: KeyPair): Promise<Envelop
   return env;
 }
 
+/**
+ * `signEnvelope` for the message path: signs in place and returns nothing when the signature
+ * was made inline, a promise only when it went to the pool.
+ */
+export function sealEnvelope(env: Envelope, key: KeyPair): void | Promise<void> {
+  const sig = key.signNow(signingBytes(env));
+  if (sig instanceof Uint8Array) {
+    env.sig = sig;
+    return;
+  }
+  return sig.then((s) => {
+    env.sig = s;
+  });
+}
+
 // Decoding a key id (base58) costs a good part of a check; senders repeat.
 const KEY_CACHE_LIMIT = 10_000;
 const keyCache = new Map<string, VerifyKey>();
