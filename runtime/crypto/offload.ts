@@ -1,7 +1,9 @@
 import { performance } from 'node:perf_hooks';
 
 /*
- * Where Ed25519 runs on the message path. A libuv pool hop adds more latency than the
+ * Where node:crypto's Ed25519 runs on the message path, when it is the implementation (where
+ * libsodium does not load: ./ed25519.ts; libsodium has no pooled form and, at half OpenSSL's
+ * cost, always runs inline). A libuv pool hop adds more latency than the
  * operation itself costs (bench/RESULTS.md, bench:net, has the figures), and pays off only
  * when the event loop has other work to do meanwhile: other envelopes to parse and route while
  * the pool computes. So an operation runs inline unless the loop is busy
