@@ -77,10 +77,14 @@ const UPSERT_TAIL = `on conflict (\`id\`) do update set ${MUTABLE.map((c) => `\`
 export async function readJobRows(em: EntityManager, ids: readonly string[]): Promise<JobRow[]> {
   const conn = em.getConnection();
   const ctx = em.getTransactionContext();
+  return selectJobRows((sql, params) => conn.execute<Record<string, unknown>[]>(sql, [...params], 'all', ctx), ids);
+}
+
+/** The rows of the jobs `ids`, read through `all` (the ORM's connection, or a batch's). */
+async function selectJobRows(all: BatchConnection['all'], ids: readonly string[]): Promise<JobRow[]> {
   const rows: JobRow[] = [];
   for (const part of chunks(ids, IDS_PER_SELECT)) {
-    const found = await conn.execute<Record<string, unknown>[]>(`select * from \`job\` where \`id\` in (${marks(part.length)})`, part, 'all', ctx);
-    for (const r of found) rows.push(fromColumns(r));
+    for (const r of await all(`select * from \`job\` where \`id\` in (${marks(part.length)})`, part)) rows.push(fromColumns(r));
   }
   return rows;
 }
@@ -142,9 +146,7 @@ export async function writeBatch(conn: BatchConnection, writes: readonly JobWrit
     else if (w.opts?.id !== undefined) wanted.add(w.opts.id);
   }
   const rows = new Map<string, JobRow>();
-  for (const part of chunks([...wanted], IDS_PER_SELECT)) {
-    for (const r of await conn.all(`select * from \`job\` where \`id\` in (${marks(part.length)})`, part)) rows.set(r.id as string, fromColumns(r));
-  }
+  for (const row of await selectJobRows(conn.all, [...wanted])) rows.set(row.id, row);
 
   const touched = new Set<JobRow>();
   const events: NewJobEvent[] = [];
