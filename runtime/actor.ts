@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { type AddOptions, type Behavior, behaviorLabel, BehaviorRegistry, isReplyWaiter, notWaiting, replySentAt, replyWaiter } from './behavior.js';
-import { sealEnvelope, signEnvelope } from './crypto/signing.js';
+import { sealEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
 import type * as z from 'zod';
 import { errorReply, parseErrorReply, replyToError } from './error-reply.js';
@@ -294,7 +294,11 @@ export class Actor {
   }
 
   async send(to: Handle, be: string, payload: unknown, opts: SendOptions = {}): Promise<void> {
-    const env = this.envelope(to, be, payload, opts);
+    await this.post(this.envelope(to, be, payload, opts), opts);
+  }
+
+  /** Signs `env` unless it may stay unsigned (`seal`), then routes it. */
+  private async post(env: Envelope, opts: SendOptions): Promise<void> {
     const sealing = this.seal(env, opts);
     if (sealing) await sealing;
     await this.system.route(env);
@@ -341,15 +345,8 @@ export class Actor {
       reply.then(() => metrics.invoked(kind, (performance.now() - sent) / 1000), () => undefined);
     }
     try {
-      // Unsigned, or signed inline, nothing is awaited: the envelope is queued before invoke returns.
-      const sealing = this.seal(env, opts);
-      if (sealing) await sealing;
-    } catch (e) {
-      this.primary.behaviors.remove(env.opt.cont);
-      throw e;
-    }
-    try {
-      await this.system.route(env);
+      // Unsigned, or signed inline, nothing is awaited before routing: the envelope is queued before invoke returns.
+      await this.post(env, opts);
     } catch (e) {
       this.primary.behaviors.remove(env.opt.cont);
       throw e;
@@ -368,7 +365,7 @@ export class Actor {
     const until = Math.min(Date.now() + opts.windowMs, Number(env.opt.exp / 1_000_000n));
     const replies = collectReplies(this.primary, cont, { ...opts, until });
     try {
-      await this.system.route(await signEnvelope(env, this.key));
+      await this.post(env, {});
     } catch (e) {
       this.primary.behaviors.remove(cont);
       throw e;
@@ -391,7 +388,7 @@ export class Actor {
     const until = Math.min(Date.now() + opts.windowMs, Number(envs[0].opt.exp / 1_000_000n));
     const replies = collectReplies(this.primary, cont, { ...opts, until });
     // This node's own copy stays unsigned, as any envelope between its actors.
-    const sent = await Promise.allSettled(envs.map(async (env) => this.system.route(this.system.isHere(env.to.addr.host) ? env : await signEnvelope(env, this.key))));
+    const sent = await Promise.allSettled(envs.map((env) => this.post(env, { unsigned: this.system.isHere(env.to.addr.host) })));
     const failed = sent.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed.length === envs.length) {
       this.primary.behaviors.remove(cont);

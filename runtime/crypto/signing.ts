@@ -5,7 +5,7 @@ import { didFromId, type KeyPair, verifyKeyFromId } from './keys.js';
 
 /** Signs in place with `key`, which must be the key named by `env.from.id`. */
 export async function signEnvelope(env: Envelope, key: KeyPair): Promise<Envelope> {
-  env.sig = await key.sign(signingBytes(env));
+  await sealEnvelope(env, key);
   return env;
 }
 
