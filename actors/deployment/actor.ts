@@ -66,11 +66,9 @@ export interface DeploymentDeps {
   /** Which providers may be sent a job's secrets (`placement.trust`); default: this node only. */
   trusts?: ProviderTrust;
   /** With at most this many peers connected, bids are asked of each directly, not on the topic (`deployment.direct_bid_peers`). */
-  directBidPeers?: number;
+  directBidPeers: number;
 }
 
-/** Connected peers asked for bids directly rather than on the topic, without configuration. */
-const DIRECT_BID_PEERS = 16;
 /** Longest the requester collects bids; a quiet network answers in far less (see offer). */
 const MAX_WINDOW_MS = 500;
 /** Shortest window once a first bid came: the others come about as fast. */
@@ -351,7 +349,7 @@ class Deployment {
     const peers = this.ctx.deps.network?.peers() ?? [];
     const request = { jobs: batch.jobs };
     const asked =
-      peers.length > 0 && peers.length <= (this.ctx.deps.directBidPeers ?? DIRECT_BID_PEERS)
+      peers.length > 0 && peers.length <= this.ctx.deps.directBidPeers
         ? this.actor.gatherFrom([this.actor.local(DEPLOYMENT_INBOX), ...peers.map((p) => at(DEPLOYMENT_INBOX, p))], DeploymentBehaviors.bid, request, opts)
         : this.actor.gather(DEPLOYMENT_TOPIC, DeploymentBehaviors.bid, request, opts);
     asked.then(close, (e: unknown) => !batch.ac.signal.aborted && tell({ type: 'offer_failed', reason: `the offer could not be sent: ${errorText(e)}` }));
