@@ -10,6 +10,7 @@ import { AllocationRepository } from './allocations.js';
 import { MIGRATION_NAMES, MIGRATIONS_TABLE } from './migrations/names.js';
 import { baseOptions } from './options.js';
 import { initOrm } from './orm-environment.js';
+import { checkSqliteDriver } from './driver.js';
 import { DeviceRepository } from './device.js';
 import { EnsembleRepository } from './ensembles.js';
 import { JobEventRepository, JobRepository } from './jobs.js';
@@ -37,6 +38,7 @@ const DB_FILE_MODE = 0o600;
  * and its -wal and -shm companions are readable by the node's user only.
  */
 export async function openStorage(path: string): Promise<Storage> {
+  checkSqliteDriver();
   const onDisk = path !== ':memory:' && !path.startsWith('file:');
   // A database with nothing in it yet needs every migration: opened with the migrator at once.
   const empty = !onDisk || !existsSync(path) || statSync(path).size === 0;

@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { checkSqliteDriver } from '../../storage/driver.js';
+import { packageDir } from '../../runtime/version.js';
 
 // What the install script would build, without building it (--dry-run): the choice between
 // the machine's SQLite and the bundled one is what decides a 7-s or a 75-s install.
@@ -49,5 +51,24 @@ describe('scripts/sqlite-binding.mjs', () => {
     expect(system.status).toBe(1);
     expect(system.said).toMatch(/DMS_SQLITE=system, but no .*sqlite3\.h/);
     expect(dryRun({ DMS_SQLITE: 'fast' })).toEqual({ status: 1, said: "[sqlite-binding] DMS_SQLITE must be auto, system or bundled, not 'fast'" });
+  });
+});
+
+describe('checkSqliteDriver', () => {
+  it('says in one line that the binding is missing and how to build it, where knex would print fifty', () => {
+    const missing = () => {
+      throw new Error('Could not locate the bindings file. Tried:\n → /x/node_modules/sqlite3/build/Release/node_sqlite3.node\n → …');
+    };
+    expect(() => checkSqliteDriver(missing)).toThrow(
+      `SQLite's driver (node-sqlite3) cannot load its native binding: Could not locate the bindings file; build it with \`node scripts/sqlite-binding.mjs\` in ${packageDir()} (npm install does)`,
+    );
+    const noLibrary = () => {
+      throw new Error('libsqlite3.so.0: cannot open shared object file: No such file or directory');
+    };
+    expect(() => checkSqliteDriver(noLibrary)).toThrow(/cannot load its native binding: libsqlite3\.so\.0: cannot open shared object file: No such file or directory; build it/);
+  });
+
+  it('loads the installed driver', () => {
+    expect(() => checkSqliteDriver()).not.toThrow();
   });
 });
