@@ -19,13 +19,15 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
-/** The oldest SQLite the node is tested against (Debian 12's); older ones build bundled. */
+/** The oldest SQLite the node is tested against (Debian 12's), as SQLITE_VERSION_NUMBER; older ones build bundled. */
 const MIN_VERSION = 3_040_000;
+const versionText = (n) => `${Math.floor(n / 1_000_000)}.${Math.floor(n / 1000) % 1000}.${n % 1000}`;
 
 const require = createRequire(import.meta.url);
 const say = (line) => process.stderr.write(`[sqlite-binding] ${line}\n`);
 
-function packageDir() {
+/** Where the driver's package is installed, or null when it is not. */
+function sqlite3Dir() {
   try {
     return dirname(require.resolve('sqlite3/package.json'));
   } catch {
@@ -39,8 +41,8 @@ function systemSqlite(prefix) {
   if (!existsSync(header)) return { why: `no ${header} (Debian: apt-get install libsqlite3-dev)` };
   const m = /#define\s+SQLITE_VERSION_NUMBER\s+(\d+)/.exec(readFileSync(header, 'utf8'));
   const number = m ? Number(m[1]) : 0;
-  const version = `${Math.floor(number / 1_000_000)}.${Math.floor(number / 1000) % 1000}.${number % 1000}`;
-  if (number < MIN_VERSION) return { why: `${header} is SQLite ${version}, older than the ${MIN_VERSION} this node needs` };
+  const version = versionText(number);
+  if (number < MIN_VERSION) return { why: `${header} is SQLite ${version}, older than ${versionText(MIN_VERSION)}, the oldest this node is tested with` };
   return { version };
 }
 
@@ -69,7 +71,7 @@ function build(dir, sqlitePrefix) {
   return { ok: false, seconds, tail: (run.stderr ?? '').trim().split('\n').slice(-15).join('\n') };
 }
 
-const dir = packageDir();
+const dir = sqlite3Dir();
 if (!dir) {
   say('sqlite3 is not installed here: nothing to build');
   process.exit(0);
