@@ -36,8 +36,8 @@ const STRIKES_TO_BAR = 4;
 
 type ProviderMachine = ReturnType<typeof startMachine>;
 
-function startMachine(ctx: ActorContext<unknown>, input: ProviderInput, effects: { returnShare: () => void; abandon: () => void }) {
-  const machine = ctx.machine(providerMachine.provide({ actions: effects }), { id: input.jobId, input });
+function startMachine(ctx: ActorContext<unknown>, logic: typeof providerMachine, input: ProviderInput) {
+  const machine = ctx.machine(logic, { id: input.jobId, input });
   machine.start();
   return machine;
 }
@@ -50,6 +50,16 @@ export class Provider {
   private readonly strikes = new Strikes({ windowMs: STRIKE_WINDOW_MS, bar: STRIKES_TO_BAR, maxRequesters: 4096 });
   /** Whether a key id is one of this node's own. */
   private readonly own: (id: string) => boolean;
+  /**
+   * The deployment machine with this node's effects, made once: each `provide` builds a whole
+   * machine again (every state node and transition), which cost a reserve about a millisecond.
+   */
+  private readonly machine = providerMachine.provide({
+    actions: {
+      returnShare: ({ context }) => this.returnShare(context.jobId),
+      abandon: ({ context }) => this.abandon(context.jobId),
+    },
+  });
 
   constructor(
     private readonly ctx: ActorContext<unknown>,
@@ -140,17 +150,13 @@ export class Provider {
     if (raced) return this.reserveAgain(raced, requester, req);
     const offered = this.bids.take(req.job_id);
     const leaseMs = Math.min(req.lease_ms, this.limits.leaseMs);
-    const machine = startMachine(
-      this.ctx,
-      {
-        jobId: req.job_id,
-        requester: offered?.bid.requester ?? requester,
-        bid: offered ? { resources: offered.bid.resources, validMs: offered.validMs } : null,
-        limits: { ...this.limits, leaseMs },
-        group: req.group ?? null,
-      },
-      { returnShare: () => this.returnShare(req.job_id), abandon: () => this.abandon(req.job_id) },
-    );
+    const machine = startMachine(this.ctx, this.machine, {
+      jobId: req.job_id,
+      requester: offered?.bid.requester ?? requester,
+      bid: offered ? { resources: offered.bid.resources, validMs: offered.validMs } : null,
+      limits: { ...this.limits, leaseMs },
+      group: req.group ?? null,
+    });
     machine.send({
       type: 'reserve',
       requester,
