@@ -6,7 +6,8 @@
  * `deployment.direct_bid_peers: 0`), and a peer that answers as a release before this one did
  * (its reserve takes no `start`), against which the requester falls back to two steps.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { providerMachine } from '../../actors/deployment/provider-machine.js';
 import { DEPLOYMENT_TOPIC } from '../../behaviors/jobs/deployment.js';
 import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
@@ -61,6 +62,19 @@ describe('a job placed on another node', { timeout: 40_000 }, () => {
     expect(await envelopes(b, '/dms/deployment/start')).toBe(0);
     // The provider ran it for a: its own record names the requester.
     expect(((await (await fetch(`${b.url}/api/v1/jobs/${id}`)).json()) as { requester: string }).requester).toBe(a.peerId);
+  });
+
+  it("builds no machine for the reserve: the provider's deployment machine was made once, when it started", async () => {
+    // provide() builds a whole machine again (every state node and transition): about a
+    // millisecond on each reserve's path when it was called per job.
+    const provide = vi.spyOn(providerMachine, 'provide');
+    try {
+      const { id } = await post(a, { name: 'no-provide', image: 'none', executor: 'null', resources: { cpu: 0.1, memory: '16MiB' }, placement: { node: b.peerId } });
+      expect(await ended(a, id)).toMatchObject({ status: 'completed', node: b.peerId });
+      expect(provide).not.toHaveBeenCalled();
+    } finally {
+      provide.mockRestore();
+    }
   });
 
   it('refused at its start, fails naming why on its last placement, and leaves nothing held there', async () => {
