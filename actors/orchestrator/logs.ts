@@ -42,8 +42,10 @@ export class OutputReader {
     let followed: JobRun | undefined;
     for (;;) {
       const run = this.runs.get(p.id);
-      // A run that ended while we waited hands over its committed final state: no need to read it back.
-      const job = (!run && followed?.final) || (await this.storage.jobs.get(p.id));
+      // A run holds its job as last committed, and one that ended while we waited hands over its
+      // final state: the database is read only for a job this node no longer follows. Read
+      // there, a poll queued behind the very commit of the job's end (one connection).
+      const job = run?.job ?? (!run && followed?.final) ?? (await this.storage.jobs.get(p.id));
       followed = run;
       if (!job) throw notFound(`job ${p.id} not found`);
       // Decided before reading: a job already finished has every chunk of its output stored.

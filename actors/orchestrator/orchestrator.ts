@@ -515,7 +515,7 @@ class Orchestrator {
       run.attempts.push({ node, started_at: now, ended_at: now, outcome, reason });
     }
     const text = `${reason}; placing it again (${ctx.placements} of ${ctx.maxAttempts} placements used)`;
-    run.job = { ...run.job, node: null, container_id: null, pending_reason: text };
+    run.job = { ...run.job, status: 'pending', node: null, container_id: null, pending_reason: text };
     // Journal writes keep their order: this one is stored before whatever its next placement writes.
     this.journal
       .change(run.id, { status: 'pending', reason: text, node: null, container_id: null, pending_reason: text, attempts: [...run.attempts] })

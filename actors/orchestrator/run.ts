@@ -26,7 +26,10 @@ export class JobRun {
   private ended = false;
 
   constructor(
-    /** The job as last committed: its spec, and its pending reason. */
+    /**
+     * The job as last committed, with what the orchestrator knows of its placement ahead of the
+     * commit (its node, its pending reason, a return to pending): what a follower of its output is shown.
+     */
     public job: Job,
     /** The job's machine, made (not started) by the orchestrator so the node observes it. */
     readonly machine: Actor<JobMachine>,

@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
+import type { Job } from '../../behaviors/jobs/schema.js';
+import type { ExecutorClient } from '../../actors/orchestrator/executors.js';
+import { type LogSource, OutputReader } from '../../actors/orchestrator/logs.js';
+import { JobRun } from '../../actors/orchestrator/run.js';
+import type { Storage } from '../../storage/index.js';
+import { jobOf } from '../executors/helpers.js';
+
+// A follower's poll of a job this node runs answers from the run's own record: read from the
+// database instead, the poll that should see a job's end waited behind the commit of that very
+// end (one connection), 2-4 ms on a Docker job's path (bench/RESULTS.md, bench:jobs).
+
+/** The machine a JobRun observes: only subscribe is used while nothing starts it. */
+const idleMachine = { subscribe: () => ({ unsubscribe() {} }), getSnapshot: () => ({ status: 'active' }) } as unknown as JobRun['machine'];
+
+function setup(stored: Job | null) {
+  const reads = { db: 0 };
+  const storage = { jobs: { get: async () => (reads.db++, stored) } } as unknown as Storage;
+  const executor = {
+    readLogs: async (_h: ExecutionHandle, from: number) => (from === 0 ? { chunks: [{ stream: 'stdout', data: 'hi\n', at: new Date().toISOString() }], next: 3, size: 3 } : { chunks: [], next: 3, size: 3 }),
+    waitForLogs: async () => false,
+  } as unknown as ExecutorClient;
+  const runs = new Map<string, JobRun>();
+  const source = (job: Job): LogSource => ({ executor, handle: { executor: 'null', job_id: job.id, id: job.id } });
+  return { reads, runs, reader: new OutputReader(runs, storage, source) };
+}
+
+describe('OutputReader', () => {
+  it('answers a job this node runs from its run, without reading the database', async () => {
+    const running: Job = { ...jobOf({ executor: 'null', image: 'none' }), status: 'running' };
+    const { reads, runs, reader } = setup(null);
+    runs.set(running.id, new JobRun(running, idleMachine));
+    const page = await reader.read({ id: running.id, from: 0, limit: 1024, wait_ms: 0 });
+    expect(page).toMatchObject({ status: 'running', next: 3, done: false });
+    expect(reads.db).toBe(0);
+  });
+
+  it('hands a follower waiting on the run its committed end, then reads the database only for a job no longer run', async () => {
+    const running: Job = { ...jobOf({ executor: 'null', image: 'none' }), status: 'running' };
+    const ended: Job = { ...running, status: 'completed', exit_code: 0 };
+    const { reads, runs, reader } = setup(ended);
+    const run = new JobRun(running, idleMachine);
+    runs.set(running.id, run);
+    const waiting = reader.read({ id: running.id, from: 3, limit: 1024, wait_ms: 5_000 });
+    await new Promise((r) => setTimeout(r, 20));
+    runs.delete(running.id);
+    run.end({ job: ended });
+    expect(await waiting).toMatchObject({ status: 'completed', exit_code: 0, done: true });
+    expect(reads.db).toBe(0);
+    // Asked afresh once the run is gone: the stored record is what there is.
+    expect(await reader.read({ id: running.id, from: 3, limit: 1024, wait_ms: 0 })).toMatchObject({ status: 'completed', done: true });
+    expect(reads.db).toBe(1);
+  });
+});
