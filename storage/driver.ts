@@ -8,12 +8,7 @@ import { createRequire } from 'node:module';
 import { DmsError, errorText } from '../runtime/errors.js';
 import { packageDir } from '../runtime/version.js';
 
-let loaded = false;
-const loadDriver = (): void => {
-  if (loaded) return;
-  createRequire(import.meta.url)('sqlite3');
-  loaded = true;
-};
+const loadDriver = (): unknown => createRequire(import.meta.url)('sqlite3');
 
 /** Throws an `unavailable` DmsError naming the way out when the driver (or `load`, in tests) cannot load. */
 export function checkSqliteDriver(load: () => unknown = loadDriver): void {

@@ -45,7 +45,7 @@ export class OutputReader {
       // A run holds its job as last committed, and one that ended while we waited hands over its
       // final state: the database is read only for a job this node no longer follows. Read
       // there, a poll queued behind the very commit of the job's end (one connection).
-      const job = run?.job ?? (!run && followed?.final) ?? (await this.storage.jobs.get(p.id));
+      const job = run?.job ?? followed?.final ?? (await this.storage.jobs.get(p.id));
       followed = run;
       if (!job) throw notFound(`job ${p.id} not found`);
       // Decided before reading: a job already finished has every chunk of its output stored.

@@ -107,7 +107,7 @@ export class KeyPair {
 
   /** Signs where it costs least now (./ed25519.ts): inline, or on the libuv pool. */
   async sign(data: Uint8Array): Promise<Uint8Array> {
-    return ed25519.sign(this.signingKey, data);
+    return this.signNow(data);
   }
 
   /**
