@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, sign as nodeSign, verify as nodeVerify, type KeyObject } from 'node:crypto';
-import { createRequire } from 'node:module';
 import { Point } from '@noble/ed25519';
 import { runCrypto } from './offload.js';
+import { type Sodium, sodium } from './sodium.js';
 
 /*
  * The Ed25519 primitive, in one place. libsodium (sodium-native, whose npm package carries the
@@ -95,12 +95,6 @@ export interface Ed25519 {
   verifySync(key: VerifyKey, data: Uint8Array, sig: Uint8Array): boolean;
 }
 
-/** The libsodium calls DMS makes, by sodium-native's names. */
-interface Sodium {
-  crypto_sign_detached(sig: Buffer, message: Uint8Array, secretKey: Buffer): void;
-  crypto_sign_verify_detached(sig: Uint8Array, message: Uint8Array, publicKey: Uint8Array): boolean;
-}
-
 function libsodium(sodium: Sodium): Ed25519 {
   const signSync = (key: SigningKey, data: Uint8Array): Uint8Array => {
     const sig = Buffer.allocUnsafe(SIGNATURE_BYTES);
@@ -137,14 +131,6 @@ const openssl: Ed25519 = {
   },
 };
 
-function loadSodium(): Sodium | undefined {
-  try {
-    return createRequire(import.meta.url)('sodium-native') as Sodium;
-  } catch {
-    return undefined;
-  }
-}
-
 let loaded: readonly Ed25519[] | undefined;
 
 /**
@@ -153,8 +139,8 @@ let loaded: readonly Ed25519[] | undefined;
  */
 export function implementations(): readonly Ed25519[] {
   if (!loaded) {
-    const sodium = loadSodium();
-    loaded = sodium ? [libsodium(sodium), openssl] : [openssl];
+    const lib = sodium();
+    loaded = lib ? [libsodium(lib), openssl] : [openssl];
   }
   return loaded;
 }

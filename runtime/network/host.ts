@@ -13,6 +13,7 @@ import { multiaddr } from '@multiformats/multiaddr';
 import type { KeyPair } from '../crypto/keys.js';
 import { DmsError, errorText, invalid } from '../errors.js';
 import type { PeerBans } from './bans.js';
+import { noiseCrypto } from './noise-cipher.js';
 import { GreetedPeers, peerScoreParams } from './score.js';
 
 export const DEFAULT_LISTEN = ['/ip4/127.0.0.1/tcp/0'];
@@ -157,7 +158,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     privateKey,
     addresses: { listen },
     transports: [tcp()],
-    connectionEncrypters: [noise()],
+    connectionEncrypters: [noise({ crypto: noiseCrypto })],
     streamMuxers: [yamux({ streamOptions: { maxStreamWindowSize: MAX_STREAM_WINDOW } })],
     connectionManager: { inboundConnectionThreshold: opts.inboundConnectionThreshold, ...RECONNECT },
     connectionMonitor: { pingTimeout: { minTimeout: PING_TIMEOUT_MS } },
