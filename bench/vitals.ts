@@ -13,7 +13,8 @@
  *      figure is what a node settles at; the target is the first.
  *  (d) null jobs completed per second from 32 concurrent REST clients (20,000 jobs in rounds
  *      of 5,000, each from its first submission until none is pending), and (e) the node's RSS
- *      once they all ended.
+ *      once they all ended. The clients are this process's (./lib/api.ts: node:http on kept
+ *      connections); their CPU per job is printed beside, since they share the two cores.
  *      Target: >= 1,500 per second.
  * The baseline, in the same run and spawned the same way: a bare node:http process answering
  * /health (the floor of (a), (b), (c): what Node itself costs). The ratio says how far above that
@@ -28,6 +29,7 @@ import { createServer } from 'node:net';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { JobSpecInput } from '../behaviors/jobs/schema.js';
 import { removeHome, TEST_ENV, tempHome } from '../test/helpers/node.js';
+import { call } from './lib/api.js';
 import { loadAverage } from './lib/load.js';
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
@@ -177,12 +179,6 @@ async function idleRss(): Promise<Record<string, { at10: number; at30: number }>
 
 const SPEC: JobSpecInput = { name: 'bench', image: 'none', executor: 'null', resources: { cpu: { cores: 0.001 }, memory: { size: 1024 } } };
 
-async function submit(url: string): Promise<void> {
-  const res = await fetch(`${url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(SPEC) });
-  if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${await res.text()}`);
-  await res.arrayBuffer();
-}
-
 async function count(url: string, status: string): Promise<number> {
   const res = await fetch(`${url}/api/v1/jobs?status=${status}&limit=1`);
   if (res.status !== 200) throw new Error(`GET /jobs answered ${res.status}`);
@@ -199,25 +195,28 @@ const failedCount = (url: string) => count(url, 'failed');
  * completed per second of each round (its first submission to the moment none is pending or
  * running, polled every 20 ms), the median of the rounds; then each node's RSS.
  */
-async function nullJobs(): Promise<Record<string, { jobs_per_s: number; rounds: number[]; failed: number; rss_after_mb: number }>> {
+async function nullJobs(): Promise<Record<string, { jobs_per_s: number; rounds: number[]; client_us_per_job: number; failed: number; rss_after_mb: number }>> {
   const nodes = [];
   for (const b of builds) {
     const home = tempHome('dms-vitals-');
-    nodes.push({ b, home, node: await startDms(b.cli, home), rounds: [] as number[] });
+    nodes.push({ b, home, node: await startDms(b.cli, home), rounds: [] as number[], clientUs: [] as number[] });
   }
   try {
     for (let round = 0; round < JOBS / ROUND; round++) {
       for (const n of nodes) {
         const t0 = performance.now();
+        const cpu0 = process.cpuUsage();
         let next = 0;
         await Promise.all(
           Array.from({ length: CONCURRENCY }, async () => {
             while (next < ROUND) {
               next++;
-              await submit(n.node.url);
+              await call(n.node, 'POST', '/jobs', SPEC);
             }
           }),
         );
+        const cpu = process.cpuUsage(cpu0);
+        n.clientUs.push((cpu.user + cpu.system) / ROUND);
         const deadline = Date.now() + 600_000;
         while ((await count(n.node.url, 'pending,running')) > 0) {
           if (Date.now() > deadline) throw new Error('jobs still pending or running after 600 s');
@@ -227,7 +226,7 @@ async function nullJobs(): Promise<Record<string, { jobs_per_s: number; rounds: 
       }
     }
     const out: Awaited<ReturnType<typeof nullJobs>> = {};
-    for (const n of nodes) out[n.b.name] = { jobs_per_s: median(n.rounds), rounds: n.rounds, failed: await failedCount(n.node.url), rss_after_mb: rssMb(n.node.proc.pid!) };
+    for (const n of nodes) out[n.b.name] = { jobs_per_s: median(n.rounds), rounds: n.rounds, client_us_per_job: Math.round(median(n.clientUs)), failed: await failedCount(n.node.url), rss_after_mb: rssMb(n.node.proc.pid!) };
     return out;
   } finally {
     for (const n of nodes) {
@@ -254,6 +253,7 @@ const measured = builds.map((b) => ({
   idle_rss_30s_mb: idle[b.name].at30,
   null_jobs_per_s: work[b.name].jobs_per_s,
   rounds_per_s: work[b.name].rounds.join(' '),
+  client_us_per_job: work[b.name].client_us_per_job,
   rss_after_jobs_mb: work[b.name].rss_after_mb,
   failed: work[b.name].failed,
 }));
@@ -265,7 +265,9 @@ console.log(`cold start ${me.cold_median_s} s = ${round(me.cold_median_s / bare.
 console.log(`cold start with no code cache (the first after a build) ${me.cold_no_code_cache_s} s`);
 console.log(`warm start ${me.warm_median_s} s = ${round(me.warm_median_s / bare.warm_median_s, 1)}× bare node (target <= ${TARGETS.warm_s} s: ${holds(me.warm_median_s <= TARGETS.warm_s)})`);
 console.log(`idle RSS ${me.idle_rss_mb} MB = ${round(me.idle_rss_mb / bare.idle_rss_mb, 1)}× bare node (target <= ${TARGETS.idle_rss_mb} MB: ${holds(me.idle_rss_mb <= TARGETS.idle_rss_mb)}); ${me.idle_rss_30s_mb} MB at 30 s`);
-console.log(`null jobs ${me.null_jobs_per_s}/s at ${CONCURRENCY} clients (target >= ${TARGETS.jobs_per_s}: ${holds(me.null_jobs_per_s >= TARGETS.jobs_per_s)}); RSS after ${JOBS} jobs ${me.rss_after_jobs_mb} MB`);
+console.log(
+  `null jobs ${me.null_jobs_per_s}/s at ${CONCURRENCY} clients (target >= ${TARGETS.jobs_per_s}: ${holds(me.null_jobs_per_s >= TARGETS.jobs_per_s)}); RSS after ${JOBS} jobs ${me.rss_after_jobs_mb} MB; the clients' own CPU ${me.client_us_per_job} µs per job`,
+);
 if (other) {
   console.log(
     `this build / ${other.build}: cold ${round(me.cold_median_s / other.cold_median_s)}, warm ${round(me.warm_median_s / other.warm_median_s)}, idle RSS ${round(me.idle_rss_mb / other.idle_rss_mb)} (at 30 s ${round(me.idle_rss_30s_mb / other.idle_rss_30s_mb)}), jobs/s ${round(me.null_jobs_per_s / other.null_jobs_per_s)}, RSS after jobs ${round(me.rss_after_jobs_mb / other.rss_after_jobs_mb)}`,
