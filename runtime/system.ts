@@ -1,6 +1,6 @@
 import { channel } from 'node:diagnostics_channel';
 import { Observable } from 'rxjs';
-import { type AnyActorLogic, createActor, type Actor as MachineActor, type ActorOptions as MachineOptions, type InspectionEvent } from 'xstate';
+import type { AnyActorLogic, Actor as MachineActor, ActorOptions as MachineOptions } from 'xstate';
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
 import { type Behavior, behaviorLabel, isReplyWaiter, notWaiting, replyFromHost } from './behavior.js';
 import { isPeerId, type KeyPair } from './crypto/keys.js';
@@ -8,6 +8,7 @@ import { checkEnvelope, signEnvelope } from './crypto/signing.js';
 import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
+import { MachineInspector, type Transition } from './machine-inspector.js';
 import type { MailboxOptions } from './mailbox.js';
 import type { NodeMetrics } from './metrics.js';
 import { stageEnd, stageStart } from './stage-timings.js';
@@ -28,7 +29,7 @@ export type SystemEvent =
   | { type: 'dead-letter'; env: Envelope; reason: string }
   | { type: 'lifecycle'; actor: string; state: string }
   /** A state machine owned by `actor` moved from one state to another on `event`. */
-  | { type: 'transition'; actor: string; machine: string; instance?: string; from: string; to: string; from_path?: string; to_path?: string; event: string };
+  | Transition;
 
 /**
  * How an envelope was found trustworthy: its signature checked where it entered (`signature`),
@@ -117,9 +118,11 @@ export class ActorSystem {
     };
     this.eventWatchers++;
     eventChannel.subscribe(forward);
+    this.inspector.sync();
     return () => {
       this.eventWatchers--;
       eventChannel.unsubscribe(forward);
+      this.inspector.sync();
     };
   });
   readonly metrics?: NodeMetrics;
@@ -133,12 +136,10 @@ export class ActorSystem {
   private readonly arrivedFrom = new WeakMap<Envelope, string>();
   private readonly maxTtlS: number;
   private readonly maxTtlNs: bigint;
-  /** Owner (an inbox) of each machine made by `machine()`, by the xstate system's root session. */
-  private readonly machineOwners = new Map<string, string>();
-  /** Each live machine's last state, by session id: the `from` of its next transition. */
-  private readonly machineStates = new Map<string, string>();
-  /** The name its owner gave a machine (`id`: a job id, a peer id), by session id. */
-  private readonly machineNames = new Map<string, string>();
+  private readonly inspector = new MachineInspector(
+    () => this.watched,
+    (t) => this.emit(t),
+  );
 
   constructor(opts: SystemOptions) {
     this.key = opts.key;
@@ -183,52 +184,12 @@ export class ActorSystem {
   }
 
   /**
-   * Creates an xstate actor owned by the actor at inbox `owner`, with the node's one inspector:
-   * each change of its state (and of the machines it invokes) is a `transition` event.
+   * Creates (does not start) an xstate actor owned by the actor at inbox `owner`: while anyone
+   * watches, each change of its state (and of the machines it invokes) is a `transition` event.
    */
   machine<L extends AnyActorLogic>(owner: string, logic: L, options: MachineOptions<L> = {} as MachineOptions<L>): MachineActor<L> {
-    const ref = createActor(logic, { ...options, inspect: this.inspect });
-    this.machineOwners.set(ref.sessionId, owner);
-    if (options.id) this.machineNames.set(ref.sessionId, options.id);
-    return ref;
+    return this.inspector.machine(owner, logic, options);
   }
-
-  /** The one inspector of every machine on this node (arrow: xstate calls it unbound). */
-  private readonly inspect = (ev: InspectionEvent): void => {
-    if (ev.type !== '@xstate.snapshot') return;
-    const snapshot = ev.snapshot as { value?: unknown; status?: string; machine?: { id: string } };
-    // Only machines have a state value; promise and callback actors do not.
-    if (snapshot.value === undefined) return;
-    const id = ev.actorRef.sessionId;
-    // A nested state is its dotted path (`pending.offering`); `from`/`to` name the top-level
-    // states, so readers of the top level (the job's lane, its stored status) see one step
-    // where the machine moves within a state, and the paths say where inside.
-    const path = statePath(snapshot.value);
-    const fromPath = this.machineStates.get(id);
-    const owner = this.machineOwners.get(ev.rootId) ?? 'unknown';
-    // A machine its owner named, or a child a machine spawned under an id of its own (an ensemble's parts).
-    const instance = this.machineNames.get(id) ?? (ev.rootId !== id ? childName(ev.actorRef) : undefined);
-    if (snapshot.status === 'active') this.machineStates.set(id, path);
-    else {
-      this.machineStates.delete(id);
-      this.machineNames.delete(id);
-      if (ev.rootId === id) this.machineOwners.delete(id);
-    }
-    if (fromPath === path || !this.watched) return;
-    const to = topState(path);
-    const from = fromPath === undefined ? '(start)' : topState(fromPath);
-    this.emit({
-      type: 'transition',
-      actor: owner,
-      machine: snapshot.machine?.id ?? (ev.actorRef as { id?: string }).id ?? 'machine',
-      ...(instance === undefined ? {} : { instance }),
-      from,
-      to,
-      ...(fromPath !== undefined && fromPath !== from ? { from_path: fromPath } : {}),
-      ...(path !== to ? { to_path: path } : {}),
-      event: ev.event.type,
-    });
-  };
 
   actor(name: string): Actor | undefined {
     return this.actors.get(name);
@@ -500,22 +461,4 @@ export class ActorSystem {
     await this.transport?.stop();
     this.replay.close();
   }
-}
-
-/** A machine's state value as a dotted path (`pending.offering`); parallel regions joined by `,`. */
-export function statePath(value: unknown): string {
-  if (typeof value === 'string') return value;
-  if (value === null || typeof value !== 'object') return String(value);
-  return Object.entries(value)
-    .map(([key, child]) => (child && (typeof child === 'string' || Object.keys(child).length > 0) ? `${key}.${statePath(child)}` : key))
-    .join(',');
-}
-
-/** The top-level state of a dotted path. */
-const topState = (path: string): string => path.split(/[.,]/, 1)[0]!;
-
-/** The id a machine gave a child it spawned, when it gave one (xstate names the others `x:<n>`). */
-function childName(ref: unknown): string | undefined {
-  const id = (ref as { id?: unknown }).id;
-  return typeof id === 'string' && !/^x:\d+$/.test(id) ? id : undefined;
 }
