@@ -15,6 +15,9 @@ export interface Transition {
 
 type AnyMachine = MachineActor<AnyActorLogic>;
 
+/** Machines made before ended ones are first looked for. */
+const MIN_SWEEP = 64;
+
 /**
  * The node's one inspector of the xstate machines its actors make: each change of a machine's
  * state (and of the machines it invokes) becomes a `transition` event, while anyone watches.
@@ -22,8 +25,8 @@ type AnyMachine = MachineActor<AnyActorLogic>;
  * xstate builds an inspection event for every event, microstep, action and snapshot of a machine
  * that has an inspector (several per job step), so the inspector is attached only while
  * `watched()` says someone listens: to each running machine when watching starts, to each new
- * one while it goes on, and taken off every machine when it ends. Unwatched, a null job spent
- * 3–5 % of its CPU on inspection nobody read (bench/RESULTS.md, bench:vitals, fourteenth session).
+ * one while it goes on, and taken off every machine when watching ends. Unwatched, a null job
+ * spent 3–6 % of its CPU on inspection nobody read (bench/RESULTS.md, bench:vitals, fourteenth session).
  * A machine that was running before watching started reports from the state it was in then.
  */
 export class MachineInspector {
@@ -36,6 +39,8 @@ export class MachineInspector {
   /** Each inspected machine's last state, by session id: the `from` of its next transition. */
   private readonly states = new Map<string, string>();
   private attached = false;
+  /** How many running machines make the next sweep. */
+  private sweepAt = MIN_SWEEP;
 
   constructor(
     private readonly watched: () => boolean,
@@ -51,14 +56,13 @@ export class MachineInspector {
     if (options.id) this.names.set(ref.sessionId, options.id);
     // Attached before it starts, so its first state is seen as it is entered.
     this.running.set(root, this.attached ? ref.system.inspect(this.inspect) : null);
-    // Ended (its final state, or stopped): forgotten. A machine that fails throws out of the
-    // node, as an unobserved one does: no error handler here, which would swallow it.
-    ref.subscribe({ complete: () => this.forget(root) });
+    if (this.running.size >= this.sweepAt) this.sweep();
     return ref;
   }
 
-  /** Machines made here and not yet ended. */
-  get size(): number {
+  /** Machines made here that have not ended. */
+  count(): number {
+    this.sweep();
     return this.running.size;
   }
 
@@ -67,6 +71,7 @@ export class MachineInspector {
     const watched = this.watched();
     if (watched === this.attached) return;
     this.attached = watched;
+    this.sweep();
     for (const [ref, sub] of this.running) {
       sub?.unsubscribe();
       if (watched) {
@@ -87,14 +92,30 @@ export class MachineInspector {
     }
   }
 
-  private forget(ref: AnyMachine): void {
-    this.running.delete(ref);
-    // xstate reports a machine's final state to its inspector just after completing it: the
-    // inspector stays on (nothing comes after that report), and its names go once it is made.
+  /**
+   * Drops the machines that ended (a final state, stopped, or failed), each time as many more
+   * were made as were running after the last sweep: a constant cost per machine. Found by their
+   * status rather than told by a subscription: an observer of a machine's end must also observe
+   * its error, and one that did would change how xstate reports a failure nobody else handles.
+   */
+  private sweep(): void {
+    const ended: string[] = [];
+    for (const ref of this.running.keys()) {
+      if (ref.getSnapshot().status === 'active') continue;
+      this.running.delete(ref);
+      ended.push(ref.sessionId);
+    }
+    this.sweepAt = Math.max(MIN_SWEEP, 2 * this.running.size);
+    if (ended.length === 0) return;
+    // A machine is 'done' before xstate reports its final state to the inspector, which may be
+    // still to come in this turn (a sweep from inside an observer of its end): its names stay
+    // until that report is made. An inspector left on an ended machine is never called again.
     queueMicrotask(() => {
-      this.owners.delete(ref.sessionId);
-      this.names.delete(ref.sessionId);
-      this.states.delete(ref.sessionId);
+      for (const id of ended) {
+        this.owners.delete(id);
+        this.names.delete(id);
+        this.states.delete(id);
+      }
     });
   }
 
