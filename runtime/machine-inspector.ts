@@ -155,7 +155,7 @@ export class MachineInspector {
 }
 
 /** A machine's state value as a dotted path (`pending.offering`); parallel regions joined by `,`. */
-export function statePath(value: unknown): string {
+function statePath(value: unknown): string {
   if (typeof value === 'string') return value;
   if (value === null || typeof value !== 'object') return String(value);
   return Object.entries(value)

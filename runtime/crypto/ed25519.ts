@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, sign as nodeSign, verify as nodeVerify, type KeyObject } from 'node:crypto';
 import { Point } from '@noble/ed25519';
 import { runCrypto } from './offload.js';
-import { type Sodium, sodium } from './sodium.js';
+import { type Sodium, sodium as loadSodium } from './sodium.js';
 
 /*
  * The Ed25519 primitive, in one place. libsodium (sodium-native, whose npm package carries the
@@ -139,7 +139,7 @@ let loaded: readonly Ed25519[] | undefined;
  */
 export function implementations(): readonly Ed25519[] {
   if (!loaded) {
-    const lib = sodium();
+    const lib = loadSodium();
     loaded = lib ? [libsodium(lib), openssl] : [openssl];
   }
   return loaded;
