@@ -1,3 +1,7 @@
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
 import { createHost } from '../../runtime/network/host.js';
@@ -16,6 +20,13 @@ export interface RawLibp2pOptions {
   warmup?: number;
   /** Bytes in each request frame, about a small signed envelope by default (512). */
   payloadBytes?: number;
+  /**
+   * Where the echo host runs: in a process of its own (`'process'`, the default), as the other
+   * node of a cross-node invoke does, so each round trip wakes the other process and then this
+   * one; or in this process (`'same'`), where the reply is read by the event loop that sent the
+   * request, with no process woken (a floor no two nodes can reach).
+   */
+  server?: 'process' | 'same';
 }
 
 export interface RawLibp2pResult {
@@ -31,11 +42,11 @@ export async function rawLibp2pRoundTrips(opts: RawLibp2pOptions = {}): Promise<
   const requests = opts.requests ?? 5_000;
   const warmup = opts.warmup ?? 500;
   const payloadBytes = opts.payloadBytes ?? 512;
-  const [server, client] = await Promise.all([createHost({ keyPair: KeyPair.generate() }), createHost({ keyPair: KeyPair.generate() })]);
+  const server = opts.server === 'same' ? await sameProcessServer() : await echoProcess();
+  const client = await createHost({ keyPair: KeyPair.generate() });
   try {
-    await serveEcho(server);
-    await Promise.all([server.start(), client.start()]);
-    const echo = await openEcho(client, server);
+    await client.start();
+    const echo = await openEcho(client, server.addrs);
     const frame = encodeFrame('x'.repeat(payloadBytes));
     const roundTrip = () => echo.roundTrip(frame, payloadBytes);
 
@@ -59,6 +70,40 @@ export async function rawLibp2pRoundTrips(opts: RawLibp2pOptions = {}): Promise<
   } finally {
     await Promise.all([client.stop(), server.stop()]);
   }
+}
+
+interface EchoServer {
+  addrs: Multiaddr[];
+  stop(): Promise<void>;
+}
+
+async function sameProcessServer(): Promise<EchoServer> {
+  const host = await createHost({ keyPair: KeyPair.generate() });
+  await serveEcho(host);
+  await host.start();
+  return { addrs: host.getMultiaddrs(), stop: async () => host.stop() };
+}
+
+/** ./echo-host.ts in a child process; resolves with its addresses once it listens. */
+async function echoProcess(): Promise<EchoServer> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./echo-host.ts', import.meta.url))], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const line = await Promise.race([
+    createInterface({ input: child.stdout! })[Symbol.asyncIterator]().next(),
+    exited.then(() => ({ done: true, value: undefined })),
+    new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the echo host did not print its addresses within 20 s')), 20_000).unref()),
+  ]);
+  if (line.done || !line.value) throw new Error(`the echo host exited before it listened (code ${child.exitCode})`);
+  const { addrs } = JSON.parse(line.value) as { addrs: string[] };
+  return {
+    addrs: addrs.map((a) => multiaddr(a)),
+    stop: async () => {
+      child.stdin!.end();
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
 }
 
 const percentile = (sorted: Float64Array, q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];

@@ -1,4 +1,5 @@
 import type { Stream } from '@libp2p/interface';
+import type { Multiaddr } from '@multiformats/multiaddr';
 import { frameDecoder } from '../../runtime/network/frames.js';
 import type { DmsLibp2p } from '../../runtime/network/host.js';
 
@@ -24,9 +25,9 @@ export interface EchoStream {
   roundTrip(frame: Uint8Array, payloadBytes: number): Promise<void>;
 }
 
-/** One stream from `client` to `server`'s echo, one frame in flight at a time. */
-export async function openEcho(client: DmsLibp2p, server: DmsLibp2p): Promise<EchoStream> {
-  const stream = await client.dialProtocol(server.getMultiaddrs(), ECHO_PROTOCOL);
+/** One stream from `client` to the echo of `server` (a host, or the addresses of one in another process), one frame in flight at a time. */
+export async function openEcho(client: DmsLibp2p, server: DmsLibp2p | Multiaddr[]): Promise<EchoStream> {
+  const stream = await client.dialProtocol(Array.isArray(server) ? server : server.getMultiaddrs(), ECHO_PROTOCOL);
   // Far above any frame the bench or the tests send.
   const decoder = frameDecoder(64 * 1024 * 1024);
   let waiting: { bytes: number; done: () => void; fail: (e: Error) => void } | undefined;
