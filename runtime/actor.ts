@@ -143,7 +143,7 @@ export class Actor {
       options.inbox,
       { ...system.mailboxDefaults, ...options.mailbox },
       (d) => this.dispatch(d),
-      (e, d) => system.log.error({ err: e, be: d.env.be, actor: options.inbox }, 'behavior failed outside its handler'),
+      (e, d) => this.failedOutsideHandler(e, d),
     );
     this.lifecycle.subscribe((s) => system.emit({ type: 'lifecycle', actor: options.inbox, state: s.value as LifecycleState }));
   }
@@ -200,10 +200,27 @@ export class Actor {
 
   // --- receiving -------------------------------------------------------------------------
 
-  /** Queues a delivery; throws when the actor is not running or its mailbox is full. */
+  /**
+   * Queues a delivery; throws when the actor is not running or its mailbox is full. A reply to
+   * one of this actor's own calls skips the queue: it is not work, it ends work in progress.
+   * Queued, it would wait behind requests for a slot that only its own waiter can free: with
+   * every slot's handler awaiting a call, the replies sat behind newer requests until all of
+   * those calls timed out at once (a provider under a burst of placements, 5 s at a time).
+   * Only a waiter this actor registered takes one, so they are as many as its calls in flight.
+   */
   deliver(env: Envelope, inbox: Inbox = this.primary, reply = false, verified?: Verification): void {
     if (this.state !== 'running') throw new DmsError('unavailable', `actor ${this.name} is ${this.state}`);
-    this.mailbox.post({ env, inbox, reply, verified, queuedAt: stageStart() });
+    const delivery: Delivery = { env, inbox, reply, verified, queuedAt: stageStart() };
+    const waiter = inbox.behaviors.get(env.be);
+    if (waiter && isReplyWaiter(waiter)) {
+      this.dispatch(delivery).catch((e: unknown) => this.failedOutsideHandler(e, delivery));
+      return;
+    }
+    this.mailbox.post(delivery);
+  }
+
+  private failedOutsideHandler(e: unknown, d: Delivery): void {
+    this.system.log.error({ err: e, be: d.env.be, actor: this.name }, 'behavior failed outside its handler');
   }
 
   private async dispatch({ env, inbox, reply, verified, queuedAt }: Delivery): Promise<void> {

@@ -93,3 +93,25 @@ describe('a handler that throws something other than a DmsError', () => {
     expect((await caller.invoke(a.handle, '/refuse', {})).payload).toEqual({ error: 'not now', kind: 'conflict' });
   });
 });
+
+describe('replies to an actor whose every handler waits on a call', () => {
+  it('reach their waiters at once: a reply never queues behind the requests that wait for it', async () => {
+    // Found on a provider under a burst of placements: its deployment actor's 64 handlers each
+    // awaited a call, the replies queued in the same mailbox behind more requests, and every
+    // call timed out together, 5 s later.
+    const system = newSystem();
+    const echo = await testActor(system, { inbox: 'echo', behaviors: [{ name: '/echo', handle: ({ payload }) => payload }] });
+    const relay = await testActor(system, {
+      inbox: 'relay',
+      concurrency: 2,
+      behaviors: [{ name: '/relay', handle: async ({ actor, payload }) => (await actor.invoke(echo.handle, '/echo', payload, { ttlMs: 10_000 })).payload }],
+    });
+    const caller = await testActor(system, { inbox: 'caller' });
+    const started = performance.now();
+    // Four requests on two slots: the first two wait for replies that would queue behind the last two.
+    const answers = await Promise.all([1, 2, 3, 4].map((n) => caller.invoke(relay.handle, '/relay', { n }, { ttlMs: 10_000 })));
+    expect(answers.map((a) => a.payload)).toEqual([1, 2, 3, 4].map((n) => ({ n })));
+    // The deadlock lasts until the relayed calls expire (10 s); without it this takes milliseconds.
+    expect(performance.now() - started).toBeLessThan(5_000);
+  }, 20_000);
+});
