@@ -46,6 +46,12 @@ export interface ProviderInput {
   limits: ProviderLimits;
   /** The ensemble the lease is a part of (ReserveRequest.group); absent or null for a job of its own. */
   group?: string | null;
+  /**
+   * Its reserve carries the job's start (ReserveRequest.start): this node starts it in the same
+   * request, so it never rests unstarted and the bounds on a requester's unstarted leases do not
+   * count it. A start that fails lets the lease go as `released`, a strike like any other.
+   */
+  startCarried?: boolean;
 }
 
 export interface Refusal {
@@ -124,11 +130,11 @@ const reserveChecks: Record<ReserveCheck, Check<'reserve'>> = {
       ? null
       : { kind: 'invalid', message: `resources: asks ${sizeOf(e.resources)}, more than job ${c.jobId} was offered with (${sizeOf(c.bid!.resources)})` },
   tooManyLeases: (c, e) =>
-    e.here || e.holding.count < c.limits.maxLeases
+    e.here || c.startCarried || e.holding.count < c.limits.maxLeases
       ? null
       : { kind: 'overloaded', message: `your node holds ${e.holding.count} reservations here not yet started (deployment.max_unstarted_leases)` },
   overShare: (c, e) => {
-    if (e.here || e.holding.others === 0) return null;
+    if (e.here || c.startCarried || e.holding.others === 0) return null;
     const part = c.limits.leaseShare;
     const bound = { cores: part * e.share.offering.cpu.cores, memory: part * e.share.offering.memory.size };
     const cpu = e.holding.cores + e.resources.cpu.cores;

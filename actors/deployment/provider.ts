@@ -156,6 +156,7 @@ export class Provider {
       bid: offered ? { resources: offered.bid.resources, validMs: offered.validMs } : null,
       limits: { ...this.limits, leaseMs },
       group: req.group ?? null,
+      startCarried: req.start !== undefined,
     });
     machine.send({
       type: 'reserve',
@@ -299,7 +300,8 @@ export class Provider {
     const h: Holding = { count: 0, others: 0, cores: 0, memory: 0 };
     for (const m of this.provided.values()) {
       const { value, context } = m.getSnapshot();
-      if (context.requester !== requester || (value !== 'leasing' && value !== 'reserved')) continue;
+      // One whose reserve carries its start is being started now, not held (ProviderInput.startCarried).
+      if (context.requester !== requester || context.startCarried || (value !== 'leasing' && value !== 'reserved')) continue;
       const r = context.lease ?? context.bid!.resources;
       h.count++;
       if (group === null || context.group !== group) h.others++;

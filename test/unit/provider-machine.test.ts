@@ -55,6 +55,27 @@ describe('the deployment machine', () => {
     expect(many.actor.getSnapshot().context.refusal?.message).toContain('holds 2 reservations here not yet started');
   });
 
+  it('does not count a reserve carrying its start against the unstarted bounds, whose other checks still apply', () => {
+    // Found with 32 callers placing on one provider: each reserve of the burst was counted as an
+    // unstarted lease while the provider leased and started it, and 1.5 refusals a job came back.
+    const over = [{ count: 2, others: 0, cores: 0.02, memory: 12 * MiB }, { count: 1, others: 1, cores: 0.25, memory: 64 * MiB }];
+    for (const holding of over) {
+      const carried = machine({ startCarried: true });
+      carried.actor.send(reserve({ holding }));
+      expect(carried.actor.getSnapshot().context.refusal).toBeNull();
+      expect(carried.actor.getSnapshot().value).toBe('leasing');
+      const bare = machine();
+      bare.actor.send(reserve({ holding }));
+      expect(bare.actor.getSnapshot().context.refusal?.kind).toBe('overloaded');
+    }
+    const barred = machine({ startCarried: true });
+    barred.actor.send(reserve({ barred: 'your node let reservations here go unstarted' }));
+    expect(barred.actor.getSnapshot().context.refusal?.message).toContain('go unstarted');
+    const larger = machine({ startCarried: true });
+    larger.actor.send(reserve({ resources: spec(1, 64 * MiB) }));
+    expect(larger.actor.getSnapshot().context.refusal?.message).toContain('more than job j was offered with');
+  });
+
   it('refuses a reserve by each of its guards, naming why, and stays offered', () => {
     const cases: [Partial<Extract<ProviderEvent, { type: 'reserve' }>>, string][] = [
       [{ share: { offered: false, offering: share.offering } }, 'offers nothing to the network'],
