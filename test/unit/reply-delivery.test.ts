@@ -115,3 +115,37 @@ describe('replies to an actor whose every handler waits on a call', () => {
     expect(performance.now() - started).toBeLessThan(5_000);
   }, 20_000);
 });
+
+describe('a flood of replies to one waiter', () => {
+  it('gives the waiter the first; the rest are dropped as dead letters, and the actor goes on serving', async () => {
+    // Replies skip the mailbox's queue (and so its capacity): what bounds them is that only a
+    // waiter takes one, and a one-shot waiter is gone after the first.
+    const system = newSystem();
+    const silent = await testActor(system, { inbox: 'silent', behaviors: [{ name: '/never', handle: () => new Promise(() => {}) }] });
+    const echo = await testActor(system, { inbox: 'echo', behaviors: [{ name: '/echo', handle: ({ payload }) => payload }] });
+    const caller = await testActor(system, { inbox: 'caller' });
+    const sent = nextEvent(system, (e) => e.type === 'send' && e.env.be === '/never');
+    const asked = caller.invoke(silent.handle, '/never', {}, { ttlMs: 10_000 });
+    const ev = await sent;
+    const cont = ev.type === 'send' ? ev.env.opt.cont! : '';
+    let dead = 0;
+    const sub = system.events.subscribe((e) => {
+      if (e.type === 'dead-letter' && e.env.be === cont) dead++;
+    });
+    const replies = Array.from({ length: 200 }, (_, n): Envelope => ({
+      to: caller.handle,
+      be: cont,
+      from: silent.handle,
+      nonce: nextNonce(),
+      opt: { exp: nowNs() + msToNs(5_000) },
+      msg: encodePayload({ n }),
+    }));
+    const outcomes = await Promise.allSettled(replies.map((r) => system.accept(r, { kind: 'local' })));
+    expect((await asked).payload).toEqual({ n: 0 });
+    // Each later one was refused at the kernel (its waiter gone) or dropped at dispatch.
+    await new Promise((r) => setTimeout(r, 50));
+    sub.unsubscribe();
+    expect(outcomes.filter((o) => o.status === 'rejected').length + dead).toBe(199);
+    expect((await caller.invoke(echo.handle, '/echo', { again: true })).payload).toEqual({ again: true });
+  });
+});
