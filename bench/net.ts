@@ -267,11 +267,11 @@ try {
   printTable(free.loads);
   for (const l of [free.local, free.cross]) console.log(`${l.name.padEnd(48)} p50 ${l.p50_ms} ms  p99 ${l.p99_ms} ms  (${l.samples} requests)`);
 
-  const ratio = cross.p50_ms / (local.p50_ms + raw.p50_ms);
-  const freeRatio = free.cross.p50_ms / (free.local.p50_ms + raw.p50_ms);
-  // The same two ratios over the one-process floor, the denominator of every run before the fifteenth session.
-  const sameRatio = cross.p50_ms / (local.p50_ms + rawSame.p50_ms);
-  const sameFreeRatio = free.cross.p50_ms / (free.local.p50_ms + rawSame.p50_ms);
+  /** Cross-node p50 over (local p50 + the raw floor), and the same on the verify-free pair. */
+  const ratiosOver = (floor: number) => [cross.p50_ms / (local.p50_ms + floor), free.cross.p50_ms / (free.local.p50_ms + floor)];
+  const [ratio, freeRatio] = ratiosOver(raw.p50_ms);
+  // Over the one-process floor, the denominator of every run before the fifteenth session.
+  const [sameRatio, sameFreeRatio] = ratiosOver(rawSame.p50_ms);
   const share = (local: Figures, cross: Figures) => cross.rps / local.rps;
   const c16 = share(loads[1], loads[3]);
   const [cpuLocal, cpuCross] = [loads[1], loads[3]].map((l) => l.cpu_us_per_request!);

@@ -1,8 +1,6 @@
 // Must precede libp2p: Node 20 lacks Promise.withResolvers.
 import '../../runtime/polyfills.js';
-import { KeyPair } from '../../runtime/crypto/keys.js';
-import { createHost } from '../../runtime/network/host.js';
-import { serveEcho } from '../../test/helpers/libp2p-echo.js';
+import { startEchoHost } from './raw-libp2p.js';
 
 /*
  * A bare libp2p host (the node's stack, nothing of DMS) serving the echo protocol, in a process
@@ -10,9 +8,7 @@ import { serveEcho } from '../../test/helpers/libp2p-echo.js';
  * line and stops when its standard input closes. bench/lib/raw-libp2p.ts dials it, so the raw
  * round trip crosses two processes as a round trip between two nodes does.
  */
-const host = await createHost({ keyPair: KeyPair.generate() });
-await serveEcho(host);
-await host.start();
+const host = await startEchoHost();
 process.stdout.write(`${JSON.stringify({ addrs: host.getMultiaddrs().map(String) })}\n`);
 process.stdin.resume();
 process.stdin.once('end', () => {

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { multiaddr, type Multiaddr } from '@multiformats/multiaddr';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
-import { createHost } from '../../runtime/network/host.js';
+import { createHost, type DmsLibp2p } from '../../runtime/network/host.js';
 import { openEcho, serveEcho } from '../../test/helpers/libp2p-echo.js';
 
 /**
@@ -77,10 +77,16 @@ interface EchoServer {
   stop(): Promise<void>;
 }
 
-async function sameProcessServer(): Promise<EchoServer> {
+/** A bare host of the node's stack serving the echo protocol, started: this process's, or ./echo-host.ts's. */
+export async function startEchoHost(): Promise<DmsLibp2p> {
   const host = await createHost({ keyPair: KeyPair.generate() });
   await serveEcho(host);
   await host.start();
+  return host;
+}
+
+async function sameProcessServer(): Promise<EchoServer> {
+  const host = await startEchoHost();
   return { addrs: host.getMultiaddrs(), stop: async () => host.stop() };
 }
 

@@ -12,16 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import type { NodeProcess } from '../helpers/node.js';
+import { rest } from '../helpers/rest.js';
 
 let requester: NodeProcess;
 let provider: NodeProcess;
-
-const api = (node: NodeProcess, path: string, init: { method?: string; body?: unknown } = {}) =>
-  fetch(`${node.url}/api/v1${path}`, {
-    method: init.method ?? 'GET',
-    headers: { 'content-type': 'application/json' },
-    ...(init.body === undefined ? {} : { body: JSON.stringify(init.body) }),
-  });
 
 interface JobView {
   id: string;
@@ -34,8 +28,8 @@ interface JobView {
 beforeAll(async () => {
   [requester, provider] = await startCluster(2, { node: (i) => (i === 1 ? { config: { actor: { mailbox_concurrency: 4 } } } : {}) });
   // The requester cannot hold the jobs itself: every one is placed on the provider.
-  expect((await api(requester, '/device/config', { method: 'PUT', body: { onboarded: { cpu: 0.04, memory: '64MiB' } } })).status).toBe(200);
-  expect((await api(provider, '/device/config', { method: 'PUT', body: { onboarded: { cpu: 2, memory: '2GiB' } } })).status).toBe(200);
+  expect((await rest(requester, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 0.04, memory: '64MiB' } })).status).toBe(200);
+  expect((await rest(provider, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 2, memory: '2GiB' } })).status).toBe(200);
   const client = new DmsClient({ url: requester.url, timeoutMs: 5_000 });
   await waitFor('the requester to see the provider', async () => (await client.peers()).includes(provider.peerId) || undefined);
 }, 90_000);
@@ -46,9 +40,9 @@ describe('a burst of jobs for one provider', () => {
     const spec = { name: 'burst', image: 'none', executor: 'null', resources: { cpu: 0.05, memory: '8MiB' } };
     const ids = await Promise.all(
       Array.from({ length: 24 }, async () => {
-        const res = await api(requester, '/jobs', { method: 'POST', body: spec });
+        const res = await rest(requester, 'POST', '/api/v1/jobs', spec);
         expect(res.status).toBe(201);
-        return ((await res.json()) as { id: string }).id;
+        return (res.json as { id: string }).id;
       }),
     );
     // Each call the deadlock held waited 5 s, and a requester refused as a hoarder waits 30 s
@@ -56,7 +50,7 @@ describe('a burst of jobs for one provider', () => {
     const jobs = await waitFor(
       'all 24 jobs completed',
       async () => {
-        const all = await Promise.all(ids.map(async (id) => (await (await api(requester, `/jobs/${id}`)).json()) as JobView));
+        const all = await Promise.all(ids.map(async (id) => (await rest(requester, 'GET', `/api/v1/jobs/${id}`)).json as JobView));
         return all.every((j) => j.status === 'completed') ? all : undefined;
       },
       { timeoutMs: 12_000 },
