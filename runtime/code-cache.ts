@@ -23,6 +23,7 @@ import { cachedDataVersionTag } from 'node:v8';
 import { Script } from 'node:vm';
 import { makeDirs } from './files.js';
 import { distrustReason } from './ownership.js';
+import { holdYoungGeneration } from './young-generation.js';
 
 /** Who made a cache: a started node (its start-up code included) or another command. */
 export type CacheRole = 'node' | 'command';
@@ -120,22 +121,18 @@ function stemOf(file: string): string {
 const cachePath = (dir: string, stem: string, role: CacheRole) => join(dir, `${stem}.${role}.v8`);
 
 /**
- * Runs the bundle at `file` (a CommonJS module written as one function expression of
- * `(exports, require, module, __filename, __dirname)`) once per process and returns its exports.
+ * Compiles the bundle, from its cache when there is one V8 takes. The cache's bytes (6 MB) are
+ * referenced only from this frame: once it returns they are garbage, and the first scavenge of
+ * the bundle's own start-up frees them. Held by the caller's frame while the bundle ran, they
+ * outlived the young generation that start-up keeps small (runtime/young-generation.ts), and an
+ * idle node carried them until its first full collection.
  */
-export function loadBundle(file: string): unknown {
-  const known = registry.get(file);
-  if (known) return known.exports;
-  (globalThis as Record<symbol, unknown>)[IMPORT] ??= (specifier: string) => import(specifier);
-  const source = readFileSync(file, 'latin1');
-  const dir = cacheDir();
-  const trusted = dir !== undefined && trustedDir(dir);
-  const stem = stemOf(file);
+function compile(file: string, dir: string | undefined, trusted: boolean, stem: string): { script: Script; use: CacheUse; role?: CacheRole } {
   let cached: Buffer | undefined;
   let role: CacheRole | undefined;
   if (trusted) {
     for (const r of ['node', 'command'] as const) {
-      cached = readTrusted(cachePath(dir, stem, r));
+      cached = readTrusted(cachePath(dir!, stem, r));
       if (cached) {
         role = r;
         break;
@@ -144,8 +141,25 @@ export function loadBundle(file: string): unknown {
   }
   // Read as latin1 (the bundle is ASCII): Node hands V8 a large latin1 string from outside the
   // heap rather than decoding 6 MB of UTF-8 into it.
-  const script = new Script(source, { filename: file, cachedData: cached });
+  const script = new Script(readFileSync(file, 'latin1'), { filename: file, cachedData: cached });
   const use: CacheUse = dir === undefined ? 'off' : !trusted ? 'untrusted' : !cached ? 'none' : script.cachedDataRejected ? 'rejected' : 'accepted';
+  return { script, use, role };
+}
+
+/**
+ * Runs the bundle at `file` (a CommonJS module written as one function expression of
+ * `(exports, require, module, __filename, __dirname)`) once per process and returns its exports.
+ */
+export function loadBundle(file: string): unknown {
+  const known = registry.get(file);
+  if (known) return known.exports;
+  (globalThis as Record<symbol, unknown>)[IMPORT] ??= (specifier: string) => import(specifier);
+  const dir = cacheDir();
+  const trusted = dir !== undefined && trustedDir(dir);
+  // Before the stem, which holds V8's flag hash: caches are made and read under the same flags.
+  holdYoungGeneration();
+  const stem = stemOf(file);
+  const { script, use, role } = compile(file, dir, trusted, stem);
   const module = { exports: {} as unknown, filename: file, id: file, loaded: false };
   const loaded: Loaded = {
     file,
@@ -190,6 +204,8 @@ export function saveCodeCache(role: CacheRole): void {
     try {
       const target = cachePath(l.dir, l.stem, role);
       const temp = `${target}.${process.pid}.tmp`;
+      // Made under the flags every load compiles under: V8 refuses a cache made under others.
+      holdYoungGeneration();
       writeFileSync(temp, l.script.createCachedData(), { mode: 0o600, flag: 'wx' });
       renameSync(temp, target);
       removeOtherBuilds(l.dir, l.stem);

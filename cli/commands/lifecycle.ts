@@ -10,6 +10,7 @@ import { errorText } from '../../runtime/errors.js';
 import { type ConfigOverride, homePaths, initHome } from '../../runtime/home.js';
 import { restPortProblem } from '../../runtime/port-holder.js';
 import { codeCacheUse, saveCodeCache } from '../../runtime/code-cache.js';
+import { releaseYoungGeneration } from '../../runtime/young-generation.js';
 import { createLogger, LOG_FORMATS, type LogFormat } from '../../runtime/log.js';
 import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
 import { CliError, globals, homeOf, isAlive, output, runningNode, warnIgnoredConfig } from '../context.js';
@@ -178,7 +179,11 @@ export function registerNodeCommands(program: Command): void {
       const { DmsNode } = await import('../../daemon/node.js');
       const node = await DmsNode.start({ home, config, log, overrides: overridesOf(opts, config) });
       log.debug({ codeCache: codeCacheUse() }, 'the program was loaded with this code cache');
-      setTimeout(() => saveCodeCache('node'), CODE_CACHE_AFTER_START_MS).unref();
+      setTimeout(() => {
+        saveCodeCache('node');
+        // After the cache is written: V8 hashes this flag into it (runtime/young-generation.ts).
+        releaseYoungGeneration();
+      }, CODE_CACHE_AFTER_START_MS).unref();
       let stopping = false;
       const shutdown = (signal: string) => {
         if (stopping) {

@@ -1,0 +1,31 @@
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+
+// V8's flags are the process's own, so the module is tried in a child process. Node ignores an
+// unknown flag without a word: this fails if a Node upgrade renames or drops the one it sets.
+const MODULE = new URL('../../runtime/young-generation.ts', import.meta.url).href;
+const SCRIPT = `
+import { holdYoungGeneration, releaseYoungGeneration } from ${JSON.stringify(MODULE)};
+import { getHeapSpaceStatistics } from 'node:v8';
+const young = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size;
+const kept = [];
+// Objects that all survive, as start-up's do: what makes V8 grow the young generation.
+const survivors = () => { for (let i = 0; i < 300_000; i++) kept.push({ i, s: 'x' + i }); };
+holdYoungGeneration();
+const before = young();
+survivors();
+const held = young();
+releaseYoungGeneration();
+survivors();
+console.log(JSON.stringify({ before, held, released: young(), kept: kept.length }));
+`;
+
+describe('the young generation while the program starts', () => {
+  it('does not grow while held, and grows again once released', () => {
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', SCRIPT], { encoding: 'utf8', timeout: 20_000 });
+    const { before, held, released, kept } = JSON.parse(out) as Record<string, number>;
+    expect(kept).toBe(600_000);
+    expect(held).toBeLessThanOrEqual(before);
+    expect(released).toBeGreaterThan(held);
+  });
+});
