@@ -23,7 +23,7 @@ import { cachedDataVersionTag } from 'node:v8';
 import { Script } from 'node:vm';
 import { makeDirs } from './files.js';
 import { distrustReason } from './ownership.js';
-import { holdYoungGeneration } from './young-generation.js';
+import { holdYoungGeneration, withStartFlags } from './young-generation.js';
 
 /** Who made a cache: a started node (its start-up code included) or another command. */
 export type CacheRole = 'node' | 'command';
@@ -205,8 +205,7 @@ export function saveCodeCache(role: CacheRole): void {
       const target = cachePath(l.dir, l.stem, role);
       const temp = `${target}.${process.pid}.tmp`;
       // Made under the flags every load compiles under: V8 refuses a cache made under others.
-      holdYoungGeneration();
-      writeFileSync(temp, l.script.createCachedData(), { mode: 0o600, flag: 'wx' });
+      writeFileSync(temp, withStartFlags(() => l.script.createCachedData()), { mode: 0o600, flag: 'wx' });
       renameSync(temp, target);
       removeOtherBuilds(l.dir, l.stem);
     } catch {

@@ -178,12 +178,10 @@ export function registerNodeCommands(program: Command): void {
       // Loaded here so every other command starts without the node's whole dependency tree.
       const { DmsNode } = await import('../../daemon/node.js');
       const node = await DmsNode.start({ home, config, log, overrides: overridesOf(opts, config) });
+      // It serves: work may now make garbage fast (runtime/young-generation.ts).
+      releaseYoungGeneration();
       log.debug({ codeCache: codeCacheUse() }, 'the program was loaded with this code cache');
-      setTimeout(() => {
-        saveCodeCache('node');
-        // After the cache is written: V8 hashes this flag into it (runtime/young-generation.ts).
-        releaseYoungGeneration();
-      }, CODE_CACHE_AFTER_START_MS).unref();
+      setTimeout(() => saveCodeCache('node'), CODE_CACHE_AFTER_START_MS).unref();
       let stopping = false;
       const shutdown = (signal: string) => {
         if (stopping) {
