@@ -130,9 +130,9 @@ const cachePath = (dir: string, stem: string, role: CacheRole) => join(dir, `${s
 function compile(file: string, dir: string | undefined, trusted: boolean, stem: string): { script: Script; use: CacheUse; role?: CacheRole } {
   let cached: Buffer | undefined;
   let role: CacheRole | undefined;
-  if (trusted) {
+  if (trusted && dir !== undefined) {
     for (const r of ['node', 'command'] as const) {
-      cached = readTrusted(cachePath(dir!, stem, r));
+      cached = readTrusted(cachePath(dir, stem, r));
       if (cached) {
         role = r;
         break;
