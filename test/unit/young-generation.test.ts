@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 
 // V8's flags are the process's own, so the module is tried in a child process. Node ignores an
 // unknown flag without a word: this fails if a Node upgrade renames or drops the one it sets.
@@ -28,17 +28,20 @@ console.log(JSON.stringify({ before, held, released: young(), kept: kept.length,
 `;
 
 describe('the young generation while the program starts', () => {
+  let run: { before: number; held: number; released: number; kept: number; tags: Record<string, number> };
+  beforeAll(() => {
+    run = JSON.parse(execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', SCRIPT], { encoding: 'utf8', timeout: 20_000 }));
+  });
+
   it('does not grow while held, and grows again once released', () => {
-    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', SCRIPT], { encoding: 'utf8', timeout: 20_000 });
-    const { before, held, released, kept } = JSON.parse(out) as Record<string, number>;
-    expect(kept).toBe(600_000);
-    expect(held).toBeLessThanOrEqual(before);
-    expect(released).toBeGreaterThan(held);
+    expect(run.kept).toBe(600_000);
+    expect(run.held).toBeLessThanOrEqual(run.before);
+    expect(run.released).toBeGreaterThan(run.held);
   });
 
   it('makes code caches under the flags the program was compiled under, and puts back the process’s after', () => {
     // V8's flag hash, which a code cache carries and is refused by when it differs.
-    const { tags: t } = JSON.parse(execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', SCRIPT], { encoding: 'utf8', timeout: 20_000 })) as { tags: Record<string, number> };
+    const t = run.tags;
     expect(t.held).not.toBe(t.default);
     expect([t.madeWhileHeld, t.afterMadeWhileHeld, t.madeWhileReleased]).toEqual([t.held, t.held, t.held]);
     expect([t.released, t.afterMadeWhileReleased]).toEqual([t.default, t.default]);
