@@ -9,6 +9,7 @@
  * (`actor.mailbox_concurrency`) so a dozen jobs are a burst.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Job } from '../../behaviors/jobs/schema.js';
 import { DmsClient } from '../../client/client.js';
 import { startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import type { NodeProcess } from '../helpers/node.js';
@@ -16,14 +17,6 @@ import { rest } from '../helpers/rest.js';
 
 let requester: NodeProcess;
 let provider: NodeProcess;
-
-interface JobView {
-  id: string;
-  status: string;
-  node: string | null;
-  pending_reason: string | null;
-  attempts: { outcome: string | null }[];
-}
 
 beforeAll(async () => {
   [requester, provider] = await startCluster(2, { node: (i) => (i === 1 ? { config: { actor: { mailbox_concurrency: 4 } } } : {}) });
@@ -50,7 +43,7 @@ describe('a burst of jobs for one provider', () => {
     const jobs = await waitFor(
       'all 24 jobs completed',
       async () => {
-        const all = await Promise.all(ids.map(async (id) => (await rest(requester, 'GET', `/api/v1/jobs/${id}`)).json as JobView));
+        const all = await Promise.all(ids.map(async (id) => (await rest(requester, 'GET', `/api/v1/jobs/${id}`)).json as Job));
         return all.every((j) => j.status === 'completed') ? all : undefined;
       },
       { timeoutMs: 12_000 },
