@@ -132,7 +132,7 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
       const progress = (jobId: string) => (p: PullProgress) => {
         // Progress ticks are many and say little: only the steps are told.
         if (p.current !== undefined || !p.status) return;
-        report(JobNotifications.progress, { job_id: jobId, status: p.status.slice(0, 500), ...(p.id ? { id: p.id.slice(0, 200) } : {}) });
+        report(JobNotifications.progress, { job_id: jobId, status: p.status.slice(0, 500), ...(p.id ? { id: p.id.slice(0, 200) } : {}), ...(p.stage ? { stage: p.stage } : {}) });
       };
 
       return {

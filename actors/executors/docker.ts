@@ -178,7 +178,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       if (!this.knownImages.has(job.image)) await this.ensureImage(job.image, opts.onProgress);
       if (job.inputs?.length) {
         if (!this.inputs) throw new DmsError('unavailable', `job ${job.id} has inputs and this node cannot mount any`);
-        binds = await this.inputs.prepare(job, (status) => opts.onProgress?.({ status }));
+        binds = await this.inputs.prepare(job, (status) => opts.onProgress?.({ status, stage: 'inputs' }));
       }
       machine.send({ type: 'pulled' });
       // The log exists before the container does, so not one byte of output can be missed and

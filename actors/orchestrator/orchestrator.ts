@@ -534,11 +534,11 @@ class Orchestrator {
     });
   }
 
-  /** Image pulls report their steps in the job's events (the executor leaves progress ticks out). */
-  notePull(p: { job_id: string; status: string; id?: string }): void {
+  /** Image pulls and input fetches report their steps in the job's events (the executor leaves progress ticks out). */
+  notePull(p: { job_id: string; status: string; id?: string; stage?: 'image' | 'inputs' }): void {
     const run = this.runs.get(p.job_id);
     if (!run) return;
-    const reason = `pulling image ${run.job.image}: ${p.status}${p.id ? ` (${p.id})` : ''}`;
+    const reason = p.stage === 'inputs' ? p.status : `pulling image ${run.job.image}: ${p.status}${p.id ? ` (${p.id})` : ''}`;
     this.journal.change(run.id, { reason }).catch((e: unknown) => this.log.debug({ job: run.id, err: errorText(e) }, 'pull step not stored'));
   }
 

@@ -26,6 +26,8 @@ export type LogPage = z.output<typeof LogPageSchema>;
 
 export interface PullProgress {
   status: string;
+  /** What the step is about: the job's image (the default), or its inputs being fetched. */
+  stage?: 'image' | 'inputs';
   /** Layer id, when the event is about one layer. */
   id?: string;
   current?: number;

@@ -132,5 +132,10 @@ export const RunReportSchema = z.union([
 export type RunReport = z.output<typeof RunReportSchema>;
 export const ExitedPayload = z.strictObject({ runs: z.array(RunReportSchema).min(1).max(MAX_RUNS_PER_ENVELOPE) });
 
-/** One step of fetching what a job needs (pull progress ticks are left out: they are many and say little). */
-export const ProgressPayload = z.strictObject({ job_id: jobId, status: z.string().min(1).max(500), id: z.string().max(200).optional() });
+/** One step of fetching what a job needs, its image or its inputs (pull progress ticks are left out: they are many and say little). */
+export const ProgressPayload = z.strictObject({
+  job_id: jobId,
+  status: z.string().min(1).max(500),
+  id: z.string().max(200).optional(),
+  stage: z.enum(['image', 'inputs']).optional(),
+});

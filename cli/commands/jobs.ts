@@ -246,6 +246,7 @@ function describe(job: Job, events: JobEventsReply['events']): string {
   if (r.gpu) resources.push(`${r.gpu.count} GPU${r.gpu.model ? ` ${r.gpu.model}` : ''}${r.gpu.vram ? ` with ${formatBytes(r.gpu.vram)} each` : ''}`);
   const env = Object.entries(job.environment).map(([k, v]) => `${k}=${v}`);
   const width = 13;
+  const lines = (items: string[]) => (items.length ? items.join(`\n${' '.repeat(width)}`) : null);
   return fields(
     [
       ['id', job.id],
@@ -262,8 +263,15 @@ function describe(job: Job, events: JobEventsReply['events']): string {
       ['exit code', job.exit_code],
       ['error', job.error],
       ['resources', resources.join(', ')],
-      ['environment', env.length ? env.join(`\n${' '.repeat(width)}`) : null],
+      ['environment', lines(env)],
+      // Their values are the workload's alone: only the names are shown, whoever asks.
+      ['secrets', lines(Object.keys(job.secrets).map((name) => `${name} (value not shown)`))],
       ['timeout', job.timeout_s === null ? 'none' : `${job.timeout_s} s`],
+      ['ensemble', job.ensemble ? `${job.ensemble}, part ${job.part}` : null],
+      ['ports', job.ports.length ? job.ports.join(', ') : null],
+      ['inputs', lines(job.inputs.map(inputLine))],
+      ['outputs', lines(job.outputs.map((o) => outputLine(o, job.status)))],
+      ['manifest', job.manifest ? 'signed by the node that ran it (`dms jobs get` checks it)' : null],
       ['container', containerOf(job)],
       ['submitted', job.created_at],
       ['last change', job.updated_at],
@@ -279,6 +287,20 @@ function describe(job: Job, events: JobEventsReply['events']): string {
 function containerOf(job: Job): string | null {
   if (job.container_id === null || job.container_id !== job.node || job.requester !== null) return job.container_id;
   return `none here: it runs on …${job.node.slice(-8)} (\`dms jobs describe\` on that node shows its container)`;
+}
+
+/** `<source> → <path>`: where an input comes from (and the CID it resolved to), where the job reads it, and how. */
+function inputLine(i: Job['inputs'][number]): string {
+  const resolved = i.cid && i.cid !== i.source ? ` (${i.cid})` : '';
+  return `${i.source}${resolved} → ${i.path}${i.writable ? ', writable' : ''}`;
+}
+
+/** `<name> ← <path>`, then what the run left there once it ended: its CID and size, or why nothing was collected. */
+function outputLine(o: Job['outputs'][number], status: Job['status']): string {
+  const head = `${o.name} ← ${o.path}`;
+  if (o.error) return `${head}: not collected: ${o.error}`;
+  if (o.cid) return `${head}: ${o.cid}, ${formatBytes(o.size ?? 0)}`;
+  return status === 'pending' || status === 'running' ? `${head} (collected when the job ends)` : head;
 }
 
 /** One placement: where, when, and how it ended. */

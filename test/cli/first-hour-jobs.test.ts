@@ -232,4 +232,29 @@ describe("a job's history", () => {
     expect(json).toMatchObject({ id, status: 'failed', exit_code: 3 });
     expect(json.events).toEqual(body.events);
   });
+
+  it('dms jobs describe says what a job reads and what it left, and names its secrets without their values', async () => {
+    const dir = specFile(node, 'in.txt', 'read me\n');
+    const put = await dms('put', dir);
+    expect(put.code, put.stderr).toBe(0);
+    const cid = put.stdout.trim();
+    const files = JSON.stringify({ '/outputs/a.txt': 'left behind' });
+    const r = await dms(
+      'run', 'none', '--executor', 'null', '--cpu', '0.25', '--memory', '32MiB', '--wait', '--id-only',
+      '-i', `${cid}:/inputs/in.txt`, '-o', 'out:/outputs', '-o', 'gone:/nowhere', '--secret', 'TOKEN=hunter2', '-e', `DMS_NULL_FILES=${files}`,
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const id = r.stdout.trim();
+    const job = await rest.job(id);
+    const out = job.outputs.find((o) => o.name === 'out')!;
+    expect(out.cid).toBeDefined();
+    const d = await dms('jobs', 'describe', id);
+    expect(d.code, d.stderr).toBe(0);
+    expect(d.stdout).toMatch(new RegExp(`^inputs\\s+${cid} → /inputs/in.txt$`, 'm'));
+    expect(d.stdout).toMatch(new RegExp(`^outputs\\s+out ← /outputs: ${out.cid}, ${out.size} B$`, 'm'));
+    expect(d.stdout).toMatch(/^\s+gone ← \/nowhere: not collected: .+$/m);
+    expect(d.stdout).toMatch(/^secrets\s+TOKEN \(value not shown\)$/m);
+    expect(d.stdout).not.toContain('hunter2');
+    expect(d.stdout).toMatch(/^manifest\s+signed by the node that ran it/m);
+  });
 });

@@ -100,7 +100,7 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
     expect(res.status, await res.clone().text()).toBe(201);
     const { id } = (await res.json()) as { id: string };
     return waitFor(`job ${id} ended`, async () => {
-      const j = (await (await fetch(`${node.url}/api/v1/jobs/${id}`)).json()) as { status: string; manifest: string | null; outputs: { name: string; cid?: string; error?: string }[] };
+      const j = (await (await fetch(`${node.url}/api/v1/jobs/${id}`)).json()) as { status: string; manifest: string | null; outputs: { name: string; cid?: string; error?: string }[]; inputs: { cid?: string }[] };
       return j.status === 'completed' || j.status === 'failed' ? { id, ...j } : undefined;
     }, { timeoutMs: 60_000 });
   };
@@ -173,6 +173,11 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
     });
     expect(consumer.status).toBe('completed');
     expect(await logsOf(consumer.id)).toBe('from upload\nproduced\nread-only\n');
+    // Each fetch is a step of its own in the job's history, not one of an image pull.
+    const { events } = (await (await fetch(`${node.url}/api/v1/jobs/${consumer.id}/events`)).json()) as { events: { reason: string }[] };
+    const resolved = consumer.inputs[1].cid;
+    expect(events.map((e) => e.reason)).toEqual(expect.arrayContaining([`fetching input ${up.cid}`, `fetching input job:${producer.id}/out (${resolved})`]));
+    expect(events.filter((e) => e.reason.includes('fetching input')).every((e) => !e.reason.startsWith('pulling image'))).toBe(true);
   });
 
   it('fails a job whose input no node has, naming it; refuses a job: input with no such output', async () => {
