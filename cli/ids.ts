@@ -44,11 +44,26 @@ export async function resolveJobId(rest: RestClient, given: string): Promise<str
   return pickByPrefix('job', given, ids);
 }
 
-/** A whole ensemble id is used as given; a prefix is looked up among the newest 100 (the most one list answers). */
+/**
+ * A whole ensemble id is used as given; a prefix, or else the ensemble's name (what `ensemble
+ * deploy` printed beside the id), is looked up among the newest 100 (the most one list answers).
+ * A name several ensembles share is refused, naming them: cancelling one of them by a guess
+ * would be worse than asking.
+ */
 export async function resolveEnsembleId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();
-  const list = await rest.get<{ id: string }[]>('/api/v1/ensembles?limit=100');
-  return pickByPrefix('ensemble', given, list.map((e) => e.id));
+  const list = await rest.get<{ id: string; name: string; status: string }[]>('/api/v1/ensembles?limit=100');
+  try {
+    return pickByPrefix('ensemble', given, list.map((e) => e.id));
+  } catch (e) {
+    const named = list.filter((x) => x.name === given.trim());
+    if (named.length === 1) return named[0].id;
+    if (named.length > 1) {
+      throw new CliError(`${named.length} ensembles are named '${given.trim()}': ${named.map((x) => `${shortId(x.id)} (${x.status})`).join(', ')}; give its id`);
+    }
+    if (e instanceof CliError && e.message.startsWith('no ensemble id')) throw new CliError(`no ensemble id starts with '${given.trim().toLowerCase()}', and none is named '${given.trim()}'`);
+    throw e;
+  }
 }
 
 /** Held and released allocations both count: releasing a released one is the node's to refuse. */

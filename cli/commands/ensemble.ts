@@ -12,7 +12,7 @@ import { restFor } from '../rest.js';
 import { grid } from '../table.js';
 import { nullExecutorOf, readSpec } from './jobs.js';
 
-const ID_ARG = 'ensemble id, or any unique prefix of it (as `ensemble list` prints)';
+const ID_ARG = 'ensemble id, any unique prefix of it (as `ensemble list` prints), or its name when no other ensemble has it';
 /** How often `deploy --wait` looks again. */
 const WAIT_POLL_MS = 500;
 

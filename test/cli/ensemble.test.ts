@@ -1,6 +1,6 @@
 /**
  * `dms ensemble` against a real node process (null executor): deploy from YAML and wait, list,
- * status and describe by an id prefix, cancel, and the refusals a mistaken spec gets, each a
+ * status and describe by an id prefix or a name, cancel, and the refusals a mistaken spec gets, each a
  * one-line reason and a non-zero exit.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -59,6 +59,27 @@ parts:
     const again = await dms('ensemble', 'cancel', id);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/^dms: ensemble .* has already failed/);
+  });
+
+  it('reads and cancels by name while one ensemble has it; a name two share is refused, naming both', async () => {
+    const file = spec('named.yaml', `name: named-once
+parts:
+  lonely: {image: none, executor: null, placement: {labels: {nowhere: "x"}}}
+`);
+    const first = JSON.parse((await dms('--json', 'ensemble', 'deploy', file)).stdout) as { id: string };
+    const status = await dms('ensemble', 'status', 'named-once');
+    expect(status.stderr).toBe('');
+    expect(status.stdout).toMatch(new RegExp(`^ensemble ${first.id} \\(named-once\\): pending`));
+    const second = JSON.parse((await dms('--json', 'ensemble', 'deploy', file)).stdout) as { id: string };
+    const both = await dms('ensemble', 'cancel', 'named-once');
+    expect(both.code).toBe(1);
+    expect(both.stderr).toContain(`2 ensembles are named 'named-once': `);
+    expect(both.stderr).toContain(`${first.id.slice(0, 8)} (pending)`);
+    expect(both.stderr).toContain(`${second.id.slice(0, 8)} (pending)`);
+    for (const { id } of [first, second]) expect((await dms('ensemble', 'cancel', id)).code).toBe(0);
+    const none = await dms('ensemble', 'status', 'no-such-name');
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe("dms: no ensemble id starts with 'no-such-name', and none is named 'no-such-name'\n");
   });
 
   it('refuses a mistaken spec with one line naming what is wrong', async () => {
