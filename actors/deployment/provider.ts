@@ -26,6 +26,8 @@ import { type RoundTrip, RoundTrips } from './round-trips.js';
 
 /** Deployments (leased or running for other nodes) held here at once. */
 const MAX_DEPLOYMENTS = 4096;
+/** Ended jobs whose requester the provider keeps in memory (a few hundred KiB at most). */
+const MAX_ENDED_REMEMBERED = 4096;
 /** A local hop: answered at once unless the node is stopping. */
 const CALL_TTL_MS = 5_000;
 /** How long after a bid its job may be reserved: the requester's window (≤ 0.5 s) and a few refused reserves before it. */
@@ -46,6 +48,12 @@ export class Provider {
   private readonly actor: Actor;
   /** Jobs other nodes reserved or run here, by job id; gone once released. */
   private readonly provided = new Map<string, ProviderMachine>();
+  /**
+   * Who placed each job that ended here lately, oldest first: the follower's last poll of a
+   * short job comes after its end, and asking the orchestrator (a database read) who placed it
+   * cost each such job an envelope and a read. Bounded; older jobs are looked up as before.
+   */
+  private readonly endedFor = new Map<string, string>();
   private readonly bids = new BidBook({ validMs: BID_VALID_MS, perRequester: 1024, total: 16_384 });
   private readonly strikes = new Strikes({ windowMs: STRIKE_WINDOW_MS, bar: STRIKES_TO_BAR, maxRequesters: 4096 });
   /** Whether a key id is one of this node's own. */
@@ -268,8 +276,12 @@ export class Provider {
   }
 
   ended(jobId: string): void {
-    this.provided.get(jobId)?.send({ type: 'ended' });
+    const machine = this.provided.get(jobId);
+    if (!machine) return;
+    machine.send({ type: 'ended' });
     this.provided.delete(jobId);
+    this.endedFor.set(jobId, machine.getSnapshot().context.requester);
+    if (this.endedFor.size > MAX_ENDED_REMEMBERED) this.endedFor.delete(this.endedFor.keys().next().value!);
   }
 
   /** Only the node that placed a job here may follow or stop it; to anyone else it does not exist. */
@@ -279,6 +291,7 @@ export class Provider {
     // Running now: its deployment knows who asked. Otherwise (ended, or this node restarted) the record says.
     const running = this.provided.get(jobId)?.getSnapshot();
     if (running?.value === 'running' && running.context.requester === requester) return;
+    if (this.endedFor.get(jobId) === requester) return;
     const job = await this.recordOf(jobId);
     if (!job || job.requester === null || job.requester !== requester) throw notFound(`job ${jobId} not found`);
   }

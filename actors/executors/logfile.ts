@@ -11,7 +11,7 @@ import { EventEmitter, once } from 'node:events';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
-import type { WriteStream } from 'node:fs';
+import { existsSync, type WriteStream } from 'node:fs';
 import { DmsError, invalid } from '../../runtime/errors.js';
 import type { LogChunk, LogPage } from '../../behaviors/jobs/execution.js';
 import { makeDirsAsync } from '../../runtime/files.js';
@@ -119,9 +119,14 @@ export class JobLogs {
    * inside a chunk starts at the next one. `next` is where the following page starts.
    */
   async readPage(jobId: string, from: number, limit: number): Promise<LogPage> {
+    const path = this.path(jobId);
+    // A silent run leaves no file: looked up first, a cached directory entry, where a failed
+    // open would cost a trip to the thread pool and an error with its stack (a null job's
+    // follower asks once per job).
+    if (!this.live.has(jobId) && !existsSync(path)) return { chunks: [], next: 0, size: 0 };
     let file: FileHandle;
     try {
-      file = await open(this.path(jobId), 'r');
+      file = await open(path, 'r');
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { chunks: [], next: 0, size: 0 };
       throw e;

@@ -26,6 +26,8 @@ export class OutputReader {
   constructor(
     /** Jobs not yet finished, by id (the orchestrator's). */
     private readonly runs: ReadonlyMap<string, JobRun>,
+    /** The final records of jobs that ended lately, by id. */
+    private readonly ended: ReadonlyMap<string, Job>,
     private readonly storage: Storage,
     /** Where a job's output is read from now; null when nothing can read it. */
     private readonly source: (job: Job, run: JobRun | undefined) => LogSource | null,
@@ -45,7 +47,7 @@ export class OutputReader {
       // A run holds its job as last committed, and one that ended while we waited hands over its
       // final state: the database is read only for a job this node no longer follows. Read
       // there, a poll queued behind the very commit of the job's end (one connection).
-      const job = run?.job ?? followed?.final ?? (await this.storage.jobs.get(p.id));
+      const job = run?.job ?? followed?.final ?? this.ended.get(p.id) ?? (await this.storage.jobs.get(p.id));
       followed = run;
       if (!job) throw notFound(`job ${p.id} not found`);
       // Decided before reading: a job already finished has every chunk of its output stored.

@@ -84,6 +84,8 @@ const PLACE_TTL_MS = 30_000;
 
 /** Most job ids one release message carries. */
 const MAX_RELEASE = 5000;
+/** Final records kept after the end (a few hundred KiB): the follower's last read comes within moments. */
+const JUST_ENDED = 256;
 
 export const OrchestratorActor = defineActor({
   inbox: ORCHESTRATOR_INBOX,
@@ -134,6 +136,12 @@ class Orchestrator {
   readonly trusted: (env: Envelope) => boolean;
   private readonly admission: Admission;
   private readonly output: OutputReader;
+  /**
+   * The final records of the jobs that ended last, oldest first: a follower's last read of a
+   * short job (another node's, polling its output) comes just after the end, and would read the
+   * record back from the database. A final record no longer changes (behaviors/jobs/transitions.ts).
+   */
+  private readonly justEnded = new Map<string, Job>();
   private readonly manifests: ManifestFiles | undefined;
 
   constructor({ actor, system, log, deps, machine }: ActorContext<OrchestratorDeps>) {
@@ -160,7 +168,7 @@ class Orchestrator {
     const own = ownKeys(system);
     this.trusted = deps.trusted ?? ((env) => own(env.from.id));
     this.journal = new JobJournal(deps.storage.jobs);
-    this.output = new OutputReader(this.runs, deps.storage, (job, run) => this.logSource(job, run));
+    this.output = new OutputReader(this.runs, this.justEnded, deps.storage, (job, run) => this.logSource(job, run));
     this.machine = jobMachine.provide({
       actors: {
         start: fromCallback<EventObject, StartInput>(({ input, sendBack }) => this.start(input, sendBack)),
@@ -441,6 +449,8 @@ class Orchestrator {
     this.journal.change(ctx.jobId, change).then(
       (job) => {
         this.runs.delete(ctx.jobId);
+        this.justEnded.set(job.id, job);
+        if (this.justEnded.size > JUST_ENDED) this.justEnded.delete(this.justEnded.keys().next().value!);
         run.end({ job });
         this.partChanged(run, job);
         // Only now: removing the container before the end is stored could make a crash in

@@ -118,6 +118,9 @@ describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
     expect(await ask('deployment', '/dms/deployment/cancel', { id })).toEqual({ error: `job ${id} not found`, kind: 'not_found' });
     expect(((await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string }).status).toBe('running');
     expect((await fetch(`${b.url}/api/v1/jobs/${id}`, { method: 'DELETE' })).status).toBe(200);
+    // Ended, it is remembered for the node that placed it (its follower's last read), still for no one else.
+    await waitFor('the job ended on node a', async () => ((await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string }).status === 'failed');
+    expect(await ask('deployment', '/dms/deployment/logs', { id })).toEqual({ error: `job ${id} not found`, kind: 'not_found' });
   });
 
   it('a REST caller with a key of its own cannot deploy here as the node (its envelope names this node)', async () => {

@@ -22,8 +22,9 @@ function setup(stored: Job | null) {
     waitForLogs: async () => false,
   } as unknown as ExecutorClient;
   const runs = new Map<string, JobRun>();
+  const ended = new Map<string, Job>();
   const source = (job: Job): LogSource => ({ executor, handle: { executor: 'null', job_id: job.id, id: job.id } });
-  return { reads, runs, reader: new OutputReader(runs, storage, source) };
+  return { reads, runs, ended, reader: new OutputReader(runs, ended, storage, source) };
 }
 
 describe('OutputReader', () => {
@@ -51,5 +52,15 @@ describe('OutputReader', () => {
     // Asked afresh once the run is gone: the stored record is what there is.
     expect(await reader.read({ id: running.id, from: 3, limit: 1024, wait_ms: 0 })).toMatchObject({ status: 'completed', done: true });
     expect(reads.db).toBe(1);
+  });
+
+  it('answers a job that ended a moment ago from its final record, without reading the database', async () => {
+    const done: Job = { ...jobOf({ executor: 'null', image: 'none' }), status: 'completed', exit_code: 0 };
+    const { reads, ended, reader } = setup(null);
+    ended.set(done.id, done);
+    const page = await reader.read({ id: done.id, from: 0, limit: 1024, wait_ms: 0 });
+    expect(page).toMatchObject({ status: 'completed', exit_code: 0, next: 3, done: true });
+    expect(page.chunks.map((c) => c.data)).toEqual(['hi\n']);
+    expect(reads.db).toBe(0);
   });
 });
