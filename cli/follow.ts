@@ -7,6 +7,8 @@ import type { Job, JobStatus } from '../behaviors/jobs/schema.js';
 import { CliError } from './context.js';
 import type { RestClient } from '../client/rest.js';
 import { terminalSafe } from './terminal.js';
+import { shortId } from './ids.js';
+import { formatBytes } from '../client/sizes.js';
 
 export interface FollowOptions {
   /** Print the job's output (stdout to stdout, stderr to stderr); off for --wait. */
@@ -75,6 +77,8 @@ async function stream(rest: RestClient, id: string, opts: FollowOptions): Promis
       if (opts.json) process.stdout.write(JSON.stringify(opts.output ? { event: 'end', ...end } : end) + '\n');
       const code = end.exit_code === null ? '' : ` (exit code ${end.exit_code})`;
       process.stderr.write(terminalSafe(`[dms] job ${id} ${end.status}${code}${end.error ? `: ${end.error}` : ''}\n`));
+      // Whoever ran it wants what it left: where each output is, and the command that fetches it.
+      if (opts.placement) for (const line of await outputsLeft(rest, id)) process.stderr.write(terminalSafe(`[dms] ${line}\n`));
       return exitCodeOf(end);
     } else if (ev.event === 'error') {
       throw new CliError(`following job ${id} stopped: ${String(data.error)}`);
@@ -98,6 +102,18 @@ export async function placedOn(rest: RestClient, id: string): Promise<string | u
   } catch {
     return undefined;
   }
+}
+
+/** One line per output the ended job declared: its CID and size, or why nothing was collected. Nothing when that cannot be read. */
+async function outputsLeft(rest: RestClient, id: string): Promise<string[]> {
+  const job = await rest.get<Job>(`/api/v1/jobs/${encodeURIComponent(id)}`).catch(() => undefined);
+  if (!job?.outputs.length) return [];
+  const get = `\`dms jobs get ${shortId(id)}\``;
+  const lines = job.outputs.map((o) =>
+    o.error ? `output ${o.name} not collected: ${o.error}` : o.cid ? `output ${o.name}: ${o.cid} (${formatBytes(o.size ?? 0)})` : `output ${o.name}: nothing collected`,
+  );
+  if (job.outputs.some((o) => o.cid)) lines.push(`${get} writes them to ./${shortId(id)}/<name>, checked against the provider's signature`);
+  return lines;
 }
 
 /** What a process following the job exits with: a failed job is never 0. */

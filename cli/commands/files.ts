@@ -98,14 +98,18 @@ export function registerFileCommands(program: Command): void {
     .command('get')
     .description("write a job's outputs here, checking the provider's signature and every file against the CID it signed")
     .argument('<id>', 'job id, or any unique prefix of it (as `jobs list` prints)')
+    .argument('[dir]', 'where each output is written, as <dir>/<output name> (the same as --output-dir)')
     .option('--output-dir <dir>', 'where each output is written, as <dir>/<output name> (default ./<job id prefix>)')
     .option('--name <name>', 'only this output')
     .option('--from <peer>', "a job of another node's, granted to this node: the peer id of its requester or provider, asked for it")
     .option('--grant <token>', 'the read right `dms jobs grant` printed on the requester, for this node (with --from)')
     .option('--force', 'replace what is already where an output goes (by default an output is written only where nothing, or the same files, are)')
-    .action(async (given: string, opts: GetOptions, cmd: Command) => {
+    .action(async (given: string, dirArg: string | undefined, opts: GetOptions, cmd: Command) => {
       const rest = restFor(cmd);
       if (opts.grant && !opts.from) throw new CliError('--grant goes with --from: the node to ask for the job granted to this one');
+      if (dirArg !== undefined && opts.outputDir !== undefined && resolve(dirArg) !== resolve(opts.outputDir)) {
+        throw new CliError(`two places to write to: ${dirArg} and --output-dir ${opts.outputDir}; give one`);
+      }
       // A job of another node's is not in this node's list: its whole id is needed.
       const id = opts.from ? given : await resolveJobId(rest, given);
       const job = opts.from ? undefined : await rest.get<Job>(`/api/v1/jobs/${id}`);
@@ -122,7 +126,7 @@ export function registerFileCommands(program: Command): void {
       if (opts.from && manifest.node !== opts.from && manifest.requester !== opts.from) throw new CliError(`job ${id}: ${opts.from} neither ran nor requested it`);
       const wanted = opts.name ? manifest.outputs.filter((o) => o.name === opts.name) : manifest.outputs;
       if (opts.name && wanted.length === 0) throw new CliError(`job ${id} has no output named ${opts.name} (it has: ${manifest.outputs.map((o) => o.name).join(', ') || 'none'})`);
-      const dir = resolve(opts.outputDir ?? shortId(id));
+      const dir = resolve(dirArg ?? opts.outputDir ?? shortId(id));
       // The names are the provider's (openManifest held them to output names): whatever the user
       // keeps where one would land is looked at before a byte is fetched.
       const found = new Map<string, Awaited<ReturnType<typeof existingOutput>>>();

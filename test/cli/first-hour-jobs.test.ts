@@ -2,6 +2,8 @@
 // write (sizes with units, a command string, no resources at all), a job no node could ever
 // hold refused at once, `jobs list` newest first saying how many more there are, and a job's
 // whole history through GET /api/v1/jobs/{id}/events and `dms jobs describe`.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
@@ -233,7 +235,7 @@ describe("a job's history", () => {
     expect(json.events).toEqual(body.events);
   });
 
-  it('dms jobs describe says what a job reads and what it left, and names its secrets without their values', async () => {
+  it('dms jobs describe says what a job reads and what it left, and names its secrets without their values; run says where its outputs are, jobs get fetches them', async () => {
     const dir = specFile(node, 'in.txt', 'read me\n');
     const put = await dms('put', dir);
     expect(put.code, put.stderr).toBe(0);
@@ -256,5 +258,17 @@ describe("a job's history", () => {
     expect(d.stdout).toMatch(/^secrets\s+TOKEN \(value not shown\)$/m);
     expect(d.stdout).not.toContain('hunter2');
     expect(d.stdout).toMatch(/^manifest\s+signed by the node that ran it/m);
+    // The run itself said where its outputs are, and how to fetch them.
+    expect(r.stderr).toContain(`[dms] output out: ${out.cid} (${out.size} B)\n`);
+    expect(r.stderr).toMatch(/\[dms\] output gone not collected: .+\n/);
+    expect(r.stderr).toContain(`[dms] \`dms jobs get ${id.slice(0, 8)}\` writes them to ./${id.slice(0, 8)}/<name>`);
+    // ... which takes the folder as a second word too.
+    const into = join(node.home, 'fetched');
+    const got = await dms('jobs', 'get', id.slice(0, 8), into, '--name', 'out');
+    expect(got.code, got.stderr).toBe(0);
+    expect(readFileSync(join(into, 'out', 'a.txt'), 'utf8')).toBe('left behind');
+    const both = await dms('jobs', 'get', id.slice(0, 8), into, '--output-dir', join(node.home, 'elsewhere'));
+    expect(both.code).toBe(1);
+    expect(both.stderr).toContain('two places to write to');
   });
 });
