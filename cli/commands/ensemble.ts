@@ -10,7 +10,7 @@ import { resolveEnsembleId, shortId } from '../ids.js';
 import { forwardUntilInterrupted } from '../forward.js';
 import { restFor } from '../rest.js';
 import { grid } from '../table.js';
-import { nullExecutorOf, readSpec } from './jobs.js';
+import { nullExecutorOf, printLogs, readSpec } from './jobs.js';
 
 const ID_ARG = 'ensemble id, any unique prefix of it (as `ensemble list` prints), or its name when no other ensemble has it';
 /** How often `deploy --wait` looks again. */
@@ -76,6 +76,18 @@ export function registerEnsembleCommands(program: Command): void {
     });
 
   ensemble
+    .command('logs')
+    .description("print a part's output (its job's: stdout to stdout, stderr to stderr)")
+    .argument('<id>', ID_ARG)
+    .argument('<part>', 'the part, as the spec names it')
+    .option('-f, --follow', "keep printing until the part's job ends, and exit with its exit code (Ctrl-C stops following, not the job)")
+    .action(async (given: string, name: string, opts: { follow?: boolean }, cmd: Command) => {
+      const rest = restFor(cmd);
+      const e = await get(rest, given);
+      await printLogs(cmd, rest, partOf(e, name).job_id, opts.follow ?? false);
+    });
+
+  ensemble
     .command('port-forward')
     .description("listen on a local port of the node, each connection tunnelled to a part's declared port wherever it runs; until interrupted")
     .argument('<id>', ID_ARG)
@@ -86,8 +98,7 @@ export function registerEnsembleCommands(program: Command): void {
       if (!m) throw new CliError(`'${target}' is not <part>:<port> (e.g. server:8080)`);
       const rest = restFor(cmd);
       const e = await get(rest, given);
-      const part = e.parts.find((p) => p.part === m[1]);
-      if (!part) throw new CliError(`ensemble ${shortId(e.id)} has no part '${m[1]}' (parts: ${e.parts.map((p) => p.part).join(', ')})`);
+      const part = partOf(e, m[1]!);
       await forwardUntilInterrupted(cmd, rest, part.job_id, m[2]!, opts.local, `ensemble ${shortId(e.id)} part ${part.part}`);
     });
 }
@@ -96,6 +107,13 @@ export function registerEnsembleCommands(program: Command): void {
 function withNullExecutors(spec: unknown): unknown {
   if (typeof spec !== 'object' || spec === null || !('parts' in spec) || typeof spec.parts !== 'object' || spec.parts === null) return spec;
   return { ...spec, parts: Object.fromEntries(Object.entries(spec.parts).map(([name, part]) => [name, nullExecutorOf(part)])) };
+}
+
+/** The part named `name`, or a refusal naming the parts there are. */
+function partOf(e: Ensemble, name: string): Ensemble['parts'][number] {
+  const part = e.parts.find((p) => p.part === name);
+  if (!part) throw new CliError(`ensemble ${shortId(e.id)} has no part '${name}' (parts: ${e.parts.map((p) => p.part).join(', ')})`);
+  return part;
 }
 
 async function get(rest: RestClient, given: string): Promise<Ensemble> {

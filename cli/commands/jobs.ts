@@ -9,6 +9,7 @@ import { CliError, globals, output } from '../context.js';
 import { followJob } from '../follow.js';
 import { resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
+import type { RestClient } from '../../client/rest.js';
 import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
 import { forwardUntilInterrupted } from '../forward.js';
@@ -96,25 +97,7 @@ export function registerJobCommands(program: Command): void {
     .option('-f, --follow', 'keep printing until the job ends, and exit with its exit code (Ctrl-C stops following, not the job)')
     .action(async (given: string, opts: { follow?: boolean }, cmd: Command) => {
       const rest = restFor(cmd);
-      const id = await resolveJobId(rest, given);
-      if (opts.follow) {
-        process.exitCode = await followJob(rest, id, { output: true, progress: false, json: globals(cmd).json ?? false });
-        return;
-      }
-      // Page by page (each read is bounded by the node), until what is stored so far is shown.
-      const json = globals(cmd).json;
-      const pages: LogsReply[] = [];
-      let from = 0;
-      for (;;) {
-        const page = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs?from=${from}`);
-        if (json) pages.push(page);
-        else for (const chunk of page.chunks) (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
-        if (!page.more || page.next === from) {
-          if (json) output(cmd, { ...page, chunks: pages.flatMap((p) => p.chunks) });
-          return;
-        }
-        from = page.next;
-      }
+      await printLogs(cmd, rest, await resolveJobId(rest, given), opts.follow ?? false);
     });
 
   jobs
@@ -161,6 +144,31 @@ async function listJobs(cmd: Command, opts: ListOptions): Promise<JobListReply> 
     jobs.push(...page.items);
     // Jobs submitted meanwhile shift the pages: stop at the total, or at a short page.
     if (page.items.length < MAX_LIST_LIMIT || jobs.length >= page.total) return { jobs, total: Math.max(page.total, jobs.length) };
+  }
+}
+
+/**
+ * A job's output as stored so far (stdout to stdout, stderr to stderr), or followed to its end
+ * with its exit code to leave with: `jobs logs`, and `ensemble logs` for a part's job.
+ */
+export async function printLogs(cmd: Command, rest: RestClient, id: string, follow: boolean): Promise<void> {
+  if (follow) {
+    process.exitCode = await followJob(rest, id, { output: true, progress: false, json: globals(cmd).json ?? false });
+    return;
+  }
+  // Page by page (each read is bounded by the node), until what is stored so far is shown.
+  const json = globals(cmd).json;
+  const pages: LogsReply[] = [];
+  let from = 0;
+  for (;;) {
+    const page = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs?from=${from}`);
+    if (json) pages.push(page);
+    else for (const chunk of page.chunks) (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
+    if (!page.more || page.next === from) {
+      if (json) output(cmd, { ...page, chunks: pages.flatMap((p) => p.chunks) });
+      return;
+    }
+    from = page.next;
   }
 }
 

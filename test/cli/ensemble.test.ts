@@ -1,6 +1,6 @@
 /**
  * `dms ensemble` against a real node process (null executor): deploy from YAML and wait, list,
- * status and describe by an id prefix or a name, cancel, and the refusals a mistaken spec gets, each a
+ * status, describe and a part's logs by an id prefix or a name, cancel, and the refusals a mistaken spec gets, each a
  * one-line reason and a non-zero exit.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -39,6 +39,16 @@ parts:
     expect(r.stdout).toMatch(/^ensemble [0-9a-f-]{36} \(pair\): completed \(every task completed\)\n/);
     expect(r.stdout).toMatch(/client\s+task\s+completed/);
     expect(r.stdout).toMatch(/server\s+service\s+failed\s.*cancelled: its ensemble completed/);
+    // A part's output, by the ensemble's name and the part's.
+    const logs = await dms('ensemble', 'logs', 'pair', 'client');
+    expect(logs.stderr).toBe('');
+    expect(logs.stdout).toBe('fetched\n');
+    const followed = await dms('ensemble', 'logs', 'pair', 'client', '--follow');
+    expect(followed.code).toBe(0);
+    expect(followed.stdout).toBe('fetched\n');
+    const nopart = await dms('ensemble', 'logs', 'pair', 'db');
+    expect(nopart.code).toBe(1);
+    expect(nopart.stderr).toMatch(/^dms: ensemble [0-9a-f]{8} has no part 'db' \(parts: (server, client|client, server)\)\n$/);
   });
 
   it('lists, reads by a prefix and cancels', async () => {
