@@ -27,6 +27,7 @@ import { type HelloOutcome, type PeerContext, type PeerLimits, peerMachine, peer
 import { PeerProfiles } from './peer-profiles.js';
 import { describeSelf, type ProfileSource } from './profile.js';
 import { at } from '../runtime/wire/envelope.js';
+import { msUntil } from '../runtime/time.js';
 
 export const DISCOVERY_INBOX = 'discovery';
 
@@ -84,6 +85,10 @@ export interface DiscoveryApi {
 
 const DEFAULT_LIMITS: PeerLimits = { redialMinMs: 1_000, redialMaxMs: 30_000, helloAttempts: 3, helloRetryMs: 1_000 };
 const DEFAULT_MAX_PEERS = 256;
+/** A ping waits as long as its caller does, less the reply's way back, within these bounds. */
+const MIN_PING_MS = 1_000;
+const MAX_PING_MS = 60_000;
+const REPLY_MARGIN_MS = 250;
 
 /**
  * The discovery actor (inbox `discovery`): answers what this node knows about its peers,
@@ -271,9 +276,11 @@ function createDiscovery({ actor, system, log, deps, machine }: ActorContext<Dis
       name: DiscoveryBehaviors.peersPing,
       payload: PingPayload,
       description: 'round-trip time to a peer, dialling it if needed',
-      handle: async ({ payload }): Promise<PingReply> => {
+      handle: async ({ env, payload }): Promise<PingReply> => {
         if (payload.host === system.host) throw invalid(`host ${payload.host} is this node; ping another peer`);
-        return { rtt_ms: await requireNetwork().ping(payload.host) };
+        // As long as the caller waits (`dms peers ping --timeout`), less the way back, within bounds.
+        const timeoutMs = Math.min(MAX_PING_MS, Math.max(MIN_PING_MS, msUntil(env.opt.exp) - REPLY_MARGIN_MS));
+        return { rtt_ms: await requireNetwork().ping(payload.host, timeoutMs) };
       },
     }),
     defineBehavior({

@@ -27,8 +27,8 @@ export interface Transport {
   publish(env: Envelope): Promise<void>;
   subscribe(topic: string): void;
   unsubscribe(topic: string): void;
-  /** Round-trip time to a peer in ms; rejects with a DmsError when unreachable. */
-  ping(peer: string): Promise<number>;
+  /** Round-trip time to a peer in ms, waited for up to `timeoutMs` (default: the dial timeout); rejects with a DmsError when unreachable. */
+  ping(peer: string, timeoutMs?: number): Promise<number>;
   /** Dials a multiaddr; resolves with the peer id reached. */
   connect(multiaddr: string): Promise<string>;
   /** Called when a peer connects or disconnects; returns the unsubscribe. Optional: a network that cannot tell has no such events. */

@@ -243,12 +243,12 @@ export class Libp2pTransport implements Transport {
     pubsub.topicValidators.delete(topic);
   }
 
-  async ping(peer: string): Promise<number> {
+  async ping(peer: string, timeoutMs = this.dialTimeoutMs): Promise<number> {
     this.assertRunning();
     const peerId = parsePeerId(peer);
     if (!peerId) throw invalid(`'${peer}' is not a libp2p peer id`);
     try {
-      return await this.node.services.ping.ping(peerId, { signal: AbortSignal.timeout(this.dialTimeoutMs) });
+      return await this.node.services.ping.ping(peerId, { signal: AbortSignal.timeout(timeoutMs) });
     } catch (e) {
       throw new DmsError('unroutable', `ping to peer ${peer} failed: ${errorText(e)}`, { cause: e });
     }

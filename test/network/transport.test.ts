@@ -138,6 +138,14 @@ describe('Libp2pTransport, two nodes', () => {
     expect((await rejection(a.transport.ping('nope'))).kind).toBe('invalid');
   });
 
+  it('waits for a ping as long as it is told (a caller sets the bound), not only the dial timeout', async () => {
+    // Told nothing, it waits the dial timeout; told 0 ms, it gives up before any answer can come.
+    const e = await rejection(a.transport.ping(b.transport.host, 0));
+    expect(e.kind).toBe('unroutable');
+    expect(e.message).toContain('aborted due to timeout');
+    expect(await a.transport.ping(b.transport.host, 20_000)).toBeGreaterThanOrEqual(0);
+  });
+
   it('rejects unroutable destinations, bounded by the lookup timeout, and clearly', async () => {
     const stranger = KeyPair.generate().peerId;
     const started = Date.now();
