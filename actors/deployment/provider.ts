@@ -23,6 +23,7 @@ import { labelMismatch, lacks, locationMismatch } from '../../behaviors/jobs/fit
 import { type Holding, providerMachine, type ProviderInput, type ProviderLimits } from './provider-machine.js';
 import { Strikes } from './strikes.js';
 import { type RoundTrip, RoundTrips } from './round-trips.js';
+import { rememberNewest } from '../../runtime/bounded-map.js';
 
 /** Deployments (leased or running for other nodes) held here at once. */
 const MAX_DEPLOYMENTS = 4096;
@@ -280,8 +281,7 @@ export class Provider {
     if (!machine) return;
     machine.send({ type: 'ended' });
     this.provided.delete(jobId);
-    this.endedFor.set(jobId, machine.getSnapshot().context.requester);
-    if (this.endedFor.size > MAX_ENDED_REMEMBERED) this.endedFor.delete(this.endedFor.keys().next().value!);
+    rememberNewest(this.endedFor, jobId, machine.getSnapshot().context.requester, MAX_ENDED_REMEMBERED);
   }
 
   /** Only the node that placed a job here may follow or stop it; to anyone else it does not exist. */

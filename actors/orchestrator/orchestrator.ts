@@ -49,6 +49,7 @@ import { orchestratorBehaviors } from './behaviors.js';
 import { at, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
 import { ENSEMBLE_INBOX, PartBehaviors } from '../../behaviors/ensembles/schema.js';
 import { Batcher } from '../../runtime/batcher.js';
+import { rememberNewest } from '../../runtime/bounded-map.js';
 import type { ManifestFiles } from '../outputs/manifest-files.js';
 
 export interface OrchestratorDeps {
@@ -449,8 +450,7 @@ class Orchestrator {
     this.journal.change(ctx.jobId, change).then(
       (job) => {
         this.runs.delete(ctx.jobId);
-        this.justEnded.set(job.id, job);
-        if (this.justEnded.size > JUST_ENDED) this.justEnded.delete(this.justEnded.keys().next().value!);
+        rememberNewest(this.justEnded, job.id, job, JUST_ENDED);
         run.end({ job });
         this.partChanged(run, job);
         // Only now: removing the container before the end is stored could make a crash in

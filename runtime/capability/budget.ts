@@ -5,6 +5,8 @@
  * of `perSecond` failures, refilled at `perSecond` a second; one that overdraws it is refused
  * outright for `refuseS` seconds, before any of its tokens is looked at.
  */
+import { rememberNewest } from '../bounded-map.js';
+
 export interface BudgetOptions {
   perSecond: number;
   refuseS: number;
@@ -44,10 +46,10 @@ export class FailureBudget {
     const left = b ? Math.min(perSecond, b.left + ((now - b.at) / 1000) * perSecond) : perSecond;
     this.buckets.delete(who); // re-inserted last: the map's order is least recently charged first
     if (left - failures >= 0) {
-      remember(this.buckets, who, { left: left - failures, at: now }, this.capacity);
+      rememberNewest(this.buckets, who, { left: left - failures, at: now }, this.capacity);
       return false;
     }
-    remember(this.refused, who, now + refuseS * 1000, this.capacity);
+    rememberNewest(this.refused, who, now + refuseS * 1000, this.capacity);
     return true;
   }
 
@@ -58,10 +60,4 @@ export class FailureBudget {
     for (const until of this.refused.values()) if (until > now) n++;
     return n;
   }
-}
-
-function remember<V>(map: Map<string, V>, key: string, value: V, capacity: number): void {
-  map.delete(key);
-  if (map.size >= capacity) map.delete(map.keys().next().value!);
-  map.set(key, value);
 }

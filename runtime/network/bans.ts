@@ -6,6 +6,7 @@
  * being answered, while one writing garbage in a loop is cut off within a fraction of a second.
  * With warnings rate-limited a bad frame costs a decode attempt only.
  */
+import { rememberNewest } from '../bounded-map.js';
 import { LogGate } from '../log.js';
 
 export interface BanPolicy {
@@ -54,13 +55,13 @@ export class PeerBans {
     let r = this.records.get(peer);
     if (!r || now - r.since > this.policy.strikeWindowMs) {
       r = { strikes: 0, since: now, warnings: r?.warnings ?? new LogGate(this.policy.warnIntervalMs) };
-      remember(this.records, peer, r, this.policy.maxPeers);
+      rememberNewest(this.records, peer, r, this.policy.maxPeers);
     }
     r.strikes++;
     if (r.strikes >= this.policy.maxStrikes) {
       const until = now + this.policy.banMs;
       this.records.delete(peer);
-      remember(this.bans, peer, until, this.policy.maxPeers);
+      rememberNewest(this.bans, peer, until, this.policy.maxPeers);
       return { action: 'ban', strikes: r.strikes, until };
     }
     const suppressed = r.warnings.pass(now);
@@ -75,11 +76,4 @@ export class PeerBans {
     this.bans.delete(peer);
     return false;
   }
-}
-
-/** Sets `key` as the newest entry of `map`, dropping the oldest past `max`. */
-function remember<V>(map: Map<string, V>, key: string, value: V, max: number): void {
-  map.delete(key);
-  map.set(key, value);
-  while (map.size > max) map.delete(map.keys().next().value!);
 }
