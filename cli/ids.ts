@@ -53,17 +53,16 @@ export async function resolveJobId(rest: RestClient, given: string): Promise<str
 export async function resolveEnsembleId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();
   const list = await rest.get<{ id: string; name: string; status: string }[]>('/api/v1/ensembles?limit=100');
-  try {
-    return pickByPrefix('ensemble', given, list.map((e) => e.id));
-  } catch (e) {
-    const named = list.filter((x) => x.name === given.trim());
-    if (named.length === 1) return named[0].id;
-    if (named.length > 1) {
-      throw new CliError(`${named.length} ensembles are named '${given.trim()}': ${named.map((x) => `${shortId(x.id)} (${x.status})`).join(', ')}; give its id`);
-    }
-    if (e instanceof CliError && e.message.startsWith('no ensemble id')) throw new CliError(`no ensemble id starts with '${given.trim().toLowerCase()}', and none is named '${given.trim()}'`);
-    throw e;
-  }
+  const ids = list.map((e) => e.id);
+  const prefix = given.trim().toLowerCase();
+  if (prefix && ids.filter((id) => id.startsWith(prefix)).length === 1) return pickByPrefix('ensemble', given, ids);
+  const name = given.trim();
+  const named = list.filter((e) => e.name === name);
+  if (named.length === 1) return named[0].id;
+  if (named.length > 1) throw new CliError(`${named.length} ensembles are named '${name}': ${named.map((e) => `${shortId(e.id)} (${e.status})`).join(', ')}; give its id`);
+  if (prefix && !ids.some((id) => id.startsWith(prefix))) throw new CliError(`no ensemble id starts with '${prefix}', and none is named '${name}'`);
+  // No id, or one several ids start with: the prefix's own refusal says which.
+  return pickByPrefix('ensemble', given, ids);
 }
 
 /** Held and released allocations both count: releasing a released one is the node's to refuse. */
