@@ -60,7 +60,7 @@ async function stream(rest: RestClient, id: string, opts: FollowOptions): Promis
       // Where it went, once it left pending, before what it did there.
       if (!placed && data.status !== 'pending') {
         placed = true;
-        const where = await placedOn(rest, id);
+        const where = await placedOn(rest, await jobRecord(rest, id));
         if (where) process.stderr.write(terminalSafe(`[dms] job ${id} ${data.status === 'running' ? 'runs' : 'ran'} on ${where}\n`));
       }
       if (opts.progress) {
@@ -69,16 +69,18 @@ async function stream(rest: RestClient, id: string, opts: FollowOptions): Promis
       }
     } else if (ev.event === 'end') {
       const end = data as { status: JobStatus; exit_code: number | null; error: string | null };
+      // Its record, read once for where it ran and what it left (both said only with `placement`).
+      const job = opts.placement ? await jobRecord(rest, id) : undefined;
       // A job that ended before its running was seen still ran somewhere (or never left pending).
       if (!placed) {
-        const where = await placedOn(rest, id);
+        const where = await placedOn(rest, job);
         if (where) process.stderr.write(terminalSafe(`[dms] job ${id} ran on ${where}\n`));
       }
       if (opts.json) process.stdout.write(JSON.stringify(opts.output ? { event: 'end', ...end } : end) + '\n');
       const code = end.exit_code === null ? '' : ` (exit code ${end.exit_code})`;
       process.stderr.write(terminalSafe(`[dms] job ${id} ${end.status}${code}${end.error ? `: ${end.error}` : ''}\n`));
       // Whoever ran it wants what it left: where each output is, and the command that fetches it.
-      if (opts.placement) for (const line of await outputsLeft(rest, id)) process.stderr.write(terminalSafe(`[dms] ${line}\n`));
+      if (opts.placement) for (const line of outputsLeft(job)) process.stderr.write(terminalSafe(`[dms] ${line}\n`));
       return exitCodeOf(end);
     } else if (ev.event === 'error') {
       throw new CliError(`following job ${id} stopped: ${String(data.error)}`);
@@ -87,32 +89,29 @@ async function stream(rest: RestClient, id: string, opts: FollowOptions): Promis
   throw new CliError(`following job ${id} stopped before it ended (did the node stop?)`);
 }
 
+/** The job's record, or undefined when it cannot be read: what follows from it is said, never failed for. */
+const jobRecord = (rest: RestClient, id: string): Promise<Job | undefined> => rest.get<Job>(`/api/v1/jobs/${encodeURIComponent(id)}`).catch(() => undefined);
+
 /**
  * The node a job was placed on, as a person tells nodes apart: `…<end of its peer id>
  * (<name>)`, or `this node`. Undefined when it is not known; saying where is never worth failing for.
  */
-export async function placedOn(rest: RestClient, id: string): Promise<string | undefined> {
-  try {
-    const job = await rest.get<Job>(`/api/v1/jobs/${encodeURIComponent(id)}`);
-    if (job.node === null) return undefined;
-    const peers = await rest.get<{ self?: string; nodes: { id: string; profile: { name: string } | null }[] }>('/api/v1/peers').catch(() => undefined);
-    if (peers?.self === job.node) return `this node (…${job.node.slice(-8)})`;
-    const name = peers?.nodes.find((n) => n.id === job.node)?.profile?.name;
-    return `…${job.node.slice(-8)}${name ? ` (${name})` : ''}`;
-  } catch {
-    return undefined;
-  }
+async function placedOn(rest: RestClient, job: Job | undefined): Promise<string | undefined> {
+  if (!job || job.node === null) return undefined;
+  const node = job.node;
+  const peers = await rest.get<{ self?: string; nodes: { id: string; profile: { name: string } | null }[] }>('/api/v1/peers').catch(() => undefined);
+  if (peers?.self === node) return `this node (…${node.slice(-8)})`;
+  const name = peers?.nodes.find((n) => n.id === node)?.profile?.name;
+  return `…${node.slice(-8)}${name ? ` (${name})` : ''}`;
 }
 
-/** One line per output the ended job declared: its CID and size, or why nothing was collected. Nothing when that cannot be read. */
-async function outputsLeft(rest: RestClient, id: string): Promise<string[]> {
-  const job = await rest.get<Job>(`/api/v1/jobs/${encodeURIComponent(id)}`).catch(() => undefined);
+/** One line per output the ended job declared: its CID and size, or why nothing was collected. Nothing when its record could not be read. */
+function outputsLeft(job: Job | undefined): string[] {
   if (!job?.outputs.length) return [];
-  const get = `\`dms jobs get ${shortId(id)}\``;
   const lines = job.outputs.map((o) =>
     o.error ? `output ${o.name} not collected: ${o.error}` : o.cid ? `output ${o.name}: ${o.cid} (${formatBytes(o.size ?? 0)})` : `output ${o.name}: nothing collected`,
   );
-  if (job.outputs.some((o) => o.cid)) lines.push(`${get} writes them to ./${shortId(id)}/<name>, checked against the provider's signature`);
+  if (job.outputs.some((o) => o.cid)) lines.push(`\`dms jobs get ${shortId(job.id)}\` writes them to ./${shortId(job.id)}/<name>, checked against the provider's signature`);
   return lines;
 }
 
