@@ -73,9 +73,22 @@ async function told<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
+export interface ExecutorActorOptions {
+  /**
+   * Whether the implementation's calls run inside the actor's executor guard (./guard.ts); default
+   * true. The guard is for code whose faults the node cannot see coming: an engine's library
+   * (dockerode), a plugin's executor. It costs every promise of the whole process once it is
+   * first used (Node 20's AsyncLocalStorage turns on promise hooks for all of them: 3-4 % of a
+   * null job's CPU), so executors made only of the node's own code (null, remote) go without:
+   * a fault there is the node's own, as anywhere else in it.
+   */
+  guarded?: boolean;
+}
+
 export function defineExecutor<Deps extends ExecutorActorDeps>(
   name: string,
   make: (ctx: ActorContext<Deps>, parts: ExecutorParts) => ExecutorImplementation,
+  options: ExecutorActorOptions = {},
 ) {
   return defineActor({
     inbox: executorInbox(name),
@@ -85,7 +98,7 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
     concurrency: 'node',
     create: (ctx: ActorContext<Deps>) => {
       const { actor, log, deps } = ctx;
-      const guard = new ExecutorGuard(log);
+      const guard = options.guarded === false ? null : new ExecutorGuard(log);
       const reportTo = actor.local(deps.reportTo ?? ORCHESTRATOR_INBOX);
       const notDelivered = (be: string) => (e: unknown) => log.debug({ be, err: errorText(e) }, 'report not delivered');
       const report = (be: string, payload: unknown) => void actor.tell(reportTo, be, payload).catch(notDelivered(be));
@@ -97,7 +110,7 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
       const started = batched<StartReport>(JobNotifications.started);
       const exited = batched<RunReport>(JobNotifications.exited);
       const lost = (jobId: string, reason: string, handle?: ExecutionHandle) => exited({ job_id: jobId, ...(handle ? { handle } : {}), lost: reason });
-      const scoped = <T>(jobId: string, fn: () => T): T => guard.within(jobId, (reason) => lost(jobId, reason), fn);
+      const scoped = <T>(jobId: string, fn: () => T): T => (guard ? guard.within(jobId, (reason) => lost(jobId, reason), fn) : fn());
       const impl = make(ctx, { machine: ctx.machine, jobScope: scoped });
       if (impl.name !== name) throw new DmsError('internal', `executor actor ${name} was given the executor "${impl.name}"`);
 
@@ -230,12 +243,12 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
         ],
         start: async () => {
           // Before any run is started or picked up: from here on a fault fails its job, not the node.
-          guard.install();
+          guard?.install();
           await impl.open?.();
         },
         stop: async () => {
           await impl.close?.();
-          guard.uninstall();
+          guard?.uninstall();
         },
       };
     },
@@ -271,10 +284,12 @@ export const DockerExecutorActor = defineExecutor(
 export const NullExecutorActor = defineExecutor(
   'null',
   ({ deps }: ActorContext<Omit<NullExecutorOptions, 'machine'> & ExecutorActorDeps>, { machine }) => new NullExecutor({ ...deps, machine }),
+  { guarded: false },
 );
 
 /** Follows jobs this node placed on other nodes (./remote.ts). */
 export const RemoteFollowerActor = defineExecutor(
   'remote',
   ({ actor, deps }: ActorContext<Omit<RemoteFollowerOptions, 'actor' | 'machine'> & ExecutorActorDeps>, { machine }) => new RemoteFollower({ ...deps, actor, machine }),
+  { guarded: false },
 );
