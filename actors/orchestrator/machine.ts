@@ -30,12 +30,16 @@
  *    and a reservation; leaving the state (a cancel) lets go of whatever it reserves. `unplaced`:
  *    nobody took it; each fruitless offer doubles the wait before the next (`backoff` in the
  *    context, up to its bound), so a full network is not flooded with offers it cannot take.
- *  - `start` and `stop` are invoked actors: each asks the job's executor (an envelope). How the
- *    start went is reported by the executor, which the orchestrator hands to the machine as
- *    `started` or `fault`; a job whose placement started it with its reserve (`placedStart`)
- *    is not started again: the start passes on what the provider said. The run's end arrives
- *    as `exited`, or `fault` when the executor can no longer follow it. One `fault` event
- *    serves every state: what it means is the state's.
+ *  - `start` is the entry action of `starting`: it asks the job's executor (an envelope) and
+ *    returns. How the start went is reported by the executor, which the orchestrator hands to
+ *    the machine as `started` or `fault` (a start that could not even be asked is a `fault`
+ *    too); a job whose placement started it with its reserve (`placedStart`) is not started
+ *    again: the start passes on what the provider said. `starting` is left only by those two
+ *    answers, so nothing of a start outlives the state. (It was an invoked actor: a child
+ *    actor made and stopped per job was a fifth of a null job's machine time.) `stop` is an
+ *    invoked actor, which answers with the run's end. The run's end arrives as `exited`, or
+ *    `fault` when the executor can no longer follow it. One `fault` event serves every state:
+ *    what it means is the state's.
  *  - the timeout is a delay of the running state, computed from the deadline in the context:
  *    the deadline is set once, when the run starts, so a run picked up after a restart keeps
  *    the deadline it had.
@@ -122,7 +126,11 @@ export interface JobMachineContext {
   backoff: { firstMs: number; maxMs: number };
   /** Picked up after a restart: waits in `recovering` for what recovery found of its run. */
   recovering: boolean;
-  /** Refused by this node's resource manager since it was last queued: a peer joining may take it. */
+  /**
+   * Refused by this node's resource manager since it was last queued: a peer joining may take
+   * it. Cleared by the transitions that bring a job back to `queued` (not on entering it: an
+   * entry assign cost a new job a quarter of its machine's time).
+   */
   refusedHere: boolean;
 }
 
@@ -142,7 +150,6 @@ export interface JobMachineInput {
 }
 
 /** What the invoked effects are given. */
-export type StartInput = { jobId: string; placedStart: StartOutcome | null };
 export type StopInput = { jobId: string; handle: ExecutionHandle; reason: string };
 export type PlaceInput = { jobId: string; exclude: readonly string[] };
 
@@ -187,8 +194,6 @@ export const jobMachine = setup({
   },
   actors: {
     // Effects, supplied by the orchestrator: these stand-ins do nothing.
-    /** Asks for the run to be started; sends back `fault` if it cannot even ask. */
-    start: fromCallback<EventObject, StartInput>(() => {}),
     /** Stops the run; sends back `exited` or `fault` once it is stopped. */
     stop: fromCallback<EventObject, StopInput>(() => {}),
     /** Asks the network for bids and a reservation; stopped early (a cancel), it lets go of what it reserved. */
@@ -196,6 +201,8 @@ export const jobMachine = setup({
   },
   actions: {
     // Effects, supplied by the orchestrator.
+    /** Asks the executor to start the run; `started` or `fault` comes back (a `fault` too when it cannot even ask). */
+    start: () => {},
     /** Into this node's scheduler, which answers `reserved` or `refused`; and out of it. */
     enqueue: () => {},
     dequeue: () => {},
@@ -215,6 +222,8 @@ export const jobMachine = setup({
     noteRefused: (_, _params: { node: string; reason: string }) => {},
     /** The job fails, and says why. */
     failBecause: assign((_, { why }: { why: string }) => ({ error: why, reason: why })),
+    /** Back to this node's queue: refused here since it was last queued is what counts. */
+    clearRefused: assign({ refusedHere: false }),
     /** Offered and nobody took it: the wait before the next offer doubles, up to its bound. */
     backOff: assign(({ context }) => {
       const backoffMs = Math.min(context.backoff.maxMs, context.backoffMs * 2 || context.backoff.firstMs);
@@ -222,6 +231,7 @@ export const jobMachine = setup({
     }),
     /** Back to pending from another node: that node is not asked again, unless it is the one the job may run on. */
     forget: assign(({ context }) => ({
+      refusedHere: false,
       exclude: context.node === null || context.node === context.pinned || context.exclude.includes(context.node) ? context.exclude : [...context.exclude, context.node],
       node: null,
       placedStart: null,
@@ -307,7 +317,7 @@ export const jobMachine = setup({
         },
         recovering: {},
         queued: {
-          entry: ['enqueue', assign({ refusedHere: false })],
+          entry: 'enqueue',
           exit: 'dequeue',
           on: {
             reserved: '#job.starting',
@@ -328,7 +338,7 @@ export const jobMachine = setup({
             input: ({ context }) => ({ jobId: context.jobId, exclude: context.exclude }),
             onDone: [
               // This node's own bid won: its scheduler reserves (and, finding it short after all, it is offered again).
-              { guard: ({ event }) => 'node' in event.output && event.output.here, target: 'queued' },
+              { guard: ({ event }) => 'node' in event.output && event.output.here, target: 'queued', actions: 'clearRefused' },
               {
                 guard: ({ event }) => 'node' in event.output,
                 target: '#job.starting',
@@ -353,7 +363,7 @@ export const jobMachine = setup({
           after: { untilNextOffer: 'offering' },
           on: {
             // Room here says nothing about a job that must run elsewhere: it waits for its next offer.
-            resources_freed: { guard: ({ context }) => context.route !== 'network', target: 'queued' },
+            resources_freed: { guard: ({ context }) => context.route !== 'network', target: 'queued', actions: 'clearRefused' },
             peer_joined: { target: 'offering', actions: assign({ nextOfferAt: 0 }) },
           },
         },
@@ -376,7 +386,7 @@ export const jobMachine = setup({
     },
     starting: {
       tags: ['pending'],
-      invoke: { src: 'start', input: ({ context }) => ({ jobId: context.jobId, placedStart: context.placedStart }) },
+      entry: 'start',
       on: {
         started: {
           target: 'running',

@@ -37,7 +37,6 @@ import {
   type PlaceInput,
   type PlaceOutcome,
   type Route,
-  type StartInput,
   type StopInput,
   timeoutClock,
 } from './machine.js';
@@ -172,11 +171,11 @@ class Orchestrator {
     this.output = new OutputReader(this.runs, this.justEnded, deps.storage, (job, run) => this.logSource(job, run));
     this.machine = jobMachine.provide({
       actors: {
-        start: fromCallback<EventObject, StartInput>(({ input, sendBack }) => this.start(input, sendBack)),
         stop: fromCallback<EventObject, StopInput>(({ input, sendBack }) => this.stop(input, sendBack)),
         place: fromPromise<PlaceOutcome, PlaceInput>(({ input, signal }) => this.place(input, signal)),
       },
       actions: {
+        start: ({ context }) => this.start(context),
         enqueue: ({ context }) => this.scheduler.add(this.run(context)),
         dequeue: ({ context }) => this.scheduler.remove(context.jobId),
         noteWaiting: ({ context }, { reason }) => this.noteWaiting(this.run(context), reason),
@@ -353,16 +352,20 @@ class Orchestrator {
     return this.remote !== null && job.node !== null && job.requester === null && !this.actor.system.isHere(job.node);
   }
 
-  /** The invoked `start`: asks the executor to start the run; how it went is reported (see started()). */
-  private start(input: StartInput, sendBack: (event: JobMachineEvent) => void): void {
-    const run = this.run(input);
-    const refused = input.placedStart?.start_refused;
-    if (refused) return queueMicrotask(() => sendBack({ type: 'fault', reason: refused }));
+  /**
+   * The machine's `start`: asks the executor to start the run; how it went is reported (see
+   * started()). The job stays `starting` until that report or the `fault` sent here, so neither
+   * can reach a later state.
+   */
+  private start(ctx: JobMachineContext): void {
+    const run = this.run(ctx);
+    const refused = ctx.placedStart?.start_refused;
+    if (refused) return queueMicrotask(() => run.send({ type: 'fault', reason: refused }));
     // Started with its reserve: its run exists there, and the remote executor only follows it (its id names the provider).
-    const job = input.placedStart?.started ? { ...run.job, container_id: run.job.node } : run.job;
+    const job = ctx.placedStart?.started ? { ...run.job, container_id: run.job.node } : run.job;
     this.executorOf(run)
       .start(run.secrets ? { ...job, secrets: run.secrets } : job)
-      .catch((e: unknown) => sendBack({ type: 'fault', reason: errorText(e) }));
+      .catch((e: unknown) => run.send({ type: 'fault', reason: errorText(e) }));
   }
 
   /** An executor reported how starts went. */

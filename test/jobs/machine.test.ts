@@ -10,10 +10,10 @@ function job(timeoutS?: number) {
   const effects: string[] = [];
   const machine = jobMachine.provide({
     actors: {
-      start: fromCallback(() => void effects.push('start')),
       stop: fromCallback<EventObject, StopInput>(({ input }) => void effects.push(`stop(${input.reason})`)),
     },
     actions: {
+      start: () => void effects.push('start'),
       persistRunning: ({ context }) => effects.push(`persistRunning(${context.reason})`),
       watch: () => effects.push('watch'),
       finish: ({ context }, { status }) => effects.push(`finish(${status}: ${context.reason})`),

@@ -187,6 +187,31 @@ describe('placement as one statechart', () => {
     expect(fresh.value()).toEqual({ pending: 'queued' });
   });
 
+  it('forgets a refusal here once it is queued again, whichever way it came back', async () => {
+    // Refused here with nobody to go to, then offered when a peer joined: each way back to the
+    // queue starts over, so a peer joining does not send it out before this node answers again.
+    const refusedThenOffered = (answers: PlaceOutcome[]) => {
+      const j = job({}, answers);
+      j.actor.send({ type: 'refused', reason: 'full', peers: 0 });
+      j.actor.send({ type: 'peer_joined' });
+      expect(j.value()).toEqual({ pending: 'offering' });
+      return j;
+    };
+    const wonHere = refusedThenOffered([{ node: 'self', here: true }]);
+    const freed = refusedThenOffered([{ waiting: 'no bids' }]);
+    const bounced = refusedThenOffered([{ node: 'b', here: false }]);
+    await advance();
+    freed.actor.send({ type: 'resources_freed' });
+    expect(bounced.value()).toBe('starting');
+    bounced.actor.send({ type: 'fault', reason: 'image not allowed there' });
+    for (const j of [wonHere, freed, bounced]) {
+      expect(j.value()).toEqual({ pending: 'queued' });
+      expect(j.context().refusedHere).toBe(false);
+      j.actor.send({ type: 'peer_joined' });
+      expect(j.value()).toEqual({ pending: 'queued' });
+    }
+  });
+
   it('a cancel while offering stops the offer (its signal aborts, so a late reservation is let go) and fails the job', async () => {
     const j = job({ route: 'network' }, []);
     await advance();
