@@ -42,8 +42,10 @@ const NullFiles = z
   .pipe(z.record(ContainerPathSchema, z.string()).refine((files) => Object.keys(files).length <= MAX_NULL_FILES, { error: `at most ${MAX_NULL_FILES} files` }));
 
 const count = z.string().regex(/^\d+$/, 'must be a whole number').transform(Number);
+/** The longest a timer waits (about 24.8 days); Node runs a longer delay after 1 ms. */
+const MAX_DURATION_MS = 2_147_483_647;
 const NullOptionsSchema = z.object({
-  DMS_NULL_DURATION_MS: count.default(0),
+  DMS_NULL_DURATION_MS: count.pipe(z.number().max(MAX_DURATION_MS, `at most ${MAX_DURATION_MS} ms (about 24.8 days)`)).default(0),
   DMS_NULL_EXIT_CODE: count.pipe(z.int().max(255)).default(0),
   DMS_NULL_STDOUT: z.string().optional(),
   DMS_NULL_STDERR: z.string().optional(),

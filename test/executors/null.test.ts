@@ -102,6 +102,9 @@ describe('null executor', () => {
     expect(e).toBeInstanceOf(DmsError);
     expect((e as DmsError).kind).toBe('invalid');
     expect((e as DmsError).message).toContain('DMS_NULL_EXIT_CODE');
+    // Longer than a timer can wait: refused, not run for a millisecond (Node cuts such a delay to 1 ms).
+    const long = await executor.start(nullJob({ DMS_NULL_DURATION_MS: '99999999999999999999' })).catch((e: unknown) => e);
+    expect(long).toMatchObject({ kind: 'invalid', message: expect.stringContaining('DMS_NULL_DURATION_MS') });
   });
 
   it('reports every known job missing after a restart', async () => {
