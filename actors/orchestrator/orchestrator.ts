@@ -352,11 +352,7 @@ class Orchestrator {
     return this.remote !== null && job.node !== null && job.requester === null && !this.actor.system.isHere(job.node);
   }
 
-  /**
-   * The machine's `start`: asks the executor to start the run; how it went is reported (see
-   * started()). The job stays `starting` until that report or the `fault` sent here, so neither
-   * can reach a later state.
-   */
+  /** The machine's `start`: asks the executor; `starting` waits for its report (started()) or the `fault` sent here. */
   private start(ctx: JobMachineContext): void {
     const run = this.run(ctx);
     const refused = ctx.placedStart?.start_refused;
