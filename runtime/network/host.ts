@@ -62,6 +62,15 @@ const PING_TIMEOUT_MS = 20_000;
  * long is given up by the ping anyway.
  */
 const IDENTIFY_TIMEOUT_MS = 20_000;
+/**
+ * Ping streams a connection may have open each way. libp2p's default of one outbound stream
+ * is shared with its connection monitor, whose ping fails when it cannot open one, and a
+ * failed monitor ping aborts the connection: a `dms peers ping`, or the monitor's own ping
+ * outliving its 10-s interval (PING_TIMEOUT_MS is 20 s), dropped the peer. This node's own
+ * pings of a peer share one stream (./pings.ts), the monitor overlaps itself at most twice
+ * before it gives up; a peer's are accepted with the same room and one to spare.
+ */
+const PING_STREAMS = { maxOutboundStreams: 4, maxInboundStreams: 5 };
 
 export interface HostOptions {
   /** The node key: the libp2p identity is this key, so peer id = the node's `addr.host`. */
@@ -120,7 +129,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
 
   const services: Libp2pOptions<DmsServices>['services'] = {
     identify: identify({ timeout: IDENTIFY_TIMEOUT_MS }),
-    ping: ping(),
+    ping: ping(PING_STREAMS),
     dht: kadDHT({
       protocol: opts.protocolId ?? DEFAULT_DHT_PROTOCOL,
       // Every DMS node serves the private DHT: libp2p's automatic mode would keep nodes

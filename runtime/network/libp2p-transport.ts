@@ -12,6 +12,7 @@ import { OutboundChannel } from './channel.js';
 import { encodeFrame, frameDecoder, frameText, utf8Length } from './frames.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
+import { SharedPings } from './pings.js';
 import { GreetedPeers } from './score.js';
 
 /** The unicast stream protocol (README "Network"). */
@@ -98,6 +99,7 @@ export class Libp2pTransport implements Transport {
   private stopped = false;
   /** Lines about connections closed on an error. */
   private readonly connectionWarnings = new LogGate(CONNECTION_WARN_EVERY_MS);
+  private readonly pings = new SharedPings((peer, signal) => this.node.services.ping.ping(peerIdFromString(peer), { signal }));
 
   /** Builds the host, wires the transport into it, then starts it. */
   static async create(opts: HostOptions & TransportOptions): Promise<Libp2pTransport> {
@@ -248,7 +250,7 @@ export class Libp2pTransport implements Transport {
     const peerId = parsePeerId(peer);
     if (!peerId) throw invalid(`'${peer}' is not a libp2p peer id`);
     try {
-      return await this.node.services.ping.ping(peerId, { signal: AbortSignal.timeout(timeoutMs) });
+      return await this.pings.of(peerId.toString(), timeoutMs);
     } catch (e) {
       throw new DmsError('unroutable', `ping to peer ${peer} failed: ${errorText(e)}`, { cause: e });
     }

@@ -146,6 +146,26 @@ describe('Libp2pTransport, two nodes', () => {
     expect(await a.transport.ping(b.transport.host, 20_000)).toBeGreaterThanOrEqual(0);
   });
 
+  it('answers pings asked at once, and keeps the connection: libp2p aborts one whose own ping cannot open a stream', async () => {
+    // libp2p allowed one outbound ping stream per connection, which its connection monitor
+    // shares: a second ping meanwhile failed, and the monitor's failing aborted the connection
+    // (a CI run lost a provider mid-test to it). Pings of one peer now share one stream.
+    const connection = () => a.transport.node.getConnections().find((c) => c.remotePeer.toString() === b.transport.host);
+    const before = connection();
+    const rtts = await Promise.all(Array.from({ length: 5 }, (_, i) => a.transport.ping(b.transport.host, 5_000 + i)));
+    for (const rtt of rtts) expect(rtt).toBeGreaterThanOrEqual(0);
+    // Beside them, pings this transport does not make (as the connection monitor's, two when one outlives its interval).
+    const libp2pPing = () => a.transport.node.services.ping.ping(connection()!.remotePeer, { signal: AbortSignal.timeout(5_000) });
+    const beside = await Promise.allSettled([libp2pPing(), libp2pPing(), a.transport.ping(b.transport.host)]);
+    expect(beside.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    // Each caller still waits only as long as it said, though the ping it shares may wait longer.
+    const [short, long] = await Promise.allSettled([a.transport.ping(b.transport.host, 0), a.transport.ping(b.transport.host, 20_000)]);
+    expect(short.status).toBe('rejected');
+    expect(long.status).toBe('fulfilled');
+    expect(connection()?.status).toBe('open');
+    expect(connection()).toBe(before);
+  });
+
   it('rejects unroutable destinations, bounded by the lookup timeout, and clearly', async () => {
     const stranger = KeyPair.generate().peerId;
     const started = Date.now();
