@@ -67,8 +67,8 @@ const IDENTIFY_TIMEOUT_MS = 20_000;
  * is shared with its connection monitor, whose ping fails when it cannot open one, and a
  * failed monitor ping aborts the connection: a `dms peers ping`, or the monitor's own ping
  * outliving its 10-s interval (PING_TIMEOUT_MS is 20 s), dropped the peer. This node's own
- * pings of a peer share one stream (./pings.ts), the monitor overlaps itself at most twice
- * before it gives up; a peer's are accepted with the same room and one to spare.
+ * pings of a peer share one stream (./pings.ts) and the monitor's (every 10 s, each waiting up
+ * to 20 s) overlap three at most; a peer's are accepted with the same room and one to spare.
  */
 const PING_STREAMS = { maxOutboundStreams: 4, maxInboundStreams: 5 };
 

@@ -43,21 +43,22 @@ export class SharedPings {
 
   private start(peer: string, until: number): SharedPing {
     const abort = new AbortController();
+    const shared: SharedPing = { result: this.ping(peer, abort.signal), until };
     let timer: NodeJS.Timeout;
-    const shared: SharedPing = { until, result: Promise.resolve(0) };
     const check = () => {
       const left = shared.until - Date.now();
       if (left > 0) timer = setTimeout(check, left);
       else abort.abort(new DmsError('timeout', 'no caller waits for the ping any more'));
     };
     timer = setTimeout(check, until - Date.now());
-    shared.result = this.ping(peer, abort.signal).finally(() => {
-      clearTimeout(timer);
-      this.inFlight.delete(peer);
-    });
-    // A caller that gave up first leaves the shared ping's failure to nobody.
-    shared.result.catch(() => undefined);
     this.inFlight.set(peer, shared);
+    // Whoever waits on it hears how it went; a caller that gave up first leaves its failure to nobody.
+    shared.result
+      .catch(() => undefined)
+      .finally(() => {
+        clearTimeout(timer);
+        this.inFlight.delete(peer);
+      });
     return shared;
   }
 }
