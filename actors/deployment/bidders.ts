@@ -15,6 +15,7 @@ import { labelMismatch, locationMismatch } from '../../behaviors/jobs/fit.js';
 import type { Placement } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { errorText } from '../../runtime/errors.js';
+import { rememberNewest } from '../../runtime/bounded-map.js';
 import { DISCOVERY_INBOX } from '../discovery.js';
 import { type ProviderTrust, untrustedReason } from '../orchestrator/trust.js';
 
@@ -38,9 +39,7 @@ export class Bidders {
   ) {}
 
   exclude(node: string, reason: string): void {
-    this.excluded.delete(node);
-    this.excluded.set(node, { until: Date.now() + EXCLUDE_MS, reason });
-    if (this.excluded.size > MAX_EXCLUDED) this.excluded.delete(this.excluded.keys().next().value!);
+    rememberNewest(this.excluded, node, { until: Date.now() + EXCLUDE_MS, reason }, MAX_EXCLUDED);
   }
 
   /** Why bids from a node cannot be taken for a job with this placement (and secrets or not). */

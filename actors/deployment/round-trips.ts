@@ -1,3 +1,5 @@
+import { rememberNewest } from '../../runtime/bounded-map.js';
+
 /**
  * Round-trip times from this node to its peers (libp2p ping), as a bid for a part that must run
  * `near` another part's node reports them (README "Ensembles"). A requester picks the peer
@@ -37,9 +39,7 @@ export class RoundTrips {
     this.inFlight.set(peer, measured);
     const rtt = await measured;
     this.inFlight.delete(peer);
-    this.kept.delete(peer);
-    this.kept.set(peer, { at: Date.now(), rtt });
-    if (this.kept.size > this.opts.maxKept) this.kept.delete(this.kept.keys().next().value!);
+    rememberNewest(this.kept, peer, { at: Date.now(), rtt }, this.opts.maxKept);
     return rtt;
   }
 }

@@ -1,3 +1,5 @@
+import { rememberNewest } from '../../runtime/bounded-map.js';
+
 /**
  * Requesters that reserve and then do not start: a lease that runs out, or one released unstarted,
  * is a strike. Genuine requesters start at once (a start that fails is rare); a node that keeps
@@ -22,9 +24,7 @@ export class Strikes {
   strike(requester: string, weight = 1, now = Date.now()): void {
     const times = this.live(requester, now) ?? [];
     for (let i = 0; i < weight; i++) times.push(now);
-    this.byRequester.delete(requester);
-    this.byRequester.set(requester, times);
-    if (this.byRequester.size > this.limits.maxRequesters) this.byRequester.delete(this.byRequester.keys().next().value!);
+    rememberNewest(this.byRequester, requester, times, this.limits.maxRequesters);
   }
 
   /** Why `requester` may not reserve now, or null when it may. */

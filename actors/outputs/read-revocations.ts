@@ -16,6 +16,7 @@ import { signatureValid, type Token, tokenFromText, tokenId, tokenToText } from 
 import { DmsError } from '../../runtime/errors.js';
 import { writeJsonAtomic } from '../../runtime/files.js';
 import { isExpired, nowNs } from '../../runtime/time.js';
+import { rememberNewest } from '../../runtime/bounded-map.js';
 
 const SUFFIX = '.revoked.json';
 
@@ -69,9 +70,7 @@ export class ReadRevocations {
   }
 
   private remember(jobId: string, held: JobRevocations): void {
-    this.cache.delete(jobId);
-    if (this.cache.size >= CACHED_JOBS) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(jobId, held);
+    rememberNewest(this.cache, jobId, held, CACHED_JOBS);
   }
 
   private load(jobId: string): JobRevocations {
