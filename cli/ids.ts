@@ -55,12 +55,13 @@ export async function resolveEnsembleId(rest: RestClient, given: string): Promis
   const list = await rest.get<{ id: string; name: string; status: string }[]>('/api/v1/ensembles?limit=100');
   const ids = list.map((e) => e.id);
   const prefix = given.trim().toLowerCase();
-  if (prefix && ids.filter((id) => id.startsWith(prefix)).length === 1) return pickByPrefix('ensemble', given, ids);
+  const matches = prefix ? ids.filter((id) => id.startsWith(prefix)) : [];
+  if (matches.length === 1) return matches[0];
   const name = given.trim();
   const named = list.filter((e) => e.name === name);
   if (named.length === 1) return named[0].id;
   if (named.length > 1) throw new CliError(`${named.length} ensembles are named '${name}': ${named.map((e) => `${shortId(e.id)} (${e.status})`).join(', ')}; give its id`);
-  if (prefix && !ids.some((id) => id.startsWith(prefix))) throw new CliError(`no ensemble id starts with '${prefix}', and none is named '${name}'`);
+  if (prefix && matches.length === 0) throw new CliError(`no ensemble id starts with '${prefix}', and none is named '${name}'`);
   // No id, or one several ids start with: the prefix's own refusal says which.
   return pickByPrefix('ensemble', given, ids);
 }
