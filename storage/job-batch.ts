@@ -1,15 +1,17 @@
 /**
  * The job table's SQL, written directly: a group commit, and reading jobs by id (`readJobRows`).
  * Through the ORM's unit of work a batch spends more on change tracking than SQLite spends
- * storing it; written directly it is one SELECT of the jobs it changes, then one INSERT … ON
- * CONFLICT DO UPDATE for every job it creates or changes and one INSERT for its events, in one
- * transaction (withBatchConnection). The rules (what a new job is,
+ * storing it; written directly it is one SELECT of the jobs it changes that were not written
+ * lately (RecentJobRows), then one INSERT for the jobs it creates, one INSERT … ON CONFLICT DO
+ * UPDATE for those it changes and one INSERT for its events, in one transaction
+ * (withBatchConnection). The rules (what a new job is,
  * which transitions are allowed) are ./job-rules.ts, the same the repository's other writes
  * apply. Columns and their encoding follow the migrations and the ORM's mapping (JSON as
  * text, times as epoch milliseconds): a new job column must be added here as well.
  */
 import type { EntityManager, MikroORM } from '@mikro-orm/sqlite';
-import type { Job, JobSpecInput } from '../behaviors/jobs/schema.js';
+import { isTerminal, type Job, type JobSpecInput } from '../behaviors/jobs/schema.js';
+import { rememberNewest } from '../runtime/bounded-map.js';
 import { DmsError, notFound } from '../runtime/errors.js';
 import {
   creationEvent,
@@ -138,17 +140,52 @@ export async function withBatchConnection<T>(orm: MikroORM, fn: (conn: BatchConn
   }
 }
 
-/** Applies `writes` in order in one transaction (see JobRepository.commitAll). */
-export async function writeBatch(conn: BatchConnection, writes: readonly JobWrite[]): Promise<JobWriteResult[]> {
-  const wanted = new Set<string>();
-  for (const w of writes) {
-    if (w.op === 'update') wanted.add(w.id);
-    else if (w.opts?.id !== undefined) wanted.add(w.opts.id);
-  }
-  const rows = new Map<string, JobRow>();
-  for (const row of await selectJobRows(conn.all, [...wanted])) rows.set(row.id, row);
+/**
+ * The stored columns of the jobs this process wrote last that have not ended, by id: what a
+ * batch would otherwise read back before changing them. Every write to the job table is a
+ * group commit of the one repository over the database (`JobRepository.commitAll`), so what
+ * it last committed is what is stored. Kept as the stored values, not as rows: a row handed
+ * to a caller (as a Job) could be changed by it, a string cannot.
+ */
+export type RecentJobRows = Map<string, readonly unknown[]>;
 
-  const touched = new Set<JobRow>();
+/** Jobs under way whose stored columns a repository keeps (RecentJobRows): beyond it, a change reads its row first. */
+export const RECENT_JOB_ROWS = 2048;
+
+/**
+ * Applies `writes` in order in one transaction (see JobRepository.commitAll). Jobs in `recent`
+ * are not read back. A new job with an id given (one placed here by another node) is not
+ * looked for first when nothing else needs reading: it is inserted, and an id already stored
+ * fails that transaction, which is then written again the way that reads every id first.
+ */
+export async function writeBatch(conn: BatchConnection, writes: readonly JobWrite[], recent: RecentJobRows = new Map()): Promise<JobWriteResult[]> {
+  try {
+    return await writeOnce(conn, writes, recent, true);
+  } catch (e) {
+    if (!isIdTaken(e)) throw e;
+    return writeOnce(conn, writes, recent, false);
+  }
+}
+
+/** `trustNewIds`: a new job's given id that nothing else made the batch read is taken to be free. */
+async function writeOnce(conn: BatchConnection, writes: readonly JobWrite[], recent: RecentJobRows, trustNewIds: boolean): Promise<JobWriteResult[]> {
+  const rows = new Map<string, JobRow>();
+  const unread = new Set<string>();
+  const newIds: string[] = [];
+  for (const w of writes) {
+    const id = w.op === 'update' ? w.id : w.opts?.id;
+    if (id === undefined || rows.has(id)) continue;
+    const known = recent.get(id);
+    if (known) rows.set(id, rowOf(known));
+    else if (w.op === 'update') unread.add(id);
+    else newIds.push(id);
+  }
+  // Whether a given id is taken costs nothing to ask on a read made anyway.
+  if (unread.size > 0 || !trustNewIds) for (const id of newIds) unread.add(id);
+  if (unread.size > 0) for (const row of await selectJobRows(conn.all, [...unread])) rows.set(row.id, row);
+
+  const created = new Set<JobRow>();
+  const changed = new Set<JobRow>();
   const events: NewJobEvent[] = [];
   const now = new Date();
   const results = writes.map((w): JobWriteResult => {
@@ -158,14 +195,15 @@ export async function writeBatch(conn: BatchConnection, writes: readonly JobWrit
         if (w.opts?.id !== undefined && rows.has(w.opts.id)) throw new DmsError('conflict', `job ${w.opts.id} already exists`);
         row = newJobRow(w.spec, w.opts ?? {}, now);
         rows.set(row.id, row);
+        created.add(row);
         events.push(creationEvent(row));
       } else {
         const found = rows.get(w.id);
         if (!found) throw notFound(`job ${w.id} not found`);
         row = found;
         events.push(transition(row, w.change, now));
+        if (!created.has(row)) changed.add(row);
       }
-      touched.add(row);
       // A snapshot: later writes of the batch may change the row again.
       return { ok: true, job: toJob(row) };
     } catch (e) {
@@ -174,18 +212,33 @@ export async function writeBatch(conn: BatchConnection, writes: readonly JobWrit
     }
   });
 
+  const columns = new Map<JobRow, unknown[]>();
+  for (const row of [...created, ...changed]) columns.set(row, toColumns(row));
   const statements: string[] = [];
-  for (const part of chunks([...touched], JOB_ROWS_PER_STATEMENT)) {
-    const sql = `insert into \`job\` (${names(JOB_COLUMNS)}) values ${tuples(part.length, JOB_COLUMNS.length)} ${UPSERT_TAIL}`;
-    statements.push(conn.format(sql, part.flatMap(toColumns)));
+  // New jobs are inserted, never upserted: an id already stored fails the transaction rather than overwriting its job.
+  for (const [set, tail] of [[created, ''], [changed, ` ${UPSERT_TAIL}`]] as const) {
+    for (const part of chunks([...set], JOB_ROWS_PER_STATEMENT)) {
+      const sql = `insert into \`job\` (${names(JOB_COLUMNS)}) values ${tuples(part.length, JOB_COLUMNS.length)}${tail}`;
+      statements.push(conn.format(sql, part.flatMap((row) => columns.get(row)!)));
+    }
   }
   for (const part of chunks(events, EVENT_ROWS_PER_STATEMENT)) {
     const sql = `insert into \`job_event\` (${names(EVENT_COLUMNS)}) values ${tuples(part.length, EVENT_COLUMNS.length)}`;
     statements.push(conn.format(sql, part.flatMap((e) => [e.job_id, e.at.getTime(), e.from_status, e.to_status, e.reason])));
   }
   if (statements.length > 0) await conn.commit(statements);
+  for (const [row, stored] of columns) {
+    if (isTerminal(row.status)) recent.delete(row.id);
+    else rememberNewest(recent, row.id, stored, RECENT_JOB_ROWS);
+  }
   return results;
 }
+
+/** SQLite refusing a new job's row because its id is stored already. */
+const isIdTaken = (e: unknown): boolean => e instanceof Error && /UNIQUE constraint failed: job\.id\b/.test(e.message);
+
+/** A row from its stored columns (JOB_COLUMNS' order), as a read would give it. */
+const rowOf = (stored: readonly unknown[]): JobRow => fromColumns(Object.fromEntries(JOB_COLUMNS.map((c, i) => [c, stored[i]])));
 
 function toColumns(row: JobRow): unknown[] {
   return [

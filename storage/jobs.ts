@@ -1,7 +1,7 @@
 import { type MikroORM, raw } from '@mikro-orm/sqlite';
 import type { Job, JobEvent, JobSpecInput, JobStatus } from '../behaviors/jobs/schema.js';
 import { JobEntity, JobEventEntity } from './entities.js';
-import { type JobWrite, type JobWriteResult, readJobRows, withBatchConnection, writeBatch } from './job-batch.js';
+import { type JobWrite, type JobWriteResult, readJobRows, type RecentJobRows, withBatchConnection, writeBatch } from './job-batch.js';
 import type { JobChange, JobCreateOptions, JobEventRow } from './job-rules.js';
 import { toJob } from './job-rules.js';
 
@@ -23,6 +23,9 @@ export interface JobListOptions extends JobFilter {
 }
 
 export class JobRepository {
+  /** What this repository last committed of the jobs under way: the only writer of the job table. */
+  private readonly recent: RecentJobRows = new Map();
+
   constructor(private readonly orm: MikroORM) {}
 
   /**
@@ -71,7 +74,7 @@ export class JobRepository {
    */
   async commitAll(writes: readonly JobWrite[]): Promise<JobWriteResult[]> {
     if (writes.length === 0) return [];
-    return withBatchConnection(this.orm, (conn) => writeBatch(conn, writes));
+    return withBatchConnection(this.orm, (conn) => writeBatch(conn, writes, this.recent));
   }
 }
 

@@ -53,6 +53,27 @@ describe('group commit (JobRepository.commitAll)', () => {
       'running→completed: exited with code 0',
     ]);
   });
+  it('refuses a new job under an id stored by an earlier run, keeping the rest of its batch', async () => {
+    const [first] = await storage.jobs.commitAll([{ op: 'create', spec }]);
+    if (!first.ok) return expect.fail(first.error.message);
+    const id = first.job.id;
+    // A repository that wrote nothing yet (the node restarted) inserts a given id unread.
+    await storage.close();
+    storage = await openStorage(path);
+    const again = await storage.jobs.commitAll([
+      { op: 'create', spec, opts: { id } },
+      { op: 'create', spec: { ...spec, name: 'other' } },
+      { op: 'update', id, change: { status: 'running', reason: 'started' } },
+    ]);
+    expect(again.map((r) => (r.ok ? r.job.status : `${r.error.kind}: ${r.error.message}`))).toEqual([`conflict: job ${id} already exists`, 'pending', 'running']);
+    expect(await storage.jobs.count()).toBe(2);
+    expect((await storage.events.listFor(id)).map((e) => e.to_status)).toEqual(['pending', 'running']);
+    // Ended, it is no longer among the jobs the repository remembers: the id is found taken all the same.
+    await storage.jobs.commitAll([{ op: 'update', id, change: { status: 'completed', reason: 'done', exit_code: 0 } }]);
+    const [late] = await storage.jobs.commitAll([{ op: 'create', spec, opts: { id } }]);
+    expect(late).toMatchObject({ ok: false, error: { kind: 'conflict' } });
+    expect(await storage.jobs.get(id)).toMatchObject({ status: 'completed', exit_code: 0 });
+  });
 });
 
 describe('job journal', () => {
