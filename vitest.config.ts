@@ -102,6 +102,7 @@ const NODE = [
   'test/security/rest-hardening.test.ts',
   'test/security/reply-binding.test.ts',
   'test/storage/migrations.test.ts',
+  'test/storage/promise-hooks.test.ts',
   'test/storage/storage.test.ts',
 ];
 

@@ -4,6 +4,7 @@ import type { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRequestSchema, type Allocation, type AllocationRequest } from '../behaviors/jobs/schema.js';
 import { parseWith } from '../runtime/issues.js';
 import { notFound } from '../runtime/errors.js';
+import { dateColumn, jsonColumn, withConnection } from './connection.js';
 import { AllocationEntity } from './entities.js';
 
 type AllocationRow = InferEntity<typeof AllocationEntity>;
@@ -23,15 +24,17 @@ export class AllocationRepository {
 
   async create(request: AllocationRequest): Promise<Allocation> {
     const valid = parseWith(AllocationRequestSchema, request, 'allocation');
-    const em = this.orm.em.fork();
-    const row = em.create(AllocationEntity, {
-      id: randomUUID(),
-      resources: valid.resources,
-      job_id: valid.job_id ?? null,
-      created_at: new Date(),
-      released_at: null,
-    });
-    await em.flush();
+    const row: AllocationRow = { id: randomUUID(), resources: valid.resources, job_id: valid.job_id ?? null, created_at: new Date(), released_at: null };
+    await withConnection(this.orm, (conn) =>
+      conn.commit([
+        conn.format('insert into `allocation` (`id`, `resources`, `job_id`, `created_at`, `released_at`) values (?, ?, ?, ?, null)', [
+          row.id,
+          JSON.stringify(row.resources),
+          row.job_id,
+          row.created_at.getTime(),
+        ]),
+      ]),
+    );
     return toAllocation(row);
   }
 
@@ -55,25 +58,42 @@ export class AllocationRepository {
 
   /** Releases an allocation. Releasing twice keeps the first release time, so retries are safe. */
   async release(id: string): Promise<Allocation> {
-    const row = await this.orm.em.fork().transactional(async (em) => {
-      const row = await em.findOne(AllocationEntity, { id });
-      if (!row) throw notFound(`allocation ${id} not found`);
-      row.released_at ??= new Date();
-      return row;
-    });
+    const [row] = await this.releaseWhere('`id` = ?', [id], { all: true });
+    if (!row) throw notFound(`allocation ${id} not found`);
     return toAllocation(row);
   }
 
   /** Releases everything a job still holds (when it ends); returns what was released. */
   async releaseForJob(jobId: string): Promise<Allocation[]> {
-    const rows = await this.orm.em.fork().transactional(async (em) => {
-      const rows = await em.find(AllocationEntity, { job_id: jobId, released_at: null });
+    return (await this.releaseWhere('`job_id` = ?', [jobId], { all: false })).map(toAllocation);
+  }
+
+  /**
+   * Marks the held allocations `where` selects released now, and returns them (`all`: the
+   * released ones it selects too, as they were), oldest first.
+   */
+  private releaseWhere(where: string, params: unknown[], opts: { all: boolean }): Promise<AllocationRow[]> {
+    return withConnection(this.orm, async (conn) => {
+      const held = opts.all ? '' : ' and `released_at` is null';
+      const rows = (await conn.all(`select * from \`allocation\` where ${where}${held} order by \`created_at\`, \`id\``, params)).map(rowOf);
       const now = new Date();
-      for (const row of rows) row.released_at = now;
+      const releasing = rows.filter((r) => r.released_at === null);
+      for (const row of releasing) row.released_at = now;
+      // The same rows the read found: the connection is held, nothing else writes meanwhile.
+      if (releasing.length > 0) await conn.commit([conn.format(`update \`allocation\` set \`released_at\` = ? where ${where} and \`released_at\` is null`, [now.getTime(), ...params])]);
       return rows;
     });
-    return rows.map(toAllocation);
   }
+}
+
+function rowOf(r: Record<string, unknown>): AllocationRow {
+  return {
+    id: String(r.id),
+    resources: jsonColumn(r.resources),
+    job_id: r.job_id === null || r.job_id === undefined ? null : String(r.job_id),
+    created_at: dateColumn(r.created_at),
+    released_at: r.released_at === null || r.released_at === undefined ? null : dateColumn(r.released_at),
+  };
 }
 
 function toAllocation(row: AllocationRow): Allocation {

@@ -1,6 +1,7 @@
 import type { MikroORM } from '@mikro-orm/sqlite';
 import { DeviceSettingsPatchSchema, DeviceSettingsSchema, type DeviceSettings, type DeviceSettingsPatch } from '../behaviors/jobs/schema.js';
 import { parseWith } from '../runtime/issues.js';
+import { jsonColumn, withConnection } from './connection.js';
 import { DeviceSettingEntity } from './entities.js';
 
 const ROW_ID = 1;
@@ -18,16 +19,22 @@ export class DeviceRepository {
   /** Merges `patch` over the stored settings (top-level fields replace) and returns the result. */
   async put(patch: DeviceSettingsPatch): Promise<DeviceSettings> {
     const changes = parseWith(DeviceSettingsPatchSchema, patch, 'device settings');
-    return this.orm.em.fork().transactional(async (em) => {
-      const row = await em.findOne(DeviceSettingEntity, { id: ROW_ID });
-      const current: DeviceSettings = row ? settingsOf(row) : DEFAULTS;
+    return withConnection(this.orm, async (conn) => {
+      const [row] = await conn.all('select * from `device_setting` where `id` = ?', [ROW_ID]);
+      const current: DeviceSettings = row
+        ? settingsOf({ name: String(row.name), location: jsonColumn(row.location), labels: jsonColumn(row.labels), onboarded: jsonColumn(row.onboarded) })
+        : DEFAULTS;
       const next = parseWith(DeviceSettingsSchema, { ...current, ...changes }, 'device settings');
-      if (row) em.assign(row, next);
-      else em.create(DeviceSettingEntity, { id: ROW_ID, ...next });
+      const values = [ROW_ID, next.name, JSON.stringify(next.location), JSON.stringify(next.labels), next.onboarded === null ? null : JSON.stringify(next.onboarded)];
+      await conn.commit([conn.format(UPSERT, values)]);
       return next;
     });
   }
 }
+
+const UPSERT =
+  'insert into `device_setting` (`id`, `name`, `location`, `labels`, `onboarded`) values (?, ?, ?, ?, ?) ' +
+  'on conflict (`id`) do update set `name` = excluded.`name`, `location` = excluded.`location`, `labels` = excluded.`labels`, `onboarded` = excluded.`onboarded`';
 
 function settingsOf(row: { name: string; location: DeviceSettings['location']; labels?: DeviceSettings['labels'] | null; onboarded?: DeviceSettings['onboarded'] | null }): DeviceSettings {
   return { name: row.name, location: row.location, labels: row.labels ?? {}, onboarded: row.onboarded ?? null };

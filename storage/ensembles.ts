@@ -7,6 +7,7 @@ import type { InferEntity } from '@mikro-orm/core';
 import type { MikroORM } from '@mikro-orm/sqlite';
 import type { EnsembleSpec, EnsembleStatus } from '../behaviors/ensembles/schema.js';
 import { notFound } from '../runtime/errors.js';
+import { dateColumn, jsonColumn, withConnection } from './connection.js';
 import { EnsembleEntity } from './entities.js';
 
 export type EnsembleRow = InferEntity<typeof EnsembleEntity>;
@@ -22,10 +23,9 @@ export class EnsembleRepository {
   constructor(private readonly orm: MikroORM) {}
 
   async create(id: string, spec: EnsembleSpec): Promise<EnsembleRow> {
-    const em = this.orm.em.fork();
     const now = new Date();
-    const row = em.create(EnsembleEntity, { id, name: spec.name, spec, status: 'pending', reason: null, attempts: 0, restarts: {}, created_at: now, updated_at: now });
-    await em.flush();
+    const row: EnsembleRow = { id, name: spec.name, spec, status: 'pending', reason: null, attempts: 0, restarts: {}, created_at: now, updated_at: now };
+    await withConnection(this.orm, (conn) => conn.commit([conn.format(INSERT, valuesOf(row))]));
     return row;
   }
 
@@ -46,15 +46,47 @@ export class EnsembleRepository {
   }
 
   async update(id: string, change: EnsembleChange): Promise<EnsembleRow> {
-    return this.orm.em.fork().transactional(async (em) => {
-      const row = await em.findOne(EnsembleEntity, { id });
-      if (!row) throw notFound(`ensemble ${id} not found`);
+    return withConnection(this.orm, async (conn) => {
+      const [stored] = await conn.all('select * from `ensemble` where `id` = ?', [id]);
+      if (!stored) throw notFound(`ensemble ${id} not found`);
+      const row = rowOf(stored);
       if (change.status !== undefined) row.status = change.status;
       if (change.reason !== undefined) row.reason = change.reason;
       if (change.attempts !== undefined) row.attempts = change.attempts;
       if (change.restarts !== undefined) row.restarts = change.restarts;
       row.updated_at = new Date();
+      const values = [row.status, row.reason ?? null, row.attempts, JSON.stringify(row.restarts), row.updated_at.getTime(), row.id];
+      await conn.commit([conn.format('update `ensemble` set `status` = ?, `reason` = ?, `attempts` = ?, `restarts` = ?, `updated_at` = ? where `id` = ?', values)]);
       return row;
     });
   }
+}
+
+const COLUMNS = ['id', 'name', 'spec', 'status', 'reason', 'attempts', 'restarts', 'created_at', 'updated_at'] as const;
+const INSERT = `insert into \`ensemble\` (${COLUMNS.map((c) => `\`${c}\``).join(', ')}) values (${COLUMNS.map(() => '?').join(', ')})`;
+
+const valuesOf = (row: EnsembleRow): unknown[] => [
+  row.id,
+  row.name,
+  JSON.stringify(row.spec),
+  row.status,
+  row.reason ?? null,
+  row.attempts,
+  JSON.stringify(row.restarts),
+  row.created_at.getTime(),
+  row.updated_at.getTime(),
+];
+
+function rowOf(r: Record<string, unknown>): EnsembleRow {
+  return {
+    id: String(r.id),
+    name: String(r.name),
+    spec: jsonColumn(r.spec),
+    status: String(r.status) as EnsembleStatus,
+    reason: r.reason === null || r.reason === undefined ? null : String(r.reason),
+    attempts: Number(r.attempts),
+    restarts: jsonColumn(r.restarts) ?? {},
+    created_at: dateColumn(r.created_at),
+    updated_at: dateColumn(r.updated_at),
+  };
 }

@@ -4,15 +4,15 @@
  * storing it; written directly it is one SELECT of the jobs it changes that were not written
  * lately (RecentJobRows), then one INSERT for the jobs it creates, one INSERT … ON CONFLICT DO
  * UPDATE for those it changes and one INSERT for its events, in one transaction
- * (withBatchConnection). The rules (what a new job is,
- * which transitions are allowed) are ./job-rules.ts, the same the repository's other writes
- * apply. Columns and their encoding follow the migrations and the ORM's mapping (JSON as
+ * (./connection.ts). The rules (what a new job is, which transitions are allowed) are
+ * ./job-rules.ts. Columns and their encoding follow the migrations and the ORM's mapping (JSON as
  * text, times as epoch milliseconds): a new job column must be added here as well.
  */
-import type { EntityManager, MikroORM } from '@mikro-orm/sqlite';
+import type { EntityManager } from '@mikro-orm/sqlite';
 import { isTerminal, type Job, type JobSpecInput } from '../behaviors/jobs/schema.js';
 import { rememberNewest } from '../runtime/bounded-map.js';
 import { DmsError, notFound } from '../runtime/errors.js';
+import { dateColumn, jsonColumn, type SqlConnection } from './connection.js';
 import {
   creationEvent,
   type JobChange,
@@ -83,61 +83,12 @@ export async function readJobRows(em: EntityManager, ids: readonly string[]): Pr
 }
 
 /** The rows of the jobs `ids`, read through `all` (the ORM's connection, or a batch's). */
-async function selectJobRows(all: BatchConnection['all'], ids: readonly string[]): Promise<JobRow[]> {
+async function selectJobRows(all: SqlConnection['all'], ids: readonly string[]): Promise<JobRow[]> {
   const rows: JobRow[] = [];
   for (const part of chunks(ids, IDS_PER_SELECT)) {
     for (const r of await all(`select * from \`job\` where \`id\` in (${marks(part.length)})`, part)) rows.push(fromColumns(r));
   }
   return rows;
-}
-
-/** The node-sqlite3 database knex's pool lends: its one connection, so holding it holds the database for this process. */
-interface SqliteDatabase {
-  all(sql: string, cb: (err: Error | null, rows: Record<string, unknown>[]) => void): void;
-  exec(sql: string, cb: (err: Error | null) => void): void;
-}
-
-/** What a group commit says to SQLite, each a single call into it (node-sqlite3 runs each on libuv's pool). */
-export interface BatchConnection {
-  all(sql: string, params: readonly unknown[]): Promise<Record<string, unknown>[]>;
-  /** `sql` with `params` written in as literals. */
-  format(sql: string, params: readonly unknown[]): string;
-  /** Runs `statements` as one transaction: stored together, or none of them. */
-  commit(statements: readonly string[]): Promise<void>;
-}
-
-/**
- * Lends `fn` the database's connection for one group commit. Each call into node-sqlite3 is a
- * trip through libuv's pool and back to the event loop, which on a busy node waits behind
- * whatever else the loop runs: through the ORM a commit took five (BEGIN, SELECT, two INSERTs,
- * COMMIT) and 4–7 ms on a node placing jobs. Here the writes go in one `exec`, parameters
- * written into the SQL as the ORM's own `execute` writes them (the platform's formatQuery),
- * so a commit is one trip, two when it changes jobs it must read first. Holding the pool's one
- * connection keeps every other query of this process out until the commit is over.
- */
-export async function withBatchConnection<T>(orm: MikroORM, fn: (conn: BatchConnection) => Promise<T>): Promise<T> {
-  const connection = orm.em.getConnection();
-  const platform = orm.em.getPlatform();
-  await connection.ensureConnection();
-  const client = connection.getKnex().client;
-  const db = (await client.acquireConnection()) as SqliteDatabase;
-  const format = (sql: string, params: readonly unknown[]) => platform.formatQuery(sql, params as unknown[]);
-  try {
-    return await fn({
-      format,
-      all: (sql, params) => new Promise((resolve, reject) => db.all(format(sql, params), (err, rows) => (err ? reject(err) : resolve(rows)))),
-      commit: (statements) =>
-        new Promise((resolve, reject) =>
-          db.exec(`BEGIN IMMEDIATE;\n${statements.join(';\n')};\nCOMMIT;`, (err) => {
-            if (!err) return resolve();
-            // exec stops at the failing statement, its transaction still open: none of it may stay.
-            db.exec('ROLLBACK', () => reject(err));
-          }),
-        ),
-    });
-  } finally {
-    await client.releaseConnection(db);
-  }
 }
 
 /**
@@ -158,7 +109,7 @@ export const RECENT_JOB_ROWS = 2048;
  * looked for first when nothing else needs reading: it is inserted, and an id already stored
  * fails that transaction, which is then written again the way that reads every id first.
  */
-export async function writeBatch(conn: BatchConnection, writes: readonly JobWrite[], recent: RecentJobRows = new Map()): Promise<JobWriteResult[]> {
+export async function writeBatch(conn: SqlConnection, writes: readonly JobWrite[], recent: RecentJobRows = new Map()): Promise<JobWriteResult[]> {
   try {
     return await writeOnce(conn, writes, recent, true);
   } catch (e) {
@@ -168,7 +119,7 @@ export async function writeBatch(conn: BatchConnection, writes: readonly JobWrit
 }
 
 /** `trustNewIds`: a new job's given id that nothing else made the batch read is taken to be free. */
-async function writeOnce(conn: BatchConnection, writes: readonly JobWrite[], recent: RecentJobRows, trustNewIds: boolean): Promise<JobWriteResult[]> {
+async function writeOnce(conn: SqlConnection, writes: readonly JobWrite[], recent: RecentJobRows, trustNewIds: boolean): Promise<JobWriteResult[]> {
   const rows = new Map<string, JobRow>();
   const unread = new Set<string>();
   const newIds: string[] = [];
@@ -278,10 +229,10 @@ function fromColumns(r: Record<string, unknown>): JobRow {
     id: String(r.id),
     name: String(r.name),
     image: String(r.image),
-    command: json(r.command),
-    environment: json(r.environment),
-    secrets: r.secrets === null || r.secrets === undefined ? {} : json(r.secrets),
-    resources: json(r.resources),
+    command: jsonColumn(r.command),
+    environment: jsonColumn(r.environment),
+    secrets: r.secrets === null || r.secrets === undefined ? {} : jsonColumn(r.secrets),
+    resources: jsonColumn(r.resources),
     executor: String(r.executor),
     status: String(r.status) as JobRow['status'],
     node: text(r.node),
@@ -290,22 +241,20 @@ function fromColumns(r: Record<string, unknown>): JobRow {
     pending_reason: text(r.pending_reason),
     timeout_s: int(r.timeout_s),
     container_id: text(r.container_id),
-    placement: r.placement === null || r.placement === undefined ? null : json(r.placement),
+    placement: r.placement === null || r.placement === undefined ? null : jsonColumn(r.placement),
     requester: text(r.requester),
-    attempts: r.attempts === null || r.attempts === undefined ? [] : json(r.attempts),
-    outputs: r.outputs === null || r.outputs === undefined ? [] : json(r.outputs),
-    inputs: r.inputs === null || r.inputs === undefined ? [] : json(r.inputs),
+    attempts: r.attempts === null || r.attempts === undefined ? [] : jsonColumn(r.attempts),
+    outputs: r.outputs === null || r.outputs === undefined ? [] : jsonColumn(r.outputs),
+    inputs: r.inputs === null || r.inputs === undefined ? [] : jsonColumn(r.inputs),
     manifest: text(r.manifest),
-    ports: r.ports === null || r.ports === undefined ? [] : json(r.ports),
+    ports: r.ports === null || r.ports === undefined ? [] : jsonColumn(r.ports),
     ensemble: text(r.ensemble),
     part: text(r.part),
-    created_at: date(r.created_at),
-    updated_at: date(r.updated_at),
+    created_at: dateColumn(r.created_at),
+    updated_at: dateColumn(r.updated_at),
   };
 }
 
-const json = <T>(v: unknown): T => (typeof v === 'string' ? (JSON.parse(v) as T) : (v as T));
-const date = (v: unknown): Date => (typeof v === 'number' || /^\d+$/.test(String(v)) ? new Date(Number(v)) : new Date(String(v)));
 const names = (columns: readonly string[]) => columns.map((c) => `\`${c}\``).join(', ');
 const marks = (n: number) => new Array<string>(n).fill('?').join(', ');
 const tuples = (rows: number, columns: number) => new Array<string>(rows).fill(`(${marks(columns)})`).join(', ');

@@ -1,6 +1,6 @@
 /**
- * What a job row is and how it may change, free of any way of storing it: the repository's
- * ORM writes and the group commit's SQL (./job-batch.ts) both apply exactly these rules. Which
+ * What a job row is and how it may change, free of any way of storing it: the group commit's
+ * SQL (./job-batch.ts), the one way jobs are written, applies these rules. Which
  * status may follow which is the job model's (behaviors/jobs/transitions.ts), shared with the
  * orchestrator's job machine.
  */

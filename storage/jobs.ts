@@ -1,7 +1,8 @@
 import { type MikroORM, raw } from '@mikro-orm/sqlite';
 import type { Job, JobEvent, JobSpecInput, JobStatus } from '../behaviors/jobs/schema.js';
 import { JobEntity, JobEventEntity } from './entities.js';
-import { type JobWrite, type JobWriteResult, readJobRows, type RecentJobRows, withBatchConnection, writeBatch } from './job-batch.js';
+import { withConnection } from './connection.js';
+import { type JobWrite, type JobWriteResult, readJobRows, type RecentJobRows, writeBatch } from './job-batch.js';
 import type { JobChange, JobCreateOptions, JobEventRow } from './job-rules.js';
 import { toJob } from './job-rules.js';
 
@@ -74,7 +75,7 @@ export class JobRepository {
    */
   async commitAll(writes: readonly JobWrite[]): Promise<JobWriteResult[]> {
     if (writes.length === 0) return [];
-    return withBatchConnection(this.orm, (conn) => writeBatch(conn, writes, this.recent));
+    return withConnection(this.orm, (conn) => writeBatch(conn, writes, this.recent));
   }
 }
 

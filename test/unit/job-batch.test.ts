@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
-import { type BatchConnection, type JobWriteResult, type RecentJobRows, writeBatch } from '../../storage/job-batch.js';
+import type { SqlConnection } from '../../storage/connection.js';
+import { type JobWriteResult, type RecentJobRows, writeBatch } from '../../storage/job-batch.js';
 
 const spec: JobSpecInput = { name: 'j', image: 'none', executor: 'null', resources: { cpu: { cores: 0.1 }, memory: { size: 1024 } } };
 
@@ -10,7 +11,7 @@ const spec: JobSpecInput = { name: 'j', image: 'none', executor: 'null', resourc
  */
 function recorder() {
   const log = { reads: 0, commits: [] as string[][], refuse: null as Error | null };
-  const conn: BatchConnection = {
+  const conn: SqlConnection = {
     format: (sql, params) => `${sql} -- ${JSON.stringify(params)}`,
     all: async () => {
       log.reads++;
