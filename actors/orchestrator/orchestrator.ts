@@ -327,15 +327,16 @@ class Orchestrator {
   }
 
   /**
-   * Where the job goes to be placed: it stays here when run here for another node, local by its
-   * placement, pinned to this node, or when this node has no network; straight to the network's
-   * bids when its placement names another node, a location or labels; otherwise here first.
+   * Where the job goes to be placed: here when run here for another node, local, pinned here, or
+   * with no network; straight to the network's bids (this node's own among them) when it names a
+   * node, a location or labels, or asks more than this node's whole share; else here first.
    */
   private routeOf(job: Job): Route {
     const p = job.placement;
     if (job.ensemble !== null && job.requester === null) return 'ensemble';
     if (this.remote === null || job.requester !== null || p?.local === true || (p?.node !== undefined && this.actor.system.isHere(p.node))) return 'here';
-    return p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined ? 'network' : 'here-first';
+    const aimed = p?.node !== undefined || p?.location !== undefined || p?.labels !== undefined;
+    return aimed || (this.peers() > 0 && this.scheduler.beyondShare(job.resources) !== null) ? 'network' : 'here-first';
   }
 
   private run(ctx: { jobId: string }): JobRun {

@@ -43,6 +43,8 @@ export class Scheduler {
   private epoch = 0;
   /** What the manager last said is free (null: not known, so every refused job is asked again), and at which ledger version. */
   private free: ResourceSpec | null = null;
+  /** The whole share the manager last spoke of (null: not known, or it may have grown since). */
+  private share: ResourceSpec | null = null;
   private freeVersion = -1;
   private passing = false;
   private again = false;
@@ -75,14 +77,23 @@ export class Scheduler {
    */
   freed(now: Freed): void {
     this.epoch++;
-    this.learn('free' in now ? now.free : null, now.version);
+    this.learn('free' in now ? now : null, now.version);
     this.poke();
   }
 
-  /** The manager's word on what is free; one read at an older ledger version than the last is stale and ignored. */
-  private learn(free: ResourceSpec | null, version: number | undefined): void {
+  /**
+   * Why a job could never be reserved here: it asks more than the whole share the manager last
+   * spoke of. Null when it may fit, or when the share is not known.
+   */
+  beyondShare(resources: ResourceSpec): string | null {
+    return this.share ? new ResourceLedger(this.share).shortfall(resources) : null;
+  }
+
+  /** The manager's word on what is free and what is offered; one read at an older ledger version than the last is stale and ignored. */
+  private learn(now: { free: ResourceSpec; offering: ResourceSpec } | null, version: number | undefined): void {
     if (version !== undefined && version < this.freeVersion) return;
-    this.free = free;
+    this.free = now?.free ?? null;
+    this.share = now?.offering ?? null;
     if (version !== undefined) this.freeVersion = version;
   }
 
@@ -136,7 +147,7 @@ export class Scheduler {
         this.log.warn({ err: errorText(e) }, 'resource reservation failed');
         return;
       }
-      this.learn(reply.free, reply.version);
+      this.learn(reply, reply.version);
       for (const id of reply.granted) {
         const waiting = this.waiting.get(id);
         if (!waiting) {

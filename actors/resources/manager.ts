@@ -224,7 +224,7 @@ class ResourceManager {
 
   /** What is free now, with the ledger's version: the orchestrator's scheduler asks only jobs that may fit it. */
   private freeNow(): FreeNow {
-    return { free: this.ledger.free(), version: this.ledger.version };
+    return { free: this.ledger.free(), offering: this.ledger.offering, version: this.ledger.version };
   }
 
   /** Frees what the jobs hold; an allocation made for one of them ends with it. */

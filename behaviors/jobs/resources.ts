@@ -131,7 +131,12 @@ export type ReservePayload = z.input<typeof ReservePayload>;
  * was read at (every reservation and release bumps it): replies may reach the orchestrator in
  * another order than the manager sent them, and the higher version is the newer word.
  */
-const FreeNow = { free: ResourceSpecSchema, version: z.int().nonnegative() };
+const FreeNow = {
+  free: ResourceSpecSchema,
+  /** The whole share (OfferReply.offering): a job asking more than it could never be reserved here. */
+  offering: ResourceSpecSchema,
+  version: z.int().nonnegative(),
+};
 export type FreeNow = z.output<z.ZodObject<typeof FreeNow>>;
 
 export const ReserveReply = z.object({

@@ -13,6 +13,9 @@ const cores = (n: number): ResourceSpec => ({ cpu: { cores: n }, memory: { size:
 /** A share of `n` cores with room in memory for every job of these tests. */
 const share = (n: number): ResourceSpec => ({ ...cores(n), memory: { size: 1024 * MiB } });
 
+/** What the manager says with each reply: free now, the whole share, and the ledger's version. */
+const freeNow = (ledger: ResourceLedger) => ({ free: ledger.free(), offering: ledger.offering, version: ledger.version });
+
 function setup(offered: number) {
   const ledger = new ResourceLedger(share(offered));
   const asked: string[][] = [];
@@ -22,7 +25,7 @@ function setup(offered: number) {
     {
       async reserve(jobs): Promise<ReserveReply> {
         asked.push(jobs.map((j) => j.job_id));
-        const reply: ReserveReply = { granted: [], refused: [], free: cores(0), version: 0 };
+        const reply: ReserveReply = { granted: [], refused: [], ...freeNow(ledger) };
         for (const { job_id, resources } of jobs) {
           const reason = ledger.shortfall(resources);
           if (reason) reply.refused.push({ job_id, reason });
@@ -31,7 +34,7 @@ function setup(offered: number) {
             reply.granted.push(job_id);
           }
         }
-        return { ...reply, free: ledger.free(), version: ledger.version };
+        return { ...reply, ...freeNow(ledger) };
       },
       granted: (run) => granted.push(run.id),
       unwanted: () => undefined,
@@ -43,7 +46,7 @@ function setup(offered: number) {
   /** Frees what `id` holds, as the orchestrator's release does: the manager's reply says what is free now. */
   const release = (id: string) => {
     ledger.release(id);
-    scheduler.freed({ free: ledger.free(), version: ledger.version });
+    scheduler.freed(freeNow(ledger));
   };
   const passes = async (n: number) => vi.waitFor(() => expect(asked).toHaveLength(n), { timeout: 2_000, interval: 2 });
   scheduler.resume();
@@ -82,7 +85,7 @@ describe('the local scheduler', () => {
     // a ends and something else takes half its room (a lease for another node's job).
     s.ledger.release('a');
     s.ledger.reserve('other', cores(1));
-    s.scheduler.freed({ free: s.ledger.free(), version: s.ledger.version });
+    s.scheduler.freed(freeNow(s.ledger));
     await s.passes(2);
     // One core free: the two-core job is not asked, the one-core job behind it is.
     expect(s.asked[1]).toEqual(['small']);
@@ -103,9 +106,9 @@ describe('the local scheduler', () => {
     const s = setup(1);
     for (let i = 0; i < 4; i++) s.add(`job-${i}`, 1);
     await s.passes(1);
-    const stale = { free: s.ledger.free(), version: s.ledger.version };
+    const stale = freeNow(s.ledger);
     s.ledger.offer(share(3));
-    s.scheduler.freed({ free: s.ledger.free(), version: s.ledger.version });
+    s.scheduler.freed(freeNow(s.ledger));
     // A reply read before the share grew arrives after: it must not shrink what may be asked.
     s.scheduler.freed(stale);
     await s.passes(2);
@@ -143,5 +146,23 @@ describe('the local scheduler', () => {
     await s.passes(3);
     expect(s.refused).toHaveLength(2);
     expect(s.refused[1][1]).not.toBe(s.refused[0][1]);
+  });
+
+  it('says a job asking more than the whole share could never be reserved here, once the manager said what the share is', async () => {
+    const s = setup(2);
+    // Nothing heard from the manager yet: not known, so the job is asked about here first.
+    expect(s.scheduler.beyondShare(cores(3))).toBeNull();
+    s.add('a', 1);
+    await s.passes(1);
+    expect(s.scheduler.beyondShare(cores(3))).toMatch(/^not enough cpu/);
+    // What merely does not fit now (one core of two is held) is not beyond the share.
+    expect(s.scheduler.beyondShare(cores(2))).toBeNull();
+    // A word without the share (it may have grown): not known again until the next reply.
+    s.ledger.offer(share(4));
+    s.scheduler.freed({ version: s.ledger.version });
+    expect(s.scheduler.beyondShare(cores(3))).toBeNull();
+    s.release('a');
+    expect(s.scheduler.beyondShare(cores(3))).toBeNull();
+    expect(s.scheduler.beyondShare(cores(5))).toMatch(/^not enough cpu/);
   });
 });

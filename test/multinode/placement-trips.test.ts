@@ -64,6 +64,21 @@ describe('a job placed on another node', { timeout: 40_000 }, () => {
     expect(((await (await fetch(`${b.url}/api/v1/jobs/${id}`)).json()) as { requester: string }).requester).toBe(a.peerId);
   });
 
+  it('offers a job asking more than its whole share at once, without asking its own resource manager first', async () => {
+    expect((await put(a, '/api/v1/device/config', { onboarded: { cpu: 0.05, memory: '8MiB' } })).status).toBe(200);
+    try {
+      // A job of a's own: the reply to its reservation tells a's scheduler what the share is.
+      const here = await post(a, { name: 'here', image: 'none', executor: 'null', resources: { cpu: 0.01, memory: '1MiB' }, placement: { local: true } });
+      expect(await ended(a, here.id)).toMatchObject({ status: 'completed' });
+      const reservedHere = await envelopes(a, '/dms/resources/reserve');
+      const { id } = await post(a, { name: 'beyond-the-share', image: 'none', executor: 'null', resources: { cpu: 0.1, memory: '16MiB' } });
+      expect(await ended(a, id)).toMatchObject({ status: 'completed', node: b.peerId });
+      expect(await envelopes(a, '/dms/resources/reserve')).toBe(reservedHere);
+    } finally {
+      expect((await put(a, '/api/v1/device/config', { onboarded: null })).status).toBe(200);
+    }
+  });
+
   it("builds no machine for the reserve: the provider's deployment machine was made once, when it started", async () => {
     // provide() builds a whole machine again (every state node and transition): about a
     // millisecond on each reserve's path when it was called per job.
