@@ -42,7 +42,7 @@ export async function withConnection<T>(orm: MikroORM, fn: (conn: SqlConnection)
   await connection.ensureConnection();
   const client = connection.getKnex().client;
   const db = (await client.acquireConnection()) as SqliteDatabase;
-  const format = (sql: string, params: readonly unknown[]) => platform.formatQuery(sql, params as unknown[]);
+  const format = (sql: string, params: readonly unknown[]) => platform.formatQuery(sql, params.map(literal));
   try {
     return await fn({
       format,
@@ -60,6 +60,22 @@ export async function withConnection<T>(orm: MikroORM, fn: (conn: SqlConnection)
     await client.releaseConnection(db);
   }
 }
+
+/**
+ * A string as SQL text. SQLite reads the SQL `exec` is given as a C string, so a NUL inside a
+ * quoted literal ended the statement there: a job named "a\0b", or a provider's error message
+ * with a NUL in it, failed its whole group commit, every other write of it with it. Such a
+ * string is written as its UTF-8 bytes cast to text, which stores and reads back whole.
+ */
+class TextBytes {
+  constructor(private readonly text: string) {}
+
+  toSqlString(): string {
+    return `CAST(X'${Buffer.from(this.text, 'utf8').toString('hex')}' AS TEXT)`;
+  }
+}
+
+const literal = (value: unknown): unknown => (typeof value === 'string' && value.includes('\0') ? new TextBytes(value) : value);
 
 /** A JSON column's value (stored as text). */
 export const jsonColumn = <T>(v: unknown): T => (typeof v === 'string' ? (JSON.parse(v) as T) : (v as T));

@@ -196,6 +196,29 @@ describe('jobs', () => {
     expect((await storage.events.listFor(job.id)).map((e) => e.reason)).toEqual(['submitted', hostile]);
   });
 
+  it('stores text with a NUL in it whole, and the rest of its batch with it', async () => {
+    // SQLite reads the SQL it is given as a C string: a NUL left in a literal would end the statement.
+    const nul = 'before\0after';
+    const [named, other] = await storage.jobs.commitAll([
+      { op: 'create', spec: { ...spec, name: nul, environment: { NUL: nul } } },
+      { op: 'create', spec },
+    ]);
+    if (!named.ok || !other.ok) return expect.fail('a write of the batch was refused');
+    const [failed] = await storage.jobs.commitAll([{ op: 'update', id: named.job.id, change: { status: 'failed', reason: nul, error: nul } }]);
+    expect(failed.ok).toBe(true);
+    await storage.device.put({ name: nul });
+    const ensemble = '5d0a1f7e-3b0e-4c55-9a43-1f4f2f6b2c10';
+    await storage.ensembles.create(ensemble, { name: 'pair', parts: {} } as never);
+    await storage.ensembles.update(ensemble, { status: 'failed', reason: nul });
+    await storage.close();
+    storage = await openStorage(path);
+    expect(await storage.jobs.get(named.job.id)).toMatchObject({ name: nul, environment: { NUL: nul }, status: 'failed', error: nul });
+    expect(await storage.jobs.get(other.job.id)).toMatchObject({ status: 'pending' });
+    expect((await storage.events.listFor(named.job.id)).map((e) => e.reason)).toEqual(['submitted', nul]);
+    expect((await storage.device.get())?.name).toBe(nul);
+    expect((await storage.ensembles.get(ensemble))?.reason).toBe(nul);
+  });
+
   it('stores none of a batch the database fails, and commits the next one', async () => {
     const kept = await storage.jobs.create(spec);
     // The database itself refuses one statement of the batch (a trigger, as a full disk or a
