@@ -168,7 +168,9 @@ const COMMAND_FORMS = 'a string (run as sh -c <string>) or an array of strings';
  * would at a shell prompt (quotes, &&, pipes) without this node splitting it. The image must
  * then have a shell. Empty or left out: the image's own command.
  */
-const argv = z.array(z.string({ error: COMMAND_FORMS }), { error: COMMAND_FORMS });
+/** What a process is given (its arguments, its environment's values) ends at a NUL: none may hold one. */
+const processText = (error?: string) => z.string(error ? { error } : undefined).refine((s) => !s.includes('\0'), 'a NUL character cannot be passed to a process');
+const argv = z.array(processText(COMMAND_FORMS), { error: COMMAND_FORMS });
 const CommandSchema = acceptsAlso(
   z.preprocess((value: string | string[]) => (typeof value === 'string' && value !== '' ? ['sh', '-c', value] : value), argv),
   z.union([z.string().meta({ description: 'run as sh -c <string>' }), argv]),
@@ -232,12 +234,12 @@ export const JobSpecSchema = z.strictObject({
   /** Checked against Docker's reference grammar (./image-ref.ts) before any engine sees it. */
   image: ImageReferenceSchema,
   command: CommandSchema.default([]),
-  environment: z.record(envName, z.string()).default({}),
+  environment: z.record(envName, processText()).default({}),
   /**
    * Injected as environment variables like `environment`, but sent only to providers this
    * node trusts (`placement.trust`): `environment` goes to whichever node runs the job.
    */
-  secrets: z.record(envName, z.string()).default({}),
+  secrets: z.record(envName, processText()).default({}),
   resources: JobResourcesSchema.default({ cpu: { cores: 0 }, memory: { size: 0 }, storage: { size: 0 } }),
   executor: z.string().min(1).max(64).default('docker'),
   timeout_s: z.int().positive().optional(),

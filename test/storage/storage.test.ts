@@ -200,7 +200,7 @@ describe('jobs', () => {
     // SQLite reads the SQL it is given as a C string: a NUL left in a literal would end the statement.
     const nul = 'before\0after';
     const [named, other] = await storage.jobs.commitAll([
-      { op: 'create', spec: { ...spec, name: nul, environment: { NUL: nul } } },
+      { op: 'create', spec: { ...spec, name: nul } },
       { op: 'create', spec },
     ]);
     if (!named.ok || !other.ok) return expect.fail('a write of the batch was refused');
@@ -212,7 +212,7 @@ describe('jobs', () => {
     await storage.ensembles.update(ensemble, { status: 'failed', reason: nul });
     await storage.close();
     storage = await openStorage(path);
-    expect(await storage.jobs.get(named.job.id)).toMatchObject({ name: nul, environment: { NUL: nul }, status: 'failed', error: nul });
+    expect(await storage.jobs.get(named.job.id)).toMatchObject({ name: nul, status: 'failed', error: nul });
     expect(await storage.jobs.get(other.job.id)).toMatchObject({ status: 'pending' });
     expect((await storage.events.listFor(named.job.id)).map((e) => e.reason)).toEqual(['submitted', nul]);
     expect((await storage.device.get())?.name).toBe(nul);
