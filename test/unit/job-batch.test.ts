@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
 import type { SqlConnection } from '../../storage/connection.js';
-import { type JobWriteResult, type RecentJobRows, writeBatch } from '../../storage/job-batch.js';
+import { type JobWriteResult, RECENT_JOB_ROWS, type RecentJobRows, writeBatch } from '../../storage/job-batch.js';
 
 const spec: JobSpecInput = { name: 'j', image: 'none', executor: 'null', resources: { cpu: { cores: 0.1 }, memory: { size: 1024 } } };
 
@@ -73,5 +73,15 @@ describe('group commit of the jobs written lately (storage/job-batch.ts)', () =>
     log.refuse = new Error('SQLITE_FULL: database or disk is full');
     await expect(writeBatch(conn, [{ op: 'create', spec, opts: { id: '6f1f8a57-8a60-4f1e-9a55-5a8f7f3f6c11' } }], new Map())).rejects.toThrow('SQLITE_FULL');
     expect(log.reads).toBe(1);
+  });
+
+  it('keeps at most RECENT_JOB_ROWS jobs, the newest', async () => {
+    const { conn } = recorder();
+    const recent: RecentJobRows = new Map();
+    const results = await writeBatch(conn, Array.from({ length: RECENT_JOB_ROWS + 10 }, () => ({ op: 'create' as const, spec })), recent);
+    expect(recent.size).toBe(RECENT_JOB_ROWS);
+    const ids = results.map((r) => (r.ok ? r.job.id : ''));
+    expect(recent.has(ids[0])).toBe(false);
+    expect(recent.has(ids.at(-1)!)).toBe(true);
   });
 });
