@@ -4,7 +4,7 @@ import type { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRequestSchema, type Allocation, type AllocationRequest } from '../behaviors/jobs/schema.js';
 import { parseWith } from '../runtime/issues.js';
 import { notFound } from '../runtime/errors.js';
-import { dateColumn, jsonColumn, withConnection } from './connection.js';
+import { dateColumn, jsonColumn, textColumn, withConnection } from './connection.js';
 import { AllocationEntity } from './entities.js';
 
 type AllocationRow = InferEntity<typeof AllocationEntity>;
@@ -90,7 +90,7 @@ function rowOf(r: Record<string, unknown>): AllocationRow {
   return {
     id: String(r.id),
     resources: jsonColumn(r.resources),
-    job_id: r.job_id === null || r.job_id === undefined ? null : String(r.job_id),
+    job_id: textColumn(r.job_id),
     created_at: dateColumn(r.created_at),
     released_at: r.released_at === null || r.released_at === undefined ? null : dateColumn(r.released_at),
   };

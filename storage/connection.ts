@@ -77,6 +77,9 @@ class TextBytes {
 
 const literal = (value: unknown): unknown => (typeof value === 'string' && value.includes('\0') ? new TextBytes(value) : value);
 
+/** A nullable text column's value. */
+export const textColumn = (v: unknown): string | null => (v === null || v === undefined ? null : String(v));
+
 /** A JSON column's value (stored as text). */
 export const jsonColumn = <T>(v: unknown): T => (typeof v === 'string' ? (JSON.parse(v) as T) : (v as T));
 

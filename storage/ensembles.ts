@@ -7,7 +7,7 @@ import type { InferEntity } from '@mikro-orm/core';
 import type { MikroORM } from '@mikro-orm/sqlite';
 import type { EnsembleSpec, EnsembleStatus } from '../behaviors/ensembles/schema.js';
 import { notFound } from '../runtime/errors.js';
-import { dateColumn, jsonColumn, withConnection } from './connection.js';
+import { dateColumn, jsonColumn, textColumn, withConnection } from './connection.js';
 import { EnsembleEntity } from './entities.js';
 
 export type EnsembleRow = InferEntity<typeof EnsembleEntity>;
@@ -83,7 +83,7 @@ function rowOf(r: Record<string, unknown>): EnsembleRow {
     name: String(r.name),
     spec: jsonColumn(r.spec),
     status: String(r.status) as EnsembleStatus,
-    reason: r.reason === null || r.reason === undefined ? null : String(r.reason),
+    reason: textColumn(r.reason),
     attempts: Number(r.attempts),
     restarts: jsonColumn(r.restarts) ?? {},
     created_at: dateColumn(r.created_at),

@@ -12,7 +12,7 @@ import type { EntityManager } from '@mikro-orm/sqlite';
 import { isTerminal, type Job, type JobSpecInput } from '../behaviors/jobs/schema.js';
 import { rememberNewest } from '../runtime/bounded-map.js';
 import { DmsError, notFound } from '../runtime/errors.js';
-import { dateColumn, jsonColumn, type SqlConnection } from './connection.js';
+import { dateColumn, jsonColumn, type SqlConnection, textColumn } from './connection.js';
 import {
   creationEvent,
   type JobChange,
@@ -223,7 +223,6 @@ function toColumns(row: JobRow): unknown[] {
 }
 
 function fromColumns(r: Record<string, unknown>): JobRow {
-  const text = (v: unknown) => (v === null || v === undefined ? null : String(v));
   const int = (v: unknown) => (v === null || v === undefined ? null : Number(v));
   return {
     id: String(r.id),
@@ -235,21 +234,21 @@ function fromColumns(r: Record<string, unknown>): JobRow {
     resources: jsonColumn(r.resources),
     executor: String(r.executor),
     status: String(r.status) as JobRow['status'],
-    node: text(r.node),
+    node: textColumn(r.node),
     exit_code: int(r.exit_code),
-    error: text(r.error),
-    pending_reason: text(r.pending_reason),
+    error: textColumn(r.error),
+    pending_reason: textColumn(r.pending_reason),
     timeout_s: int(r.timeout_s),
-    container_id: text(r.container_id),
+    container_id: textColumn(r.container_id),
     placement: r.placement === null || r.placement === undefined ? null : jsonColumn(r.placement),
-    requester: text(r.requester),
+    requester: textColumn(r.requester),
     attempts: r.attempts === null || r.attempts === undefined ? [] : jsonColumn(r.attempts),
     outputs: r.outputs === null || r.outputs === undefined ? [] : jsonColumn(r.outputs),
     inputs: r.inputs === null || r.inputs === undefined ? [] : jsonColumn(r.inputs),
-    manifest: text(r.manifest),
+    manifest: textColumn(r.manifest),
     ports: r.ports === null || r.ports === undefined ? [] : jsonColumn(r.ports),
-    ensemble: text(r.ensemble),
-    part: text(r.part),
+    ensemble: textColumn(r.ensemble),
+    part: textColumn(r.part),
     created_at: dateColumn(r.created_at),
     updated_at: dateColumn(r.updated_at),
   };
