@@ -43,8 +43,8 @@ export class Scheduler {
   private epoch = 0;
   /** What the manager last said is free (null: not known, so every refused job is asked again), and at which ledger version. */
   private free: ResourceSpec | null = null;
-  /** The whole share the manager last spoke of (null: not known, or it may have grown since). */
-  private share: ResourceSpec | null = null;
+  /** The whole share the manager last spoke of, nothing held (null: not known, or it may have grown since). */
+  private share: ResourceLedger | null = null;
   private freeVersion = -1;
   private passing = false;
   private again = false;
@@ -86,14 +86,15 @@ export class Scheduler {
    * spoke of. Null when it may fit, or when the share is not known.
    */
   beyondShare(resources: ResourceSpec): string | null {
-    return this.share ? new ResourceLedger(this.share).shortfall(resources) : null;
+    return this.share?.shortfall(resources) ?? null;
   }
 
   /** The manager's word on what is free and what is offered; one read at an older ledger version than the last is stale and ignored. */
   private learn(now: { free: ResourceSpec; offering: ResourceSpec } | null, version: number | undefined): void {
     if (version !== undefined && version < this.freeVersion) return;
     this.free = now?.free ?? null;
-    this.share = now?.offering ?? null;
+    // Asked of every job routed (beyondShare), told once per reply: the ledger is made here.
+    this.share = now ? new ResourceLedger(now.offering) : null;
     if (version !== undefined) this.freeVersion = version;
   }
 
