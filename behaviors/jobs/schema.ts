@@ -172,7 +172,7 @@ const COMMAND_FORMS = 'a string (run as sh -c <string>) or an array of strings';
 const processText = (error?: string) => z.string(error ? { error } : undefined).refine((s) => !s.includes('\0'), 'a NUL character cannot be passed to a process');
 const argv = z.array(processText(COMMAND_FORMS), { error: COMMAND_FORMS });
 const CommandSchema = acceptsAlso(
-  z.preprocess((value: string | string[]) => (typeof value === 'string' && value !== '' ? ['sh', '-c', value] : value), argv),
+  z.preprocess((value: string | string[]) => (typeof value === 'string' ? (value === '' ? [] : ['sh', '-c', value]) : value), argv),
   z.union([z.string().meta({ description: 'run as sh -c <string>' }), argv]),
 );
 
