@@ -71,8 +71,11 @@ export interface HttpApi {
   invoke(body: string, abort?: AbortHook, caller?: RestCaller): Promise<Envelope>;
   /** A REST envelope body to a topic; resolves with the replies collected. */
   broadcast(body: string, limit: number | undefined, abort?: AbortHook, caller?: RestCaller): Promise<Envelope[]>;
-  /** Invokes `be` on this node's actor at `inbox`; an error reply is thrown as its DmsError (so 404, 409…). */
-  call(inbox: string, be: string, payload: unknown, ttlMs?: number): Promise<unknown>;
+  /**
+   * Invokes `be` on this node's actor at `inbox`; an error reply is thrown as its DmsError (so
+   * 404, 409…). `checked`: the schema whose output `payload` is (SendOptions.checked).
+   */
+  call(inbox: string, be: string, payload: unknown, ttlMs?: number, checked?: z.ZodType): Promise<unknown>;
 }
 
 interface OpenInbox {
@@ -288,7 +291,7 @@ export const HttpActor = defineActor({
 
       // The HTTP actor's own request, sent as any local actor sends one; its reply comes back to
       // a one-shot reply waiter on this actor's primary inbox.
-      call: (inbox, be, payload, ttlMs) => actor.call(actor.local(inbox), be, payload, passThrough, { ttlMs }),
+      call: (inbox, be, payload, ttlMs, checked) => actor.call(actor.local(inbox), be, payload, passThrough, { ttlMs, checked }),
     };
 
     return { behaviors: [], api };

@@ -49,7 +49,20 @@ export interface SendOptions {
    * signatures where envelopes enter the node, so one that never leaves is trusted as it is.
    */
   unsigned?: boolean;
+  /**
+   * The payload is already `parse`'s output of this schema (a REST route checked its body): a
+   * behavior of this node taking the same schema is handed it as it is, neither decoded nor
+   * checked a second time. Its encoded `msg` is made as for any envelope.
+   */
+  checked?: z.ZodType;
 }
+
+/**
+ * Payloads a sender in this process already checked, by the envelope carrying them. Only
+ * `Actor.envelope` adds one, so an envelope that came from anywhere else (a peer, a REST
+ * caller's own) is never in it.
+ */
+const checkedPayloads = new WeakMap<Envelope, { schema: z.ZodType; value: unknown }>();
 
 export interface Reply<T = unknown> {
   env: Envelope;
@@ -260,7 +273,9 @@ export class Actor {
       // continuation queued before it (crypto/ed25519.ts), ~0.1 ms on a busy node.
       const authorizing = this.system.authorize(env, behavior, inbox);
       if (authorizing) await authorizing;
-      if (!behavior.raw) {
+      const checked = behavior.raw ? undefined : checkedPayloads.get(env);
+      if (checked && checked.schema === behavior.payload) payload = checked.value;
+      else if (!behavior.raw) {
         payload = decodePayload(env.msg);
         if (behavior.payload) {
           const parsed = behavior.payload.safeParse(payload);
@@ -307,6 +322,7 @@ export class Actor {
     if (opts.cont) env.opt.cont = opts.cont;
     if (opts.topic) env.opt.topic = opts.topic;
     if (opts.cap) env.cap = opts.cap;
+    if (opts.checked && !(payload instanceof Uint8Array)) checkedPayloads.set(env, { schema: opts.checked, value: payload });
     return env;
   }
 

@@ -180,7 +180,11 @@ export const jobRoutes: RouteModule = ({ table, config, system, http, log, volum
     handler: async (_event, input) => {
       const spec = await input.body();
       await refuseNodeOfferingNothing(spec, { system, http });
-      return new JsonBody(JSON.stringify(await call(JobBehaviors.submit, await resolveJobInputs(spec, http, system, volumes))), 201);
+      const resolved = await resolveJobInputs(spec, http, system, volumes);
+      // Checked once: the orchestrator's submit takes the same schema, and a spec the inputs'
+      // resolution rewrote is checked there again.
+      const checked = resolved === spec ? JobSpecSchema : undefined;
+      return new JsonBody(JSON.stringify(await http.call(ORCHESTRATOR_INBOX, JobBehaviors.submit, resolved, undefined, checked)), 201);
     },
   });
 

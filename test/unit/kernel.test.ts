@@ -172,6 +172,30 @@ describe('Actor', () => {
     await expect(caller.invoke(a.handle, '/nope', {})).rejects.toMatchObject({ kind: 'not_found' });
   });
 
+  it('hands a payload its sender checked against the same schema over as it is, and checks any other', async () => {
+    const system = newSystem();
+    let parses = 0;
+    const schema = z.strictObject({ n: z.number() }).transform((v) => {
+      parses++;
+      return v;
+    });
+    const seen: unknown[] = [];
+    const a = await testActor(system, { inbox: 'a', behaviors: [{ name: '/typed', payload: schema, handle: ({ payload }) => void seen.push(payload) }] });
+    const caller = await testActor(system, { inbox: 'caller' });
+    const checked = schema.parse({ n: 1 });
+    parses = 0;
+    await caller.call(a.handle, '/typed', checked, z.unknown(), { checked: schema });
+    expect(parses).toBe(0);
+    expect(seen[0]).toBe(checked);
+    // Checked against another schema, or not at all: decoded from msg and checked here.
+    await caller.call(a.handle, '/typed', { n: 2 }, z.unknown(), { checked: z.strictObject({ n: z.number() }) });
+    await caller.call(a.handle, '/typed', { n: 3 }, z.unknown());
+    expect(parses).toBe(2);
+    expect(seen.slice(1)).toEqual([{ n: 2 }, { n: 3 }]);
+    // A sender's word is not a check: what it calls checked but is not is still its own payload.
+    await expect(caller.call(a.handle, '/typed', { n: 'x' }, z.unknown(), { checked: z.unknown() })).rejects.toMatchObject({ kind: 'invalid' });
+  });
+
   it('replies not_found for a behavior that went away while the envelope was queued', async () => {
     const system = newSystem();
     let release!: () => void;
