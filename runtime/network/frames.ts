@@ -1,4 +1,5 @@
 import { LengthPrefixedDecoder } from '@libp2p/utils';
+import { DmsError } from '../errors.js';
 
 /**
  * Unicast framing (README "Network"): each envelope is its UTF-8 JSON preceded by
@@ -60,12 +61,45 @@ function varintLength(n: number): number {
 
 /**
  * A decoder for one inbound stream. It throws as soon as a length prefix announces more than
- * `maxFrameBytes`, before the frame's bytes arrive. It gets no separate buffer cap: what it
- * holds is at most one partial frame plus one read from the stream, and the muxer's receive
- * window already bounds a read, so a cap would only reject reads the muxer coalesced.
+ * `maxFrameBytes`, before the frame's bytes arrive, and as soon as a prefix runs longer than
+ * such a length needs or is not minimally encoded (the multiformats unsigned varint). It gets no
+ * separate buffer cap: what it holds is at most one partial frame plus one read from the
+ * stream, and the muxer's receive window already bounds a read, so a cap would only reject
+ * reads the muxer coalesced. That holds only because a prefix cannot stay incomplete: the
+ * library's own varint reader threw RangeError past eight continuation bytes, which the
+ * decoder takes for "not all here yet", so a peer that sent 0xff eight times had every byte
+ * after them kept (1 GiB on one stream grew a node by 780 MB).
  */
-export const frameDecoder = (maxFrameBytes: number): LengthPrefixedDecoder =>
-  new LengthPrefixedDecoder({ maxDataLength: maxFrameBytes, maxBufferSize: Number.MAX_SAFE_INTEGER });
+export const frameDecoder = (maxFrameBytes: number): LengthPrefixedDecoder => {
+  const longest = varintLength(maxFrameBytes);
+  return new LengthPrefixedDecoder({
+    maxDataLength: maxFrameBytes,
+    maxBufferSize: Number.MAX_SAFE_INTEGER,
+    lengthDecoder: (buf) => frameLength(buf, maxFrameBytes, longest),
+  });
+};
+
+/**
+ * The length a frame's prefix announces. RangeError only while the prefix may still be
+ * completed (what LengthPrefixedDecoder waits on); a prefix that never can be is refused.
+ */
+export function frameLength(buf: Uint8Array | { byteLength: number; get(index: number): number }, maxFrameBytes: number, longest = varintLength(maxFrameBytes)): number {
+  let value = 0;
+  let scale = 1;
+  const read = Math.min(buf.byteLength, longest);
+  for (let i = 0; i < read; i++) {
+    const byte = buf instanceof Uint8Array ? buf[i] : buf.get(i);
+    value += (byte & 0x7f) * scale;
+    if (byte < 0x80) {
+      if (byte === 0 && i > 0) throw new DmsError('invalid', 'frame length prefix is not minimally encoded');
+      if (value > maxFrameBytes) throw new DmsError('too_large', `frame of ${value} bytes, over the ${maxFrameBytes}-byte limit`);
+      return value;
+    }
+    scale *= 0x80;
+  }
+  if (buf.byteLength >= longest) throw new DmsError('too_large', `frame length prefix longer than ${longest} bytes: over the ${maxFrameBytes}-byte limit`);
+  throw new RangeError('frame length prefix incomplete');
+}
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 

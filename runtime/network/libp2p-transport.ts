@@ -416,8 +416,8 @@ export class Libp2pTransport implements Transport {
         // The length prefix is all a receiver can trust about where frames start; past a bad
         // one the rest of the stream is unreadable, so it goes.
         this.counters.dropped++;
-        this.misbehaved(peer, { err: errorText(e) }, `inbound frame over the ${this.maxEnvelopeBytes}-byte limit; resetting the stream`);
-        stream.abort(new DmsError('too_large', `frame over the ${this.maxEnvelopeBytes}-byte limit`));
+        this.misbehaved(peer, { err: errorText(e) }, 'unreadable inbound frame (its length prefix); resetting the stream');
+        stream.abort(e instanceof DmsError ? e : new DmsError('too_large', `frame over the ${this.maxEnvelopeBytes}-byte limit`));
       }
     });
     // The sender closed its side; closing ours frees the stream at both ends.
