@@ -96,6 +96,7 @@ const NODE = [
   'test/security/dispatch-authz.test.ts',
   'test/security/gossip-validator.test.ts',
   'test/security/hostile-requester.test.ts',
+  'test/security/no-relay.test.ts',
   'test/security/reflection.test.ts',
   'test/security/remote-start-release.test.ts',
   'test/security/remote-volumes.test.ts',

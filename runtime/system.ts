@@ -341,6 +341,11 @@ export class ActorSystem {
       const role = origin.arrival.via === 'unicast' ? 'sending' : 'publishing';
       throw invalid(`from.addr.host ${env.from.addr.host || '(empty)'} is not the ${role} peer ${origin.arrival.peer}`);
     }
+    // What the network sends is for this node's actors: relayed, a stranger would have this
+    // node dial, look up and carry traffic on its word.
+    if (origin.kind === 'network' && !isBroadcast(env) && !this.isHere(env.to.addr.host)) {
+      throw new DmsError('forbidden', `to.addr.host ${env.to.addr.host.slice(0, 80)} is another node: this node relays nothing, send it there`);
+    }
     this.replay.admit(env.from.id, env.nonce, env.opt.exp, now, this.replayOwner(env, origin));
     const routed = this.route(env, origin);
     if (routed) await routed;
