@@ -71,9 +71,12 @@ class TextBytes {
   constructor(private readonly text: string) {}
 
   toSqlString(): string {
-    return `CAST(X'${Buffer.from(this.text, 'utf8').toString('hex')}' AS TEXT)`;
+    return textBytesSql(this.text);
   }
 }
+
+/** `text` as SQL that holds a NUL whole: its UTF-8 bytes cast to text. */
+export const textBytesSql = (text: string): string => `CAST(X'${Buffer.from(text, 'utf8').toString('hex')}' AS TEXT)`;
 
 const literal = (value: unknown): unknown => (typeof value === 'string' && value.includes('\0') ? new TextBytes(value) : value);
 

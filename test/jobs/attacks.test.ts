@@ -82,8 +82,9 @@ describe('image references at submit', () => {
 
 describe('input errors are 4xx', () => {
   let rest: Rest;
+  let node: LocalNode;
   beforeAll(async () => {
-    const node = await startLocalJobNode();
+    node = await startLocalJobNode();
     nodes.push(node);
     rest = new Rest(node.url);
   });
@@ -106,6 +107,24 @@ describe('input errors are 4xx', () => {
     expect((await rest.get('/api/v1/jobs/x/logs?limit=0')).status).toBe(400);
     expect((await rest.get(`/api/v1/jobs/x/logs?limit=${9 * MiB}`)).status).toBe(400);
   });
+  it('answers an id holding a NUL or another control character with 4xx on every route that takes one, never 500', async () => {
+    // Found on a running node: GET /api/v1/jobs/%00 answered 500, SQLite having read the ORM's
+    // SQL as a C string, ended by the NUL.
+    for (const id of ['%00', 'a%00b', '%01', '%7F']) {
+      for (const path of ['', '/logs', '/events', '/outputs', '/ports', '/grants']) {
+        const answer = await rest.get(`/api/v1/jobs/${id}${path}`);
+        expect(answer.status, `GET jobs/${id}${path}`).toBe(400);
+        expect(answer.body.error).toMatch(/^invalid job id: .*a job id holds no control character/);
+      }
+      expect((await rest.delete(`/api/v1/jobs/${id}`)).status).toBe(400);
+      expect((await rest.post(`/api/v1/jobs/${id}/ports/80/forward`, {})).status).toBe(400);
+      for (const answer of [await rest.get(`/api/v1/ensembles/${id}`), await rest.delete(`/api/v1/ensembles/${id}`), await rest.delete(`/api/v1/allocations/${id}`)]) {
+        expect([400, 404], JSON.stringify(answer.body)).toContain(answer.status);
+      }
+    }
+    expect(await healthy(node)).toBe(true);
+  });
+
   it('stores a job whose name holds a NUL beside another, and refuses one in what a process is given with 400, never 500', async () => {
     // Found on a running node: SQLite read the group commit's SQL as a C string, so the NUL ended
     // it and the whole batch failed, the jobs beside the odd one with it.

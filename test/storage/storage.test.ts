@@ -219,6 +219,17 @@ describe('jobs', () => {
     expect((await storage.ensembles.get(ensemble))?.reason).toBe(nul);
   });
 
+  it('looks up a key holding a NUL as any other: not found, never a broken statement', async () => {
+    // Found on a running node: GET /api/v1/jobs/%00 answered 500, the ORM having written the
+    // id into its SQL as a literal, which SQLite ended at the NUL.
+    const job = await storage.jobs.create({ ...spec, name: 'a\0b' });
+    expect(await storage.jobs.get('a\0b')).toBeNull();
+    expect(await storage.jobs.get(`${job.id}\0`)).toBeNull();
+    expect(await storage.events.listFor('\0')).toEqual([]);
+    expect(await storage.ensembles.get('\0')).toBeNull();
+    expect(await storage.jobs.get(job.id)).toMatchObject({ name: 'a\0b' });
+  });
+
   it('stores none of a batch the database fails, and commits the next one', async () => {
     const kept = await storage.jobs.create(spec);
     // The database itself refuses one statement of the batch (a trigger, as a full disk or a
