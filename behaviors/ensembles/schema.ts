@@ -13,9 +13,11 @@ export const MAX_NEAR_RTT_MS = 1_000;
 
 /**
  * Names a part may not take: they already mean something inside a container or to Docker
- * (`localhost`, `host.docker.internal`'s `host`, `gateway`), or would shadow the suffix itself.
+ * (`localhost`, `host.docker.internal`'s `host`, `gateway`), or would shadow the suffix itself;
+ * and `constructor`, the one property every JavaScript object has whose name is a DNS label:
+ * looked up by part name, it was found where no part was (a part so named lost its restarts).
  */
-export const RESERVED_PART_NAMES = ['localhost', 'host', 'gateway', 'internal', 'docker', 'dms', 'local', 'broadcasthost'] as const;
+export const RESERVED_PART_NAMES = ['localhost', 'host', 'gateway', 'internal', 'docker', 'dms', 'local', 'broadcasthost', 'constructor'] as const;
 
 /** A part's name: a DNS label (RFC 1123: lower-case letters, digits and -, at most 63), so `<part>.internal` resolves. */
 export const PartNameSchema = z
@@ -69,7 +71,7 @@ export const EnsembleSpecSchema = z
       if (part.placement?.local) ctx.addIssue({ code: 'custom', message: 'placement.local is not for a part: the ensemble decides where its parts run (pin one with placement.node)', path: ['parts', name, 'placement', 'local'] });
       if (!part.near) continue;
       if (part.near.part === name) ctx.addIssue({ code: 'custom', message: `part ${name} cannot be near itself`, path: ['parts', name, 'near', 'part'] });
-      else if (!(part.near.part in spec.parts)) ctx.addIssue({ code: 'custom', message: `part ${name} is near '${part.near.part}', which is not a part of this ensemble (parts: ${names.join(', ')})`, path: ['parts', name, 'near', 'part'] });
+      else if (!Object.hasOwn(spec.parts, part.near.part)) ctx.addIssue({ code: 'custom', message: `part ${name} is near '${part.near.part}', which is not a part of this ensemble (parts: ${names.join(', ')})`, path: ['parts', name, 'near', 'part'] });
     }
     const cycle = nearCycle(spec.parts);
     if (cycle) ctx.addIssue({ code: 'custom', message: `near constraints form a cycle (${cycle.join(' -> ')}): one part of it must be placed first`, path: ['parts', cycle[0]!, 'near'] });

@@ -60,9 +60,15 @@ export const InputSourceSchema = z.string().max(200).superRefine((source, ctx) =
 
 const PeerId = z.string().regex(/^(12D3KooW[1-9A-HJ-NP-Za-km-z]{44}|Qm[1-9A-HJ-NP-Za-km-z]{44})$/, 'not a valid peer id');
 
+/** Where an input is mounted: Docker reads a bind as `source:path:mode`, so a ':' in the path would be read as a mode. */
+const MountPointSchema = ContainerPathSchema.refine((p) => !p.includes(':'), { error: "a mount point without ':' (Docker reads ':' as the start of a bind's options)" });
+
+/** An input's mount point as Docker compares them: without the trailing slashes. */
+export const mountPointOf = (path: string): string => path.replace(/\/+$/, '');
+
 export const InputSpecSchema = z.strictObject({
   source: InputSourceSchema,
-  path: ContainerPathSchema,
+  path: MountPointSchema,
   /** Filled in by the node a `job:` source is submitted on: the CID that output's signed manifest names. */
   cid: z
     .string()

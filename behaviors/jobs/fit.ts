@@ -64,7 +64,9 @@ export function locationMismatch(want: Location | undefined, has: Location): str
 export function labelMismatch(want: Labels | undefined, has: Labels): string | null {
   if (!want) return null;
   for (const [key, value] of Object.entries(want)) {
-    if (has[key] !== value) return `lacks label ${key}=${value}${has[key] !== undefined ? ` (has ${key}=${has[key]})` : ''}`;
+    // Own labels only: `toString` is not a label a node has.
+    const held = Object.hasOwn(has, key) ? has[key] : undefined;
+    if (held !== value) return `lacks label ${key}=${value}${held !== undefined ? ` (has ${key}=${held})` : ''}`;
   }
   return null;
 }

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { parseSize, SizeError } from '../../runtime/bytes.js';
 import { acceptsAlso } from '../input-forms.js';
 import { ImageReferenceSchema } from './image-ref.js';
-import { InputSpecSchema, JobOutputSchema, OutputSpecSchema, MAX_INPUTS, MAX_OUTPUTS } from './files.js';
+import { InputSpecSchema, JobOutputSchema, mountPointOf, OutputSpecSchema, MAX_INPUTS, MAX_OUTPUTS } from './files.js';
 
 
 /*
@@ -251,7 +251,11 @@ export const JobSpecSchema = z.strictObject({
     .refine((list) => new Set(list.map((o) => o.name)).size === list.length, { error: 'output names must be distinct' })
     .default([]),
   /** Content mounted read-only into the container before it starts. */
-  inputs: z.array(InputSpecSchema).max(MAX_INPUTS).default([]),
+  inputs: z
+    .array(InputSpecSchema)
+    .max(MAX_INPUTS)
+    .refine((list) => new Set(list.map((i) => mountPointOf(i.path))).size === list.length, { error: 'inputs: each mount point (path) at most once' })
+    .default([]),
   ports: JobPortsSchema.default([]),
 });
 /** A spec as a caller writes it (defaults not yet applied). */

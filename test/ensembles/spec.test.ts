@@ -28,6 +28,9 @@ describe('ensemble spec', () => {
     }
     expect(problems({ name: 'e', parts: { localhost: part() } }).join()).toMatch(/parts: key 'localhost': part name 'localhost' is reserved/);
     expect(problems({ name: 'e', parts: { host: part() } }).join()).toMatch(/reserved/);
+    // Every object has it: found by part name where no part was, it broke a part's restarts.
+    expect(problems({ name: 'e', parts: { constructor: part() } }).join()).toMatch(/part name 'constructor' is reserved/);
+    expect(problems({ name: 'e', parts: { a: part({ near: { part: 'constructor', max_rtt_ms: 5 } }) } }).join()).toMatch(/near 'constructor', which is not a part of this ensemble/);
   });
 
   it('refuses ports out of range or twice, and a part pinned with local', () => {

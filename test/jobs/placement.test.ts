@@ -1,6 +1,6 @@
 // The one decision of whether any known node could ever hold a job (actors/orchestrator/placement.ts).
 import { describe, expect, it } from 'vitest';
-import { whyNoNodeCouldHold } from '../../behaviors/jobs/fit.js';
+import { labelMismatch, whyNoNodeCouldHold } from '../../behaviors/jobs/fit.js';
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { GiB, MiB } from './helpers.js';
 
@@ -36,5 +36,15 @@ describe('whyNoNodeCouldHold', () => {
     const big = { label: 'peer big', capacity: spec({ cpu: { cores: 128 }, memory: { size: 1024 * GiB } }) };
     expect(whyNoNodeCouldHold(spec({ cpu: { cores: 64 } }), [self, big])).toBeNull();
     expect(whyNoNodeCouldHold(spec({ cpu: { cores: 64 } }), [])).toBeNull();
+  });
+});
+
+describe('labelMismatch', () => {
+  it('matches a node\'s own labels only, and names what it has of them', () => {
+    expect(labelMismatch({ gpu: 'a100' }, { gpu: 'a100', zone: 'lab' })).toBeNull();
+    expect(labelMismatch({ gpu: 'a100' }, { gpu: 'v100' })).toBe('lacks label gpu=a100 (has gpu=v100)');
+    // Every object has a toString: a node's profile has no such label, and the message said it had a function.
+    expect(labelMismatch({ toString: 'x' }, {})).toBe('lacks label toString=x');
+    expect(labelMismatch({ constructor: 'x' }, { constructor: 'x' } as never)).toBeNull();
   });
 });

@@ -204,6 +204,20 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
     }
   });
 
+  it('refuses at submit a mount point Docker would refuse at start: with a colon, or twice', async () => {
+    // Found on a running node: both were accepted (201) and failed at the container's start, the
+    // first naming the node's own input directory in its error.
+    const cid = 'bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy';
+    for (const [inputs, error] of [
+      [[{ source: cid, path: '/in:rw' }], "inputs.0.path: a mount point without ':'"],
+      [[{ source: cid, path: '/in' }, { source: cid, path: '/in/' }], 'inputs: each mount point (path) at most once'],
+    ] as const) {
+      const res = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bad', image: TEST_IMAGE, inputs }) });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toContain(error);
+    }
+  });
+
   it('a volume written by one job is read by the next; its snapshot is a CID', async () => {
     const made = await fetch(`${node.url}/api/v1/volumes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'data', size: '1GiB' }) });
     expect(made.status).toBe(201);
