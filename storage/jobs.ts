@@ -23,6 +23,9 @@ export interface JobListOptions extends JobFilter {
   order?: 'asc' | 'desc';
 }
 
+/** Rows read at a time while a list bounded in bytes fills: what one read holds beyond the page. */
+const LIST_SLICE = 32;
+
 export class JobRepository {
   /** What this repository last committed of the jobs under way: the only writer of the job table. */
   private readonly recent: RecentJobRows = new Map();
@@ -43,15 +46,33 @@ export class JobRepository {
   }
 
   /** Jobs in submission order, or its reverse. */
-  async list(opts: JobListOptions = {}): Promise<Job[]> {
+  /**
+   * Jobs in submission order, or its reverse: at most `limit`, and with `maxBytes` no more of
+   * them than that as JSON (always one at least). A job's spec may be large (a 1 MiB command),
+   * so a page of 1,000 of them was a 137 MB reply that took the node to 1.8 GB and held its
+   * event loop for 11 s; read in slices, such a page stops where the bytes do.
+   */
+  async list(opts: JobListOptions & { maxBytes?: number } = {}): Promise<Job[]> {
     const order = opts.order ?? 'asc';
-    const rows = await this.orm.em.fork().find(JobEntity, where(opts), {
-      // Jobs of one batch share their created_at: the row's insertion order (rowid) is their submission order.
-      orderBy: { created_at: order, [raw('rowid')]: order },
-      limit: opts.limit,
-      offset: opts.offset,
-    });
-    return rows.map(toJob);
+    const em = this.orm.em.fork();
+    // Jobs of one batch share their created_at: the row's insertion order (rowid) is their submission order.
+    const orderBy = { created_at: order, [raw('rowid')]: order };
+    if (opts.maxBytes === undefined) return (await em.find(JobEntity, where(opts), { orderBy, limit: opts.limit, offset: opts.offset })).map(toJob);
+    const jobs: Job[] = [];
+    let bytes = 0;
+    const limit = opts.limit ?? Number.POSITIVE_INFINITY;
+    for (let offset = opts.offset ?? 0; jobs.length < limit; offset += LIST_SLICE) {
+      const rows = await em.find(JobEntity, where(opts), { orderBy, limit: Math.min(LIST_SLICE, limit - jobs.length), offset });
+      em.clear();
+      for (const row of rows) {
+        const job = toJob(row);
+        bytes += JSON.stringify(job).length;
+        if (bytes > opts.maxBytes && jobs.length > 0) return jobs;
+        jobs.push(job);
+      }
+      if (rows.length < LIST_SLICE) break;
+    }
+    return jobs;
   }
 
   async count(filter: JobFilter = {}): Promise<number> {

@@ -4,7 +4,7 @@
  * senders that are not this node or its roots.
  */
 import { ExitedPayload, JobNotifications, ProgressPayload, REPORT_CAPABILITY, type RunReport, StartedPayload, type StartReport } from '../../behaviors/jobs/executor.js';
-import { CancelPayload, JobBehaviors, type JobEventsReply, JobIdPayload, type JobListReply, ListPayload, LogsPayload, type LogsReply, SubmitPayload } from '../../behaviors/jobs/jobs.js';
+import { CancelPayload, JobBehaviors, type JobEventsReply, JobIdPayload, type JobListReply, ListPayload, LogsPayload, MAX_LIST_BYTES, type LogsReply, SubmitPayload } from '../../behaviors/jobs/jobs.js';
 import { AcceptPayload, DEPLOYMENT_INTERNAL_CAPABILITY } from '../../behaviors/jobs/deployment.js';
 import { type Freed, SchedulePayload } from '../../behaviors/jobs/resources.js';
 import { ENSEMBLE_INTERNAL_CAPABILITY, PartAssignPayload, PartBehaviors, PartCreatePayload } from '../../behaviors/ensembles/schema.js';
@@ -132,7 +132,7 @@ async function status(storage: Storage, id: string): Promise<Job> {
 }
 
 async function list(storage: Storage, p: z.output<typeof ListPayload>): Promise<JobListReply> {
-  const [jobs, total] = await Promise.all([storage.jobs.list(p), storage.jobs.count({ status: p.status })]);
+  const [jobs, total] = await Promise.all([storage.jobs.list({ ...p, maxBytes: MAX_LIST_BYTES }), storage.jobs.count({ status: p.status })]);
   return { jobs, total };
 }
 

@@ -42,6 +42,12 @@ export const JobIdPayload = z.strictObject({ id: jobId });
 
 export const LIST_ORDERS = ['asc', 'desc'] as const;
 
+/**
+ * The most bytes of jobs (as JSON) one list answers with: a page of 1,000 ordinary jobs (about
+ * 1 KB each) is an eighth of it, and one of large specs ends early (the total says how many there are).
+ */
+export const MAX_LIST_BYTES = 8 * 1024 * 1024;
+
 export const ListPayload = z.strictObject({
   status: z.array(JobStatusSchema).optional(),
   limit: z.int().min(1).max(MAX_LIST_LIMIT).default(DEFAULT_LIST_LIMIT),

@@ -155,6 +155,37 @@ describe('input errors are 4xx', () => {
   });
 });
 
+describe('a list of large jobs', () => {
+  it('holds at most 8 MiB of jobs a page, and the total says how many more there are', { timeout: 60_000 }, async () => {
+    // Found on a running node: 130 jobs of ~1 MiB each made GET /api/v1/jobs?limit=1000 a 137 MB
+    // body, the node 0.5 -> 1.8 GB, /health answered after 10.8 s meanwhile.
+    const node = await startLocalJobNode();
+    nodes.push(node);
+    const rest = new Rest(node.url);
+    // Each just under the body limit (1 MiB): twelve of them are 10.8 MiB.
+    const big = { ...nullJob({ name: 'big' }), command: ['echo', 'x'.repeat(900 * 1024)] };
+    for (let i = 0; i < 12; i++) expect((await rest.post('/api/v1/jobs', big)).status).toBe(201);
+    const first = await rest.jobs('/api/v1/jobs?limit=1000');
+    expect(first.total).toBe(12);
+    expect(first.jobs.length).toBeGreaterThanOrEqual(1);
+    expect(first.jobs.length).toBeLessThanOrEqual(9);
+    // Paged on by the count received, every job comes once.
+    const seen = first.jobs.map((j) => j.id);
+    while (seen.length < first.total) {
+      const next = await rest.jobs(`/api/v1/jobs?limit=1000&offset=${seen.length}`);
+      expect(next.jobs.length).toBeGreaterThan(0);
+      seen.push(...next.jobs.map((j) => j.id));
+    }
+    expect(new Set(seen).size).toBe(12);
+    // Small jobs are not held back by the bound.
+    const small = await startLocalJobNode();
+    nodes.push(small);
+    const smallRest = new Rest(small.url);
+    for (let i = 0; i < 5; i++) await smallRest.post('/api/v1/jobs', nullJob());
+    expect((await smallRest.jobs('/api/v1/jobs?limit=1000')).jobs).toHaveLength(5);
+  });
+});
+
 describe('default resources', () => {
   let rest: Rest;
   beforeAll(async () => {
