@@ -78,6 +78,7 @@ const NODE = [
   'test/multinode/ensemble-names.test.ts',
   'test/ensembles/start-refused.test.ts',
   'test/network/dht-protocol.test.ts',
+  'test/network/forward-lifetime.test.ts',
   'test/network/discovery.test.ts',
   'test/network/gossip-copies.test.ts',
   'test/network/sybils.test.ts',

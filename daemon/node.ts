@@ -119,7 +119,7 @@ export class DmsNode {
       (j) => j.stop(),
     );
     // After the jobs part, whose records say who may reach which job's ports; stopped before it.
-    const tunnels = await order.step('tunnels', () => startTunnels({ host: system.host, config, storage: jobs.storage, log, transport, ensembles: ensembleNet.api.grants }), (t) => t.stop());
+    const tunnels = await order.step('tunnels', () => startTunnels({ host: system.host, system, config, storage: jobs.storage, log, transport, ensembles: ensembleNet.api.grants }), (t) => t.stop());
     // After the jobs part, so a start hook can call the orchestrator and its executors; stopped before them.
     const pluginActors = [];
     for (const loaded of plugins) {

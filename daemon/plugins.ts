@@ -6,6 +6,7 @@
  * start-up with a message naming the plugin (`plugins.modules: '<spec>' …`).
  */
 import { DEPLOYMENT_INBOX } from '../behaviors/jobs/deployment.js';
+import { FORWARDS_INBOX } from '../behaviors/jobs/forwards.js';
 import { ENSEMBLE_INBOX, ENSEMBLE_NET_INBOX } from '../behaviors/ensembles/schema.js';
 import { existsSync } from 'node:fs';
 import { register } from 'node:module';
@@ -41,7 +42,7 @@ import { at } from '../runtime/wire/envelope.js';
 const isPath = (spec: string) => spec.startsWith('.') || isAbsolute(spec);
 
 /** The inboxes of the node's own actors: no plugin may take one. */
-export const BUILTIN_INBOXES = [ROOT_INBOX, DISCOVERY_INBOX, HTTP_INBOX, ORCHESTRATOR_INBOX, RESOURCES_INBOX, DEPLOYMENT_INBOX, ENSEMBLE_INBOX, ENSEMBLE_NET_INBOX] as const;
+export const BUILTIN_INBOXES = [ROOT_INBOX, DISCOVERY_INBOX, HTTP_INBOX, ORCHESTRATOR_INBOX, RESOURCES_INBOX, DEPLOYMENT_INBOX, ENSEMBLE_INBOX, ENSEMBLE_NET_INBOX, FORWARDS_INBOX] as const;
 
 /** A plugin module, loaded and checked. */
 export interface LoadedPlugin {

@@ -3,18 +3,24 @@
  * `/dms/tunnel/1.0.0` handler that lets a job's requester through to its declared ports; as a
  * requester, the local listeners of `dms jobs port-forward`, each connection tunnelled to the
  * job wherever it runs now. The listeners live in the node, not in the CLI: the node's libp2p
- * key is what the provider recognises, and it never leaves the node.
+ * key is what the provider recognises, and it never leaves the node. The listeners last as long
+ * as their job: the actor `forwards` hears from the orchestrator when a job with ports ends.
  */
 import { randomUUID } from 'node:crypto';
 import { connect, createServer, isIP, type Server, type Socket } from 'node:net';
 import Docker from 'dockerode';
 import { containerAddress } from '../actors/executors/container-spec.js';
 import type { GrantRegistry } from '../actors/ensembles/grants.js';
-import type { Job } from '../behaviors/jobs/schema.js';
+import { ForwardBehaviors, FORWARDS_INBOX, FORWARDS_INTERNAL_CAPABILITY, ForwardsEndedPayload } from '../behaviors/jobs/forwards.js';
+import { isTerminal, type Job } from '../behaviors/jobs/schema.js';
+import { defineBehavior } from '../runtime/behavior.js';
+import { rememberNewest } from '../runtime/bounded-map.js';
+import { type ActorContext, defineActor, makeActor } from '../runtime/component.js';
 import type { Config } from '../runtime/config.js';
 import { DmsError, errorText, invalid, notFound } from '../runtime/errors.js';
 import type { Logger } from '../runtime/log.js';
 import type { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
+import type { ActorSystem } from '../runtime/system.js';
 // Types only: the protocol's code (and libp2p's) is loaded when a network is there to use it.
 import type { TunnelRequest, TunnelServer, TunnelTarget } from '../runtime/network/tunnel.js';
 import type { Storage } from '../storage/index.js';
@@ -22,6 +28,8 @@ import type { Forward, PortForwarder } from '../http/routes/ports.js';
 
 export interface TunnelsOptions {
   host: string;
+  /** Where the actor `forwards` is bound, which hears when jobs end. */
+  system: ActorSystem;
   /** Who hosts the parts of ensembles, by their requesters' grants: let through to those parts' ports. */
   ensembles?: EnsembleHosts;
   config: Config;
@@ -74,9 +82,17 @@ interface OpenForward extends Forward {
   sockets: Set<Socket>;
 }
 
+/**
+ * Jobs whose end arrived lately: a forward whose listener was still being opened when its job
+ * ended is refused rather than left open. A job's end is stored before it is told, so a job that
+ * ended longer ago is refused on its status.
+ */
+const JUST_ENDED = 1024;
+
 /** The local listeners of `dms jobs port-forward`, bounded (`tunnel.max_forwards`). */
 export class PortForwards implements PortForwarder {
   private readonly forwards = new Map<string, OpenForward>();
+  private readonly justEnded = new Map<string, true>();
 
   constructor(private readonly opts: TunnelsOptions & { docker: Docker }) {}
 
@@ -85,6 +101,7 @@ export class PortForwards implements PortForwarder {
   }
 
   async open(job: Job, port: number, local?: string): Promise<Forward> {
+    if (isTerminal(job.status)) throw new DmsError('conflict', `job ${job.id} has ended (${job.status}): nothing listens on its ports any more`);
     if (!job.ports.includes(port)) throw invalid(`job ${job.id} does not declare port ${port} (its ports: ${job.ports.join(', ') || 'none'})`);
     const max = this.opts.config.tunnel.max_forwards;
     if (this.forwards.size >= max) throw new DmsError('overloaded', `this node already holds ${max} forwards (tunnel.max_forwards): stop one first`);
@@ -98,6 +115,10 @@ export class PortForwards implements PortForwarder {
       server.once('error', (e) => reject(new DmsError('conflict', `cannot listen on ${host}:${localPort}: ${errorText(e)}`)));
       server.listen(localPort, host, () => resolve());
     });
+    if (this.justEnded.has(job.id)) {
+      server.close();
+      throw new DmsError('conflict', `job ${job.id} has ended: nothing listens on its ports any more`);
+    }
     server.on('error', (e) => this.opts.log.warn({ forward: forward.id, err: errorText(e) }, 'port-forward listener failed'));
     const address = server.address();
     forward.local = typeof address === 'object' && address ? `${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}` : String(address);
@@ -113,6 +134,13 @@ export class PortForwards implements PortForwarder {
     forward.server.close();
     for (const s of forward.sockets) s.destroy();
     return { id, job_id: forward.job_id, port: forward.port, local: forward.local };
+  }
+
+  /** The job ended: its forwards stop, connections and all, and no longer count against the bound. */
+  ended(jobId: string): void {
+    rememberNewest(this.justEnded, jobId, true, JUST_ENDED);
+    const closed = [...this.forwards.values()].filter((f) => f.job_id === jobId).map((f) => this.close(jobId, f.id));
+    if (closed.length > 0) this.opts.log.info({ job_id: jobId, forwards: closed.length }, 'port-forwards of an ended job stopped');
   }
 
   stop(): void {
@@ -169,10 +197,27 @@ function parseLocal(local: string | undefined): { host: string; port: number } {
   return { host, port };
 }
 
+/** Hears from this node's orchestrator that a job with ports ended (actors/orchestrator/reports.ts). */
+const ForwardsActor = defineActor({
+  inbox: FORWARDS_INBOX,
+  // One synchronous handler: nothing to interleave.
+  concurrency: 1,
+  create: ({ deps }: ActorContext<{ forwards: PortForwards }>) => ({
+    behaviors: [
+      defineBehavior({
+        name: ForwardBehaviors.ended,
+        payload: ForwardsEndedPayload,
+        capability: FORWARDS_INTERNAL_CAPABILITY,
+        handle: ({ payload }) => deps.forwards.ended(payload.job_id),
+      }),
+    ],
+  }),
+});
+
 export interface Tunnels {
   forwards: PortForwards;
   server?: TunnelServer;
-  stop(): void;
+  stop(): Promise<void>;
 }
 
 export async function startTunnels(opts: TunnelsOptions): Promise<Tunnels> {
@@ -188,5 +233,14 @@ export async function startTunnels(opts: TunnelsOptions): Promise<Tunnels> {
       })
     : undefined;
   const forwards = new PortForwards({ ...opts, docker });
-  return { forwards, server, stop: () => forwards.stop() };
+  const actor = await makeActor(opts.system, ForwardsActor, { forwards });
+  await actor.start();
+  return {
+    forwards,
+    server,
+    stop: async () => {
+      await actor.stop();
+      forwards.stop();
+    },
+  };
 }

@@ -46,7 +46,7 @@ import { Scheduler } from './scheduler.js';
 import { Admission, DEFAULT_RESOURCES } from './admission.js';
 import { orchestratorBehaviors } from './behaviors.js';
 import { at, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
-import { ENSEMBLE_INBOX, PartBehaviors } from '../../behaviors/ensembles/schema.js';
+import { JobReports } from './reports.js';
 import { Batcher } from '../../runtime/batcher.js';
 import { rememberNewest } from '../../runtime/bounded-map.js';
 import type { ManifestFiles } from '../outputs/manifest-files.js';
@@ -123,6 +123,7 @@ class Orchestrator {
   private peerWokeAt = 0;
   private readonly unsubscribePeers: () => void;
   private readonly log: Logger;
+  private readonly reports: JobReports;
   private readonly machine: JobMachine;
   /** Makes a job's machine as one of this actor's: the node's inspector sees its transitions. */
   private readonly makeMachine: ActorContext<OrchestratorDeps>['machine'];
@@ -149,6 +150,7 @@ class Orchestrator {
     this.storage = deps.storage;
     this.manifests = deps.manifests;
     this.log = log;
+    this.reports = new JobReports(actor, log);
     this.makeMachine = machine;
     for (const name of deps.executors) this.executors.register(new ExecutorClient(actor, name));
     this.runnable = new Set(deps.executors);
@@ -242,14 +244,9 @@ class Orchestrator {
     run.send({ type: 'assigned', node, here: this.actor.system.isHere(node) });
   }
 
-  /** A part's stored status or node changed: its ensemble hears of it (actors/ensembles). */
-  private partChanged(run: JobRun, job: Job): void {
-    if (!job.ensemble || !job.part || job.requester !== null) return;
-    const exclude = run.machine.getSnapshot().context.exclude;
-    // A part back to pending says why (its node lost it or refused its start): its ensemble names it.
-    const error = job.error ?? (job.status === 'pending' ? job.pending_reason : null);
-    const payload = { job_id: job.id, ensemble: job.ensemble, part: job.part, status: job.status, node: job.node, error, exclude: exclude.slice(-64) };
-    void this.actor.tell(this.actor.local(ENSEMBLE_INBOX), PartBehaviors.changed, payload).catch((e: unknown) => this.log.warn({ job: job.id, err: errorText(e) }, 'ensemble not told of its part'));
+  /** A job's stored status or node changed: the actors that follow jobs hear of it (./reports.ts). */
+  private changed(run: JobRun, job: Job): void {
+    this.reports.changed(job, () => run.machine.getSnapshot().context.exclude);
   }
 
   /** A job another node placed here (its reservation is held): run as one of this node's own, never passed on. */
@@ -283,7 +280,9 @@ class Orchestrator {
     // what can still be stopped, and record the end.
     const source = this.logSource(job, undefined);
     await source?.executor.cancel(source.handle, why).catch((e: unknown) => this.log.warn({ job: id, err: errorText(e) }, 'could not stop run'));
-    return this.journal.change(id, { status: 'failed', reason: why, error: why });
+    const ended = await this.journal.change(id, { status: 'failed', reason: why, error: why });
+    this.reports.ended(ended);
+    return ended;
   }
 
   /** A page of output (./logs.ts). */
@@ -388,7 +387,7 @@ class Orchestrator {
     this.journal.change(ctx.jobId, change).then(
       (job) => {
         run.job = job;
-        this.partChanged(run, job);
+        this.changed(run, job);
       },
       (e: unknown) => this.log.error({ job: ctx.jobId, err: errorText(e) }, 'running state not stored'),
     );
@@ -452,7 +451,7 @@ class Orchestrator {
         this.runs.delete(ctx.jobId);
         rememberNewest(this.justEnded, job.id, job, JUST_ENDED);
         run.end({ job });
-        this.partChanged(run, job);
+        this.changed(run, job);
         // Only now: removing the container before the end is stored could make a crash in
         // between look like a vanished run.
         if (ctx.handle) this.cleanup(run, ctx.handle);
@@ -529,7 +528,7 @@ class Orchestrator {
     // Journal writes keep their order: this one is stored before whatever its next placement writes.
     this.journal
       .change(run.id, { status: 'pending', reason: text, node: null, container_id: null, pending_reason: text, attempts: [...run.attempts] })
-      .then((job) => this.partChanged(run, job))
+      .then((job) => this.changed(run, job))
       .catch((e: unknown) => this.log.error({ job: run.id, err: errorText(e) }, 'return to pending not stored'));
   }
 

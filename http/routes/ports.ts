@@ -82,11 +82,11 @@ export const portRoutes =
       operationId: 'forwardJobPort',
       summary: 'Listen on a local port of this node, each connection tunnelled to the job port wherever the job runs',
       description:
-        'The listener lives in the node, whose libp2p identity the provider checks against the job\'s requester; it lasts until DELETE or the node stops. A job running on this node is connected to directly.',
+        'The listener lives in the node, whose libp2p identity the provider checks against the job\'s requester; it lasts until DELETE, the job ends or the node stops. A job running on this node is connected to directly.',
       tags: ['jobs'],
       params: { ...jobId, ...port },
       body: { schema: ForwardBody, what: 'forward' },
-      responses: { ...ANSWERS, 201: { description: 'the forward, with the address it listens on', schema: ForwardSchema }, 409: { description: 'the local address cannot be listened on' } },
+      responses: { ...ANSWERS, 201: { description: 'the forward, with the address it listens on', schema: ForwardSchema }, 409: { description: 'the local address cannot be listened on, or the job has ended' } },
       handler: async (_event, input) => {
         const job = await readJob(input.param('id'));
         const body = await input.body();

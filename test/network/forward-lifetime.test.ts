@@ -1,0 +1,130 @@
+/**
+ * A forward lasts as long as its job (README "Ports and tunnels"): once the job ends, however
+ * it ends, its listeners close and no longer count against tunnel.max_forwards, and a forward
+ * asked for a job that has ended is refused. The null executor runs the jobs (no Docker): a
+ * connection to a forward of one gets no tunnel, but the listener, and the bound, are the node's.
+ */
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { startCluster, stopCluster } from '../helpers/network.js';
+import { removeHome } from '../helpers/node.js';
+import { nullJob, Rest, startLocalJobNode, until } from '../jobs/helpers.js';
+
+/** The default tunnel.max_forwards. */
+const MAX_FORWARDS = 32;
+
+let node: LocalNode;
+let rest: Rest;
+
+beforeAll(async () => {
+  node = await startLocalJobNode();
+  rest = new Rest(node.url);
+});
+
+afterAll(async () => {
+  await node?.stop();
+  if (node) removeHome(node.home);
+});
+
+type Forward = { id: string; job_id: string; port: number; local: string };
+
+const runningJob = async (durationMs: number) => {
+  const job = await rest.submit({ ...nullJob({ name: 'p', durationMs }), ports: [8080] });
+  await rest.waitFor(job.id, ['running'], 10_000);
+  return job.id;
+};
+
+const forward = async (jobId: string): Promise<Forward> => {
+  const r = await rest.post<Forward>(`/api/v1/jobs/${jobId}/ports/8080/forward`, {});
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  return r.body;
+};
+
+/** Whether anything still listens at ADDR:PORT: a refused connection says no. */
+const listening = (local: string) =>
+  new Promise<boolean>((resolve) => {
+    const i = local.lastIndexOf(':');
+    const socket = connect(Number(local.slice(i + 1)), local.slice(0, i));
+    socket.setTimeout(2_000, () => (socket.destroy(), resolve(true)));
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+  });
+
+const forwardsOf = async (jobId: string) => {
+  const r = await rest.get<{ status: string; forwards: Forward[] }>(`/api/v1/jobs/${jobId}/ports`);
+  expect(r.status).toBe(200);
+  return r.body;
+};
+
+describe('port forwards end with their job', { timeout: 30_000 }, () => {
+  it('closes every forward of a cancelled job, frees tunnel.max_forwards, and refuses a forward to it after', async () => {
+    const jobId = await runningJob(60_000);
+    const opened: Forward[] = [];
+    for (let i = 0; i < MAX_FORWARDS; i++) opened.push(await forward(jobId));
+    expect((await forwardsOf(jobId)).forwards).toHaveLength(MAX_FORWARDS);
+    expect(await listening(opened[0].local)).toBe(true);
+    const full = await rest.post(`/api/v1/jobs/${jobId}/ports/8080/forward`, {});
+    expect(full.status).toBe(503);
+
+    expect((await rest.delete(`/api/v1/jobs/${jobId}`)).status).toBe(200);
+    const ended = await until('the cancelled job to hold no forwards', async () => {
+      const ports = await forwardsOf(jobId);
+      return ports.forwards.length === 0 ? ports : undefined;
+    }, 5_000);
+    expect(ended.status).toBe('failed');
+    for (const f of opened) expect(await listening(f.local), `${f.local} still listens`).toBe(false);
+
+    // The bound counts forwards that are open: another job gets one at once.
+    const other = await runningJob(60_000);
+    const again = await forward(other);
+    expect(await listening(again.local)).toBe(true);
+
+    const late = await rest.post<{ error: string }>(`/api/v1/jobs/${jobId}/ports/8080/forward`, {});
+    expect(late.status).toBe(409);
+    expect(late.body.error).toMatch(/has ended \(failed\)/);
+    expect((await forwardsOf(jobId)).forwards).toEqual([]);
+    expect((await rest.delete(`/api/v1/jobs/${other}`)).status).toBe(200);
+    await until('the other job to hold no forwards', async () => (await forwardsOf(other)).forwards.length === 0, 5_000);
+    expect(await listening(again.local)).toBe(false);
+  });
+
+  it('closes the forwards of a job that completes on its own', async () => {
+    const jobId = await runningJob(1_500);
+    const opened = [await forward(jobId), await forward(jobId)];
+    await rest.waitFor(jobId, ['completed'], 10_000);
+    await until('the completed job to hold no forwards', async () => (await forwardsOf(jobId)).forwards.length === 0, 5_000);
+    for (const f of opened) expect(await listening(f.local)).toBe(false);
+    const late = await rest.post<{ error: string }>(`/api/v1/jobs/${jobId}/ports/8080/forward`, {});
+    expect(late.status).toBe(409);
+    expect(late.body.error).toMatch(/has ended \(completed\)/);
+  });
+});
+
+describe('port forwards to a job on another node end with it', { timeout: 30_000 }, () => {
+  let a: LocalNode;
+  let b: LocalNode;
+
+  beforeAll(async () => {
+    [a, b] = await startCluster(2, { start: startLocalNode });
+    expect((await new Rest(b.url).put('/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
+  }, 60_000);
+  afterAll(() => stopCluster([a, b]));
+
+  it('closes the forwards on the requester when the job it placed elsewhere is cancelled', async () => {
+    const onA = new Rest(a.url);
+    const job = await onA.submit({ ...nullJob({ name: 'p', durationMs: 60_000 }), ports: [8080], placement: { node: b.peerId } });
+    const running = await onA.waitFor(job.id, ['running'], 15_000);
+    expect(running.node).toBe(b.peerId);
+    const r = await onA.post<Forward>(`/api/v1/jobs/${job.id}/ports/8080/forward`, {});
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    expect(await listening(r.body.local)).toBe(true);
+
+    expect((await onA.delete(`/api/v1/jobs/${job.id}`)).status).toBe(200);
+    await until('the cancelled job to hold no forwards on its requester', async () => {
+      const ports = await onA.get<{ forwards: Forward[] }>(`/api/v1/jobs/${job.id}/ports`);
+      return ports.body.forwards.length === 0;
+    }, 5_000);
+    expect(await listening(r.body.local)).toBe(false);
+  });
+});
