@@ -91,6 +91,7 @@ const NODE = [
   'test/rest/actor-api.test.ts',
   'test/rest/fuzz.test.ts',
   'test/rest/openapi.test.ts',
+  'test/rest/stalled-body.test.ts',
   'test/security/chain-cost.test.ts',
   'test/security/closed-deployment.test.ts',
   'test/security/deployment-authz.test.ts',

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { type H3, toNodeHandler } from 'h3';
@@ -31,6 +31,9 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
     server = createHttpServer(handler);
   }
   server.keepAliveTimeout = 65_000;
+  // Every connection is a file descriptor the node's libp2p, SQLite and containers need too.
+  server.maxConnections = config.rest.max_connections;
+  server.on('request', (req: IncomingMessage) => cutWhenStalled(req, config.rest.body_idle_timeout_s * 1000));
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) =>
       reject(new DmsError('invalid', `rest: cannot listen on ${config.rest.addr}:${config.rest.port} (${e.code ?? e.message})`)),
@@ -49,4 +52,18 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
         server.closeAllConnections();
       }),
   };
+}
+
+/**
+ * A request whose body stops arriving for `idleMs` is cut (its connection closed): an upload
+ * claims the storage it may write before it is read, so three stalled 1 GiB uploads held 3 GiB of
+ * the share for as long as their clients kept them open. Only while the body is read: a
+ * response may wait as long as it likes (a followed job's output).
+ */
+function cutWhenStalled(req: IncomingMessage, idleMs: number): void {
+  const length = req.headers['content-length'];
+  if ((length === undefined || length === '0') && req.headers['transfer-encoding'] === undefined) return;
+  req.setTimeout(idleMs, () => req.socket.destroy());
+  req.once('end', () => req.setTimeout(0));
+  req.once('close', () => req.setTimeout(0));
 }

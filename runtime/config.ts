@@ -38,6 +38,10 @@ export const ConfigSchema = z
         allow_unsigned: z.boolean().nullable().default(null),
         /** Largest request body in bytes (413 above it). */
         body_limit: positiveInt.default(1_048_576),
+        /** A request body that sends nothing for this long is cut: a stalled upload holds storage it claimed. */
+        body_idle_timeout_s: positiveInt.max(3600).default(30),
+        /** Connections the REST server holds at once; past it new ones are closed, so the node keeps file descriptors for its own work. */
+        max_connections: positiveInt.max(65_536).default(1024),
         /** REST invokes and broadcasts waiting for replies at once (503 above it). */
         max_pending: positiveInt.default(10_000),
         /** Most replies one broadcast collects. */
