@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { stringify as stringifyLossless } from 'lossless-json';
 import { DmsClient, type Reply } from '../../client/client.js';
@@ -8,6 +8,7 @@ import { anchorsPath, readAnchors } from '../../runtime/capability/anchors.js';
 import { readKey } from '../../runtime/home.js';
 import { encodeEnvelope, type Envelope, type Handle, parseJsonLossless } from '../../runtime/wire/envelope.js';
 import { CliError, globals, homeOf, nodeFailure, nodeUrl } from '../context.js';
+import { readTextInput } from '../read-text.js';
 import { unlockKeys } from '../passphrase.js';
 import { restCredentials } from './auth.js';
 import { keyPath, readToken } from './cap.js';
@@ -154,7 +155,7 @@ async function call<T>(home: string, fn: () => Promise<T>, be?: string): Promise
 
 function parsePayload(text: string | undefined): unknown {
   if (text === undefined) return {};
-  const source = text === '-' ? readFileSync(0, 'utf8') : text;
+  const source = text === '-' ? readTextInput('-') : text;
   try {
     return JSON.parse(source);
   } catch (e) {

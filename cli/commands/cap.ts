@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { stringify as stringifyLossless } from 'lossless-json';
@@ -23,6 +23,7 @@ import { homePaths, readKey } from '../../runtime/home.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { U64_MAX } from '../../runtime/wire/envelope.js';
 import { CliError, globals, homeOf, runningNode } from '../context.js';
+import { readTextInput } from '../read-text.js';
 import { jobsReadBy, providerTold, type Revoked } from '../read-rights.js';
 import { restFor } from '../rest.js';
 import { unlockKeys } from '../passphrase.js';
@@ -313,8 +314,8 @@ export async function signingKey(cmd: Command, nameOrFile?: string): Promise<Key
 /** A token given on the command line: its text, a file holding it, or - for stdin. */
 export function readToken(arg: string, what: string): Token {
   let text = arg;
-  if (arg === '-') text = readFileSync(0, 'utf8');
-  else if (!arg.trim().startsWith('{') && arg.length < 4096 && existsSync(arg)) text = readFileSync(arg, 'utf8');
+  if (arg === '-') text = readTextInput('-');
+  else if (!arg.trim().startsWith('{') && arg.length < 4096 && existsSync(arg)) text = readTextInput(arg);
   try {
     return tokenFromText(text, what);
   } catch (e) {

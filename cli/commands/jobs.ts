@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import { type Command, Option } from 'commander';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { JOB_STATUSES } from '../../behaviors/jobs/schema.js';
 import { type JobEventsReply, type JobListReply, type LogsReply, MAX_LIST_LIMIT } from '../../behaviors/jobs/jobs.js';
 import { formatBytes } from '../../client/sizes.js';
+import { readTextInput } from '../read-text.js';
 import { CliError, globals, output } from '../context.js';
 import { followJob } from '../follow.js';
 import { resolveJobId, shortId } from '../ids.js';
@@ -176,8 +176,9 @@ export async function printLogs(cmd: Command, rest: RestClient, id: string, foll
 export async function readSpec(file: string): Promise<unknown> {
   let text: string;
   try {
-    text = readFileSync(file === '-' ? 0 : file, 'utf8');
+    text = readTextInput(file);
   } catch (e) {
+    if (e instanceof CliError) throw e;
     throw new CliError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   const json = extname(file).toLowerCase() === '.json';

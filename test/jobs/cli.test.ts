@@ -104,6 +104,9 @@ describe('dms jobs', () => {
     const broken = await dms('jobs', 'submit', specFile(node, 'broken.json', '{"name":'));
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/^dms: .*broken\.json is not valid JSON: /);
+    // Found on a running node: read to its end, /dev/zero took the CLI to 606 MB in 5 s.
+    const endless = await dms('jobs', 'submit', '/dev/zero');
+    expect(endless).toMatchObject({ code: 1, stderr: 'dms: /dev/zero is larger than 16777216 bytes: not a spec, an envelope or a token\n' });
   });
 });
 
