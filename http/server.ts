@@ -63,7 +63,10 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
 function cutWhenStalled(req: IncomingMessage, idleMs: number): void {
   const length = req.headers['content-length'];
   if ((length === undefined || length === '0') && req.headers['transfer-encoding'] === undefined) return;
-  req.setTimeout(idleMs, () => req.socket.destroy());
-  req.once('end', () => req.setTimeout(0));
-  req.once('close', () => req.setTimeout(0));
+  // A socket that times out with nobody listening is closed by node:http itself. Held here: by
+  // the time a refused upload's request closes, it has let go of its socket.
+  const socket = req.socket;
+  socket.setTimeout(idleMs);
+  // Read to its end: the response may take its time, and node:http sets the keep-alive timeout after it.
+  req.once('end', () => socket.setTimeout(0));
 }
