@@ -14,7 +14,8 @@
  *   crossOriginCredentials  a cross-origin request from a listed origin must carry an API key
  *                  or JWT, and REST auth must be on to check it (403): a listing lets a page
  *                  use its user's credentials, never the operator's reach without any.
- *   jsonBodyGuard  a body must be `Content-Type: application/json` (415). Browsers send JSON
+ *   jsonBodyGuard  a body must be `Content-Type: application/json` (415), and not compressed
+ *                  (`Content-Encoding`, 415). Browsers send JSON
  *                  cross-origin only after a preflight, which originGuard refuses unless the
  *                  origin is listed (and then credentials are required).
  *
@@ -130,6 +131,10 @@ const UPLOAD_TYPES = new Set(['application/x-tar', 'application/octet-stream']);
 export function jsonBodyGuard(): Middleware {
   return (event) => {
     if (NO_BODY_METHODS.has(event.req.method)) return undefined;
+    // Nothing here decodes a compressed body: read as it came, gzip was "not valid JSON", and an
+    // upload stored the compressed bytes without a word.
+    const encoding = event.req.headers.get('content-encoding');
+    if (encoding !== null && encoding.trim().toLowerCase() !== 'identity') return refuse(415, `Content-Encoding ${shown(encoding)} is not accepted: send the body uncompressed`);
     const type = event.req.headers.get('content-type');
     // A declared type is checked even on an empty body: nothing here takes anything but JSON.
     if (type === null && !hasBody(event)) return undefined;

@@ -16,7 +16,7 @@ export interface RawAnswer {
 export interface RawRequest {
   method?: string;
   headers?: Record<string, string>;
-  body?: string;
+  body?: string | Buffer;
 }
 
 export function raw(url: string, r: RawRequest = {}): Promise<RawAnswer> {
