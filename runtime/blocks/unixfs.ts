@@ -4,9 +4,10 @@
  * checks it), and a DAG becomes a tar stream or the file's bytes again. Entries carry no mode
  * or time, so the same files give the same CID wherever and whenever they are imported.
  *
- * A tar is a stranger's: an entry naming an absolute path or `..`, a link (symbolic or hard)
- * leaving the archive's root, or anything but a regular file or a directory is refused with
- * its name, and the whole import with it.
+ * A tar is a stranger's: an entry naming an absolute path or `..`, a path deeper than
+ * MAX_PATH_DEPTH, a path another entry has as a file where this one needs a directory (or the
+ * reverse), a link (symbolic or hard) leaving the archive's root, or anything but a regular file
+ * or a directory is refused with its name, and the whole import with it.
  */
 import { lstat, readdir } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
@@ -37,6 +38,16 @@ export interface ImportLimits {
 
 export const DEFAULT_MAX_ENTRIES = 100_000;
 
+/**
+ * Most components in a path below the root. The importer builds and flushes directories by
+ * recursing once per level: about 2,000 levels overflow Node's stack, and V8 then writes the
+ * whole bundled source to stderr for each promise it rejects (~0.9 MB of log from a 10 KB tar).
+ * Trees people and tools make stay in the tens of levels (PATH_MAX, 4,096 bytes, allows about
+ * 2,000 one-letter ones, but nothing real comes near), so 256 refuses none of them and keeps
+ * any recursion over a path a few hundred frames deep, whoever chose the path.
+ */
+export const MAX_PATH_DEPTH = 256;
+
 /** The importer's settings every import uses: changing one changes every CID. */
 const IMPORT: ImporterOptions = {
   cidVersion: 1,
@@ -61,6 +72,43 @@ export function entryPath(name: string): string {
     parts.push(part);
   }
   return parts.join('/');
+}
+
+const depthOf = (path: string): number => (path === '' ? 0 : path.split('/').length);
+
+/**
+ * What each path of a tar is, as its entries arrive: the importer keeps one of a file and a
+ * directory given the same path and drops the other without a word (a file `a` and `a/b`, in
+ * either order; a directory named again after its files, with them), so a conflict is refused
+ * with the entry's name, as a name given twice is.
+ */
+class Paths {
+  private readonly kinds = new Map<string, 'file' | 'dir'>();
+
+  /** Records `path` (after any strip) of entry `name`; false for a directory already known (to give to the importer again would empty it). */
+  add(path: string, kind: 'file' | 'dir', name: string): boolean {
+    const had = this.kinds.get(path);
+    if (had === 'file') throw invalid(kind === 'file' ? `tar entry '${shown(name)}' appears twice` : `tar entry '${shown(name)}' is a directory, but the archive has a file '${shown(name)}'`);
+    if (had === 'dir') {
+      if (kind === 'file') throw invalid(`tar entry '${shown(name)}' is a file, but the archive has a directory '${shown(name)}'`);
+      return false;
+    }
+    // Up to the first directory already known: everything above it was recorded with it.
+    const stripped = name.length - path.length;
+    for (let up = path; up !== '';) {
+      const cut = up.lastIndexOf('/');
+      up = cut < 0 ? '' : up.slice(0, cut);
+      const k = this.kinds.get(up);
+      if (k === 'dir') break;
+      if (k === 'file') {
+        if (up === '') throw invalid(`tar entry '${shown(name)}' follows a file at the root`);
+        throw invalid(`tar entry '${shown(name)}' is inside '${shown(name.slice(0, stripped + up.length))}', which the archive has as a file`);
+      }
+      this.kinds.set(up, 'dir');
+    }
+    this.kinds.set(path, kind);
+    return true;
+  }
 }
 
 /** Refuses a link: one leaving the root is named as such, any other is not stored (UnixFS outputs hold files and directories). */
@@ -117,35 +165,35 @@ export async function importTar(source: AsyncIterable<Uint8Array> | Readable, st
     extract.destroy(e as Error);
   });
   let single: CID | undefined;
-  const seen = new Set<string>();
+  const paths = new Paths();
   async function* candidates(): AsyncGenerator<ImportCandidate> {
     for await (const entry of extract) {
       const h = entry.header;
       budget.entry();
       const full = entryPath(h.name);
+      const depth = depthOf(full);
+      if (depth > MAX_PATH_DEPTH) throw invalid(`tar entry '${shown(full)}' has ${depth} path components: at most ${MAX_PATH_DEPTH} are stored`);
       const path = full.split('/').slice(strip).join('/');
       if (h.type === 'symlink' || h.type === 'link') refuseLink(full, h.type, h.linkname ?? '');
       if (h.type === 'directory') {
         entry.resume();
-        if (path !== '') yield { path };
+        if (paths.add(path, 'dir', full) && path !== '') yield { path };
         continue;
       }
       if (h.type !== 'file' && h.type !== 'contiguous-file') throw invalid(`tar entry '${shown(full)}': a ${h.type} is refused: only regular files and directories are stored`);
-      if (seen.has(path)) throw invalid(`tar entry '${shown(full)}' appears twice`);
-      seen.add(path);
+      paths.add(path, 'file', full);
       if (path === '') {
         // The archived path was itself a file: it is the import, and nothing else may follow.
         single = await rootOf([{ content: counted(entry, budget) }], store, false);
         continue;
       }
-      if (single) throw invalid(`tar entry '${shown(full)}' follows a file at the root`);
       yield { path, content: counted(entry, budget) };
     }
   }
   try {
     const root = await rootOf(candidates(), store, true);
     await fed;
-    if (single && seen.size === 1) return { cid: single, size: budget.bytes, kind: 'file' };
+    if (single) return { cid: single, size: budget.bytes, kind: 'file' };
     if (!root) throw invalid('the archive holds no file or directory');
     return { cid: root, size: budget.bytes, kind: 'directory' };
   } catch (e) {
@@ -173,21 +221,31 @@ export async function importPath(path: string, store: Blockstore, limits: Import
   if (st.isFile()) return importFile(createReadStream(path), store, limits);
   if (!st.isDirectory()) throw invalid(`${path}: only regular files and directories are stored`);
   const budget = new Budget(limits);
-  async function* walk(dir: string, rel: string): AsyncGenerator<ImportCandidate> {
-    for (const name of (await readdir(dir)).sort()) {
-      const abs = join(dir, name);
-      const p = rel ? `${rel}/${name}` : name;
+  // A job writes the directories it outputs: depth first with a stack of our own, not a
+  // generator per level, and no deeper than a tar may be.
+  async function* walk(): AsyncGenerator<ImportCandidate> {
+    const stack = [{ dir: path, rel: '', names: (await readdir(path)).sort(), next: 0 }];
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1];
+      if (top.next === top.names.length) {
+        stack.pop();
+        continue;
+      }
+      const name = top.names[top.next++];
+      const abs = join(top.dir, name);
+      const p = top.rel ? `${top.rel}/${name}` : name;
       const s = await lstat(abs);
       budget.entry();
+      if (stack.length > MAX_PATH_DEPTH) throw invalid(`${abs}: ${stack.length} levels below ${path}: at most ${MAX_PATH_DEPTH} are stored`);
       if (s.isSymbolicLink()) throw invalid(`${abs}: links are not stored`);
       if (s.isDirectory()) {
         yield { path: p };
-        yield* walk(abs, p);
+        stack.push({ dir: abs, rel: p, names: (await readdir(abs)).sort(), next: 0 });
       } else if (s.isFile()) yield { path: p, content: counted(createReadStream(abs), budget) };
       else throw invalid(`${abs}: only regular files and directories are stored`);
     }
   }
-  const root = await rootOf(walk(path, ''), store, true);
+  const root = await rootOf(walk(), store, true);
   if (!root) throw invalid(`${path}: an empty directory holds nothing to store`);
   return { cid: root, size: budget.bytes, kind: 'directory' };
 }
@@ -261,18 +319,38 @@ export function exportTar(cid: CID, store: Blockstore, name: string, opts: Expor
   return Readable.from(pack as unknown as AsyncIterable<Buffer>, { objectMode: false });
 }
 
-/** Every entry below a directory, depth first, each directory before what it holds, with its path relative to the root. */
+/**
+ * Every entry below a directory, depth first, each directory before what it holds, with its
+ * path relative to the root. A DAG fetched from another node may nest directories without end:
+ * the levels are a stack of our own, not a generator each (a chain of them overflowed the stack
+ * at 3,000), and no deeper than an import makes.
+ */
 export async function* walk(dir: UnixFSEntry, prefix: string, store: Blockstore, opts: ExportOptions = {}): AsyncGenerator<{ entry: UnixFSEntry; path: string }> {
   if (dir.type !== 'directory') return;
-  for await (const child of dir.entries({ signal: opts.signal })) {
-    const path = prefix ? `${prefix}/${child.name}` : child.name;
-    // A name is a stranger's too (a DAG fetched from another node): it must stay below the root.
-    if (entryPath(path) !== path) throw invalid(`directory entry '${shown(path)}' is not a plain relative name`);
-    const entry = await exporter(child.cid, store, { signal: opts.signal });
-    if (entry.type === 'directory') {
-      yield { entry, path };
-      yield* walk(entry, path, store, opts);
-    } else if (isFileEntry(entry)) yield { entry, path };
-    else throw invalid(`${path}: a ${entry.type} cannot be exported`);
+  const base = depthOf(prefix);
+  const stack = [{ children: dir.entries({ signal: opts.signal })[Symbol.asyncIterator](), prefix }];
+  try {
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1];
+      const next = await top.children.next();
+      if (next.done) {
+        stack.pop();
+        continue;
+      }
+      const child = next.value;
+      const path = top.prefix ? `${top.prefix}/${child.name}` : child.name;
+      if (base + stack.length > MAX_PATH_DEPTH) throw invalid(`directory entry '${shown(path)}' is deeper than ${MAX_PATH_DEPTH} levels`);
+      // A name is a stranger's too (a DAG fetched from another node): it must stay below the root.
+      if (entryPath(path) !== path) throw invalid(`directory entry '${shown(path)}' is not a plain relative name`);
+      const entry = await exporter(child.cid, store, { signal: opts.signal });
+      if (entry.type === 'directory') {
+        yield { entry, path };
+        stack.push({ children: entry.entries({ signal: opts.signal })[Symbol.asyncIterator](), prefix: path });
+      } else if (isFileEntry(entry)) yield { entry, path };
+      else throw invalid(`${path}: a ${entry.type} cannot be exported`);
+    }
+  } finally {
+    // Left early (an error, or the reader stopped): the listings still open are closed, as a for-await over each would.
+    for (const { children } of stack.reverse()) await children.return?.();
   }
 }

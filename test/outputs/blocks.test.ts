@@ -9,7 +9,11 @@ import { CID } from 'multiformats/cid';
 import { sha256, sha512 } from 'multiformats/hashes/sha2';
 import { BlockStore } from '../../runtime/blocks/store.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
-import { exportTar, importFile, importPath, importTar } from '../../runtime/blocks/unixfs.js';
+import * as dagPb from '@ipld/dag-pb';
+import { UnixFS } from 'ipfs-unixfs';
+import * as raw from 'multiformats/codecs/raw';
+import { exportTar, importFile, importPath, importTar, MAX_PATH_DEPTH } from '../../runtime/blocks/unixfs.js';
+import { block } from '../helpers/dag.js';
 import { tarEntries } from '../helpers/tar.js';
 
 const dirs: string[] = [];
@@ -95,12 +99,68 @@ describe('block store and UnixFS', async () => {
     ['a hard link leaving the root', [{ name: 'h', type: 'link', linkname: '../secret' }], /hard link to '\.\.\/secret' leaves the archive's root/],
     ['a link inside the root', [{ name: 'a', body: Buffer.from('x') }, { name: 'b', type: 'symlink', linkname: 'a' }], /only regular files and directories are stored/],
     ['a fifo', [{ name: 'p', type: 'fifo' }], /a fifo is refused/],
+    // The importer would keep one of the two and drop the other without a word.
+    ['a file, then an entry inside it', [{ name: 'a', body: Buffer.from('1') }, { name: 'a/b', body: Buffer.from('2') }], /^tar entry 'a\/b' is inside 'a', which the archive has as a file$/],
+    ['an entry inside a path, then a file there', [{ name: 'a/b', body: Buffer.from('2') }, { name: 'a', body: Buffer.from('1') }], /^tar entry 'a' is a file, but the archive has a directory 'a'$/],
+    ['a file, then a directory of its name', [{ name: 'a', body: Buffer.from('1') }, { name: 'a/', type: 'directory' }], /^tar entry 'a' is a directory, but the archive has a file 'a'$/],
+    ['a directory, then a file of its name', [{ name: 'a', type: 'directory' }, { name: 'a', body: Buffer.from('1') }], /^tar entry 'a' is a file, but the archive has a directory 'a'$/],
+    ['a file deep inside a file', [{ name: 'x/a', body: Buffer.from('1') }, { name: 'x/a/b/c', body: Buffer.from('2') }], /^tar entry 'x\/a\/b\/c' is inside 'x\/a', which the archive has as a file$/],
   ];
   for (const [what, entries, error] of hostile) {
     it(`refuses a tar with ${what}`, async () => {
       await expect(importTar(Readable.from([await makeTar(entries)]), store.fs, { maxBytes: 100 })).rejects.toThrow(error);
     });
   }
+
+  it('keeps what a directory holds when the archive names the directory again, or after its files', async () => {
+    const plain = await importTar(Readable.from([await makeTar([{ name: 'a', type: 'directory' }, { name: 'a/b', body: Buffer.from('2') }])]), store.fs, { maxBytes: 100 });
+    for (const entries of [
+      [{ name: 'a/b', body: Buffer.from('2') }, { name: 'a', type: 'directory' }],
+      [{ name: 'a', type: 'directory' }, { name: 'a/b', body: Buffer.from('2') }, { name: 'a/', type: 'directory' }],
+    ] as Entry[][]) {
+      const got = await importTar(Readable.from([await makeTar(entries)]), store.fs, { maxBytes: 100 });
+      expect(got.cid.toString()).toBe(plain.cid.toString());
+      expect([...(await tarEntries(exportTar(got.cid, store.fs, 'x'))).keys()]).toEqual(['a', 'a/b']);
+    }
+  });
+
+  it(`refuses a path deeper than ${MAX_PATH_DEPTH} components, naming it and the bound, before the importer recurses over it`, async () => {
+    const deep = (levels: number) => `${'d/'.repeat(levels - 1)}f`;
+    const ok = await importTar(Readable.from([await makeTar([{ name: deep(MAX_PATH_DEPTH), body: Buffer.from('x') }])]), store.fs, { maxBytes: 100 });
+    expect([...(await tarEntries(exportTar(ok.cid, store.fs, 'x'))).keys()]).toContain(deep(MAX_PATH_DEPTH));
+    // 2,000 levels overflowed the stack in the importer's directory flush (and V8 logged the bundled source twice).
+    for (const levels of [MAX_PATH_DEPTH + 1, 2000, 20_000]) {
+      const refused = importTar(Readable.from([await makeTar([{ name: deep(levels), body: Buffer.from('x') }])]), store.fs, { maxBytes: 100 });
+      await expect(refused).rejects.toMatchObject({ kind: 'invalid', message: `tar entry '${'d/'.repeat(100)}…' has ${levels} path components: at most ${MAX_PATH_DEPTH} are stored` });
+    }
+  });
+
+  it(`refuses a directory on disk deeper than ${MAX_PATH_DEPTH} levels, naming it`, async () => {
+    const dir = tmp();
+    const deep = join(dir, ...Array.from({ length: MAX_PATH_DEPTH }, () => 'd'));
+    mkdirSync(deep, { recursive: true });
+    writeFileSync(join(deep, 'f'), 'x');
+    await expect(importPath(dir, store.fs, { maxBytes: 100 })).rejects.toMatchObject({ kind: 'invalid', message: `${join(deep, 'f')}: ${MAX_PATH_DEPTH + 1} levels below ${dir}: at most ${MAX_PATH_DEPTH} are stored` });
+    rmSync(join(deep, 'f'));
+    writeFileSync(join(deep, '..', 'f'), 'x');
+    expect((await importPath(dir, store.fs, { maxBytes: 100 })).kind).toBe('directory');
+  });
+
+  it('refuses to export a DAG deeper than any import makes (a stranger\'s), without overflowing the stack', async () => {
+    // Blocks a hostile node could send: a chain of 20,000 directories, each holding the next
+    // (a worker thread's stack outlasted 3,000 generators; the main thread's did not).
+    const held = new Map<string, Uint8Array>();
+    const chain = { get: async function* (cid: CID) { yield held.get(cid.toString())!; } } as unknown as typeof store.fs;
+    let [cid, bytes] = block(raw.code, Buffer.from('x'));
+    held.set(cid.toString(), bytes);
+    let name = 'f';
+    for (let i = 0; i < 20_000; i++) {
+      [cid, bytes] = block(dagPb.code, dagPb.encode(dagPb.prepare({ Data: new UnixFS({ type: 'directory' }).marshal(), Links: [{ Hash: cid, Tsize: 1, Name: name }] })));
+      held.set(cid.toString(), bytes);
+      name = 'd';
+    }
+    await expect(tarEntries(exportTar(cid, chain, 'x'))).rejects.toThrow(`directory entry '${'d/'.repeat(100)}…' is deeper than ${MAX_PATH_DEPTH} levels`);
+  });
 
   it('refuses content past the limit, naming it', async () => {
     const archive = await makeTar([{ name: 'a.bin', body: big }]);

@@ -62,6 +62,24 @@ describe('uploads', () => {
     }
   });
 
+  it('refuses a tar holding a file and a directory of one name, naming the entry', async () => {
+    for (const [entries, error] of [
+      [[{ name: 'a', body: Buffer.from('1') }, { name: 'a/b', body: Buffer.from('2') }], "tar entry 'a/b' is inside 'a', which the archive has as a file"],
+      [[{ name: 'a/b', body: Buffer.from('2') }, { name: 'a', body: Buffer.from('1') }], "tar entry 'a' is a file, but the archive has a directory 'a'"],
+    ] as const) {
+      const res = await post(await tarOf([...entries]), 'application/x-tar');
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: string }).error).toBe(error);
+    }
+  });
+
+  it('refuses a path 2,000 components deep, naming it and the bound', async () => {
+    // It overflowed the stack: 400 "Maximum call stack size exceeded", and V8 wrote the bundled source to stderr twice.
+    const res = await post(await tarOf([{ name: `${'d/'.repeat(1999)}f`, body: Buffer.from('x') }]), 'application/x-tar');
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: string }).error).toBe(`tar entry '${'d/'.repeat(100)}…' has 2000 path components: at most 256 are stored`);
+  });
+
   it('pins and unpins CIDs, refusing one of another codec', async () => {
     const up = (await (await post(Buffer.from('keep me'), 'application/octet-stream')).json()) as { cid: string };
     const pin = await fetch(`${node.url}/api/v1/pins`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ cid: up.cid }) });
