@@ -107,6 +107,12 @@ describe('input errors are 4xx', () => {
     expect((await rest.get('/api/v1/jobs/x/logs?limit=0')).status).toBe(400);
     expect((await rest.get(`/api/v1/jobs/x/logs?limit=${9 * MiB}`)).status).toBe(400);
   });
+  it('refuses a spec with half of a surrogate pair, which it would have stored as another character', async () => {
+    const answer = await fetch(`${node.url}/api/v1/jobs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"\\ud800","image":"none","executor":"null"}' });
+    expect(answer.status).toBe(400);
+    expect(((await answer.json()) as { error: string }).error).toContain('half of a surrogate pair');
+  });
+
   it('answers an id holding a NUL or another control character with 4xx on every route that takes one, never 500', async () => {
     // Found on a running node: GET /api/v1/jobs/%00 answered 500, SQLite having read the ORM's
     // SQL as a C string, ended by the NUL.

@@ -16,4 +16,12 @@ describe('parseUntrustedJson', () => {
   it('takes __proto__ as a value, and keys that only look like it', () => {
     expect(parseUntrustedJson('{"a":"__proto__","__proto":1,"proto__":2}')).toEqual({ a: '__proto__', __proto: 1, proto__: 2 });
   });
+
+  it('refuses half of a surrogate pair in a value or a key, and takes a whole pair', () => {
+    // Found on a running node: a job named "\ud800" was answered with that name and stored as U+FFFD.
+    for (const text of ['{"name":"\\ud800"}', '{"a":["x\\udfffy"]}', '{"\\udc00":1}', '{"a":"\\ud83d\\ud83d"}']) {
+      expect(() => parseUntrustedJson(text), text).toThrow('a string holds half of a surrogate pair');
+    }
+    expect(parseUntrustedJson('{"a":"\\ud83d\\ude00"}')).toEqual({ a: '😀' });
+  });
 });
