@@ -42,6 +42,8 @@ export function parseSize(text: string): number {
   if (factor === undefined) throw new SizeError(`'${unitText}' is not a size unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)`);
   const bytes = Math.round(Number(num) * factor);
   if (!Number.isSafeInteger(bytes)) throw new SizeError(`${text.trim()} is too large`);
+  // Read as 0 it would be "left out": a job asking 0.0000001B of memory was given the default 512 MiB.
+  if (bytes === 0 && Number(num) !== 0) throw new SizeError(`${text.trim()} is less than one byte`);
   return bytes;
 }
 

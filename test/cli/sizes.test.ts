@@ -30,6 +30,11 @@ describe('parseSize', () => {
     expect(() => parseSize('-1MiB')).toThrow("'-1MiB' is not a size");
     expect(() => parseSize('5 parsecs')).toThrow("'parsecs' is not a size unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
     expect(() => parseSize('99999999TiB')).toThrow('too large');
+    // Read as 0 it meant "left out": 0.0000001B of memory was the default 512 MiB (found on a running node).
+    expect(() => parseSize('0.0000001B')).toThrow('0.0000001B is less than one byte');
+    expect(() => parseSize('0.4B')).toThrow('less than one byte');
+    expect(parseSize('0.0B')).toBe(0);
+    expect(parseSize('0.6B')).toBe(1);
   });
 });
 
