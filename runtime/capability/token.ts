@@ -272,6 +272,8 @@ export function tokenFromText(text: string, where = 'token'): Token {
   if (!t.startsWith('{')) {
     if (!/^[A-Za-z0-9_-]+$/.test(t)) throw invalid(`${where}: not a token (expected base64url text or JSON)`);
     json = Buffer.from(t, 'base64url').toString('utf8');
+    // Any word is base64url: what it decodes to is named, not the JSON parser's complaint about it.
+    if (!json.startsWith('{')) throw invalid(`${where}: not a token (its text does not decode to a token's JSON)`);
   }
   return tokenFromJson(parseJsonLossless(json), where);
 }

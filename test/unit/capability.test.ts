@@ -106,6 +106,12 @@ describe('token format', () => {
     expect(tokenId(tokenFromText(encodeTokenJson(t)))).toBe(tokenId(t));
   });
 
+  it('says a word that is base64url but no token is not a token, not what the JSON parser saw', () => {
+    // `dms cap revoke junk` printed "malformed JSON: JSON value expected but got '\ufffd'".
+    expect(() => tokenFromText('junk', 'token')).toThrow("token: not a token (its text does not decode to a token's JSON)");
+    expect(() => tokenFromText('not a token!', 'token')).toThrow('token: not a token (expected base64url text or JSON)');
+  });
+
   it('refuses malformed lists and tokens with a reason', () => {
     const t = grant(root, alice);
     const bytes = (s: string) => new TextEncoder().encode(s);
