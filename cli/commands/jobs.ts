@@ -185,11 +185,30 @@ export async function readSpec(file: string): Promise<unknown> {
   // Loaded here: every other command, `dms start` included, runs without the YAML parser (a
   // sixth of the CLI's entry point, compiled on every start).
   const parseYaml = json ? undefined : yamlParse(await import('yaml'));
+  let spec: unknown;
   try {
-    return parseYaml ? nullExecutorOf(parseYaml(text)) : JSON.parse(text);
+    spec = parseYaml ? nullExecutorOf(parseYaml(text)) : JSON.parse(text);
   } catch (e) {
-    throw new CliError(`${file} is not valid ${extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML'}: ${(e as Error).message.split('\n')[0]}`);
+    const message = (e as Error).message.split('\n')[0];
+    // The library's advice is for its programmers, not for whoever wrote the file.
+    if (/multiple documents/i.test(message)) throw new CliError(`${file} holds more than one YAML document (--- between them): a spec file is one`);
+    throw new CliError(`${file} is not valid ${json ? 'JSON' : 'YAML'}: ${message}`);
   }
+  const odd = nonFinite(spec, '');
+  // JSON has no NaN or infinity: sent, .nan became null, and the node said "received null".
+  if (odd !== null) throw new CliError(`${file}: ${odd || 'the spec'} is .nan, .inf or -.inf, which no field of a spec takes`);
+  return spec;
+}
+
+/** The path of the first NaN or infinite number in `value`, or null. */
+function nonFinite(value: unknown, path: string): string | null {
+  if (typeof value === 'number') return Number.isFinite(value) ? null : path;
+  if (typeof value !== 'object' || value === null) return null;
+  for (const [key, v] of Object.entries(value)) {
+    const found = nonFinite(v, path ? `${path}.${key}` : key);
+    if (found !== null) return found;
+  }
+  return null;
 }
 
 /**

@@ -104,6 +104,11 @@ describe('dms jobs', () => {
     const broken = await dms('jobs', 'submit', specFile(node, 'broken.json', '{"name":'));
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/^dms: .*broken\.json is not valid JSON: /);
+    // YAML's own words for a file of two documents, and a .nan sent as null, said nothing to the writer.
+    const two = await dms('jobs', 'submit', specFile(node, 'two.yaml', 'name: a\n---\nname: b\n'));
+    expect(two).toMatchObject({ code: 1, stderr: expect.stringMatching(/two\.yaml holds more than one YAML document \(--- between them\): a spec file is one\n$/) });
+    const nan = await dms('jobs', 'submit', specFile(node, 'nan.yaml', 'name: x\nimage: none\nresources: {cpu: .nan}\n'));
+    expect(nan).toMatchObject({ code: 1, stderr: expect.stringMatching(/nan\.yaml: resources\.cpu is \.nan, \.inf or -\.inf, which no field of a spec takes\n$/) });
     // Found on a running node: read to its end, /dev/zero took the CLI to 606 MB in 5 s.
     const endless = await dms('jobs', 'submit', '/dev/zero');
     expect(endless).toMatchObject({ code: 1, stderr: 'dms: /dev/zero is larger than 16777216 bytes: not a spec, an envelope or a token\n' });
