@@ -109,8 +109,17 @@ class Ensembles {
   private readonly live = new Map<string, Live>();
   private readonly machine;
   private renewal: NodeJS.Timeout | undefined;
+  /**
+   * Settles once recover() tracks every ensemble left unfinished. The orchestrator's own
+   * recovery reports its parts meanwhile (a job failed because its run is gone); a report
+   * heard before its ensemble is tracked again would otherwise be dropped, and the row read
+   * may be older than it.
+   */
+  private readonly recovered: Promise<void>;
+  private markRecovered!: () => void;
 
   constructor(private readonly ctx: ActorContext<EnsemblesDeps>) {
+    this.recovered = new Promise<void>((resolve) => (this.markRecovered = resolve));
     this.actor = ctx.actor;
     this.storage = ctx.deps.storage;
     this.machine = ensembleMachine.provide({
@@ -143,7 +152,8 @@ class Ensembles {
         name: PartBehaviors.changed,
         payload: PartChangedPayload,
         capability: ENSEMBLE_INTERNAL_CAPABILITY,
-        handle: ({ payload }) => {
+        handle: async ({ payload }) => {
+          await this.recovered;
           const live = this.live.get(payload.ensemble);
           if (!live) return;
           live.machine.send({ type: 'part', change: payload });
@@ -268,6 +278,14 @@ class Ensembles {
 
   /** Ensembles a previous process left unfinished are driven on from what their parts' jobs say. */
   async recover(): Promise<void> {
+    try {
+      await this.recoverAll();
+    } finally {
+      this.markRecovered();
+    }
+  }
+
+  private async recoverAll(): Promise<void> {
     for (const row of await this.storage.ensembles.live()) {
       const jobs = await this.storage.jobs.list({ ensemble: row.id, order: 'asc' });
       const parts: Record<string, PartCtx> = {};

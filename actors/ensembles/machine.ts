@@ -132,6 +132,8 @@ const waitingForNode = (p: PartCtx) => p.status === 'pending' && !p.assigned && 
 /** Failed, with no restart coming: its failure is the ensemble's unless it is optional. */
 const fatal = (p: PartCtx) => p.status === 'failed' && !p.optional && !(p.restartOn === 'failure' && p.restarts < p.maxRestarts);
 const mayRestart = (p: PartCtx) => p.status === 'failed' && p.restartOn === 'failure' && p.restarts < p.maxRestarts;
+/** Failed with a restart left and still holding the failed job: no new job asked for yet. */
+const restartDue = (p: PartCtx) => mayRestart(p) && p.jobId !== null;
 /**
  * Before the ensemble ran, `failed` came back to pending from the node it held (its start
  * refused, or that node lost): the round that placed it did not place the ensemble, so every
@@ -192,6 +194,7 @@ export const ensembleMachine = setup({
       return tasks.length > 0 && tasks.every((p) => p.status === 'completed' || (p.status === 'failed' && !fatal(p) && !mayRestart(p)));
     },
     failed: ({ context }) => all(context).some(fatal),
+    restartDue: ({ context }) => all(context).some(restartDue),
     allEnded: ({ context }) => all(context).every(ended),
   },
 }).createMachine({
@@ -239,6 +242,20 @@ export const ensembleMachine = setup({
     active: {
       always: [
         { guard: 'failed', target: 'stopping', actions: assign(({ context }) => ({ outcome: 'failed' as const, reason: whyFailed(context) })) },
+        // A failure with restarts left that no `part` event acted on: the part's job failed
+        // before this machine was rebuilt from the stored rows (e.g. by the node's own start-up
+        // recovery), or was reported while placing or waiting. Its policy holds all the same.
+        {
+          guard: 'restartDue',
+          actions: [
+            enqueueActions(({ context, enqueue }) => {
+              const p = all(context).find(restartDue)!;
+              enqueue.assign({ parts: { ...context.parts, [p.part]: { ...p, status: 'pending' as const, jobId: null, node: null, assigned: false, restarts: p.restarts + 1 } } });
+              enqueue({ type: 'restart', params: { part: p.part } });
+            }),
+            'tellParts',
+          ],
+        },
         { guard: 'tasksDone', target: 'stopping', actions: assign({ outcome: 'completed' as const, reason: 'every task completed' }) },
         { guard: 'needsPlacing', target: 'placing' },
       ],

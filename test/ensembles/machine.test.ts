@@ -138,6 +138,36 @@ describe('ensemble machine', () => {
     expect(h.stopped).toEqual(['s']);
   });
 
+  it('a part found failed with restarts left when the machine is rebuilt (node recovery) gets a new job', async () => {
+    // Rebuilt from stored rows after its job failed at the node's start-up: no report comes for it.
+    const failed = { restartOn: 'failure' as const, maxRestarts: 2, status: 'failed' as const, node: 'A', error: 'the null executor keeps no run across a restart' };
+    const h = harness([part('w', failed), part('s', { kind: 'service', status: 'running', node: 'A' })], [{ w: 'A' }]);
+    expect(h.restarted).toEqual(['w']);
+    expect(h.actor.getSnapshot().value).toBe('active');
+    expect(h.actor.getSnapshot().context.parts.w).toMatchObject({ status: 'pending', jobId: null, restarts: 1 });
+    // The failure's report, if it still comes, is about the old job and changes nothing.
+    h.actor.send({ type: 'part', change: { job_id: jobOf('w'), ensemble: ID, part: 'w', status: 'failed', node: 'A', error: null, exclude: [] } });
+    expect(h.restarted).toEqual(['w']);
+    h.actor.send({ type: 'restarted', part: 'w', jobId: jobOf('w', 1) });
+    await waitFor(h.actor, (s) => s.context.parts.w!.assigned);
+    expect(h.placed).toEqual([['w']]);
+    // Past its restarts it fails the ensemble as it would have while the node ran.
+    const spent = harness([part('w', { ...failed, restarts: 2 }), part('s', { kind: 'service', status: 'running', node: 'A' })], []);
+    expect(spent.restarted).toEqual([]);
+    expect(spent.actor.getSnapshot().value).toBe('stopping');
+    expect(spent.actor.getSnapshot().context.reason).toBe('part w failed after 2 restart(s): the null executor keeps no run across a restart');
+  });
+
+  it('a part that fails while another waits to be placed again is restarted once the ensemble is active', async () => {
+    const h = harness([part('w', { restartOn: 'failure', maxRestarts: 1, status: 'running', node: 'A' }), part('s', { kind: 'service', status: 'running', node: 'A' })], ['nobody', { s: 'A' }]);
+    // s's node is lost: s alone is placed again, finds no node at first, and w fails in the back-off.
+    h.report('s', 'pending', null);
+    await waitFor(h.actor, (s) => s.matches('waiting'));
+    h.report('w', 'failed', 'A', { error: 'exited with code 1' });
+    await waitFor(h.actor, (s) => s.context.parts.w!.restarts === 1, { timeout: 2_000 });
+    expect(h.restarted).toEqual(['w']);
+  });
+
   it('a part whose new job cannot be made fails the ensemble, naming why', async () => {
     const h = harness([part('w', { restartOn: 'failure', maxRestarts: 2 }), part('s', { kind: 'service' })], [{ w: 'A', s: 'A' }]);
     await waitFor(h.actor, (s) => s.context.parts.w!.assigned);

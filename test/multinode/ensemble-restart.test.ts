@@ -41,3 +41,37 @@ describe('an ensemble across a restart of its requester', { timeout: 90_000 }, (
     }, { timeoutMs: 20_000 });
   });
 });
+
+describe('a part failed by the recovery of its node', { timeout: 90_000 }, () => {
+  // Its failure is stored while the node starts, before the ensemble is driven again: the
+  // ensemble must still apply the part's restart policy, as for a failure while it runs.
+  it('is restarted per its policy', async () => {
+    let node = await startLocalNode();
+    try {
+      const made = await rest(node, 'POST', '/api/v1/ensembles', {
+        name: 'ctrlrec',
+        parts: { srv: { image: 'dms-test/busybox:latest', executor: 'null', environment: { DMS_NULL_EXIT_CODE: '1', DMS_NULL_DURATION_MS: '15000' }, restart: { on: 'failure', max: 2 } } },
+      });
+      expect(made.status).toBe(201);
+      const id = (made.json as Ensemble).id;
+      const first = await waitFor('the part running', async () => {
+        const e = (await rest(node, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble;
+        return e.parts[0]!.status === 'running' ? e.parts[0]!.job_id : undefined;
+      }, { timeoutMs: 20_000 });
+      const home = node.home;
+      await node.stop();
+      node = await startLocalNode({ home });
+      const again = await waitFor('the part given a new job', async () => {
+        const e = (await rest(node, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble & { parts: { restarts: number }[] };
+        // The new job is stored before the count of restarts: both are waited for.
+        return e.parts[0]!.job_id !== first && e.parts[0]!.restarts === 1 ? e : undefined;
+      }, { timeoutMs: 20_000 });
+      expect(again.status).not.toBe('failed');
+      expect(again.parts[0]).toMatchObject({ part: 'srv', restarts: 1 });
+      const old = (await rest(node, 'GET', `/api/v1/jobs/${first}`)).json as { status: string; error: string | null };
+      expect(old.status).toBe('failed');
+    } finally {
+      await node.stop();
+    }
+  });
+});
