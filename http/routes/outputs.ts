@@ -30,7 +30,7 @@ import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js'
 import { formatBytes } from '../../runtime/bytes.js';
 import type { BlockExchange } from '../../runtime/network/blocks.js';
 import { onClientGone } from '../body.js';
-import { JsonBody } from '../errors.js';
+import { errorJson, JsonBody } from '../errors.js';
 import type { RouteModule } from './types.js';
 
 /** What the routes need of the node's blocks (daemon/blocks.ts). */
@@ -84,21 +84,36 @@ function bodyOf(event: H3Event): AsyncIterable<Uint8Array> {
   return body ? (body as unknown as AsyncIterable<Uint8Array>) : Readable.from([]);
 }
 
-/** `bytes=a-b`, `bytes=a-`, `bytes=-n` of a file of `size` bytes; null when absent; a 400 when it is not one range within the file. */
-export function parseRange(header: string | null, size: number): { offset: number; length: number } | null {
-  if (!header) return null;
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!m || (m[1] === '' && m[2] === '')) throw new DmsError('invalid', `Range: '${header.slice(0, 100)}' is not one range of bytes (bytes=a-b)`);
+/** What a `Range` header asks of a file: all of it, one part, or a part it does not have. */
+export type RangeAsked = { offset: number; length: number } | 'whole' | 'unsatisfiable';
+
+/**
+ * `bytes=a-b`, `bytes=a-`, `bytes=-n` of a file of `size` bytes (RFC 9110 §14.1.2). Several
+ * ranges, another unit, or a range that is not one are served as the whole file, which
+ * RFC 9110 §14.2 lets a server do; a refusal would leave a client that sent one nothing to
+ * fall back on. A range starting past the end, or the last 0 bytes, is unsatisfiable (416):
+ * what `curl -C -` reads as a download already complete.
+ */
+export function parseRange(header: string | null, size: number): RangeAsked {
+  if (!header) return 'whole';
+  // The unit is case-insensitive (§14.1).
+  const m = /^bytes=(\d*)-(\d*)$/i.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '')) return 'whole';
   let start: number;
   let end: number;
   if (m[1] === '') {
-    start = Math.max(0, size - Number(m[2]));
+    const suffix = Number(m[2]);
+    if (suffix === 0) return 'unsatisfiable';
+    // An empty file has no last bytes to send, and a 206 no way to say none: all of it, as 200.
+    if (size === 0) return 'whole';
+    start = Math.max(0, size - suffix);
     end = size - 1;
   } else {
     start = Number(m[1]);
+    if (m[2] !== '' && Number(m[2]) < start) return 'whole';
+    if (start >= size) return 'unsatisfiable';
     end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
   }
-  if (start >= size || end < start) throw new DmsError('invalid', `Range: ${header.slice(0, 100)} is outside the file's ${size} bytes`);
   return { offset: start, length: end - start + 1 };
 }
 
@@ -457,7 +472,8 @@ export const outputRoutes =
       query: ReadQuery,
       responses: {
         200: { description: 'application/x-tar for a directory, application/octet-stream for a file', content: { 'application/x-tar': { description: 'the directory' }, 'application/octet-stream': { description: 'the file' } } },
-        206: { description: 'part of the file (Range)' },
+        206: { description: 'part of the file (Range: one range of bytes; several, or another unit, get the whole file)' },
+        416: { description: 'a Range starting past the end of the file; `Content-Range: bytes */<size>`' },
         404: { description: 'no such job or output, or a block no node gave' },
         409: { description: 'the output could not be collected (its error says why)' },
       },
@@ -499,9 +515,13 @@ export const outputRoutes =
         const size = Number(root.size);
         if (size > declared) throw tooLarge(`its DAG makes a file of ${formatBytes(size)}`);
         const range = parseRange(event.req.headers.get('range'), size);
-        const body = Readable.toWeb(Readable.from(fileContent(root, range ?? {}))) as ReadableStream;
         const common = { ...headers, 'content-type': 'application/octet-stream', 'accept-ranges': 'bytes' };
-        if (!range) return new Response(body, { headers: { ...common, 'content-length': String(size) } });
+        if (range === 'unsatisfiable') {
+          const error = `Range: ${event.req.headers.get('range')!.slice(0, 100)} is outside the file's ${size} bytes`;
+          return new JsonBody(errorJson(error), 416, { ...headers, 'accept-ranges': 'bytes', 'content-range': `bytes */${size}` });
+        }
+        const body = Readable.toWeb(Readable.from(fileContent(root, range === 'whole' ? {} : range))) as ReadableStream;
+        if (range === 'whole') return new Response(body, { headers: { ...common, 'content-length': String(size) } });
         const end = range.offset + range.length - 1;
         return new Response(body, { status: 206, headers: { ...common, 'content-length': String(range.length), 'content-range': `bytes ${range.offset}-${end}/${size}` } });
       },

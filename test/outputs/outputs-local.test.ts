@@ -161,6 +161,33 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
     expect(notCollected.status).toBe(409);
   });
 
+  it('answers a Range past the end 416 with the size, and a Range it does not serve with the whole file', async () => {
+    const job = await run({ name: 'two', command: 'printf hi > /two.txt', outputs: [{ name: 'two', path: '/two.txt' }] });
+    expect(job.status).toBe('completed');
+    const get = (range: string) => fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/two`, { headers: { range } });
+    // `bytes=2-` is what `curl -C -` asks once it holds the whole file: it reads 416 as done.
+    for (const range of ['bytes=2-', 'bytes=9-12', 'bytes=-0']) {
+      const res = await get(range);
+      expect(res.status, range).toBe(416);
+      expect(res.headers.get('content-range'), range).toBe('bytes */2');
+      expect(((await res.json()) as { error: string }).error).toBe(`Range: ${range} is outside the file's 2 bytes`);
+    }
+    for (const [range, from, to, body] of [['bytes=1-', 1, 1, 'i'], ['bytes=-5', 0, 1, 'hi'], ['bytes=0-99', 0, 1, 'hi'], ['Bytes=0-0', 0, 0, 'h']] as const) {
+      const res = await get(range);
+      expect(res.status, range).toBe(206);
+      expect(res.headers.get('content-range'), range).toBe(`bytes ${from}-${to}/2`);
+      expect(await res.text()).toBe(body);
+    }
+    // Several ranges, another unit, or a range that is not one: the whole file, as RFC 9110 lets a server answer.
+    for (const range of ['bytes=0-0,1-1', 'items=0-1', 'bytes=1-0', 'bytes=x-1', 'bytes=-', 'bytes 0-1']) {
+      const res = await get(range);
+      expect(res.status, range).toBe(200);
+      expect(res.headers.get('content-range'), range).toBeNull();
+      expect(res.headers.get('content-length'), range).toBe('2');
+      expect(await res.text()).toBe('hi');
+    }
+  });
+
   it('refuses an output that is a symlink to /etc, or holds one leaving it', async () => {
     const job = await run({
       name: 'links',
