@@ -35,6 +35,21 @@ export interface AppOptions {
   volumes?: Volumes;
 }
 
+/**
+ * The router found no route: 405 when the path has routes under other methods (RFC 9110
+ * §15.5.6, with `Allow`), so a client told 404 does not conclude the path is wrong. OPTIONS
+ * keeps its 404: CORS preflights are answered before the routes, and any other OPTIONS is
+ * answered as it always was.
+ */
+function noRoute(event: H3Event, table: RouteTable | undefined): JsonBody {
+  const { method } = event.req;
+  const path = event.url.pathname;
+  const allowed = method === 'OPTIONS' || !table ? [] : table.methodsAt(path);
+  if (allowed.length === 0) return new JsonBody(errorJson(`no route ${method} ${path}`), 404);
+  const allow = allowed.join(', ');
+  return new JsonBody(errorJson(`method ${method} is not allowed on ${path}: it allows ${allow}`), 405, { allow });
+}
+
 /** The node's REST app. */
 export function createApp(opts: AppOptions): H3 {
   return buildApp(opts).app;
@@ -44,6 +59,8 @@ export function createApp(opts: AppOptions): H3 {
 export function buildApp(opts: AppOptions): { app: H3; table: RouteTable } {
   const { config, log } = opts;
   const cors = config.rest.cors;
+  // Set once the routes are added; requests are served only after.
+  let table: RouteTable | undefined;
   const app = new H3({
     // Whatever h3 itself rejects (unknown route, malformed URL) still answers `{"error": …}`.
     onError: (error, event: H3Event) => {
@@ -53,8 +70,8 @@ export function buildApp(opts: AppOptions): { app: H3; table: RouteTable } {
         log.error({ err: error.cause ?? error, error_id: id, path: event.url.pathname }, 'unhandled request error');
         return toWebResponse(internalErrorBody(id));
       }
-      const text = status === 404 ? `no route ${event.req.method} ${event.url.pathname}` : error.message;
-      return toWebResponse(new JsonBody(errorJson(text), status));
+      if (status === 404) return toWebResponse(noRoute(event, table));
+      return toWebResponse(new JsonBody(errorJson(error.message), status));
     },
   });
 
@@ -88,7 +105,7 @@ export function buildApp(opts: AppOptions): { app: H3; table: RouteTable } {
   app.use(actorLimits({ perSecond: rl.per_second, burst: rl.burst, loopback: rl.loopback, maxPendingPerClient: config.rest.max_pending_per_client }));
 
   // Every route goes through the table, which keeps its documentation: the OpenAPI document lists them all.
-  const table = new RouteTable(app, log, config.rest.body_limit);
+  table = new RouteTable(app, log, config.rest.body_limit);
   const ctx = { table, config, system: opts.system, http: opts.http, log, stages: opts.stages, volumes: opts.volumes };
   for (const mod of [systemRoutes, actorRoutes, devRoutes, ...(opts.routes ?? [])]) mod(ctx);
   addOpenApiRoute(table, { version: opts.version ?? 'unknown', auth: { apiKey: auth.api_key_enabled, jwt: Boolean(auth.jwt_secret) } });

@@ -53,6 +53,15 @@ function param(event: H3Event, name: string): string {
 
 const pathParams = (path: string): string[] => [...path.matchAll(/:(\w+)/g)].map((m) => m[1]);
 
+/** A route path's segments against a request path's, as the router matches them: a `:name` is any segment but an empty one. */
+function pathMatches(route: string, pathname: string): boolean {
+  // The router takes `/a/` for `/a`.
+  const path = pathname.length > 1 && pathname.endsWith('/') ? pathname.slice(0, -1) : pathname;
+  const want = route.split('/');
+  const got = path.split('/');
+  return want.length === got.length && want.every((seg, i) => (seg.startsWith(':') ? got[i] !== '' : seg === got[i]));
+}
+
 export class RouteTable {
   readonly #routes: RouteDoc[] = [];
 
@@ -87,5 +96,20 @@ export class RouteTable {
     });
     this.app.on(doc.method, doc.path, route(this.log, (event) => handler(event, input(event))));
     this.#routes.push(doc as RouteDoc);
+  }
+
+  /**
+   * The methods routes have at a request path, sorted (HEAD wherever GET is: the router answers
+   * it with GET's route); none when no route has the path. What a 405's `Allow` lists: the
+   * router alone says 404 for a path that exists under another method.
+   */
+  methodsAt(pathname: string): string[] {
+    const methods = new Set<string>();
+    for (const r of this.#routes) {
+      if (!pathMatches(r.path, pathname)) continue;
+      methods.add(r.method);
+      if (r.method === 'GET') methods.add('HEAD');
+    }
+    return [...methods].sort();
   }
 }

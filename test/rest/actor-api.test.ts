@@ -54,6 +54,32 @@ describe('health, config and handle', () => {
     expect(res.status).toBe(404);
     expect((await res.json()).error).toMatch(/no route/);
   });
+
+  it('answers a method a path does not have with 405, its Allow naming the methods it has', async () => {
+    const job = '/api/v1/jobs/00000000-0000-4000-8000-000000000000';
+    for (const [method, path, allow] of [
+      ['PUT', '/api/v1/jobs', 'GET, HEAD, POST'],
+      ['DELETE', '/api/v1/jobs', 'GET, HEAD, POST'],
+      ['PATCH', '/api/v1/jobs', 'GET, HEAD, POST'],
+      ['PUT', '/api/v1/jobs/', 'GET, HEAD, POST'],
+      ['POST', job, 'DELETE, GET, HEAD'],
+      ['GET', '/api/v1/actor/send', 'POST'],
+      ['DELETE', '/health', 'GET, HEAD'],
+    ]) {
+      const res = await fetch(node.url + path, { method });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.headers.get('allow'), `${method} ${path}`).toBe(allow);
+      expect((await res.json()).error).toBe(`method ${method} is not allowed on ${path}: it allows ${allow}`);
+    }
+    // A path no route has, with any method, is still no route.
+    const none = await fetch(`${node.url}/api/v1/jobs/x/nothing`, { method: 'PUT' });
+    expect(none.status).toBe(404);
+    expect((await none.json()).error).toBe('no route PUT /api/v1/jobs/x/nothing');
+    // An OPTIONS that is no preflight is answered as before.
+    const options = await fetch(`${node.url}/api/v1/jobs`, { method: 'OPTIONS' });
+    expect(options.status).toBe(404);
+    expect(options.headers.get('allow')).toBeNull();
+  });
 });
 
 describe('invoke', () => {
