@@ -19,6 +19,11 @@ export interface EnsembleChange {
   restarts?: Record<string, number>;
 }
 
+/** Rows read at a time while a list bounded in bytes fills: eight of the largest specs are about the bound itself. */
+const LIST_SLICE = 8;
+
+const whereStatus = (status?: EnsembleStatus[]) => (status ? { status: { $in: status } } : {});
+
 export class EnsembleRepository {
   constructor(private readonly orm: MikroORM) {}
 
@@ -33,11 +38,35 @@ export class EnsembleRepository {
     return this.orm.em.fork().findOne(EnsembleEntity, { id });
   }
 
-  /** Newest first. */
-  async list(opts: { limit: number; offset: number; status?: EnsembleStatus[] }): Promise<EnsembleRow[]> {
-    return this.orm.em
-      .fork()
-      .find(EnsembleEntity, opts.status ? { status: { $in: opts.status } } : {}, { orderBy: { created_at: 'desc', id: 'desc' }, limit: opts.limit, offset: opts.offset });
+  /**
+   * Newest first: at most `limit`, and with `maxBytes` no more of them than that of specs as
+   * JSON (always one at least). A spec may be as large as a request body (1 MiB by default),
+   * so a page of 100 was a 100 MB reply, as the jobs list was (storage/jobs.ts); read in slices,
+   * such a page stops where the bytes do.
+   */
+  async list(opts: { limit: number; offset: number; status?: EnsembleStatus[]; maxBytes?: number }): Promise<EnsembleRow[]> {
+    const em = this.orm.em.fork();
+    const where = whereStatus(opts.status);
+    const orderBy = { created_at: 'desc', id: 'desc' } as const;
+    if (opts.maxBytes === undefined) return em.find(EnsembleEntity, where, { orderBy, limit: opts.limit, offset: opts.offset });
+    const rows: EnsembleRow[] = [];
+    let bytes = 0;
+    for (let offset = opts.offset; rows.length < opts.limit; offset += LIST_SLICE) {
+      const slice = await em.find(EnsembleEntity, where, { orderBy, limit: Math.min(LIST_SLICE, opts.limit - rows.length), offset });
+      em.clear();
+      for (const row of slice) {
+        bytes += JSON.stringify(row.spec).length;
+        if (bytes > opts.maxBytes && rows.length > 0) return rows;
+        rows.push(row);
+      }
+      if (slice.length < LIST_SLICE) break;
+    }
+    return rows;
+  }
+
+  /** How many ensembles a list of every page holds. */
+  async count(status?: EnsembleStatus[]): Promise<number> {
+    return this.orm.em.fork().count(EnsembleEntity, whereStatus(status));
   }
 
   /** Ensembles not yet ended: what the actor picks up again after a restart. */

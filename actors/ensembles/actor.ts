@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { fromPromise } from 'xstate';
 import { z } from 'zod';
 import { DEPLOYMENT_INBOX, DeploymentBehaviors, type NearNode, PlaceReply } from '../../behaviors/jobs/deployment.js';
-import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
+import { JobBehaviors, MAX_LIST_BYTES, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { ReleaseReply, ReserveReply, ResourceBehaviors, RESOURCES_INBOX } from '../../behaviors/jobs/resources.js';
 import { type Job, JobSchema, type JobSpecInput } from '../../behaviors/jobs/schema.js';
 import {
@@ -140,7 +140,11 @@ class Ensembles {
       defineBehavior({
         name: EnsembleBehaviors.list,
         payload: ListPayload,
-        handle: async ({ payload }) => ({ ensembles: await Promise.all((await this.storage.ensembles.list(payload)).map((row) => this.viewOf(row))) }),
+        handle: async ({ payload }) => {
+          // Bounded in bytes as the jobs list is; the total counts every page.
+          const [rows, total] = await Promise.all([this.storage.ensembles.list({ ...payload, maxBytes: MAX_LIST_BYTES }), this.storage.ensembles.count()]);
+          return { ensembles: await Promise.all(rows.map((row) => this.viewOf(row))), total };
+        },
       }),
       defineBehavior({
         name: EnsembleBehaviors.cancel,

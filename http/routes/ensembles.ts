@@ -11,7 +11,7 @@ import { JsonBody } from '../errors.js';
 import { wholeNumberParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
 import type { RouteModule } from './types.js';
-import { cancelWaitMs } from './jobs.js';
+import { cancelWaitMs, TOTAL_HEADER } from './jobs.js';
 import { CancelPayload } from '../../behaviors/jobs/jobs.js';
 
 const ensembleId = { id: { schema: z.string().min(1).max(100), what: 'ensemble id' } };
@@ -93,8 +93,19 @@ export const ensembleRoutes: RouteModule = ({ table, config, http, system, volum
     summary: 'List ensembles, newest first',
     tags: ['ensembles'],
     query: ListQuery,
-    responses: { ...BEHAVIOR_ANSWERS, 200: { description: 'one page of Ensembles', schema: z.array(EnsembleSchema) } },
-    handler: async (_event, input) => ((await call(EnsembleBehaviors.list, input.query())) as { ensembles: unknown[] }).ensembles,
+    responses: {
+      ...BEHAVIOR_ANSWERS,
+      200: {
+        description: 'one page of Ensembles, at most 8 MiB of them (a page of large specs ends early: page on with `offset` by the count received)',
+        schema: z.array(EnsembleSchema),
+        headers: { 'X-Total-Count': { description: 'how many ensembles there are over all pages', schema: z.int().nonnegative() } },
+      },
+    },
+    handler: async (_event, input) => {
+      const reply = (await call(EnsembleBehaviors.list, input.query())) as { ensembles: unknown[]; total: number };
+      // As the jobs list: the body stays the list, how many there are over all pages is a header.
+      return new JsonBody(JSON.stringify(reply.ensembles), 200, { [TOTAL_HEADER]: String(reply.total) });
+    },
   });
 
   table.add({

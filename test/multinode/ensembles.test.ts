@@ -148,6 +148,34 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     expect((await rest(small, 'POST', '/api/v1/ensembles', waiting)).status).toBe(201);
   });
 
+  it('holds at most 8 MiB of ensembles a list page, and X-Total-Count says how many there are', { timeout: 120_000 }, async () => {
+    // As the jobs list did: 100 ensembles of ~1 MiB specs made one page a 100 MB body.
+    const node = await startLocalNode();
+    onTestFinished(async () => void (await node.stop()));
+    // Each just under the body limit (1 MiB), waiting for a node that never comes: twelve are 10.8 MiB.
+    const big = { name: 'big', parts: { p: nullPart({ command: ['echo', 'x'.repeat(900 * 1024)], placement: { labels: { nowhere: 'x' } } }) } };
+    for (let i = 0; i < 12; i++) expect((await rest(node, 'POST', '/api/v1/ensembles', big)).status).toBe(201);
+    const page = async (query: string) => {
+      const res = await fetch(`${node.url}/api/v1/ensembles?${query}`);
+      expect(res.status).toBe(200);
+      return { ids: ((await res.json()) as Ensemble[]).map((e) => e.id), total: res.headers.get('x-total-count') };
+    };
+    const first = await page('limit=100');
+    expect(first.total).toBe('12');
+    expect(first.ids.length).toBeGreaterThanOrEqual(1);
+    expect(first.ids.length).toBeLessThanOrEqual(9);
+    // Paged on by the count received, every ensemble comes once.
+    const seen = [...first.ids];
+    while (seen.length < 12) {
+      const next = await page(`limit=100&offset=${seen.length}`);
+      expect(next.ids.length).toBeGreaterThan(0);
+      seen.push(...next.ids);
+    }
+    expect(new Set(seen).size).toBe(12);
+    // Below the bound a page is as long as its limit.
+    expect((await page('limit=3')).ids).toHaveLength(3);
+  });
+
   it("places a lost node's part again alone, on another node, while the others run on", async () => {
     const d = await startLocalNode({ env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(a) } });
     try {
