@@ -93,6 +93,8 @@ const JUST_ENDED = 1024;
 export class PortForwards implements PortForwarder {
   private readonly forwards = new Map<string, OpenForward>();
   private readonly justEnded = new Map<string, true>();
+  /** Listeners being opened: they count against the bound, or requests arriving together all pass it. */
+  private opening = 0;
 
   constructor(private readonly opts: TunnelsOptions & { docker: Docker }) {}
 
@@ -104,17 +106,22 @@ export class PortForwards implements PortForwarder {
     if (isTerminal(job.status)) throw new DmsError('conflict', `job ${job.id} has ended (${job.status}): nothing listens on its ports any more`);
     if (!job.ports.includes(port)) throw invalid(`job ${job.id} does not declare port ${port} (its ports: ${job.ports.join(', ') || 'none'})`);
     const max = this.opts.config.tunnel.max_forwards;
-    if (this.forwards.size >= max) throw new DmsError('overloaded', `this node already holds ${max} forwards (tunnel.max_forwards): stop one first`);
+    if (this.forwards.size + this.opening >= max) throw new DmsError('overloaded', `this node already holds ${max} forwards (tunnel.max_forwards): stop one first`);
     const { host, port: localPort } = parseLocal(local);
     const server = createServer();
     // Each connection holds a tunnel at the provider, which bounds them per peer too.
     server.maxConnections = this.opts.config.tunnel.max_streams_per_peer;
     const forward: OpenForward = { id: randomUUID(), job_id: job.id, port, local: '', server, sockets: new Set() };
     server.on('connection', (socket) => this.connection(forward, socket));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (e) => reject(new DmsError('conflict', `cannot listen on ${host}:${localPort}: ${errorText(e)}`)));
-      server.listen(localPort, host, () => resolve());
-    });
+    this.opening++;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', (e) => reject(new DmsError('conflict', `cannot listen on ${host}:${localPort}: ${errorText(e)}`)));
+        server.listen(localPort, host, () => resolve());
+      });
+    } finally {
+      this.opening--;
+    }
     if (this.justEnded.has(job.id)) {
       server.close();
       throw new DmsError('conflict', `job ${job.id} has ended: nothing listens on its ports any more`);

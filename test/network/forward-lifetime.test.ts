@@ -6,6 +6,8 @@
  */
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PortForwards } from '../../daemon/tunnels.js';
+import { silentLogger } from '../../runtime/log.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { startCluster, stopCluster } from '../helpers/network.js';
 import { removeHome } from '../helpers/node.js';
@@ -87,6 +89,30 @@ describe('port forwards end with their job', { timeout: 30_000 }, () => {
     expect((await rest.delete(`/api/v1/jobs/${other}`)).status).toBe(200);
     await until('the other job to hold no forwards', async () => (await forwardsOf(other)).forwards.length === 0, 5_000);
     expect(await listening(again.local)).toBe(false);
+  });
+
+  it('holds tunnel.max_forwards against forwards asked for all at once', async () => {
+    const jobId = await runningJob(60_000);
+    const job = await rest.job(jobId);
+    // Asked of the forwards themselves, every request is checked before any listener is open,
+    // as requests arriving together may be; open() reads only the config and the log.
+    const forwards = new PortForwards({ host: node.peerId, system: node.node.system, config: node.node.config, log: silentLogger(), storage: undefined as never, docker: undefined as never });
+    try {
+      const asked = await Promise.allSettled(Array.from({ length: 2 * MAX_FORWARDS }, () => forwards.open(job, 8080)));
+      expect(asked.filter((a) => a.status === 'fulfilled')).toHaveLength(MAX_FORWARDS);
+      const refused = asked.flatMap((a) => (a.status === 'rejected' ? [(a.reason as Error).message] : []));
+      expect(refused).toEqual(Array(MAX_FORWARDS).fill(`this node already holds ${MAX_FORWARDS} forwards (tunnel.max_forwards): stop one first`));
+      expect(forwards.list(jobId)).toHaveLength(MAX_FORWARDS);
+      // A listener that cannot open gives its place back.
+      forwards.stop();
+      const taken = forwards.open(job, 8080, '192.0.2.1:1');
+      await expect(taken).rejects.toThrow(/cannot listen on 192\.0\.2\.1:1/);
+      const again = await Promise.allSettled(Array.from({ length: MAX_FORWARDS }, () => forwards.open(job, 8080)));
+      expect(again.every((a) => a.status === 'fulfilled')).toBe(true);
+    } finally {
+      forwards.stop();
+      expect((await rest.delete(`/api/v1/jobs/${jobId}`)).status).toBe(200);
+    }
   });
 
   it('closes the forwards of a job that completes on its own', async () => {
