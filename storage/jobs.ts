@@ -55,14 +55,15 @@ export class JobRepository {
   async list(opts: JobListOptions & { maxBytes?: number } = {}): Promise<Job[]> {
     const order = opts.order ?? 'asc';
     const em = this.orm.em.fork();
-    // Jobs of one batch share their created_at: the row's insertion order (rowid) is their submission order.
-    const orderBy = { created_at: order, [raw('rowid')]: order };
-    if (opts.maxBytes === undefined) return (await em.find(JobEntity, where(opts), { orderBy, limit: opts.limit, offset: opts.offset })).map(toJob);
+    // Jobs of one batch share their created_at: the row's insertion order (rowid) is their
+    // submission order. Made for each query: the ORM takes a raw() fragment once.
+    const orderBy = () => ({ created_at: order, [raw('rowid')]: order });
+    if (opts.maxBytes === undefined) return (await em.find(JobEntity, where(opts), { orderBy: orderBy(), limit: opts.limit, offset: opts.offset })).map(toJob);
     const jobs: Job[] = [];
     let bytes = 0;
     const limit = opts.limit ?? Number.POSITIVE_INFINITY;
     for (let offset = opts.offset ?? 0; jobs.length < limit; offset += LIST_SLICE) {
-      const rows = await em.find(JobEntity, where(opts), { orderBy, limit: Math.min(LIST_SLICE, limit - jobs.length), offset });
+      const rows = await em.find(JobEntity, where(opts), { orderBy: orderBy(), limit: Math.min(LIST_SLICE, limit - jobs.length), offset });
       em.clear();
       for (const row of rows) {
         const job = toJob(row);

@@ -219,6 +219,18 @@ describe('jobs', () => {
     expect((await storage.ensembles.get(ensemble))?.reason).toBe(nul);
   });
 
+  it('lists more jobs than one slice in a bound of bytes, in order, and ends a page past the bound', async () => {
+    // A page is read 32 rows at a time: the second read failed (the ORM takes a raw() order once),
+    // and every list of more than 32 jobs answered 500 (found by CI: the crash test's listing).
+    const made = (await storage.jobs.commitAll(Array.from({ length: 70 }, (_, i) => ({ op: 'create' as const, spec: { ...spec, name: `j${i}` } })))).map((r) => (r.ok ? r.job.id : ''));
+    const all = await storage.jobs.list({ limit: 1000, order: 'asc', maxBytes: 64 * 1024 * 1024 });
+    expect(all.map((j) => j.id)).toEqual(made);
+    const page = await storage.jobs.list({ limit: 1000, offset: 5, order: 'desc', maxBytes: 64 * 1024 * 1024 });
+    expect(page.map((j) => j.id)).toEqual([...made].reverse().slice(5));
+    const bounded = await storage.jobs.list({ limit: 1000, order: 'asc', maxBytes: 10 * JSON.stringify(all[0]).length });
+    expect(bounded.map((j) => j.id)).toEqual(made.slice(0, 10));
+  });
+
   it('looks up a key holding a NUL as any other: not found, never a broken statement', async () => {
     // Found on a running node: GET /api/v1/jobs/%00 answered 500, the ORM having written the
     // id into its SQL as a literal, which SQLite ended at the NUL.
