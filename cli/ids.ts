@@ -30,16 +30,19 @@ function ambiguous(prefix: string, kinds: string, matches: string[]): never {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The node's list pages are at most this long (MAX_LIST_LIMIT of the jobs behaviors). */
 const PAGE = 1000;
+/** Ensembles a prefix or a name is looked up among: the newest, as many as one list may ask for. */
+const NEWEST_ENSEMBLES = 100;
 
 /** A whole job id is used as given (an unknown one is the node's 404); a prefix is looked up. */
 export async function resolveJobId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();
   const ids: string[] = [];
-  for (let offset = 0; ; offset += PAGE) {
-    // Oldest first: a job submitted meanwhile lands after the pages already read, not in them.
-    const page = await rest.get<{ id: string }[]>(`/api/v1/jobs?limit=${PAGE}&offset=${offset}&order=asc`);
+  // Oldest first: a job submitted meanwhile lands after the pages already read, not in them. A
+  // page may hold fewer than asked (at most 8 MiB of jobs), so only an empty one is the end.
+  for (;;) {
+    const page = await rest.get<{ id: string }[]>(`/api/v1/jobs?limit=${PAGE}&offset=${ids.length}&order=asc`);
+    if (page.length === 0) break;
     ids.push(...page.map((j) => j.id));
-    if (page.length < PAGE) break;
   }
   return pickByPrefix('job', given, ids);
 }
@@ -52,7 +55,13 @@ export async function resolveJobId(rest: RestClient, given: string): Promise<str
  */
 export async function resolveEnsembleId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();
-  const list = await rest.get<{ id: string; name: string; status: string }[]>('/api/v1/ensembles?limit=100');
+  const list: { id: string; name: string; status: string }[] = [];
+  // A page may hold fewer than asked (at most 8 MiB of specs): read on to the newest 100.
+  while (list.length < NEWEST_ENSEMBLES) {
+    const page = await rest.get<{ id: string; name: string; status: string }[]>(`/api/v1/ensembles?limit=${NEWEST_ENSEMBLES - list.length}&offset=${list.length}`);
+    if (page.length === 0) break;
+    list.push(...page);
+  }
   const ids = list.map((e) => e.id);
   const prefix = given.trim().toLowerCase();
   const matches = prefix ? ids.filter((id) => id.startsWith(prefix)) : [];

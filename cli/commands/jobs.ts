@@ -142,8 +142,9 @@ async function listJobs(cmd: Command, opts: ListOptions): Promise<JobListReply> 
     query.set('offset', String(jobs.length));
     const page = await rest.page<Job>(`/api/v1/jobs?${query}`);
     jobs.push(...page.items);
-    // Jobs submitted meanwhile shift the pages: stop at the total, or at a short page.
-    if (page.items.length < MAX_LIST_LIMIT || jobs.length >= page.total) return { jobs, total: Math.max(page.total, jobs.length) };
+    // Jobs submitted meanwhile shift the pages: stop at the total, or at an empty page (one may
+    // hold fewer than asked: at most 8 MiB of jobs).
+    if (page.items.length === 0 || jobs.length >= page.total) return { jobs, total: Math.max(page.total, jobs.length) };
   }
 }
 

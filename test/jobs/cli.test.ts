@@ -115,6 +115,23 @@ describe('dms jobs', () => {
   });
 });
 
+describe('dms over pages shorter than asked', () => {
+  it('list --all and a prefix look-up read on past a page the 8 MiB bound cut short', { timeout: 60_000 }, async () => {
+    // Each just under the body limit (1 MiB): twelve of them do not fit one page.
+    const big = { ...nullJob({ name: 'paged-big' }), command: ['echo', 'x'.repeat(900 * 1024)] };
+    const made: string[] = [];
+    for (let i = 0; i < 12; i++) made.push((await rest.submit(big)).id);
+    const listed = await dms('--json', 'jobs', 'list', '--all', '--oldest-first');
+    expect(listed.code, listed.stderr).toBe(0);
+    const ids = (JSON.parse(listed.stdout) as { id: string }[]).map((j) => j.id);
+    expect(made.every((id) => ids.includes(id))).toBe(true);
+    // The newest of them, by a prefix: found past the first page.
+    const described = await dms('--json', 'jobs', 'status', made[11].slice(0, 13));
+    expect(described.code, described.stderr).toBe(0);
+    expect(JSON.parse(described.stdout).id).toBe(made[11]);
+  });
+});
+
 describe('dms resources and allocations', () => {
   it('shows usage, and creates, lists and releases allocations', async () => {
     const shown = await dms('resources', 'show');
