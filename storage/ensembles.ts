@@ -9,6 +9,7 @@ import type { EnsembleSpec, EnsembleStatus } from '../behaviors/ensembles/schema
 import { notFound } from '../runtime/errors.js';
 import { dateColumn, jsonColumn, textColumn, withConnection } from './connection.js';
 import { EnsembleEntity } from './entities.js';
+import { readBoundedPage } from './pages.js';
 
 export type EnsembleRow = InferEntity<typeof EnsembleEntity>;
 
@@ -49,19 +50,12 @@ export class EnsembleRepository {
     const where = whereStatus(opts.status);
     const orderBy = { created_at: 'desc', id: 'desc' } as const;
     if (opts.maxBytes === undefined) return em.find(EnsembleEntity, where, { orderBy, limit: opts.limit, offset: opts.offset });
-    const rows: EnsembleRow[] = [];
-    let bytes = 0;
-    for (let offset = opts.offset; rows.length < opts.limit; offset += LIST_SLICE) {
-      const slice = await em.find(EnsembleEntity, where, { orderBy, limit: Math.min(LIST_SLICE, opts.limit - rows.length), offset });
+    const read = async (offset: number, limit: number) => {
+      const rows = await em.find(EnsembleEntity, where, { orderBy, limit, offset });
       em.clear();
-      for (const row of slice) {
-        bytes += JSON.stringify(row.spec).length;
-        if (bytes > opts.maxBytes && rows.length > 0) return rows;
-        rows.push(row);
-      }
-      if (slice.length < LIST_SLICE) break;
-    }
-    return rows;
+      return rows;
+    };
+    return readBoundedPage({ offset: opts.offset, limit: opts.limit, maxBytes: opts.maxBytes, slice: LIST_SLICE }, read, (row) => JSON.stringify(row.spec).length);
   }
 
   /** How many ensembles a list of every page holds. */

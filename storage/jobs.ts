@@ -2,6 +2,7 @@ import { type MikroORM, raw } from '@mikro-orm/sqlite';
 import type { Job, JobEvent, JobSpecInput, JobStatus } from '../behaviors/jobs/schema.js';
 import { JobEntity, JobEventEntity } from './entities.js';
 import { withConnection } from './connection.js';
+import { readBoundedPage } from './pages.js';
 import { type JobWrite, type JobWriteResult, readJobRows, type RecentJobRows, writeBatch } from './job-batch.js';
 import type { JobChange, JobCreateOptions, JobEventRow } from './job-rules.js';
 import { toJob } from './job-rules.js';
@@ -59,21 +60,12 @@ export class JobRepository {
     // submission order. Made for each query: the ORM takes a raw() fragment once.
     const orderBy = () => ({ created_at: order, [raw('rowid')]: order });
     if (opts.maxBytes === undefined) return (await em.find(JobEntity, where(opts), { orderBy: orderBy(), limit: opts.limit, offset: opts.offset })).map(toJob);
-    const jobs: Job[] = [];
-    let bytes = 0;
-    const limit = opts.limit ?? Number.POSITIVE_INFINITY;
-    for (let offset = opts.offset ?? 0; jobs.length < limit; offset += LIST_SLICE) {
-      const rows = await em.find(JobEntity, where(opts), { orderBy: orderBy(), limit: Math.min(LIST_SLICE, limit - jobs.length), offset });
+    const read = async (offset: number, limit: number) => {
+      const rows = await em.find(JobEntity, where(opts), { orderBy: orderBy(), limit, offset });
       em.clear();
-      for (const row of rows) {
-        const job = toJob(row);
-        bytes += JSON.stringify(job).length;
-        if (bytes > opts.maxBytes && jobs.length > 0) return jobs;
-        jobs.push(job);
-      }
-      if (rows.length < LIST_SLICE) break;
-    }
-    return jobs;
+      return rows.map(toJob);
+    };
+    return readBoundedPage({ offset: opts.offset ?? 0, limit: opts.limit, maxBytes: opts.maxBytes, slice: LIST_SLICE }, read, (job) => JSON.stringify(job).length);
   }
 
   async count(filter: JobFilter = {}): Promise<number> {
