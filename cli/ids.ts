@@ -36,15 +36,9 @@ const NEWEST_ENSEMBLES = 100;
 /** A whole job id is used as given (an unknown one is the node's 404); a prefix is looked up. */
 export async function resolveJobId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();
-  const ids: string[] = [];
-  // Oldest first: a job submitted meanwhile lands after the pages already read, not in them. A
-  // page may hold fewer than asked (at most 8 MiB of jobs), so only an empty one is the end.
-  for (;;) {
-    const page = await rest.get<{ id: string }[]>(`/api/v1/jobs?limit=${PAGE}&offset=${ids.length}&order=asc`);
-    if (page.length === 0) break;
-    ids.push(...page.map((j) => j.id));
-  }
-  return pickByPrefix('job', given, ids);
+  // Oldest first: a job submitted meanwhile lands after the pages already read, not in them.
+  const { items } = await rest.everyPage<{ id: string }>(`/api/v1/jobs?limit=${PAGE}&order=asc`);
+  return pickByPrefix('job', given, items.map((j) => j.id));
 }
 
 /**

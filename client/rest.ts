@@ -74,6 +74,21 @@ export class RestClient {
     return { items, total: Number.isSafeInteger(total) && total >= items.length ? total : items.length };
   }
 
+  /**
+   * Every item of a paged list at `path` (which carries its limit and filters): read on from the
+   * count received until the total or an empty page, since a page may hold fewer than asked (the
+   * node bounds a page in bytes too). Items added meanwhile shift the pages; none is read twice.
+   */
+  async everyPage<T>(path: string, opts: RequestOptions = {}): Promise<{ items: T[]; total: number }> {
+    const items: T[] = [];
+    const join = path.includes('?') ? '&' : '?';
+    for (;;) {
+      const page = await this.page<T>(`${path}${join}offset=${items.length}`, opts);
+      items.push(...page.items);
+      if (page.items.length === 0 || items.length >= page.total) return { items, total: Math.max(page.total, items.length) };
+    }
+  }
+
   private async answer(method: Method, path: string, body: string | undefined, opts: RequestOptions): Promise<{ text: string; res: Response }> {
     const { res, url, deadline } = await this.send(method, path, body, 'application/json', opts);
     let text: string;

@@ -137,15 +137,8 @@ async function listJobs(cmd: Command, opts: ListOptions): Promise<JobListReply> 
     return { jobs: page.items, total: page.total };
   }
   query.set('limit', String(MAX_LIST_LIMIT));
-  const jobs: Job[] = [];
-  for (;;) {
-    query.set('offset', String(jobs.length));
-    const page = await rest.page<Job>(`/api/v1/jobs?${query}`);
-    jobs.push(...page.items);
-    // Jobs submitted meanwhile shift the pages: stop at the total, or at an empty page (one may
-    // hold fewer than asked: at most 8 MiB of jobs).
-    if (page.items.length === 0 || jobs.length >= page.total) return { jobs, total: Math.max(page.total, jobs.length) };
-  }
+  const { items, total } = await rest.everyPage<Job>(`/api/v1/jobs?${query}`);
+  return { jobs: items, total };
 }
 
 /**

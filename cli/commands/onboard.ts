@@ -121,15 +121,9 @@ export function registerOnboardCommands(program: Command): void {
 
 /** Jobs stored here that another node submitted and that have not ended. */
 async function jobsForOthers(rest: RestClient): Promise<Job[]> {
-  const found: Job[] = [];
-  // Pages of the list route's largest size, each read on from the count received (a page may
-  // hold fewer than asked: at most 8 MiB of jobs); a node holds at most what its share let it take.
-  for (let offset = 0; ; ) {
-    const { items, total } = await rest.page<Job>(`/api/v1/jobs?status=pending,running&limit=${PAGE}&offset=${offset}`);
-    found.push(...items.filter((j) => j.requester !== null));
-    offset += items.length;
-    if (items.length === 0 || offset >= total) return found;
-  }
+  // Pages of the list route's largest size; a node holds at most what its share let it take.
+  const { items } = await rest.everyPage<Job>(`/api/v1/jobs?status=pending,running&limit=${PAGE}`);
+  return items.filter((j) => j.requester !== null);
 }
 const PAGE = 1000;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { pickByPrefix, resolveEnsembleId, resolveJobId, shortId } from '../../cli/ids.js';
-import type { RestClient } from '../../client/rest.js';
+import { RestClient } from '../../client/rest.js';
 
 const IDS = ['3f2a9c10-0000-4000-8000-000000000001', '3f2b0000-0000-4000-8000-000000000002', 'a0000000-0000-4000-8000-000000000003'];
 
@@ -32,14 +32,17 @@ describe('looking a prefix up on the node', () => {
   // A page holds at most 8 MiB (behaviors/jobs/jobs.ts MAX_LIST_BYTES): one of large jobs or
   // specs holds fewer than asked, and the look-up stopped there, as if it were the last.
   const ids = ['1a000000', '2b000000', '3c000000', '4d000000', '5e000000'].map((p) => `${p}-0000-4000-8000-000000000000`);
-  const pagedByTwo = {
-    get: async (path: string) => {
-      const url = new URL(path, 'http://node');
-      const offset = Number(url.searchParams.get('offset') ?? 0);
-      const limit = Number(url.searchParams.get('limit'));
-      return ids.slice(offset, offset + Math.min(2, limit)).map((id) => ({ id, name: `n-${id.slice(0, 2)}`, status: 'running' }));
-    },
-  } as unknown as RestClient;
+  const get = async (path: string) => {
+    const url = new URL(path, 'http://node');
+    const offset = Number(url.searchParams.get('offset') ?? 0);
+    const limit = Number(url.searchParams.get('limit'));
+    return ids.slice(offset, offset + Math.min(2, limit)).map((id) => ({ id, name: `n-${id.slice(0, 2)}`, status: 'running' }));
+  };
+  // The client's own paging over a node whose pages hold two, whatever is asked.
+  const pagedByTwo = Object.assign(Object.create(RestClient.prototype) as RestClient, {
+    get,
+    page: async (path: string) => ({ items: await get(path), total: ids.length }),
+  });
 
   it('reads on past a page shorter than asked, to the end', async () => {
     expect(await resolveJobId(pagedByTwo, '5e')).toBe(ids[4]);
