@@ -101,6 +101,25 @@ export function frameLength(buf: Uint8Array | { byteLength: number; get(index: n
   throw new RangeError('frame length prefix incomplete');
 }
 
+/**
+ * A whole frame off the front of `buffer` and what follows it, or undefined while it is
+ * incomplete: for a reader that takes one frame by hand (a stream's header) before handing the
+ * stream on. Refuses what frameLength refuses, as soon as the prefix shows it.
+ */
+export function takeFrame(buffer: Uint8Array, maxFrameBytes: number): { frame: Uint8Array; rest: Uint8Array } | undefined {
+  let length: number;
+  try {
+    length = frameLength(buffer, maxFrameBytes);
+  } catch (e) {
+    if (e instanceof RangeError) return undefined;
+    throw e;
+  }
+  // frameLength takes only minimal prefixes, so the prefix is as long as its value needs.
+  const start = varintLength(length);
+  if (buffer.byteLength < start + length) return undefined;
+  return { frame: buffer.subarray(start, start + length), rest: buffer.subarray(start + length) };
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** A frame's text; bytes that are not UTF-8 throw, as malformed input. */

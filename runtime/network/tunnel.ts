@@ -10,7 +10,7 @@
 import { connect, type Socket } from 'node:net';
 import type { Connection, PeerId, Stream } from '@libp2p/interface';
 import { DmsError, errorText } from '../errors.js';
-import { encodeFrame } from './frames.js';
+import { encodeFrame, takeFrame } from './frames.js';
 import type { DmsLibp2p } from './host.js';
 import type { NetworkLog } from './libp2p-transport.js';
 
@@ -292,7 +292,7 @@ function readControl(stream: Stream, timeoutMs: number): Promise<{ frame: Uint8A
       buffer = concat(buffer, data);
       let taken;
       try {
-        taken = takeFrame(buffer);
+        taken = takeFrame(buffer, MAX_CONTROL_BYTES);
       } catch (e) {
         return done(() => reject(e));
       }
@@ -301,25 +301,6 @@ function readControl(stream: Stream, timeoutMs: number): Promise<{ frame: Uint8A
     stream.addEventListener('message', onMessage);
     stream.addEventListener('close', onClose);
   });
-}
-
-/** A whole frame off the front of `buffer`, or undefined while it is incomplete; throws past the bound. */
-function takeFrame(buffer: Uint8Array): { frame: Uint8Array; rest: Uint8Array } | undefined {
-  let length = 0;
-  let shift = 1;
-  for (let i = 0; i < buffer.length && i < 4; i++) {
-    const byte = buffer[i];
-    length += (byte & 0x7f) * shift;
-    shift *= 0x80;
-    if (byte < 0x80) {
-      if (length > MAX_CONTROL_BYTES) throw new DmsError('too_large', `tunnel control frame of ${length} bytes, over ${MAX_CONTROL_BYTES}`);
-      const start = i + 1;
-      if (buffer.length < start + length) return undefined;
-      return { frame: buffer.subarray(start, start + length), rest: buffer.subarray(start + length) };
-    }
-  }
-  if (buffer.length >= 4) throw new DmsError('too_large', `tunnel control frame over ${MAX_CONTROL_BYTES} bytes`);
-  return undefined;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -120,7 +120,7 @@ describe.skipIf(problem !== null)('port-forward to a job on another node', { tim
       return text;
     };
     // A length prefix announcing 1 MiB: refused on the prefix, before the bytes.
-    expect(await reply(Uint8Array.from([0x80, 0x80, 0x40]))).toMatch(/over 1024/);
+    expect(await reply(Uint8Array.from([0x80, 0x80, 0x40]))).toMatch(/over the 1024-byte limit/);
     expect(await reply(encodeFrame('{not json'))).toMatch(/not JSON/);
     expect(await reply(encodeFrame(JSON.stringify({ job_id: '../../etc', port: 8080 })))).toMatch(/job_id is not a job id/);
     expect((await api(b, 'GET', '/api/v1/jobs?limit=1')).status).toBe(200);

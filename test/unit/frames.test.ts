@@ -3,7 +3,7 @@
  * to be completed only while it still can be, or a peer holds the node's memory with one.
  */
 import { describe, expect, it } from 'vitest';
-import { encodeBytesFrame, frameDecoder, frameLength } from '../../runtime/network/frames.js';
+import { encodeBytesFrame, frameDecoder, frameLength, takeFrame } from '../../runtime/network/frames.js';
 
 const MAX = 1024 * 1024;
 const frames = (decoder: ReturnType<typeof frameDecoder>, data: Uint8Array) => [...decoder.decode(data)].map((f) => f.subarray());
@@ -46,5 +46,16 @@ describe('frame length prefixes', () => {
       expect((decoder as unknown as { buffer: { byteLength: number } }).buffer.byteLength).toBeLessThanOrEqual(4096 + 3 + 1000);
     }
     expect(seen).toBe(64);
+  });
+
+  it('takes one frame by hand: waits while incomplete, hands back what follows, refuses as the decoder does', () => {
+    const a = encodeBytesFrame(new Uint8Array(200).fill(3));
+    const all = Buffer.concat([a, Uint8Array.of(9, 9)]);
+    expect(takeFrame(all.subarray(0, 1), 1024)).toBeUndefined();
+    expect(takeFrame(all.subarray(0, a.length - 1), 1024)).toBeUndefined();
+    const taken = takeFrame(all, 1024)!;
+    expect([taken.frame.length, [...taken.rest]]).toEqual([200, [9, 9]]);
+    expect(() => takeFrame(Uint8Array.of(0x80, 0x80, 0x40), 1024)).toThrow(/over the 1024-byte limit/);
+    expect(() => takeFrame(Uint8Array.of(0x85, 0x00), 1024)).toThrow(/not minimally encoded/);
   });
 });
