@@ -30,8 +30,8 @@ function ambiguous(prefix: string, kinds: string, matches: string[]): never {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** The node's list pages are at most this long (MAX_LIST_LIMIT of the jobs behaviors). */
 const PAGE = 1000;
-/** Ensembles a prefix or a name is looked up among: the newest, as many as one list may ask for. */
-const NEWEST_ENSEMBLES = 100;
+/** The node's ensemble list pages are at most this long (LIST_MAX of the ensembles actor). */
+export const ENSEMBLE_PAGE = 100;
 
 /** A whole job id is used as given (an unknown one is the node's 404); a prefix is looked up. */
 export async function resolveJobId(rest: RestClient, given: string): Promise<string> {
@@ -42,20 +42,23 @@ export async function resolveJobId(rest: RestClient, given: string): Promise<str
 }
 
 /**
+ * Every ensemble on the node, newest first. One made while the pages are read shifts them by
+ * one, so the ensemble at a page's edge comes twice: kept once.
+ */
+export async function everyEnsemble<T extends { id: string }>(rest: RestClient): Promise<{ items: T[]; total: number }> {
+  const { items, total } = await rest.everyPage<T>(`/api/v1/ensembles?limit=${ENSEMBLE_PAGE}`);
+  const seen = new Set<string>();
+  return { items: items.filter((e) => !seen.has(e.id) && seen.add(e.id)), total };
+}
+
+/**
  * A whole ensemble id is used as given; a prefix, or else the ensemble's name (what `ensemble
- * deploy` printed beside the id), is looked up among the newest 100 (the most one list answers).
- * A name several ensembles share is refused, naming them: cancelling one of them by a guess
- * would be worse than asking.
+ * deploy` printed beside the id), is looked up among every ensemble. A name several ensembles
+ * share is refused, naming them: cancelling one of them by a guess would be worse than asking.
  */
 export async function resolveEnsembleId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();
-  const list: { id: string; name: string; status: string }[] = [];
-  // A page may hold fewer than asked (at most 8 MiB of specs): read on to the newest 100.
-  while (list.length < NEWEST_ENSEMBLES) {
-    const page = await rest.get<{ id: string; name: string; status: string }[]>(`/api/v1/ensembles?limit=${NEWEST_ENSEMBLES - list.length}&offset=${list.length}`);
-    if (page.length === 0) break;
-    list.push(...page);
-  }
+  const { items: list } = await everyEnsemble<{ id: string; name: string; status: string }>(rest);
   const ids = list.map((e) => e.id);
   const prefix = given.trim().toLowerCase();
   const matches = prefix ? ids.filter((id) => id.startsWith(prefix)) : [];

@@ -2,11 +2,11 @@
  * `dms ensemble deploy|list|status|describe|cancel|port-forward` (README "Ensembles"): the REST
  * routes of /api/v1/ensembles, and a forward to a part's port through the part's job.
  */
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import type { Ensemble } from '../../behaviors/ensembles/schema.js';
 import type { RestClient } from '../../client/rest.js';
-import { CliError, output } from '../context.js';
-import { resolveEnsembleId, shortId } from '../ids.js';
+import { CliError, globals, output } from '../context.js';
+import { ENSEMBLE_PAGE, everyEnsemble, resolveEnsembleId, shortId } from '../ids.js';
 import { forwardUntilInterrupted } from '../forward.js';
 import { restFor } from '../rest.js';
 import { grid } from '../table.js';
@@ -40,11 +40,21 @@ export function registerEnsembleCommands(program: Command): void {
   ensemble
     .command('list')
     .description('list ensembles, newest first')
+    .option('--limit <n>', `at most this many (default and most ${ENSEMBLE_PAGE})`)
+    .option('--offset <n>', 'skip this many first')
+    .addOption(new Option('--all', 'every ensemble, however many (pages through them)').conflicts(['limit', 'offset']))
     .option('--wide', 'print whole ids')
-    .action(async (opts: { wide?: boolean }, cmd: Command) => {
-      const list = await restFor(cmd).get<Ensemble[]>('/api/v1/ensembles');
+    .action(async (opts: { limit?: string; offset?: string; all?: boolean; wide?: boolean }, cmd: Command) => {
+      const rest = restFor(cmd);
+      const query = new URLSearchParams();
+      if (opts.limit) query.set('limit', opts.limit);
+      if (opts.offset) query.set('offset', opts.offset);
+      const { items: list, total } = opts.all ? await everyEnsemble<Ensemble>(rest) : await rest.page<Ensemble>(`/api/v1/ensembles${query.size ? `?${query}` : ''}`);
       const rows = list.map((e) => [opts.wide ? e.id : shortId(e.id), e.status, String(e.parts.length), e.parts.filter((p) => p.status === 'running').length.toString(), e.created_at, e.name]);
-      output(cmd, list, list.length === 0 ? 'no ensembles' : grid(['ID', 'STATUS', 'PARTS', 'RUNNING', 'CREATED', 'NAME'], rows));
+      output(cmd, list, list.length === 0 ? (total === 0 ? 'no ensembles' : `no ensembles at offset ${opts.offset}`) : grid(['ID', 'STATUS', 'PARTS', 'RUNNING', 'CREATED', 'NAME'], rows));
+      // On stderr, as `jobs list` says it: stdout stays only rows.
+      const more = total - Number(opts.offset ?? 0) - list.length;
+      if (more > 0 && !globals(cmd).json) process.stderr.write(`${more} more; use --limit/--offset (or --all)\n`);
     });
 
   ensemble

@@ -61,6 +61,12 @@ parts:
     const id = (JSON.parse(made.stdout) as { id: string }).id;
     const list = await dms('ensemble', 'list');
     expect(list.stdout).toMatch(new RegExp(`^ID\\s+STATUS\\s+PARTS\\s+RUNNING\\s+CREATED\\s+NAME\\n(.*\\n)*${id.slice(0, 8)}\\s+pending\\s+1\\s+0\\s`));
+    // Two ensembles are stored by now (pair, waits): a page of one says that one more is left.
+    const first = await dms('ensemble', 'list', '--limit', '1');
+    expect(first.stdout.split('\n').filter(Boolean)).toHaveLength(2);
+    expect(first.stderr).toMatch(/^1 more; use --limit\/--offset \(or --all\)\n$/);
+    const all = await dms('--json', 'ensemble', 'list', '--all');
+    expect((JSON.parse(all.stdout) as { id: string }[]).map((e) => e.id)).toContain(id);
     const status = await dms('ensemble', 'status', id.slice(0, 6));
     expect(status.stdout).toMatch(new RegExp(`^ensemble ${id} \\(waits\\): pending \\(`));
     const cancelled = await dms('ensemble', 'cancel', id.slice(0, 6));

@@ -50,4 +50,25 @@ describe('looking a prefix up on the node', () => {
     expect(await resolveEnsembleId(pagedByTwo, 'n-5e')).toBe(ids[4]);
     await expect(resolveJobId(pagedByTwo, '9f')).rejects.toThrow("no job id starts with '9f'");
   });
+
+  it('finds an ensemble past the newest 100 by name, and takes one a new ensemble pushed to the next page for one', async () => {
+    // Newest first, 100 a page: one made after the first page is read pushes every later one down by one.
+    const node = () => {
+      const list = Array.from({ length: 150 }, (_, i) => ({ id: `${(0x1000 + i).toString(16).padStart(8, '0')}-0000-4000-8000-000000000000`, name: `e-${i}`, status: 'running' }));
+      let pagesRead = 0;
+      const rest = Object.assign(Object.create(RestClient.prototype) as RestClient, {
+        page: async (path: string) => {
+          if (pagesRead++ === 1) list.unshift({ id: 'ffffffff-0000-4000-8000-000000000000', name: 'new', status: 'pending' });
+          const offset = Number(new URL(path, 'http://node').searchParams.get('offset') ?? 0);
+          return { items: list.slice(offset, offset + 100), total: list.length };
+        },
+      });
+      return { rest, idOf: (name: string) => list.find((e) => e.name === name)!.id };
+    };
+    const a = node();
+    expect(await resolveEnsembleId(a.rest, 'e-149')).toBe(a.idOf('e-149'));
+    // e-99 ends the first page and starts the second: read twice, still one ensemble of that name.
+    const b = node();
+    expect(await resolveEnsembleId(b.rest, 'e-99')).toBe(b.idOf('e-99'));
+  });
 });
