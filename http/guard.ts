@@ -11,6 +11,10 @@
  *                  scheme, `Host` and port it was sent to) must name one of `rest.cors.origins`,
  *                  exactly (403), preflights included: CORS headers alone only hide answers,
  *                  they never stop a request that needs no preflight.
+ *   crossSiteGuard a request a browser made for a page of another site without CORS (no `Origin`:
+ *                  an image, a frame, a script, a no-cors fetch, a link) is refused (403): its
+ *                  answer stays hidden from the page, but the request itself still acts (a dev
+ *                  stream watcher's slot held, a stream's events built for nobody).
  *   crossOriginCredentials  a cross-origin request from a listed origin must carry an API key
  *                  or JWT, and REST auth must be on to check it (403): a listing lets a page
  *                  use its user's credentials, never the operator's reach without any.
@@ -100,6 +104,22 @@ export function originGuard(origins: readonly string[], tls: boolean): Middlewar
 }
 
 /**
+ * `Sec-Fetch-Site` says whose page made the request; a page cannot remove or change it. Sent
+ * with `Origin`, originGuard judges the origin instead; sent without, the request is a page's
+ * subresource or navigation, which no route here serves another site. `same-site` counts as
+ * another site: a site ignores the port, and a page on localhost:3000 is not this node's.
+ */
+export function crossSiteGuard(): Middleware {
+  return (event) => {
+    const h = event.req.headers;
+    if (h.get('origin') !== null) return undefined;
+    const site = h.get('sec-fetch-site')?.trim().toLowerCase();
+    if (site !== 'cross-site' && site !== 'same-site') return undefined;
+    return refuse(403, `a request made by a page of another site is not served (Sec-Fetch-Site: ${site}): open the node's address directly, or use the dms CLI`);
+  };
+}
+
+/**
  * Runs after CORS preflights are answered (they never carry credentials) and before restAuth,
  * which then checks the credentials, on open paths too.
  */
@@ -168,4 +188,4 @@ export interface GuardOptions {
 }
 
 /** The guards in the order they run: who is addressed, who is asking, what they send. */
-export const requestGuards = (o: GuardOptions): Middleware[] => [hostGuard(o.addr, o.allowedHosts), originGuard(o.origins, o.tls), jsonBodyGuard()];
+export const requestGuards = (o: GuardOptions): Middleware[] => [hostGuard(o.addr, o.allowedHosts), originGuard(o.origins, o.tls), crossSiteGuard(), jsonBodyGuard()];

@@ -13,7 +13,7 @@ import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Browser, chromium, type Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { DevEvent } from '../../behaviors/dev.js';
 import { DmsClient } from '../../client/index.js';
 import { newCaller, rootOf, wire } from '../helpers/envelopes.js';
@@ -218,6 +218,38 @@ describe.skipIf(!HAVE_CHROMIUM)(`the dev page in headless Chromium${HAVE_CHROMIU
       await other.close();
     }
     expect(await jobs()).toBe(before);
+  });
+
+  it('refuses what a page of another site asks without CORS: the dev stream from a no-cors fetch, the jobs from an image', { timeout: 90_000 }, async () => {
+    // The page never reads these answers, but a stream it opened held one of the node's watcher
+    // slots and had events built for it for as long as the page stayed open.
+    const other = await browser.newPage();
+    try {
+      await other.goto(`${PAGE_ORIGIN}/`, WAIT);
+      // What the node answered, as the browser's network layer saw it: Chromium blocks an opaque
+      // JSON answer before the page (ORB), so neither the page nor Playwright sees it.
+      const cdp = await other.context().newCDPSession(other);
+      await cdp.send('Network.enable');
+      const urls = new Map<string, string>();
+      const statuses = new Map<string, number>();
+      // By request id: the two events come in either order.
+      cdp.on('Network.requestWillBeSent', (e) => urls.set(e.requestId, e.request.url));
+      cdp.on('Network.responseReceivedExtraInfo', (e) => statuses.set(e.requestId, e.statusCode));
+      const statusOf = (url: string) => [...statuses].find(([id]) => urls.get(id) === url)?.[1];
+      const answered = (path: string) => vi.waitFor(() => statusOf(`${node.url}${path}`) ?? Promise.reject(new Error(`no answer to ${path} yet`)), { timeout: 30_000, interval: 50 });
+      const stream = answered('/api/v1/dev/stream');
+      const image = answered('/api/v1/jobs');
+      await other.evaluate((url) => {
+        void fetch(`${url}/api/v1/dev/stream`, { mode: 'no-cors' }).catch(() => undefined);
+        const img = document.createElement('img');
+        img.src = `${url}/api/v1/jobs`;
+        document.body.append(img);
+      }, node.url);
+      expect(await stream).toBe(403);
+      expect(await image).toBe(403);
+    } finally {
+      await other.close();
+    }
   });
 
   it('draws any machine that reports transitions: a placement machine joins its job\'s card with no change to the page', { timeout: 90_000 }, async () => {

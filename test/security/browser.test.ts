@@ -273,7 +273,8 @@ describe('Host (DNS rebinding)', () => {
 
 describe('unsigned envelopes from a browser', () => {
   it('are refused with 403 when Sec-Fetch headers say a browser sent them, and the device keeps its name', async () => {
-    for (const headers of <Record<string, string>[]>[{ 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'no-cors' }, { 'sec-fetch-site': 'same-origin' }, { 'sec-fetch-mode': 'navigate' }]) {
+    // (From another site, with Sec-Fetch-Site: cross-site, nothing is served at all: see below.)
+    for (const headers of <Record<string, string>[]>[{ 'sec-fetch-site': 'same-origin' }, { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate' }, { 'sec-fetch-mode': 'navigate' }]) {
       const inv = await raw(url('/api/v1/actor/invoke'), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: unsignedHello() });
       expect(inv.status, JSON.stringify(headers)).toBe(403);
       expect(inv.json.error).toMatch(/unsigned envelope from a browser.*sign it.*dms CLI/);
@@ -295,5 +296,25 @@ describe('unsigned envelopes from a browser', () => {
     const send = await raw(url('/api/v1/actor/send'), { method: 'POST', headers: { 'content-type': 'application/json' }, body: rename('renamed-locally') });
     expect(send.status, send.text).toBe(200);
     await waitFor('the device to be renamed', async () => (await deviceName()) === 'renamed-locally');
+  });
+});
+
+describe('requests a page of another site makes without CORS (an image, a frame, a no-cors fetch, a link)', () => {
+  it('are refused with 403 on every route, whatever they ask, and make no job', async () => {
+    for (const site of ['cross-site', 'same-site', 'Cross-Site']) {
+      for (const [method, path] of [['GET', '/api/v1/jobs'], ['GET', '/api/v1/dev/stream'], ['GET', '/health'], ['POST', '/api/v1/jobs']] as const) {
+        const r = await raw(url(path), { method, headers: { 'sec-fetch-site': site, 'sec-fetch-mode': 'no-cors', ...(method === 'POST' ? { 'content-type': 'text/plain' } : {}) }, body: method === 'POST' ? JOB : undefined });
+        expect(r.status, `${site} ${method} ${path}`).toBe(403);
+        expect(r.json.error).toBe(`a request made by a page of another site is not served (Sec-Fetch-Site: ${site.toLowerCase()}): open the node's address directly, or use the dms CLI`);
+      }
+    }
+    expect(await jobCount()).toBe(0);
+  });
+
+  it("serve the node's own pages and an address typed in (same-origin, none), and local tools (no Sec-Fetch-Site)", async () => {
+    for (const headers of <Record<string, string>[]>[{ 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors' }, { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate' }, {}]) {
+      const r = await raw(url('/api/v1/jobs'), { headers });
+      expect(r.status, JSON.stringify(headers)).toBe(200);
+    }
   });
 });
