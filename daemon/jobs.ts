@@ -74,6 +74,8 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   const jobs = config.jobs;
   const order = new StartOrder(log);
   const storage = await order.step('storage', () => openStorage(databasePath(config, home)), (s) => s.close());
+  // A volume a job not yet ended mounts is not deleted (nor snapshotted while one writes it).
+  blocks?.volumes.usersFrom((name) => storage.jobs.mounting(name));
   // Before the orchestrator, which asks them what a previous process left. Both keep output in
   // one directory: job ids are unique across them.
   const logsDir = join(paths.data, 'job-logs');

@@ -314,7 +314,7 @@ export const outputRoutes =
       summary: 'Delete a volume and what it holds',
       tags: ['outputs'],
       params: volumeName,
-      responses: { 200: { description: 'the deleted volume', schema: VolumeOut }, 404: { description: 'no such volume' } },
+      responses: { 200: { description: 'the deleted volume', schema: VolumeOut }, 404: { description: 'no such volume' }, 409: { description: 'a job not yet ended mounts it (named)' } },
       handler: (_event, input) => http.call(RESOURCES_INBOX, VolumeBehaviors.remove, { name: input.param('name') }),
     });
     table.add({
@@ -324,9 +324,15 @@ export const outputRoutes =
       summary: "A volume's files now, stored as content: its CID (an input of any job, on any node)",
       tags: ['outputs'],
       params: volumeName,
-      responses: { 201: { description: 'stored', schema: Imported }, 404: { description: 'no such volume' } },
+      responses: {
+        201: { description: 'stored', schema: Imported },
+        404: { description: 'no such volume' },
+        409: { description: 'a job not yet ended mounts it writable (named): its files are not still while it may write them' },
+      },
       handler: async (_event, input) => {
-        return stored(await importPath(blocks.volumes.path(input.param('name')), blocks.store.fs, { maxBytes: blocks.limits.max_upload_bytes }));
+        const name = input.param('name');
+        await blocks.volumes.refuseInUse(name, 'snapshot', { writers: true });
+        return stored(await importPath(blocks.volumes.path(name), blocks.store.fs, { maxBytes: blocks.limits.max_upload_bytes }));
       },
     });
 
