@@ -98,7 +98,7 @@ export class DmsNode {
     const root = await order.component(ROOT_INBOX, () => makeActor(system, RootActor, {}));
     // Imported and checked, names included, before any of their parts is made.
     const plugins = await order.step('plugins', () =>
-      loadPlugins(config.plugins.modules, home, { inboxes: BUILTIN_INBOXES, executors: [...BUILTIN_EXECUTORS, REMOTE_EXECUTOR] }, config.plugins.config),
+      loadPlugins(config.plugins.modules, home, { inboxes: BUILTIN_INBOXES, executors: [...BUILTIN_EXECUTORS, REMOTE_EXECUTOR] }, config.plugins.config, config.plugins.load_timeout_s * 1000),
     );
     // Before the jobs: the docker executor asks it for a part's networks and names before it
     // creates the container, and the orchestrator restarts parts as soon as it starts; the

@@ -204,6 +204,8 @@ export const ConfigSchema = z
         modules: z.array(z.string().min(1)).default([]),
         /** Each plugin's own settings, by plugin name: what its context's `config` holds. */
         config: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+        /** Seconds one plugin's import, and then its start hook, may take before start-up gives up on it. */
+        load_timeout_s: positiveInt.max(600).default(20),
       })
       .strict()
       .prefault({}),
