@@ -269,10 +269,15 @@ export const outputRoutes =
       // (a file's declared length, refused naming sizes when not free) until its blocks count.
       const holder = `upload:${randomUUID()}`;
       const claim = (await http.call(RESOURCES_INBOX, StorageBehaviors.claim, { holder, at_most: limit, ...(media === 'application/octet-stream' && declared !== undefined ? { size: declared } : {}) })) as StorageClaim;
+      // Its blocks are the store's once it completes; otherwise those nothing else needs go again.
+      const session = blocks.store.importing();
       try {
         const limits = { maxBytes: claim.granted };
-        return stored(media === 'application/x-tar' ? await importTar(bodyOf(event), blocks.store.fs, limits) : await importFile(bodyOf(event), blocks.store.fs, limits));
+        const got = media === 'application/x-tar' ? await importTar(bodyOf(event), session.store, limits) : await importFile(bodyOf(event), session.store, limits);
+        session.keep();
+        return stored(got);
       } catch (e) {
+        await session.discard();
         if (e instanceof DmsError && e.kind === 'too_large' && claim.granted < limit) {
           throw new DmsError('too_large', `upload is larger than the ${formatBytes(claim.granted)} of storage free here (${formatBytes(claim.onboarded)} in the share; blocks.max_upload_bytes is ${formatBytes(limit)})`);
         }

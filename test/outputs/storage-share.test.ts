@@ -6,12 +6,14 @@
  * the node's own REST, resource manager and block store.
  */
 import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Usage } from '../../behaviors/jobs/resources.js';
 import type { LocalNode } from '../helpers/local-node.js';
 import { removeHome } from '../helpers/node.js';
-import { MiB, startLocalJobNode } from '../jobs/helpers.js';
+import { MiB, startLocalJobNode, until } from '../jobs/helpers.js';
 
 const json = (method: string, body: unknown) => ({ method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
@@ -82,5 +84,45 @@ describe('the storage share', () => {
     const again = await startLocalJobNode({ home: node.home });
     node = again;
     expect((await usage()).stored).toEqual(before);
+  });
+});
+
+// The importer writes a file's blocks ten at a time (2.5 MiB): a share large enough to see them.
+describe('an upload that did not complete', () => {
+  let node: LocalNode;
+  beforeAll(async () => {
+    node = await startLocalJobNode();
+    const onboard = await fetch(`${node.url}/api/v1/device/config`, json('PUT', { onboarded: { cpu: 1, memory: '256MiB', storage: '8MiB' } }));
+    expect(onboard.status, await onboard.clone().text()).toBe(200);
+  });
+  afterAll(async () => {
+    await node.stop();
+    removeHome(node.home);
+  });
+  const usage = async () => (await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as Usage;
+
+  it('keeps no block of an upload that did not complete: dropped by its client, or cut at what is free', async () => {
+    const files = () => readdirSync(join(node.home, 'data', 'blocks'), { recursive: true }).filter((f) => String(f).endsWith('.data')).length;
+    const before = { bytes: (await usage()).stored.blocks, files: files() };
+    const chunks = (n: number) => Readable.toWeb(Readable.from((function* () {
+      for (let i = 0; i < n; i++) yield randomBytes(256 * 1024);
+    })())) as ReadableStream;
+    // A client that goes away half-way: 6 MiB sent, then the connection dropped.
+    const drop = new AbortController();
+    let sent = 0;
+    const body = new ReadableStream({
+      pull(c) {
+        if (sent++ < 24) c.enqueue(randomBytes(256 * 1024));
+        else setTimeout(() => drop.abort(), 300);
+      },
+    });
+    await expect(fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body, duplex: 'half', signal: drop.signal } as RequestInit)).rejects.toThrow();
+    await until('the dropped upload\'s blocks are gone', async () => (await usage()).stored.blocks === before.bytes && files() === before.files, 10_000).catch(() => undefined);
+    expect({ bytes: (await usage()).stored.blocks, files: files() }).toEqual(before);
+
+    // One cut at what is free (413).
+    const cut = await fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: chunks(40), duplex: 'half' } as RequestInit);
+    expect(cut.status).toBe(413);
+    expect({ bytes: (await usage()).stored.blocks, files: files() }).toEqual(before);
   });
 });
