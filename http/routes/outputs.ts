@@ -337,7 +337,15 @@ export const outputRoutes =
       handler: async (_event, input) => {
         const name = input.param('name');
         await blocks.volumes.refuseInUse(name, 'snapshot', { writers: true });
-        return stored(await importPath(blocks.volumes.path(name), blocks.store.fs, { maxBytes: blocks.limits.max_upload_bytes }));
+        const session = blocks.store.importing();
+        try {
+          const got = await importPath(blocks.volumes.path(name), session.store, { maxBytes: blocks.limits.max_upload_bytes });
+          session.keep();
+          return stored(got);
+        } catch (e) {
+          await session.discard();
+          throw e;
+        }
       },
     });
 
