@@ -28,7 +28,7 @@ import { ensembleRoutes } from '../http/routes/ensembles.js';
 import { resourceRoutes } from '../http/routes/resources.js';
 import { BUILTIN_EXECUTORS, startJobs } from './jobs.js';
 import { setUpSecurity } from './security.js';
-import { startBlocks } from './blocks.js';
+import { type NodeBlocks, startBlocks } from './blocks.js';
 import { outputRoutes } from '../http/routes/outputs.js';
 import { startTunnels } from './tunnels.js';
 import { portRoutes } from '../http/routes/ports.js';
@@ -55,6 +55,8 @@ export class DmsNode {
     readonly http: Listening,
     readonly config: Config,
     readonly home: string,
+    /** Its block store, pins and retention (./blocks.ts). */
+    readonly blocks: NodeBlocks,
     private readonly log: Logger,
     private readonly order: StartOrder,
   ) {}
@@ -166,7 +168,7 @@ export class DmsNode {
       () => rmSync(paths.runtime, { force: true }),
     );
     log.info({ url: http.url, did: keys.node.did, peer_id: system.host, operator: keys.operator.did }, 'node started');
-    return new DmsNode(system, http, config, home, log, order);
+    return new DmsNode(system, http, config, home, blocks, log, order);
   }
 
   async stop(): Promise<void> {

@@ -89,6 +89,18 @@ export class JobRepository {
     return rows.map((r) => ({ id: r.id, status: r.status, writable: Boolean(r.writable) }));
   }
 
+  /**
+   * The content the inputs of jobs not yet ended name (a CID, or the CID a `job:` source resolved
+   * to), each once: retention keeps their blocks, which a job fetches and writes out only when it starts.
+   */
+  async inputsUnderWay(): Promise<string[]> {
+    const rows = await this.orm.em.getConnection().execute<{ cid: string | null }[]>(
+      "select distinct coalesce(json_extract(i.value, '$.cid'), json_extract(i.value, '$.source')) as cid " +
+        "from `job` j, json_each(j.`inputs`) i where j.`status` in ('pending', 'running')",
+    );
+    return rows.map((r) => r.cid).filter((c): c is string => typeof c === 'string' && !c.startsWith('volume:') && !c.startsWith('job:'));
+  }
+
   async count(filter: JobFilter = {}): Promise<number> {
     return this.orm.em.fork().count(JobEntity, where(filter));
   }

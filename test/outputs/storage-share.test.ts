@@ -13,7 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Usage } from '../../behaviors/jobs/resources.js';
 import type { LocalNode } from '../helpers/local-node.js';
 import { removeHome } from '../helpers/node.js';
-import { MiB, startLocalJobNode, until } from '../jobs/helpers.js';
+import { parseCid } from '../../runtime/blocks/cid.js';
+import { MiB, nullJob, startLocalJobNode, until } from '../jobs/helpers.js';
 
 const json = (method: string, body: unknown) => ({ method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
@@ -124,5 +125,40 @@ describe('an upload that did not complete', () => {
     const cut = await fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: chunks(40), duplex: 'half' } as RequestInit);
     expect(cut.status).toBe(413);
     expect({ bytes: (await usage()).stored.blocks, files: files() }).toEqual(before);
+  });
+});
+
+// Retention (blocks.max_blocks_bytes) keeps what pins and recent manifests name, and what a job
+// not yet ended mounts: its inputs are fetched only when it starts.
+describe('retention and the inputs of a job that has not started', () => {
+  let node: LocalNode;
+  beforeAll(async () => {
+    const { startLocalNode } = await import('../helpers/local-node.js');
+    node = await startLocalNode({ config: { network: { enabled: false }, general: { log_level: 'warn' }, jobs: { stop_grace_s: 1 }, blocks: { max_blocks_bytes: 1 } } });
+  });
+  afterAll(async () => {
+    await node.stop();
+    removeHome(node.home);
+  });
+
+  it('keeps the blocks of an input a pending job names, and lets them go once it ended', async () => {
+    const put = await fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: new Uint8Array(randomBytes(MiB)) });
+    expect(put.status).toBe(201);
+    const { cid } = (await put.json()) as { cid: string };
+    // Pending: a share of one core, all of it allocated.
+    expect((await fetch(`${node.url}/api/v1/device/config`, json('PUT', { onboarded: { cpu: 1, memory: '256MiB', storage: '64MiB' } }))).status).toBe(200);
+    const hog = await fetch(`${node.url}/api/v1/allocations`, json('POST', { resources: { cpu: { cores: 1 }, memory: { size: 0 } } }));
+    expect(hog.status, await hog.clone().text()).toBe(201);
+    const job = await fetch(`${node.url}/api/v1/jobs`, json('POST', { ...nullJob({ name: 'waits' }), inputs: [{ source: cid, path: '/in' }] }));
+    expect(job.status, await job.clone().text()).toBe(201);
+    const { id } = (await job.json()) as { id: string };
+    await until('the job waits for resources', async () => ((await (await fetch(`${node.url}/api/v1/jobs/${id}`)).json()) as { pending_reason: string | null }).pending_reason?.startsWith('waiting for resources'));
+
+    await node.node.blocks.collect();
+    expect(await node.node.blocks.store.has(parseCid(cid))).toBe(true);
+
+    expect((await fetch(`${node.url}/api/v1/jobs/${id}`, { method: 'DELETE' })).status).toBe(200);
+    await node.node.blocks.collect();
+    expect(await node.node.blocks.store.has(parseCid(cid))).toBe(false);
   });
 });
