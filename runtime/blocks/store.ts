@@ -256,6 +256,11 @@ export class BlockStore {
     };
   }
 
+  /** Whether an import under way wrote this block file and nobody else has needed it yet (retention leaves it). */
+  importingNow(file: string): boolean {
+    return this.fs.provisional.has(file);
+  }
+
   /** Deletes a block file (retention); false when it was gone already. */
   async remove(file: BlockFile): Promise<boolean> {
     try {
