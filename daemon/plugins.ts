@@ -162,9 +162,21 @@ function pluginContext(name: string, actor: Actor, log: Logger, config: Record<s
     },
     handle,
     invoke: <T>(t: Target, be: string, payload: unknown, opts: { ttlMs?: number } = {}) =>
-      actor.call(to(t), be, payload, z.unknown(), opts) as Promise<T>,
-    send: (t, be, payload, opts = {}) => actor.tell(to(t), be, payload, opts),
+      seen(actor.call(to(t), be, payload, z.unknown(), opts) as Promise<T>, log, 'invoke', be),
+    send: (t, be, payload, opts = {}) => seen(actor.tell(to(t), be, payload, opts), log, 'send', be),
   };
+}
+
+/**
+ * `sent`, with its failure logged when nobody waits for it. A plugin that sends without awaiting
+ * (`ctx.send` reads as fire-and-forget) left a refusal (an unknown inbox, a full mailbox) as an
+ * unhandled rejection, which ends the node's process; through a /public behavior anyone could end
+ * it. The promise returned is the same one: a plugin that awaits it still gets the error.
+ */
+function seen<T>(sent: Promise<T>, log: Logger, what: 'send' | 'invoke', be: string): Promise<T> {
+  // An invoke's caller usually awaits it and handles the error itself: its line is for debugging.
+  sent.catch((e: unknown) => log[what === 'send' ? 'warn' : 'debug']({ be, err: errorText(e) }, `plugin ${what} failed`));
+  return sent;
 }
 
 /** A plugin behavior as a kernel behavior: the same checks and observation; the handler sees the plugin context. */
