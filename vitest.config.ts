@@ -58,6 +58,7 @@ const NODE = [
   'test/outputs/outputs-local.test.ts',
   'test/outputs/executor-outputs.test.ts',
   'test/outputs/storage-share.test.ts',
+  'test/outputs/volume-in-use.test.ts',
   'test/outputs/read-grants.test.ts',
   'test/outputs/hostile-provider.test.ts',
   'test/outputs/input-bounds.test.ts',

@@ -1,6 +1,7 @@
 import { multiaddr } from '@multiformats/multiaddr';
 import * as z from 'zod';
 import { isPeerId } from '../runtime/crypto/keys.js';
+import { MAX_NODE_NAME } from '../runtime/config.js';
 import { LabelsSchema, LocationSchema, ResourceSpecSchema } from './jobs/schema.js';
 import { EmptyPayload, NodeBehaviors } from './root.js';
 
@@ -66,7 +67,7 @@ export type ConnectReply = z.infer<typeof ConnectReply>;
 
 // Bounds on what one peer's profile may hold: it is stored per connected peer and repeated in
 // every describe reply, so a peer must not be able to make either large.
-const MAX_NAME = 200;
+const MAX_NAME = MAX_NODE_NAME;
 const MAX_TEXT = 100;
 const MAX_ADDRS = 8;
 const MAX_ADDR = 256;

@@ -10,6 +10,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Blockstore } from 'interface-blockstore';
 import type { CID } from 'multiformats/cid';
 import * as tar from 'tar-stream';
+import { ClientError } from '../client/errors.js';
 import type { RestClient } from '../client/rest.js';
 import { entryPath, importPath } from '../runtime/blocks/unixfs.js';
 import { CliError } from './context.js';
@@ -21,9 +22,14 @@ export interface Uploaded {
   kind: 'file' | 'directory';
 }
 
-/** A directory as a tar stream, entries in name order; a link or anything but a file or directory is refused. */
-function tarOf(root: string): Readable {
+/**
+ * A directory as a tar stream, entries in name order; a link or anything but a file or directory
+ * is refused. `failure` is why the stream ended early, if it did: fetch reports a body that failed
+ * as its own failure ("fetch failed"), which read as a node that cannot be reached.
+ */
+function tarOf(root: string): { stream: Readable; failure: () => unknown } {
   const pack = tar.pack();
+  let failed: unknown;
   const walk = async (dir: string, rel: string): Promise<void> => {
     for (const name of (await readdir(dir)).sort()) {
       const abs = join(dir, name);
@@ -39,9 +45,12 @@ function tarOf(root: string): Readable {
   };
   walk(root, '').then(
     () => pack.finalize(),
-    (e: unknown) => pack.destroy(e as Error),
+    (e: unknown) => {
+      failed = e;
+      pack.destroy(e as Error);
+    },
   );
-  return Readable.from(pack as unknown as AsyncIterable<Buffer>, { objectMode: false });
+  return { stream: Readable.from(pack as unknown as AsyncIterable<Buffer>, { objectMode: false }), failure: () => failed };
 }
 
 /** Uploads `path` (POST /api/v1/blobs): a file as itself, a directory as a tar. */
@@ -53,12 +62,26 @@ export async function upload(rest: RestClient, path: string): Promise<Uploaded> 
     throw new CliError(`${path}: no such file or directory`);
   }
   if (!st.isFile() && !st.isDirectory()) throw new CliError(`${path}: only a regular file or a directory can be uploaded`);
-  const body = st.isFile() ? createReadStream(path) : tarOf(path);
-  const res = await rest.response('POST', '/api/v1/blobs', {
-    body: Readable.toWeb(body) as ReadableStream,
-    contentType: st.isFile() ? 'application/octet-stream' : 'application/x-tar',
-    accept: 'application/json',
-  });
+  let failure: () => unknown;
+  let body: Readable;
+  if (st.isFile()) {
+    let failed: unknown;
+    body = createReadStream(path).on('error', (e) => (failed = e));
+    failure = () => failed && new CliError(`${path}: ${(failed as Error).message}`);
+  } else ({ stream: body, failure } = tarOf(path));
+  let res: Response;
+  try {
+    res = await rest.response('POST', '/api/v1/blobs', {
+      body: Readable.toWeb(body) as ReadableStream,
+      contentType: st.isFile() ? 'application/octet-stream' : 'application/x-tar',
+      accept: 'application/json',
+    });
+  } catch (e) {
+    // Our own reading failed (a link in the directory, a file that went), and fetch said only
+    // that it failed: say why, not that the node cannot be reached. A node's answer (413) stands.
+    if (e instanceof ClientError && e.kind === 'unreachable') throw failure() ?? e;
+    throw e;
+  }
   return (await res.json()) as Uploaded;
 }
 

@@ -26,6 +26,8 @@ export interface NodeBlocks {
   pins: Pins;
   /** Deletes what retention lets go now (also every GC_INTERVAL_MS while the bound is set). */
   collect(): Promise<Collected>;
+  /** More CIDs retention keeps, asked at each collection: the inputs of jobs not yet ended (the job store's). */
+  keepAlso(roots: () => Promise<CID[]>): void;
   /** Absent without a network: then only blocks held here can be read. */
   exchange?: BlockExchange;
   manifests: ManifestFiles;
@@ -47,7 +49,9 @@ export async function startBlocks(system: ActorSystem, config: Config, home: str
   }
   const manifests = new ManifestFiles(join(data, 'manifests'));
   const pins = new Pins(join(data, 'pins.json'));
-  const collect = async () => collectGarbage(store, config.blocks.max_blocks_bytes || Number.MAX_SAFE_INTEGER, [...pins.cids(), ...(await recentResults(manifests.dir, config.blocks.result_ttl_s))]);
+  let more: () => Promise<CID[]> = async () => [];
+  const collect = async () =>
+    collectGarbage(store, config.blocks.max_blocks_bytes || Number.MAX_SAFE_INTEGER, [...pins.cids(), ...(await recentResults(manifests.dir, config.blocks.result_ttl_s)), ...(await more())]);
   let timer: NodeJS.Timeout | undefined;
   if (config.blocks.max_blocks_bytes > 0) {
     timer = setInterval(() => void collect().then(
@@ -63,6 +67,9 @@ export async function startBlocks(system: ActorSystem, config: Config, home: str
     volumes: new Volumes(join(data, 'volumes')),
     pins,
     collect,
+    keepAlso: (roots) => {
+      more = roots;
+    },
     limits: config.blocks,
     stop: async () => {
       clearInterval(timer);

@@ -27,6 +27,7 @@ import type { PluginExecutorActor } from './plugins.js';
 import type { ActorSystem } from '../runtime/system.js';
 import { type Authority, ownKeys } from '../runtime/capability/authority.js';
 import type { Envelope } from '../runtime/wire/envelope.js';
+import { parseCid } from '../runtime/blocks/cid.js';
 import { openStorage, type Storage } from '../storage/index.js';
 import { providerTrust } from '../actors/orchestrator/trust.js';
 import { OutputCollector } from '../actors/executors/outputs.js';
@@ -74,6 +75,16 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   const jobs = config.jobs;
   const order = new StartOrder(log);
   const storage = await order.step('storage', () => openStorage(databasePath(config, home)), (s) => s.close());
+  // A volume a job not yet ended mounts is not deleted (nor snapshotted while one writes it).
+  blocks?.volumes.usersFrom((name) => storage.jobs.mounting(name));
+  // Retention keeps the content a job not yet ended names: it is fetched when the job starts.
+  blocks?.keepAlso(async () => (await storage.jobs.inputsUnderWay()).flatMap((c) => {
+    try {
+      return [parseCid(c)];
+    } catch {
+      return [];
+    }
+  }));
   // Before the orchestrator, which asks them what a previous process left. Both keep output in
   // one directory: job ids are unique across them.
   const logsDir = join(paths.data, 'job-logs');

@@ -28,7 +28,7 @@ import { ensembleRoutes } from '../http/routes/ensembles.js';
 import { resourceRoutes } from '../http/routes/resources.js';
 import { BUILTIN_EXECUTORS, startJobs } from './jobs.js';
 import { setUpSecurity } from './security.js';
-import { startBlocks } from './blocks.js';
+import { type NodeBlocks, startBlocks } from './blocks.js';
 import { outputRoutes } from '../http/routes/outputs.js';
 import { startTunnels } from './tunnels.js';
 import { portRoutes } from '../http/routes/ports.js';
@@ -55,6 +55,8 @@ export class DmsNode {
     readonly http: Listening,
     readonly config: Config,
     readonly home: string,
+    /** Its block store, pins and retention (./blocks.ts). */
+    readonly blocks: NodeBlocks,
     private readonly log: Logger,
     private readonly order: StartOrder,
   ) {}
@@ -98,7 +100,7 @@ export class DmsNode {
     const root = await order.component(ROOT_INBOX, () => makeActor(system, RootActor, {}));
     // Imported and checked, names included, before any of their parts is made.
     const plugins = await order.step('plugins', () =>
-      loadPlugins(config.plugins.modules, home, { inboxes: BUILTIN_INBOXES, executors: [...BUILTIN_EXECUTORS, REMOTE_EXECUTOR] }, config.plugins.config),
+      loadPlugins(config.plugins.modules, home, { inboxes: BUILTIN_INBOXES, executors: [...BUILTIN_EXECUTORS, REMOTE_EXECUTOR] }, config.plugins.config, config.plugins.load_timeout_s * 1000),
     );
     // Before the jobs: the docker executor asks it for a part's networks and names before it
     // creates the container, and the orchestrator restarts parts as soon as it starts; the
@@ -166,7 +168,7 @@ export class DmsNode {
       () => rmSync(paths.runtime, { force: true }),
     );
     log.info({ url: http.url, did: keys.node.did, peer_id: system.host, operator: keys.operator.did }, 'node started');
-    return new DmsNode(system, http, config, home, log, order);
+    return new DmsNode(system, http, config, home, blocks, log, order);
   }
 
   async stop(): Promise<void> {

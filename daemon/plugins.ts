@@ -51,6 +51,8 @@ export interface LoadedPlugin {
   plugin: PluginDefinition;
   /** Its section of `plugins.config`. */
   config: Record<string, unknown>;
+  /** How long its start hook may take (`plugins.load_timeout_s`), ms. */
+  timeoutMs: number;
 }
 
 export interface Reserved {
@@ -62,12 +64,32 @@ export interface Reserved {
 
 const refused = (spec: string, problem: string) => new DmsError('invalid', `plugins.modules: '${spec}' ${problem}`);
 
+/**
+ * `work`, or a refusal once `ms` have passed without it settling. A module whose top-level await
+ * never settles, or a start hook that never does, left the node starting for ever, healthy
+ * never, saying nothing; with nothing else to wait on, Node exited 13 without a word.
+ */
+async function within<T>(work: Promise<T>, ms: number, onTimeout: () => DmsError): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const tooSlow = (ms: number) => `within ${ms / 1000} s (plugins.load_timeout_s)`;
+
 /** Imports each plugin module and checks it and its names; any failure stops start-up naming the plugin. */
 export async function loadPlugins(
   modules: string[],
   home: string,
   reserved: Reserved,
   configs: Record<string, Record<string, unknown>> = {},
+  timeoutMs = 20_000,
 ): Promise<LoadedPlugin[]> {
   const loaded: LoadedPlugin[] = [];
   if (modules.length > 0) resolvePluginApiHere();
@@ -75,9 +97,11 @@ export async function loadPlugins(
   for (const spec of modules) {
     const target = isPath(spec) ? pathToFileURL(resolve(home, spec)).href : spec;
     let mod: { default?: unknown };
+    let late: DmsError | undefined;
     try {
-      mod = (await importModule(target)) as { default?: unknown };
+      mod = (await within(importModule(target), timeoutMs, () => (late = refused(spec, `did not load ${tooSlow(timeoutMs)}`)))) as { default?: unknown };
     } catch (e) {
+      if (e === late) throw e;
       throw new DmsError('invalid', `plugins.modules: cannot load '${spec}' (${(e as Error).message})`);
     }
     const check = PluginShape.safeParse(mod.default);
@@ -97,7 +121,7 @@ export async function loadPlugins(
     duplicates(spec, 'behavior', (plugin.behaviors ?? []).map((b) => b.name));
     duplicates(spec, 'route', (plugin.routes ?? []).map((r) => `${r.method} ${r.path}`));
     duplicates(spec, 'route operationId', (plugin.routes ?? []).map((r) => r.operationId));
-    loaded.push({ spec, plugin, config: configs[name] ?? {} });
+    loaded.push({ spec, plugin, config: configs[name] ?? {}, timeoutMs });
   }
   return loaded;
 }
@@ -138,9 +162,21 @@ function pluginContext(name: string, actor: Actor, log: Logger, config: Record<s
     },
     handle,
     invoke: <T>(t: Target, be: string, payload: unknown, opts: { ttlMs?: number } = {}) =>
-      actor.call(to(t), be, payload, z.unknown(), opts) as Promise<T>,
-    send: (t, be, payload, opts = {}) => actor.tell(to(t), be, payload, opts),
+      seen(actor.call(to(t), be, payload, z.unknown(), opts) as Promise<T>, log, 'invoke', be),
+    send: (t, be, payload, opts = {}) => seen(actor.tell(to(t), be, payload, opts), log, 'send', be),
   };
+}
+
+/**
+ * `sent`, with its failure logged when nobody waits for it. A plugin that sends without awaiting
+ * (`ctx.send` reads as fire-and-forget) left a refusal (an unknown inbox, a full mailbox) as an
+ * unhandled rejection, which ends the node's process; through a /public behavior anyone could end
+ * it. The promise returned is the same one: a plugin that awaits it still gets the error.
+ */
+function seen<T>(sent: Promise<T>, log: Logger, what: 'send' | 'invoke', be: string): Promise<T> {
+  // An invoke's caller usually awaits it and handles the error itself: its line is for debugging.
+  sent.catch((e: unknown) => log[what === 'send' ? 'warn' : 'debug']({ be, err: errorText(e) }, `plugin ${what} failed`));
+  return sent;
 }
 
 /** A plugin behavior as a kernel behavior: the same checks and observation; the handler sees the plugin context. */
@@ -161,7 +197,7 @@ export interface PluginApi {
  * node's default allows, like the core's own; a plugin whose handlers share state across
  * awaits asks for `concurrency: 1`. A start hook that throws stops start-up naming the plugin.
  */
-export const pluginActor = ({ spec, plugin, config }: LoadedPlugin): ActorDefinition<object, PluginApi> =>
+export const pluginActor = ({ spec, plugin, config, timeoutMs }: LoadedPlugin): ActorDefinition<object, PluginApi> =>
   defineActor({
     inbox: plugin.name,
     topics: plugin.topics,
@@ -172,9 +208,11 @@ export const pluginActor = ({ spec, plugin, config }: LoadedPlugin): ActorDefini
         behaviors: (plugin.behaviors ?? []).map((b) => asBehavior(b, ctx)),
         api: { ctx },
         start: async () => {
+          let late: DmsError | undefined;
           try {
-            await plugin.start?.(ctx);
+            await within(Promise.resolve(plugin.start?.(ctx)), timeoutMs, () => (late = refused(spec, `(plugin ${plugin.name}) did not start ${tooSlow(timeoutMs)}`)));
           } catch (e) {
+            if (e === late) throw e;
             throw refused(spec, `(plugin ${plugin.name}) failed to start: ${errorText(e)}`);
           }
         },

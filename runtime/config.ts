@@ -11,6 +11,9 @@ const capabilityPath = z.string().refine(isPath, { error: 'must be a path like /
  * The whole configuration. Every key has its default here; `dms_config.json` at the
  * repository root is this object written out (a test keeps the two equal).
  */
+/** The longest node name a profile holds (behaviors/discovery.ts), `general.name` and the device settings' alike. */
+export const MAX_NODE_NAME = 200;
+
 export const ConfigSchema = z
   .object({
     general: z
@@ -25,8 +28,12 @@ export const ConfigSchema = z
          */
         stage_timings: z.boolean().default(false),
         log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
-        /** Device name shown in device status; empty means the machine's hostname. */
-        name: z.string().default(''),
+        /**
+         * Device name shown in device status and in the profile peers keep; empty means the
+         * machine's hostname. Peers refuse a profile whose name is longer (behaviors/discovery.ts),
+         * which left a node with a longer one unknown to them: never offered a job.
+         */
+        name: z.string().max(MAX_NODE_NAME, `at most ${MAX_NODE_NAME} characters: peers refuse a profile with a longer name`).default(''),
       })
       .strict()
       .prefault({}),
@@ -204,6 +211,8 @@ export const ConfigSchema = z
         modules: z.array(z.string().min(1)).default([]),
         /** Each plugin's own settings, by plugin name: what its context's `config` holds. */
         config: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+        /** Seconds one plugin's import, and then its start hook, may take before start-up gives up on it. */
+        load_timeout_s: positiveInt.max(600).default(20),
       })
       .strict()
       .prefault({}),

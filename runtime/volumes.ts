@@ -17,11 +17,44 @@ export interface Volume {
 
 export const MAX_VOLUMES = 256;
 
+/** A job not yet ended that mounts a volume: its id, status, and whether it writes it. */
+export interface VolumeUser {
+  id: string;
+  status: string;
+  writable: boolean;
+}
+
+/** The jobs not yet ended that mount volume `name` (the job store's answer, a few at most). */
+export type VolumeUsers = (name: string) => Promise<VolumeUser[]>;
+
 export class Volumes {
   private readonly meta: string;
+  private users: VolumeUsers = async () => [];
 
   constructor(readonly dir: string) {
     this.meta = join(dir, 'volumes.json');
+  }
+
+  /** Where the jobs that mount a volume are found: the job store, once it is open. */
+  usersFrom(users: VolumeUsers): void {
+    this.users = users;
+  }
+
+  /**
+   * Refuses (conflict, naming the job) to `verb` volume `name` while a job that has not ended
+   * mounts it (with `writers`, only one that mounts it writable). Deleted under a running job,
+   * its directory lived on, unlisted and uncounted, and took the job's writes, while a volume of
+   * the same name began empty; a pending one failed at its start. Snapshotted under a writer, a
+   * file or directory that went meanwhile failed the snapshot (500), and one swapped for a link
+   * between its check and its read would be read through the link, from the node's own disk.
+   */
+  async refuseInUse(name: string, verb: string, opts: { writers?: boolean } = {}): Promise<void> {
+    this.get(name);
+    const user = (await this.users(name)).find((u) => !opts.writers || u.writable);
+    if (user) {
+      const how = user.writable ? 'mounts it writable' : 'mounts it';
+      throw new DmsError('conflict', `volume ${name}: cannot ${verb} it while job ${user.id} (${user.status}) ${how}; cancel the job or wait until it ends`);
+    }
   }
 
   list(): Volume[] {

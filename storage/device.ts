@@ -1,5 +1,6 @@
 import type { MikroORM } from '@mikro-orm/sqlite';
-import { DeviceSettingsPatchSchema, DeviceSettingsSchema, type DeviceSettings, type DeviceSettingsPatch } from '../behaviors/jobs/schema.js';
+import { DeviceSettingsPatchSchema, DeviceSettingsSchema, type DeviceSettings, type DeviceSettingsPatch, publishedSettingsProblem } from '../behaviors/jobs/schema.js';
+import { invalid } from '../runtime/errors.js';
 import { parseWith } from '../runtime/issues.js';
 import { jsonColumn, withConnection } from './connection.js';
 import { DeviceSettingEntity } from './entities.js';
@@ -25,6 +26,8 @@ export class DeviceRepository {
         ? settingsOf({ name: String(row.name), location: jsonColumn(row.location), labels: jsonColumn(row.labels), onboarded: jsonColumn(row.onboarded) })
         : DEFAULTS;
       const next = parseWith(DeviceSettingsSchema, { ...current, ...changes }, 'device settings');
+      const problem = publishedSettingsProblem(next);
+      if (problem) throw invalid(`invalid device settings: ${problem}`);
       const values = [ROW_ID, next.name, JSON.stringify(next.location), JSON.stringify(next.labels), next.onboarded === null ? null : JSON.stringify(next.onboarded)];
       await conn.commit([conn.format(UPSERT, values)]);
       return next;

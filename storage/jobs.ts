@@ -24,6 +24,13 @@ export interface JobListOptions extends JobFilter {
   order?: 'asc' | 'desc';
 }
 
+/** A job not yet ended that mounts a volume (JobRepository.mounting). */
+export interface VolumeMount {
+  id: string;
+  status: JobStatus;
+  writable: boolean;
+}
+
 /** Rows read at a time while a list bounded in bytes fills: what one read holds beyond the page. */
 const LIST_SLICE = 32;
 
@@ -66,6 +73,32 @@ export class JobRepository {
       return rows.map(toJob);
     };
     return readBoundedPage({ offset: opts.offset ?? 0, limit: opts.limit, maxBytes: opts.maxBytes, slice: LIST_SLICE }, read, (job) => JSON.stringify(job).length);
+  }
+
+  /**
+   * The jobs not yet ended (pending or running) whose inputs mount volume `name`, oldest first,
+   * at most `limit`: a volume they mount is not deleted, nor snapshotted while one writes it.
+   */
+  async mounting(name: string, limit = 8): Promise<VolumeMount[]> {
+    const rows = await this.orm.em.getConnection().execute<{ id: string; status: JobStatus; writable: number | null }[]>(
+      "select j.`id`, j.`status`, max(coalesce(json_extract(i.value, '$.writable'), 0)) as writable " +
+        "from `job` j, json_each(j.`inputs`) i where j.`status` in ('pending', 'running') and json_extract(i.value, '$.source') = ? " +
+        'group by j.`id` order by j.`created_at`, j.rowid limit ?',
+      [`volume:${name}`, limit],
+    );
+    return rows.map((r) => ({ id: r.id, status: r.status, writable: Boolean(r.writable) }));
+  }
+
+  /**
+   * The content the inputs of jobs not yet ended name (a CID, or the CID a `job:` source resolved
+   * to), each once: retention keeps their blocks, which a job fetches and writes out only when it starts.
+   */
+  async inputsUnderWay(): Promise<string[]> {
+    const rows = await this.orm.em.getConnection().execute<{ cid: string | null }[]>(
+      "select distinct coalesce(json_extract(i.value, '$.cid'), json_extract(i.value, '$.source')) as cid " +
+        "from `job` j, json_each(j.`inputs`) i where j.`status` in ('pending', 'running')",
+    );
+    return rows.map((r) => r.cid).filter((c): c is string => typeof c === 'string' && !c.startsWith('volume:') && !c.startsWith('job:'));
   }
 
   async count(filter: JobFilter = {}): Promise<number> {

@@ -78,10 +78,15 @@ export class OutputCollector {
       return { ...spec, error: e instanceof DmsError && e.kind === 'not_found' ? e.message.slice(0, 1500) : `${spec.path} could not be read: ${errorText(e).slice(0, 500)}` };
     }
     const limits = { maxBytes: this.opts.maxOutputBytes };
+    // An output refused (past the bound, a link) leaves none of the blocks it wrote: a job could
+    // otherwise leave blocks.max_output_bytes on the disk for every output it declares.
+    const session = this.opts.blocks.importing();
     try {
-      const { cid, size } = 'tar' in content ? await importTar(content.tar, this.opts.blocks.fs, limits, content.strip ?? 0) : await importPath(content.path, this.opts.blocks.fs, limits);
+      const { cid, size } = 'tar' in content ? await importTar(content.tar, session.store, limits, content.strip ?? 0) : await importPath(content.path, session.store, limits);
+      session.keep();
       return { ...spec, cid: cid.toString(), size };
     } catch (e) {
+      await session.discard();
       if ('tar' in content) (content.tar as { destroy?: () => void }).destroy?.();
       return { ...spec, error: `${spec.path}: ${errorText(e).slice(0, 500)}` };
     }

@@ -348,8 +348,10 @@ class ResourceManager {
     return volume;
   }
 
-  private removeVolume(name: string): Volume {
-    const volume = this.volumes().remove(name);
+  private async removeVolume(name: string): Promise<Volume> {
+    const volumes = this.volumes();
+    await volumes.refuseInUse(name, 'delete');
+    const volume = volumes.remove(name);
     if (this.ledger.release(volumeKey(name))) this.resourcesFreed();
     return volume;
   }

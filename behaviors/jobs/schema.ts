@@ -356,6 +356,21 @@ export const DeviceSettingsSchema = z.strictObject({
   onboarded: ResourceRequestSchema.nullable(),
 });
 export type DeviceSettings = z.output<typeof DeviceSettingsSchema>;
+
+/**
+ * Bytes of JSON the published settings (name, location, labels) may take together: half of
+ * what peers keep of a profile (MAX_PROFILE_BYTES, behaviors/discovery.ts), the rest being its
+ * addresses, executors and share. Each field within its own bounds, 32 labels of 200 characters
+ * made a profile of 9 KiB, which every peer refused whole: the node was never offered a job.
+ */
+export const MAX_PUBLISHED_SETTINGS_BYTES = 4096;
+
+/** Why peers would not keep a profile showing `settings`, or null. */
+export function publishedSettingsProblem(settings: Pick<DeviceSettings, 'name' | 'location' | 'labels'>): string | null {
+  const bytes = new TextEncoder().encode(JSON.stringify({ name: settings.name, location: settings.location, labels: settings.labels })).length;
+  if (bytes <= MAX_PUBLISHED_SETTINGS_BYTES) return null;
+  return `name, location and labels: ${bytes} bytes of JSON, more than the ${MAX_PUBLISHED_SETTINGS_BYTES} a profile leaves them (peers refuse a larger profile whole); use fewer or shorter labels`;
+}
 // Without its default: a patch leaves out what it does not change, and a default here would
 // reset the labels on every patch that does not name them (an onboarding, a rename).
 export const DeviceSettingsPatchSchema = DeviceSettingsSchema.extend({ labels: LabelsSchema }).partial();

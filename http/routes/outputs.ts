@@ -269,10 +269,15 @@ export const outputRoutes =
       // (a file's declared length, refused naming sizes when not free) until its blocks count.
       const holder = `upload:${randomUUID()}`;
       const claim = (await http.call(RESOURCES_INBOX, StorageBehaviors.claim, { holder, at_most: limit, ...(media === 'application/octet-stream' && declared !== undefined ? { size: declared } : {}) })) as StorageClaim;
+      // Its blocks are the store's once it completes; otherwise those nothing else needs go again.
+      const session = blocks.store.importing();
       try {
         const limits = { maxBytes: claim.granted };
-        return stored(media === 'application/x-tar' ? await importTar(bodyOf(event), blocks.store.fs, limits) : await importFile(bodyOf(event), blocks.store.fs, limits));
+        const got = media === 'application/x-tar' ? await importTar(bodyOf(event), session.store, limits) : await importFile(bodyOf(event), session.store, limits);
+        session.keep();
+        return stored(got);
       } catch (e) {
+        await session.discard();
         if (e instanceof DmsError && e.kind === 'too_large' && claim.granted < limit) {
           throw new DmsError('too_large', `upload is larger than the ${formatBytes(claim.granted)} of storage free here (${formatBytes(claim.onboarded)} in the share; blocks.max_upload_bytes is ${formatBytes(limit)})`);
         }
@@ -314,7 +319,7 @@ export const outputRoutes =
       summary: 'Delete a volume and what it holds',
       tags: ['outputs'],
       params: volumeName,
-      responses: { 200: { description: 'the deleted volume', schema: VolumeOut }, 404: { description: 'no such volume' } },
+      responses: { 200: { description: 'the deleted volume', schema: VolumeOut }, 404: { description: 'no such volume' }, 409: { description: 'a job not yet ended mounts it (named)' } },
       handler: (_event, input) => http.call(RESOURCES_INBOX, VolumeBehaviors.remove, { name: input.param('name') }),
     });
     table.add({
@@ -324,9 +329,23 @@ export const outputRoutes =
       summary: "A volume's files now, stored as content: its CID (an input of any job, on any node)",
       tags: ['outputs'],
       params: volumeName,
-      responses: { 201: { description: 'stored', schema: Imported }, 404: { description: 'no such volume' } },
+      responses: {
+        201: { description: 'stored', schema: Imported },
+        404: { description: 'no such volume' },
+        409: { description: 'a job not yet ended mounts it writable (named): its files are not still while it may write them' },
+      },
       handler: async (_event, input) => {
-        return stored(await importPath(blocks.volumes.path(input.param('name')), blocks.store.fs, { maxBytes: blocks.limits.max_upload_bytes }));
+        const name = input.param('name');
+        await blocks.volumes.refuseInUse(name, 'snapshot', { writers: true });
+        const session = blocks.store.importing();
+        try {
+          const got = await importPath(blocks.volumes.path(name), session.store, { maxBytes: blocks.limits.max_upload_bytes });
+          session.keep();
+          return stored(got);
+        } catch (e) {
+          await session.discard();
+          throw e;
+        }
       },
     });
 

@@ -10,6 +10,7 @@ import { open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { FsBlockstore } from 'blockstore-fs';
 import { NextToLast } from 'blockstore-fs/sharding';
+import type { Blockstore } from 'interface-blockstore';
 import type { CID } from 'multiformats/cid';
 import { DmsError } from '../errors.js';
 import { chunksMatch } from './cid.js';
@@ -34,6 +35,15 @@ export interface BlockFile {
  */
 class CountingBlockstore extends FsBlockstore {
   private readonly made = new Set<string>();
+  /** Block files being written now: a second put of one waits for the first, then finds it held. */
+  private readonly writing = new Map<string, Promise<number>>();
+  /**
+   * Block files an import still under way wrote, by the import (ImportSession): deleted if it
+   * does not complete, unless another put, look-up or read came to need them meanwhile.
+   */
+  readonly provisional = new Map<string, symbol>();
+  /** Block files being deleted (drop): not held. */
+  private readonly deleting = new Set<string>();
 
   constructor(
     private readonly root: string,
@@ -57,9 +67,49 @@ class CountingBlockstore extends FsBlockstore {
    * first. Creating a file costs the file system most (bench:outputs: ~0.3 ms an open under
    * load), so the writes stay on the thread pool, beside the event loop.
    */
-  async putChunks(key: CID, chunks: readonly Uint8Array[]): Promise<void> {
+  async putChunks(key: CID, chunks: readonly Uint8Array[], owner?: symbol): Promise<void> {
     const file = this.fileOf(key);
-    if (existsSync(file)) return;
+    for (let pending = this.writing.get(file); pending; pending = this.writing.get(file)) await pending.catch(() => 0);
+    if (existsSync(file)) {
+      this.needed(file, owner);
+      return;
+    }
+    const write = this.write(file, chunks);
+    this.writing.set(file, write);
+    try {
+      this.added(await write);
+    } finally {
+      if (this.writing.get(file) === write) this.writing.delete(file);
+    }
+    if (owner) this.provisional.set(file, owner);
+  }
+
+  /**
+   * Deletes a block file an import wrote and nobody else needed; resolves with its bytes (0 when
+   * it was gone). While it goes, a put of the block waits and writes it again, and it is not held.
+   */
+  drop(file: string): Promise<number> {
+    const gone = (async () => {
+      const { size } = await stat(file);
+      await unlink(file);
+      return size;
+    })().catch(() => 0);
+    this.deleting.add(file);
+    const done = gone.finally(() => {
+      this.deleting.delete(file);
+      if (this.writing.get(file) === done) this.writing.delete(file);
+    });
+    this.writing.set(file, done);
+    return done;
+  }
+
+  /** A held block someone other than the import that wrote it needs: it is no longer that import's to delete. */
+  private needed(file: string, by?: symbol): void {
+    const owner = this.provisional.get(file);
+    if (owner !== undefined && owner !== by) this.provisional.delete(file);
+  }
+
+  private async write(file: string, chunks: readonly Uint8Array[]): Promise<number> {
     const dir = dirname(file);
     if (!this.made.has(dir)) {
       await makeDirsAsync(dir);
@@ -74,7 +124,7 @@ class CountingBlockstore extends FsBlockstore {
       await handle.close();
     }
     await rename(temp, file);
-    this.added(written);
+    return written;
   }
 
   /**
@@ -83,11 +133,16 @@ class CountingBlockstore extends FsBlockstore {
    * the thread pool (bench:outputs: 100-300 µs of the event loop each under load).
    */
   override async has(key: CID): Promise<boolean> {
-    return existsSync(this.fileOf(key));
+    const file = this.fileOf(key);
+    if (this.deleting.has(file) || !existsSync(file)) return false;
+    this.needed(file);
+    return true;
   }
 
   override async *get(key: CID): AsyncGenerator<Uint8Array> {
-    yield await readBlock(this.fileOf(key), key);
+    const file = this.fileOf(key);
+    this.needed(file);
+    yield await readBlock(file, key);
   }
 }
 
@@ -98,6 +153,16 @@ async function readBlock(file: string, cid: CID): Promise<Uint8Array> {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new DmsError('not_found', `block ${cid} is not held here`);
     throw e;
   }
+}
+
+/** One import's view of the store (BlockStore.importing). */
+export interface ImportSession {
+  /** What the importer writes to. */
+  store: Pick<Blockstore, 'put'>;
+  /** The import completed: its blocks are the store's like any others. */
+  keep(): void;
+  /** The import failed: its blocks nothing else needs are deleted. */
+  discard(): Promise<void>;
 }
 
 export class BlockStore {
@@ -142,6 +207,58 @@ export class BlockStore {
   /** The file holding `cid`'s block. */
   fileOf(cid: CID): string {
     return this.fs.fileOf(cid);
+  }
+
+  /**
+   * A store for one import of content from outside (an upload): `keep()` once it completed;
+   * `discard()` when it did not deletes the blocks it wrote that nothing else came to need
+   * meanwhile. Its blocks counted against the storage share for good: an upload cut at what is
+   * free (413), refused or dropped by its client left what it had written, which no pin or
+   * manifest names, so only retention (off by default) would ever delete it, and a few such
+   * uploads kept the share full.
+   */
+  importing(): ImportSession {
+    const owner = Symbol('import');
+    const fs = this.fs;
+    const written: string[] = [];
+    // Writes the importer still has under way when the import fails: waited for before deleting.
+    const inFlight = new Set<Promise<void>>();
+    let discarded = false;
+    const forget = () => {
+      for (const file of written) if (fs.provisional.get(file) === owner) fs.provisional.delete(file);
+    };
+    return {
+      store: {
+        put: async (key: CID, val: Uint8Array) => {
+          if (discarded) throw new DmsError('conflict', 'the import was given up');
+          const put = fs.putChunks(key, [val], owner).then(() => {
+            if (fs.provisional.get(fs.fileOf(key)) === owner) written.push(fs.fileOf(key));
+          });
+          inFlight.add(put);
+          try {
+            await put;
+          } finally {
+            inFlight.delete(put);
+          }
+          return key;
+        },
+      },
+      keep: forget,
+      discard: async () => {
+        discarded = true;
+        await Promise.allSettled([...inFlight]);
+        for (const file of written) {
+          if (fs.provisional.get(file) !== owner) continue;
+          fs.provisional.delete(file);
+          this.held = Math.max(0, this.held - (await fs.drop(file)));
+        }
+      },
+    };
+  }
+
+  /** Whether an import under way wrote this block file and nobody else has needed it yet (retention leaves it). */
+  importingNow(file: string): boolean {
+    return this.fs.provisional.has(file);
   }
 
   /** Deletes a block file (retention); false when it was gone already. */

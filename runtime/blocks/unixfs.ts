@@ -22,6 +22,9 @@ import type { CID } from 'multiformats/cid';
 import { DmsError, invalid } from '../errors.js';
 import { formatBytes } from '../bytes.js';
 
+/** What an import writes to: a block store, or one import's view of it (BlockStore.importing). */
+export type WritableStore = Pick<Blockstore, 'put'>;
+
 export interface Imported {
   cid: CID;
   /** Bytes of file content in it. */
@@ -144,7 +147,7 @@ async function* counted(source: AsyncIterable<unknown>, budget: Budget): AsyncGe
 }
 
 /** The root of an import: the one entry the importer yields last, at the path given to the root. */
-async function rootOf(candidates: AsyncIterable<ImportCandidate> | Iterable<ImportCandidate>, store: Blockstore, wrap: boolean): Promise<CID | undefined> {
+async function rootOf(candidates: AsyncIterable<ImportCandidate> | Iterable<ImportCandidate>, store: WritableStore, wrap: boolean): Promise<CID | undefined> {
   let root: CID | undefined;
   for await (const entry of importer(candidates, store, { ...IMPORT, wrapWithDirectory: wrap })) {
     if (!wrap || entry.path === '' || entry.path === undefined) root = entry.cid;
@@ -157,7 +160,7 @@ async function rootOf(candidates: AsyncIterable<ImportCandidate> | Iterable<Impo
  * `/outputs` names its entries `outputs/…`): when what is left is a single file at the root,
  * the import is that file, otherwise a directory.
  */
-export async function importTar(source: AsyncIterable<Uint8Array> | Readable, store: Blockstore, limits: ImportLimits, strip = 0): Promise<Imported> {
+export async function importTar(source: AsyncIterable<Uint8Array> | Readable, store: WritableStore, limits: ImportLimits, strip = 0): Promise<Imported> {
   const budget = new Budget(limits);
   const extract = tar.extract();
   const input = source instanceof Readable ? source : Readable.from(source);
@@ -205,7 +208,7 @@ export async function importTar(source: AsyncIterable<Uint8Array> | Readable, st
 }
 
 /** Imports the bytes of one file. */
-export async function importFile(source: AsyncIterable<Uint8Array>, store: Blockstore, limits: ImportLimits): Promise<Imported> {
+export async function importFile(source: AsyncIterable<Uint8Array>, store: WritableStore, limits: ImportLimits): Promise<Imported> {
   const budget = new Budget(limits);
   const cid = await rootOf([{ content: counted(source, budget) }], store, false);
   return { cid: cid!, size: budget.bytes, kind: 'file' };
@@ -216,7 +219,7 @@ export async function importFile(source: AsyncIterable<Uint8Array>, store: Block
  * checks the written files against, and what `dms put` announces before it uploads.
  * Links are refused as they are in a tar.
  */
-export async function importPath(path: string, store: Blockstore, limits: ImportLimits): Promise<Imported> {
+export async function importPath(path: string, store: WritableStore, limits: ImportLimits): Promise<Imported> {
   const st = await lstat(path);
   if (st.isFile()) return importFile(createReadStream(path), store, limits);
   if (!st.isDirectory()) throw invalid(`${path}: only regular files and directories are stored`);

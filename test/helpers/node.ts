@@ -122,14 +122,20 @@ export function runCli(
   args: string[],
   env: Record<string, string> = {},
   cwd: string = tmpdir(),
+  /** Killed (SIGKILL, exit code null) when it has not exited by then. */
+  killAfterMs?: number,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const proc = spawn(process.execPath, [...(process.env.DMS_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.DMS_PROFILE_DIR}`] : []), CLI, ...args], { env: { ...process.env, ...TEST_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'], cwd });
     let stdout = '';
     let stderr = '';
+    const timer = killAfterMs === undefined ? undefined : setTimeout(() => proc.kill('SIGKILL'), killAfterMs);
     proc.stdout.on('data', (d) => (stdout += d));
     proc.stderr.on('data', (d) => (stderr += d));
-    proc.on('exit', (code) => resolve({ code, stdout, stderr }));
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
   });
 }
 

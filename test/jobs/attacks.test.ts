@@ -4,8 +4,11 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { DiscoveryBehaviors, NodeProfile } from '../../behaviors/discovery.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { apiKeysPath, createApiKey } from '../../runtime/api-keys.js';
+import { testActor } from '../helpers/actor.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { removeHome, tempHome } from '../helpers/node.js';
 import { privateNameHere } from '../helpers/private-name.js';
@@ -275,5 +278,37 @@ describe('environment secrets and file modes', () => {
     for (const file of ['dms.sqlite', 'dms.sqlite-wal', 'dms.sqlite-shm']) {
       expect((statSync(join(node.home, file)).mode & 0o777).toString(8), file).toBe('600');
     }
+  });
+});
+
+describe('device settings a profile cannot carry', () => {
+  let node: LocalNode;
+  let rest: Rest;
+  beforeAll(async () => {
+    node = await startLocalJobNode();
+    nodes.push(node);
+    rest = new Rest(node.url);
+  });
+
+  /** This node's profile as a peer asking /public/describe gets it, and whether the peer keeps it (NodeProfile). */
+  const published = async () => {
+    const caller = await testActor(node.node.system, { inbox: `asker-${Math.random().toString(36).slice(2)}` });
+    const profile = await caller.call(caller.local('root'), DiscoveryBehaviors.describe, {}, z.unknown());
+    return NodeProfile.safeParse(profile);
+  };
+
+  it('refuses labels, name and location that would make the profile larger than peers keep, naming the size', async () => {
+    // Each label within its bounds (32 of them, names of 63, values of 200): 8.6 KiB of JSON together.
+    const labels = Object.fromEntries(Array.from({ length: 32 }, (_, i) => [`k${String(i).padStart(2, '0')}${'x'.repeat(60)}`, 'v'.repeat(200)]));
+    const answer = await rest.put('/api/v1/device/config', { labels });
+    expect(answer.status).toBe(400);
+    expect(answer.body.error).toMatch(/name, location and labels: \d+ bytes of JSON, more than the 4096 a profile leaves them/);
+    expect((await published()).success).toBe(true);
+    // What fits is kept, and peers keep the profile that shows it.
+    const fits = Object.fromEntries(Object.entries(labels).slice(0, 12));
+    expect((await rest.put('/api/v1/device/config', { labels: fits, name: 'n'.repeat(200) })).status).toBe(200);
+    const kept = await published();
+    expect(kept.success, kept.error?.message).toBe(true);
+    expect(Object.keys(kept.data!.labels)).toHaveLength(12);
   });
 });

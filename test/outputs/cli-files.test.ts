@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import * as tar from 'tar-stream';
-import { cidOfPath, writeOutput } from '../../cli/files.js';
+import { cidOfPath, upload, writeOutput } from '../../cli/files.js';
+import { RestClient } from '../../client/rest.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -54,5 +55,26 @@ describe('dms jobs get writing an output', () => {
     const dir = tmp();
     await expect(writeOutput(await tarResponse([{ name: '../escape.txt', body: 'x' }]), join(dir, 'out'), 'x')).rejects.toThrow(/paths with '\.\.' are refused/);
     expect(existsSync(join(dir, 'escape.txt'))).toBe(false);
+  });
+});
+
+describe('dms put of a directory the CLI refuses part-way', () => {
+  /** What fetch does with a body that fails while it is sent: undici's "fetch failed", the stream's error as its cause. */
+  const consumingFetch = (async (_url: string, init: RequestInit) => {
+    try {
+      for await (const chunk of init.body as unknown as AsyncIterable<Uint8Array>) void chunk;
+    } catch (e) {
+      throw new TypeError('fetch failed', { cause: e });
+    }
+    return new Response('{"cid":"x","size":1,"kind":"directory"}', { status: 201, headers: { 'content-type': 'application/json' } });
+  }) as unknown as typeof fetch;
+
+  it('names the entry it refused, not the node as unreachable', async () => {
+    const dir = tmp();
+    writeFileSync(join(dir, 'a.txt'), 'a\n');
+    symlinkSync('/etc/passwd', join(dir, 'link'));
+    const rest = new RestClient({ url: 'http://127.0.0.1:9', fetch: consumingFetch });
+    const failed = await upload(rest, dir).then(() => null, (e: unknown) => e as Error);
+    expect(failed?.message).toBe(`${join(dir, 'link')}: only regular files and directories are uploaded (links are not)`);
   });
 });

@@ -4,7 +4,8 @@
  * signs and serves them as it does Docker's; an executor that cannot hand outputs back fails a
  * job declaring some at its start, saying why, instead of ending it with an empty manifest.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -146,5 +147,31 @@ describe('an executor that cannot hand outputs back', () => {
     expect(job.manifest).toBeNull();
     const plain = await ended((await call(JobBehaviors.submit, { name: 'y', image: 'none', executor: 'plain' })).id);
     expect(plain.status).toBe('completed');
+  });
+});
+
+describe('an output larger than blocks.max_output_bytes', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'dms-output-cut-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('carries an error and leaves none of its blocks: a job cannot fill the disk past the bound', async () => {
+    const blocks = new BlockStore(join(dir, 'blocks'));
+    await blocks.open();
+    const manifests = new ManifestFiles(join(dir, 'manifests'));
+    const collector = new OutputCollector({ blocks, manifests, key: KeyPair.generate(), maxOutputBytes: 4 * 1024 * 1024 });
+    const out = join(dir, 'out');
+    await mkdir(out);
+    // Written ten blocks at a time by the importer: 2.5 MiB on disk before the bound is passed.
+    await writeFile(join(out, 'big.bin'), randomBytes(12 * 1024 * 1024));
+    const jobId = randomUUID();
+    await collector.collect(async () => ({ path: out }), { jobId, requester: null, outputs: [{ name: 'out', path: '/out' }], exitCode: 0, logPath: join(dir, 'none.log') });
+    expect(manifests.read(jobId)?.outputs[0].error).toMatch(/max_output_bytes|larger/);
+    expect(blocks.bytes).toBe(0);
+    expect((await blocks.files()).length).toBe(0);
   });
 });

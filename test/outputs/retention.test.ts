@@ -7,6 +7,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { BlockStore } from '../../runtime/blocks/store.js';
 import { fileContent, importFile, rootEntry } from '../../runtime/blocks/unixfs.js';
 import { collectGarbage } from '../../runtime/blocks/retention.js';
+import { CID } from 'multiformats/cid';
+import * as raw from 'multiformats/codecs/raw';
+import { sha256 } from 'multiformats/hashes/sha2';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -53,5 +56,21 @@ describe('block retention', () => {
     expect(await whole(fresh.cid)).toBe(false);
     expect(await whole(kept.cid)).toBe(true);
     expect(files(store.dir)).toHaveLength(5);
+  });
+
+  it('keeps the blocks an import under way has written, whose root does not exist yet', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dms-gc-'));
+    dirs.push(dir);
+    const store = new BlockStore(join(dir, 'blocks'));
+    await store.open();
+    // An upload half-way: its first leaves written, its root not yet.
+    const upload = store.importing();
+    await upload.store.put(CID.createV1(raw.code, await sha256.digest(new Uint8Array([1, 2, 3]))), new Uint8Array([1, 2, 3]));
+    await collectGarbage(store, 0, []);
+    expect(files(store.dir)).toHaveLength(1);
+    // Once it completed its blocks are like any others: unkept, they go.
+    upload.keep();
+    await collectGarbage(store, 0, []);
+    expect(files(store.dir)).toHaveLength(0);
   });
 });

@@ -6,12 +6,15 @@
  * the node's own REST, resource manager and block store.
  */
 import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Usage } from '../../behaviors/jobs/resources.js';
 import type { LocalNode } from '../helpers/local-node.js';
 import { removeHome } from '../helpers/node.js';
-import { MiB, startLocalJobNode } from '../jobs/helpers.js';
+import { parseCid } from '../../runtime/blocks/cid.js';
+import { MiB, nullJob, startLocalJobNode, until } from '../jobs/helpers.js';
 
 const json = (method: string, body: unknown) => ({ method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
@@ -82,5 +85,80 @@ describe('the storage share', () => {
     const again = await startLocalJobNode({ home: node.home });
     node = again;
     expect((await usage()).stored).toEqual(before);
+  });
+});
+
+// The importer writes a file's blocks ten at a time (2.5 MiB): a share large enough to see them.
+describe('an upload that did not complete', () => {
+  let node: LocalNode;
+  beforeAll(async () => {
+    node = await startLocalJobNode();
+    const onboard = await fetch(`${node.url}/api/v1/device/config`, json('PUT', { onboarded: { cpu: 1, memory: '256MiB', storage: '8MiB' } }));
+    expect(onboard.status, await onboard.clone().text()).toBe(200);
+  });
+  afterAll(async () => {
+    await node.stop();
+    removeHome(node.home);
+  });
+  const usage = async () => (await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as Usage;
+
+  it('keeps no block of an upload that did not complete: dropped by its client, or cut at what is free', async () => {
+    const files = () => readdirSync(join(node.home, 'data', 'blocks'), { recursive: true }).filter((f) => String(f).endsWith('.data')).length;
+    const before = { bytes: (await usage()).stored.blocks, files: files() };
+    const chunks = (n: number) => Readable.toWeb(Readable.from((function* () {
+      for (let i = 0; i < n; i++) yield randomBytes(256 * 1024);
+    })())) as ReadableStream;
+    // A client that goes away half-way: 6 MiB sent, then the connection dropped.
+    const drop = new AbortController();
+    let sent = 0;
+    const body = new ReadableStream({
+      pull(c) {
+        if (sent++ < 24) c.enqueue(randomBytes(256 * 1024));
+        else setTimeout(() => drop.abort(), 300);
+      },
+    });
+    await expect(fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body, duplex: 'half', signal: drop.signal } as RequestInit)).rejects.toThrow();
+    await until('the dropped upload\'s blocks are gone', async () => (await usage()).stored.blocks === before.bytes && files() === before.files, 10_000).catch(() => undefined);
+    expect({ bytes: (await usage()).stored.blocks, files: files() }).toEqual(before);
+
+    // One cut at what is free (413).
+    const cut = await fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: chunks(40), duplex: 'half' } as RequestInit);
+    expect(cut.status).toBe(413);
+    expect({ bytes: (await usage()).stored.blocks, files: files() }).toEqual(before);
+  });
+});
+
+// Retention (blocks.max_blocks_bytes) keeps what pins and recent manifests name, and what a job
+// not yet ended mounts: its inputs are fetched only when it starts.
+describe('retention and the inputs of a job that has not started', () => {
+  let node: LocalNode;
+  beforeAll(async () => {
+    const { startLocalNode } = await import('../helpers/local-node.js');
+    node = await startLocalNode({ config: { network: { enabled: false }, general: { log_level: 'warn' }, jobs: { stop_grace_s: 1 }, blocks: { max_blocks_bytes: 1 } } });
+  });
+  afterAll(async () => {
+    await node.stop();
+    removeHome(node.home);
+  });
+
+  it('keeps the blocks of an input a pending job names, and lets them go once it ended', async () => {
+    const put = await fetch(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: new Uint8Array(randomBytes(MiB)) });
+    expect(put.status).toBe(201);
+    const { cid } = (await put.json()) as { cid: string };
+    // Pending: a share of one core, all of it allocated.
+    expect((await fetch(`${node.url}/api/v1/device/config`, json('PUT', { onboarded: { cpu: 1, memory: '256MiB', storage: '64MiB' } }))).status).toBe(200);
+    const hog = await fetch(`${node.url}/api/v1/allocations`, json('POST', { resources: { cpu: { cores: 1 }, memory: { size: 0 } } }));
+    expect(hog.status, await hog.clone().text()).toBe(201);
+    const job = await fetch(`${node.url}/api/v1/jobs`, json('POST', { ...nullJob({ name: 'waits' }), inputs: [{ source: cid, path: '/in' }] }));
+    expect(job.status, await job.clone().text()).toBe(201);
+    const { id } = (await job.json()) as { id: string };
+    await until('the job waits for resources', async () => ((await (await fetch(`${node.url}/api/v1/jobs/${id}`)).json()) as { pending_reason: string | null }).pending_reason?.startsWith('waiting for resources'));
+
+    await node.node.blocks.collect();
+    expect(await node.node.blocks.store.has(parseCid(cid))).toBe(true);
+
+    expect((await fetch(`${node.url}/api/v1/jobs/${id}`, { method: 'DELETE' })).status).toBe(200);
+    await node.node.blocks.collect();
+    expect(await node.node.blocks.store.has(parseCid(cid))).toBe(false);
   });
 });

@@ -13,12 +13,13 @@ const defined = (def: string) => `import { definePlugin } from 'dms/plugin';\nex
 const example = (name: string) => fileURLToPath(new URL(`../../examples/plugins/${name}/index.mjs`, import.meta.url));
 
 /** Starts a node with `modules` (after writing `files` to its home) and returns how it failed. */
-async function failedStart(modules: string[], files: Record<string, string> = {}) {
+async function failedStart(modules: string[], files: Record<string, string> = {}, plugins: Record<string, unknown> = {}) {
   const home = tempHome();
   try {
     for (const [name, text] of Object.entries(files)) writeFileSync(join(home, name), text);
-    writeFileSync(join(home, 'dms_config.json'), JSON.stringify({ plugins: { modules }, network: { enabled: false } }));
-    const r = await runCli(['--home', home, 'start', '--port', '0', '--log-level', 'warn']);
+    writeFileSync(join(home, 'dms_config.json'), JSON.stringify({ plugins: { modules, ...plugins }, network: { enabled: false } }));
+    // A node that never gives up on a plugin would never exit: stopped here, well within the test's time.
+    const r = await runCli(['--home', home, 'start', '--port', '0', '--log-level', 'warn'], {}, undefined, 20_000);
     return { ...r, lines: r.stderr.trim().split('\n'), runtimeLeft: existsSync(join(home, 'node.json')) };
   } finally {
     removeHome(home);
@@ -41,6 +42,20 @@ describe('a broken plugin stops start-up naming it', { timeout: 60_000 }, () => 
     ['a start hook that throws', [fixture('broken-start.mjs')], {}, /broken-start.mjs' \(plugin broken\) failed to start: cannot reach its database/],
   ])('%s', async (_what, modules, files, pattern) => {
     const r = await failedStart(modules, files as Record<string, string>);
+    expect(r.code, r.stderr).not.toBe(0);
+    expect(r.stderr).toMatch(pattern);
+    expect(r.lines, r.stderr).toHaveLength(1);
+    expect(r.runtimeLeft).toBe(false);
+  });
+});
+
+describe('a plugin that never finishes loading or starting stops start-up naming it', { timeout: 60_000 }, () => {
+  it.each([
+    ['a module whose import never settles', ['./hangs.mjs'], { 'hangs.mjs': 'await new Promise(() => {});\nexport default {};' }, /plugins.modules: '.\/hangs.mjs' did not load within 2 s \(plugins.load_timeout_s\)/],
+    ['a start hook that never settles', [fixture('never-starts.mjs')], {}, /never-starts.mjs' \(plugin stuck\) did not start within 2 s \(plugins.load_timeout_s\)/],
+  ])('%s', async (_what, modules, files, pattern) => {
+    const r = await failedStart(modules, files as Record<string, string>, { load_timeout_s: 2 });
+    expect(r.code, r.stderr).not.toBe(null);
     expect(r.code, r.stderr).not.toBe(0);
     expect(r.stderr).toMatch(pattern);
     expect(r.lines, r.stderr).toHaveLength(1);

@@ -69,6 +69,14 @@ describe('config', () => {
     expect(() => loadConfig({ home: h, env: {} })).toThrow(/actor.mailbox_capacity/);
   });
 
+  it('refuses a general.name longer than a profile may hold, which made every peer refuse the whole profile', () => {
+    const h = home();
+    writeFileSync(join(h, 'dms_config.json'), JSON.stringify({ general: { name: 'n'.repeat(201) } }));
+    expect(() => loadConfig({ home: h, env: {} })).toThrow(/general.name: .*200/);
+    writeFileSync(join(h, 'dms_config.json'), JSON.stringify({ general: { name: 'n'.repeat(200) } }));
+    expect(loadConfig({ home: h, env: {} }).general.name).toHaveLength(200);
+  });
+
   it('allows unsigned envelopes by default only on loopback', () => {
     const c = defaultConfig();
     expect(allowsUnsigned(c)).toBe(true);
