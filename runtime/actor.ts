@@ -4,7 +4,7 @@ import { sealEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
 import type * as z from 'zod';
 import { errorReply, parseErrorReply, replyToError } from './error-reply.js';
-import { DmsError, errorText, invalid, notFound } from './errors.js';
+import { cutText, DmsError, errorText, invalid, notFound } from './errors.js';
 import { createLifecycle, type LifecycleState } from './lifecycle.js';
 import { Mailbox, type MailboxOptions } from './mailbox.js';
 import { stageEnd, stageMark, stageStart } from './stage-timings.js';
@@ -81,6 +81,8 @@ interface Delivery {
 }
 
 const DEFAULT_TTL_MS = 30_000;
+/** Characters of another node's error reply kept (Actor.call). */
+export const MAX_PEER_ERROR_TEXT = 2000;
 
 export interface CollectOptions {
   /** When the wait ends at the latest (ms since the epoch). */
@@ -371,7 +373,9 @@ export class Actor {
     // A request's trip through this node's actors need not pay for a signature on every hop.
     const reply = await this.invoke<unknown>(to, be, payload, { ...opts, unsigned: this.system.isHere(to.addr.host) });
     const error = parseErrorReply(reply.payload);
-    if (error) throw replyToError(error);
+    // Another node's words are kept to a bound: they become a job's error, its history, a REST
+    // answer, and an envelope may carry a megabyte of them.
+    if (error) throw replyToError(this.system.isHere(to.addr.host) ? error : { ...error, error: cutText(error.error, MAX_PEER_ERROR_TEXT) });
     const parsed = schema.safeParse(reply.payload);
     if (!parsed.success) throw new DmsError('internal', `reply to ${be} does not match its schema: ${parsed.error.message}`);
     return parsed.data;
