@@ -4,7 +4,7 @@ import { sealEnvelope } from './crypto/signing.js';
 import type { KeyPair } from './crypto/keys.js';
 import type * as z from 'zod';
 import { errorReply, parseErrorReply, replyToError } from './error-reply.js';
-import { DmsError, errorText, invalid, notFound } from './errors.js';
+import { cutText, DmsError, errorText, invalid, notFound } from './errors.js';
 import { createLifecycle, type LifecycleState } from './lifecycle.js';
 import { Mailbox, type MailboxOptions } from './mailbox.js';
 import { stageEnd, stageMark, stageStart } from './stage-timings.js';
@@ -81,6 +81,8 @@ interface Delivery {
 }
 
 const DEFAULT_TTL_MS = 30_000;
+/** Characters of another node's error reply kept (Actor.call). */
+export const MAX_PEER_ERROR_TEXT = 2000;
 
 export interface CollectOptions {
   /** When the wait ends at the latest (ms since the epoch). */
@@ -93,10 +95,24 @@ export interface CollectOptions {
   sizeOf?: (reply: Envelope) => number;
   /** Claims a reply's bytes from an allowance beyond this collection's (a REST client's): false ends it. */
   claim?: (bytes: number) => boolean;
-  /** Called with the replies taken (the newest last); true ends the wait: the replies suffice. */
+  /** Called with the replies taken (the newest last; with `keep: false`, the newest alone); true ends the wait: the replies suffice. */
   enough?: (replies: readonly Envelope[]) => boolean;
   /** Ends the wait at once, with the replies so far. */
   signal?: AbortSignal;
+  /**
+   * Each host is heard once: its replies after its first are dropped, counting against no bound.
+   * For a question every node answers once (a bid request): a peer answering it many times over
+   * would otherwise use up `max` before the other nodes' answers come, and end the wait.
+   */
+  oncePerHost?: boolean;
+  /** Only replies from these hosts (those asked) are taken; any other is dropped, counting against no bound. */
+  hosts?: ReadonlySet<string>;
+  /**
+   * `false`: each reply is handed to `enough` as it comes and not kept (the wait resolves with
+   * none), so `maxBytes` bounds each reply alone: a few peers' replies as large as an envelope
+   * may be cannot fill the collection and end it before the others' answers come.
+   */
+  keep?: false;
 }
 
 /**
@@ -108,21 +124,31 @@ export interface CollectOptions {
 export function collectReplies(inbox: Inbox, cont: string, opts: CollectOptions): Promise<Envelope[]> {
   const replies: Envelope[] = [];
   const sizeOf = opts.sizeOf ?? ((reply: Envelope) => reply.msg.byteLength);
+  const kept = opts.keep !== false;
+  const heard = new Set<string>();
   let bytes = 0;
+  let taken = 0;
   return new Promise<Envelope[]>((resolve) => {
     const done = () => {
       opts.signal?.removeEventListener('abort', done);
       inbox.behaviors.remove(cont);
-      resolve(replies);
+      resolve(kept ? replies : []);
     };
     inbox.behaviors.add(
       replyWaiter(cont, (reply) => {
+        const host = reply.from.addr.host;
+        if (opts.hosts && !opts.hosts.has(host)) return;
+        if (opts.oncePerHost && heard.has(host)) return;
         const size = sizeOf(reply);
         if (size > opts.maxBytes) return;
-        if (bytes + size > opts.maxBytes || (opts.claim && !opts.claim(size))) return done();
-        bytes += size;
-        replies.push(reply);
-        if (replies.length >= opts.max || bytes === opts.maxBytes || opts.enough?.(replies)) done();
+        if (kept && (bytes + size > opts.maxBytes || (opts.claim && !opts.claim(size)))) return done();
+        heard.add(host);
+        taken++;
+        if (kept) {
+          bytes += size;
+          replies.push(reply);
+        }
+        if (taken >= opts.max || (kept && bytes === opts.maxBytes) || opts.enough?.(kept ? replies : [reply])) done();
       }),
       { expiresAt: opts.until, onExpire: done },
     );
@@ -347,7 +373,9 @@ export class Actor {
     // A request's trip through this node's actors need not pay for a signature on every hop.
     const reply = await this.invoke<unknown>(to, be, payload, { ...opts, unsigned: this.system.isHere(to.addr.host) });
     const error = parseErrorReply(reply.payload);
-    if (error) throw replyToError(error);
+    // Another node's words are kept to a bound: they become a job's error, its history, a REST
+    // answer, and an envelope may carry a megabyte of them.
+    if (error) throw replyToError(this.system.isHere(to.addr.host) ? error : { ...error, error: cutText(error.error, MAX_PEER_ERROR_TEXT) });
     const parsed = schema.safeParse(reply.payload);
     if (!parsed.success) throw new DmsError('internal', `reply to ${be} does not match its schema: ${parsed.error.message}`);
     return parsed.data;
@@ -419,7 +447,10 @@ export class Actor {
     const cont = `/private/gather/${envs[0].nonce}`;
     for (const env of envs) env.opt.cont = cont;
     const until = Math.min(Date.now() + opts.windowMs, Number(envs[0].opt.exp / 1_000_000n));
-    const replies = collectReplies(this.primary, cont, { ...opts, until });
+    // Answers from the nodes asked only: the reply address is no secret to them, but a peer not asked has nothing to answer.
+    // (This node's own answer may name its host or none.)
+    const hosts = new Set(to.flatMap((h) => (this.system.isHere(h.addr.host) ? [this.system.host, ''] : [h.addr.host])));
+    const replies = collectReplies(this.primary, cont, { ...opts, until, hosts });
     // This node's own copy stays unsigned, as any envelope between its actors.
     const sent = await Promise.allSettled(envs.map((env) => this.post(env, { unsigned: this.system.isHere(env.to.addr.host) })));
     const failed = sent.filter((r): r is PromiseRejectedResult => r.status === 'rejected');

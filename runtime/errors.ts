@@ -43,6 +43,18 @@ export function isDmsError(e: unknown): e is DmsError {
   return e instanceof DmsError;
 }
 
+/**
+ * `text` in at most `max` characters: past that it is cut, saying how many characters went.
+ * For words another node (or an executor) chose that this node stores, shows and passes on.
+ */
+export function cutText(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let keep = Math.max(0, max - 40);
+  // Not half of a surrogate pair.
+  if (keep > 0 && /[\uD800-\uDBFF]/.test(text[keep - 1])) keep--;
+  return `${text.slice(0, keep)}… (cut: ${text.length - keep} more characters)`;
+}
+
 /** A message safe to show a caller: DMS errors keep theirs, anything else is an internal failure. */
 export function errorText(e: unknown): string {
   if (e instanceof DmsError) return e.message;

@@ -73,7 +73,7 @@ export interface DeploymentDeps {
 const MAX_WINDOW_MS = 500;
 /** Shortest window once a first bid came: the others come about as fast. */
 const MIN_WINDOW_MS = 25;
-/** Bytes of bids one offer collects at most. */
+/** Bytes of one node's answers to an offer at most. */
 const MAX_BID_BYTES = 1024 * 1024;
 /** How long a node that refused to reserve is asked only when nobody else bid. */
 const SUSPECT_MS = 30_000;
@@ -330,6 +330,11 @@ class Deployment {
       windowMs: MAX_WINDOW_MS,
       max: 1024,
       maxBytes: MAX_BID_BYTES,
+      // A node answers once; its answers are taken as they come and not kept: one peer answering
+      // many times over, or a few with replies as large as an envelope, cannot end the collection
+      // before the other nodes' bids arrive.
+      oncePerHost: true,
+      keep: false,
       signal: batch.ac.signal,
       enough: (replies) => {
         const last = replies[replies.length - 1];

@@ -4,6 +4,7 @@
  *
  *   bidding: offering ──offered──▶ collecting ──enough / unbeatable / window──▶ ranking
  *            ranking ──no bid, answers expected──▶ stragglers
+ *            ranking ──only suspects bid, answers expected──▶ suspects ──another bid / all answered / 500 ms──▶ ranking
  *            ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
  *            ranking ──▶ reserving ──reserved (and started, when the reserve carried the job)──▶ placed
  *                           ├──refused, bids left──▶ ranking (those ranked, and those come meanwhile)
@@ -73,6 +74,8 @@ interface PlacementContext extends PlacementInput {
   expected: number;
   /** The offer's window has closed: no more answers are waited for. */
   windowClosed: boolean;
+  /** Only suspects had bid, and the answers still to come were waited for once (`suspects`). */
+  awaitedOthers: boolean;
 }
 
 /**
@@ -161,6 +164,9 @@ export const placementMachine = setup({
     // Ranking stopped early (an idle bid), so answers may still come: wait for them.
     answersToCome: ({ context }) => !context.windowClosed && !answered(context),
     othersExpected: ({ context }) => !answered(context),
+    // Every bid so far is from a node that failed a job lately, and it was not yet waited past.
+    onlySuspects: ({ context }) => !context.awaitedOthers && context.candidates.length > 0 && context.candidates.every((b) => context.suspect.has(b.node)),
+    someoneElse: ({ context }) => context.bids.some((b) => !context.suspect.has(b.node)),
   },
 }).createMachine({
   id: 'placement',
@@ -174,6 +180,7 @@ export const placementMachine = setup({
     refusals: [],
     reason: null,
     windowClosed: false,
+    awaitedOthers: false,
   }),
   initial: 'bidding',
   states: {
@@ -217,6 +224,11 @@ export const placementMachine = setup({
             // be slow (a loaded provider), and is waited for briefly rather than a back-off.
             { guard: and(['noBids', 'othersExpected']), target: 'stragglers' },
             { guard: 'noBids', target: '#placement.unplaced', actions: assign({ reason: ({ context }) => whyUnplaced(context) }) },
+            // Only nodes that failed a job lately bid so far, others are still to answer: they are
+            // waited for first. A liar's instant bid closes the window (twice its delay) before an
+            // honest node farther away answers, and asking it first cost each job its unanswered
+            // reserve (5 s), at every job while it stayed suspect.
+            { guard: and(['onlySuspects', 'othersExpected']), target: 'suspects' },
             // Nothing to reserve across the network: this node's own scheduler reserves for it.
             { guard: 'selfBest', target: '#placement.placed', actions: assign({ chosen: ({ context }) => context.self }) },
             { target: 'reserving' },
@@ -232,6 +244,16 @@ export const placementMachine = setup({
             { guard: 'enough', target: '#placement.unplaced', actions: 'sayWhyUnplaced' },
           ],
           after: { [STRAGGLE_MS]: { target: '#placement.unplaced', actions: 'sayWhyUnplaced' } },
+        },
+        // Waiting for a bid from a node that is not suspect, up to STRAGGLE_MS (the offer collects for
+        // MAX_WINDOW_MS): then the suspects are asked after all, rather than nobody.
+        suspects: {
+          entry: assign({ awaitedOthers: true }),
+          always: [
+            { guard: 'someoneElse', target: 'ranking' },
+            { guard: 'enough', target: 'ranking' },
+          ],
+          after: { [STRAGGLE_MS]: { target: 'ranking' } },
         },
         reserving: {
           invoke: {

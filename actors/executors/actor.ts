@@ -15,6 +15,7 @@ import {
   ExecutorBehaviors,
   executorInbox,
   JobNotifications,
+  MAX_REPORT_TEXT,
   MAX_RUNS_PER_ENVELOPE,
   ReadLogsPayload,
   ReconcilePayload,
@@ -31,7 +32,7 @@ import type { Logger } from '../../runtime/log.js';
 import { z } from 'zod';
 import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
-import { DmsError, errorText } from '../../runtime/errors.js';
+import { cutText, DmsError, errorText } from '../../runtime/errors.js';
 import { DockerExecutor, type DockerExecutorOptions, type EnsembleAttacher } from './docker.js';
 import { ExecutorGuard } from './guard.js';
 import { NullExecutor, type NullExecutorOptions } from './null.js';
@@ -107,8 +108,13 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
         const batch = new Batcher<T>((runs) => actor.tell(reportTo, be, { runs }), MAX_RUNS_PER_ENVELOPE);
         return (run: T) => void batch.add(run).catch(notDelivered(be));
       };
-      const started = batched<StartReport>(JobNotifications.started);
-      const exited = batched<RunReport>(JobNotifications.exited);
+      // Each report's texts within what its schema takes: the orchestrator refuses a batch with one
+      // too long whole, and every run in it would wait for ever (a provider's refusal of a start, a
+      // run's error, are its words, as long as an envelope allows).
+      const startedReport = batched<StartReport>(JobNotifications.started);
+      const exitedReport = batched<RunReport>(JobNotifications.exited);
+      const started = (r: StartReport) => startedReport('error' in r ? { ...r, error: cutText(r.error, MAX_REPORT_TEXT) } : r);
+      const exited = (r: RunReport) => exitedReport('lost' in r ? { ...r, lost: cutText(r.lost, MAX_REPORT_TEXT) } : { ...r, result: boundedResult(r.result) });
       const lost = (jobId: string, reason: string, handle?: ExecutionHandle) => exited({ job_id: jobId, ...(handle ? { handle } : {}), lost: reason });
       const scoped = <T>(jobId: string, fn: () => T): T => (guard ? guard.within(jobId, (reason) => lost(jobId, reason), fn) : fn());
       const impl = make(ctx, { machine: ctx.machine, jobScope: scoped });
@@ -197,9 +203,9 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
                 try {
                   const result = await impl.wait(handle);
                   await ended(handle, result);
-                  return { result };
+                  return { result: boundedResult(result) };
                 } catch (e) {
-                  return { lost: errorText(e).slice(0, 1000) };
+                  return { lost: cutText(errorText(e), 1000) };
                 }
               }),
           }),
@@ -293,3 +299,8 @@ export const RemoteFollowerActor = defineExecutor(
   ({ actor, deps }: ActorContext<Omit<RemoteFollowerOptions, 'actor' | 'machine'> & ExecutorActorDeps>, { machine }) => new RemoteFollower({ ...deps, actor, machine }),
   { guarded: false },
 );
+
+/** A run's result with its error, if any, within MAX_REPORT_TEXT: it is stored with the job, in its record and its history. */
+function boundedResult(result: ExitResult): ExitResult {
+  return result.error === undefined ? result : { ...result, error: cutText(result.error, MAX_REPORT_TEXT) };
+}

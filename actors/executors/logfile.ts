@@ -46,9 +46,14 @@ export class LogWriter {
     this.stream.on('error', () => undefined);
   }
 
+  /**
+   * Stores a chunk. Its time is when it arrived unless `at` is a time: a provider's page of output
+   * (the remote follower) says its chunks' times, and one that is not a time (`new Date('x')`)
+   * once threw here, and the run was lost with its output.
+   */
   append(stream: LogChunk['stream'], data: string, at: Date = new Date()): void {
     if (this.closed || this.cut || data === '') return;
-    const line = JSON.stringify({ stream, data, at: at.toISOString() } satisfies LogChunk) + '\n';
+    const line = JSON.stringify({ stream, data, at: (Number.isNaN(at.getTime()) ? new Date() : at).toISOString() } satisfies LogChunk) + '\n';
     const size = Buffer.byteLength(line);
     if (this.written + size > this.maxBytes) {
       // Whole chunks only, so every line stays readable; the marker is the one line past the cap.

@@ -116,10 +116,13 @@ export const ReconcileReplySchema = z.object({
   orphans: z.array(ExecutionHandleSchema),
 });
 
+/** Characters of a report's text at most (an error, a reason): executor/actor.ts cuts longer ones, since one refused report is every run of its batch left waiting. */
+export const MAX_REPORT_TEXT = 2000;
+
 /** A run that runs now (`handle`), or why it could not start (`error`). */
 export const StartReportSchema = z.union([
   z.strictObject({ job_id: jobId, handle: ExecutionHandleSchema }),
-  z.strictObject({ job_id: jobId, error: z.string().min(1).max(2000) }),
+  z.strictObject({ job_id: jobId, error: z.string().min(1).max(MAX_REPORT_TEXT) }),
 ]);
 export type StartReport = z.output<typeof StartReportSchema>;
 export const StartedPayload = z.strictObject({ runs: z.array(StartReportSchema).min(1).max(MAX_RUNS_PER_ENVELOPE) });
@@ -127,7 +130,7 @@ export const StartedPayload = z.strictObject({ runs: z.array(StartReportSchema).
 /** A run ended (`result`), or it can no longer be followed (`lost`: an executor fault, a vanished container). */
 export const RunReportSchema = z.union([
   z.strictObject({ job_id: jobId, handle: ExecutionHandleSchema.optional(), result: ExitResultSchema }),
-  z.strictObject({ job_id: jobId, handle: ExecutionHandleSchema.optional(), lost: z.string().min(1).max(2000) }),
+  z.strictObject({ job_id: jobId, handle: ExecutionHandleSchema.optional(), lost: z.string().min(1).max(MAX_REPORT_TEXT) }),
 ]);
 export type RunReport = z.output<typeof RunReportSchema>;
 export const ExitedPayload = z.strictObject({ runs: z.array(RunReportSchema).min(1).max(MAX_RUNS_PER_ENVELOPE) });

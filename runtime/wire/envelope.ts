@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { parse as parseLossless } from 'lossless-json';
 import * as z from 'zod';
 import { invalid, isDmsError } from '../errors.js';
@@ -91,13 +92,70 @@ export function describeIssues(error: z.ZodError): string {
 const parseNumber = (digits: string): bigint | number =>
   /^-?(0|[1-9][0-9]*)$/.test(digits) ? BigInt(digits) : Number(digits);
 
-/** Parses JSON text losslessly (integers as bigint); malformed text is invalid input. */
+/**
+ * Parses JSON text losslessly (integers as bigint); malformed text is invalid input.
+ *
+ * lossless-json reads a string a character at a time, about 0.3 µs each: an envelope of
+ * `network.MaxEnvelopeBytes` (1 MiB, nearly all of it `msg`) took some 300 ms of the event
+ * loop, before its signature or anything else was checked, from any peer. So in a long text the
+ * long strings are set aside first (found with indexOf, in one pass), the rest is parsed
+ * losslessly, and each is put back as JSON.parse reads it (natively, with the same checks).
+ */
 export function parseJsonLossless(text: string): unknown {
   try {
-    return parseLossless(text, null, parseNumber);
+    if (text.length <= SET_ASIDE_FROM) return parseLossless(text, null, parseNumber);
+    const held: string[] = [];
+    // A value only this call can have written: no string of the text can pass for one.
+    const tag = `\u0000${randomUUID()}:`;
+    const skeleton = setAside(text, (token) => JSON.stringify(tag + (held.push(token) - 1)));
+    if (held.length === 0) return parseLossless(text, null, parseNumber);
+    return parseLossless(skeleton, (_key, value) => (typeof value === 'string' && value.startsWith(tag) ? JSON.parse(held[Number(value.slice(tag.length))]) : value), parseNumber);
   } catch (e) {
     throw invalid(`malformed JSON: ${(e as Error).message}`);
   }
+}
+
+/** Texts longer than this have their long strings set aside before the lossless parse. */
+const SET_ASIDE_FROM = 4096;
+/** Strings (with their quotes) longer than this are set aside; keys never are. */
+const LONG_STRING = 256;
+
+/**
+ * `text` with every string token longer than LONG_STRING that is not a key replaced by what
+ * `put` returns for it. Outside strings JSON has no quote, so from the first quote on each
+ * unescaped quote starts or ends one; the tokens are found with indexOf (each quote's preceding
+ * backslashes counted once), never a backtracking scan. Malformed text stays malformed: what is
+ * replaced is a well-delimited string token, which JSON.parse checks when it is put back.
+ */
+function setAside(text: string, put: (token: string) => string): string {
+  let out = '';
+  let last = 0;
+  for (let start = text.indexOf('"'); start !== -1; ) {
+    let end = start + 1;
+    for (;;) {
+      end = text.indexOf('"', end);
+      // Unterminated: the rest stays as it is, and the parser refuses it.
+      if (end === -1) return out + text.slice(last);
+      let backslashes = 0;
+      while (text.charCodeAt(end - 1 - backslashes) === 0x5c) backslashes++;
+      if (backslashes % 2 === 0) break;
+      end++;
+    }
+    end++;
+    if (end - start > LONG_STRING && !isKeyAt(text, end)) {
+      out += text.slice(last, start) + put(text.slice(start, end));
+      last = end;
+    }
+    start = text.indexOf('"', end);
+  }
+  return out + text.slice(last);
+}
+
+/** Whether the string token ending before `end` is a key: a colon follows it (after whitespace). */
+function isKeyAt(text: string, end: number): boolean {
+  let i = end;
+  while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) i++;
+  return text[i] === ':';
 }
 
 const handleFrom = (h: z.infer<typeof WireHandle>): Handle => ({

@@ -5,6 +5,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod';
 import { EnvelopeJson } from '../../runtime/wire/envelope-json.js';
+import { parse as parseLossless } from 'lossless-json';
+import { isStandardBase64, STANDARD_B64 } from '../../runtime/wire/base64.js';
 import { parseEnvelope, parseJsonLossless } from '../../runtime/wire/envelope.js';
 
 interface Vectors {
@@ -83,5 +85,60 @@ describe('its JSON Schema', () => {
 
   it('requires what parseEnvelope requires', () => {
     expect(schema.required.sort()).toEqual(['be', 'from', 'msg', 'nonce', 'opt', 'to']);
+  });
+});
+
+describe('parseJsonLossless on long texts (their long strings read natively)', () => {
+  const long = 'x'.repeat(5_000);
+  const parseLosslessOnly = (text: string) => parseLossless(text, null, (d: string) => (/^-?(0|[1-9][0-9]*)$/.test(d) ? BigInt(d) : Number(d)));
+
+  it('reads what the lossless parser reads: long strings, escapes, keys, integers past 2^53, nesting', () => {
+    const texts = [
+      `{"nonce":18446744073709551615,"msg":"${long}","opt":{"exp":1234567890123456789}}`,
+      `{"a":["${long}","short",{"${'k'.repeat(300)}" : "${long}\\"\\\\\\n\\u00e9\\ud83d\\ude00"}],"n":-12.5e3,"t":true,"z":null}`,
+      ` [ "${long}\\\\" , "${long}\\\\\\"" ] `,
+      `{"pad":"${'\\"'.repeat(3_000)}"}`,
+    ];
+    for (const text of texts) expect(parseJsonLossless(text)).toEqual(parseLosslessOnly(text));
+  });
+
+  it('refuses what the lossless parser refuses, as invalid input', () => {
+    for (const text of [
+      `{"msg":"${long}`, // unterminated
+      `{"msg":"${long}\u0001"}`, // a raw control character in a long string
+      `{"msg":"${long}\\q"}`, // a bad escape in a long string
+      `{"msg":"${long}" "x":1}`, // a missing comma
+      `{"msg":x"${long}"}`,
+      `["${long}"]]`,
+    ]) {
+      expect(() => parseLosslessOnly(text), text.slice(-12)).toThrow();
+      expect(() => parseJsonLossless(text), text.slice(-12)).toThrow(/malformed JSON/);
+    }
+  });
+
+  it('no string of the text passes for one it set aside', () => {
+    const text = `{"a":"\\u0000${'0'.repeat(8)}-0000-0000-0000-000000000000:0","msg":"${long}"}`;
+    expect(parseJsonLossless(text)).toEqual(parseLosslessOnly(text));
+  });
+
+  it('takes milliseconds for an envelope of 1 MiB (lossless-json alone: about 300 ms)', () => {
+    const text = `{"to":{},"be":"/x","from":{},"nonce":1,"opt":{"exp":2},"msg":"${Buffer.alloc(700_000, 7).toString('base64')}"}`;
+    parseEnvelope(text);
+    const began = performance.now();
+    for (let i = 0; i < 5; i++) parseEnvelope(text);
+    expect((performance.now() - began) / 5).toBeLessThan(60);
+  });
+});
+
+describe('isStandardBase64 is STANDARD_B64, in linear time', () => {
+  it('agrees with the regex on every string of up to 5 characters over an alphabet with its edge cases', () => {
+    const alphabet = 'A+/=9-_ ';
+    for (let len = 0; len <= 5; len++) {
+      for (let k = 0; k < alphabet.length ** len; k++) {
+        let s = '';
+        for (let j = 0, x = k; j < len; j++, x = Math.floor(x / alphabet.length)) s += alphabet[x % alphabet.length];
+        expect(isStandardBase64(s), JSON.stringify(s)).toBe(STANDARD_B64.test(s));
+      }
+    }
   });
 });

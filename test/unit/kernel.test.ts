@@ -278,6 +278,45 @@ describe('collectReplies, the one collector of broadcast replies', () => {
     // Every waiter is gone once its collection ended.
     expect(a.primary.behaviors.size).toBe(0);
   });
+
+  it('hears each host once and only the hosts asked, and with keep false bounds each reply alone: one peer cannot use up the bounds', async () => {
+    const system = newSystem(2048, 1);
+    const a = await testActor(system, { inbox: 'a', concurrency: 1 });
+    const from = (host: string, cont: string, p: unknown) => {
+      const env = a.envelope(a.handle, cont, p);
+      system.deliverLocal({ ...env, from: { ...env.from, addr: { ...env.from.addr, host } } }, { reply: true });
+    };
+    const taken = async (p: Promise<{ msg: Uint8Array }[]>) => (await p).map((r) => decodePayload(r.msg));
+    const until = Date.now() + 10_000;
+    const seen: unknown[] = [];
+    const enough = (r: readonly { msg: Uint8Array }[]) => {
+      seen.push(decodePayload(r[r.length - 1].msg));
+      return seen.length === 3;
+    };
+
+    // A thousand answers of one host past its first do not reach max: the other hosts' come through.
+    let p = collectReplies(a.primary, '/c/once', { until, max: 1024, maxBytes: 1 << 20, oncePerHost: true, enough });
+    for (let i = 0; i < 1100; i++) from('hostile', '/c/once', { n: i });
+    from('b', '/c/once', { n: 'b' });
+    from('c', '/c/once', { n: 'c' });
+    expect(await taken(p)).toEqual([{ n: 0 }, { n: 'b' }, { n: 'c' }]);
+
+    // Hosts not asked are not heard.
+    seen.length = 0;
+    p = collectReplies(a.primary, '/c/hosts', { until, max: 5, maxBytes: 1000, hosts: new Set(['b', 'c']), enough: (r) => r.length === 2 });
+    from('stranger', '/c/hosts', { n: 's' });
+    from('b', '/c/hosts', { n: 'b' });
+    from('c', '/c/hosts', { n: 'c' });
+    expect(await taken(p)).toEqual([{ n: 'b' }, { n: 'c' }]);
+
+    // Not kept: replies near the byte bound each, together past it, are all handed to enough.
+    seen.length = 0;
+    p = collectReplies(a.primary, '/c/keep', { until, max: 5, maxBytes: 100, keep: false, enough });
+    for (const host of ['x', 'y', 'z']) from(host, '/c/keep', { pad: host.repeat(80) });
+    expect(await taken(p)).toEqual([]);
+    expect(seen).toEqual(['x', 'y', 'z'].map((h) => ({ pad: h.repeat(80) })));
+    expect(a.primary.behaviors.size).toBe(0);
+  });
 });
 
 describe('HTTP actor before the node is initialized', () => {

@@ -208,6 +208,20 @@ describe('placement machine: collecting bids', () => {
     expect(await output).toEqual({ node: 'flaky' });
   });
 
+  it('only a suspect bid when the window closed, others still to answer: their bids are waited for before the suspect is asked', async () => {
+    // A liar that never answers a reserve bids at once: its bid closes the window (twice its delay)
+    // long before an honest node farther away answers; asked first, it cost every job 5 s.
+    const m = start({ expected: 3, suspect: ['liar'] });
+    const output = m.done();
+    m.bid('liar', 0);
+    m.send({ type: 'window_closed' });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(m.state()).toContain('suspects');
+    m.bid('honest', 0.5);
+    expect(await output).toEqual({ node: 'honest' });
+    expect(m.reserved).toEqual(['honest']);
+  });
+
   it('at the window, ranks what came; with no bid at all, says why', async () => {
     const some = start({ expected: 5 });
     some.bid('a', 0.6);
