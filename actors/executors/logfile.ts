@@ -66,6 +66,11 @@ export class LogWriter {
     this.stream.write(line, () => this.changed());
   }
 
+  /** The cap was reached: whatever is appended now is dropped. */
+  get full(): boolean {
+    return this.cut;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.stream.end();

@@ -46,6 +46,8 @@ export const LOST_AFTER_MS = 10_000;
 const RETRY_MS = 500;
 /** Output read per poll. */
 const PAGE_BYTES = 1024 * 1024;
+/** Pause between polls once this node's copy of the output is cut: what they bring is dropped, and only the end is waited for. */
+const CUT_PACE_MS = 100;
 const CALL_TTL_MS = 5_000;
 /** Pauses between asks for an ended job's manifest that went unanswered (each ask waits up to 10 s). */
 const MANIFEST_PAUSES_MS = [500, 2_000];
@@ -258,6 +260,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
         const pollMs = this.opts.pollWaitMs ?? POLL_WAIT_MS;
         const waitMs = run.cancelledAt === undefined ? pollMs : Math.max(0, Math.min(pollMs, this.cancelBoundMs - sinceCancel));
         let page: LogsReply;
+        const asked = Date.now();
         try {
           page = await this.opts.actor.call(to, DeploymentBehaviors.logs, { id: jobId, from, limit: PAGE_BYTES, wait_ms: waitMs }, LogsReply, {
             ttlMs: waitMs + CALL_TTL_MS,
@@ -284,6 +287,11 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
           if (this.opts.manifests && run.outputs !== false) await this.manifestOf(jobId, run.node);
           return result;
         }
+        // A provider holds a poll open until there is news or its wait is up (actors/orchestrator/logs.ts).
+        // One that answered at once with nothing, or with output past this node's cap, had this
+        // node poll it hundreds of times a second for as long as the job ran: such polls are paced.
+        const early = page.chunks.length === 0 && !page.more && Date.now() - asked < waitMs / 2;
+        if (early || writer?.full) await sleep(early ? RETRY_MS : CUT_PACE_MS, undefined, { signal: this.stopping.signal }).catch(() => undefined);
       }
     } finally {
       await writer?.close();

@@ -12,7 +12,9 @@
  *  - an error reply of more than 2,000 characters refusing the start, or answering the polls:
  *    the job fails (or is placed again) with a bounded text, where the report of it, past its
  *    schema's bound, was refused whole by the orchestrator and the job stayed pending (or
- *    running) for ever, with every other run reported in the same batch.
+ *    running) for ever, with every other run reported in the same batch;
+ *  - polls answered at once, with nothing new or with output past the requester's cap: paced,
+ *    where the requester polled such a provider hundreds of times a second while the job ran.
  */
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { decodePayload } from '../../runtime/wire/envelope.js';
@@ -66,7 +68,8 @@ async function ended(id: string): Promise<any> {
 
 beforeAll(async () => {
   // A provider unanswered (or answering errors) for 1.5 s has lost the run.
-  n1 = await startNode({ timeoutMs: 45_000, config: { deployment: { lost_after_ms: 1_500 } } });
+  // Its copy of a job's output is cut at 64 KiB, so a provider's output passes the cap in a few polls.
+  n1 = await startNode({ timeoutMs: 45_000, config: { deployment: { lost_after_ms: 1_500 }, jobs: { max_log_bytes: 64 * 1024 } } });
   // Node 1 holds none of the jobs here: each is placed on the provider it is pinned to.
   expect((await rest(n1, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 0.1, memory: 32 * 1024 * 1024 } })).status).toBe(200);
 }, 60_000);
@@ -122,5 +125,34 @@ describe("a hostile provider's reports about a job", { timeout: 40_000 }, () => 
     expect(done.status).toBe('failed');
     expect(done.error).toMatch(/unreachable.*L+… \(cut: \d+ more characters\)$/);
     expect(done.error.length).toBeLessThan(2_500);
+  });
+
+  /** How many polls the provider got in `ms` from the first: a requester polls as fast as it is answered unless it paces. */
+  async function pollsIn(ms: number, poll: (body: any, n: number) => unknown): Promise<number> {
+    let first = 0;
+    let counted = 0;
+    const peer = await provider({
+      poll: (body, n) => {
+        if (n === 1) first = Date.now();
+        if (Date.now() - first <= ms) counted = n;
+        return poll(body, n);
+      },
+    });
+    const id = await submit(peer);
+    await waitFor(`${ms} ms of polls of job ${id}`, () => first > 0 && Date.now() - first > ms, { timeoutMs: ms + 10_000, intervalMs: 50 });
+    // The peer stops when the test ends: the run is then lost (lost_after_ms), as in the cases above.
+    return counted;
+  }
+
+  it('polls answered at once with nothing new: paced, not hundreds a second', async () => {
+    // An honest provider holds each poll until there is news or its wait (5 s) is up.
+    expect(await pollsIn(2_000, (body) => page(body, {}))).toBeLessThanOrEqual(8);
+  });
+
+  it("output past the requester's cap, answered at once: the polls after the cut are paced", async () => {
+    const chunk = 'x'.repeat(32 * 1024);
+    // Three polls fill the 64 KiB copy; each later one brings more that is dropped.
+    const polls = await pollsIn(2_000, (body, n) => page(body, { chunks: [{ stream: 'stdout', data: chunk, at: new Date().toISOString() }], next: n * chunk.length, more: true }));
+    expect(polls).toBeLessThanOrEqual(30);
   });
 });
