@@ -31,6 +31,7 @@ import {
 import { HTTP_INBOX } from '../http/actor.js';
 import type { RouteModule } from '../http/routes/types.js';
 import type { Actor } from '../runtime/actor.js';
+import { FaultGuard } from '../runtime/fault-guard.js';
 import type { Behavior } from '../runtime/behavior.js';
 import { type ActorContext, type ActorDefinition, defineActor } from '../runtime/component.js';
 import { importModule } from '../runtime/code-cache.js';
@@ -179,14 +180,20 @@ function seen<T>(sent: Promise<T>, log: Logger, what: 'send' | 'invoke', be: str
   return sent;
 }
 
-/** A plugin behavior as a kernel behavior: the same checks and observation; the handler sees the plugin context. */
-const asBehavior = (b: NonNullable<PluginDefinition['behaviors']>[number], ctx: PluginContext): Behavior<any, any> => ({
+/**
+ * A plugin behavior as a kernel behavior: the same checks and observation; the handler sees the
+ * plugin context, and runs inside the plugin's fault guard.
+ */
+const asBehavior = (b: NonNullable<PluginDefinition['behaviors']>[number], ctx: PluginContext, guarded: Guarded): Behavior<any, any> => ({
   name: b.name,
   capability: b.capability,
   payload: b.payload,
   description: b.description,
-  handle: ({ env, payload }) => b.handle({ env, payload, ctx }),
+  handle: ({ env, payload }) => guarded(() => b.handle({ env, payload, ctx })),
 });
+
+/** Runs a plugin's code, and all it sets going, inside its actor's fault guard. */
+type Guarded = <T>(fn: () => T) => T;
 
 export interface PluginApi {
   ctx: PluginContext;
@@ -204,19 +211,36 @@ export const pluginActor = ({ spec, plugin, config, timeoutMs }: LoadedPlugin): 
     concurrency: plugin.concurrency ?? 'node',
     create: ({ actor, log }: ActorContext<object>) => {
       const ctx = pluginContext(plugin.name, actor, log, config);
+      // A fault the plugin's own code lets escape (a timer that throws, a rejection it left
+      // unhandled) is logged as the plugin's, where it ended the node's process, and any caller
+      // of a /public behavior could set one off.
+      const guard = new FaultGuard(log, 'plugin');
+      const guarded: Guarded = (fn) => guard.within(plugin.name, (reason) => log.error({ plugin: plugin.name }, `${reason} (the node goes on)`), fn);
       return {
-        behaviors: (plugin.behaviors ?? []).map((b) => asBehavior(b, ctx)),
+        behaviors: (plugin.behaviors ?? []).map((b) => asBehavior(b, ctx, guarded)),
         api: { ctx },
         start: async () => {
+          guard.install();
           let late: DmsError | undefined;
           try {
-            await within(Promise.resolve(plugin.start?.(ctx)), timeoutMs, () => (late = refused(spec, `(plugin ${plugin.name}) did not start ${tooSlow(timeoutMs)}`)));
+            await within(
+              guarded(() => Promise.resolve(plugin.start?.(ctx))),
+              timeoutMs,
+              () => (late = refused(spec, `(plugin ${plugin.name}) did not start ${tooSlow(timeoutMs)}`)),
+            );
           } catch (e) {
+            guard.uninstall();
             if (e === late) throw e;
             throw refused(spec, `(plugin ${plugin.name}) failed to start: ${errorText(e)}`);
           }
         },
-        stop: () => plugin.stop?.(ctx),
+        stop: async () => {
+          try {
+            await guarded(() => plugin.stop?.(ctx));
+          } finally {
+            guard.uninstall();
+          }
+        },
       };
     },
   });

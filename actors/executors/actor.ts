@@ -34,7 +34,7 @@ import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
 import { cutText, DmsError, errorText } from '../../runtime/errors.js';
 import { DockerExecutor, type DockerExecutorOptions, type EnsembleAttacher } from './docker.js';
-import { ExecutorGuard } from './guard.js';
+import { FaultGuard } from '../../runtime/fault-guard.js';
 import { NullExecutor, type NullExecutorOptions } from './null.js';
 import { RemoteFollower, type RemoteFollowerOptions } from './remote.js';
 import type { MachineFactory } from '../../behaviors/jobs/run-machine.js';
@@ -76,7 +76,7 @@ async function told<T>(work: () => Promise<T>): Promise<T> {
 
 export interface ExecutorActorOptions {
   /**
-   * Whether the implementation's calls run inside the actor's executor guard (./guard.ts); default
+   * Whether the implementation's calls run inside the actor's fault guard (runtime/fault-guard.ts); default
    * true. The guard is for code whose faults the node cannot see coming: an engine's library
    * (dockerode), a plugin's executor. It costs every promise of the whole process once it is
    * first used (Node 20's AsyncLocalStorage turns on promise hooks for all of them: 3-4 % of a
@@ -99,7 +99,7 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
     concurrency: 'node',
     create: (ctx: ActorContext<Deps>) => {
       const { actor, log, deps } = ctx;
-      const guard = options.guarded === false ? null : new ExecutorGuard(log);
+      const guard = options.guarded === false ? null : new FaultGuard(log, 'executor');
       const reportTo = actor.local(deps.reportTo ?? ORCHESTRATOR_INBOX);
       const notDelivered = (be: string) => (e: unknown) => log.debug({ be, err: errorText(e) }, 'report not delivered');
       const report = (be: string, payload: unknown) => void actor.tell(reportTo, be, payload).catch(notDelivered(be));

@@ -2,7 +2,7 @@
 // the process, and every other job, go on.
 import { EventEmitter } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ExecutorGuard } from '../../actors/executors/guard.js';
+import { FaultGuard } from '../../runtime/fault-guard.js';
 import { silentLogger } from '../../runtime/log.js';
 
 let uninstall: (() => void) | undefined;
@@ -14,7 +14,7 @@ afterEach(() => {
 
 describe('executor guard', () => {
   it('fails the job whose executor call emitted an unhandled error event or left a rejection unhandled', async () => {
-    const guard = new ExecutorGuard(silentLogger());
+    const guard = new FaultGuard(silentLogger(), 'executor');
     uninstall = guard.install();
     const failed: [string, string][] = [];
     const fault = new Promise<void>((resolve) => {
@@ -38,8 +38,8 @@ describe('executor guard', () => {
   });
 
   it("is one per executor: each fails only its own jobs, and no other guard takes them for the node's own faults", async () => {
-    const docker = new ExecutorGuard(silentLogger());
-    const other = new ExecutorGuard(silentLogger());
+    const docker = new FaultGuard(silentLogger(), 'executor');
+    const other = new FaultGuard(silentLogger(), 'executor');
     uninstall = docker.install();
     uninstallOther = other.install();
     const failed: string[] = [];
@@ -50,7 +50,7 @@ describe('executor guard', () => {
     });
     // Had the first guard taken it for a fault of the node, the process would have ended here.
     expect(failed).toEqual(['job-c: executor fault: plugin engine gone']);
-    expect(docker.currentJob()).toBeUndefined();
+    expect(docker.currentOwner()).toBeUndefined();
     uninstallOther();
     uninstallOther = undefined;
     expect(process.listeners('unhandledRejection').filter((l) => Object.getOwnPropertySymbols(l).length > 0)).toHaveLength(1);

@@ -1,6 +1,7 @@
 // A plugin that sends or invokes without waiting for the outcome (README "Plugins", ctx.send,
 // ctx.invoke): a refusal nobody awaited was an unhandled rejection, which ended the node's
 // process, and the behavior was /public, so anyone could end it. The node logs it and goes on.
+// So it does for a fault the plugin's own code lets escape: the plugin's fault guard takes it.
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodePayload, encodeEnvelope, parseEnvelope } from '../../runtime/wire/envelope.js';
@@ -36,5 +37,18 @@ describe('a plugin behavior that does not wait for what it sent', { timeout: 30_
     await new Promise((r) => setTimeout(r, 500));
     expect(await healthy()).toBe(true);
     expect(node.proc.exitCode).toBe(null);
+  });
+});
+
+describe("a fault a plugin's own code lets escape", { timeout: 30_000 }, () => {
+  it.each([
+    ['a timer that throws', '/public/fire/throw-later', 'thrown in a timer of the plugin'],
+    ['a rejection left unhandled', '/public/fire/reject', 'rejected by the plugin, unhandled'],
+  ])('%s is logged as the plugin\'s, and the node goes on', async (_what, be, message) => {
+    expect(await call(be)).toEqual({ status: 200, payload: { armed: true } });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await healthy()).toBe(true);
+    expect(node.proc.exitCode).toBe(null);
+    expect(node.logs()).toContain(`plugin fault: ${message} (the node goes on)`);
   });
 });
