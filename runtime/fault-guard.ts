@@ -30,7 +30,7 @@ interface Scope {
 }
 
 /** Marks a process listener as a guard's, so guards can tell whether another one owns a fault. */
-const GUARD = Symbol.for('dms.executorGuard');
+const GUARD = Symbol.for('dms.faultGuard');
 type GuardListener = ((e: unknown) => void) & { [GUARD]: FaultGuard };
 
 const guardsListening = (): FaultGuard[] =>
