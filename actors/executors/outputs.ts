@@ -80,13 +80,10 @@ export class OutputCollector {
     const limits = { maxBytes: this.opts.maxOutputBytes };
     // An output refused (past the bound, a link) leaves none of the blocks it wrote: a job could
     // otherwise leave blocks.max_output_bytes on the disk for every output it declares.
-    const session = this.opts.blocks.importing();
     try {
-      const { cid, size } = 'tar' in content ? await importTar(content.tar, session.store, limits, content.strip ?? 0) : await importPath(content.path, session.store, limits);
-      session.keep();
+      const { cid, size } = await this.opts.blocks.importAll((store) => ('tar' in content ? importTar(content.tar, store, limits, content.strip ?? 0) : importPath(content.path, store, limits)));
       return { ...spec, cid: cid.toString(), size };
     } catch (e) {
-      await session.discard();
       if ('tar' in content) (content.tar as { destroy?: () => void }).destroy?.();
       return { ...spec, error: `${spec.path}: ${errorText(e).slice(0, 500)}` };
     }

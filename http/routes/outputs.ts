@@ -270,14 +270,10 @@ export const outputRoutes =
       const holder = `upload:${randomUUID()}`;
       const claim = (await http.call(RESOURCES_INBOX, StorageBehaviors.claim, { holder, at_most: limit, ...(media === 'application/octet-stream' && declared !== undefined ? { size: declared } : {}) })) as StorageClaim;
       // Its blocks are the store's once it completes; otherwise those nothing else needs go again.
-      const session = blocks.store.importing();
       try {
         const limits = { maxBytes: claim.granted };
-        const got = media === 'application/x-tar' ? await importTar(bodyOf(event), session.store, limits) : await importFile(bodyOf(event), session.store, limits);
-        session.keep();
-        return stored(got);
+        return stored(await blocks.store.importAll((store) => (media === 'application/x-tar' ? importTar(bodyOf(event), store, limits) : importFile(bodyOf(event), store, limits))));
       } catch (e) {
-        await session.discard();
         if (e instanceof DmsError && e.kind === 'too_large' && claim.granted < limit) {
           throw new DmsError('too_large', `upload is larger than the ${formatBytes(claim.granted)} of storage free here (${formatBytes(claim.onboarded)} in the share; blocks.max_upload_bytes is ${formatBytes(limit)})`);
         }
@@ -337,15 +333,7 @@ export const outputRoutes =
       handler: async (_event, input) => {
         const name = input.param('name');
         await blocks.volumes.refuseInUse(name, 'snapshot', { writers: true });
-        const session = blocks.store.importing();
-        try {
-          const got = await importPath(blocks.volumes.path(name), session.store, { maxBytes: blocks.limits.max_upload_bytes });
-          session.keep();
-          return stored(got);
-        } catch (e) {
-          await session.discard();
-          throw e;
-        }
+        return stored(await blocks.store.importAll((store) => importPath(blocks.volumes.path(name), store, { maxBytes: blocks.limits.max_upload_bytes })));
       },
     });
 

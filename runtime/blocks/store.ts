@@ -256,6 +256,23 @@ export class BlockStore {
     };
   }
 
+  /**
+   * Runs one import of content from outside (`fn` writes to the store it is given) as an
+   * ImportSession: its blocks are kept once it resolves, and those nothing else came to need are
+   * deleted when it rejects, with the same error.
+   */
+  async importAll<T>(fn: (store: ImportSession['store']) => Promise<T>): Promise<T> {
+    const session = this.importing();
+    try {
+      const result = await fn(session.store);
+      session.keep();
+      return result;
+    } catch (e) {
+      await session.discard();
+      throw e;
+    }
+  }
+
   /** Whether an import under way wrote this block file and nobody else has needed it yet (retention leaves it). */
   importingNow(file: string): boolean {
     return this.fs.provisional.has(file);
