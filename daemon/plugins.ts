@@ -70,7 +70,7 @@ const refused = (spec: string, problem: string) => new DmsError('invalid', `plug
  * never settles, or a start hook that never does, left the node starting for ever, healthy
  * never, saying nothing; with nothing else to wait on, Node exited 13 without a word.
  */
-async function within<T>(work: Promise<T>, ms: number, onTimeout: () => DmsError): Promise<T> {
+async function settledWithin<T>(work: Promise<T>, ms: number, onTimeout: () => DmsError): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(onTimeout()), ms);
@@ -100,7 +100,7 @@ export async function loadPlugins(
     let mod: { default?: unknown };
     let late: DmsError | undefined;
     try {
-      mod = (await within(importModule(target), timeoutMs, () => (late = refused(spec, `did not load ${tooSlow(timeoutMs)}`)))) as { default?: unknown };
+      mod = (await settledWithin(importModule(target), timeoutMs, () => (late = refused(spec, `did not load ${tooSlow(timeoutMs)}`)))) as { default?: unknown };
     } catch (e) {
       if (e === late) throw e;
       throw new DmsError('invalid', `plugins.modules: cannot load '${spec}' (${(e as Error).message})`);
@@ -225,7 +225,7 @@ export const pluginActor = ({ spec, plugin, config, timeoutMs }: LoadedPlugin): 
           try {
             // Only a hook is run in the guard: its async context turns on Node 20's promise hooks,
             // which cost every job of the node ~10 % (storage/connection.ts), for a plugin that has none.
-            await within(
+            await settledWithin(
               plugin.start ? guarded(() => Promise.resolve(plugin.start!(ctx))) : Promise.resolve(),
               timeoutMs,
               () => (late = refused(spec, `(plugin ${plugin.name}) did not start ${tooSlow(timeoutMs)}`)),
