@@ -66,6 +66,18 @@ export function output(cmd: Command, data: unknown, text?: string): void {
 }
 
 /**
+ * A page of a list (`jobs list`, `ensemble list`): `kind` names the items ('jobs'). The rows go
+ * to stdout (only rows, for grep and friends; --json: the list as the node answered it), and how
+ * many are left past the page to stderr.
+ */
+export function outputPage(cmd: Command, kind: string, page: { items: unknown[]; total: number; offset?: string }, table: () => string): void {
+  const offset = Number(page.offset ?? 0);
+  output(cmd, page.items, page.items.length === 0 ? (page.total === 0 ? `no ${kind}` : `no ${kind} at offset ${page.offset}`) : table());
+  const more = page.total - offset - page.items.length;
+  if (more > 0 && !globals(cmd).json) process.stderr.write(`${more} more; use --limit/--offset (or --all)\n`);
+}
+
+/**
  * The second half of "cannot reach the node at URL: reason": which home's node was looked for,
  * and the two ways out, since the usual cause is a node that is not started or another home.
  */

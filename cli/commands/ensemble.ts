@@ -5,7 +5,7 @@
 import { type Command, Option } from 'commander';
 import type { Ensemble } from '../../behaviors/ensembles/schema.js';
 import type { RestClient } from '../../client/rest.js';
-import { CliError, globals, output } from '../context.js';
+import { CliError, output, outputPage } from '../context.js';
 import { ENSEMBLE_PAGE, everyEnsemble, resolveEnsembleId, shortId } from '../ids.js';
 import { forwardUntilInterrupted } from '../forward.js';
 import { restFor } from '../rest.js';
@@ -51,10 +51,7 @@ export function registerEnsembleCommands(program: Command): void {
       if (opts.offset) query.set('offset', opts.offset);
       const { items: list, total } = opts.all ? await everyEnsemble<Ensemble>(rest) : await rest.page<Ensemble>(`/api/v1/ensembles${query.size ? `?${query}` : ''}`);
       const rows = list.map((e) => [opts.wide ? e.id : shortId(e.id), e.status, String(e.parts.length), e.parts.filter((p) => p.status === 'running').length.toString(), e.created_at, e.name]);
-      output(cmd, list, list.length === 0 ? (total === 0 ? 'no ensembles' : `no ensembles at offset ${opts.offset}`) : grid(['ID', 'STATUS', 'PARTS', 'RUNNING', 'CREATED', 'NAME'], rows));
-      // On stderr, as `jobs list` says it: stdout stays only rows.
-      const more = total - Number(opts.offset ?? 0) - list.length;
-      if (more > 0 && !globals(cmd).json) process.stderr.write(`${more} more; use --limit/--offset (or --all)\n`);
+      outputPage(cmd, 'ensembles', { items: list, total, offset: opts.offset }, () => grid(['ID', 'STATUS', 'PARTS', 'RUNNING', 'CREATED', 'NAME'], rows));
     });
 
   ensemble

@@ -5,7 +5,7 @@ import { JOB_STATUSES } from '../../behaviors/jobs/schema.js';
 import { type JobEventsReply, type JobListReply, type LogsReply, MAX_LIST_LIMIT } from '../../behaviors/jobs/jobs.js';
 import { formatBytes } from '../../client/sizes.js';
 import { readTextInput } from '../read-text.js';
-import { CliError, globals, output } from '../context.js';
+import { CliError, globals, output, outputPage } from '../context.js';
 import { followJob } from '../follow.js';
 import { resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
@@ -47,12 +47,7 @@ export function registerJobCommands(program: Command): void {
     .option('--wide', 'print whole ids (default: their first 8 characters)')
     .action(async (opts: ListOptions, cmd: Command) => {
       const list = await listJobs(cmd, opts);
-      // --json prints what GET /api/v1/jobs answers: the list (the total is in stderr's hint).
-      output(cmd, list.jobs, list.jobs.length === 0 ? (list.total === 0 ? 'no jobs' : `no jobs at offset ${opts.offset}`) : table(list.jobs, opts.wide ?? false));
-      // On stderr: the table on stdout stays only rows, for grep and friends.
-      const offset = Number(opts.offset ?? 0);
-      const more = list.total - offset - list.jobs.length;
-      if (more > 0 && !globals(cmd).json) process.stderr.write(`${more} more; use --limit/--offset (or --all)\n`);
+      outputPage(cmd, 'jobs', { items: list.jobs, total: list.total, offset: opts.offset }, () => table(list.jobs, opts.wide ?? false));
     });
 
   placementOptions(
