@@ -5,6 +5,7 @@
  * that is slow to answer shows what it said last time.
  */
 import { NodeProfile } from '../behaviors/discovery.js';
+import { settledWithin } from '../runtime/deadline.js';
 import { errorText } from '../runtime/errors.js';
 
 export interface PeerProfilesOptions {
@@ -61,10 +62,7 @@ export class PeerProfiles {
     const at = Date.now();
     const stale = peers.filter((p) => now.includes(p) || at - (this.known.get(p)?.askedAt ?? 0) >= this.opts.freshMs);
     if (!stale.length) return;
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.opts.waitMs)));
-    await Promise.race([Promise.all(stale.map((p) => this.refresh(p))), deadline]);
-    clearTimeout(timer);
+    await settledWithin(Promise.all(stale.map((p) => this.refresh(p))), this.opts.waitMs, () => undefined);
   }
 
   private async ask(peer: string): Promise<void> {

@@ -35,6 +35,7 @@ import { FaultGuard } from '../runtime/fault-guard.js';
 import type { Behavior } from '../runtime/behavior.js';
 import { type ActorContext, type ActorDefinition, defineActor } from '../runtime/component.js';
 import { importModule } from '../runtime/code-cache.js';
+import { settledWithin } from '../runtime/deadline.js';
 import { DmsError, errorText } from '../runtime/errors.js';
 import { describeIssues } from '../runtime/issues.js';
 import type { Logger } from '../runtime/log.js';
@@ -66,21 +67,10 @@ export interface Reserved {
 const refused = (spec: string, problem: string) => new DmsError('invalid', `plugins.modules: '${spec}' ${problem}`);
 
 /**
- * `work`, or a refusal once `ms` have passed without it settling. A module whose top-level await
- * never settles, or a start hook that never does, left the node starting for ever, healthy
- * never, saying nothing; with nothing else to wait on, Node exited 13 without a word.
+ * A plugin's load or start that never settles may be all the process waits on: its bound keeps
+ * the process up, so the node refuses it by name instead of Node exiting 13 without a word.
  */
-async function settledWithin<T>(work: Promise<T>, ms: number, onTimeout: () => DmsError): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(onTimeout()), ms);
-  });
-  try {
-    return await Promise.race([work, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+const KEEP_ALIVE = { unref: false };
 
 const tooSlow = (ms: number) => `within ${ms / 1000} s (plugins.load_timeout_s)`;
 
@@ -100,7 +90,9 @@ export async function loadPlugins(
     let mod: { default?: unknown };
     let late: DmsError | undefined;
     try {
-      mod = (await settledWithin(importModule(target), timeoutMs, () => (late = refused(spec, `did not load ${tooSlow(timeoutMs)}`)))) as { default?: unknown };
+      mod = (await settledWithin(importModule(target), timeoutMs, () => {
+        throw (late = refused(spec, `did not load ${tooSlow(timeoutMs)}`));
+      }, KEEP_ALIVE)) as { default?: unknown };
     } catch (e) {
       if (e === late) throw e;
       throw new DmsError('invalid', `plugins.modules: cannot load '${spec}' (${(e as Error).message})`);
@@ -228,7 +220,10 @@ export const pluginActor = ({ spec, plugin, config, timeoutMs }: LoadedPlugin): 
             await settledWithin(
               plugin.start ? guarded(() => Promise.resolve(plugin.start!(ctx))) : Promise.resolve(),
               timeoutMs,
-              () => (late = refused(spec, `(plugin ${plugin.name}) did not start ${tooSlow(timeoutMs)}`)),
+              () => {
+                throw (late = refused(spec, `(plugin ${plugin.name}) did not start ${tooSlow(timeoutMs)}`));
+              },
+              KEEP_ALIVE,
             );
           } catch (e) {
             guard.uninstall();

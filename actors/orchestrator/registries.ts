@@ -15,6 +15,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP, isIPv4 } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
+import { settledWithin } from '../../runtime/deadline.js';
 
 type Address = ipaddr.IPv4 | ipaddr.IPv6;
 
@@ -141,12 +142,7 @@ export async function refusedRegistryResolved(image: string, allowed: readonly s
   if (literal !== null) return literal;
   const registry = registryOf(image, allowed);
   if (!registry || isIP(registry.host) !== 0 || numericIPv4(registry.host) !== null) return null;
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<null>((resolveTimeout) => {
-    timer = setTimeout(() => resolveTimeout(null), LOOKUP_MS);
-    timer.unref();
-  });
-  const addresses = await Promise.race([resolve(registry.host).catch(() => null), timeout]).finally(() => clearTimeout(timer));
+  const addresses = await settledWithin(resolve(registry.host).catch(() => null), LOOKUP_MS, () => null);
   for (const { address } of addresses ?? []) {
     const why = addressReason(address);
     if (why !== null) return refusal(registry.domain, `resolves to ${why}, ${NON_PUBLIC}`);

@@ -6,6 +6,7 @@
  * node has one ping of it in flight. The shared ping lasts as long as its longest-waiting caller
  * asked; each caller still gives up at its own bound.
  */
+import { settledWithin } from '../deadline.js';
 import { DmsError } from '../errors.js';
 
 interface SharedPing {
@@ -27,17 +28,13 @@ export class SharedPings {
     if (shared) shared.until = Math.max(shared.until, until);
     else shared = this.start(peer, until);
     const timedOut = () => new DmsError('timeout', `the ping was aborted due to timeout after ${timeoutMs} ms`);
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(timedOut()), timeoutMs);
-    });
     try {
-      return await Promise.race([shared.result, expired]);
+      return await settledWithin(shared.result, timeoutMs, () => {
+        throw timedOut();
+      });
     } catch (e) {
       // The shared ping ends at the last caller's bound, which may be this one's.
       throw Date.now() >= until ? timedOut() : e;
-    } finally {
-      clearTimeout(timer);
     }
   }
 
