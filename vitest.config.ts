@@ -31,6 +31,7 @@ const UNIT = [
   'test/outputs/manifest.test.ts',
   'test/outputs/cli-files.test.ts',
   'test/outputs/retention.test.ts',
+  'test/outputs/shared-blocks.test.ts',
   'test/cli/help.test.ts',
   'test/cli/operator-help.test.ts',
   'test/cli/ids.test.ts',
