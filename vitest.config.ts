@@ -56,6 +56,7 @@ const NODE = [
   'test/unit/discovery-peers.test.ts',
   ...testsIn('test/executors'),
   'test/outputs/block-exchange.test.ts',
+  'test/outputs/slow-holder.test.ts',
   'test/outputs/outputs-local.test.ts',
   'test/outputs/executor-outputs.test.ts',
   'test/outputs/storage-share.test.ts',

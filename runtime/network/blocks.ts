@@ -8,7 +8,9 @@
  * Blocks are public by CID: any node may ask for any block held here. What arrives is a
  * stranger's until checked: a block not asked for, one already answered, or anything after
  * the last answer ends the exchange; a block whose bytes do not hash to its CID is dropped.
- * Either way the sender is noted, and one noted MAX_STRIKES times is not asked again.
+ * Either way the sender is noted, and one noted MAX_STRIKES times is not asked again. A holder
+ * whose exchange brings no answer for the stall time is given up for the next one and asked
+ * last for a while (SLOW_FOR_MS).
  */
 import type { Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
@@ -35,6 +37,18 @@ export const MAX_STRIKES = 3;
  * the ratio nearer the raw stream's, and at most 64 MiB of blocks in flight.
  */
 export const DEFAULT_IN_FLIGHT = 256;
+/**
+ * How long an exchange may bring no answer (a block, or "not here") by default
+ * (`blocks.exchange_stall_ms`): a holder that answers each exchange just within the exchange's
+ * timeout (60 s) otherwise holds a fetch a minute per exchange while another node has the
+ * blocks. Ample for one block of 1 MiB at 100 KB/s.
+ */
+export const DEFAULT_STALL_MS = 10_000;
+/**
+ * How long a holder that stalled an exchange is asked after the others. Not ended by an exchange
+ * it completes: one that alternates would cost every other fetch a stall.
+ */
+const SLOW_FOR_MS = 10 * 60_000;
 /** Exchanges with one peer at once within one fetch. */
 const PARALLEL = 4;
 /** Most blocks of a DAG's level asked for before the bytes fetched are held to a bound: all in flight at once (PARALLEL × 256). */
@@ -61,6 +75,8 @@ export interface BlockExchangeOptions {
   maxInboundStreams?: number;
   /** How long one exchange may take before it is given up. */
   timeoutMs?: number;
+  /** How long an exchange may bring no answer before it is given up and its holder asked last (DEFAULT_STALL_MS). */
+  stallMs?: number;
   log?: Logger;
 }
 
@@ -88,8 +104,11 @@ async function sendFrame(stream: Stream, head: Uint8Array, body: Uint8Array): Pr
 export class BlockExchange {
   readonly stats: BlockStats = { fetched: 0, served: 0, rejected: 0, found: 0 };
   private readonly strikes = new Map<string, number>();
+  /** Holders that let an exchange stall, and until when they are asked after the others. */
+  private readonly slow = new Map<string, number>();
   private readonly inFlight: number;
   private readonly timeoutMs: number;
+  private readonly stallMs: number;
 
   constructor(
     private readonly node: DmsLibp2p,
@@ -98,6 +117,7 @@ export class BlockExchange {
   ) {
     this.inFlight = Math.min(MAX_WANT, opts.inFlight ?? DEFAULT_IN_FLIGHT);
     this.timeoutMs = opts.timeoutMs ?? 60_000;
+    this.stallMs = Math.min(this.timeoutMs, opts.stallMs ?? DEFAULT_STALL_MS);
   }
 
   async start(): Promise<void> {
@@ -111,6 +131,20 @@ export class BlockExchange {
   /** How often `peer` sent a wrong or unasked block. */
   strikesOf(peer: string): number {
     return this.strikes.get(peer) ?? 0;
+  }
+
+  /** Whether `peer` let an exchange stall lately: it is asked after the others. */
+  isSlow(peer: string): boolean {
+    const until = this.slow.get(peer);
+    if (until !== undefined && until <= Date.now()) this.slow.delete(peer);
+    return until !== undefined && until > Date.now();
+  }
+
+  private noteSlow(peer: string): void {
+    const now = Date.now();
+    for (const [p, until] of this.slow) if (until <= now) this.slow.delete(p);
+    this.slow.set(peer, now + SLOW_FOR_MS);
+    this.opts.log?.warn({ peer, stallMs: this.stallMs }, 'block exchange: holder stalled, asked last for a while');
   }
 
   private note(peer: string, why: string): void {
@@ -173,18 +207,31 @@ export class BlockExchange {
   async ask(peer: string, cids: readonly CID[], signal?: AbortSignal): Promise<CID[]> {
     if (cids.length > MAX_WANT) throw new DmsError('invalid', `at most ${MAX_WANT} blocks per want-list`);
     const timeout = AbortSignal.timeout(this.timeoutMs);
-    const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
-    const stream = await this.node.dialProtocol(peerIdFromString(peer), BLOCKS_PROTOCOL, { signal: abort });
+    // Restarted by every answer: bytes alone are no progress, or a holder trickling one frame
+    // would hold the exchange to its timeout.
+    const stalled = new AbortController();
+    let stall: NodeJS.Timeout | undefined;
+    const progress = () => {
+      clearTimeout(stall);
+      stall = setTimeout(() => stalled.abort(new DmsError('timeout', `peer ${peer} sent no answer for ${this.stallMs} ms`)), this.stallMs);
+    };
+    const abort = AbortSignal.any([...(signal ? [signal] : []), timeout, stalled.signal]);
     const waiting = new Map(cids.map((c) => [c.toString(), c]));
     const missing: CID[] = [];
     const checks: Promise<void>[] = [];
     const decoder = frameDecoder(MAX_BLOCK_BYTES + 128);
-    const onAbort = () => stream.abort(new DmsError('unavailable', `block exchange with ${peer} aborted`));
+    let stream: Stream | undefined;
+    const onAbort = () => stream?.abort(stalled.signal.aborted ? (stalled.signal.reason as Error) : new DmsError('unavailable', `block exchange with ${peer} aborted`));
     abort.addEventListener('abort', onAbort, { once: true });
     try {
+      stream = await this.node.dialProtocol(peerIdFromString(peer), BLOCKS_PROTOCOL, { signal: abort });
+      // Aborted as the dial resolved: onAbort found no stream to end.
+      abort.throwIfAborted();
+      progress();
       await send(stream, frame(Buffer.from(JSON.stringify({ want: cids.map(String) }))));
       for await (const chunk of stream) {
         for (const f of decoder.decode(chunk)) {
+          progress();
           if (waiting.size === 0) {
             this.note(peer, 'sent more than it was asked for');
             throw new DmsError('invalid', `peer ${peer} sent blocks past its last answer`);
@@ -227,10 +274,15 @@ export class BlockExchange {
       await stream.close({ signal: abort });
       return missing;
     } catch (e) {
-      stream.abort(e instanceof Error ? e : new Error(errorText(e)));
+      stream?.abort(e instanceof Error ? e : new Error(errorText(e)));
       await Promise.allSettled(checks);
+      if (stalled.signal.aborted && !signal?.aborted) {
+        this.noteSlow(peer);
+        throw stalled.signal.reason;
+      }
       throw e;
     } finally {
+      clearTimeout(stall);
       abort.removeEventListener('abort', onAbort);
     }
   }
@@ -338,7 +390,9 @@ export class BlockExchange {
   private async fetchAll(cids: CID[], peers: readonly string[], signal?: AbortSignal): Promise<void> {
     let left = cids;
     const errors: string[] = [];
-    for (const peer of peers) {
+    // In the order given, those that stalled an exchange last.
+    const order = [...peers.filter((p) => !this.isSlow(p)), ...peers.filter((p) => this.isSlow(p))];
+    for (const peer of order) {
       if (left.length === 0) return;
       if (this.strikesOf(peer) >= MAX_STRIKES) {
         errors.push(`${peer} is not asked (it sent ${this.strikesOf(peer)} bad blocks)`);
@@ -352,13 +406,23 @@ export class BlockExchange {
         const lists: CID[][] = [];
         for (let i = 0; i < left.length; i += per) lists.push(left.slice(i, i + per));
         let next = 0;
+        // One exchange failing ends the others with this peer: what is left is asked of the next.
+        const round = new AbortController();
+        const bound = signal ? AbortSignal.any([signal, round.signal]) : round.signal;
         const worker = async () => {
           while (next < lists.length) {
-            signal?.throwIfAborted();
-            stillMissing.push(...(await this.ask(peer, lists[next++], signal)));
+            bound.throwIfAborted();
+            stillMissing.push(...(await this.ask(peer, lists[next++], bound)));
           }
         };
-        await Promise.all(Array.from({ length: Math.min(PARALLEL, this.inFlight, lists.length) }, worker));
+        const workers = Array.from({ length: Math.min(PARALLEL, this.inFlight, lists.length) }, worker);
+        try {
+          await Promise.all(workers);
+        } catch (e) {
+          round.abort(e);
+          await Promise.allSettled(workers);
+          throw e;
+        }
         left = stillMissing;
       } catch (e) {
         if (signal?.aborted) throw e;
