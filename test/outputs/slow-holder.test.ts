@@ -13,18 +13,12 @@ import { encodeBytesFrame as frame } from '../../runtime/network/frames.js';
 import type { BlockStore } from '../../runtime/blocks/store.js';
 import { fileContent, importFile, rootEntry } from '../../runtime/blocks/unixfs.js';
 import { BlockHosts } from '../helpers/block-hosts.js';
+import { within } from '../helpers/network.js';
 
 const hosts = new BlockHosts();
 afterAll(() => hosts.stop());
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Resolves with `p`'s value, or rejects naming `what` once `ms` passed without it. */
-function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not done within ${ms} ms`)), ms)));
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
-}
 
 /** Answers each CID asked with its block from `store`, waiting `first` ms before the first answer and `gap` ms before each next one. */
 function answering(store: BlockStore, first: number, gap: number, asked: { exchanges: number }) {
