@@ -57,6 +57,7 @@ const NODE = [
   ...testsIn('test/executors'),
   'test/outputs/block-exchange.test.ts',
   'test/outputs/slow-holder.test.ts',
+  'test/outputs/serve-bound.test.ts',
   'test/outputs/outputs-local.test.ts',
   'test/outputs/executor-outputs.test.ts',
   'test/outputs/storage-share.test.ts',

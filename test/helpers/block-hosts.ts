@@ -24,7 +24,8 @@ export class BlockHosts {
   private readonly transports: Libp2pTransport[] = [];
   private readonly dirs: string[] = [];
 
-  private async host(): Promise<Libp2pTransport> {
+  /** A bare host: no block protocol of its own. */
+  async host(): Promise<Libp2pTransport> {
     const t = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
     this.transports.push(t);
     return t;
