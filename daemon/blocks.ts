@@ -40,7 +40,7 @@ export async function startBlocks(system: ActorSystem, config: Config, home: str
   const data = homePaths(home).data;
   const store = new BlockStore(join(data, 'blocks'));
   await store.open();
-  const exchange = transport ? new BlockExchange(transport.node, store, { inFlight: config.blocks.fetch_in_flight, log }) : undefined;
+  const exchange = transport ? new BlockExchange(transport.node, store, { inFlight: config.blocks.fetch_in_flight, stallMs: config.blocks.exchange_stall_ms, serveBufferBytes: config.blocks.serve_buffer_bytes, log }) : undefined;
   await exchange?.start();
   if (exchange) {
     system.metrics?.gauge('dms_blocks', 'Blocks moved over /dms/blocks/1.0.0 since the node started: fetched (checked and stored), served, rejected (wrong or unasked); found: holders the DHT named', ['direction'], (set) => {

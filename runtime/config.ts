@@ -352,6 +352,18 @@ export const ConfigSchema = z
         max_input_bytes: positiveInt.default(1024 * 1024 * 1024),
         /** Blocks in flight from one node (at most 256), in 4 exchanges at once: enough to fill the link, bounded so a fetch holds at most this many blocks (256 KiB each) at once. */
         fetch_in_flight: z.number().int().min(1).max(256).default(256),
+        /**
+         * How long an exchange of a fetch may bring no block (nor "not here") before its holder is
+         * given up for the next one and asked last for a while: a holder answering each exchange
+         * just within its minute held a fetch for ever while another node had the blocks.
+         */
+        exchange_stall_ms: z.number().int().min(1_000).max(60_000).default(10_000),
+        /**
+         * Bytes of blocks this node holds for the fetches it serves, read from disk or sent and not
+         * yet taken by the asker, over all of them: askers that never read held up to 64 MiB per
+         * connection, for any number of connections. At least two blocks (2 MiB).
+         */
+        serve_buffer_bytes: z.number().int().min(2 * 1024 * 1024).default(64 * 1024 * 1024),
         /** Bytes of blocks held before unpinned ones no recent result needs are deleted, oldest first; 0: no bound. The node's disk is the operator's. */
         max_blocks_bytes: z.number().int().nonnegative().default(0),
         /** How long the outputs named by a job's result manifest are kept whatever the bound: a requester has this long to fetch them. */

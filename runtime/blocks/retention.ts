@@ -2,9 +2,10 @@
  * Retention of blocks (README "Job outputs"): when the block store holds more than its bound,
  * the blocks no kept root reaches are deleted, oldest first, until it is under the bound again.
  * Kept: the DAGs under pinned CIDs and under every CID a result manifest younger than its
- * retention names (what a requester may still fetch), and the blocks an import under way wrote
- * (BlockStore.importing), whose root does not exist yet. A block being fetched meanwhile is at
- * worst fetched again: blocks are files written whole (write-then-rename).
+ * retention names (what a requester may still fetch), and the blocks an import under way put
+ * (BlockStore.importing), whose root does not exist yet: those it wrote and those held before
+ * that it names again. A block being fetched meanwhile is at worst fetched again: blocks are
+ * files written whole (write-then-rename).
  */
 import * as dagPb from '@ipld/dag-pb';
 import type { CID } from 'multiformats/cid';
@@ -40,7 +41,7 @@ export async function collectGarbage(store: BlockStore, maxBytes: number, roots:
   let deleted = 0;
   if (before <= maxBytes) return { before, after, deleted };
   const kept = await reachable(store, roots);
-  // An import under way (an upload, an output) has no root yet to keep its blocks: they are its own.
+  // An import under way (an upload, an output) has no root yet to keep its blocks; store.remove looks again as it deletes.
   for (const f of files.filter((f) => !kept.has(f.path) && !store.importingNow(f.path)).sort((a, b) => a.mtimeMs - b.mtimeMs)) {
     if (after <= maxBytes) break;
     if (await store.remove(f)) {

@@ -36,12 +36,18 @@ export interface BlockFile {
 class CountingBlockstore extends FsBlockstore {
   private readonly made = new Set<string>();
   /** Block files being written now: a second put of one waits for the first, then finds it held. */
-  private readonly writing = new Map<string, Promise<number>>();
+  private readonly writing = new Map<string, Promise<number | undefined>>();
   /**
-   * Block files an import still under way wrote, by the import (ImportSession): deleted if it
-   * does not complete, unless another put, look-up or read came to need them meanwhile.
+   * Block files an import wrote (ImportSession) that no completed import, fetch, look-up or read
+   * has needed since: deleted once every import under way that put them has failed.
    */
-  readonly provisional = new Map<string, symbol>();
+  private readonly provisional = new Set<string>();
+  /**
+   * The imports under way that put each block file, whether they wrote it or found it held: two
+   * uploads of one file write the same blocks, and one that fails may not delete what the other
+   * will name, nor may retention take a block held long ago that an import under way now names.
+   */
+  private readonly sharers = new Map<string, Set<symbol>>();
   /** Block files being deleted (drop): not held. */
   private readonly deleting = new Set<string>();
 
@@ -67,11 +73,11 @@ class CountingBlockstore extends FsBlockstore {
    * first. Creating a file costs the file system most (bench:outputs: ~0.3 ms an open under
    * load), so the writes stay on the thread pool, beside the event loop.
    */
-  async putChunks(key: CID, chunks: readonly Uint8Array[], owner?: symbol): Promise<void> {
+  async putChunks(key: CID, chunks: readonly Uint8Array[], byImport = false): Promise<void> {
     const file = this.fileOf(key);
-    for (let pending = this.writing.get(file); pending; pending = this.writing.get(file)) await pending.catch(() => 0);
+    for (let pending = this.writing.get(file); pending; pending = this.writing.get(file)) await pending.catch(() => undefined);
     if (existsSync(file)) {
-      this.needed(file, owner);
+      if (!byImport) this.needed(file);
       return;
     }
     const write = this.write(file, chunks);
@@ -81,19 +87,20 @@ class CountingBlockstore extends FsBlockstore {
     } finally {
       if (this.writing.get(file) === write) this.writing.delete(file);
     }
-    if (owner) this.provisional.set(file, owner);
+    if (byImport) this.provisional.add(file);
   }
 
   /**
-   * Deletes a block file an import wrote and nobody else needed; resolves with its bytes (0 when
-   * it was gone). While it goes, a put of the block waits and writes it again, and it is not held.
+   * Deletes a block file; resolves with its bytes (undefined when it was gone). While it goes, a
+   * put of the block waits and writes it again, and it is not held: a put that found the file
+   * just before the unlink would have taken a block that was about to go for held.
    */
-  drop(file: string): Promise<number> {
+  drop(file: string): Promise<number | undefined> {
     const gone = (async () => {
       const { size } = await stat(file);
       await unlink(file);
       return size;
-    })().catch(() => 0);
+    })().catch(() => undefined);
     this.deleting.add(file);
     const done = gone.finally(() => {
       this.deleting.delete(file);
@@ -103,10 +110,30 @@ class CountingBlockstore extends FsBlockstore {
     return done;
   }
 
-  /** A held block someone other than the import that wrote it needs: it is no longer that import's to delete. */
-  private needed(file: string, by?: symbol): void {
-    const owner = this.provisional.get(file);
-    if (owner !== undefined && owner !== by) this.provisional.delete(file);
+  /** A held block something other than an import under way needs: no failed import deletes it. */
+  needed(file: string): void {
+    this.provisional.delete(file);
+  }
+
+  /** An import under way puts this block: before it waits for any write, so no discard or collection takes the block meanwhile. */
+  share(file: string, by: symbol): void {
+    const sessions = this.sharers.get(file);
+    if (sessions) sessions.add(by);
+    else this.sharers.set(file, new Set([by]));
+  }
+
+  /** An import under way no longer puts this block; true when it was an import's own and no import under way needs it now. */
+  unshare(file: string, by: symbol): boolean {
+    const sessions = this.sharers.get(file);
+    sessions?.delete(by);
+    if (sessions?.size) return false;
+    this.sharers.delete(file);
+    return this.provisional.has(file);
+  }
+
+  /** Whether an import under way put this block file. */
+  shared(file: string): boolean {
+    return this.sharers.has(file);
   }
 
   private async write(file: string, chunks: readonly Uint8Array[]): Promise<number> {
@@ -212,45 +239,52 @@ export class BlockStore {
   /**
    * A store for one import of content from outside (an upload): `keep()` once it completed;
    * `discard()` when it did not deletes the blocks it wrote that nothing else came to need
-   * meanwhile. Its blocks counted against the storage share for good: an upload cut at what is
-   * free (413), refused or dropped by its client left what it had written, which no pin or
-   * manifest names, so only retention (off by default) would ever delete it, and a few such
-   * uploads kept the share full.
+   * meanwhile, nor another import under way put too (that one deletes them if it fails as well).
+   * Its blocks counted against the storage share for good: an upload cut at what is free (413),
+   * refused or dropped by its client left what it had written, which no pin or manifest names,
+   * so only retention (off by default) would ever delete it, and a few such uploads kept the
+   * share full.
    */
   importing(): ImportSession {
-    const owner = Symbol('import');
+    const session = Symbol('import');
     const fs = this.fs;
-    const written: string[] = [];
+    const put = new Set<string>();
     // Writes the importer still has under way when the import fails: waited for before deleting.
     const inFlight = new Set<Promise<void>>();
     let discarded = false;
-    const forget = () => {
-      for (const file of written) if (fs.provisional.get(file) === owner) fs.provisional.delete(file);
-    };
     return {
       store: {
         put: async (key: CID, val: Uint8Array) => {
           if (discarded) throw new DmsError('conflict', 'the import was given up');
-          const put = fs.putChunks(key, [val], owner).then(() => {
-            if (fs.provisional.get(fs.fileOf(key)) === owner) written.push(fs.fileOf(key));
-          });
-          inFlight.add(put);
+          const file = fs.fileOf(key);
+          if (!put.has(file)) {
+            put.add(file);
+            fs.share(file, session);
+          }
+          const write = fs.putChunks(key, [val], true);
+          inFlight.add(write);
           try {
-            await put;
+            await write;
           } finally {
-            inFlight.delete(put);
+            inFlight.delete(write);
           }
           return key;
         },
       },
-      keep: forget,
+      keep: () => {
+        for (const file of put) {
+          fs.unshare(file, session);
+          // A completed import names it: no other import's failure deletes it.
+          fs.needed(file);
+        }
+      },
       discard: async () => {
         discarded = true;
         await Promise.allSettled([...inFlight]);
-        for (const file of written) {
-          if (fs.provisional.get(file) !== owner) continue;
-          fs.provisional.delete(file);
-          this.held = Math.max(0, this.held - (await fs.drop(file)));
+        for (const file of put) {
+          if (!fs.unshare(file, session)) continue;
+          fs.needed(file);
+          this.held = Math.max(0, this.held - ((await fs.drop(file)) ?? 0));
         }
       },
     };
@@ -273,19 +307,20 @@ export class BlockStore {
     }
   }
 
-  /** Whether an import under way wrote this block file and nobody else has needed it yet (retention leaves it). */
+  /** Whether an import under way put this block file, written by it or held before (retention leaves it). */
   importingNow(file: string): boolean {
-    return this.fs.provisional.has(file);
+    return this.fs.shared(file);
   }
 
-  /** Deletes a block file (retention); false when it was gone already. */
+  /**
+   * Deletes a block file (retention); false when it was gone already, or an import under way
+   * came to put it since retention listed it.
+   */
   async remove(file: BlockFile): Promise<boolean> {
-    try {
-      await unlink(file.path);
-    } catch {
-      return false;
-    }
-    this.held = Math.max(0, this.held - file.size);
+    if (this.importingNow(file.path)) return false;
+    const size = await this.fs.drop(file.path);
+    if (size === undefined) return false;
+    this.held = Math.max(0, this.held - size);
     return true;
   }
 

@@ -8,9 +8,11 @@
  * Blocks are public by CID: any node may ask for any block held here. What arrives is a
  * stranger's until checked: a block not asked for, one already answered, or anything after
  * the last answer ends the exchange; a block whose bytes do not hash to its CID is dropped.
- * Either way the sender is noted, and one noted MAX_STRIKES times is not asked again.
+ * Either way the sender is noted, and one noted MAX_STRIKES times is not asked again. A holder
+ * whose exchange brings no answer for the stall time is given up for the next one and asked
+ * last for a while (SLOW_FOR_MS).
  */
-import type { Stream } from '@libp2p/interface';
+import type { Connection, Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
 import * as dagPb from '@ipld/dag-pb';
 import { CID } from 'multiformats/cid';
@@ -20,6 +22,7 @@ import { cidProblem, DAG_PB_CODEC } from '../blocks/cid.js';
 import { MAX_BLOCK_BYTES, type BlockStore } from '../blocks/store.js';
 import { encodeBytesFrame as frame, encodeFrameStart, frameDecoder } from './frames.js';
 import type { DmsLibp2p } from './host.js';
+import { ExchangeHold, ServeBudget } from './serve-budget.js';
 
 export const BLOCKS_PROTOCOL = '/dms/blocks/1.0.0';
 /** Most CIDs one want-list names: the blocks one exchange may have in flight. */
@@ -35,6 +38,18 @@ export const MAX_STRIKES = 3;
  * the ratio nearer the raw stream's, and at most 64 MiB of blocks in flight.
  */
 export const DEFAULT_IN_FLIGHT = 256;
+/**
+ * How long an exchange may bring no answer (a block, or "not here") by default
+ * (`blocks.exchange_stall_ms`): a holder that answers each exchange just within the exchange's
+ * timeout (60 s) otherwise holds a fetch a minute per exchange while another node has the
+ * blocks. Ample for one block of 1 MiB at 100 KB/s.
+ */
+export const DEFAULT_STALL_MS = 10_000;
+/**
+ * How long a holder that stalled an exchange is asked after the others. Not ended by an exchange
+ * it completes: one that alternates would cost every other fetch a stall.
+ */
+const SLOW_FOR_MS = 10 * 60_000;
 /** Exchanges with one peer at once within one fetch. */
 const PARALLEL = 4;
 /** Most blocks of a DAG's level asked for before the bytes fetched are held to a bound: all in flight at once (PARALLEL × 256). */
@@ -44,6 +59,12 @@ const MAX_SLICE = 1024;
  * sending (encryption, the muxer's window), which otherwise waited for each read in turn.
  */
 const READ_AHEAD = 8;
+/**
+ * Bytes of blocks the server holds read and unsent over all it serves, by default
+ * (`blocks.serve_buffer_bytes`; ServeBudget): an honest fetch at full speed holds about 9 MiB
+ * of 256 KiB blocks (4 exchanges, 8 blocks read ahead each, and the one being sent).
+ */
+export const DEFAULT_SERVE_BUFFER = 64 * 1024 * 1024;
 /** Most holders of a DAG the DHT is asked for, and how long that may take. */
 const MAX_PROVIDERS = 8;
 const FIND_PROVIDERS_MS = 5_000;
@@ -59,8 +80,12 @@ export interface BlockExchangeOptions {
   inFlight?: number;
   /** Exchanges this node serves at once per connection. */
   maxInboundStreams?: number;
+  /** Bytes of blocks held read and unsent over every exchange served (DEFAULT_SERVE_BUFFER; at least two blocks). */
+  serveBufferBytes?: number;
   /** How long one exchange may take before it is given up. */
   timeoutMs?: number;
+  /** How long an exchange may bring no answer before it is given up and its holder asked last (DEFAULT_STALL_MS). */
+  stallMs?: number;
   log?: Logger;
 }
 
@@ -79,17 +104,27 @@ async function send(stream: Stream, data: Uint8Array): Promise<void> {
   if (!stream.send(data)) await stream.onDrain();
 }
 
-/** One frame of `head ‖ body`, the body written as it is: no copy of a block into its frame. */
-async function sendFrame(stream: Stream, head: Uint8Array, body: Uint8Array): Promise<void> {
+/**
+ * One frame of `head ‖ body`, the body written as it is: no copy of a block into its frame.
+ * `queued` is told once the stream has the body, before waiting for it to drain.
+ */
+async function sendFrame(stream: Stream, head: Uint8Array, body: Uint8Array, queued: () => void): Promise<void> {
   if (!stream.send(encodeFrameStart(head, body.byteLength))) await stream.onDrain();
-  if (!stream.send(body)) await stream.onDrain();
+  const more = stream.send(body);
+  queued();
+  if (!more) await stream.onDrain();
 }
 
 export class BlockExchange {
   readonly stats: BlockStats = { fetched: 0, served: 0, rejected: 0, found: 0 };
+  /** What the exchanges served here hold of blocks read and unsent, over all of them. */
+  readonly serving: ServeBudget;
   private readonly strikes = new Map<string, number>();
+  /** Holders that let an exchange stall, and until when they are asked after the others. */
+  private readonly slow = new Map<string, number>();
   private readonly inFlight: number;
   private readonly timeoutMs: number;
+  private readonly stallMs: number;
 
   constructor(
     private readonly node: DmsLibp2p,
@@ -98,10 +133,12 @@ export class BlockExchange {
   ) {
     this.inFlight = Math.min(MAX_WANT, opts.inFlight ?? DEFAULT_IN_FLIGHT);
     this.timeoutMs = opts.timeoutMs ?? 60_000;
+    this.stallMs = Math.min(this.timeoutMs, opts.stallMs ?? DEFAULT_STALL_MS);
+    this.serving = new ServeBudget(Math.max(2 * MAX_BLOCK_BYTES, opts.serveBufferBytes ?? DEFAULT_SERVE_BUFFER));
   }
 
   async start(): Promise<void> {
-    await this.node.handle(BLOCKS_PROTOCOL, (stream) => void this.serve(stream), { maxInboundStreams: this.opts.maxInboundStreams ?? 8 });
+    await this.node.handle(BLOCKS_PROTOCOL, (stream, connection) => void this.serve(stream, connection), { maxInboundStreams: this.opts.maxInboundStreams ?? 8 });
   }
 
   async stop(): Promise<void> {
@@ -113,6 +150,20 @@ export class BlockExchange {
     return this.strikes.get(peer) ?? 0;
   }
 
+  /** Whether `peer` let an exchange stall lately: it is asked after the others. */
+  isSlow(peer: string): boolean {
+    const until = this.slow.get(peer);
+    if (until !== undefined && until <= Date.now()) this.slow.delete(peer);
+    return until !== undefined && until > Date.now();
+  }
+
+  private noteSlow(peer: string): void {
+    const now = Date.now();
+    for (const [p, until] of this.slow) if (until <= now) this.slow.delete(p);
+    this.slow.set(peer, now + SLOW_FOR_MS);
+    this.opts.log?.warn({ peer, stallMs: this.stallMs }, 'block exchange: holder stalled, asked last for a while');
+  }
+
   private note(peer: string, why: string): void {
     this.stats.rejected++;
     this.strikes.set(peer, this.strikesOf(peer) + 1);
@@ -120,8 +171,20 @@ export class BlockExchange {
   }
 
   /** Answers one want-list; a malformed one ends the stream. */
-  private async serve(stream: Stream): Promise<void> {
+  private async serve(stream: Stream, connection: Connection): Promise<void> {
     const decoder = frameDecoder(MAX_WANT_FRAME);
+    // Room for each block is taken before it is read, as large as a block may be.
+    const hold = new ExchangeHold(this.serving, connection.remotePeer.toString(), MAX_BLOCK_BYTES);
+    // A wait for room ends with the stream (timed out, reset by the asker).
+    const gone = new AbortController();
+    const onClose = () => gone.abort(new DmsError('unavailable', 'block exchange closed'));
+    // What the asker took of the blocks sent is no longer held here. A drain is looked at once
+    // the stream has sent what the new window allows, which it does a microtask later.
+    const onFlushed = () => hold.flushed(stream.writeBufferLength);
+    const onDrained = () => queueMicrotask(onFlushed);
+    stream.addEventListener('close', onClose);
+    stream.addEventListener('drain', onDrained);
+    stream.addEventListener('idle', onFlushed);
     // An asker that never sends its want-list, or never reads the answers, does not hold a slot for ever.
     const timer = setTimeout(() => stream.abort(new DmsError('timeout', `block exchange not over within ${this.timeoutMs} ms`)), this.timeoutMs);
     try {
@@ -143,15 +206,33 @@ export class BlockExchange {
         if (cidProblem(cid)) throw new DmsError('invalid', `want-list: ${text}: ${cidProblem(cid)}`);
         return cid;
       });
-      const reads: Promise<Uint8Array | null>[] = [];
-      const read = (i: number) => (reads[i] ??= this.store.get(cids[i]).catch((e: unknown) => (e instanceof DmsError && e.kind === 'not_found' ? null : Promise.reject(e))));
+      const reads: (Promise<Uint8Array | null> | undefined)[] = [];
+      // Only once its room is taken.
+      const read = (i: number) => {
+        const block = this.store.get(cids[i]).then(
+          (b) => (hold.read(b.byteLength), b),
+          (e: unknown) => {
+            hold.read(0);
+            if (e instanceof DmsError && e.kind === 'not_found') return null;
+            throw e;
+          },
+        );
+        // A read ahead that failed is seen when its turn comes.
+        block.catch(() => undefined);
+        reads[i] = block;
+      };
       for (let i = 0; i < cids.length; i++) {
-        for (let j = i; j < Math.min(cids.length, i + READ_AHEAD); j++) void read(j).catch(() => undefined);
-        const block = await read(i);
-        reads[i] = Promise.resolve(null); // its bytes are not kept once sent
+        if (!reads[i]) {
+          await hold.reserve(gone.signal);
+          read(i);
+        }
+        // Ahead while there is room now, in order: a block not read ahead is waited for in its turn.
+        for (let j = i + 1; j < Math.min(cids.length, i + READ_AHEAD) && (reads[j] || hold.tryReserve()); j++) if (!reads[j]) read(j);
+        const block = await reads[i]!;
+        reads[i] = undefined; // its bytes are not kept once sent
         if (block) {
           // The header and the block go as they are: no copy of the block into one frame.
-          await sendFrame(stream, Buffer.concat([Uint8Array.of(HAVE), cids[i].bytes]), block);
+          await sendFrame(stream, Buffer.concat([Uint8Array.of(HAVE), cids[i].bytes]), block, () => hold.sent(block.byteLength, stream.writeBufferLength));
           this.stats.served++;
         } else {
           await send(stream, frame(Uint8Array.of(DONT_HAVE), cids[i].bytes));
@@ -162,6 +243,10 @@ export class BlockExchange {
       stream.abort(e instanceof Error ? e : new Error(errorText(e)));
     } finally {
       clearTimeout(timer);
+      hold.end();
+      stream.removeEventListener('close', onClose);
+      stream.removeEventListener('drain', onDrained);
+      stream.removeEventListener('idle', onFlushed);
     }
   }
 
@@ -173,18 +258,31 @@ export class BlockExchange {
   async ask(peer: string, cids: readonly CID[], signal?: AbortSignal): Promise<CID[]> {
     if (cids.length > MAX_WANT) throw new DmsError('invalid', `at most ${MAX_WANT} blocks per want-list`);
     const timeout = AbortSignal.timeout(this.timeoutMs);
-    const abort = signal ? AbortSignal.any([signal, timeout]) : timeout;
-    const stream = await this.node.dialProtocol(peerIdFromString(peer), BLOCKS_PROTOCOL, { signal: abort });
+    // Restarted by every answer: bytes alone are no progress, or a holder trickling one frame
+    // would hold the exchange to its timeout.
+    const stalled = new AbortController();
+    let stall: NodeJS.Timeout | undefined;
+    const progress = () => {
+      clearTimeout(stall);
+      stall = setTimeout(() => stalled.abort(new DmsError('timeout', `peer ${peer} sent no answer for ${this.stallMs} ms`)), this.stallMs);
+    };
+    const abort = AbortSignal.any([...(signal ? [signal] : []), timeout, stalled.signal]);
     const waiting = new Map(cids.map((c) => [c.toString(), c]));
     const missing: CID[] = [];
     const checks: Promise<void>[] = [];
     const decoder = frameDecoder(MAX_BLOCK_BYTES + 128);
-    const onAbort = () => stream.abort(new DmsError('unavailable', `block exchange with ${peer} aborted`));
+    let stream: Stream | undefined;
+    const onAbort = () => stream?.abort(stalled.signal.aborted ? (stalled.signal.reason as Error) : new DmsError('unavailable', `block exchange with ${peer} aborted`));
     abort.addEventListener('abort', onAbort, { once: true });
     try {
+      stream = await this.node.dialProtocol(peerIdFromString(peer), BLOCKS_PROTOCOL, { signal: abort });
+      // Aborted as the dial resolved: onAbort found no stream to end.
+      abort.throwIfAborted();
+      progress();
       await send(stream, frame(Buffer.from(JSON.stringify({ want: cids.map(String) }))));
       for await (const chunk of stream) {
         for (const f of decoder.decode(chunk)) {
+          progress();
           if (waiting.size === 0) {
             this.note(peer, 'sent more than it was asked for');
             throw new DmsError('invalid', `peer ${peer} sent blocks past its last answer`);
@@ -227,10 +325,15 @@ export class BlockExchange {
       await stream.close({ signal: abort });
       return missing;
     } catch (e) {
-      stream.abort(e instanceof Error ? e : new Error(errorText(e)));
+      stream?.abort(e instanceof Error ? e : new Error(errorText(e)));
       await Promise.allSettled(checks);
+      if (stalled.signal.aborted && !signal?.aborted) {
+        this.noteSlow(peer);
+        throw stalled.signal.reason;
+      }
       throw e;
     } finally {
+      clearTimeout(stall);
       abort.removeEventListener('abort', onAbort);
     }
   }
@@ -338,7 +441,9 @@ export class BlockExchange {
   private async fetchAll(cids: CID[], peers: readonly string[], signal?: AbortSignal): Promise<void> {
     let left = cids;
     const errors: string[] = [];
-    for (const peer of peers) {
+    // In the order given, those that stalled an exchange last.
+    const order = [...peers.filter((p) => !this.isSlow(p)), ...peers.filter((p) => this.isSlow(p))];
+    for (const peer of order) {
       if (left.length === 0) return;
       if (this.strikesOf(peer) >= MAX_STRIKES) {
         errors.push(`${peer} is not asked (it sent ${this.strikesOf(peer)} bad blocks)`);
@@ -352,13 +457,23 @@ export class BlockExchange {
         const lists: CID[][] = [];
         for (let i = 0; i < left.length; i += per) lists.push(left.slice(i, i + per));
         let next = 0;
+        // One exchange failing ends the others with this peer: what is left is asked of the next.
+        const round = new AbortController();
+        const bound = signal ? AbortSignal.any([signal, round.signal]) : round.signal;
         const worker = async () => {
           while (next < lists.length) {
-            signal?.throwIfAborted();
-            stillMissing.push(...(await this.ask(peer, lists[next++], signal)));
+            bound.throwIfAborted();
+            stillMissing.push(...(await this.ask(peer, lists[next++], bound)));
           }
         };
-        await Promise.all(Array.from({ length: Math.min(PARALLEL, this.inFlight, lists.length) }, worker));
+        const workers = Array.from({ length: Math.min(PARALLEL, this.inFlight, lists.length) }, worker);
+        try {
+          await Promise.all(workers);
+        } catch (e) {
+          round.abort(e);
+          await Promise.allSettled(workers);
+          throw e;
+        }
         left = stillMissing;
       } catch (e) {
         if (signal?.aborted) throw e;

@@ -118,6 +118,16 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
   }
 }
 
+/**
+ * `p`'s value, or a rejection naming `what` once `ms` passed without it: for one operation that
+ * must end in time (a fetch), where waitFor polls a state.
+ */
+export function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not done within ${ms} ms`)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 /** Of a job's record, what says where it is and why. */
 type JobState = { status: string; node: string | null; pending_reason: string | null; error: string | null; attempts: unknown[]; updated_at: string };
 

@@ -1,58 +1,20 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Stream } from '@libp2p/interface';
 import { CID } from 'multiformats/cid';
 import { sha256 } from 'multiformats/hashes/sha2';
-import { KeyPair } from '../../runtime/crypto/keys.js';
-import { silentLogger } from '../../runtime/log.js';
-import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
-import { BLOCKS_PROTOCOL, BlockExchange, MAX_STRIKES } from '../../runtime/network/blocks.js';
+import type { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
+import { BlockExchange, MAX_STRIKES } from '../../runtime/network/blocks.js';
 import { encodeBytesFrame as frame } from '../../runtime/network/frames.js';
-import { BlockStore } from '../../runtime/blocks/store.js';
 import { importFile, rootEntry, fileContent } from '../../runtime/blocks/unixfs.js';
 import type { SingleKadDHT } from '@libp2p/kad-dht';
 import { waitFor } from '../helpers/network.js';
+import { BlockHosts } from '../helpers/block-hosts.js';
 
-const dirs: string[] = [];
-const transports: Libp2pTransport[] = [];
-afterAll(async () => {
-  await Promise.all(transports.map((t) => t.stop()));
-  dirs.forEach((d) => rmSync(d, { recursive: true, force: true }));
-});
-
-async function side(): Promise<{ t: Libp2pTransport; store: BlockStore; ex: BlockExchange }> {
-  const t = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
-  transports.push(t);
-  const d = mkdtempSync(join(tmpdir(), 'dms-bx-'));
-  dirs.push(d);
-  const store = new BlockStore(join(d, 'blocks'));
-  await store.open();
-  const ex = new BlockExchange(t.node, store, { inFlight: 16, timeoutMs: 10_000 });
-  await ex.start();
-  return { t, store, ex };
-}
-
-
-/** A hostile holder: reads the want-list, then answers with what `answer` makes of it. */
-async function hostile(answer: (want: CID[], stream: Stream) => Promise<void>) {
-  const t = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
-  transports.push(t);
-  await t.node.handle(BLOCKS_PROTOCOL, async (stream) => {
-    for await (const chunk of stream) {
-      const bytes = Buffer.from(chunk.subarray());
-      const text = bytes.subarray(bytes.indexOf(0x7b)).toString('utf8');
-      const want = (JSON.parse(text) as { want: string[] }).want.map((c) => CID.parse(c));
-      await answer(want, stream);
-      await stream.close().catch(() => undefined);
-      return;
-    }
-  });
-  return t;
-}
+const hosts = new BlockHosts();
+afterAll(() => hosts.stop());
+const side = () => hosts.side();
+const hostile: BlockHosts['hostile'] = (answer) => hosts.hostile(answer);
 
 describe('/dms/blocks/1.0.0', async () => {
   const a = await side();
