@@ -100,19 +100,20 @@ export interface BlockStats {
   found: number;
 }
 
-async function send(stream: Stream, data: Uint8Array): Promise<void> {
-  if (!stream.send(data)) await stream.onDrain();
+/** `drained` waits until the stream takes more (by default, as long as that takes). */
+async function send(stream: Stream, data: Uint8Array, drained: () => Promise<void> = () => stream.onDrain()): Promise<void> {
+  if (!stream.send(data)) await drained();
 }
 
 /**
  * One frame of `head ‖ body`, the body written as it is: no copy of a block into its frame.
  * `queued` is told once the stream has the body, before waiting for it to drain.
  */
-async function sendFrame(stream: Stream, head: Uint8Array, body: Uint8Array, queued: () => void): Promise<void> {
-  if (!stream.send(encodeFrameStart(head, body.byteLength))) await stream.onDrain();
+async function sendFrame(stream: Stream, head: Uint8Array, body: Uint8Array, queued: () => void, drained: () => Promise<void>): Promise<void> {
+  if (!stream.send(encodeFrameStart(head, body.byteLength))) await drained();
   const more = stream.send(body);
   queued();
-  if (!more) await stream.onDrain();
+  if (!more) await drained();
 }
 
 export class BlockExchange {
@@ -185,7 +186,17 @@ export class BlockExchange {
     stream.addEventListener('close', onClose);
     stream.addEventListener('drain', onDrained);
     stream.addEventListener('idle', onFlushed);
-    // An asker that never sends its want-list, or never reads the answers, does not hold a slot for ever.
+    // An asker that takes nothing for the stall time gives back the room its blocks hold: else a
+    // few dozen such askers, each holding a block, kept new peers waiting for the exchange's timeout.
+    const drained = async () => {
+      const stall = AbortSignal.timeout(this.stallMs);
+      try {
+        await stream.onDrain({ signal: stall });
+      } catch (e) {
+        throw stall.aborted ? new DmsError('timeout', `the asker took nothing for ${this.stallMs} ms`) : e;
+      }
+    };
+    // An asker that never sends its want-list does not hold a slot for ever.
     const timer = setTimeout(() => stream.abort(new DmsError('timeout', `block exchange not over within ${this.timeoutMs} ms`)), this.timeoutMs);
     try {
       let want: unknown;
@@ -232,13 +243,14 @@ export class BlockExchange {
         reads[i] = undefined; // its bytes are not kept once sent
         if (block) {
           // The header and the block go as they are: no copy of the block into one frame.
-          await sendFrame(stream, Buffer.concat([Uint8Array.of(HAVE), cids[i].bytes]), block, () => hold.sent(block.byteLength, stream.writeBufferLength));
+          await sendFrame(stream, Buffer.concat([Uint8Array.of(HAVE), cids[i].bytes]), block, () => hold.sent(block.byteLength, stream.writeBufferLength), drained);
           this.stats.served++;
         } else {
-          await send(stream, frame(Uint8Array.of(DONT_HAVE), cids[i].bytes));
+          await send(stream, frame(Uint8Array.of(DONT_HAVE), cids[i].bytes), drained);
         }
       }
-      await stream.close();
+      // Its last blocks taken, or not within the stall time: the same asker either way.
+      await stream.close({ signal: AbortSignal.timeout(this.stallMs) });
     } catch (e) {
       stream.abort(e instanceof Error ? e : new Error(errorText(e)));
     } finally {

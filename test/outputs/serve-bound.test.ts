@@ -79,4 +79,19 @@ describe('the block server', () => {
     expect(server.ex.serving.peak).toBeLessThanOrEqual(BOUND);
     stalled.forEach((s) => s.abort(new Error('done')));
   });
+
+  it('ends an exchange whose asker takes nothing for the stall time, and gives its room back', { timeout: 30_000 }, async () => {
+    const server = await hosts.side({ inFlight: 16, timeoutMs: 60_000, stallMs: 1_000, serveBufferBytes: 8 * MiB });
+    const large: Block[] = Array.from({ length: 12 }, () => block(raw.code, randomBytes(MAX_BLOCK_BYTES)));
+    for (const [cid, bytes] of large) await server.store.putVerified(cid, bytes);
+    const reader = await hosts.host();
+    await reader.node.dial(server.t.node.getMultiaddrs());
+    const stream = await reader.node.dialProtocol(server.t.node.peerId, BLOCKS_PROTOCOL);
+    stream.pause();
+    stream.send(frame(Buffer.from(JSON.stringify({ want: large.map(([cid]) => cid.toString()) }))));
+    await waitFor('the server to hold blocks for the asker that reads nothing', () => server.ex.serving.held > 0, { timeoutMs: 10_000 });
+    // Held until the exchange's timeout (60 s) before: with the room of 32 such askers, new peers waited as long.
+    await waitFor('the stalled exchange to give its room back', () => server.ex.serving.held === 0, { timeoutMs: 8_000, intervalMs: 100 });
+    stream.abort(new Error('done'));
+  });
 });
