@@ -10,7 +10,7 @@
  * the last answer ends the exchange; a block whose bytes do not hash to its CID is dropped.
  * Either way the sender is noted, and one noted MAX_STRIKES times is not asked again. A holder
  * whose exchange brings no answer for the stall time is given up for the next one and asked
- * last for a while (SLOW_FOR_MS).
+ * last for a while (SLOW_FOR_MS), as is one whose exchange runs into its timeout.
  */
 import type { Connection, Stream } from '@libp2p/interface';
 import { peerIdFromString } from '@libp2p/peer-id';
@@ -339,9 +339,12 @@ export class BlockExchange {
     } catch (e) {
       stream?.abort(e instanceof Error ? e : new Error(errorText(e)));
       await Promise.allSettled(checks);
-      if (stalled.signal.aborted && !signal?.aborted) {
+      if (signal?.aborted) throw e;
+      // A holder that trickles answers, each within the stall time, runs into the exchange's
+      // timeout instead: asked first again, it would cost every fetch that timeout.
+      if (stalled.signal.aborted || timeout.aborted) {
         this.noteSlow(peer);
-        throw stalled.signal.reason;
+        throw stalled.signal.aborted ? stalled.signal.reason : new DmsError('timeout', `peer ${peer} did not answer ${cids.length} blocks within ${this.timeoutMs} ms`);
       }
       throw e;
     } finally {

@@ -92,4 +92,23 @@ describe('a slow block holder', () => {
     expect((await readBack(fetcher.store, cid)).equals(data)).toBe(true);
     expect(fetcher.ex.isSlow(loaded.host)).toBe(false);
   });
+
+  it("that trickles blocks, each within the stall time, until the exchange's timeout is asked last from then on", { timeout: 30_000 }, async () => {
+    const honest = await hosts.side();
+    const trickleStore = await hosts.store();
+    const asked = { exchanges: 0 };
+    // A block every second: never a stall of 1.5 s, but the 4 blocks of an exchange (16 in
+    // flight, in 4 exchanges) take 3 s, past the exchange's 2.5 s.
+    const trickler = await hosts.hostile(answering(trickleStore, 0, 1_000, asked));
+    const fetcher = await hosts.side({ inFlight: 16, timeoutMs: 2_500, stallMs: 1_500 });
+    await fetcher.t.node.dial(honest.t.node.getMultiaddrs());
+    await fetcher.t.node.dial(trickler.node.getMultiaddrs());
+    const data = randomBytes(4 * 1024 * 1024 + 5);
+    const { cid } = await importFile(Readable.from([data]), honest.store.fs, { maxBytes: data.length });
+    await importFile(Readable.from([data]), trickleStore.fs, { maxBytes: data.length });
+    await within(15_000, 'a fetch naming the trickling holder first, then the honest one', fetcher.ex.fetchDag(cid, [trickler.host, honest.t.host]));
+    expect((await readBack(fetcher.store, cid)).equals(data)).toBe(true);
+    // Else every fetch naming it first pays the exchange's whole timeout.
+    expect(fetcher.ex.isSlow(trickler.host)).toBe(true);
+  });
 });
