@@ -535,8 +535,10 @@ function partCtx(spec: PartSpec, name: string, job: Job, restarts: number): Part
     restarts,
     jobId: job.id,
     status: job.status,
-    node: job.status === 'pending' ? null : job.node,
-    assigned: false,
+    node: job.node,
+    // Pending with a node: assigned there before this node restarted, and its start is asked
+    // again there (orchestrator recovery), not placed anew; the hosts are granted at once.
+    assigned: job.status === 'pending' && job.node !== null,
     ports: spec.ports,
     exclude: job.attempts.filter((a) => a.outcome === 'lost' || a.outcome === 'refused').map((a) => a.node),
     error: job.error,

@@ -53,9 +53,12 @@ const CALL_TTL_MS = 5_000;
 const MANIFEST_PAUSES_MS = [500, 2_000];
 /**
  * A start left unanswered is asked once more, at once: each ask waits CALL_TTL_MS, in all as long
- * as a running job's provider may stay silent before the run is lost (LOST_AFTER_MS).
+ * as a running job's provider may stay silent before the run is lost (LOST_AFTER_MS). One that
+ * could not be delivered is asked again over the further pauses (7 s in all): a node started
+ * again asks its previous process's unanswered starts before it has reached its peers, and a
+ * start given up there placed the job anew where the provider still ran it.
  */
-const START_AGAIN_MS = [0];
+const START_AGAIN_MS = [0, 1_000, 2_000, 4_000];
 /** How long a provider may report a cancelled job running (config `placement.cancel_bound_ms`). */
 export const CANCEL_BOUND_MS = 30_000;
 
@@ -147,10 +150,11 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
    * started meanwhile, before the job is placed elsewhere.
    */
   private async startThere(node: string, spec: DeployedJob): Promise<void> {
+    let unanswered = 0;
     await withRetries(() => this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS }), {
       pauses: START_AGAIN_MS,
-      // Only no answer (or the provider's "still starting it") is asked again: a refusal is an answer.
-      retryable: (e) => e instanceof DmsError && e.kind === 'timeout',
+      // Only no answer (or the provider's "still starting it"), once, or no delivery is asked again: a refusal is an answer.
+      retryable: (e) => e instanceof DmsError && ((e.kind === 'timeout' && ++unanswered <= 1) || e.kind === 'unroutable'),
       signal: this.stopping.signal,
       onRetry: (e, ask) => this.opts.actor.system.log.info({ job: spec.id, node, ask, err: errorText(e) }, 'start not answered: asking again'),
     });
