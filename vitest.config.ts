@@ -79,6 +79,7 @@ const NODE = [
   'test/multinode/ensembles.test.ts',
   'test/multinode/ensemble-restart.test.ts',
   'test/multinode/unanswered-start.test.ts',
+  'test/multinode/cancel-unreachable.test.ts',
   'test/multinode/tunnel.test.ts',
   'test/multinode/ensemble-names.test.ts',
   'test/ensembles/start-refused.test.ts',
