@@ -78,6 +78,8 @@ const NODE = [
   'test/multinode/late-peer.test.ts',
   'test/multinode/ensembles.test.ts',
   'test/multinode/ensemble-restart.test.ts',
+  'test/multinode/unanswered-start.test.ts',
+  'test/multinode/cancel-unreachable.test.ts',
   'test/multinode/tunnel.test.ts',
   'test/multinode/ensemble-names.test.ts',
   'test/ensembles/start-refused.test.ts',

@@ -107,6 +107,8 @@ class Ensembles {
   private readonly actor: Actor;
   private readonly storage: Storage;
   private readonly live = new Map<string, Live>();
+  /** Submits not yet tracked: they count against ensembles.max_live, or submits arriving together all pass it. */
+  private submitting = 0;
   private readonly machine;
   private renewal: NodeJS.Timeout | undefined;
   /**
@@ -176,9 +178,18 @@ class Ensembles {
   // --- submit, read, cancel ---------------------------------------------------------------
 
   async submit(spec: EnsembleSpec): Promise<Ensemble> {
-    if (this.live.size >= this.ctx.deps.maxLive) {
-      throw new DmsError('overloaded', `this node drives ${this.live.size} ensembles not yet ended, as many as ensembles.max_live allows (${this.ctx.deps.maxLive}); cancel one or wait for one to end`, { retryAfter: 5 });
+    if (this.live.size + this.submitting >= this.ctx.deps.maxLive) {
+      throw new DmsError('overloaded', `this node drives ${this.live.size + this.submitting} ensembles not yet ended, as many as ensembles.max_live allows (${this.ctx.deps.maxLive}); cancel one or wait for one to end`, { retryAfter: 5 });
     }
+    this.submitting++;
+    try {
+      return await this.make(spec);
+    } finally {
+      this.submitting--;
+    }
+  }
+
+  private async make(spec: EnsembleSpec): Promise<Ensemble> {
     const id = randomUUID();
     const row = await this.storage.ensembles.create(id, spec);
     const order = placementOrder(spec.parts);
@@ -535,8 +546,10 @@ function partCtx(spec: PartSpec, name: string, job: Job, restarts: number): Part
     restarts,
     jobId: job.id,
     status: job.status,
-    node: job.status === 'pending' ? null : job.node,
-    assigned: false,
+    node: job.node,
+    // Pending with a node: assigned there before this node restarted, and its start is asked
+    // again there (orchestrator recovery), not placed anew; the hosts are granted at once.
+    assigned: job.status === 'pending' && job.node !== null,
     ports: spec.ports,
     exclude: job.attempts.filter((a) => a.outcome === 'lost' || a.outcome === 'refused').map((a) => a.node),
     error: job.error,

@@ -24,6 +24,7 @@ import type { Job } from '../../behaviors/jobs/schema.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
+import { CancelOutbox } from './cancel-outbox.js';
 import { withRetries } from '../../runtime/retry.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
 import { type ProviderTrust, untrustedReason } from '../orchestrator/trust.js';
@@ -53,9 +54,12 @@ const CALL_TTL_MS = 5_000;
 const MANIFEST_PAUSES_MS = [500, 2_000];
 /**
  * A start left unanswered is asked once more, at once: each ask waits CALL_TTL_MS, in all as long
- * as a running job's provider may stay silent before the run is lost (LOST_AFTER_MS).
+ * as a running job's provider may stay silent before the run is lost (LOST_AFTER_MS). One that
+ * could not be delivered is asked again over the further pauses (7 s in all): a node started
+ * again asks its previous process's unanswered starts before it has reached its peers, and a
+ * start given up there placed the job anew where the provider still ran it.
  */
-const START_AGAIN_MS = [0];
+const START_AGAIN_MS = [0, 1_000, 2_000, 4_000];
 /** How long a provider may report a cancelled job running (config `placement.cancel_bound_ms`). */
 export const CANCEL_BOUND_MS = 30_000;
 
@@ -96,9 +100,14 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
   private readonly cancelBoundMs: number;
   private readonly trusts: ProviderTrust;
   private readonly machines: MachineFactory;
+  private readonly missed: CancelOutbox;
 
   constructor(private readonly opts: RemoteFollowerOptions) {
     super(opts.logsDir, opts.maxLogBytes);
+    this.missed = new CancelOutbox(
+      async (node, id, reason) => void (await opts.actor.call(provider(node), DeploymentBehaviors.cancel, { id, reason }, JobSchema, { ttlMs: CALL_TTL_MS })),
+      opts.actor.system.log,
+    );
     this.machines = opts.machine ?? plainMachines;
     this.lostAfterMs = opts.lostAfterMs ?? LOST_AFTER_MS;
     this.cancelBoundMs = opts.cancelBoundMs ?? CANCEL_BOUND_MS;
@@ -107,6 +116,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
 
   close(): void {
     this.stopping.abort();
+    this.missed.close();
   }
 
   /**
@@ -119,6 +129,8 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
     if (!node || this.opts.actor.system.isHere(node)) throw invalid(`job ${job.id} is not placed on another node`);
     // The placement asked trusted providers only; this is the last door before the values leave.
     if (Object.keys(job.secrets).length > 0 && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
+    // Started there again (a pinned job placed anew): this run is not the one given up.
+    this.missed.forget(job.id);
     const machine = newRun(this.machines, job.id, 'creating');
     // Started by its placement, with the reserve (one round trip): the run there is only followed.
     if (job.container_id === node) return this.created(job, node, machine);
@@ -147,10 +159,11 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
    * started meanwhile, before the job is placed elsewhere.
    */
   private async startThere(node: string, spec: DeployedJob): Promise<void> {
+    let unanswered = 0;
     await withRetries(() => this.opts.actor.call(provider(node), DeploymentBehaviors.start, { job: spec }, StartReply, { ttlMs: CALL_TTL_MS }), {
       pauses: START_AGAIN_MS,
-      // Only no answer (or the provider's "still starting it") is asked again: a refusal is an answer.
-      retryable: (e) => e instanceof DmsError && e.kind === 'timeout',
+      // Only no answer (or the provider's "still starting it"), once, or no delivery is asked again: a refusal is an answer.
+      retryable: (e) => e instanceof DmsError && ((e.kind === 'timeout' && ++unanswered <= 1) || e.kind === 'unroutable'),
       signal: this.stopping.signal,
       onRetry: (e, ask) => this.opts.actor.system.log.info({ job: spec.id, node, ask, err: errorText(e) }, 'start not answered: asking again'),
     });
@@ -218,8 +231,12 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
     try {
       await this.opts.actor.call(provider(run.node), DeploymentBehaviors.cancel, { id: handle.job_id, reason }, JobSchema, { ttlMs: this.cancelBoundMs });
     } catch (e) {
-      // Ended there already (conflict): nothing left to stop. Anything else the follower judges.
-      if (!(e instanceof DmsError && e.kind === 'conflict')) this.opts.actor.system.log.debug({ job: handle.job_id, node: run.node, err: errorText(e) }, 'cancel not confirmed');
+      // Ended there already (conflict): nothing left to stop. Anything else the follower judges,
+      // and the provider is told again until it answers.
+      if (!(e instanceof DmsError && e.kind === 'conflict')) {
+        this.opts.actor.system.log.debug({ job: handle.job_id, node: run.node, err: errorText(e) }, 'cancel not confirmed');
+        this.missed.add(handle.job_id, run.node, reason);
+      }
     }
   }
 
@@ -268,7 +285,12 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
         } catch (e) {
           if (e instanceof DmsError && e.kind === 'not_found') throw new DmsError('unavailable', `node ${run.node} no longer knows the job`);
           const silent = Date.now() - answeredAt;
-          if (silent >= this.lostAfterMs) throw new DmsError('unavailable', `node ${run.node} unreachable for ${Math.round(silent / 1000)} s: ${errorText(e)}`);
+          if (silent >= this.lostAfterMs) {
+            const lost = `node ${run.node} unreachable for ${Math.round(silent / 1000)} s: ${errorText(e)}`;
+            // Given up here: a provider that comes back must not run it on.
+            this.missed.add(jobId, run.node, `its requester gave it up: ${lost}`);
+            throw new DmsError('unavailable', lost);
+          }
           await sleep(RETRY_MS, undefined, { signal: this.stopping.signal }).catch(() => undefined);
           continue;
         }

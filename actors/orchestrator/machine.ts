@@ -14,6 +14,7 @@
  *           │ queued ──reserved──▶ starting
  *           │ held (a part of an ensemble) ──assigned (its share reserved by the ensemble)──▶ starting
  *           └ recovering (picked up after a restart: waits for what recovery found of its run)
+ *               └──ask_again (placed on a node whose answer to its start never came)──▶ starting
  *
  *   starting ──started──▶ running ──exited──▶ completed | failed
  *      │  ▲                 │  ▲
@@ -76,6 +77,11 @@ export type JobMachineEvent =
    * when it began running (ms since the epoch), which its timeout counts from.
    */
   | { type: 'reattached'; handle: ExecutionHandle; since?: number; node?: string }
+  /**
+   * Placed on `node` and asked to start there before the node restarted, with no answer stored:
+   * the provider may run it, so its start is asked again there (answered with the run it began).
+   */
+  | { type: 'ask_again'; node: string }
   | { type: 'exited'; result: ExitResult }
   /** The run's deadline passed (raised by the machine's own timer). */
   | { type: 'timed_out'; after_s: number }
@@ -315,7 +321,9 @@ export const jobMachine = setup({
             ],
           },
         },
-        recovering: {},
+        recovering: {
+          on: { ask_again: { target: '#job.starting', actions: assign(({ event }) => ({ node: event.node, recovering: false })) } },
+        },
         queued: {
           entry: 'enqueue',
           exit: 'dequeue',

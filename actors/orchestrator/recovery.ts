@@ -118,9 +118,11 @@ export async function recoverJobs(o: RecoveryHost): Promise<void> {
       const since = job.timeout_s ? await runningSince(o, job) : undefined;
       o.track(job, true).send({ type: 'reattached', handle: { executor: REMOTE_EXECUTOR, job_id: job.id, id: job.node! }, since, node: job.node! });
     } else {
-      // Placed but not known to have started: its lease there runs out; it is placed anew.
-      const reset = await o.journal.change(job.id, { node: null, reason: 'placed again after this node restarted' });
-      o.track(reset);
+      // Placed there and asked to start, the answer lost with the process: the provider may run
+      // it, and would refuse it placed anew ("already runs here") while the run went on unheld.
+      // The start is asked again: answered with the run it began, or refused (nothing began, the
+      // lease ran out) and then the job is placed anew as after any refused start.
+      o.track(job, true).send({ type: 'ask_again', node: job.node! });
     }
   }
   for (const job of plan.queue) o.track(job);

@@ -148,6 +148,18 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     expect((await rest(small, 'POST', '/api/v1/ensembles', waiting)).status).toBe(201);
   });
 
+  it('bounds ensembles submitted together too (ensembles.max_live)', async () => {
+    // Each submit checked the bound, then waited on its row and its parts' jobs before it
+    // counted: ten at once against max_live 2 made seven live ensembles on a node process.
+    const small = await startLocalNode({ config: { ensembles: { max_live: 2 } } });
+    onTestFinished(async () => void (await small.stop()));
+    const waiting = { name: 'w', parts: { p: nullPart({ placement: { labels: { nowhere: 'x' } } }) } };
+    const answers = await Promise.all(Array.from({ length: 8 }, () => rest(small, 'POST', '/api/v1/ensembles', waiting)));
+    expect(answers.map((r) => r.status).sort()).toEqual([201, 201, 503, 503, 503, 503, 503, 503]);
+    const live = ((await rest(small, 'GET', '/api/v1/ensembles')).json as Ensemble[]).filter((e) => e.status === 'pending' || e.status === 'running');
+    expect(live).toHaveLength(2);
+  });
+
   it('holds at most 8 MiB of ensembles a list page, and X-Total-Count says how many there are', { timeout: 120_000 }, async () => {
     // As the jobs list did: 100 ensembles of ~1 MiB specs made one page a 100 MB body.
     const node = await startLocalNode();
