@@ -108,6 +108,11 @@ export class PortForwards implements PortForwarder {
     const max = this.opts.config.tunnel.max_forwards;
     if (this.forwards.size + this.opening >= max) throw new DmsError('overloaded', `this node already holds ${max} forwards (tunnel.max_forwards): stop one first`);
     const { host, port: localPort } = parseLocal(local);
+    if (!this.opts.config.tunnel.forward_any_address && !isLoopback(host)) {
+      throw invalid(
+        `local: ${host} is not a loopback address: a forward there lets anyone who reaches this machine connect to the job's port, with no credentials; listen on 127.0.0.1, or set tunnel.forward_any_address`,
+      );
+    }
     const server = createServer();
     // Each connection holds a tunnel at the provider, which bounds them per peer too.
     server.maxConnections = this.opts.config.tunnel.max_streams_per_peer;
@@ -191,6 +196,13 @@ export class PortForwards implements PortForwarder {
     pipe(socket, stream, rest, idleMs);
     socket.resume();
   }
+}
+
+/** `localhost`, 127.0.0.0/8 or ::1 (a v4-mapped loopback too): reachable from this machine only. */
+function isLoopback(host: string): boolean {
+  if (host === 'localhost') return true;
+  const v4 = host.toLowerCase().startsWith('::ffff:') && isIP(host.slice(7)) === 4 ? host.slice(7) : host;
+  return isIP(v4) === 4 ? v4.startsWith('127.') : host === '::1' || /^(0{0,4}:){7}0{0,3}1$/.test(host);
 }
 
 /** `ADDR:PORT`, `ADDR` or `PORT`: an IP literal (or localhost) and a port; default 127.0.0.1 and any free port. */

@@ -382,6 +382,11 @@ export const ConfigSchema = z
         idle_timeout_ms: z.number().int().min(1_000).max(86_400_000).default(300_000),
         /** Local listeners `dms jobs port-forward` may hold open on this node at once (each is a port bound on the host). */
         max_forwards: z.number().int().min(1).max(256).default(32),
+        /**
+         * Whether a forward may listen on an address other than loopback (`0.0.0.0`, a LAN
+         * address): anyone who reaches it there connects to the job's port, with no credentials.
+         */
+        forward_any_address: z.boolean().default(false),
       })
       .strict()
       .prefault({}),

@@ -13,7 +13,7 @@ type JobNodeOptions = StartOptions & { jobs?: Record<string, unknown> };
 /** A node that runs jobs: network off (parallel test files), short stop grace. */
 const jobNode = (opts: JobNodeOptions): StartOptions => ({
   ...opts,
-  config: { network: { enabled: false }, general: { log_level: 'warn' }, jobs: { stop_grace_s: 1, ...opts.jobs } },
+  config: { ...(opts.config as Record<string, unknown> | undefined), network: { enabled: false }, general: { log_level: 'warn' }, jobs: { stop_grace_s: 1, ...opts.jobs } },
 });
 
 /** A real node process that runs jobs (for tests about the process: restarts after kill -9, its stderr). */

@@ -4,7 +4,7 @@
  * asked for a job that has ended is refused. The null executor runs the jobs (no Docker): a
  * connection to a forward of one gets no tunnel, but the listener, and the bound, are the node's.
  */
-import { connect } from 'node:net';
+import { type AddressInfo, connect, createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PortForwards } from '../../daemon/tunnels.js';
 import { silentLogger } from '../../runtime/log.js';
@@ -105,8 +105,12 @@ describe('port forwards end with their job', { timeout: 30_000 }, () => {
       expect(forwards.list(jobId)).toHaveLength(MAX_FORWARDS);
       // A listener that cannot open gives its place back.
       forwards.stop();
-      const taken = forwards.open(job, 8080, '192.0.2.1:1');
-      await expect(taken).rejects.toThrow(/cannot listen on 192\.0\.2\.1:1/);
+      const holder = createServer();
+      await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+      const held = (holder.address() as AddressInfo).port;
+      const taken = forwards.open(job, 8080, `127.0.0.1:${held}`);
+      await expect(taken).rejects.toThrow(`cannot listen on 127.0.0.1:${held}`);
+      holder.close();
       const again = await Promise.allSettled(Array.from({ length: MAX_FORWARDS }, () => forwards.open(job, 8080)));
       expect(again.every((a) => a.status === 'fulfilled')).toBe(true);
     } finally {
@@ -124,6 +128,38 @@ describe('port forwards end with their job', { timeout: 30_000 }, () => {
     const late = await rest.post<{ error: string }>(`/api/v1/jobs/${jobId}/ports/8080/forward`, {});
     expect(late.status).toBe(409);
     expect(late.body.error).toMatch(/has ended \(completed\)/);
+  });
+});
+
+describe('where a forward listens', { timeout: 30_000 }, () => {
+  it('is a loopback address unless tunnel.forward_any_address is set: 0.0.0.0 opened the job to the whole network, without credentials', async () => {
+    const jobId = await runningJob(20_000);
+    for (const local of ['0.0.0.0:0', '[::]:0', '0.0.0.0']) {
+      const r = await rest.post<{ error: string }>(`/api/v1/jobs/${jobId}/ports/8080/forward`, { local });
+      expect(r.status, `${local}: ${JSON.stringify(r.body)}`).toBe(400);
+      expect(r.body.error).toMatch(/not a loopback address.*tunnel\.forward_any_address/);
+    }
+    for (const local of ['127.0.0.1:0', '[::1]:0', 'localhost:0', '127.0.0.2:0']) {
+      const r = await rest.post<Forward>(`/api/v1/jobs/${jobId}/ports/8080/forward`, { local });
+      expect(r.status, `${local}: ${JSON.stringify(r.body)}`).toBe(201);
+    }
+    expect((await rest.delete(`/api/v1/jobs/${jobId}`)).status).toBe(200);
+  });
+
+  it('may be any address on a node that allows it', async () => {
+    const open = await startLocalJobNode({ config: { tunnel: { forward_any_address: true } } });
+    try {
+      const r0 = new Rest(open.url);
+      const job = await r0.submit({ ...nullJob({ name: 'p', durationMs: 20_000 }), ports: [8080] });
+      await r0.waitFor(job.id, ['running'], 10_000);
+      const r = await r0.post<Forward>(`/api/v1/jobs/${job.id}/ports/8080/forward`, { local: '0.0.0.0:0' });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      expect(r.body.local).toMatch(/^0\.0\.0\.0:\d+$/);
+      await r0.delete(`/api/v1/jobs/${job.id}`);
+    } finally {
+      await open.stop();
+      removeHome(open.home);
+    }
   });
 });
 
