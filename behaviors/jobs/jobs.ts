@@ -4,6 +4,7 @@
  * handler runs; failures answer an error reply (runtime/error-reply.ts).
  */
 import { z } from 'zod';
+import { callerId } from '../caller-id.js';
 import { JobSchema, JobSpecSchema, JobStatusSchema } from './schema.js';
 
 /** Inbox of the orchestrator actor on every node. */
@@ -32,8 +33,7 @@ export const MAX_LOGS_WAIT_MS = 20_000;
 export const DEFAULT_LOGS_LIMIT = 1024 * 1024;
 export const MAX_LOGS_LIMIT = 8 * 1024 * 1024;
 
-/** A job's id as a caller names it: any text of up to 100 characters but a control character, which no id holds. */
-const jobId = z.string().min(1).max(100).regex(/^[^\u0000-\u001f\u007f]*$/, 'a job id holds no control character');
+const jobId = callerId('a job id');
 
 export const SubmitPayload = JobSpecSchema;
 

@@ -13,6 +13,7 @@ import {
   ResourceSpecSchema,
 } from './schema.js';
 import { VolumeNameSchema } from './files.js';
+import { callerId } from '../caller-id.js';
 
 /** Inbox of the resource manager actor on every node. */
 export const RESOURCES_INBOX = 'resources';
@@ -189,7 +190,7 @@ export const AllocationListPayload = z.strictObject({
   /** Also list released allocations (default: only those still held). */
   all: z.boolean().default(false),
 });
-export const DeallocatePayload = z.strictObject({ id: z.string().min(1).max(100) });
+export const DeallocatePayload = z.strictObject({ id: callerId('an allocation id') });
 
 export const DEVICE_STATUSES = ['online', 'busy', 'offline'] as const;
 

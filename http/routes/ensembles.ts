@@ -13,8 +13,9 @@ import type { ResponseDoc } from '../route-table.js';
 import type { RouteModule } from './types.js';
 import { cancelWaitMs, TOTAL_HEADER } from './jobs.js';
 import { CancelPayload } from '../../behaviors/jobs/jobs.js';
+import { callerId } from '../../behaviors/caller-id.js';
 
-const ensembleId = { id: { schema: z.string().min(1).max(100), what: 'ensemble id' } };
+const ensembleId = { id: { schema: callerId('an ensemble id'), what: 'ensemble id' } };
 
 const ID_ANSWERS: Record<number, ResponseDoc> = {
   400: { description: 'a malformed ensemble id' },
