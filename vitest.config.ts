@@ -96,6 +96,7 @@ const NODE = [
   'test/security/chain-cost.test.ts',
   'test/security/closed-deployment.test.ts',
   'test/security/deployment-authz.test.ts',
+  'test/security/duplicate-keys.test.ts',
   'test/security/dispatch-authz.test.ts',
   'test/security/gossip-validator.test.ts',
   'test/security/hostile-requester.test.ts',
