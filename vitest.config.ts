@@ -98,6 +98,7 @@ const NODE = [
   'test/security/deployment-authz.test.ts',
   'test/security/duplicate-keys.test.ts',
   'test/security/dispatch-authz.test.ts',
+  'test/security/broadcast-reply-flood.test.ts',
   'test/security/gossip-validator.test.ts',
   'test/security/hostile-requester.test.ts',
   'test/security/no-relay.test.ts',

@@ -16,7 +16,9 @@ const BroadcastQuery = z.object({
     min: 1,
     max: 999_999_999,
     message: (raw) => `limit must be a positive integer, got '${raw}'`,
-    description: 'answer once this many replies arrived (at most rest.max_broadcast_replies are collected in any case)',
+    description:
+      'answer once this many replies arrived (at most rest.max_broadcast_replies are collected in any case); one host\'s replies count up to half of it ' +
+      '(at least one) and rest.max_broadcast_replies_per_host, its others are dropped',
   }).optional(),
 });
 
