@@ -32,7 +32,7 @@ const envelope = { schema: EnvelopeJson, what: 'envelope' };
 const ENVELOPE_ANSWERS: Record<number, ResponseDoc> = {
   400: {
     description:
-      'an invalid envelope: malformed JSON, a missing or mistyped field, bad base64, a bad signature, from.did not matching from.id, ' +
+      'an invalid envelope: malformed JSON, an object with a key twice, a missing or mistyped field, bad base64, a bad signature, from.did not matching from.id, ' +
       'expired, opt.exp more than actor.max_ttl_s ahead, replayed, a to.addr.host that is not a peer id, a from.addr.host that is set and is not this node',
   },
   403: {
