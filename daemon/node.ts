@@ -145,6 +145,7 @@ export class DmsNode {
         allowUnsigned: allowsUnsigned(config),
         maxPending: config.rest.max_pending,
         maxBroadcastReplies: config.rest.max_broadcast_replies,
+        maxBroadcastRepliesPerHost: config.rest.max_broadcast_replies_per_host,
         maxBroadcastBytes: config.rest.max_broadcast_bytes,
         maxPendingBytesPerClient: config.rest.max_pending_bytes_per_client,
         roles: config.rest.roles,

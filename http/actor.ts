@@ -27,6 +27,8 @@ export interface HttpDeps {
   /** REST requests waiting for replies at once. */
   maxPending: number;
   maxBroadcastReplies: number;
+  /** Replies one broadcast takes from one host (rest.max_broadcast_replies_per_host). Default: the config's. */
+  maxBroadcastRepliesPerHost?: number;
   /** Reply bytes one broadcast collects; collection stops there. Default: the config's. */
   maxBroadcastBytes?: number;
   /** Reply bytes one REST client's waiting requests hold at once. Default: the config's. */
@@ -97,6 +99,7 @@ export const HttpActor = defineActor({
     const defaults = defaultConfig();
     const replyBytes = new ClientBytes(deps.maxPendingBytesPerClient ?? defaults.rest.max_pending_bytes_per_client);
     const maxBroadcastBytes = deps.maxBroadcastBytes ?? defaults.rest.max_broadcast_bytes;
+    const maxRepliesPerHost = deps.maxBroadcastRepliesPerHost ?? defaults.rest.max_broadcast_replies_per_host;
     const roles = deps.roles ?? defaults.rest.roles;
     const openTopics = deps.openTopics ?? defaults.capabilities.open_topics;
     /** The REST clients' inboxes bound to this actor, each for as long as a request of its waits. */
@@ -236,9 +239,23 @@ export const HttpActor = defineActor({
     /**
      * A broadcast's replies, as the REST caller will be shown them (whole envelopes), until
      * `exp`, `max` replies, `maxBroadcastBytes`, or the client's byte allowance runs out.
+     *
+     * Any libp2p peer may hear the topic and answer, and a node may answer with several actors,
+     * so one host is not heard once only, but its replies are bounded (README "REST interface"):
+     * at most rest.max_broadcast_replies_per_host of them and half of `max` (at least one), and a
+     * quarter of maxBroadcastBytes. Past that they are dropped, counting against no bound: a peer
+     * answering at once, many times or with replies as large as an envelope may be, cannot end
+     * the broadcast before the other nodes' replies come.
      */
     const collect = (inbox: Inbox, cont: string, exp: bigint, max: number, claim: ByteClaim): Promise<Envelope[]> =>
-      collectReplies(inbox, cont, { until: Number(exp / 1_000_000n), max, maxBytes: maxBroadcastBytes, sizeOf: envelopeBytes, claim: (size) => claim.take(size) });
+      collectReplies(inbox, cont, {
+        until: Number(exp / 1_000_000n),
+        max,
+        maxBytes: maxBroadcastBytes,
+        perHost: { replies: Math.min(maxRepliesPerHost, Math.max(1, Math.floor(max / 2))), bytes: Math.floor(maxBroadcastBytes / 4) },
+        sizeOf: envelopeBytes,
+        claim: (size) => claim.take(size),
+      });
 
     const api: HttpApi = {
       rootHandle() {

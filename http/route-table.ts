@@ -32,7 +32,7 @@ export interface RouteDef<P extends Params, Q extends Query, B extends Body> ext
 async function readJson(event: H3Event, limit: number, what: string): Promise<unknown> {
   const text = await readBodyText(event, limit);
   try {
-    return parseUntrustedJson(text);
+    return parseUntrustedJson(text, 'the request body');
   } catch (e) {
     if (isDmsError(e)) throw invalid(`${what}: ${e.message}`);
     throw invalid(`${what}: the request body is not valid JSON (${(e as Error).message})`);

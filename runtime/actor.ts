@@ -100,11 +100,13 @@ export interface CollectOptions {
   /** Ends the wait at once, with the replies so far. */
   signal?: AbortSignal;
   /**
-   * Each host is heard once: its replies after its first are dropped, counting against no bound.
-   * For a question every node answers once (a bid request): a peer answering it many times over
-   * would otherwise use up `max` before the other nodes' answers come, and end the wait.
+   * What one host's replies may take: past `replies` of them, or `bytes` together, its others
+   * are dropped, counting against no bound. A peer answering many times over, or with replies
+   * as large as an envelope may be, would otherwise use up `max` or `maxBytes` before the other
+   * nodes' answers come, and end the wait. `{ replies: 1 }` for a question every node answers
+   * once (a bid request).
    */
-  oncePerHost?: boolean;
+  perHost?: { replies: number; bytes?: number };
   /** Only replies from these hosts (those asked) are taken; any other is dropped, counting against no bound. */
   hosts?: ReadonlySet<string>;
   /**
@@ -125,7 +127,10 @@ export function collectReplies(inbox: Inbox, cont: string, opts: CollectOptions)
   const replies: Envelope[] = [];
   const sizeOf = opts.sizeOf ?? ((reply: Envelope) => reply.msg.byteLength);
   const kept = opts.keep !== false;
-  const heard = new Set<string>();
+  /** Replies and bytes taken per host, when they are bounded. */
+  const heard = new Map<string, { replies: number; bytes: number }>();
+  const perHost = opts.perHost;
+  const here = inbox.actor.system.host;
   let bytes = 0;
   let taken = 0;
   return new Promise<Envelope[]>((resolve) => {
@@ -138,11 +143,20 @@ export function collectReplies(inbox: Inbox, cont: string, opts: CollectOptions)
       replyWaiter(cont, (reply) => {
         const host = reply.from.addr.host;
         if (opts.hosts && !opts.hosts.has(host)) return;
-        if (opts.oncePerHost && heard.has(host)) return;
         const size = sizeOf(reply);
         if (size > opts.maxBytes) return;
+        let fromHost: { replies: number; bytes: number } | undefined;
+        if (perHost) {
+          // An empty host is this node too: naming it both ways is not two shares.
+          fromHost = heard.get(host || here) ?? { replies: 0, bytes: 0 };
+          if (fromHost.replies >= perHost.replies || fromHost.bytes + size > (perHost.bytes ?? Infinity)) return;
+        }
         if (kept && (bytes + size > opts.maxBytes || (opts.claim && !opts.claim(size)))) return done();
-        heard.add(host);
+        if (fromHost) {
+          fromHost.replies++;
+          fromHost.bytes += size;
+          heard.set(host || here, fromHost);
+        }
         taken++;
         if (kept) {
           bytes += size;

@@ -53,6 +53,12 @@ export const ConfigSchema = z
         max_pending: positiveInt.default(10_000),
         /** Most replies one broadcast collects. */
         max_broadcast_replies: positiveInt.default(1_000),
+        /**
+         * Most replies one broadcast takes from one host (a node may answer with several actors);
+         * its others are dropped, counting against no bound, so a peer answering many times at
+         * once cannot fill the broadcast before the other nodes' replies come.
+         */
+        max_broadcast_replies_per_host: positiveInt.default(8),
         /** Invokes and broadcasts one REST client may have waiting at once (429 above it). */
         max_pending_per_client: positiveInt.default(256),
         /** Bytes of replies one broadcast collects; collection stops there. */

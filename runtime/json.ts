@@ -1,21 +1,27 @@
 import { invalid } from './errors.js';
+import { refuseDuplicateKeys } from './json-keys.js';
 
 /**
  * JSON.parse for text from outside (REST bodies, envelope payloads) that refuses any key named
- * `__proto__`. JSON.parse makes such a key an own property, and zod then drops it without a
- * word (writing it would replace the result's prototype): a job's `placement.labels`
- * `{"__proto__": "x"}` would pass as `{}`, its constraint silently gone. Refused instead, as
- * the name of no field.
+ * `__proto__`, and any object with a key twice (./json-keys.ts; `where`, such as `the request
+ * body`, ends that message). JSON.parse makes a `__proto__` key an own property, and zod then
+ * drops it without a word (writing it would replace the result's prototype): a job's
+ * `placement.labels` `{"__proto__": "x"}` would pass as `{}`, its constraint silently gone.
+ * Refused instead, as the name of no field.
  */
-export function parseUntrustedJson(text: string): unknown {
+export function parseUntrustedJson(text: string, where?: string): unknown {
   // No key decodes to __proto__, and no string to a lone surrogate, without one of these in the
   // text: the common case parses plainly.
-  if (!text.includes('__proto__') && !text.includes('\\u')) return JSON.parse(text);
-  return JSON.parse(text, (key, value: unknown) => {
-    if (key === '__proto__') throw invalid('a key named __proto__ is not accepted: it names no field');
-    if (LONE_SURROGATE.test(key) || (typeof value === 'string' && LONE_SURROGATE.test(value))) throw invalid(LONE_SURROGATE_ERROR);
-    return value;
-  });
+  const value: unknown =
+    !text.includes('__proto__') && !text.includes('\\u')
+      ? JSON.parse(text)
+      : JSON.parse(text, (key, value: unknown) => {
+          if (key === '__proto__') throw invalid('a key named __proto__ is not accepted: it names no field');
+          if (LONE_SURROGATE.test(key) || (typeof value === 'string' && LONE_SURROGATE.test(value))) throw invalid(LONE_SURROGATE_ERROR);
+          return value;
+        });
+  refuseDuplicateKeys(text, value, where);
+  return value;
 }
 
 /**

@@ -333,7 +333,7 @@ class Deployment {
       // A node answers once; its answers are taken as they come and not kept: one peer answering
       // many times over, or a few with replies as large as an envelope, cannot end the collection
       // before the other nodes' bids arrive.
-      oncePerHost: true,
+      perHost: { replies: 1 },
       keep: false,
       signal: batch.ac.signal,
       enough: (replies) => {

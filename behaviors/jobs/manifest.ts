@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { didOfPeer, KeyPair, verifyKeyFromId, verifySync } from '../../runtime/crypto/keys.js';
 import { invalid } from '../../runtime/errors.js';
+import { parseUntrustedJson } from '../../runtime/json.js';
 import { describeIssues } from '../../runtime/issues.js';
 import { idFromDid } from '../../runtime/capability/token.js';
 import { MAX_GRANT_S } from './read-right.js';
@@ -62,8 +63,9 @@ export function openManifest(signed: string, expect: ManifestExpectations = {}):
   let outer: z.output<typeof SignedSchema>;
   let manifest: Manifest;
   try {
-    outer = SignedSchema.parse(JSON.parse(Buffer.from(signed, 'base64').toString('utf8')));
-    manifest = ManifestSchema.parse(JSON.parse(outer.payload));
+    // A key twice in what is signed would be read one way here and maybe another by whoever else checks it.
+    outer = SignedSchema.parse(parseUntrustedJson(Buffer.from(signed, 'base64').toString('utf8')));
+    manifest = ManifestSchema.parse(parseUntrustedJson(outer.payload));
   } catch (e) {
     const why = e instanceof z.ZodError ? describeIssues(e, { limit: 3 }) : (e as Error).message;
     throw invalid(`manifest: not a signed result manifest (${why.slice(0, 300)})`);

@@ -6,6 +6,8 @@ import { ClientError } from '../../client/errors.js';
 import type { Target } from '../../client/target.js';
 import { anchorsPath, readAnchors } from '../../runtime/capability/anchors.js';
 import { readKey } from '../../runtime/home.js';
+import { isDmsError } from '../../runtime/errors.js';
+import { parseUntrustedJson } from '../../runtime/json.js';
 import { encodeEnvelope, type Envelope, type Handle, parseJsonLossless } from '../../runtime/wire/envelope.js';
 import { CliError, globals, homeOf, nodeFailure, nodeUrl } from '../context.js';
 import { readTextInput } from '../read-text.js';
@@ -157,8 +159,9 @@ function parsePayload(text: string | undefined): unknown {
   if (text === undefined) return {};
   const source = text === '-' ? readTextInput('-') : text;
   try {
-    return JSON.parse(source);
+    return parseUntrustedJson(source);
   } catch (e) {
+    if (isDmsError(e)) throw new CliError(`payload: ${e.message}`);
     throw new CliError(`payload is not valid JSON: ${(e as Error).message}`);
   }
 }
@@ -171,8 +174,9 @@ export function parseTarget(opts: TargetOptions): Target {
   if (!to.startsWith('{')) return { host, inbox: to };
   let value: unknown;
   try {
-    value = JSON.parse(to);
+    value = parseUntrustedJson(to);
   } catch (e) {
+    if (isDmsError(e)) throw new CliError(`--to: ${e.message}`);
     throw new CliError(`--to: not valid JSON: ${(e as Error).message}`);
   }
   const v = value as { id?: unknown; did?: unknown; host?: unknown; inbox?: unknown; addr?: { host?: unknown; inbox?: unknown } };

@@ -4,6 +4,8 @@ import type { Job } from '../../behaviors/jobs/schema.js';
 import { JOB_STATUSES } from '../../behaviors/jobs/schema.js';
 import { type JobEventsReply, type JobListReply, type LogsReply, MAX_LIST_LIMIT } from '../../behaviors/jobs/jobs.js';
 import { formatBytes } from '../../client/sizes.js';
+import { isDmsError } from '../../runtime/errors.js';
+import { parseUntrustedJson } from '../../runtime/json.js';
 import { readTextInput } from '../read-text.js';
 import { CliError, globals, output, outputPage } from '../context.js';
 import { followJob } from '../follow.js';
@@ -176,9 +178,13 @@ export async function readSpec(file: string): Promise<unknown> {
   const parseYaml = json ? undefined : yamlParse(await import('yaml'));
   let spec: unknown;
   try {
-    spec = parseYaml ? nullExecutorOf(parseYaml(text)) : JSON.parse(text);
+    // YAML refuses a key twice itself (its uniqueKeys); JSON.parse would keep the last, which the node would never see.
+    spec = parseYaml ? nullExecutorOf(parseYaml(text)) : parseUntrustedJson(text);
   } catch (e) {
+    if (isDmsError(e)) throw new CliError(`${file}: ${e.message}`);
     const message = (e as Error).message.split('\n')[0];
+    const twice = /^Map keys must be unique (at line \d+, column \d+)/.exec(message);
+    if (twice) throw new CliError(`${file}: duplicate key ${twice[1]}`);
     // The library's advice is for its programmers, not for whoever wrote the file.
     if (/multiple documents/i.test(message)) throw new CliError(`${file} holds more than one YAML document (--- between them): a spec file is one`);
     throw new CliError(`${file} is not valid ${json ? 'JSON' : 'YAML'}: ${message}`);

@@ -16,7 +16,9 @@ const BroadcastQuery = z.object({
     min: 1,
     max: 999_999_999,
     message: (raw) => `limit must be a positive integer, got '${raw}'`,
-    description: 'answer once this many replies arrived (at most rest.max_broadcast_replies are collected in any case)',
+    description:
+      'answer once this many replies arrived (at most rest.max_broadcast_replies are collected in any case); one host\'s replies count up to half of it ' +
+      '(at least one) and rest.max_broadcast_replies_per_host, its others are dropped',
   }).optional(),
 });
 
@@ -30,7 +32,7 @@ const envelope = { schema: EnvelopeJson, what: 'envelope' };
 const ENVELOPE_ANSWERS: Record<number, ResponseDoc> = {
   400: {
     description:
-      'an invalid envelope: malformed JSON, a missing or mistyped field, bad base64, a bad signature, from.did not matching from.id, ' +
+      'an invalid envelope: malformed JSON, an object with a key twice, a missing or mistyped field, bad base64, a bad signature, from.did not matching from.id, ' +
       'expired, opt.exp more than actor.max_ttl_s ahead, replayed, a to.addr.host that is not a peer id, a from.addr.host that is set and is not this node',
   },
   403: {

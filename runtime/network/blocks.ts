@@ -17,6 +17,7 @@ import { peerIdFromString } from '@libp2p/peer-id';
 import * as dagPb from '@ipld/dag-pb';
 import { CID } from 'multiformats/cid';
 import { DmsError, errorText } from '../errors.js';
+import { parseUntrustedJson } from '../json.js';
 import type { Logger } from '../log.js';
 import { cidProblem, DAG_PB_CODEC } from '../blocks/cid.js';
 import { MAX_BLOCK_BYTES, type BlockStore } from '../blocks/store.js';
@@ -203,7 +204,7 @@ export class BlockExchange {
       for await (const chunk of stream) {
         const [first] = [...decoder.decode(chunk)];
         if (first) {
-          want = JSON.parse(Buffer.from(first.subarray()).toString('utf8'));
+          want = parseUntrustedJson(Buffer.from(first.subarray()).toString('utf8'), 'the want-list');
           break;
         }
       }

@@ -9,7 +9,8 @@
  */
 import { connect, type Socket } from 'node:net';
 import type { Connection, PeerId, Stream } from '@libp2p/interface';
-import { DmsError, errorText } from '../errors.js';
+import { DmsError, errorText, isDmsError } from '../errors.js';
+import { parseUntrustedJson } from '../json.js';
 import { encodeFrame, takeFrame } from './frames.js';
 import type { DmsLibp2p } from './host.js';
 import type { NetworkLog } from './libp2p-transport.js';
@@ -316,9 +317,9 @@ function parseRequest(frame: Uint8Array): TunnelRequest {
 
 function parseJson(frame: Uint8Array): unknown {
   try {
-    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(frame));
-  } catch {
-    throw new DmsError('invalid', 'tunnel control frame is not JSON');
+    return parseUntrustedJson(new TextDecoder('utf-8', { fatal: true }).decode(frame));
+  } catch (e) {
+    throw new DmsError('invalid', isDmsError(e) ? `tunnel control frame: ${e.message}` : 'tunnel control frame is not JSON');
   }
 }
 

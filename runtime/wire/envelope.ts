@@ -3,6 +3,7 @@ import { parse as parseLossless } from 'lossless-json';
 import * as z from 'zod';
 import { invalid, isDmsError } from '../errors.js';
 import { parseUntrustedJson } from '../json.js';
+import { duplicateKey, isKeyAt, refuseDuplicateKeys, stringEnd } from '../json-keys.js';
 import { describeIssues as describeIssuesOf } from '../issues.js';
 import { decodeBase64, encodeBase64 } from './base64.js';
 
@@ -93,7 +94,9 @@ const parseNumber = (digits: string): bigint | number =>
   /^-?(0|[1-9][0-9]*)$/.test(digits) ? BigInt(digits) : Number(digits);
 
 /**
- * Parses JSON text losslessly (integers as bigint); malformed text is invalid input.
+ * Parses JSON text losslessly (integers as bigint); malformed text is invalid input, and so is
+ * an object with a key twice (../json-keys.ts), even with equal values, which lossless-json
+ * would take; `where` (`the envelope`) ends that message.
  *
  * lossless-json reads a string a character at a time, about 0.3 µs each: an envelope of
  * `network.MaxEnvelopeBytes` (1 MiB, nearly all of it `msg`) took some 300 ms of the event
@@ -101,18 +104,33 @@ const parseNumber = (digits: string): bigint | number =>
  * long strings are set aside first (found with indexOf, in one pass), the rest is parsed
  * losslessly, and each is put back as JSON.parse reads it (natively, with the same checks).
  */
-export function parseJsonLossless(text: string): unknown {
+export function parseJsonLossless(text: string, where?: string): unknown {
+  // Two values of a key that differ stop the parse at once; equal ones are found after it.
+  const options = {
+    parseNumber,
+    onDuplicateKey: (): never => {
+      throw duplicateKey(text, where);
+    },
+  };
+  let value: unknown;
   try {
-    if (text.length <= SET_ASIDE_FROM) return parseLossless(text, null, parseNumber);
-    const held: string[] = [];
-    // A value only this call can have written: no string of the text can pass for one.
-    const tag = `\u0000${randomUUID()}:`;
-    const skeleton = setAside(text, (token) => JSON.stringify(tag + (held.push(token) - 1)));
-    if (held.length === 0) return parseLossless(text, null, parseNumber);
-    return parseLossless(skeleton, (_key, value) => (typeof value === 'string' && value.startsWith(tag) ? JSON.parse(held[Number(value.slice(tag.length))]) : value), parseNumber);
+    if (text.length <= SET_ASIDE_FROM) value = parseLossless(text, null, options);
+    else {
+      const held: string[] = [];
+      // A value only this call can have written: no string of the text can pass for one.
+      const tag = `\u0000${randomUUID()}:`;
+      const skeleton = setAside(text, (token) => JSON.stringify(tag + (held.push(token) - 1)));
+      value =
+        held.length === 0
+          ? parseLossless(text, null, options)
+          : parseLossless(skeleton, (_key, value) => (typeof value === 'string' && value.startsWith(tag) ? JSON.parse(held[Number(value.slice(tag.length))]) : value), options);
+    }
   } catch (e) {
+    if (isDmsError(e)) throw e;
     throw invalid(`malformed JSON: ${(e as Error).message}`);
   }
+  refuseDuplicateKeys(text, value, where);
+  return value;
 }
 
 /** Texts longer than this have their long strings set aside before the lossless parse. */
@@ -122,26 +140,16 @@ const LONG_STRING = 256;
 
 /**
  * `text` with every string token longer than LONG_STRING that is not a key replaced by what
- * `put` returns for it. Outside strings JSON has no quote, so from the first quote on each
- * unescaped quote starts or ends one; the tokens are found with indexOf (each quote's preceding
- * backslashes counted once), never a backtracking scan. Malformed text stays malformed: what is
- * replaced is a well-delimited string token, which JSON.parse checks when it is put back.
+ * `put` returns for it. Malformed text stays malformed: what is replaced is a well-delimited
+ * string token, which JSON.parse checks when it is put back.
  */
 function setAside(text: string, put: (token: string) => string): string {
   let out = '';
   let last = 0;
   for (let start = text.indexOf('"'); start !== -1; ) {
-    let end = start + 1;
-    for (;;) {
-      end = text.indexOf('"', end);
-      // Unterminated: the rest stays as it is, and the parser refuses it.
-      if (end === -1) return out + text.slice(last);
-      let backslashes = 0;
-      while (text.charCodeAt(end - 1 - backslashes) === 0x5c) backslashes++;
-      if (backslashes % 2 === 0) break;
-      end++;
-    }
-    end++;
+    const end = stringEnd(text, start);
+    // Unterminated: the rest stays as it is, and the parser refuses it.
+    if (end === -1) return out + text.slice(last);
     if (end - start > LONG_STRING && !isKeyAt(text, end)) {
       out += text.slice(last, start) + put(text.slice(start, end));
       last = end;
@@ -149,13 +157,6 @@ function setAside(text: string, put: (token: string) => string): string {
     start = text.indexOf('"', end);
   }
   return out + text.slice(last);
-}
-
-/** Whether the string token ending before `end` is a key: a colon follows it (after whitespace). */
-function isKeyAt(text: string, end: number): boolean {
-  let i = end;
-  while (i < text.length && (text[i] === ' ' || text[i] === '\t' || text[i] === '\n' || text[i] === '\r')) i++;
-  return text[i] === ':';
 }
 
 const handleFrom = (h: z.infer<typeof WireHandle>): Handle => ({
@@ -190,7 +191,7 @@ export function envelopeFromJson(value: unknown): Envelope {
 
 /** Parses an envelope from its wire JSON. Every failure is an `invalid` DmsError naming the problem. */
 export function parseEnvelope(text: string): Envelope {
-  return envelopeFromJson(parseJsonLossless(text));
+  return envelopeFromJson(parseJsonLossless(text, 'the envelope'));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { type Manifest, openManifest, signManifest } from '../../behaviors/jobs/manifest.js';
+import { MANIFEST_DOMAIN, type Manifest, openManifest, signManifest } from '../../behaviors/jobs/manifest.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 
 const provider = KeyPair.generate();
@@ -53,5 +53,16 @@ describe('result manifests', () => {
     const signed = await signManifest(m, provider);
     const bare = reseal(signed, (o) => (o.sig = Buffer.from(provider.signSync(Buffer.from(o.payload))).toString('base64')));
     expect(() => openManifest(bare)).toThrow(/its signature is not node/);
+  });
+
+  it('refuses one whose signed payload holds a key twice: another reader could take the other value', async () => {
+    const m = manifest();
+    // Signed as it is: only the duplicate is wrong with it.
+    const payload = JSON.stringify(m).replace('{', '{"exit_code":1,');
+    const sig = Buffer.from(provider.signSync(Buffer.from(MANIFEST_DOMAIN + payload))).toString('base64');
+    const signed = Buffer.from(JSON.stringify({ payload, sig })).toString('base64');
+    expect(() => openManifest(signed)).toThrow('manifest: not a signed result manifest (duplicate key "exit_code")');
+    const outer = Buffer.from(`{"payload":${JSON.stringify(JSON.stringify(m))},"sig":"${sig}","sig":"${sig}"}`).toString('base64');
+    expect(() => openManifest(outer)).toThrow('manifest: not a signed result manifest (duplicate key "sig")');
   });
 });

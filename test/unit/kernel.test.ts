@@ -279,7 +279,7 @@ describe('collectReplies, the one collector of broadcast replies', () => {
     expect(a.primary.behaviors.size).toBe(0);
   });
 
-  it('hears each host once and only the hosts asked, and with keep false bounds each reply alone: one peer cannot use up the bounds', async () => {
+  it('takes at most perHost of a host and only the hosts asked, and with keep false bounds each reply alone: one peer cannot use up the bounds', async () => {
     const system = newSystem(2048, 1);
     const a = await testActor(system, { inbox: 'a', concurrency: 1 });
     const from = (host: string, cont: string, p: unknown) => {
@@ -295,11 +295,21 @@ describe('collectReplies, the one collector of broadcast replies', () => {
     };
 
     // A thousand answers of one host past its first do not reach max: the other hosts' come through.
-    let p = collectReplies(a.primary, '/c/once', { until, max: 1024, maxBytes: 1 << 20, oncePerHost: true, enough });
+    let p = collectReplies(a.primary, '/c/once', { until, max: 1024, maxBytes: 1 << 20, perHost: { replies: 1 }, enough });
     for (let i = 0; i < 1100; i++) from('hostile', '/c/once', { n: i });
     from('b', '/c/once', { n: 'b' });
     from('c', '/c/once', { n: 'c' });
     expect(await taken(p)).toEqual([{ n: 0 }, { n: 'b' }, { n: 'c' }]);
+
+    // Two of a host's, and no more of its bytes than perHost.bytes ({"n":1} is 7 bytes): its others
+    // are dropped, counting against neither max nor maxBytes, whatever their size.
+    p = collectReplies(a.primary, '/c/two', { until, max: 4, maxBytes: 40, perHost: { replies: 2, bytes: 14 }, enough: (r) => r.length === 4 });
+    from('hostile', '/c/two', { pad: 'x'.repeat(30) });
+    for (let i = 1; i <= 5; i++) from('hostile', '/c/two', { n: i });
+    from('b', '/c/two', { n: 7 });
+    from('b', '/c/two', { n: 8, pad: 'x' });
+    from('c', '/c/two', { n: 9 });
+    expect(await taken(p)).toEqual([{ n: 1 }, { n: 2 }, { n: 7 }, { n: 9 }]);
 
     // Hosts not asked are not heard.
     seen.length = 0;
