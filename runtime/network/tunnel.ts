@@ -126,7 +126,15 @@ export class TunnelServer {
     } catch (e) {
       return this.refuse(stream, peer, req, e, release);
     }
-    stream.send(encodeFrame(JSON.stringify({ ok: true })));
+    try {
+      // The opener may have reset the stream while the job's port was being connected.
+      if (stream.status !== 'open') throw new DmsError('unavailable', 'the opener closed the stream before the tunnel was made');
+      stream.send(encodeFrame(JSON.stringify({ ok: true })));
+    } catch (e) {
+      // Nothing will carry the connection to the job: it would stay open for good.
+      socket.destroy();
+      throw e;
+    }
     this.opts.log.debug({ peer, job_id: req.job_id, port: req.port }, 'tunnel opened');
     pipe(socket, stream, first.rest, this.opts.idleMs);
   }
@@ -165,7 +173,14 @@ export async function openTunnel(node: DmsLibp2p, peer: PeerId, req: TunnelReque
     stream.abort(e instanceof Error ? e : new Error(String(e)));
     throw new DmsError('unavailable', `peer ${peer.toString()} did not answer the tunnel request: ${errorText(e)}`, { cause: e });
   }
-  const reply = parseJson(answer.frame) as { ok?: unknown; error?: unknown };
+  let reply: { ok?: unknown; error?: unknown } | undefined;
+  try {
+    reply = parseJson(answer.frame) as typeof reply;
+  } catch (e) {
+    // Ended here, or the stream stays open as long as the provider keeps it.
+    stream.abort(e instanceof Error ? e : new Error(String(e)));
+    throw new DmsError('invalid', `peer ${peer.toString()} answered the tunnel request with a frame that is not JSON`, { cause: e });
+  }
   if (reply?.ok !== true) {
     stream.abort(new Error('refused'));
     throw new DmsError('forbidden', `peer ${peer.toString()} refused the tunnel: ${typeof reply?.error === 'string' ? reply.error : 'no reason given'}`);

@@ -8,6 +8,7 @@ import type { Stream } from '@libp2p/interface';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { createHost, type DmsLibp2p } from '../../runtime/network/host.js';
+import { encodeFrame } from '../../runtime/network/frames.js';
 import { openTunnel, pipe, TUNNEL_PROTOCOL, TunnelServer } from '../../runtime/network/tunnel.js';
 import { waitFor } from '../helpers/network.js';
 
@@ -72,5 +73,74 @@ describe('tunnel bounds', { timeout: 30_000 }, () => {
     await waitFor('the idle tunnel closed', () => tunnels.open === 0, { timeoutMs: 5_000 });
     await closed;
     listener.close();
+  });
+});
+
+describe('tunnel ends that go away mid-way', { timeout: 30_000 }, () => {
+  const hosts: DmsLibp2p[] = [];
+  afterAll(() => Promise.all(hosts.map((h) => h.stop())));
+  const host = async () => {
+    const h = await createHost({ keyPair: KeyPair.generate() });
+    await h.start();
+    hosts.push(h);
+    return h;
+  };
+
+  it("closes the provider's connection to the job when the opener reset the stream while it was being made", async () => {
+    // Found by reading the code: the answer's send threw on the reset stream, and the socket to
+    // the job's port was never closed.
+    const open = new Set<Socket>();
+    let made = 0;
+    const target = createServer((s) => {
+      made++;
+      open.add(s);
+      s.on('close', () => open.delete(s));
+      s.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
+    const port = (target.address() as AddressInfo).port;
+    let letThrough!: () => void;
+    const authorized = new Promise<void>((r) => (letThrough = r));
+    let asked!: () => void;
+    const seen = new Promise<void>((r) => (asked = r));
+    const provider = await host();
+    await TunnelServer.attach(provider, {
+      authorize: async () => {
+        asked();
+        await authorized;
+        return { host: '127.0.0.1', port };
+      },
+      maxPerPeer: 4,
+      maxTotal: 8,
+      idleMs: 60_000,
+      headerTimeoutMs: 5_000,
+      log,
+    });
+    const opener = await host();
+    await opener.dial(provider.getMultiaddrs());
+    const stream = await opener.dialProtocol(provider.peerId, TUNNEL_PROTOCOL);
+    stream.send(encodeFrame(JSON.stringify({ job_id: JOB, port: 1 })));
+    await seen;
+    stream.abort(new Error('the opener went away'));
+    await new Promise((r) => setTimeout(r, 200));
+    letThrough();
+    await waitFor("the provider's connection to the job", () => made === 1, { timeoutMs: 5_000 });
+    await waitFor('the connection to the job closed, nothing carrying it', () => open.size === 0, { timeoutMs: 3_000 });
+    target.close();
+  });
+
+  it("ends the opener's stream when the provider answers with something that is not JSON", async () => {
+    // Found by reading the code: the parse threw before the stream was aborted, so it stayed open
+    // as long as the provider kept it.
+    const provider = await host();
+    let closed = false;
+    await provider.handle(TUNNEL_PROTOCOL, async (stream) => {
+      stream.addEventListener('close', () => (closed = true));
+      stream.send(encodeFrame('not json at all'));
+    });
+    const opener = await host();
+    await opener.dial(provider.getMultiaddrs());
+    await expect(openTunnel(opener, provider.peerId, { job_id: JOB, port: 1 })).rejects.toThrow(/not JSON/);
+    await waitFor("the provider's end of the stream closed", () => closed, { timeoutMs: 3_000 });
   });
 });
