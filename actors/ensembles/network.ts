@@ -110,6 +110,8 @@ class EnsembleNet {
   private readonly queues = new Map<string, Promise<unknown>>();
   private readonly own: (id: string) => boolean;
   private sweeper: NodeJS.Timeout | undefined;
+  /** What an earlier run left, looked at (recover): every change waits for it, so none races its sweep of empty networks. */
+  private recovered: Promise<void> = Promise.resolve();
 
   constructor(private readonly ctx: ActorContext<EnsembleNetDeps>) {
     this.grants = new GrantRegistry(ctx.deps.limits);
@@ -117,7 +119,10 @@ class EnsembleNet {
     this.own = ownKeys(ctx.system);
     this.grants.onChange((_grant, requester, ensemble) => {
       const k = keyOf(requester, ensemble);
-      if (this.locals.has(k)) void this.serial(k, () => this.reconcile(k)).catch((e: unknown) => ctx.log.warn({ ensemble, err: errorText(e) }, 'ensemble listeners not updated'));
+      // Looked at once recovery is over: it may have taken the ensemble's networks back.
+      void this.recovered
+        .then(() => (this.locals.has(k) ? this.serial(k, () => this.reconcile(k)) : undefined))
+        .catch((e: unknown) => ctx.log.warn({ ensemble, err: errorText(e) }, 'ensemble listeners not updated'));
     });
   }
 
@@ -168,8 +173,11 @@ class EnsembleNet {
   async start(): Promise<void> {
     this.sweeper = setInterval(() => this.grants.sweep(), SWEEP_MS);
     this.sweeper.unref();
-    // A node without an engine still starts: its parts would fail at their own start, saying why.
-    await this.recover().catch((e: unknown) => this.ctx.log.info({ err: errorText(e) }, 'ensemble networks left by an earlier run not looked at'));
+    // Not waited for: the node serves while the engine answers, and every change waits for it
+    // (serial). Waited for, an engine that never answered held start-up for ever, and one that
+    // did cost every start ~30 ms. A node without an engine still starts: its parts would fail
+    // at their own start, saying why.
+    this.recovered = this.recover().catch((e: unknown) => this.ctx.log.info({ err: errorText(e) }, 'ensemble networks left by an earlier run not looked at'));
   }
 
   stop(): void {
@@ -241,6 +249,8 @@ class EnsembleNet {
   }
 
   private async detach(jobId: string): Promise<boolean> {
+    // A part that kept running is known once recovery took its network back.
+    await this.recovered;
     const k = this.jobs.get(jobId);
     if (!k) return false;
     await this.serial(k, () => this.forget(k, jobId));
@@ -349,7 +359,7 @@ class EnsembleNet {
 
   /** Runs `fn` after everything queued before it for the same ensemble. */
   private serial<T>(k: string, fn: () => Promise<T>): Promise<T> {
-    const before = this.queues.get(k) ?? Promise.resolve();
+    const before = this.queues.get(k) ?? this.recovered;
     const run = before.then(fn, fn);
     const settled = run.catch(() => undefined);
     this.queues.set(k, settled);

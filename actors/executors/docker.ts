@@ -148,8 +148,13 @@ export class DockerExecutor extends StoredOutput implements Executor {
   }
 
   /** Starts following the engine's OOM events (the executor actor's start). Never fails: an absent engine is tried again. */
-  open(): Promise<void> {
-    return this.oom.open();
+  /**
+   * Follows the engine's oom events from now on, in the background: start-up waited for the
+   * engine's answer, so an engine that never answered kept the node from ever serving. Until the
+   * subscription is up, a run that dies is judged by the engine's history (OomEvents.covers).
+   */
+  open(): void {
+    void this.oom.open();
   }
 
   close(): void {
@@ -264,7 +269,13 @@ export class DockerExecutor extends StoredOutput implements Executor {
   }
 
   async reconcile(knownJobIds: readonly string[]): Promise<ReconcileReport> {
-    const containers = await this.docker.listContainers({ all: true, filters: { label: [`${NODE_LABEL}=${this.nodeId}`] } });
+    // Bounded: the node's start waits for this answer, and an engine that never gave it kept the
+    // node from serving for the call's hour. Unanswered, the runs are left as they are, said so.
+    const containers = await this.docker
+      .listContainers({ all: true, filters: { label: [`${NODE_LABEL}=${this.nodeId}`] }, abortSignal: AbortSignal.timeout(RECONCILE_ANSWER_MS) } as Docker.ContainerListOptions)
+      .catch((e: unknown) => {
+        throw new DmsError('unavailable', `the Docker engine did not list this node's containers: ${engineMessage(e)}`);
+      });
     // Newest first, so if a job somehow has several containers the latest attempt wins.
     containers.sort((a, b) => b.Created - a.Created);
     const report: ReconcileReport = { reattached: [], missing: [], orphans: [] };
@@ -477,6 +488,8 @@ interface PullEvent {
 
 /** Images remembered as present (DockerExecutor.knownImages): a node runs jobs of far fewer. */
 const KNOWN_IMAGES = 256;
+/** How long the engine may take to list this node's containers at start-up (reconcile). */
+const RECONCILE_ANSWER_MS = 10_000;
 
 // The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
 // has returned (see ./oom-events.ts). So a memory-limited container that died by SIGKILL (137)

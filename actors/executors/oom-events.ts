@@ -19,6 +19,8 @@ import type { Logger } from '../../runtime/log.js';
 const RECORDS = 1024;
 const RECONNECT_MIN_MS = 1_000;
 const RECONNECT_MAX_MS = 30_000;
+/** How long the engine may take to answer a subscription before it is asked again. */
+const ANSWER_MS = 10_000;
 
 interface EngineEvent {
   id?: string;
@@ -50,10 +52,11 @@ export class OomEvents {
   ) {}
 
   /** Opens the subscription; an engine that does not answer is tried again later, never an error. */
-  async open(): Promise<void> {
-    if (this.wanted) return;
+  /** Subscribes; resolves once the engine answered or the first attempt failed (then it tries again). */
+  open(): Promise<void> {
+    if (this.wanted) return Promise.resolve();
     this.wanted = true;
-    await this.connect();
+    return this.connect();
   }
 
   close(): void {
@@ -120,7 +123,14 @@ export class OomEvents {
     let stream: NodeJS.ReadableStream;
     try {
       const filters = { type: ['container'], event: ['oom'], label: [this.label] };
-      stream = (await this.docker.getEvents({ ...(since !== undefined ? { since } : {}), filters } as never)) as unknown as NodeJS.ReadableStream;
+      // Aborted only while the engine has not answered: the stream it answers with lasts.
+      const unanswered = new AbortController();
+      const timer = setTimeout(() => unanswered.abort(new Error(`the engine did not answer within ${ANSWER_MS} ms`)), ANSWER_MS);
+      try {
+        stream = (await this.docker.getEvents({ ...(since !== undefined ? { since } : {}), filters, abortSignal: unanswered.signal } as never)) as unknown as NodeJS.ReadableStream;
+      } finally {
+        clearTimeout(timer);
+      }
     } catch (e) {
       this.log?.debug({ err: errorText(e) }, 'engine events not followed; trying again');
       this.again();

@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listenAddr, waitFor } from '../helpers/network.js';
@@ -152,5 +154,32 @@ describe('dms start --log-format', { timeout: 90_000 }, () => {
     const r = await dms(prepareHome('log-format-bad'), ['start', '--port', '0', '--log-format', 'xml']);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/--log-format.*'xml'.*(pretty, json|json, pretty)/);
+  });
+});
+
+describe('dms start with a Docker engine that never answers', { timeout: 60_000 }, () => {
+  it("is healthy once the engine's 10 s to list the node's containers passed: its events and networks are looked at in the background", async () => {
+    // Found on a running node: start-up waited on the engine's first answers (its oom events, the
+    // ensemble networks an earlier run left, the containers it left, for an hour), so a hung
+    // engine kept the node from serving.
+    const dir = mkdtempSync(join(tmpdir(), 'dms-hung-engine-'));
+    const socketPath = join(dir, 'docker.sock');
+    const held = new Set<Socket>();
+    const engine = createServer((s) => {
+      held.add(s);
+      s.on('error', () => undefined);
+    });
+    await new Promise<void>((r) => engine.listen(socketPath, r));
+    try {
+      // The engine may take 10 s to list the containers the node left (reconcile), and is then given up.
+      const node = await startNode({ env: { DOCKER_HOST: `unix://${socketPath}` }, timeoutMs: 25_000 });
+      expect(held.size, 'the node asked the engine').toBeGreaterThan(0);
+      await node.stop();
+      removeHome(node.home);
+    } finally {
+      for (const s of held) s.destroy();
+      engine.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
