@@ -361,7 +361,8 @@ export const ConfigSchema = z
         /**
          * How long an exchange of a fetch may bring no block (nor "not here") before its holder is
          * given up for the next one and asked last for a while: a holder answering each exchange
-         * just within its minute held a fetch for ever while another node had the blocks.
+         * just within its minute held a fetch for ever while another node had the blocks. An
+         * exchange served here whose asker takes nothing for as long is ended, its room given back.
          */
         exchange_stall_ms: z.number().int().min(1_000).max(60_000).default(10_000),
         /**

@@ -489,7 +489,7 @@ interface PullEvent {
 /** Images remembered as present (DockerExecutor.knownImages): a node runs jobs of far fewer. */
 const KNOWN_IMAGES = 256;
 /** How long the engine may take to list this node's containers at start-up (reconcile). */
-const RECONCILE_ANSWER_MS = 10_000;
+const RECONCILE_ANSWER_MS = 20_000;
 
 // The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
 // has returned (see ./oom-events.ts). So a memory-limited container that died by SIGKILL (137)

@@ -158,7 +158,7 @@ describe('dms start --log-format', { timeout: 90_000 }, () => {
 });
 
 describe('dms start with a Docker engine that never answers', { timeout: 60_000 }, () => {
-  it("is healthy once the engine's 10 s to list the node's containers passed: its events and networks are looked at in the background", async () => {
+  it("is healthy once the engine's 20 s to list the node's containers passed: its events and networks are looked at in the background", async () => {
     // Found on a running node: start-up waited on the engine's first answers (its oom events, the
     // ensemble networks an earlier run left, the containers it left, for an hour), so a hung
     // engine kept the node from serving.
@@ -171,8 +171,8 @@ describe('dms start with a Docker engine that never answers', { timeout: 60_000 
     });
     await new Promise<void>((r) => engine.listen(socketPath, r));
     try {
-      // The engine may take 10 s to list the containers the node left (reconcile), and is then given up.
-      const node = await startNode({ env: { DOCKER_HOST: `unix://${socketPath}` }, timeoutMs: 25_000 });
+      // The engine may take 20 s to list the containers the node left (reconcile), and is then given up.
+      const node = await startNode({ env: { DOCKER_HOST: `unix://${socketPath}` }, timeoutMs: 40_000 });
       expect(held.size, 'the node asked the engine').toBeGreaterThan(0);
       await node.stop();
       removeHome(node.home);
