@@ -16,7 +16,7 @@ import { isTerminal, type Job } from '../behaviors/jobs/schema.js';
 import { defineBehavior } from '../runtime/behavior.js';
 import { rememberNewest } from '../runtime/bounded-map.js';
 import { type ActorContext, defineActor, makeActor } from '../runtime/component.js';
-import type { Config } from '../runtime/config.js';
+import { type Config, isLoopback } from '../runtime/config.js';
 import { DmsError, errorText, invalid, notFound } from '../runtime/errors.js';
 import type { Logger } from '../runtime/log.js';
 import type { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
@@ -196,13 +196,6 @@ export class PortForwards implements PortForwarder {
     pipe(socket, stream, rest, idleMs);
     socket.resume();
   }
-}
-
-/** `localhost`, 127.0.0.0/8 or ::1 (a v4-mapped loopback too): reachable from this machine only. */
-function isLoopback(host: string): boolean {
-  if (host === 'localhost') return true;
-  const v4 = host.toLowerCase().startsWith('::ffff:') && isIP(host.slice(7)) === 4 ? host.slice(7) : host;
-  return isIP(v4) === 4 ? v4.startsWith('127.') : host === '::1' || /^(0{0,4}:){7}0{0,3}1$/.test(host);
 }
 
 /** `ADDR:PORT`, `ADDR` or `PORT`: an IP literal (or localhost) and a port; default 127.0.0.1 and any free port. */

@@ -3,6 +3,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DevEvent, DevEventType } from '../../behaviors/dev.js';
+import { settledWithin } from '../../runtime/deadline.js';
 import { errorText } from '../../runtime/errors.js';
 import { type NodeProcess, removeHome, type StartOptions, startNode, type TestNode } from './node.js';
 
@@ -123,9 +124,15 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
  * must end in time (a fetch), where waitFor polls a state.
  */
 export function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not done within ${ms} ms`)), ms)));
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+  // The bound holds the process, as the timer it replaces did: a hung operation fails the test by name.
+  return settledWithin(
+    p,
+    ms,
+    () => {
+      throw new Error(`${what}: not done within ${ms} ms`);
+    },
+    { unref: false },
+  );
 }
 
 /** Of a job's record, what says where it is and why. */
