@@ -6,8 +6,6 @@ export interface IssueOptions {
   prefix?: string;
   /** Name at most this many issues (a hostile envelope can carry thousands). */
   limit?: number;
-  /** A missing field reads `x is required` (the wire's texts) rather than `x: Invalid input: …`. */
-  sayRequired?: boolean;
 }
 
 /**
@@ -20,7 +18,7 @@ export function describeIssues(error: z.ZodError, opts: IssueOptions = {}): stri
   return issues.map((i) => describeIssue(i, opts)).join('; ');
 }
 
-function describeIssue(i: z.core.$ZodIssue, { prefix = '', sayRequired = false }: IssueOptions): string {
+function describeIssue(i: z.core.$ZodIssue, { prefix = '' }: IssueOptions): string {
   const key = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
   if (i.code === 'unrecognized_keys') return `${key ? `${key}: ` : ''}unknown key ${i.keys.map((k) => `'${k}'`).join(', ')}`;
   // A record key that fails its schema: zod says only "Invalid key in record"; the key's own
@@ -32,8 +30,10 @@ function describeIssue(i: z.core.$ZodIssue, { prefix = '', sayRequired = false }
   }
   // A message that names its field already (a refinement's) stands alone.
   if (!key || i.message.startsWith(key)) return i.message;
-  // Issues carry no input (zod reports it only when asked), so a missing field is told by its message.
-  if (sayRequired && i.code === 'invalid_type' && i.message.endsWith('received undefined')) return `${key} is required`;
+  // A missing field reads `x is required` (the wire's texts), not zod's `x: Invalid input: expected
+  // string, received undefined`. Issues carry no input (zod reports it only when asked), so a
+  // missing field is told by its message.
+  if (i.code === 'invalid_type' && i.message.endsWith('received undefined')) return `${key} is required`;
   return `${key}: ${i.message}`;
 }
 

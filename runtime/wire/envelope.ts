@@ -86,7 +86,7 @@ export type WireEnvelope = z.infer<typeof WireEnvelope>;
 
 /** The one-line zod issue text (../issues.ts), here too for the kernel and plugins that import it from the wire. */
 export function describeIssues(error: z.ZodError): string {
-  return describeIssuesOf(error, { limit: 5, sayRequired: true });
+  return describeIssuesOf(error, { limit: 5 });
 }
 
 // Integers keep every digit as bigint; anything else becomes a number and fails the u64 fields.
