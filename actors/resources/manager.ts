@@ -341,8 +341,13 @@ class ResourceManager {
   private createVolume(name: string, size: number): Volume {
     const volumes = this.volumes();
     this.countBlocks();
-    const short = this.ledger.shortfall(storageOnly(size));
-    if (short) throw new DmsError('conflict', `volume ${name}: ${short} (${this.storageText()})`);
+    const free = this.ledger.free().storage.size;
+    if (size > free) {
+      // A node onboarded without disk is the usual cause, and the fix is the operator's to make.
+      const none = this.settings.onboarded !== null && this.ledger.offering.storage.size === 0;
+      const why = none ? 'this node offers no disk: its operator onboards some with `dms onboard --disk <size>`' : `${formatBytes(free)} free (${this.storageText()})`;
+      throw new DmsError('conflict', `volume ${name}: not enough storage: ${formatBytes(size)} asked, ${why}`);
+    }
     const volume = volumes.create(name, size);
     this.ledger.reserve(volumeKey(name), storageOnly(size), true);
     return volume;

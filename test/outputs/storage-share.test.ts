@@ -71,7 +71,7 @@ describe('the storage share', () => {
 
     const second = await fetch(`${node.url}/api/v1/volumes`, json('POST', { name: 'b', size: '1MiB' }));
     expect(second.status).toBe(409);
-    expect(await errorOf(second)).toMatch(/^volume b: not enough storage: 1 MiB asked, [\d.]+ KiB free of 2 MiB onboarded \(2 MiB onboarded; blocks hold [\d.]+ KiB, volumes 1 MiB\)$/);
+    expect(await errorOf(second)).toMatch(/^volume b: not enough storage: 1 MiB asked, [\d.]+ KiB free \(2 MiB onboarded; blocks hold [\d.]+ KiB, volumes 1 MiB\)$/);
 
     expect((await fetch(`${node.url}/api/v1/volumes/a`, { method: 'DELETE' })).status).toBe(200);
     expect((await usage()).stored.volumes).toBe(0);
@@ -85,6 +85,14 @@ describe('the storage share', () => {
     const again = await startLocalJobNode({ home: node.home });
     node = again;
     expect((await usage()).stored).toEqual(before);
+  });
+
+  it('tells an operator who onboarded no disk how to offer some when a volume is asked for', async () => {
+    const onboard = await fetch(`${node.url}/api/v1/device/config`, json('PUT', { onboarded: { cpu: 1, memory: '256MiB' } }));
+    expect(onboard.status, await onboard.clone().text()).toBe(200);
+    const res = await fetch(`${node.url}/api/v1/volumes`, json('POST', { name: 'c', size: '1MiB' }));
+    expect(res.status).toBe(409);
+    expect(await errorOf(res)).toBe('volume c: not enough storage: 1 MiB asked, this node offers no disk: its operator onboards some with `dms onboard --disk <size>`');
   });
 });
 
