@@ -121,12 +121,24 @@ describe('parseJsonLossless on long texts (their long strings read natively)', (
     expect(parseJsonLossless(text)).toEqual(parseLosslessOnly(text));
   });
 
-  it('takes milliseconds for an envelope of 1 MiB (lossless-json alone: about 300 ms)', () => {
+  it('reads an envelope of 1 MiB within a few times what JSON.parse takes (lossless-json alone: about 40 times)', () => {
     const text = `{"to":{},"be":"/x","from":{},"nonce":1,"opt":{"exp":2},"msg":"${Buffer.alloc(700_000, 7).toString('base64')}"}`;
+    // Against JSON.parse of the same text in the same moment, the fastest of five each: a shared
+    // machine's load slows both alike, where a bound in milliseconds failed under it.
+    const fastest = (fn: () => unknown) => {
+      let best = Infinity;
+      for (let i = 0; i < 5; i++) {
+        const began = performance.now();
+        fn();
+        best = Math.min(best, performance.now() - began);
+      }
+      return best;
+    };
     parseEnvelope(text);
-    const began = performance.now();
-    for (let i = 0; i < 5; i++) parseEnvelope(text);
-    expect((performance.now() - began) / 5).toBeLessThan(60);
+    JSON.parse(text);
+    const ours = fastest(() => parseEnvelope(text));
+    const native = fastest(() => JSON.parse(text));
+    expect(ours / native).toBeLessThan(10);
   });
 });
 
