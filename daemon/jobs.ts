@@ -131,6 +131,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         lostAfterMs: config.deployment.lost_after_ms,
         pollWaitMs: config.deployment.follow_poll_ms,
         manifests: blocks?.manifests,
+        cancels: storage.cancels,
       }),
     );
   }

@@ -106,4 +106,19 @@ export const EnsembleEntity = defineEntity({
   }),
 });
 
-export const ENTITIES = [JobEntity, JobEventEntity, AllocationEntity, DeviceSettingEntity, EnsembleEntity];
+/**
+ * A cancel of a job placed elsewhere that its provider has not confirmed yet
+ * (actors/executors/cancel-outbox.ts): kept so the requester asks it again after a restart too.
+ */
+export const WaitingCancelEntity = defineEntity({
+  name: 'WaitingCancel',
+  tableName: 'waiting_cancel',
+  properties: (p) => ({
+    job_id: p.string().primary(),
+    node: p.string(),
+    reason: p.text(),
+    since: p.datetime(),
+  }),
+});
+
+export const ENTITIES = [JobEntity, JobEventEntity, AllocationEntity, DeviceSettingEntity, EnsembleEntity, WaitingCancelEntity];

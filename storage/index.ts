@@ -7,6 +7,7 @@ import { chmodSync, closeSync, existsSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { MikroORM } from '@mikro-orm/sqlite';
 import { AllocationRepository } from './allocations.js';
+import { WaitingCancelRepository } from './cancels.js';
 import { MIGRATION_NAMES, MIGRATIONS_TABLE } from './migrations/names.js';
 import { baseOptions } from './options.js';
 import { initOrm } from './orm-environment.js';
@@ -19,7 +20,8 @@ import { makeDirs } from '../runtime/files.js';
 export type { AllocationFilter } from './allocations.js';
 export type { JobChange, JobCreateOptions, JobFilter, JobListOptions, JobWrite, JobWriteResult } from './jobs.js';
 export type { EnsembleChange, EnsembleRow } from './ensembles.js';
-export { AllocationRepository, DeviceRepository, EnsembleRepository, JobEventRepository, JobRepository };
+export type { StoredCancel, WaitingCancel } from './cancels.js';
+export { AllocationRepository, DeviceRepository, EnsembleRepository, JobEventRepository, JobRepository, WaitingCancelRepository };
 
 export interface Storage {
   readonly jobs: JobRepository;
@@ -27,6 +29,7 @@ export interface Storage {
   readonly allocations: AllocationRepository;
   readonly device: DeviceRepository;
   readonly ensembles: EnsembleRepository;
+  readonly cancels: WaitingCancelRepository;
   close(): Promise<void>;
 }
 
@@ -69,6 +72,7 @@ export async function openStorage(path: string): Promise<Storage> {
     allocations: new AllocationRepository(orm),
     device: new DeviceRepository(orm),
     ensembles: new EnsembleRepository(orm),
+    cancels: new WaitingCancelRepository(orm),
     close: () => orm.close(true),
   };
 }

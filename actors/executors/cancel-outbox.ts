@@ -5,10 +5,18 @@
  * run served on and held its share for good. Each is asked again, a round every
  * CANCEL_AGAIN_MS, until the provider answers; a provider that does not answer is not asked
  * about its other jobs in that round.
+ *
+ * Each is stored before the cancel is answered (storage/cancels.ts), and the outbox is filled
+ * again from storage when the node starts: kept in memory only, a requester restarted (or
+ * killed) before the provider was back forgot a cancel it had answered, and the run went on
+ * there for good (test/multinode/cancel-after-restart.test.ts). A node shut down cleanly keeps
+ * them too, for its next start. The bounds hold for the stored ones: the newest MAX_WAITING,
+ * none older than GIVE_UP_MS, counted from when the run was given up, not from the restart.
  */
 import { rememberNewest } from '../../runtime/bounded-map.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
+import type { StoredCancel, WaitingCancel } from '../../storage/cancels.js';
 
 export const CANCEL_AGAIN_MS = 5_000;
 /** Cancels kept waiting for their providers: the newest are kept. */
@@ -20,6 +28,15 @@ interface Waiting {
   node: string;
   reason: string;
   since: number;
+  /** Its row's write: a row is removed only once it is there, or the removal could come first. */
+  stored?: Promise<void>;
+}
+
+/** Where the waiting cancels outlive the process (storage/cancels.ts). */
+export interface CancelStore {
+  list(): Promise<StoredCancel[]>;
+  put(cancel: WaitingCancel, keep: number): Promise<void>;
+  remove(jobId: string, since?: number): Promise<void>;
 }
 
 export class CancelOutbox {
@@ -30,23 +47,78 @@ export class CancelOutbox {
   constructor(
     /** Asks `node` to cancel the job; throws as the call does. */
     private readonly ask: (node: string, jobId: string, reason: string) => Promise<void>,
-    private readonly log: Pick<Logger, 'info'>,
+    private readonly log: Pick<Logger, 'info' | 'warn'>,
+    /** Without, the cancels are kept in memory only. */
+    private readonly store?: CancelStore,
     private readonly everyMs = CANCEL_AGAIN_MS,
   ) {}
 
-  add(jobId: string, node: string, reason: string): void {
-    rememberNewest(this.waiting, jobId, { node, reason, since: Date.now() }, MAX_WAITING);
-    this.timer ??= setInterval(() => void this.round(), this.everyMs).unref();
+  /**
+   * Picks up the cancels an earlier process of this node stored. Those of a job unfinished on
+   * that same node again, or past the bounds, go; cancels added meanwhile stay the newest.
+   */
+  async open(): Promise<void> {
+    if (!this.store) return;
+    let rows: StoredCancel[];
+    try {
+      rows = await this.store.list();
+    } catch (e) {
+      // The node serves on without them: what they would stop runs on, as it did before they were stored.
+      this.log.warn({ err: errorText(e) }, 'cancels the providers missed not read from storage');
+      return;
+    }
+    const now = Date.now();
+    const live = [...this.waiting];
+    this.waiting.clear();
+    let dropped = 0;
+    for (const [i, row] of rows.entries()) {
+      if (row.placed_again || now - row.since > GIVE_UP_MS || i < rows.length - MAX_WAITING) {
+        dropped++;
+        void this.unstore(row.job_id, row);
+        continue;
+      }
+      this.waiting.set(row.job_id, { node: row.node, reason: row.reason, since: row.since });
+    }
+    for (const [jobId, w] of live) rememberNewest(this.waiting, jobId, w, MAX_WAITING);
+    if (rows.length > 0) this.log.info({ waiting: rows.length - dropped, dropped }, 'cancels the providers missed picked up again');
+    if (this.waiting.size > 0) this.schedule();
   }
 
-  /** Started there again: the new run is not the one to cancel. */
-  forget(jobId: string): void {
+  /** Resolves once the cancel is stored: before it is answered, so a restart does not forget it. */
+  async add(jobId: string, node: string, reason: string): Promise<void> {
+    const w: Waiting = { node, reason, since: Date.now() };
+    rememberNewest(this.waiting, jobId, w, MAX_WAITING);
+    this.schedule();
+    if (!this.store) return;
+    w.stored = this.store
+      .put({ job_id: jobId, node, reason, since: w.since }, MAX_WAITING)
+      .catch((e: unknown) => this.log.warn({ job: jobId, node, err: errorText(e) }, 'cancel the provider missed not stored: a restart of this node forgets it'));
+    await w.stored;
+  }
+
+  /** Started there again: the new run is not the one to cancel. Resolves once its row is gone too. */
+  async forget(jobId: string): Promise<void> {
+    const w = this.waiting.get(jobId);
+    if (!w) return;
     this.waiting.delete(jobId);
+    await this.unstore(jobId, w);
   }
 
+  /** Stops asking; the stored cancels are asked again by the node's next process. */
   close(): void {
     clearInterval(this.timer);
     this.timer = undefined;
+  }
+
+  private schedule(): void {
+    this.timer ??= setInterval(() => void this.round(), this.everyMs).unref();
+  }
+
+  /** Removes the row of `w` (not a newer one of the job). A row left is asked again after a restart, and answered. */
+  private async unstore(jobId: string, w: Pick<Waiting, 'since' | 'stored'>): Promise<void> {
+    if (!this.store) return;
+    await w.stored;
+    await this.store.remove(jobId, w.since).catch((e: unknown) => this.log.info({ job: jobId, err: errorText(e) }, 'cancel the provider missed not removed from storage'));
   }
 
   private async round(): Promise<void> {
@@ -58,6 +130,7 @@ export class CancelOutbox {
         if (this.waiting.get(jobId) !== w || silent.has(w.node)) continue;
         if (Date.now() - w.since > GIVE_UP_MS) {
           this.waiting.delete(jobId);
+          void this.unstore(jobId, w);
           continue;
         }
         try {
@@ -71,7 +144,10 @@ export class CancelOutbox {
           }
           this.log.info({ job: jobId, node: w.node, err: errorText(e) }, 'cancel the provider missed: nothing runs there');
         }
-        if (this.waiting.get(jobId) === w) this.waiting.delete(jobId);
+        if (this.waiting.get(jobId) === w) {
+          this.waiting.delete(jobId);
+          void this.unstore(jobId, w);
+        }
       }
     } finally {
       this.asking = false;

@@ -24,7 +24,7 @@ import type { Job } from '../../behaviors/jobs/schema.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import { DmsError, errorText, invalid } from '../../runtime/errors.js';
-import { CancelOutbox } from './cancel-outbox.js';
+import { CancelOutbox, type CancelStore } from './cancel-outbox.js';
 import { withRetries } from '../../runtime/retry.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
 import { type ProviderTrust, untrustedReason } from '../orchestrator/trust.js';
@@ -77,6 +77,8 @@ export interface RemoteFollowerOptions {
   machine?: MachineFactory;
   /** Where the provider's signed manifest of a job with outputs is written when it ends (actors/outputs). */
   manifests?: ManifestFiles;
+  /** Where cancels the providers missed are kept across restarts (storage/cancels.ts); without, in memory only. */
+  cancels?: CancelStore;
 }
 
 interface RemoteRun {
@@ -107,11 +109,17 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
     this.missed = new CancelOutbox(
       async (node, id, reason) => void (await opts.actor.call(provider(node), DeploymentBehaviors.cancel, { id, reason }, JobSchema, { ttlMs: CALL_TTL_MS })),
       opts.actor.system.log,
+      opts.cancels,
     );
     this.machines = opts.machine ?? plainMachines;
     this.lostAfterMs = opts.lostAfterMs ?? LOST_AFTER_MS;
     this.cancelBoundMs = opts.cancelBoundMs ?? CANCEL_BOUND_MS;
     this.trusts = opts.trusts ?? (() => false);
+  }
+
+  /** Before any run is started or followed: the cancels an earlier process of this node left waiting are asked again. */
+  async open(): Promise<void> {
+    await this.missed.open();
   }
 
   close(): void {
@@ -130,7 +138,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
     // The placement asked trusted providers only; this is the last door before the values leave.
     if (Object.keys(job.secrets).length > 0 && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
     // Started there again (a pinned job placed anew): this run is not the one given up.
-    this.missed.forget(job.id);
+    await this.missed.forget(job.id);
     const machine = newRun(this.machines, job.id, 'creating');
     // Started by its placement, with the reserve (one round trip): the run there is only followed.
     if (job.container_id === node) return this.created(job, node, machine);
@@ -235,7 +243,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
       // and the provider is told again until it answers.
       if (!(e instanceof DmsError && e.kind === 'conflict')) {
         this.opts.actor.system.log.debug({ job: handle.job_id, node: run.node, err: errorText(e) }, 'cancel not confirmed');
-        this.missed.add(handle.job_id, run.node, reason);
+        await this.missed.add(handle.job_id, run.node, reason);
       }
     }
   }
@@ -288,7 +296,7 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
           if (silent >= this.lostAfterMs) {
             const lost = `node ${run.node} unreachable for ${Math.round(silent / 1000)} s: ${errorText(e)}`;
             // Given up here: a provider that comes back must not run it on.
-            this.missed.add(jobId, run.node, `its requester gave it up: ${lost}`);
+            await this.missed.add(jobId, run.node, `its requester gave it up: ${lost}`);
             throw new DmsError('unavailable', lost);
           }
           await sleep(RETRY_MS, undefined, { signal: this.stopping.signal }).catch(() => undefined);

@@ -6,6 +6,7 @@ import { Secrets } from './0004-secrets.js';
 import { JobFiles } from './0005-job-files.js';
 import { Ports } from './0006-ports.js';
 import { Ensembles } from './0007-ensembles.js';
+import { WaitingCancels } from './0008-waiting-cancels.js';
 import { MIGRATION_NAMES } from './names.js';
 
 /**
@@ -21,6 +22,7 @@ export const MIGRATIONS: MigrationObject[] = [
   { name: '0005-job-files', class: JobFiles },
   { name: '0006-ports', class: Ports },
   { name: '0007-ensembles', class: Ensembles },
+  { name: '0008-waiting-cancels', class: WaitingCancels },
 ];
 
 if (MIGRATIONS.map((m) => m.name).join() !== MIGRATION_NAMES.join()) {

@@ -51,6 +51,10 @@ it('upgrades a database made by the first release in place, keeping its rows', a
     expect(await storage.jobs.get(job.id)).toMatchObject({ name: 'old', status: 'running', placement: null, requester: null, attempts: [] });
     expect((await storage.events.listFor(job.id)).map((e) => e.to_status)).toEqual(['pending', 'running']);
     expect(await storage.jobs.list({ status: 'running' })).toHaveLength(1);
+    // An older home waits for no cancel; the table its requester keeps them in is there.
+    expect(await storage.cancels.list()).toEqual([]);
+    await storage.cancels.put({ job_id: job.id, node: 'provider', reason: 'cancelled', since: now }, 10);
+    expect(await storage.cancels.list()).toEqual([{ job_id: job.id, node: 'provider', reason: 'cancelled', since: now, placed_again: false }]);
   } finally {
     await storage.close();
   }

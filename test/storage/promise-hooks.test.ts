@@ -28,7 +28,7 @@ afterEach(async () => {
 });
 
 describe("the node's writes leave promise hooks off", () => {
-  it('stores and reads jobs, device settings, allocations and ensembles without turning them on', async () => {
+  it('stores and reads jobs, device settings, allocations, ensembles and waiting cancels without turning them on', async () => {
     expect(await promiseHooksOn(), 'promise hooks were on before any write: something else in this process turned them on').toBe(false);
 
     const job = await storage.jobs.create(spec);
@@ -42,16 +42,21 @@ describe("the node's writes leave promise hooks off", () => {
     const ensemble = '5d0a1f7e-3b0e-4c55-9a43-1f4f2f6b2c10';
     await storage.ensembles.create(ensemble, { name: 'pair', parts: {} } as unknown as EnsembleSpec);
     await storage.ensembles.update(ensemble, { status: 'running', attempts: 1, restarts: { server: 1 } });
+    await storage.cancels.put({ job_id: job.id, node: 'provider', reason: 'cancelled', since: Date.now() }, 10);
+    await storage.cancels.put({ job_id: ensemble, node: 'provider', reason: 'cancelled', since: Date.now() }, 10);
+    await storage.cancels.remove(ensemble);
     // The reads, through the ORM, as the routes make them.
     await storage.jobs.list({ status: 'running' });
     await storage.jobs.count();
     await storage.allocations.list({ active: false });
     await storage.ensembles.list({ limit: 10, offset: 0 });
+    await storage.cancels.list();
 
     expect(await promiseHooksOn(), 'a write turned promise hooks on').toBe(false);
     // And each wrote what it said.
     expect(await storage.device.get()).toEqual({ name: 'edge-1', location: {}, labels: { zone: 'lab' }, onboarded: { cpu: { cores: 1 }, memory: { size: 1024 ** 3 }, storage: { size: 10 ** 9 } } });
     expect((await storage.allocations.get(held.id))?.released_at).not.toBeNull();
     expect(await storage.ensembles.get(ensemble)).toMatchObject({ status: 'running', attempts: 1, restarts: { server: 1 }, reason: null });
+    expect((await storage.cancels.list()).map((c) => c.job_id)).toEqual([job.id]);
   });
 });

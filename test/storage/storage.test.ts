@@ -307,6 +307,46 @@ describe('device settings', () => {
   });
 });
 
+describe('waiting cancels', () => {
+  const cancel = (job_id: string, node: string, since: number) => ({ job_id, node, reason: `gave up ${job_id}`, since });
+  const listed = async () => (await storage.cancels.list()).map((c) => [c.job_id, c.node, c.since, c.placed_again]);
+
+  it('keeps them across a reopen, one per job, the newest within the bound, oldest first', async () => {
+    await storage.cancels.put(cancel('j2', 'p', 2_000), 10);
+    await storage.cancels.put(cancel('j1', 'p', 1_000), 10);
+    // Asked again: the newer one replaces the job's earlier one.
+    await storage.cancels.put(cancel('j1', 'q', 3_000), 10);
+    await storage.close();
+    storage = await openStorage(path);
+    expect(await listed()).toEqual([['j2', 'p', 2_000, false], ['j1', 'q', 3_000, false]]);
+    expect((await storage.cancels.list())[0].reason).toBe('gave up j2');
+
+    await storage.cancels.put(cancel('j3', 'p', 4_000), 2);
+    expect(await listed()).toEqual([['j1', 'q', 3_000, false], ['j3', 'p', 4_000, false]]);
+  });
+
+  it('removes only the cancel named by its time when one is given, a newer one of the job stays', async () => {
+    await storage.cancels.put(cancel('j1', 'p', 1_000), 10);
+    await storage.cancels.put(cancel('j1', 'p', 2_000), 10);
+    await storage.cancels.remove('j1', 1_000);
+    expect(await listed()).toEqual([['j1', 'p', 2_000, false]]);
+    await storage.cancels.remove('j1');
+    expect(await listed()).toEqual([]);
+  });
+
+  it('says which job is unfinished on the same node again: its run there is not one to cancel', async () => {
+    const again = await storage.jobs.create(spec);
+    await storage.jobs.update(again.id, { status: 'running', reason: 'started', node: 'p' });
+    const elsewhere = await storage.jobs.create(spec);
+    await storage.jobs.update(elsewhere.id, { status: 'running', reason: 'started', node: 'q' });
+    const ended = await storage.jobs.create(spec);
+    await storage.jobs.update(ended.id, { status: 'running', reason: 'started', node: 'p' });
+    await storage.jobs.update(ended.id, { status: 'failed', reason: 'cancelled' });
+    for (const [i, id] of [again.id, elsewhere.id, ended.id, 'unknown-here'].entries()) await storage.cancels.put(cancel(id, 'p', i), 10);
+    expect(await listed()).toEqual([[again.id, 'p', 0, true], [elsewhere.id, 'p', 1, false], [ended.id, 'p', 2, false], ['unknown-here', 'p', 3, false]]);
+  });
+});
+
 describe('schema', () => {
   it('the migrations build exactly the schema the entities describe', async () => {
     const orm = await MikroORM.init(storageConfig(path));
