@@ -54,7 +54,9 @@ export async function everyEnsemble<T extends { id: string }>(rest: RestClient):
 /**
  * A whole ensemble id is used as given; a prefix, or else the ensemble's name (what `ensemble
  * deploy` printed beside the id), is looked up among every ensemble. A name several ensembles
- * share is refused, naming them: cancelling one of them by a guess would be worse than asking.
+ * share means the one of them not yet ended, when there is exactly one (the same file deployed
+ * again after the last run ended); otherwise it is refused, naming them: cancelling one of
+ * several live ones by a guess would be worse than asking.
  */
 export async function resolveEnsembleId(rest: RestClient, given: string): Promise<string> {
   if (UUID.test(given.trim())) return given.trim();
@@ -66,6 +68,8 @@ export async function resolveEnsembleId(rest: RestClient, given: string): Promis
   const name = given.trim();
   const named = list.filter((e) => e.name === name);
   if (named.length === 1) return named[0].id;
+  const live = named.filter((e) => e.status !== 'completed' && e.status !== 'failed');
+  if (named.length > 1 && live.length === 1) return live[0].id;
   if (named.length > 1) throw new CliError(`${named.length} ensembles are named '${name}': ${named.map((e) => `${shortId(e.id)} (${e.status})`).join(', ')}; give its id`);
   if (prefix && matches.length === 0) throw new CliError(`no ensemble id starts with '${prefix}', and none is named '${name}'`);
   // No id, or one several ids start with: the prefix's own refusal says which.

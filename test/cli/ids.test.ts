@@ -72,3 +72,32 @@ describe('looking a prefix up on the node', () => {
     expect(await resolveEnsembleId(b.rest, 'e-99')).toBe(b.idOf('e-99'));
   });
 });
+
+describe('an ensemble name several ensembles share', () => {
+  const id = (n: number) => `${String(n).repeat(8)}-0000-4000-8000-000000000000`;
+  const nodeWith = (list: { id: string; name: string; status: string }[]) =>
+    Object.assign(Object.create(RestClient.prototype) as RestClient, { page: async () => ({ items: list, total: list.length }) });
+
+  it('means the one not yet ended, when exactly one is', async () => {
+    const rest = nodeWith([
+      { id: id(3), name: 'web', status: 'running' },
+      { id: id(2), name: 'web', status: 'completed' },
+      { id: id(1), name: 'web', status: 'failed' },
+    ]);
+    expect(await resolveEnsembleId(rest, 'web')).toBe(id(3));
+  });
+
+  it('is refused, naming each, when none or several are live', async () => {
+    const ended = nodeWith([
+      { id: id(2), name: 'web', status: 'completed' },
+      { id: id(1), name: 'web', status: 'failed' },
+    ]);
+    await expect(resolveEnsembleId(ended, 'web')).rejects.toThrow("2 ensembles are named 'web': 22222222 (completed), 11111111 (failed); give its id");
+    const live = nodeWith([
+      { id: id(3), name: 'web', status: 'pending' },
+      { id: id(2), name: 'web', status: 'running' },
+      { id: id(1), name: 'web', status: 'completed' },
+    ]);
+    await expect(resolveEnsembleId(live, 'web')).rejects.toThrow("3 ensembles are named 'web': 33333333 (pending), 22222222 (running), 11111111 (completed); give its id");
+  });
+});
