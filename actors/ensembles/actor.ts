@@ -178,6 +178,9 @@ class Ensembles {
   // --- submit, read, cancel ---------------------------------------------------------------
 
   async submit(spec: EnsembleSpec): Promise<Ensemble> {
+    // Its parts' jobs, made before it is tracked, would look stray to recovery (endStrayParts),
+    // and the ensembles recovery tracks count against the bound.
+    await this.recovered;
     if (this.live.size + this.submitting >= this.ctx.deps.maxLive) {
       throw new DmsError('overloaded', `this node drives ${this.live.size + this.submitting} ensembles not yet ended, as many as ensembles.max_live allows (${this.ctx.deps.maxLive}); cancel one or wait for one to end`, { retryAfter: 5 });
     }
