@@ -83,6 +83,7 @@ const NODE = [
   'test/multinode/tunnel.test.ts',
   'test/multinode/ensemble-names.test.ts',
   'test/ensembles/start-refused.test.ts',
+  'test/ensembles/net-hung-engine.test.ts',
   'test/network/dht-protocol.test.ts',
   'test/network/forward-lifetime.test.ts',
   'test/network/discovery.test.ts',

@@ -178,6 +178,9 @@ class Ensembles {
   // --- submit, read, cancel ---------------------------------------------------------------
 
   async submit(spec: EnsembleSpec): Promise<Ensemble> {
+    // Its parts' jobs, made before it is tracked, would look stray to recovery (endStrayParts),
+    // and the ensembles recovery tracks count against the bound.
+    await this.recovered;
     if (this.live.size + this.submitting >= this.ctx.deps.maxLive) {
       throw new DmsError('overloaded', `this node drives ${this.live.size + this.submitting} ensembles not yet ended, as many as ensembles.max_live allows (${this.ctx.deps.maxLive}); cancel one or wait for one to end`, { retryAfter: 5 });
     }
@@ -317,6 +320,23 @@ class Ensembles {
       if (Object.values(parts).some((p) => p.node !== null)) {
         void this.grant(live).catch((e: unknown) => this.ctx.log.warn({ ensemble: row.id, err: errorText(e) }, 'members grant not renewed after restart'));
       }
+    }
+    await this.endStrayParts();
+  }
+
+  /**
+   * Part jobs whose ensemble is not driven any more end: those made before the node stopped in
+   * the middle of making it (failed above, or at an earlier start that stopped before this), or
+   * outliving it. The orchestrator holds them for a placement only their ensemble gives, so
+   * they would wait for ever, listed as pending. Not waited for: a running one stops within
+   * its grace period, which the node's start need not take.
+   */
+  private async endStrayParts(): Promise<void> {
+    for (const job of await this.storage.jobs.list({ status: ['pending', 'running'] })) {
+      if (job.ensemble === null || job.requester !== null || this.live.has(job.ensemble)) continue;
+      const row = await this.storage.ensembles.get(job.ensemble);
+      const why = row ? `${row.status}${row.reason ? `: ${row.reason}` : ''}` : 'is gone';
+      void this.cancelJob(job.id, `its ensemble ${job.ensemble} ${why}`.slice(0, 480));
     }
   }
 

@@ -9,6 +9,8 @@
  */
 import { createHash } from 'node:crypto';
 import type Docker from 'dockerode';
+import { settledWithin } from '../../runtime/deadline.js';
+import { DmsError } from '../../runtime/errors.js';
 import { ENSEMBLE_LABEL, NODE_LABEL } from '../executors/container-spec.js';
 
 export const ENSEMBLE_REQUESTER_LABEL = 'dms.ensemble.requester';
@@ -59,40 +61,68 @@ export interface EnsembleNetwork {
 
 const statusOf = (e: unknown): number | undefined => (e as { statusCode?: number }).statusCode;
 
+/** The engine, and how long each of its answers is waited for. */
+export interface Engine {
+  docker: Docker;
+  answerMs: number;
+}
+
+/**
+ * One request to the engine, given up after `engine.answerMs`: an engine that accepts
+ * connections and never answers held its caller, and every attach queued behind it, for good.
+ * Aborted where dockerode takes a signal (not all of its calls do), so nothing stays open.
+ */
+export function answered<T>(engine: Engine, what: string, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const unanswered = new AbortController();
+  return settledWithin(call(unanswered.signal), engine.answerMs, () => {
+    unanswered.abort();
+    throw new DmsError('unavailable', `the Docker engine did not answer within ${engine.answerMs} ms (${what})`);
+  });
+}
+
+/**
+ * Whether a failed request had an answer from the engine about the thing asked for (a status
+ * code, a network without IPv4), rather than none (not reached, not answered in time).
+ */
+export const answeredAbout = (e: unknown): boolean => statusOf(e) !== undefined || (e instanceof DmsError && e.kind === 'invalid');
+
 /** Creates the slot's network, or takes the one already there (an earlier attach, a restarted node). */
-export async function ensureNetwork(docker: Docker, nodeId: string, requester: string, ensemble: string, slot: number, parts: readonly string[]): Promise<EnsembleNetwork> {
+export async function ensureNetwork(engine: Engine, nodeId: string, requester: string, ensemble: string, slot: number, parts: readonly string[]): Promise<EnsembleNetwork> {
   const name = ensembleNetworkName(nodeId, requester, ensemble, slot);
   // The engine takes a second network of the same name without a word (and then calls both
   // ambiguous): one already there is looked up first.
   try {
-    return await describeNetwork(docker, name, slot);
+    return await describeNetwork(engine, name, slot);
   } catch (e) {
     if (statusOf(e) !== 404) throw e;
   }
   try {
-    await docker.createNetwork({
-      Name: name,
-      // No route out: a stranger's part reaches its ensemble and nothing beyond.
-      Internal: true,
-      Labels: { [NODE_LABEL]: nodeId, [ENSEMBLE_LABEL]: ensemble, [ENSEMBLE_REQUESTER_LABEL]: requester, [ENSEMBLE_PARTS_LABEL]: parts.join(',') },
-    });
+    await answered(engine, `making network ${name}`, (abortSignal) =>
+      engine.docker.createNetwork({
+        Name: name,
+        // No route out: a stranger's part reaches its ensemble and nothing beyond.
+        Internal: true,
+        Labels: { [NODE_LABEL]: nodeId, [ENSEMBLE_LABEL]: ensemble, [ENSEMBLE_REQUESTER_LABEL]: requester, [ENSEMBLE_PARTS_LABEL]: parts.join(',') },
+        abortSignal,
+      } as Docker.NetworkCreateOptions),
+    );
   } catch (e) {
     if (statusOf(e) !== 409) throw e;
   }
-  return describeNetwork(docker, name, slot);
+  return describeNetwork(engine, name, slot);
 }
 
-export async function describeNetwork(docker: Docker, name: string, slot: number): Promise<EnsembleNetwork> {
-  const info = (await docker.getNetwork(name).inspect()) as { IPAM?: { Config?: { Subnet?: string; Gateway?: string }[] } };
+export async function describeNetwork(engine: Engine, name: string, slot: number): Promise<EnsembleNetwork> {
+  const info = (await answered(engine, `inspecting network ${name}`, () => engine.docker.getNetwork(name).inspect())) as { IPAM?: { Config?: { Subnet?: string; Gateway?: string }[] } };
   const v4 = (info.IPAM?.Config ?? []).find((c) => c.Subnet && !c.Subnet.includes(':'));
-  if (!v4?.Subnet || !v4.Gateway) throw new Error(`network ${name} has no IPv4 subnet and gateway`);
+  if (!v4?.Subnet || !v4.Gateway) throw new DmsError('invalid', `network ${name} has no IPv4 subnet and gateway`);
   return { name, slot, gateway: v4.Gateway, subnet: v4.Subnet };
 }
 
 /** Removes a network; gone already is as good. One that still has containers stays (409/403), and false says so. */
-export async function removeNetwork(docker: Docker, name: string): Promise<boolean> {
+export async function removeNetwork(engine: Engine, name: string): Promise<boolean> {
   try {
-    await docker.getNetwork(name).remove();
+    await answered(engine, `removing network ${name}`, (abortSignal) => engine.docker.getNetwork(name).remove({ abortSignal }));
     return true;
   } catch (e) {
     const s = statusOf(e);
@@ -103,12 +133,14 @@ export async function removeNetwork(docker: Docker, name: string): Promise<boole
 }
 
 /** This node's ensemble networks the engine holds, with the containers on each: what a restarted node finds. */
-export async function listEnsembleNetworks(docker: Docker, nodeId: string): Promise<{ name: string; labels: Record<string, string>; containers: string[] }[]> {
-  const nets = await docker.listNetworks({ filters: { label: [`${NODE_LABEL}=${nodeId}`, ENSEMBLE_LABEL] } });
+export async function listEnsembleNetworks(engine: Engine, nodeId: string): Promise<{ name: string; labels: Record<string, string>; containers: string[] }[]> {
+  const nets = await answered(engine, 'listing ensemble networks', (abortSignal) =>
+    engine.docker.listNetworks({ filters: { label: [`${NODE_LABEL}=${nodeId}`, ENSEMBLE_LABEL] }, abortSignal } as Docker.NetworkListOptions),
+  );
   const out = [];
   for (const n of nets) {
     // The list leaves containers out; the inspection has them.
-    const info = (await docker.getNetwork(n.Id).inspect()) as { Containers?: Record<string, unknown> };
+    const info = (await answered(engine, `inspecting network ${n.Name}`, () => engine.docker.getNetwork(n.Id).inspect())) as { Containers?: Record<string, unknown> };
     out.push({ name: n.Name, labels: n.Labels ?? {}, containers: Object.keys(info.Containers ?? {}) });
   }
   return out;

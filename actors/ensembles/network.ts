@@ -36,8 +36,11 @@ import type { TunnelRequest } from '../../runtime/network/tunnel.js';
 import type { Envelope } from '../../runtime/wire/envelope.js';
 import { ENSEMBLE_LABEL, JOB_LABEL, NODE_LABEL, PART_LABEL } from '../executors/container-spec.js';
 import {
+  answered,
+  answeredAbout,
   assignSlots,
   describeNetwork,
+  type Engine,
   ENSEMBLE_PARTS_LABEL,
   ENSEMBLE_REQUESTER_LABEL,
   type EnsembleNetwork,
@@ -61,6 +64,8 @@ export interface EnsembleNetDeps {
   limits?: GrantLimits;
   /** How long an attach waits for the requester's grant naming the part (it is sent before the start; a late one is waited for). */
   attachWaitMs?: number;
+  /** How long one answer of the Docker engine is waited for. */
+  engineAnswerMs?: number;
 }
 
 export interface EnsembleNetApi {
@@ -74,6 +79,13 @@ const ATTACH_WAIT_MS = 5_000;
 /** Expired grants close their listeners within this. */
 const SWEEP_MS = 5_000;
 const CONNECT_TIMEOUT_MS = 5_000;
+/**
+ * One answer of the engine (a network listed, made, looked at, removed). An attach waits for at
+ * most two (what an earlier run left, then its network) within the executor's 30 s for it.
+ */
+const ENGINE_ANSWER_MS = 10_000;
+/** A look at what an earlier run left that the engine did not answer is tried again after this. */
+const RECOVER_RETRY_MS = 30_000;
 
 /** One ensemble with parts on this node. */
 interface Local {
@@ -103,25 +115,38 @@ const keyOf = (requester: string, ensemble: string) => `${requester} ${ensemble}
 
 class EnsembleNet {
   private readonly grants: GrantRegistry;
-  private readonly docker: Docker;
+  private readonly engine: Engine;
   private readonly locals = new Map<string, Local>();
   /** Job id → its ensemble's key, for detach. */
   private readonly jobs = new Map<string, string>();
   private readonly queues = new Map<string, Promise<unknown>>();
   private readonly own: (id: string) => boolean;
   private sweeper: NodeJS.Timeout | undefined;
-  /** What an earlier run left, looked at (recover): every change waits for it, so none races its sweep of empty networks. */
-  private recovered: Promise<void> = Promise.resolve();
+  /**
+   * What an earlier run left has been looked at (recover): every change waits for that, so none
+   * races its sweep of empty networks. Until then `recovering` is the look under way, if any.
+   */
+  private recovered = false;
+  private recovering: Promise<void> | undefined;
+  private failedLooks = 0;
+  private retry: NodeJS.Timeout | undefined;
+  private stopped = false;
 
   constructor(private readonly ctx: ActorContext<EnsembleNetDeps>) {
     this.grants = new GrantRegistry(ctx.deps.limits);
-    this.docker = ctx.deps.docker ?? new Docker();
+    this.engine = { docker: ctx.deps.docker ?? new Docker(), answerMs: ctx.deps.engineAnswerMs ?? ENGINE_ANSWER_MS };
     this.own = ownKeys(ctx.system);
     this.grants.onChange((_grant, requester, ensemble) => {
       const k = keyOf(requester, ensemble);
-      // Looked at once recovery is over: it may have taken the ensemble's networks back.
-      void this.recovered
-        .then(() => (this.locals.has(k) ? this.serial(k, () => this.reconcile(k)) : undefined))
+      // Looked at once recovery is over: it may have taken the ensemble's networks back. A
+      // recovery the engine did not answer said so itself.
+      void this.whenRecovered()
+        .then(
+          async () => {
+            if (this.locals.has(k)) await this.serial(k, () => this.reconcile(k));
+          },
+          () => undefined,
+        )
         .catch((e: unknown) => ctx.log.warn({ ensemble, err: errorText(e) }, 'ensemble listeners not updated'));
     });
   }
@@ -174,13 +199,43 @@ class EnsembleNet {
     this.sweeper = setInterval(() => this.grants.sweep(), SWEEP_MS);
     this.sweeper.unref();
     // Not waited for: the node serves while the engine answers, and every change waits for it
-    // (serial). Waited for, an engine that never answered held start-up for ever, and one that
-    // did cost every start ~30 ms. A node without an engine still starts: its parts would fail
-    // at their own start, saying why.
-    this.recovered = this.recover().catch((e: unknown) => this.ctx.log.info({ err: errorText(e) }, 'ensemble networks left by an earlier run not looked at'));
+    // (whenRecovered). Waited for, an engine that never answered held start-up for ever, and one
+    // that did cost every start ~30 ms. A node without an engine still starts: its parts would
+    // fail at their own start, saying why.
+    void this.whenRecovered().catch(() => undefined);
+  }
+
+  /**
+   * Settles once what an earlier run left has been looked at; rejects, naming the engine, when
+   * this look at it was not answered. Each call after such a look tries again (one at a time),
+   * and so does a timer, so a node whose parts kept running gets their networks back once the
+   * engine answers, attach or not.
+   */
+  private whenRecovered(): Promise<void> {
+    if (this.recovered) return Promise.resolve();
+    this.recovering ??= this.recover().then(
+      () => {
+        this.recovered = true;
+        clearTimeout(this.retry);
+        if (this.failedLooks > 0) this.ctx.log.info({ tries: this.failedLooks + 1 }, 'ensemble networks left by an earlier run looked at: the Docker engine answers');
+      },
+      (e: unknown) => {
+        this.recovering = undefined;
+        // Said once: a node without an engine at all would say it every try.
+        const level = this.failedLooks++ === 0 ? 'warn' : 'debug';
+        this.ctx.log[level]({ err: errorText(e) }, 'ensemble networks left by an earlier run not looked at: no ensemble part starts here until the Docker engine answers');
+        clearTimeout(this.retry);
+        if (!this.stopped) this.retry = setTimeout(() => void this.whenRecovered().catch(() => undefined), RECOVER_RETRY_MS).unref();
+        const why = e instanceof DmsError ? e.message : `the Docker engine failed: ${errorText(e)}`;
+        throw new DmsError('unavailable', `the ensemble networks an earlier run of this node left are not looked at yet: ${why}`, { cause: e });
+      },
+    );
+    return this.recovering;
   }
 
   stop(): void {
+    this.stopped = true;
+    clearTimeout(this.retry);
     clearInterval(this.sweeper);
     // The networks stay: running parts keep them across a restart, and recover() finds them.
     for (const l of this.locals.values()) l.listeners.closeAll();
@@ -200,6 +255,10 @@ class EnsembleNet {
   private async attach(a: EnsembleAttach): Promise<EnsembleAttachReply> {
     const requester = a.requester ?? this.host;
     const grant = await this.grantNaming(requester, a);
+    const unmade = (e: unknown) => new DmsError('unavailable', `ensemble ${a.ensemble}'s network cannot be made on this node: ${errorText(e)}`, { cause: e });
+    await this.whenRecovered().catch((e: unknown) => {
+      throw unmade(e);
+    });
     const k = keyOf(requester, a.ensemble);
     return this.serial(k, async () => {
       let local = this.locals.get(k);
@@ -214,12 +273,12 @@ class EnsembleNet {
         for (const slot of new Set(local.slots.values())) {
           if (local.networks.has(slot)) continue;
           const parts = [...local.slots].filter(([, s]) => s === slot).map(([p]) => p);
-          local.networks.set(slot, await ensureNetwork(this.docker, this.host, requester, a.ensemble, slot, parts));
+          local.networks.set(slot, await ensureNetwork(this.engine, this.host, requester, a.ensemble, slot, parts));
         }
         await this.reconcile(k);
       } catch (e) {
         await this.forget(k, a.job_id);
-        throw new DmsError('unavailable', `ensemble ${a.ensemble}'s network cannot be made on this node: ${errorText(e)}`, { cause: e });
+        throw unmade(e);
       }
       const networks = [...local.networks.values()].sort((x, y) => x.slot - y.slot);
       const extra_hosts = grant.parts.filter((p) => p.part !== a.part).map((p) => `${p.part}.internal:${local.networks.get(local.slots.get(p.part)!)!.gateway}`);
@@ -250,7 +309,7 @@ class EnsembleNet {
 
   private async detach(jobId: string): Promise<boolean> {
     // A part that kept running is known once recovery took its network back.
-    await this.recovered;
+    await this.whenRecovered();
     const k = this.jobs.get(jobId);
     if (!k) return false;
     await this.serial(k, () => this.forget(k, jobId));
@@ -267,7 +326,7 @@ class EnsembleNet {
     local.listeners.closeAll();
     this.locals.delete(k);
     for (const n of local.networks.values()) {
-      const removed = await removeNetwork(this.docker, n.name).catch(() => false);
+      const removed = await removeNetwork(this.engine, n.name).catch(() => false);
       if (!removed) this.ctx.log.warn({ network: n.name }, 'ensemble network still in use: left for the next start to remove');
     }
     this.ctx.log.info({ ensemble: local.ensemble }, 'ensemble has no part here any more: its networks are removed');
@@ -317,7 +376,9 @@ class EnsembleNet {
 
   /** The part's container's address on one of the ensemble's networks (the host reaches it there). */
   private async containerAddress(local: Local, jobId: string): Promise<string> {
-    const [info] = await this.docker.listContainers({ filters: { label: [`${JOB_LABEL}=${jobId}`, `${NODE_LABEL}=${this.host}`] } });
+    const [info] = await answered(this.engine, `listing job ${jobId}'s container`, (abortSignal) =>
+      this.engine.docker.listContainers({ filters: { label: [`${JOB_LABEL}=${jobId}`, `${NODE_LABEL}=${this.host}`] }, abortSignal }),
+    );
     const names = new Set([...local.networks.values()].map((n) => n.name));
     for (const [name, n] of Object.entries(info?.NetworkSettings?.Networks ?? {})) if (names.has(name) && n.IPAddress) return n.IPAddress;
     throw new DmsError('unavailable', `job ${jobId} has no running container on the ensemble's network`);
@@ -326,40 +387,62 @@ class EnsembleNet {
   /**
    * What an earlier run of this node left: networks without containers are removed; those
    * with (parts that kept running) are taken back, their listeners opened when the requester's
-   * next grant comes.
+   * next grant comes. Taken back all at once at the end: a look the engine stopped answering
+   * halfway leaves nothing behind for the next look to find stale.
    */
   private async recover(): Promise<void> {
-    for (const n of await listEnsembleNetworks(this.docker, this.host)) {
-      if (n.containers.length === 0) {
-        await removeNetwork(this.docker, n.name);
-        continue;
+    const found = new Map<string, Local>();
+    const jobs = new Map<string, string>();
+    for (const n of await listEnsembleNetworks(this.engine, this.host)) {
+      try {
+        await this.takeBack(n, found, jobs);
+      } catch (e) {
+        // The engine answered, about this network alone: the others are taken back, this one
+        // is left for the next start. One it did not answer leaves the whole look to be tried again.
+        if (!answeredAbout(e)) throw e;
+        this.ctx.log.warn({ network: n.name, err: errorText(e) }, 'ensemble network left by an earlier run not taken back');
       }
-      const requester = n.labels[ENSEMBLE_REQUESTER_LABEL];
-      const ensemble = n.labels[ENSEMBLE_LABEL];
-      if (!requester || !ensemble) continue;
-      const slot = Number(/-(\d+)$/.exec(n.name.slice(ensembleNetworkName(this.host, requester, ensemble, 0).length))?.[1] ?? 0);
-      const k = keyOf(requester, ensemble);
-      let local = this.locals.get(k);
-      if (!local) {
-        local = { requester, ensemble, slots: new Map(), networks: new Map(), attached: new Map(), listeners: this.listenersFor(k) };
-        this.locals.set(k, local);
-      }
-      local.networks.set(slot, await describeNetwork(this.docker, n.name, slot));
-      for (const part of (n.labels[ENSEMBLE_PARTS_LABEL] ?? '').split(',').filter(Boolean)) local.slots.set(part, slot);
-      for (const id of n.containers) {
-        const labels = (await this.docker.getContainer(id).inspect().catch(() => undefined))?.Config.Labels ?? {};
-        const job = labels[JOB_LABEL];
-        if (job && labels[PART_LABEL]) {
-          local.attached.set(job, labels[PART_LABEL]);
-          this.jobs.set(job, k);
-        }
+    }
+    for (const [k, local] of found) this.locals.set(k, local);
+    for (const [job, k] of jobs) this.jobs.set(job, k);
+  }
+
+  private async takeBack(n: { name: string; labels: Record<string, string>; containers: string[] }, found: Map<string, Local>, jobs: Map<string, string>): Promise<void> {
+    if (n.containers.length === 0) {
+      await removeNetwork(this.engine, n.name);
+      return;
+    }
+    const requester = n.labels[ENSEMBLE_REQUESTER_LABEL];
+    const ensemble = n.labels[ENSEMBLE_LABEL];
+    if (!requester || !ensemble) return;
+    const slot = Number(/-(\d+)$/.exec(n.name.slice(ensembleNetworkName(this.host, requester, ensemble, 0).length))?.[1] ?? 0);
+    const k = keyOf(requester, ensemble);
+    const network = await describeNetwork(this.engine, n.name, slot);
+    let local = found.get(k);
+    if (!local) {
+      local = { requester, ensemble, slots: new Map(), networks: new Map(), attached: new Map(), listeners: this.listenersFor(k) };
+      found.set(k, local);
+    }
+    local.networks.set(slot, network);
+    for (const part of (n.labels[ENSEMBLE_PARTS_LABEL] ?? '').split(',').filter(Boolean)) local.slots.set(part, slot);
+    for (const id of n.containers) {
+      const info = await answered(this.engine, `inspecting container ${id}`, (abortSignal) => this.engine.docker.getContainer(id).inspect({ abortSignal })).catch((e: unknown) => {
+        // Gone since the network was looked at, or not readable: nothing of it to take back.
+        if (answeredAbout(e)) return undefined;
+        throw e;
+      });
+      const labels = info?.Config.Labels ?? {};
+      const job = labels[JOB_LABEL];
+      if (job && labels[PART_LABEL]) {
+        local.attached.set(job, labels[PART_LABEL]);
+        jobs.set(job, k);
       }
     }
   }
 
   /** Runs `fn` after everything queued before it for the same ensemble. */
   private serial<T>(k: string, fn: () => Promise<T>): Promise<T> {
-    const before = this.queues.get(k) ?? this.recovered;
+    const before = this.queues.get(k) ?? Promise.resolve();
     const run = before.then(fn, fn);
     const settled = run.catch(() => undefined);
     this.queues.set(k, settled);

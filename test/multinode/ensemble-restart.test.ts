@@ -1,13 +1,21 @@
 /**
  * An ensemble outlives a restart of the node it was submitted on: the node picks it up from its
  * parts' jobs, follows the part running on another node again, and can still cancel it there.
+ * One the node stopped while making is failed, and the part jobs it had made end with it.
  */
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jobSpecOf } from '../../actors/ensembles/actor.js';
+import { EnsembleSpecSchema } from '../../behaviors/ensembles/schema.js';
+import { openStorage } from '../../storage/index.js';
+import { tempHome } from '../helpers/node.js';
 import { listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { rest } from '../helpers/rest.js';
 
 type Ensemble = { id: string; status: string; reason: string | null; parts: { part: string; job_id: string; node: string | null; status: string }[] };
+type JobView = { id: string; status: string; error: string | null; node: string | null; attempts: unknown[] };
 
 let a: LocalNode;
 let b: LocalNode;
@@ -70,6 +78,47 @@ describe('a part failed by the recovery of its node', { timeout: 90_000 }, () =>
       expect(again.parts[0]).toMatchObject({ part: 'srv', restarts: 1 });
       const old = (await rest(node, 'GET', `/api/v1/jobs/${first}`)).json as { status: string; error: string | null };
       expect(old.status).toBe('failed');
+    } finally {
+      await node.stop();
+    }
+  });
+});
+
+describe('an ensemble its node stopped making', { timeout: 60_000 }, () => {
+  // Its row is stored before its parts' jobs are made, one by one through the orchestrator: a
+  // node that stopped in between left a live ensemble with some of its part jobs, pending and
+  // held for it. The ensemble is failed at the next start; those jobs must end with it, not
+  // wait for a placement that never comes.
+  it('is failed at the next start, and the part jobs it had made end naming it, none placed or run', async () => {
+    const home = tempHome();
+    const spec = EnsembleSpecSchema.parse({
+      name: 'halfmade',
+      parts: Object.fromEntries(
+        ['a', 'b', 'c'].map((p) => [p, { image: 'none', executor: 'null', kind: 'service', resources: { cpu: 0.1, memory: '16MiB' }, environment: { DMS_NULL_DURATION_MS: '120000' } }]),
+      ),
+    });
+    const id = randomUUID();
+    const storage = await openStorage(join(home, 'dms.sqlite'));
+    const made: string[] = [];
+    try {
+      await storage.ensembles.create(id, spec);
+      for (const part of ['a', 'b']) made.push((await storage.jobs.create(jobSpecOf(spec, part), { id: randomUUID(), ensemble: { id, part } })).id);
+    } finally {
+      await storage.close();
+    }
+    const node = await startLocalNode({ home });
+    try {
+      const e = (await rest(node, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble;
+      expect(e).toMatchObject({ status: 'failed', reason: 'the node stopped while its parts were being made' });
+      for (const jobId of made) {
+        const job = await waitFor(`part job ${jobId} ended`, async () => {
+          const j = (await rest(node, 'GET', `/api/v1/jobs/${jobId}`)).json as JobView;
+          return j.status === 'pending' || j.status === 'running' ? undefined : j;
+        }, { timeoutMs: 10_000 });
+        expect(job.status).toBe('failed');
+        expect(job.error).toContain(id);
+        expect(job).toMatchObject({ node: null, attempts: [] });
+      }
     } finally {
       await node.stop();
     }
