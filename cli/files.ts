@@ -3,7 +3,7 @@
  * (a file as itself, a directory as a tar) and a job's outputs written out and checked.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -91,6 +91,21 @@ const discard: Pick<Blockstore, 'put' | 'has'> = { put: async (cid: CID) => cid,
 /** The CID the files at `path` make, imported exactly as the node imports them. */
 export async function cidOfPath(path: string): Promise<string> {
   return (await importPath(path, discard as Blockstore, { maxBytes: Number.MAX_SAFE_INTEGER })).cid.toString();
+}
+
+/**
+ * Refuses an output folder that is something else (a file, a link to one): said once, before
+ * any output is fetched, rather than as each output's path failing to be looked at.
+ */
+export async function checkOutputDir(dir: string): Promise<void> {
+  let st;
+  try {
+    st = await stat(dir);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw new CliError(`${dir}: cannot look at it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  if (!st.isDirectory()) throw new CliError(`${dir} is not a folder: give --output-dir a folder, or a path where none is yet`);
 }
 
 /**

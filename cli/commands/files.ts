@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { type Manifest, openManifest } from '../../behaviors/jobs/manifest.js';
 import { CliError, output } from '../context.js';
-import { existingOutput, upload, writeOutput } from '../files.js';
+import { checkOutputDir, existingOutput, upload, writeOutput } from '../files.js';
 import { resolveJobId, shortId } from '../ids.js';
 import { restFor } from '../rest.js';
 import { sizeArg } from '../sizes.js';
@@ -127,6 +127,7 @@ export function registerFileCommands(program: Command): void {
       const wanted = opts.name ? manifest.outputs.filter((o) => o.name === opts.name) : manifest.outputs;
       if (opts.name && wanted.length === 0) throw new CliError(`job ${id} has no output named ${opts.name} (it has: ${manifest.outputs.map((o) => o.name).join(', ') || 'none'})`);
       const dir = resolve(dirArg ?? opts.outputDir ?? shortId(id));
+      await checkOutputDir(dir);
       // The names are the provider's (openManifest held them to output names): whatever the user
       // keeps where one would land is looked at before a byte is fetched.
       const found = new Map<string, Awaited<ReturnType<typeof existingOutput>>>();

@@ -99,4 +99,14 @@ describe('dms jobs get against a hostile provider', { timeout: 60_000 }, () => {
     expect(second.code, second.stderr).toBe(0);
     expect(readFileSync(join(base, 'again'), 'utf8')).toBe('planted by the provider\n');
   });
+
+  it('refuses an output folder that is a file, saying so once, and leaves the file as it was', async () => {
+    const { base, job } = await getWith('plain', 'plain', '.');
+    const file = join(base, 'a-file');
+    writeFileSync(file, 'mine\n');
+    const got = await runCli(['--home', node.home, 'jobs', 'get', job, '--from', peer.host, '--output-dir', file]);
+    expect(got.code, got.stdout + got.stderr).toBe(1);
+    expect(got.stderr).toBe(`dms: ${file} is not a folder: give --output-dir a folder, or a path where none is yet\n`);
+    expect(readFileSync(file, 'utf8')).toBe('mine\n');
+  });
 });
