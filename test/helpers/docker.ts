@@ -2,8 +2,7 @@ import Docker from 'dockerode';
 import { expect, it } from 'vitest';
 import { probeDocker } from '../../actors/executors/docker.js';
 import { dockerSkipLine } from '../support/docker-skips.js';
-import { DmsClient } from '../../client/client.js';
-import { type ClusterOptions, startCluster, stopCluster, waitFor } from './network.js';
+import { stopCluster } from './network.js';
 import type { NodeProcess } from './node.js';
 
 /** Built by .ci/docker-setup.sh with `docker import`: no registry is reachable. */
@@ -46,24 +45,6 @@ export async function dockerForTests(what: string): Promise<{ docker: Docker; pr
     expect.fail(problem ?? '');
   });
   return { docker, problem };
-}
-
-/**
- * `n` node processes for a test across nodes (test/helpers/network.ts startCluster): nodes 2..n
- * onboard a share (1 core, 1 GiB), and node 1 is connected to every other before it returns.
- */
-export async function sharingCluster(n: number, opts: ClusterOptions = {}): Promise<NodeProcess[]> {
-  const nodes = await startCluster(n, opts);
-  for (const node of nodes.slice(1)) {
-    const put = await fetch(`${node.url}/api/v1/device/config`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ onboarded: { cpu: 1, memory: '1GiB' } }) });
-    expect(put.status).toBe(200);
-  }
-  const [first, ...others] = nodes;
-  await waitFor(`node 1 connected to the other ${others.length}`, async () => {
-    const peers = await new DmsClient({ url: first!.url, timeoutMs: 5_000 }).peers();
-    return others.every((o) => peers.includes(o.peerId));
-  }, { timeoutMs: 60_000 });
-  return nodes;
 }
 
 /**

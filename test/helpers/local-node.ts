@@ -54,6 +54,15 @@ export async function startLocalNode(opts: LocalStartOptions = {}): Promise<Loca
   };
 }
 
+/**
+ * `node` stopped (a no-op when it already is) and started again on its home with `opts`: a
+ * restart by its operator, as a test of what a node picks up again makes one.
+ */
+export async function restartLocalNode(node: LocalNode, opts: Omit<LocalStartOptions, 'home'> = {}): Promise<LocalNode> {
+  await node.stop();
+  return startLocalNode({ ...opts, home: node.home });
+}
+
 async function withTimeout<T>(p: Promise<T>, ms: number, what: () => string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {
