@@ -3,7 +3,7 @@ import { expect, it } from 'vitest';
 import { probeDocker } from '../../actors/executors/docker.js';
 import { dockerSkipLine } from '../support/docker-skips.js';
 import { stopCluster } from './network.js';
-import type { NodeProcess } from './node.js';
+import { type NodeProcess, removeHome, type TestNode } from './node.js';
 
 /** Built by .ci/docker-setup.sh with `docker import`: no registry is reachable. */
 export const TEST_IMAGE = 'dms-test/busybox:latest';
@@ -48,15 +48,31 @@ export async function dockerForTests(what: string): Promise<{ docker: Docker; pr
 }
 
 /**
+ * Removes every container `node` left (they carry its peer id): a node leaves its jobs'
+ * containers to find again when it restarts, which a test's node, once stopped, never does.
+ */
+export async function removeContainersOf(docker: Docker, node: Pick<TestNode, 'peerId'>): Promise<void> {
+  const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${node.peerId}`] } });
+  await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+}
+
+/** Stops the nodes one after the other, each followed by the removal of the containers it left and of its home. */
+export async function stopDockerNodes(docker: Docker, nodes: (TestNode | undefined)[]): Promise<void> {
+  for (const n of nodes) {
+    if (!n) continue;
+    await n.stop();
+    await removeContainersOf(docker, n);
+    removeHome(n.home);
+  }
+}
+
+/**
  * Removes every container the nodes left behind, stops them, then removes the networks they
  * left: a node killed in a test never starts again to remove its own, and each one kept takes
  * one of the engine's ~30 address pools until none is left for the next run's networks.
  */
 export async function stopSharingCluster(docker: Docker, nodes: NodeProcess[]): Promise<void> {
-  for (const n of nodes) {
-    const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-  }
+  for (const n of nodes) await removeContainersOf(docker, n);
   await stopCluster(nodes);
   for (const n of nodes) {
     const networks = await docker.listNetworks({ filters: { label: [`dms.node=${n.peerId}`] } });
