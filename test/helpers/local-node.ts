@@ -55,8 +55,8 @@ export async function startLocalNode(opts: LocalStartOptions = {}): Promise<Loca
 }
 
 /**
- * `node` stopped (a no-op when it already is) and started again on its home with `opts`: a
- * restart by its operator, as a test of what a node picks up again makes one.
+ * Stops `node` (if it is not stopped yet) and starts it again on its home with `opts`, as its
+ * operator restarts it: what a node picks up from its home is what such a test looks at.
  */
 export async function restartLocalNode(node: LocalNode, opts: Omit<LocalStartOptions, 'home'> = {}): Promise<LocalNode> {
   await node.stop();
