@@ -6,9 +6,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
-import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
-import { MiB, nullJob, Rest, startJobNode, until, specFile } from '../jobs/helpers.js';
+import { type NodeProcess, runCli } from '../helpers/node.js';
+import { type JobNodeScene, jobNodeScene, MiB, nullJob, type Rest, startJobNode, until, specFile } from '../jobs/helpers.js';
 
+let scene: JobNodeScene<NodeProcess> | undefined;
 let node: NodeProcess;
 let rest: Rest;
 const dms = (...args: string[]) => runCli(['--home', node.home, ...args]);
@@ -17,15 +18,10 @@ const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
 let capacity: { cpu: { cores: number }; memory: { size: number }; gpu?: { count: number } };
 
 beforeAll(async () => {
-  node = await startJobNode();
-  rest = new Rest(node.url);
+  ({ node, rest } = scene = await jobNodeScene(startJobNode));
   capacity = (await rest.get('/api/v1/resources/usage')).body.capacity;
 });
-
-afterAll(async () => {
-  await node?.stop();
-  if (node) removeHome(node.home);
-});
+afterAll(() => scene?.stop());
 
 
 

@@ -8,9 +8,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Allocation, Job } from '../../behaviors/jobs/schema.js';
 import { CLI, type NodeProcess, removeHome, runCli, TEST_ENV, tempHome } from '../helpers/node.js';
-import { MiB, nullJob, Rest, startJobNode, until } from '../jobs/helpers.js';
+import { type JobNodeScene, jobNodeScene, MiB, nullJob, type Rest, startJobNode, until } from '../jobs/helpers.js';
 import { freePort } from './helpers.js';
 
+let scene: JobNodeScene<NodeProcess> | undefined;
 let node: NodeProcess;
 let rest: Rest;
 const homes: string[] = [];
@@ -20,14 +21,9 @@ const VERSION = JSON.parse(readFileSync(new URL('../../package.json', import.met
 /** `dms run` of a null-executor job: small, and runs without Docker. */
 const NULL_RUN = ['run', 'none', '--executor', 'null', '--cpu', '0.1', '--memory', '16MiB'];
 
-beforeAll(async () => {
-  node = await startJobNode();
-  rest = new Rest(node.url);
-});
-
+beforeAll(async () => void ({ node, rest } = scene = await jobNodeScene(startJobNode)));
 afterAll(async () => {
-  await node?.stop();
-  if (node) removeHome(node.home);
+  await scene?.stop();
   homes.forEach(removeHome);
 });
 

@@ -1,8 +1,8 @@
 // `dms run` with a real container (gated like every Docker test: skipped with the reason
 // without an engine, a failure under DMS_REQUIRE_DOCKER=1).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
-import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
+import { dockerForTests, stopDockerNodes, TEST_IMAGE } from '../helpers/docker.js';
+import { type NodeProcess, runCli } from '../helpers/node.js';
 import { startJobNode } from '../jobs/helpers.js';
 
 const { docker, problem } = await dockerForTests('dms run Docker test');
@@ -14,13 +14,7 @@ describe.skipIf(problem !== null)('dms run with the Docker executor', () => {
     node = await startJobNode();
   });
 
-  afterAll(async () => {
-    if (!node) return;
-    await node.stop();
-    const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${node.peerId}`] } });
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-    removeHome(node.home);
-  });
+  afterAll(() => stopDockerNodes(docker, [node]));
 
   it('runs IMAGE CMD… like docker run: the command\'s own flags pass through, its output and exit code come back', async () => {
     const r = await runCli(['--home', node.home, 'run', TEST_IMAGE, '--cpu', '0.5', '--memory', '64MiB', 'sh', '-c', 'echo from busybox; echo oops >&2; exit 3']);

@@ -9,8 +9,9 @@ import { spawn } from 'node:child_process';
 import { peerIdFromString } from '@libp2p/peer-id';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTunnel } from '../../runtime/network/tunnel.js';
-import { dockerForTests, sharingCluster, stopSharingCluster, TEST_IMAGE } from '../helpers/docker.js';
+import { dockerForTests, stopSharingCluster, TEST_IMAGE } from '../helpers/docker.js';
 import { waitFor } from '../helpers/network.js';
+import { sharingCluster } from '../helpers/sharing-cluster.js';
 import { CLI, type NodeProcess, TEST_ENV } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
 

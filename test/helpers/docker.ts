@@ -2,9 +2,8 @@ import Docker from 'dockerode';
 import { expect, it } from 'vitest';
 import { probeDocker } from '../../actors/executors/docker.js';
 import { dockerSkipLine } from '../support/docker-skips.js';
-import { DmsClient } from '../../client/client.js';
-import { type ClusterOptions, startCluster, stopCluster, waitFor } from './network.js';
-import type { NodeProcess } from './node.js';
+import { stopCluster } from './network.js';
+import { type NodeProcess, removeHome, type TestNode } from './node.js';
 
 /** Built by .ci/docker-setup.sh with `docker import`: no registry is reachable. */
 export const TEST_IMAGE = 'dms-test/busybox:latest';
@@ -49,21 +48,22 @@ export async function dockerForTests(what: string): Promise<{ docker: Docker; pr
 }
 
 /**
- * `n` node processes for a test across nodes (test/helpers/network.ts startCluster): nodes 2..n
- * onboard a share (1 core, 1 GiB), and node 1 is connected to every other before it returns.
+ * Removes every container `node` left (they carry its peer id): a node leaves its jobs'
+ * containers to find again when it restarts, which a test's node, once stopped, never does.
  */
-export async function sharingCluster(n: number, opts: ClusterOptions = {}): Promise<NodeProcess[]> {
-  const nodes = await startCluster(n, opts);
-  for (const node of nodes.slice(1)) {
-    const put = await fetch(`${node.url}/api/v1/device/config`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ onboarded: { cpu: 1, memory: '1GiB' } }) });
-    expect(put.status).toBe(200);
+export async function removeContainersOf(docker: Docker, node: Pick<TestNode, 'peerId'>): Promise<void> {
+  const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${node.peerId}`] } });
+  await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+}
+
+/** Stops the nodes one after the other, each followed by the removal of the containers it left and of its home. */
+export async function stopDockerNodes(docker: Docker, nodes: (TestNode | undefined)[]): Promise<void> {
+  for (const n of nodes) {
+    if (!n) continue;
+    await n.stop();
+    await removeContainersOf(docker, n);
+    removeHome(n.home);
   }
-  const [first, ...others] = nodes;
-  await waitFor(`node 1 connected to the other ${others.length}`, async () => {
-    const peers = await new DmsClient({ url: first!.url, timeoutMs: 5_000 }).peers();
-    return others.every((o) => peers.includes(o.peerId));
-  }, { timeoutMs: 60_000 });
-  return nodes;
 }
 
 /**
@@ -72,10 +72,7 @@ export async function sharingCluster(n: number, opts: ClusterOptions = {}): Prom
  * one of the engine's ~30 address pools until none is left for the next run's networks.
  */
 export async function stopSharingCluster(docker: Docker, nodes: NodeProcess[]): Promise<void> {
-  for (const n of nodes) {
-    const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-  }
+  for (const n of nodes) await removeContainersOf(docker, n);
   await stopCluster(nodes);
   for (const n of nodes) {
     const networks = await docker.listNetworks({ filters: { label: [`dms.node=${n.peerId}`] } });

@@ -54,6 +54,15 @@ export async function startLocalNode(opts: LocalStartOptions = {}): Promise<Loca
   };
 }
 
+/**
+ * Stops `node` (if it is not stopped yet) and starts it again on its home with `opts`, as its
+ * operator restarts it: what a node picks up from its home is what such a test looks at.
+ */
+export async function restartLocalNode(node: LocalNode, opts: Omit<LocalStartOptions, 'home'> = {}): Promise<LocalNode> {
+  await node.stop();
+  return startLocalNode({ ...opts, home: node.home });
+}
+
 async function withTimeout<T>(p: Promise<T>, ms: number, what: () => string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   try {

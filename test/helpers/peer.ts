@@ -5,7 +5,7 @@ import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { decodePayload, emptyHandle, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { type ClusterOptions, listenAddr, startCluster, stopCluster, waitFor } from './network.js';
-import type { NodeProcess, TestNode } from './node.js';
+import { type NodeProcess, removeHome, type TestNode } from './node.js';
 
 /**
  * A foreign libp2p peer that is not a DMS node: it speaks the actor protocol and gossipsub
@@ -151,6 +151,37 @@ export function refuseEveryStart(peer: ForeignPeer, received: (env: Envelope) =>
     if (be === '/dms/deployment/start') return { kind: 'unavailable', error: 'cannot start it after all' };
     return otherwise?.(env, body);
   });
+}
+
+/** One node and strangers beside it: foreign peers connected to it, `peer` the first of them. */
+export interface StrangerAtNodeScene<N extends TestNode = NodeProcess> {
+  node: N;
+  peer: ForeignPeer;
+  peers: ForeignPeer[];
+  /** Stops the peers, then the node, and removes its home. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The node `start` gives (a process or in this process, configured as the test needs) with
+ * `peers` foreign peers connected to it, dialling at once. When it cannot be made, whatever it
+ * started is stopped.
+ */
+export async function strangerBesideANode<N extends TestNode>(start: () => Promise<N>, peers = 1): Promise<StrangerAtNodeScene<N>> {
+  const node = await start();
+  const dialled = await Promise.allSettled(Array.from({ length: peers }, () => ForeignPeer.connectedTo(node)));
+  const connected = dialled.flatMap((d) => (d.status === 'fulfilled' ? [d.value] : []));
+  const stop = async () => {
+    await Promise.all(connected.map((p) => p.stop()));
+    await node.stop();
+    removeHome(node.home);
+  };
+  const failed = dialled.find((d) => d.status === 'rejected');
+  if (failed) {
+    await stop();
+    throw (failed as PromiseRejectedResult).reason;
+  }
+  return { node, peer: connected[0]!, peers: connected, stop };
 }
 
 /** Two nodes on loopback and a stranger beside them: a foreign peer connected to the first (`a`). */

@@ -2,23 +2,17 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
-import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
-import { MiB, nullJob, Rest, startJobNode, specFile } from './helpers.js';
+import { type NodeProcess, runCli } from '../helpers/node.js';
+import { type JobNodeScene, jobNodeScene, MiB, nullJob, type Rest, startJobNode, specFile } from './helpers.js';
 
+let scene: JobNodeScene<NodeProcess> | undefined;
 let node: NodeProcess;
 let rest: Rest;
 const dms = (...args: string[]) => runCli(['--home', node.home, ...args]);
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
 
-beforeAll(async () => {
-  node = await startJobNode();
-  rest = new Rest(node.url);
-});
-
-afterAll(async () => {
-  await node?.stop();
-  if (node) removeHome(node.home);
-});
+beforeAll(async () => void ({ node, rest } = scene = await jobNodeScene(startJobNode)));
+afterAll(() => scene?.stop());
 
 
 describe('dms jobs', () => {

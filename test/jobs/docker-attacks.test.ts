@@ -6,21 +6,14 @@ import sqlite3 from 'sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
 import { openStorage } from '../../storage/index.js';
-import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
-import { type NodeProcess, removeHome } from '../helpers/node.js';
+import { dockerForTests, stopDockerNodes, TEST_IMAGE } from '../helpers/docker.js';
+import type { NodeProcess } from '../helpers/node.js';
 import { MiB, Rest, startJobNode, textOf, until } from './helpers.js';
 
 const { docker, problem } = await dockerForTests('Docker attack tests');
 
 const nodes: NodeProcess[] = [];
-afterAll(async () => {
-  for (const n of nodes) {
-    await n.stop();
-    const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
-    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-    removeHome(n.home);
-  }
-});
+afterAll(() => stopDockerNodes(docker, nodes));
 
 /** Rewrites a stored job's image behind the node's back, as a database from an older release could hold it. */
 function setImage(db: string, id: string, image: string): Promise<void> {

@@ -4,9 +4,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerForTests, OVER_ITS_MEMORY, TEST_IMAGE } from '../helpers/docker.js';
+import { dockerForTests, OVER_ITS_MEMORY, stopDockerNodes, TEST_IMAGE } from '../helpers/docker.js';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
-import { type NodeProcess, removeHome, runCli } from '../helpers/node.js';
+import { type NodeProcess, runCli } from '../helpers/node.js';
 import { MiB, Rest, startJobNode, textOf, until } from './helpers.js';
 
 const IMAGE = TEST_IMAGE;
@@ -33,14 +33,7 @@ describe.skipIf(problem !== null)('docker jobs on a node', () => {
     rest = new Rest(node.url);
   });
 
-  afterAll(async () => {
-    for (const n of nodes) {
-      await n.stop();
-      const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
-      await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-      removeHome(n.home);
-    }
-  });
+  afterAll(() => stopDockerNodes(docker, nodes));
 
   it('completes a job that prints and exits 0, keeps its output, and removes its container', async () => {
     const job = await rest.submit(container(['sh', '-c', 'echo hello from a container; echo to stderr >&2']));

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Job, JobSpecInput } from '../../behaviors/jobs/schema.js';
 import type { LocalNode } from '../helpers/local-node.js';
 import { WAIT_MS, waitFor } from '../helpers/network.js';
-import { type NodeProcess, startNode, type StartOptions } from '../helpers/node.js';
+import { type NodeProcess, removeHome, startNode, type StartOptions, type TestNode } from '../helpers/node.js';
 
 export const MiB = 1024 * 1024;
 export const GiB = 1024 * MiB;
@@ -25,6 +25,24 @@ export function startJobNode(opts: JobNodeOptions = {}): Promise<NodeProcess> {
 export async function startLocalJobNode(opts: JobNodeOptions = {}): Promise<LocalNode> {
   const { startLocalNode } = await import('../helpers/local-node.js');
   return startLocalNode(jobNode(opts));
+}
+
+/** A node that runs jobs with its REST interface, for the tests of a file or block to share. */
+export interface JobNodeScene<N extends TestNode> {
+  node: N;
+  rest: Rest;
+  /** Stops the node and removes its home. */
+  stop(): Promise<void>;
+}
+
+/** The node `start` gives (startJobNode, startLocalJobNode, or either with options) and its REST interface. */
+export async function jobNodeScene<N extends TestNode>(start: () => Promise<N>): Promise<JobNodeScene<N>> {
+  const node = await start();
+  const stop = async () => {
+    await node.stop();
+    removeHome(node.home);
+  };
+  return { node, rest: new Rest(node.url), stop };
 }
 
 export interface Answer<T = any> {

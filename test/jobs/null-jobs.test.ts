@@ -4,21 +4,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import type { LocalNode } from '../helpers/local-node.js';
-import { removeHome } from '../helpers/node.js';
-import { GiB, MiB, nullJob, Rest, startLocalJobNode, textOf, until } from './helpers.js';
+import { GiB, type JobNodeScene, jobNodeScene, MiB, nullJob, type Rest, startLocalJobNode, textOf, until } from './helpers.js';
 
+let scene: JobNodeScene<LocalNode> | undefined;
 let node: LocalNode;
 let rest: Rest;
 
-beforeAll(async () => {
-  node = await startLocalJobNode();
-  rest = new Rest(node.url);
-});
-
-afterAll(async () => {
-  await node?.stop();
-  if (node) removeHome(node.home);
-});
+beforeAll(async () => void ({ node, rest } = scene = await jobNodeScene(startLocalJobNode)));
+afterAll(() => scene?.stop());
 
 const usage = async () => (await rest.get('/api/v1/resources/usage')).body;
 

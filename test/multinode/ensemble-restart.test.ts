@@ -10,9 +10,10 @@ import { jobSpecOf } from '../../actors/ensembles/actor.js';
 import { EnsembleSpecSchema } from '../../behaviors/ensembles/schema.js';
 import { openStorage } from '../../storage/index.js';
 import { tempHome } from '../helpers/node.js';
-import { listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
-import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { listenAddr, stopCluster, waitFor } from '../helpers/network.js';
+import { type LocalNode, restartLocalNode, startLocalNode } from '../helpers/local-node.js';
 import { rest } from '../helpers/rest.js';
+import { sharingCluster } from '../helpers/sharing-cluster.js';
 
 type Ensemble = { id: string; status: string; reason: string | null; parts: { part: string; job_id: string; node: string | null; status: string }[] };
 type JobView = { id: string; status: string; error: string | null; node: string | null; attempts: unknown[] };
@@ -20,10 +21,7 @@ type JobView = { id: string; status: string; error: string | null; node: string 
 let a: LocalNode;
 let b: LocalNode;
 
-beforeAll(async () => {
-  [a, b] = await startCluster(2, { start: startLocalNode });
-  expect((await rest(b, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
-}, 120_000);
+beforeAll(async () => void ([a, b] = await sharingCluster(2, { start: startLocalNode })), 120_000);
 afterAll(() => stopCluster([a, b]));
 
 describe('an ensemble across a restart of its requester', { timeout: 90_000 }, () => {
@@ -35,9 +33,7 @@ describe('an ensemble across a restart of its requester', { timeout: 90_000 }, (
     expect(made.status).toBe(201);
     const id = (made.json as Ensemble).id;
     await waitFor('the ensemble running', async () => ((await rest(a, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble).status === 'running' || undefined, { timeoutMs: 20_000 });
-    const home = a.home;
-    await a.stop();
-    a = await startLocalNode({ home, env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(b) } });
+    a = await restartLocalNode(a, { env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(b) } });
     const again = (await rest(a, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble;
     expect(again.status).toBe('running');
     expect(again.parts[0]).toMatchObject({ part: 'svc', node: b.peerId, status: 'running' });
@@ -66,9 +62,7 @@ describe('a part failed by the recovery of its node', { timeout: 90_000 }, () =>
         const e = (await rest(node, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble;
         return e.parts[0]!.status === 'running' ? e.parts[0]!.job_id : undefined;
       }, { timeoutMs: 20_000 });
-      const home = node.home;
-      await node.stop();
-      node = await startLocalNode({ home });
+      node = await restartLocalNode(node);
       const again = await waitFor('the part given a new job', async () => {
         const e = (await rest(node, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble & { parts: { restarts: number }[] };
         // The new job is stored before the count of restarts: both are waited for.

@@ -13,9 +13,10 @@
 import { join } from 'node:path';
 import sqlite3 from 'sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
-import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
+import { listenAddr, stopCluster, waitFor } from '../helpers/network.js';
+import { type LocalNode, restartLocalNode, startLocalNode } from '../helpers/local-node.js';
 import { rest } from '../helpers/rest.js';
+import { sharingCluster } from '../helpers/sharing-cluster.js';
 
 type Job = { id: string; status: string; node: string | null; error: string | null };
 type Ensemble = { id: string; status: string; reason: string | null; parts: { part: string; job_id: string; node: string | null; status: string }[] };
@@ -23,10 +24,7 @@ type Ensemble = { id: string; status: string; reason: string | null; parts: { pa
 let a: LocalNode;
 let b: LocalNode;
 
-beforeAll(async () => {
-  [a, b] = await startCluster(2, { start: startLocalNode });
-  expect((await rest(b, 'PUT', '/api/v1/device/config', { onboarded: { cpu: 1, memory: '1GiB' } })).status).toBe(200);
-}, 120_000);
+beforeAll(async () => void ([a, b] = await sharingCluster(2, { start: startLocalNode })), 120_000);
 afterAll(() => stopCluster([a, b]));
 
 /** What a requester killed while the start was unanswered has stored: the job pending on its node, not known to run. */
@@ -43,9 +41,7 @@ async function asIfKilledBeforeTheStartAnswered(home: string, jobId: string, ens
 }
 
 async function restartA(): Promise<void> {
-  const home = a.home;
-  await a.stop();
-  return void (a = await startLocalNode({ home, env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(b) } }));
+  a = await restartLocalNode(a, { env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(b) } });
 }
 
 const onB = async (id: string) => ((await rest(b, 'GET', '/api/v1/jobs')).json as Job[]).find((j) => j.id === id);

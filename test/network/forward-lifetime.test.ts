@@ -11,23 +11,17 @@ import { silentLogger } from '../../runtime/log.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { startCluster, stopCluster } from '../helpers/network.js';
 import { removeHome } from '../helpers/node.js';
-import { nullJob, Rest, startLocalJobNode, until } from '../jobs/helpers.js';
+import { type JobNodeScene, jobNodeScene, nullJob, Rest, startLocalJobNode, until } from '../jobs/helpers.js';
 
 /** The default tunnel.max_forwards. */
 const MAX_FORWARDS = 32;
 
+let scene: JobNodeScene<LocalNode> | undefined;
 let node: LocalNode;
 let rest: Rest;
 
-beforeAll(async () => {
-  node = await startLocalJobNode();
-  rest = new Rest(node.url);
-});
-
-afterAll(async () => {
-  await node?.stop();
-  if (node) removeHome(node.home);
-});
+beforeAll(async () => void ({ node, rest } = scene = await jobNodeScene(startLocalJobNode)));
+afterAll(() => scene?.stop());
 
 type Forward = { id: string; job_id: string; port: number; local: string };
 

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type NodeProcess, removeHome, startNode } from '../helpers/node.js';
-import { ForeignPeer } from '../helpers/peer.js';
+import { type NodeProcess, startNode } from '../helpers/node.js';
+import { type ForeignPeer, type StrangerAtNodeScene, strangerBesideANode } from '../helpers/peer.js';
 
 /**
  * What an envelope as large as `network.MaxEnvelopeBytes` allows (1 MiB) costs the node that
@@ -21,18 +21,12 @@ function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
+let scene: StrangerAtNodeScene | undefined;
 let node: NodeProcess;
 let peer: ForeignPeer;
 
-beforeAll(async () => {
-  node = await startNode({ timeoutMs: 45_000 });
-  peer = await ForeignPeer.connectedTo(node);
-}, 60_000);
-afterAll(async () => {
-  await peer?.stop();
-  await node?.stop();
-  if (node) removeHome(node.home);
-});
+beforeAll(async () => void ({ node, peer } = scene = await strangerBesideANode(() => startNode({ timeoutMs: 45_000 }))), 60_000);
+afterAll(() => scene?.stop());
 
 describe('an envelope of 1 MiB from a peer', () => {
   it('costs the node tens of milliseconds of CPU, not hundreds: sixteen of them, then a hello, answered', { timeout: 30_000 }, async () => {

@@ -15,8 +15,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openManifest } from '../../behaviors/jobs/manifest.js';
 import { DmsClient } from '../../client/client.js';
-import { dockerForTests, sharingCluster, stopSharingCluster, TEST_IMAGE } from '../helpers/docker.js';
+import { dockerForTests, stopSharingCluster, TEST_IMAGE } from '../helpers/docker.js';
 import { waitFor } from '../helpers/network.js';
+import { sharingCluster } from '../helpers/sharing-cluster.js';
 import { CLI, type NodeProcess, runCli, TEST_ENV } from '../helpers/node.js';
 
 const { docker, problem } = await dockerForTests('job files across nodes');

@@ -8,20 +8,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalNode } from '../helpers/local-node.js';
-import { removeHome } from '../helpers/node.js';
-import { nullJob, Rest, startLocalJobNode, until } from '../jobs/helpers.js';
+import { type JobNodeScene, jobNodeScene, nullJob, type Rest, startLocalJobNode, until } from '../jobs/helpers.js';
 
 describe('a volume a job has not finished with', { timeout: 60_000 }, () => {
-  let node: LocalNode;
+  let scene: JobNodeScene<LocalNode> | undefined;
   let rest: Rest;
-  beforeAll(async () => {
-    node = await startLocalJobNode();
-    rest = new Rest(node.url);
-  });
-  afterAll(async () => {
-    await node.stop();
-    removeHome(node.home);
-  });
+  beforeAll(async () => void ({ rest } = scene = await jobNodeScene(startLocalJobNode)));
+  afterAll(() => scene?.stop());
 
   /** A null job running for a minute that mounts volume `name`. */
   const mounting = async (name: string, writable: boolean) => {

@@ -8,16 +8,10 @@ import { post, rootOf, signEnvelopeSync } from '../helpers/envelopes.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { removeHome } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
+import { verifications } from '../helpers/verifications.js';
 
-/**
- * What a capability list costs a node in Ed25519 verifications. Every token signature check
- * goes through `verifySync` of runtime/crypto/keys.ts, so counting its calls counts them all.
- */
-vi.mock('../../runtime/crypto/keys.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../../runtime/crypto/keys.js')>();
-  return { ...original, verifySync: vi.fn(original.verifySync) };
-});
-const verifications = () => vi.mocked(verifySync).mock.calls.length;
+/** What a capability list costs a node in Ed25519 verifications, counted (test/helpers/verifications.ts). */
+vi.mock('../../runtime/crypto/keys.js', async (original) => (await import('../helpers/verifications.js')).countingVerifications(await original()));
 
 const root = KeyPair.generate();
 const alice = KeyPair.generate();

@@ -15,21 +15,14 @@ import { decodePayload, encodeEnvelope, type Envelope, parseEnvelope } from '../
 import { envelope, newCaller, post, signEnvelopeSync } from '../helpers/envelopes.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { waitFor } from '../helpers/network.js';
-import { removeHome } from '../helpers/node.js';
-import { ForeignPeer } from '../helpers/peer.js';
+import { type ForeignPeer, type StrangerAtNodeScene, strangerBesideANode } from '../helpers/peer.js';
 
+let scene: StrangerAtNodeScene<LocalNode> | undefined;
 let node: LocalNode;
 let peer: ForeignPeer;
 
-beforeAll(async () => {
-  node = await startLocalNode({ timeoutMs: 45_000 });
-  peer = await ForeignPeer.connectedTo(node);
-}, 60_000);
-afterAll(async () => {
-  await peer?.stop();
-  await node?.stop();
-  if (node) removeHome(node.home);
-});
+beforeAll(async () => void ({ node, peer } = scene = await strangerBesideANode(() => startLocalNode({ timeoutMs: 45_000 }))), 60_000);
+afterAll(() => scene?.stop());
 
 const inbox = (name: string) => ({ id: '', did: '', addr: { host: '', inbox: name } });
 const utf8 = (text: string) => new Uint8Array(Buffer.from(text, 'utf8'));

@@ -5,22 +5,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
 import { waitFor } from '../helpers/network.js';
-import { type NodeProcess, removeHome, runCli, startNode } from '../helpers/node.js';
-import { ForeignPeer } from '../helpers/peer.js';
+import { type NodeProcess, runCli, startNode } from '../helpers/node.js';
+import { type ForeignPeer, type StrangerAtNodeScene, strangerBesideANode } from '../helpers/peer.js';
 import { nullJob, Rest } from '../jobs/helpers.js';
 
+let scene: StrangerAtNodeScene | undefined;
 let node: NodeProcess;
 let peer: ForeignPeer;
 
-beforeAll(async () => {
-  node = await startNode({ config: { jobs: { stop_grace_s: 1 } } });
-  peer = await ForeignPeer.connectedTo(node);
-}, 60_000);
-afterAll(async () => {
-  await peer?.stop();
-  await node?.stop();
-  if (node) removeHome(node.home);
-});
+beforeAll(async () => void ({ node, peer } = scene = await strangerBesideANode(() => startNode({ config: { jobs: { stop_grace_s: 1 } } }))), 60_000);
+afterAll(() => scene?.stop());
 
 let asked = 0;
 /** The peer's call of a job behavior on the node, answered at a reply inbox of its own. */

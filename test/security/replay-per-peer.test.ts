@@ -3,8 +3,8 @@ import { KeyPair } from '../../runtime/crypto/keys.js';
 import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
 import { waitFor } from '../helpers/network.js';
-import { type NodeProcess, removeHome, runCli, startNode } from '../helpers/node.js';
-import { ForeignPeer } from '../helpers/peer.js';
+import { type NodeProcess, runCli, startNode } from '../helpers/node.js';
+import { type ForeignPeer, type StrangerAtNodeScene, strangerBesideANode } from '../helpers/peer.js';
 
 /**
  * Issue 26, replay rows, against real node processes: the replay cache's shares are counted per
@@ -22,19 +22,16 @@ const hello = { be: '/public/hello', ttlMs: 60_000 };
 const payloadOf = (env: Envelope) => decodePayload(env.msg) as { did?: string; error?: string; kind?: string };
 
 describe('one connection, many throwaway from.id keys (HIGH)', () => {
+  let scene: StrangerAtNodeScene | undefined;
   let node: NodeProcess;
   let attacker: ForeignPeer;
   let genuine: ForeignPeer;
 
   beforeAll(async () => {
-    node = await startNode({ config: { actor: { replay_capacity: CAPACITY, replay_per_peer: PER_PEER } } });
-    [attacker, genuine] = await Promise.all([ForeignPeer.connectedTo(node), ForeignPeer.connectedTo(node)]);
+    scene = await strangerBesideANode(() => startNode({ config: { actor: { replay_capacity: CAPACITY, replay_per_peer: PER_PEER } } }), 2);
+    ({ node, peers: [attacker, genuine] } = scene);
   }, 60_000);
-  afterAll(async () => {
-    await Promise.all([attacker?.stop(), genuine?.stop()]);
-    await node?.stop();
-    if (node) removeHome(node.home);
-  });
+  afterAll(() => scene?.stop());
 
   it('holds the peer to replay_per_peer entries whatever keys it signs with; another peer is still served', { timeout: 90_000 }, async () => {
     // 19 keys, 12 envelopes each: more than the whole open share, from one connection.
@@ -68,18 +65,12 @@ describe('one connection, many throwaway from.id keys (HIGH)', () => {
 });
 
 describe('REST envelopes the node signs as the operator (LOW)', () => {
+  let scene: StrangerAtNodeScene | undefined;
   let node: NodeProcess;
   let peer: ForeignPeer;
 
-  beforeAll(async () => {
-    node = await startNode({ config: { actor: { replay_capacity: CAPACITY, replay_rest_quota: REST_QUOTA } } });
-    peer = await ForeignPeer.connectedTo(node);
-  }, 60_000);
-  afterAll(async () => {
-    await peer?.stop();
-    await node?.stop();
-    if (node) removeHome(node.home);
-  });
+  beforeAll(async () => void ({ node, peer } = scene = await strangerBesideANode(() => startNode({ config: { actor: { replay_capacity: CAPACITY, replay_rest_quota: REST_QUOTA } } }))), 60_000);
+  afterAll(() => scene?.stop());
 
   it('hold at most replay_rest_quota entries; the operator, a peer and a signed REST caller still get in', { timeout: 90_000 }, async () => {
     const statuses: number[] = [];

@@ -19,18 +19,14 @@ import {
   tokenId,
   tokenToText,
 } from '../../runtime/capability/index.js';
-import { KeyPair, verifySync } from '../../runtime/crypto/keys.js';
+import { KeyPair } from '../../runtime/crypto/keys.js';
 import { DmsError } from '../../runtime/errors.js';
 import { msToNs, nowNs } from '../../runtime/time.js';
 import { emptyHandle, type Envelope, parseJsonLossless, U64_MAX } from '../../runtime/wire/envelope.js';
+import { verifications } from '../helpers/verifications.js';
 
-// Every token signature check goes through verifySync: counting its calls tells a cache hit
-// from a verification, where timing them would depend on the machine's load.
-vi.mock('../../runtime/crypto/keys.js', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../../runtime/crypto/keys.js')>();
-  return { ...original, verifySync: vi.fn(original.verifySync) };
-});
-const verifications = () => vi.mocked(verifySync).mock.calls.length;
+// A cache hit is told from a verification by counting them (test/helpers/verifications.ts).
+vi.mock('../../runtime/crypto/keys.js', async (original) => (await import('../helpers/verifications.js')).countingVerifications(await original()));
 
 const root = KeyPair.generate();
 const alice = KeyPair.generate();
