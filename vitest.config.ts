@@ -112,6 +112,7 @@ const NODE = [
   'test/security/remote-start-release.test.ts',
   'test/security/remote-volumes.test.ts',
   'test/security/rest-hardening.test.ts',
+  'test/security/still-wanted-authz.test.ts',
   'test/security/reply-binding.test.ts',
   'test/storage/migrations.test.ts',
   'test/storage/promise-hooks.test.ts',

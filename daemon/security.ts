@@ -1,4 +1,4 @@
-import { DEPLOYMENT_CAPABILITY } from '../behaviors/jobs/deployment.js';
+import { DEPLOYMENT_CAPABILITY, DeploymentBehaviors } from '../behaviors/jobs/deployment.js';
 import { ApiKeyStore } from '../http/apikeys.js';
 import { apiKeysPath } from '../runtime/api-keys.js';
 import { anchorsPath, ensureAnchors, watchAnchors } from '../runtime/capability/anchors.js';
@@ -56,7 +56,11 @@ export function setUpSecurity(o: SecurityOptions): Security {
   const path = anchorsPath(o.home);
   const caps = config.capabilities;
   const deployment = caps.open_deployment ? [DEPLOYMENT_CAPABILITY] : [];
-  const policy = { openTopics: [...caps.open_topics, ...deployment], openCapabilities: [...caps.open_capabilities, ...deployment] };
+  // Open whatever open_deployment says: closing it is about who may place jobs here, while this
+  // is a provider asking about a job this node placed there (its answer is only for such nodes).
+  // Closed, the providers of this node's jobs ran them on for good once its cancels were lost.
+  const asked = [DeploymentBehaviors.wanted];
+  const policy = { openTopics: [...caps.open_topics, ...deployment], openCapabilities: [...caps.open_capabilities, ...deployment, ...asked] };
   const authority = new Authority(ensureAnchors(path, o.operator.did), policy, ownKeys(system), {
     maxChainLinks: caps.max_chain_links,
     peerBadSignaturesPerS: caps.peer_bad_signatures_per_s,

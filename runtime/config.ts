@@ -322,6 +322,12 @@ export const ConfigSchema = z
         lost_after_ms: z.number().int().min(100).max(600_000).default(10_000),
         /** How long the running node holds each poll for a job's output open when there is no news. */
         follow_poll_ms: z.number().int().min(50).max(60_000).default(5_000),
+        /**
+         * A job run here for another node that its requester has not polled for this long is
+         * asked about of the requester (and stopped when no longer wanted there); asked again
+         * every as long while it goes unfollowed and unanswered. Far above a follower's polls.
+         */
+        unfollowed_ask_ms: z.number().int().min(1_000).max(86_400_000).default(300_000),
       })
       .strict()
       .prefault({}),

@@ -40,6 +40,7 @@ import {
   StartRequest,
   type StartOutcome,
   startOutcomeOf,
+  WantedRequest,
 } from '../../behaviors/jobs/deployment.js';
 import { JobBehaviors, LogsReply, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import { JobSchema } from '../../behaviors/jobs/schema.js';
@@ -55,6 +56,7 @@ import { type OfferEvent, placementMachine, type PlacementInput, type ReserveInp
 import type { ProviderLimits } from './provider-machine.js';
 import { Provider } from './provider.js';
 import { RoundTrips } from './round-trips.js';
+import { answerWanted, type StillWanted, stillWantedOver } from './still-wanted.js';
 
 export interface DeploymentDeps {
   /** Executors this node runs jobs with: what its bids offer. */
@@ -67,6 +69,8 @@ export interface DeploymentDeps {
   trusts?: ProviderTrust;
   /** With at most this many peers connected, bids are asked of each directly, not on the topic (`deployment.direct_bid_peers`). */
   directBidPeers: number;
+  /** A job run here for another node that its requester has not polled this long is asked about (`deployment.unfollowed_ask_ms`). */
+  unfollowedAskMs: number;
 }
 
 /** Longest the requester collects bids; a quiet network answers in far less (see offer). */
@@ -91,13 +95,14 @@ export const DeploymentActor = defineActor({
   concurrency: 'node',
   create: (ctx: ActorContext<DeploymentDeps>) => {
     const deployment = new Deployment(ctx);
-    return { behaviors: deployment.behaviors(), stop: () => deployment.stop() };
+    return { behaviors: deployment.behaviors(), start: () => deployment.start(), stop: () => deployment.stop() };
   },
 });
 
 class Deployment {
   private readonly actor: Actor;
   private readonly provider: Provider;
+  private readonly stillWanted: StillWanted;
   /** Nodes that refused to reserve lately, with when. */
   private readonly suspect = new Map<string, number>();
   private readonly bidders: Bidders;
@@ -110,7 +115,8 @@ class Deployment {
   constructor(private readonly ctx: ActorContext<DeploymentDeps>) {
     this.actor = ctx.actor;
     const ping = ctx.deps.network?.ping?.bind(ctx.deps.network);
-    this.provider = new Provider(ctx, ctx.deps.executors, ctx.deps.limits, ping ? new RoundTrips(ping) : undefined);
+    this.stillWanted = stillWantedOver(this.actor, ctx.log, ctx.deps.unfollowedAskMs);
+    this.provider = new Provider(ctx, ctx.deps.executors, ctx.deps.limits, this.stillWanted, ping ? new RoundTrips(ping) : undefined);
     this.bidders = new Bidders(this.actor, ctx.deps.trusts ?? providerTrust('anchored', this.actor.system.host));
     this.machine = placementMachine.provide({
       actors: {
@@ -121,7 +127,13 @@ class Deployment {
     this.probeMachine = this.probing();
   }
 
+  /** Started after the orchestrator, which has picked up the jobs a previous process ran for other nodes: their requesters are asked about them. */
+  start(): void {
+    void this.stillWanted.pickUp().catch((e: unknown) => this.ctx.log.warn({ err: errorText(e) }, 'jobs run for other nodes not asked about after the restart'));
+  }
+
   stop(): void {
+    this.stillWanted.close();
     this.provider.stop();
   }
 
@@ -179,7 +191,13 @@ class Deployment {
         handle: (c) =>
           replyWhenDone(c, async () => {
             await this.provider.requesterOnly(c.env, c.payload.id);
-            return this.actor.call(this.orchestrator(), JobBehaviors.logs, c.payload, LogsReply, { ttlMs: c.payload.wait_ms + CALL_TTL_MS });
+            // A poll, and one held open, is its requester following the job (./still-wanted.ts).
+            this.stillWanted.heard(c.payload.id);
+            try {
+              return await this.actor.call(this.orchestrator(), JobBehaviors.logs, c.payload, LogsReply, { ttlMs: c.payload.wait_ms + CALL_TTL_MS });
+            } finally {
+              this.stillWanted.heard(c.payload.id);
+            }
           }),
       }),
       defineBehavior({
@@ -193,6 +211,14 @@ class Deployment {
             // A stop takes the engine's grace period and more.
             return this.actor.call(this.orchestrator(), JobBehaviors.cancel, c.payload, JobSchema, { ttlMs: 600_000 });
           }),
+      }),
+      // Asked of this node as a requester, by the nodes its jobs were placed on.
+      defineBehavior({
+        name: DeploymentBehaviors.wanted,
+        payload: WantedRequest,
+        // Its own name, opened to every node (daemon/security.ts): what it answers is checked against the asker.
+        capability: DeploymentBehaviors.wanted,
+        handle: ({ env, payload }) => answerWanted(this.actor, env, payload.job_id),
       }),
       // This node's own: the orchestrator asks where a job goes, and says when a provided one ended.
       defineBehavior({

@@ -24,6 +24,7 @@ import { type Holding, providerMachine, type ProviderInput, type ProviderLimits 
 import { Strikes } from './strikes.js';
 import { type RoundTrip, RoundTrips } from './round-trips.js';
 import { rememberNewest } from '../../runtime/bounded-map.js';
+import type { StillWanted } from './still-wanted.js';
 
 /** Deployments (leased or running for other nodes) held here at once. */
 const MAX_DEPLOYMENTS = 4096;
@@ -74,6 +75,8 @@ export class Provider {
     private readonly ctx: ActorContext<unknown>,
     private readonly executors: readonly string[],
     private readonly limits: ProviderLimits,
+    /** Asks the requesters of jobs run here whether they still want them (./still-wanted.ts). */
+    private readonly stillWanted: StillWanted,
     /** Round trips to other nodes, for parts that must run near one; absent without a network. */
     private readonly roundTrips?: RoundTrips,
   ) {
@@ -252,6 +255,7 @@ export class Provider {
       throw e;
     }
     machine.send({ type: 'accepted' });
+    if (!this.actor.system.isHere(requester)) this.stillWanted.started(job.id, requester);
   }
 
   /** The answer to a start its holder asked again: once the first start is over, whether it runs. */
@@ -277,6 +281,7 @@ export class Provider {
   }
 
   ended(jobId: string): void {
+    this.stillWanted.ended(jobId);
     const machine = this.provided.get(jobId);
     if (!machine) return;
     machine.send({ type: 'ended' });

@@ -9,12 +9,12 @@
  *
  * Every behavior here needs the capability `/dms/deployment`. By default a node opens it to
  * every node of its network (`deployment.open`); with `deployment.open: false` only holders of
- * a `/dms/deployment` grant may deploy here.
+ * a `/dms/deployment` grant may deploy here. `wanted` is open either way (see it below).
  */
 import { z } from 'zod';
 import { MAX_NEAR_RTT_MS, PartNameSchema } from '../ensembles/schema.js';
 import { JobIdSchema, LogsPayload } from './jobs.js';
-import { type Job, JobSpecSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, RESOURCE_FLOOR, ResourceRequestSchema, ResourceSpecSchema } from './schema.js';
+import { type Job, JobSpecSchema, JobStatusSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, RESOURCE_FLOOR, ResourceRequestSchema, ResourceSpecSchema } from './schema.js';
 
 export const DEPLOYMENT_INBOX = 'deployment';
 /** Where bid requests are published. */
@@ -39,6 +39,12 @@ export const DeploymentBehaviors = {
   /** A page of a job's output and its state, waiting for news: how the requester follows it. */
   logs: '/dms/deployment/logs',
   cancel: '/dms/deployment/cancel',
+  /**
+   * Asked of a job's requester by a node the job was placed on: whether the run there is still
+   * the one the requester follows (actors/deployment/still-wanted.ts). Open to every node, even
+   * with `open_deployment: false`: only the nodes the job was placed on hear anything of it.
+   */
+  wanted: '/dms/deployment/wanted',
   /** This node's orchestrator asks where a job should go (local only). */
   place: '/dms/deployment/place',
   /** This node's orchestrator says a job run for another node has ended (local only). */
@@ -234,3 +240,14 @@ export type PlaceReply = z.output<typeof PlaceReply>;
 
 export const EndedRequest = z.strictObject({ job_id: jobId });
 export const ExcludeRequest = z.strictObject({ node: PeerIdSchema, reason: z.string().min(1).max(500) });
+
+export const WantedRequest = z.strictObject({ job_id: jobId });
+/**
+ * The requester's word on the run the asking node holds: `following` (it is the run this node
+ * follows), `ended` (the job ended here: `status` says how), `elsewhere` (placed on another node,
+ * or being placed again), `unknown` (no such job here, or never placed on the asker). An answer,
+ * never an error: a node without this behavior answers not_found, which must not stop a run.
+ */
+export const WANTED_ANSWERS = ['following', 'ended', 'elsewhere', 'unknown'] as const;
+export const WantedReply = z.object({ job_id: jobId, answer: z.enum(WANTED_ANSWERS), status: JobStatusSchema.optional() });
+export type WantedReply = z.output<typeof WantedReply>;
