@@ -9,9 +9,9 @@
  */
 import { createHash } from 'node:crypto';
 import type Docker from 'dockerode';
-import { settledWithin } from '../../runtime/deadline.js';
 import { DmsError } from '../../runtime/errors.js';
 import { ENSEMBLE_LABEL, NODE_LABEL } from '../executors/container-spec.js';
+import { answered, type Engine } from '../executors/engine.js';
 
 export const ENSEMBLE_REQUESTER_LABEL = 'dms.ensemble.requester';
 /** The parts whose names point at this network's gateway, comma-separated: a restarted node reads its slots back from them. */
@@ -60,25 +60,6 @@ export interface EnsembleNetwork {
 }
 
 const statusOf = (e: unknown): number | undefined => (e as { statusCode?: number }).statusCode;
-
-/** The engine, and how long each of its answers is waited for. */
-export interface Engine {
-  docker: Docker;
-  answerMs: number;
-}
-
-/**
- * One request to the engine, given up after `engine.answerMs`: an engine that accepts
- * connections and never answers held its caller, and every attach queued behind it, for good.
- * Aborted where dockerode takes a signal (not all of its calls do), so nothing stays open.
- */
-export function answered<T>(engine: Engine, what: string, call: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const unanswered = new AbortController();
-  return settledWithin(call(unanswered.signal), engine.answerMs, () => {
-    unanswered.abort();
-    throw new DmsError('unavailable', `the Docker engine did not answer within ${engine.answerMs} ms (${what})`);
-  });
-}
 
 /**
  * Whether a failed request had an answer from the engine about the thing asked for (a status

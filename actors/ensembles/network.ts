@@ -35,12 +35,11 @@ import { DmsError, errorText } from '../../runtime/errors.js';
 import type { TunnelRequest } from '../../runtime/network/tunnel.js';
 import type { Envelope } from '../../runtime/wire/envelope.js';
 import { ENSEMBLE_LABEL, JOB_LABEL, NODE_LABEL, PART_LABEL } from '../executors/container-spec.js';
+import { answered, type Engine, ENGINE_ANSWER_MS } from '../executors/engine.js';
 import {
-  answered,
   answeredAbout,
   assignSlots,
   describeNetwork,
-  type Engine,
   ENSEMBLE_PARTS_LABEL,
   ENSEMBLE_REQUESTER_LABEL,
   type EnsembleNetwork,
@@ -79,11 +78,9 @@ const ATTACH_WAIT_MS = 5_000;
 /** Expired grants close their listeners within this. */
 const SWEEP_MS = 5_000;
 const CONNECT_TIMEOUT_MS = 5_000;
-/**
- * One answer of the engine (a network listed, made, looked at, removed). An attach waits for at
- * most two (what an earlier run left, then its network) within the executor's 30 s for it.
- */
-const ENGINE_ANSWER_MS = 10_000;
+// One answer of the engine (a network listed, made, looked at, removed) is waited for
+// ENGINE_ANSWER_MS: an attach waits for at most two (what an earlier run left, then its
+// network) within the executor's 30 s for it.
 /** A look at what an earlier run left that the engine did not answer is tried again after this. */
 const RECOVER_RETRY_MS = 30_000;
 

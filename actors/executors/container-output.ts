@@ -10,10 +10,11 @@
  * each stream as its own copier reads it: in the log, a stderr frame may follow a stdout frame
  * stamped after it, never one of its own stream.
  */
-import { Writable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
 import type { LogChunk } from '../../behaviors/jobs/execution.js';
+import { answered, ENGINE_ANSWER_MS, heard } from './engine.js';
 import type { LogWriter } from './logfile.js';
 
 type Stream = LogChunk['stream'];
@@ -35,6 +36,8 @@ export class ContainerOutput {
   private lastFollowed: bigint | null = null;
   /** While reading again: per stream, how many frames at its `last` timestamp the follow appended. */
   private catchingUp: Record<Stream, number> | null = null;
+  /** The follow's stream while the engine feeds it. */
+  private following: NodeJS.ReadableStream | null = null;
 
   constructor(
     private readonly container: Docker.Container,
@@ -42,6 +45,8 @@ export class ContainerOutput {
     private readonly writer: LogWriter,
     /** The engine's words for an error. */
     private readonly describe: (e: unknown) => string,
+    /** How long the engine may take to answer a read of the output; a follow is then not bounded, the container may run for days. */
+    private readonly answerMs: number = ENGINE_ANSWER_MS,
   ) {}
 
   /** Copies the output until the engine ends the follow. Never rejects: a capture that breaks says so in the log, where its reader looks. */
@@ -49,11 +54,21 @@ export class ContainerOutput {
     try {
       // timestamps: each frame starts with the time the engine received it, which stays
       // true when output is re-read after a restart, and orders the read after exit.
-      const stream = await this.container.logs({ follow: true, stdout: true, stderr: true, timestamps: true });
+      const stream = await answered({ answerMs: this.answerMs }, "following the container's output", (abortSignal) =>
+        this.container.logs({ follow: true, stdout: true, stderr: true, timestamps: true, abortSignal }),
+      );
+      this.following = stream;
       await this.demux(stream);
     } catch (e) {
       this.writer.append('stderr', `[dms] output capture stopped: ${this.describe(e)}\n`);
+    } finally {
+      this.following = null;
     }
+  }
+
+  /** Ends the follow, saying why in the log: the engine no longer answers for the container, and may never end it. */
+  stop(reason: Error): void {
+    (this.following as { destroy?: (e: Error) => void } | null)?.destroy?.(reason);
   }
 
   /** Once the container exited and the follow ended: appends what the follow did not see, then closes the log. Never rejects. */
@@ -64,9 +79,11 @@ export class ContainerOutput {
       // Streamed, as the follow: without `follow` the client buffers the whole answer, and a job
       // may write its log's bound within the last second. The container has exited, so the
       // engine ends it at the end of the log.
-      const stream = await this.container.logs({ follow: true, stdout: true, stderr: true, timestamps: true, since });
+      const what = "reading the container's output again";
+      const stream = await answered({ answerMs: this.answerMs }, what, (abortSignal) => this.container.logs({ follow: true, stdout: true, stderr: true, timestamps: true, since, abortSignal }));
       this.catchingUp = { stdout: this.last.stdout?.count ?? 0, stderr: this.last.stderr?.count ?? 0 };
-      await this.demux(stream);
+      // It has exited: the engine has all of it and ends the read, so a silence is the engine's.
+      await this.demux(Readable.from(heard(stream as AsyncIterable<Buffer>, this.answerMs, what)));
     } catch {
       // Removed meanwhile, or the engine gone: the follow's copy is what there is.
     } finally {

@@ -3,6 +3,7 @@
  * labels naming the job and the node, which is all a restarted node needs to find its work
  * again: nothing about a run lives only in this process's memory.
  */
+import { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
@@ -15,8 +16,9 @@ import { StoredOutput } from './stored-output.js';
 import type { OutputCollector } from './outputs.js';
 import type { InputMounter } from './inputs.js';
 import type { OutputSpec } from '../../behaviors/jobs/files.js';
-import { OomEvents } from './oom-events.js';
+import { OomEvents, oomVerdict } from './oom-events.js';
 import { ContainerOutput } from './container-output.js';
+import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, exitOf, heard, inspectImage } from './engine.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
   ExecutionHandle,
@@ -53,6 +55,10 @@ export interface DockerExecutorOptions {
   inputs?: InputMounter;
   /** Gives an ensemble's part its networks and names, and takes them back (the ensemble-net actor); without, a part does not start. */
   ensembles?: EnsembleAttacher;
+  /** How long one answer of the engine is waited for (./engine.ts); default ENGINE_ANSWER_MS. */
+  engineAnswerMs?: number;
+  /** How long a pull may go without a word from the engine, before its first and between two; default PULL_QUIET_MS. */
+  pullQuietMs?: number;
   log?: Logger;
 }
 
@@ -86,10 +92,12 @@ const engineMessage = (e: unknown): string =>
   ((e as EngineError).json?.message ?? String((e as EngineError).message ?? e).replace(/^\(HTTP code \d+\) [^-]*- /, '')).trim();
 
 /** A tar of `output.path` in the container; not_found when the container has nothing there. */
-async function archiveOf(container: Docker.Container, output: OutputSpec): Promise<OutputContent> {
+async function archiveOf(engine: Engine, container: Docker.Container, output: OutputSpec): Promise<OutputContent> {
+  const what = `reading ${output.path} from the container`;
   try {
+    const tar = await answered(engine, what, (abortSignal) => container.getArchive({ path: output.path, abortSignal }));
     // The engine names the archived path's last component first: that is the output's root.
-    return { tar: (await container.getArchive({ path: output.path })) as unknown as AsyncIterable<Uint8Array>, strip: 1 };
+    return { tar: heard(tar as unknown as AsyncIterable<Uint8Array>, engine.answerMs, what), strip: 1 };
   } catch (e) {
     if (statusOf(e) === 404) throw new DmsError('not_found', `${output.path} does not exist in the container`);
     throw new DmsError('unavailable', engineMessage(e).slice(0, 500), { cause: e });
@@ -111,6 +119,10 @@ export class DockerExecutor extends StoredOutput implements Executor {
   /** Its outputs are collected in watch(), before the end is told: a restarted node finds them by the container's labels. */
   readonly collectsOutputs = true;
   private readonly docker: Docker;
+  /** The engine with the bound on each of its answers (./engine.ts). */
+  private readonly engine: Engine;
+  private readonly pullQuietMs: number;
+  private readonly log: Logger | undefined;
   private readonly nodeId: string;
   private readonly stopGraceSeconds: number;
   private readonly oomSettleMs: number | undefined;
@@ -135,13 +147,16 @@ export class DockerExecutor extends StoredOutput implements Executor {
   constructor(opts: DockerExecutorOptions) {
     super(opts.logsDir, opts.maxLogBytes);
     this.docker = opts.docker ?? new Docker();
+    this.engine = { docker: this.docker, answerMs: opts.engineAnswerMs ?? ENGINE_ANSWER_MS };
+    this.pullQuietMs = opts.pullQuietMs ?? PULL_QUIET_MS;
+    this.log = opts.log;
     this.nodeId = opts.nodeId;
     this.stopGraceSeconds = opts.stopGraceSeconds ?? 10;
     this.oomSettleMs = opts.oomSettleMs;
     this.limits = { ...DEFAULT_CONTAINER_LIMITS, ...opts.limits };
     this.machines = opts.machine ?? plainMachines;
     this.jobScope = opts.jobScope ?? ((_, fn) => fn());
-    this.oom = new OomEvents(this.docker, `${NODE_LABEL}=${this.nodeId}`, opts.log);
+    this.oom = new OomEvents(this.docker, `${NODE_LABEL}=${this.nodeId}`, opts.log, this.engine.answerMs);
     this.outputs = opts.outputs;
     this.inputs = opts.inputs;
     this.ensembles = opts.ensembles;
@@ -164,7 +179,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   /** The engine's archive of the path in the run's stopped container (before cleanup removes it). */
   async readOutput(handle: ExecutionHandle, output: OutputSpec): Promise<OutputContent> {
     const run = this.runs.get(handle.id);
-    return archiveOf(run?.container ?? this.docker.getContainer(handle.id), output);
+    return archiveOf(this.engine, run?.container ?? this.docker.getContainer(handle.id), output);
   }
 
   async start(job: Job, opts: StartOptions = {}): Promise<ExecutionHandle> {
@@ -203,16 +218,22 @@ export class DockerExecutor extends StoredOutput implements Executor {
       }
       const spec = containerSpec(job, this.nodeId, this.limits, binds, part);
       if (spec.HostConfig?.NetworkMode === jobNetworkName(job.id)) await this.createJobNetwork(job.id);
-      container = await this.createFor(spec, job.image, opts.onProgress);
+      const made = await this.createFor(spec, job.image, opts.onProgress);
+      container = made;
       // A container is created on one network; the ensemble's other slots are joined before it runs.
-      for (const name of part?.networks.slice(1) ?? []) await this.docker.getNetwork(name).connect({ Container: container.id });
-      await container.start();
+      for (const name of part?.networks.slice(1) ?? []) {
+        await answered(this.engine, `joining network ${name}`, (abortSignal) => this.docker.getNetwork(name).connect({ Container: made.id, abortSignal } as Docker.NetworkConnectOptions));
+      }
+      await answered(this.engine, 'starting the container', (abortSignal) => made.start({ abortSignal }));
     } catch (e) {
       const message = `job ${job.id} could not start: ${e instanceof DmsError ? e.message : engineMessage(e)}`;
       writer.append('stderr', `[dms] ${message}\n`);
       await writer.close();
-      if (container) await this.remove(container);
-      await this.removeJobNetwork(job.id);
+      // What could not be taken back now is the start-up reconcile's to remove: the start's own
+      // failure is what the job is told, not the clean-up's.
+      const left = (e: unknown) => this.log?.warn({ job: job.id, err: errorText(e) }, 'what a failed start made is not removed');
+      if (container) await this.remove(container).catch(left);
+      await this.removeJobNetwork(job.id).catch(left);
       if (isPart) await this.ensembles?.detach(job.id).catch(() => undefined);
       throw failed(new DmsError('unavailable', message, { cause: e }));
     }
@@ -244,8 +265,16 @@ export class DockerExecutor extends StoredOutput implements Executor {
       .then(() => this.remove(run.container))
       .finally(() => run.machine.send({ type: 'stopped' }));
     try {
-      await run.container.stop({ t: this.stopGraceSeconds });
+      // The engine answers a stop once the grace period is over and the container gone.
+      await answered({ answerMs: this.stopGraceSeconds * 1000 + this.engine.answerMs }, 'stopping the container', (abortSignal) => run.container.stop({ t: this.stopGraceSeconds, abortSignal }));
     } catch (e) {
+      if (e instanceof EngineSilent) {
+        // Whether it still runs, only the engine knows: the run is given up, saying why, and its
+        // container left to the clean-up (or the next start-up's reconcile) to remove.
+        run.machine.send({ type: 'lost', reason: e.message });
+        await over.catch(() => undefined);
+        return;
+      }
       // 304: it had already stopped; 404: it is already gone. Either way it no longer runs.
       if (statusOf(e) !== 304 && statusOf(e) !== 404) {
         over.catch(() => undefined);
@@ -271,11 +300,11 @@ export class DockerExecutor extends StoredOutput implements Executor {
   async reconcile(knownJobIds: readonly string[]): Promise<ReconcileReport> {
     // Bounded: the node's start waits for this answer, and an engine that never gave it kept the
     // node from serving for the call's hour. Unanswered, the runs are left as they are, said so.
-    const containers = await this.docker
-      .listContainers({ all: true, filters: { label: [`${NODE_LABEL}=${this.nodeId}`] }, abortSignal: AbortSignal.timeout(RECONCILE_ANSWER_MS) } as Docker.ContainerListOptions)
-      .catch((e: unknown) => {
-        throw new DmsError('unavailable', `the Docker engine did not list this node's containers: ${engineMessage(e)}`);
-      });
+    const containers = await answered({ answerMs: RECONCILE_ANSWER_MS }, "listing this node's containers", (abortSignal) =>
+      this.docker.listContainers({ all: true, filters: { label: [`${NODE_LABEL}=${this.nodeId}`] }, abortSignal } as Docker.ContainerListOptions),
+    ).catch((e: unknown) => {
+      throw e instanceof EngineSilent ? e : new DmsError('unavailable', `the Docker engine did not list this node's containers: ${engineMessage(e)}`);
+    });
     // Newest first, so if a job somehow has several containers the latest attempt wins.
     containers.sort((a, b) => b.Created - a.Created);
     const report: ReconcileReport = { reattached: [], missing: [], orphans: [] };
@@ -328,7 +357,8 @@ export class DockerExecutor extends StoredOutput implements Executor {
     run.ready = (async () => {
       let writer: LogWriter;
       try {
-        const labels = (await container.inspect()).Config.Labels ?? {};
+        const info = await answered(this.engine, `inspecting container ${handle.id}`, (abortSignal) => container.inspect({ abortSignal }));
+        const labels = info.Config.Labels ?? {};
         run.files = filesOf(labels);
         run.part = PART_LABEL in labels;
         // Docker keeps the whole output, so re-capturing from the start gives a complete log
@@ -352,7 +382,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   /** Captures the run's output and waits for its end, on the job's behalf. */
   private follow(handle: ExecutionHandle, run: DockerRun, writer: LogWriter): void {
     this.jobScope(handle.job_id, () => {
-      const output = new ContainerOutput(run.container, this.docker.modem, writer, engineMessage);
+      const output = new ContainerOutput(run.container, this.docker.modem, writer, engineMessage, this.engine.answerMs);
       void this.watch(handle, run, output, output.follow());
     });
   }
@@ -364,8 +394,10 @@ export class DockerExecutor extends StoredOutput implements Executor {
     let statusCode: number;
     try {
       // Only ever called after start(): a wait() issued before start returns at once with 0.
-      statusCode = (await container.wait()).StatusCode;
+      statusCode = (await exitOf(this.engine, container)).StatusCode;
     } catch (e) {
+      // Its output may still be coming, unless the engine went silent: then it is not waited for.
+      if (e instanceof EngineSilent) output.stop(e);
       await followed;
       await output.close();
       const reason = statusOf(e) === 404 ? `container ${handle.id} of job ${handle.job_id} vanished while it ran` : engineMessage(e);
@@ -376,11 +408,11 @@ export class DockerExecutor extends StoredOutput implements Executor {
     await output.finish();
     try {
       // A cancelled container was killed by us, not by the OOM killer: nothing to wait for.
-      const info = await oomVerdict(container, cancelReason() ? 0 : statusCode, this.oom, this.oomSettleMs);
+      const info = await oomVerdict(container, cancelReason() ? 0 : statusCode, this.oom, this.oomSettleMs, this.engine.answerMs);
       // Before the end is told: the orchestrator stores the manifest with it, and removes the container after.
       if (this.outputs && run.files?.outputs.length) {
         const { outputs, requester } = run.files;
-        await this.outputs.collect((output) => archiveOf(container, output), { jobId: handle.job_id, requester, outputs, exitCode: info.State.ExitCode, logPath: this.logStore.path(handle.job_id) });
+        await this.outputs.collect((output) => archiveOf(this.engine, container, output), { jobId: handle.job_id, requester, outputs, exitCode: info.State.ExitCode, logPath: this.logStore.path(handle.job_id) });
       }
       machine.send({ type: 'exited', result: exitResult(info, cancelReason()) });
     } catch (e) {
@@ -400,19 +432,24 @@ export class DockerExecutor extends StoredOutput implements Executor {
    */
   private async createFor(spec: Docker.ContainerCreateOptions, image: string, onProgress?: (event: PullProgress) => void): Promise<Docker.Container> {
     try {
-      return await this.docker.createContainer(spec);
+      return await this.create(spec);
     } catch (e) {
       const missing = statusOf(e) === 404 && /no such image/i.test(engineMessage(e));
       // Missing after a check or pull just now is the engine's answer to give.
       if (!missing || !this.knownImages.delete(image)) throw e;
     }
     await this.ensureImage(image, onProgress);
-    return this.docker.createContainer(spec);
+    return this.create(spec);
+  }
+
+  private create(spec: Docker.ContainerCreateOptions): Promise<Docker.Container> {
+    // A copy: the client takes the signal off the options it is given.
+    return answered(this.engine, 'creating the container', (abortSignal) => this.docker.createContainer({ ...spec, abortSignal } as Docker.ContainerCreateOptions));
   }
 
   private async ensureImage(image: string, onProgress?: (event: PullProgress) => void): Promise<void> {
     try {
-      await this.docker.getImage(image).inspect();
+      await inspectImage(this.engine, image);
       this.know(image);
       return;
     } catch (e) {
@@ -420,15 +457,19 @@ export class DockerExecutor extends StoredOutput implements Executor {
     }
     const cannotPull = (reason: string) =>
       new DmsError('unavailable', `image ${image} is not present and could not be pulled: ${reason}`);
+    // A pull rightly lasts minutes; what is bounded is the engine's silence, which a registry
+    // slow to answer it also makes (the engine's first words come once the image is found).
+    const what = `pulling image ${image}`;
+    const quiet = { answerMs: this.pullQuietMs };
     let stream: NodeJS.ReadableStream;
     try {
-      stream = await this.docker.pull(image);
+      stream = await answered(quiet, what, (abortSignal) => this.docker.pull(image, { abortSignal }));
     } catch (e) {
       throw cannotPull(engineMessage(e));
     }
     await new Promise<void>((resolve, reject) => {
       this.docker.modem.followProgress(
-        stream,
+        Readable.from(heard(stream as AsyncIterable<Buffer>, quiet.answerMs, what)),
         (err: unknown, events: PullEvent[]) => {
           // The engine reports a failed pull inside the stream with a 200 status.
           const failure = err ? engineMessage(err) : events.find((ev) => ev.error)?.error;
@@ -452,8 +493,11 @@ export class DockerExecutor extends StoredOutput implements Executor {
 
   /** `Internal`: the engine gives it no gateway out, so the job reaches nothing but itself while the host still reaches it. */
   private async createJobNetwork(jobId: string): Promise<void> {
+    const name = jobNetworkName(jobId);
     try {
-      await this.docker.createNetwork({ Name: jobNetworkName(jobId), Internal: true, Labels: { [JOB_LABEL]: jobId, [NODE_LABEL]: this.nodeId } });
+      await answered(this.engine, `making network ${name}`, (abortSignal) =>
+        this.docker.createNetwork({ Name: name, Internal: true, Labels: { [JOB_LABEL]: jobId, [NODE_LABEL]: this.nodeId }, abortSignal } as Docker.NetworkCreateOptions),
+      );
     } catch (e) {
       // 409: left by an earlier attempt of this job on this node, and as good.
       if (statusOf(e) !== 409) throw e;
@@ -462,8 +506,9 @@ export class DockerExecutor extends StoredOutput implements Executor {
 
   /** Tried for every job (one engine call): after a restart nothing says which jobs had one. */
   private async removeJobNetwork(jobId: string): Promise<void> {
+    const name = jobNetworkName(jobId);
     try {
-      await this.docker.getNetwork(jobNetworkName(jobId)).remove();
+      await answered(this.engine, `removing network ${name}`, (abortSignal) => this.docker.getNetwork(name).remove({ abortSignal }));
     } catch (e) {
       if (statusOf(e) !== 404 && statusOf(e) !== 409) throw e;
     }
@@ -471,7 +516,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
 
   private async remove(container: Docker.Container): Promise<void> {
     try {
-      await container.remove({ force: true });
+      await answered(this.engine, `removing container ${container.id}`, (abortSignal) => container.remove({ force: true, abortSignal }));
     } catch (e) {
       // 404: already gone; 409: removal already in progress. Both end where we want to be.
       if (statusOf(e) !== 404 && statusOf(e) !== 409) throw e;
@@ -490,42 +535,12 @@ interface PullEvent {
 const KNOWN_IMAGES = 256;
 /** How long the engine may take to list this node's containers at start-up (reconcile). */
 const RECONCILE_ANSWER_MS = 20_000;
-
-// The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
-// has returned (see ./oom-events.ts). So a memory-limited container that died by SIGKILL (137)
-// without being cancelled is checked, for up to 10 s by the clock, for either sign (the `oom`
-// event's record, State.OOMKilled) before concluding that it was not the OOM killer. Only such
-// deaths wait; they are rare, and naming an OOM as such is worth the delay.
-const OOM_SETTLE_MS = 10_000;
-const OOM_INSPECT_MS = 250;
-
-/** What the engine says of the exited container, OOMKilled set when its `oom` event was seen. Exported to be checked against a stand-in engine. */
-export async function oomVerdict(
-  container: Docker.Container,
-  statusCode: number,
-  events: OomEvents,
-  settleMs: number = OOM_SETTLE_MS,
-): Promise<Docker.ContainerInspectInfo> {
-  let info = await container.inspect();
-  if (statusCode !== 137 || !info.HostConfig.Memory || info.State.OOMKilled) return info;
-  const oom = () => ({ ...info, State: { ...info.State, OOMKilled: true } });
-  const startedAt = Date.parse(info.State.StartedAt);
-  const since = Math.floor(startedAt / 1000) || undefined;
-  // Died where no subscription saw all of its life (before this process, in a gap): its event,
-  // if any, is in the engine's history.
-  const unwatched = () => !events.covers(startedAt);
-  if (events.seen(container.id) || (unwatched() && (await events.history(container.id, since)))) return oom();
-  // A deadline on the clock, not a count of tries: under load each try takes longer.
-  const deadline = Date.now() + settleMs;
-  for (let left = settleMs; left > 0; left = deadline - Date.now()) {
-    if (await events.waitFor(container.id, Math.min(OOM_INSPECT_MS, left))) return oom();
-    info = await container.inspect();
-    if (info.State.OOMKilled) return info;
-  }
-  // The history up to the current second now reaches past the exit.
-  if (unwatched() && (await events.history(container.id, since))) return oom();
-  return info;
-}
+/**
+ * How long a pull may go without a word from the engine. Longer than one answer's bound: the
+ * engine says nothing until the registry named the image, and its own dial of a registry gives
+ * up after 30 s, which is the engine's answer to give.
+ */
+const PULL_QUIET_MS = 60_000;
 
 /** The outputs a container's labels say to collect; none when they say nothing readable. */
 function filesOf(labels: Record<string, string>): DockerRun['files'] {

@@ -14,13 +14,12 @@
 import type Docker from 'dockerode';
 import { errorText } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
+import { answered, ENGINE_ANSWER_MS, heard } from './engine.js';
 
 /** Containers remembered as OOM-killed: enough for every run of a busy node between two verdicts. */
 const RECORDS = 1024;
 const RECONNECT_MIN_MS = 1_000;
 const RECONNECT_MAX_MS = 30_000;
-/** How long the engine may take to answer a subscription before it is asked again. */
-const ANSWER_MS = 10_000;
 
 interface EngineEvent {
   id?: string;
@@ -49,6 +48,8 @@ export class OomEvents {
     /** `name=value` of the label this node's containers carry. */
     private readonly label: string,
     private readonly log?: Logger,
+    /** How long the engine may take to answer a subscription (then it is asked again) or a look at its history. */
+    private readonly answerMs: number = ENGINE_ANSWER_MS,
   ) {}
 
   /** Opens the subscription; an engine that does not answer is tried again later, never an error. */
@@ -103,19 +104,16 @@ export class OomEvents {
    * `until` is the current second, never later: the engine holds a query open until its `until`.
    */
   async history(id: string, since: number | undefined): Promise<boolean> {
+    const what = `looking up container ${id}'s oom events`;
+    let text = '';
     try {
       const until = Math.floor(Date.now() / 1000);
-      const stream = (await this.docker.getEvents({ since, until, filters: { container: [id], event: ['oom'] } } as never)) as unknown as NodeJS.ReadableStream;
-      let text = '';
-      await new Promise<void>((resolve) => {
-        stream.on('data', (d: Buffer) => (text += d.toString('utf8')));
-        stream.on('end', resolve);
-        stream.on('error', () => resolve());
-      });
-      return text.includes('"oom"');
+      const stream = await answered({ answerMs: this.answerMs }, what, (abortSignal) => this.docker.getEvents({ since, until, filters: { container: [id], event: ['oom'] }, abortSignal } as Docker.GetEventsOptions));
+      for await (const d of heard(stream as AsyncIterable<Buffer>, this.answerMs, what)) text += d.toString('utf8');
     } catch {
-      return false;
+      // What came before the engine broke off or fell silent is all it said.
     }
+    return text.includes('"oom"');
   }
 
   private async connect(): Promise<void> {
@@ -123,14 +121,10 @@ export class OomEvents {
     let stream: NodeJS.ReadableStream;
     try {
       const filters = { type: ['container'], event: ['oom'], label: [this.label] };
-      // Aborted only while the engine has not answered: the stream it answers with lasts.
-      const unanswered = new AbortController();
-      const timer = setTimeout(() => unanswered.abort(new Error(`the engine did not answer within ${ANSWER_MS} ms`)), ANSWER_MS);
-      try {
-        stream = (await this.docker.getEvents({ ...(since !== undefined ? { since } : {}), filters, abortSignal: unanswered.signal } as never)) as unknown as NodeJS.ReadableStream;
-      } finally {
-        clearTimeout(timer);
-      }
+      // Bounded in its first answer only: the stream it answers with lasts.
+      stream = await answered({ answerMs: this.answerMs }, 'following oom events', (abortSignal) =>
+        this.docker.getEvents({ ...(since !== undefined ? { since } : {}), filters, abortSignal } as Docker.GetEventsOptions),
+      );
     } catch (e) {
       this.log?.debug({ err: errorText(e) }, 'engine events not followed; trying again');
       this.again();
@@ -197,4 +191,42 @@ export class OomEvents {
     if (this.records.size > RECORDS) this.records.delete(this.records.values().next().value!);
     for (const wake of [...(this.waiters.get(id) ?? [])]) wake();
   }
+}
+
+// The engine learns of a cgroup OOM kill from a separate event, which can land after wait()
+// has returned (see above). So a memory-limited container that died by SIGKILL (137)
+// without being cancelled is checked, for up to 10 s by the clock, for either sign (the `oom`
+// event's record, State.OOMKilled) before concluding that it was not the OOM killer. Only such
+// deaths wait; they are rare, and naming an OOM as such is worth the delay.
+const OOM_SETTLE_MS = 10_000;
+const OOM_INSPECT_MS = 250;
+
+/** What the engine says of the exited container, OOMKilled set when its `oom` event was seen. */
+export async function oomVerdict(
+  container: Docker.Container,
+  statusCode: number,
+  events: OomEvents,
+  settleMs: number = OOM_SETTLE_MS,
+  answerMs: number = ENGINE_ANSWER_MS,
+): Promise<Docker.ContainerInspectInfo> {
+  const inspect = () => answered({ answerMs }, `inspecting container ${container.id}`, (abortSignal) => container.inspect({ abortSignal }));
+  let info = await inspect();
+  if (statusCode !== 137 || !info.HostConfig.Memory || info.State.OOMKilled) return info;
+  const oom = () => ({ ...info, State: { ...info.State, OOMKilled: true } });
+  const startedAt = Date.parse(info.State.StartedAt);
+  const since = Math.floor(startedAt / 1000) || undefined;
+  // Died where no subscription saw all of its life (before this process, in a gap): its event,
+  // if any, is in the engine's history.
+  const unwatched = () => !events.covers(startedAt);
+  if (events.seen(container.id) || (unwatched() && (await events.history(container.id, since)))) return oom();
+  // A deadline on the clock, not a count of tries: under load each try takes longer.
+  const deadline = Date.now() + settleMs;
+  for (let left = settleMs; left > 0; left = deadline - Date.now()) {
+    if (await events.waitFor(container.id, Math.min(OOM_INSPECT_MS, left))) return oom();
+    info = await inspect();
+    if (info.State.OOMKilled) return info;
+  }
+  // The history up to the current second now reaches past the exit.
+  if (unwatched() && (await events.history(container.id, since))) return oom();
+  return info;
 }

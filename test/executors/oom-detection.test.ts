@@ -7,8 +7,7 @@ import { PassThrough } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type Docker from 'dockerode';
 import { afterEach, describe, expect, it } from 'vitest';
-import { oomVerdict } from '../../actors/executors/docker.js';
-import { OomEvents } from '../../actors/executors/oom-events.js';
+import { OomEvents, oomVerdict } from '../../actors/executors/oom-events.js';
 
 interface Query {
   since?: number;
