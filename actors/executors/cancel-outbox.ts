@@ -43,6 +43,8 @@ export class CancelOutbox {
   private readonly waiting = new Map<string, Waiting>();
   private timer: NodeJS.Timeout | undefined;
   private asking = false;
+  /** The stored cancels picked up (open). */
+  private loaded: Promise<void> = Promise.resolve();
 
   constructor(
     /** Asks `node` to cancel the job; throws as the call does. */
@@ -55,9 +57,16 @@ export class CancelOutbox {
 
   /**
    * Picks up the cancels an earlier process of this node stored. Those of a job unfinished on
-   * that same node again, or past the bounds, go; cancels added meanwhile stay the newest.
+   * that same node again, or past the bounds, go; cancels added meanwhile stay the newest. The
+   * node need not wait for it to serve: a forget() waits for it instead, so a row read after a
+   * start forgot its job cannot bring the cancel back for the new run.
    */
-  async open(): Promise<void> {
+  open(): Promise<void> {
+    this.loaded = this.load();
+    return this.loaded;
+  }
+
+  private async load(): Promise<void> {
     if (!this.store) return;
     let rows: StoredCancel[];
     try {
@@ -98,6 +107,7 @@ export class CancelOutbox {
 
   /** Started there again: the new run is not the one to cancel. Resolves once its row is gone too. */
   async forget(jobId: string): Promise<void> {
+    await this.loaded;
     const w = this.waiting.get(jobId);
     if (!w) return;
     this.waiting.delete(jobId);

@@ -117,9 +117,13 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
     this.trusts = opts.trusts ?? (() => false);
   }
 
-  /** Before any run is started or followed: the cancels an earlier process of this node left waiting are asked again. */
-  async open(): Promise<void> {
-    await this.missed.open();
+  /**
+   * The cancels an earlier process of this node left waiting are asked again. Not waited for by
+   * the node's start (a query, about 10 ms of a warm start): a start of a run forgets its job's
+   * cancel only once they are read (CancelOutbox.forget).
+   */
+  open(): void {
+    void this.missed.open();
   }
 
   close(): void {

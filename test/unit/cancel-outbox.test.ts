@@ -83,6 +83,29 @@ describe('cancels the providers missed, stored', () => {
     expect(asked).toEqual([]);
   });
 
+  it('does not bring back a stored cancel a start forgot while the rows were still being read', async () => {
+    // The node serves before the rows are read (open is not waited for): a start there may come first.
+    const store = new MemoryStore();
+    store.rows.set('j1', { job_id: 'j1', node: 'p', reason: 'lost', since: Date.now() - 1_000, placed_again: false });
+    let release!: () => void;
+    const slow: CancelStore = {
+      list: async () => {
+        await new Promise<void>((r) => (release = r));
+        return store.list();
+      },
+      put: (c) => store.put(c),
+      remove: (id, since) => store.remove(id, since),
+    };
+    const { o, asked } = outbox(slow);
+    const opened = o.open();
+    const forgotten = o.forget('j1');
+    release();
+    await Promise.all([opened, forgotten]);
+    expect(store.rows.size).toBe(0);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(asked).toEqual([]);
+  });
+
   it('drops the cancel when the provider says nothing runs there, and keeps asking one that does not answer', async () => {
     const store = new MemoryStore();
     const { o } = outbox(store, (node) => {
