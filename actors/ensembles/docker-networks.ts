@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import type Docker from 'dockerode';
 import { DmsError } from '../../runtime/errors.js';
 import { ENSEMBLE_LABEL, NODE_LABEL } from '../executors/container-spec.js';
-import { answered, type Engine } from '../executors/engine.js';
+import { answered, type Engine, statusOf } from '../executors/engine.js';
 
 export const ENSEMBLE_REQUESTER_LABEL = 'dms.ensemble.requester';
 /** The parts whose names point at this network's gateway, comma-separated: a restarted node reads its slots back from them. */
@@ -59,8 +59,6 @@ export interface EnsembleNetwork {
   subnet: string;
 }
 
-const statusOf = (e: unknown): number | undefined => (e as { statusCode?: number }).statusCode;
-
 /**
  * Whether a failed request had an answer from the engine about the thing asked for (a status
  * code, a network without IPv4), rather than none (not reached, not answered in time).
@@ -98,19 +96,6 @@ export async function describeNetwork(engine: Engine, name: string, slot: number
   const v4 = (info.IPAM?.Config ?? []).find((c) => c.Subnet && !c.Subnet.includes(':'));
   if (!v4?.Subnet || !v4.Gateway) throw new DmsError('invalid', `network ${name} has no IPv4 subnet and gateway`);
   return { name, slot, gateway: v4.Gateway, subnet: v4.Subnet };
-}
-
-/** Removes a network; gone already is as good. One that still has containers stays (409/403), and false says so. */
-export async function removeNetwork(engine: Engine, name: string): Promise<boolean> {
-  try {
-    await answered(engine, `removing network ${name}`, (abortSignal) => engine.docker.getNetwork(name).remove({ abortSignal }));
-    return true;
-  } catch (e) {
-    const s = statusOf(e);
-    if (s === 404) return true;
-    if (s === 409 || s === 403) return false;
-    throw e;
-  }
 }
 
 /** This node's ensemble networks the engine holds, with the containers on each: what a restarted node finds. */

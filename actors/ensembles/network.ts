@@ -35,7 +35,7 @@ import { DmsError, errorText } from '../../runtime/errors.js';
 import type { TunnelRequest } from '../../runtime/network/tunnel.js';
 import type { Envelope } from '../../runtime/wire/envelope.js';
 import { ENSEMBLE_LABEL, JOB_LABEL, NODE_LABEL, PART_LABEL } from '../executors/container-spec.js';
-import { answered, type Engine, ENGINE_ANSWER_MS } from '../executors/engine.js';
+import { answered, type Engine, ENGINE_ANSWER_MS, removeNetwork } from '../executors/engine.js';
 import {
   answeredAbout,
   assignSlots,
@@ -46,7 +46,6 @@ import {
   ensembleNetworkName,
   ensureNetwork,
   listEnsembleNetworks,
-  removeNetwork,
 } from './docker-networks.js';
 import { type Grant, type GrantLimits, GrantRegistry } from './grants.js';
 import { type Listening, PartListeners } from './listeners.js';

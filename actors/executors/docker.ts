@@ -18,7 +18,7 @@ import type { InputMounter } from './inputs.js';
 import type { OutputSpec } from '../../behaviors/jobs/files.js';
 import { OomEvents, oomVerdict } from './oom-events.js';
 import { ContainerOutput } from './container-output.js';
-import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, exitOf, heard, inspectImage } from './engine.js';
+import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
   ExecutionHandle,
@@ -80,13 +80,11 @@ interface DockerRun {
   part?: boolean;
 }
 
-/** An error from the engine: dockerode puts the HTTP status and the engine's message on it. */
+/** An error from the engine: dockerode puts the engine's message on it (and the HTTP status: ./engine.ts statusOf). */
 interface EngineError {
-  statusCode?: number;
   json?: { message?: string } | null;
   message: string;
 }
-const statusOf = (e: unknown): number | undefined => (e as EngineError).statusCode;
 /** The engine's own words; on streamed requests docker-modem only has them inside its "(HTTP code …) … - " text. */
 const engineMessage = (e: unknown): string =>
   ((e as EngineError).json?.message ?? String((e as EngineError).message ?? e).replace(/^\(HTTP code \d+\) [^-]*- /, '')).trim();
@@ -506,12 +504,8 @@ export class DockerExecutor extends StoredOutput implements Executor {
 
   /** Tried for every job (one engine call): after a restart nothing says which jobs had one. */
   private async removeJobNetwork(jobId: string): Promise<void> {
-    const name = jobNetworkName(jobId);
-    try {
-      await answered(this.engine, `removing network ${name}`, (abortSignal) => this.docker.getNetwork(name).remove({ abortSignal }));
-    } catch (e) {
-      if (statusOf(e) !== 404 && statusOf(e) !== 409) throw e;
-    }
+    // One still in use stays: its job's clean-up, or the next start-up's reconcile, takes it.
+    await removeNetwork(this.engine, jobNetworkName(jobId));
   }
 
   private async remove(container: Docker.Container): Promise<void> {

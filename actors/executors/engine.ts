@@ -18,6 +18,9 @@ type DialOptions = Parameters<Docker['modem']['dial']>[0];
 /** How long one answer of the engine is waited for, unless a caller says otherwise. */
 export const ENGINE_ANSWER_MS = 10_000;
 
+/** The HTTP status of the engine's answer a request failed with (dockerode puts it on the error); none when it did not answer. */
+export const statusOf = (e: unknown): number | undefined => (e as { statusCode?: number }).statusCode;
+
 /** The engine, and how long each of its answers is waited for. */
 export interface Engine {
   docker: Docker;
@@ -113,5 +116,18 @@ export async function exitOf(engine: Engine, container: Docker.Container): Promi
     return JSON.parse(text) as { StatusCode: number };
   } catch {
     throw new DmsError('unavailable', `the Docker engine's answer to a wait is not JSON: ${text.slice(0, 200)}`);
+  }
+}
+
+/** Removes a network; gone already is as good. One that still has containers stays (409/403), and false says so. */
+export async function removeNetwork(engine: Engine, name: string): Promise<boolean> {
+  try {
+    await answered(engine, `removing network ${name}`, (abortSignal) => engine.docker.getNetwork(name).remove({ abortSignal }));
+    return true;
+  } catch (e) {
+    const s = statusOf(e);
+    if (s === 404) return true;
+    if (s === 409 || s === 403) return false;
+    throw e;
   }
 }
