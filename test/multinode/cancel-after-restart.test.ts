@@ -5,9 +5,8 @@
  * and held its share, though the cancel had been answered 200. Both nodes are processes here,
  * each killed with kill -9, the requester after the cancel was answered.
  */
-import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { dockerForTests, removeContainersOf, TEST_IMAGE } from '../helpers/docker.js';
 import { freePort, listenAddr, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, startNode } from '../helpers/node.js';
 import { rest } from '../helpers/rest.js';
@@ -30,8 +29,7 @@ describe.skipIf(problem !== null)('a job cancelled while its provider is unreach
   }, 120_000);
 
   afterAll(async () => {
-    const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${p.peerId}`] } });
-    await Promise.all(left.map((c) => new Docker().getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await removeContainersOf(docker, p);
     await stopCluster([r, p]);
   });
 

@@ -6,9 +6,8 @@
  * container served on for good and held its share, since nobody told the provider of the cancel
  * again. The requester now asks the cancel again until the provider confirms it.
  */
-import Docker from 'dockerode';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { dockerForTests, removeContainersOf, TEST_IMAGE } from '../helpers/docker.js';
 import { freePort, listenAddr, startCluster, stopCluster, waitFor } from '../helpers/network.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { rest } from '../helpers/rest.js';
@@ -32,8 +31,7 @@ describe.skipIf(problem !== null)('a job cancelled while its provider is unreach
   }, 120_000);
 
   afterAll(async () => {
-    const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${b.peerId}`] } });
-    await Promise.all(left.map((c) => new Docker().getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await removeContainersOf(docker, b);
     await stopCluster([a, b]);
   });
 

@@ -14,10 +14,9 @@
 import { cpSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import Docker from 'dockerode';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStorage } from '../../storage/index.js';
-import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { dockerForTests, removeContainersOf, TEST_IMAGE } from '../helpers/docker.js';
 import { freePort, listenAddr, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, startNode, tempHome } from '../helpers/node.js';
 import { rest } from '../helpers/rest.js';
@@ -34,10 +33,7 @@ describe.skipIf(problem !== null)('a provider asks the requester whether a job i
   const nodes: NodeProcess[] = [];
 
   afterAll(async () => {
-    for (const n of nodes) {
-      const left = await docker.listContainers({ all: true, filters: { label: [`dms.node=${n.peerId}`] } });
-      await Promise.all(left.map((c) => new Docker().getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
-    }
+    for (const n of nodes) await removeContainersOf(docker, n);
     await stopCluster(nodes);
   });
 
