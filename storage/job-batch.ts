@@ -14,12 +14,14 @@ import { rememberNewest } from '../runtime/bounded-map.js';
 import { DmsError, notFound } from '../runtime/errors.js';
 import { dateColumn, jsonColumn, type SqlConnection, textColumn } from './connection.js';
 import {
+  againEvent,
   creationEvent,
   type JobChange,
   type JobCreateOptions,
   type JobRow,
   newJobRow,
   type NewJobEvent,
+  takenId,
   toJob,
   transition,
 } from './job-rules.js';
@@ -69,7 +71,10 @@ const JOB_ROWS_PER_STATEMENT = Math.floor(999 / JOB_COLUMNS.length);
 const EVENT_ROWS_PER_STATEMENT = Math.floor(999 / EVENT_COLUMNS.length);
 const IDS_PER_SELECT = 900;
 
-const UPSERT_TAIL = `on conflict (\`id\`) do update set ${MUTABLE.map((c) => `\`${c}\` = excluded.\`${c}\``).join(', ')}`;
+const upsertTail = (columns: readonly string[]) => `on conflict (\`id\`) do update set ${columns.map((c) => `\`${c}\` = excluded.\`${c}\``).join(', ')}`;
+const UPSERT_TAIL = upsertTail(MUTABLE);
+/** A job placed here again (JobCreateOptions.again) takes every column of the run it replaces. */
+const REPLACE_TAIL = upsertTail(JOB_COLUMNS.filter((c) => c !== 'id'));
 
 /**
  * The stored rows of the jobs `ids` (those that exist, in no particular order), read directly
@@ -136,6 +141,7 @@ async function writeOnce(conn: SqlConnection, writes: readonly JobWrite[], recen
   if (unread.size > 0) for (const row of await selectJobRows(conn.all, [...unread])) rows.set(row.id, row);
 
   const created = new Set<JobRow>();
+  const replaced = new Set<JobRow>();
   const changed = new Set<JobRow>();
   const events: NewJobEvent[] = [];
   const now = new Date();
@@ -143,17 +149,27 @@ async function writeOnce(conn: SqlConnection, writes: readonly JobWrite[], recen
     try {
       let row: JobRow;
       if (w.op === 'create') {
-        if (w.opts?.id !== undefined && rows.has(w.opts.id)) throw new DmsError('conflict', `job ${w.opts.id} already exists`);
+        const earlier = w.opts?.id === undefined ? undefined : rows.get(w.opts.id);
+        const refused = earlier && takenId(earlier, w.opts!);
+        if (refused) throw refused;
         row = newJobRow(w.spec, w.opts ?? {}, now);
         rows.set(row.id, row);
-        created.add(row);
-        events.push(creationEvent(row));
+        // Replacing a row of this very batch (made, then ended, then placed again) is still its insert.
+        if (earlier && !created.has(earlier)) {
+          changed.delete(earlier);
+          replaced.add(row);
+          events.push(againEvent(row, earlier));
+        } else {
+          if (earlier) created.delete(earlier);
+          created.add(row);
+          events.push(creationEvent(row));
+        }
       } else {
         const found = rows.get(w.id);
         if (!found) throw notFound(`job ${w.id} not found`);
         row = found;
         events.push(transition(row, w.change, now));
-        if (!created.has(row)) changed.add(row);
+        if (!created.has(row) && !replaced.has(row)) changed.add(row);
       }
       // A snapshot: later writes of the batch may change the row again.
       return { ok: true, job: toJob(row) };
@@ -164,10 +180,10 @@ async function writeOnce(conn: SqlConnection, writes: readonly JobWrite[], recen
   });
 
   const columns = new Map<JobRow, unknown[]>();
-  for (const row of [...created, ...changed]) columns.set(row, toColumns(row));
+  for (const row of [...created, ...replaced, ...changed]) columns.set(row, toColumns(row));
   const statements: string[] = [];
   // New jobs are inserted, never upserted: an id already stored fails the transaction rather than overwriting its job.
-  for (const [set, tail] of [[created, ''], [changed, ` ${UPSERT_TAIL}`]] as const) {
+  for (const [set, tail] of [[created, ''], [replaced, ` ${REPLACE_TAIL}`], [changed, ` ${UPSERT_TAIL}`]] as const) {
     for (const part of chunks([...set], JOB_ROWS_PER_STATEMENT)) {
       const sql = `insert into \`job\` (${names(JOB_COLUMNS)}) values ${tuples(part.length, JOB_COLUMNS.length)}${tail}`;
       statements.push(conn.format(sql, part.flatMap((row) => columns.get(row)!)));

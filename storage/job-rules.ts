@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { InferEntity } from '@mikro-orm/core';
 import { z } from 'zod';
 import type { JobOutput } from '../behaviors/jobs/files.js';
-import { type Attempt, JobSpecSchema, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
+import { type Attempt, isTerminal, JobSpecSchema, type Job, type JobSpecInput, type JobStatus } from '../behaviors/jobs/schema.js';
 import { parseWith } from '../runtime/issues.js';
 import { refusedTransition } from '../behaviors/jobs/transitions.js';
 import { DmsError } from '../runtime/errors.js';
@@ -28,6 +28,11 @@ export interface JobCreateOptions {
   requester?: string | null;
   /** The ensemble it is a part of, and which part (README "Ensembles"). */
   ensemble?: { id: string; part: string } | null;
+  /**
+   * Placed here again by its requester (a job pinned to this node, back after it lost the run):
+   * an ended record of the same id and requester is replaced by the new run, its events kept.
+   */
+  again?: boolean;
 }
 
 /**
@@ -91,6 +96,26 @@ export const creationEvent = (row: JobRow): NewJobEvent => ({
   to_status: 'pending',
   reason: 'submitted',
 });
+
+/** The event that records a job placed here again, in place of its ended run `earlier`. */
+export const againEvent = (row: JobRow, earlier: JobRow): NewJobEvent => ({
+  job_id: row.id,
+  at: row.created_at,
+  from_status: earlier.status,
+  to_status: 'pending',
+  reason: `placed here again by its requester (the run here before ${earlier.status})`,
+});
+
+/**
+ * Why a new job may not take the id `earlier` has (JobCreateOptions.again says when it may):
+ * never another requester's record, nor a run that has not ended.
+ */
+export function takenId(earlier: JobRow, opts: JobCreateOptions): DmsError | null {
+  if (!opts.again) return new DmsError('conflict', `job ${earlier.id} already exists`);
+  if ((opts.requester ?? null) !== (earlier.requester ?? null)) return new DmsError('conflict', `job ${earlier.id} exists here, placed by another node`);
+  if (!isTerminal(earlier.status)) return new DmsError('conflict', `job ${earlier.id} has a run here that has not ended (${earlier.status})`);
+  return null;
+}
 
 /**
  * Applies `change` to `row` in place and returns the event recording it; throws conflict,

@@ -106,6 +106,8 @@ export type ProviderEvent =
     }
   | { type: 'accepted' }
   | { type: 'start_failed' }
+  /** The node could not take the job now (its run before still stopping, the node stopping): no fault of the requester's. */
+  | { type: 'start_deferred' }
   | { type: 'release'; requester: string }
   | { type: 'ended' };
 
@@ -239,6 +241,7 @@ export const providerMachine = setup({
       on: {
         accepted: [{ guard: 'abandoned', target: 'running', actions: 'abandon' }, { target: 'running' }],
         start_failed: { target: 'released', actions: ['returnShare', assign({ unstarted: 'released' as const })] },
+        start_deferred: { target: 'released', actions: 'returnShare' },
         release: [{ guard: 'otherRequester', actions: 'refuseRelease' }, { actions: ['taken', assign({ abandoned: true })] }],
       },
     },

@@ -30,6 +30,9 @@ import type { StillWanted } from './still-wanted.js';
 const MAX_DEPLOYMENTS = 4096;
 /** Ended jobs whose requester the provider keeps in memory (a few hundred KiB at most). */
 const MAX_ENDED_REMEMBERED = 4096;
+/** A start this node cannot take now, though it may later: the job's run here before is still stopping, or the node is. */
+const deferred = (e: unknown): boolean => e instanceof DmsError && e.kind === 'unavailable';
+
 /** A local hop: answered at once unless the node is stopping. */
 const CALL_TTL_MS = 5_000;
 /** How long after a bid its job may be reserved: the requester's window (≤ 0.5 s) and a few refused reserves before it. */
@@ -209,6 +212,9 @@ export class Provider {
     } catch (e) {
       // Still held when a check refused the start: let go as its holder would after a refused start.
       if (machine.getSnapshot().value === 'reserved') machine.send({ type: 'release', requester });
+      // Not now, rather than not this job: the reserve is refused, and the placement asks again
+      // later instead of spending one of the job's attempts (its run here before still stopping).
+      if (deferred(e)) throw e;
       return { until, start_refused: errorText(e) };
     }
   }
@@ -251,7 +257,7 @@ export class Provider {
     try {
       await this.actor.call(this.orchestrator(), JobBehaviors.accept, { job: { ...job, resources: lease }, requester }, JobSchema, { ttlMs: CALL_TTL_MS });
     } catch (e) {
-      machine.send({ type: 'start_failed' });
+      machine.send({ type: deferred(e) ? 'start_deferred' : 'start_failed' });
       throw e;
     }
     machine.send({ type: 'accepted' });

@@ -8,7 +8,7 @@
  * page costs a read of that page, never of everything before it.
  */
 import { EventEmitter, once } from 'node:events';
-import { open, stat, type FileHandle } from 'node:fs/promises';
+import { open, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { existsSync, type WriteStream } from 'node:fs';
@@ -111,6 +111,17 @@ export class JobLogs {
     // The id becomes a file name: refuse anything that could leave the directory.
     if (!/^[A-Za-z0-9_-][A-Za-z0-9_.-]*$/.test(jobId)) throw invalid(`job id ${JSON.stringify(jobId)} is not usable as a log name`);
     return join(this.dir, `${jobId}.log`);
+  }
+
+  /**
+   * Removes what an earlier run of the job left (a job placed here again by its requester), so a
+   * new run shows its own output only, even one that writes none.
+   */
+  async discard(jobId: string): Promise<void> {
+    if (this.live.has(jobId)) throw new DmsError('conflict', `output of job ${jobId} is being captured`);
+    const path = this.path(jobId);
+    // Looked up first, a cached directory entry: nearly every run has nothing to remove.
+    if (existsSync(path)) await rm(path, { force: true });
   }
 
   /** Starts the job's log afresh (a rerun or a re-capture replaces the old one). */

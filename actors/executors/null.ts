@@ -24,6 +24,7 @@ import { runEnvironment, type Job } from '../../behaviors/jobs/schema.js';
 import { parseWith } from '../../runtime/issues.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
 import { StoredOutput } from './stored-output.js';
+import type { LogWriter } from './logfile.js';
 import { endOf, type MachineFactory, newRun, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type { ExecutionHandle, Executor, ExitResult, LogChunk, OutputContent, ReconcileReport } from '../../behaviors/jobs/execution.js';
 
@@ -99,9 +100,11 @@ export class NullExecutor extends StoredOutput implements Executor {
     this.runs.set(handle.id, run);
     // A run with no output leaves no file (reading it gives no chunks), which spares the
     // open/close per job that dominated the cost of a silent null job.
-    let writer;
+    let writer: LogWriter | undefined;
     try {
-      writer = lines.length ? await this.logStore.create(job.id) : undefined;
+      // Either replaces what a run of the job before left (placed here again).
+      if (lines.length) writer = await this.logStore.create(job.id);
+      else await this.logStore.discard(job.id);
     } catch (e) {
       this.runs.delete(handle.id);
       machine.send({ type: 'failed', error: String(e) });

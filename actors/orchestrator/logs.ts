@@ -52,7 +52,8 @@ export class OutputReader {
       if (!job) throw notFound(`job ${p.id} not found`);
       // Decided before reading: a job already finished has every chunk of its output stored.
       const ended = run === undefined && isTerminal(job.status);
-      const source = this.source(job, run);
+      // Not started yet: it has no output, whatever a run of the job before left (placed again).
+      const source = run && !run.finished && run.handle === null ? null : this.source(job, run);
       const page = source ? await source.executor.readLogs(source.handle, from, p.limit) : { chunks: [], next: 0, size: 0 };
       from = page.next;
       const more = page.next < page.size;

@@ -59,10 +59,7 @@ export interface OrchestratorDeps {
   defaultResources?: { cores: number; memory_bytes: number };
   /** Private registry hosts images may name (`jobs.allowed_registries`). */
   allowedRegistries?: readonly string[];
-  /**
-   * Whether an envelope's sender may see job environments: the node's own keys and its root
-   * identities. Defaults to the node's own keys only.
-   */
+  /** Whether an envelope's sender may see job environments: its root identities, and (the default) the node's own keys. */
   trusted?: (env: Envelope) => boolean;
   /**
    * How many peers are connected now. With any, a job this node cannot hold now (or whose
@@ -254,9 +251,13 @@ class Orchestrator {
     if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
     await this.admission.accepted(spec);
     const { id, ensemble, ...rest } = spec;
+    // Placed here again by its requester (README "Failures"): once its run here before is over (a wait, not a refusal).
+    const earlier = this.runs.get(id);
+    if (earlier && !earlier.finished) throw earlier.job.requester === requester ? new DmsError('unavailable', `job ${id} is placed here again while its run here before has not ended`, { retryAfter: 1 }) : new DmsError('conflict', `job ${id} exists here, placed by another node`);
+    await earlier?.settled.catch(() => undefined);
     // Whatever the requester sent, the job runs within this node's defaults and limits.
     // Its secrets are kept in memory only, for the start: the record shows their names.
-    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.admission.withDefaults(rest.resources, rest.executor) }, { id, requester, ensemble });
+    const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.admission.withDefaults(rest.resources, rest.executor) }, { id, requester, ensemble, again: true });
     this.track(job, { secrets: rest.secrets });
     return job;
   }

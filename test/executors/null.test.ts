@@ -63,6 +63,17 @@ describe('null executor', () => {
     expect(await collect(executor, handle)).toEqual(chunks);
   });
 
+  it('starts a job placed here again with no output of the run before, even a run that writes none', async () => {
+    const job = nullJob({ DMS_NULL_STDOUT: 'first run' });
+    const first = await executor.start(job);
+    await executor.wait(first);
+    await executor.cleanup(first);
+    expect(text(await collect(executor, first), 'stdout')).toBe('first run\n');
+    const again = await executor.start({ ...job, environment: {} });
+    await executor.wait(again);
+    expect(await collect(executor, again)).toEqual([]);
+  });
+
   it('ends a wait for more output when its signal aborts', async () => {
     const handle = await executor.start(nullJob({ DMS_NULL_DURATION_MS: '60000', DMS_NULL_STDOUT: 'first' }));
     const hasEnded = ended(executor, handle);

@@ -103,6 +103,35 @@ describe('jobs', () => {
     expect((await rejection(storage.jobs.create(spec, { id: '../etc' }))).kind).toBe('invalid');
   });
 
+  it('replaces the ended run of a job its requester places here again, keeping its events; never another node\'s record, nor a run not ended', async () => {
+    const id = '3f1d2c4b-5a69-4e7f-8a1b-2c3d4e5f6a7b';
+    const placed = { id, requester: 'peer-r', again: true };
+    await storage.jobs.create(spec, placed);
+    await storage.jobs.update(id, { status: 'running', reason: 'started', container_id: 'c1' });
+    // Not ended: whoever asks, the id stays the run's.
+    expect((await rejection(storage.jobs.create(spec, placed))).message).toBe(`job ${id} has a run here that has not ended (running)`);
+    await storage.jobs.update(id, { status: 'failed', reason: 'the node restarted', exit_code: 137 });
+
+    expect((await rejection(storage.jobs.create(spec, { id, requester: 'peer-r' }))).message).toBe(`job ${id} already exists`);
+    expect((await rejection(storage.jobs.create(spec, { ...placed, requester: 'peer-x' }))).message).toBe(`job ${id} exists here, placed by another node`);
+    expect(await storage.jobs.get(id)).toMatchObject({ status: 'failed', exit_code: 137, container_id: 'c1' });
+
+    const again = await storage.jobs.create({ ...spec, command: ['echo', 'again'] }, placed);
+    expect(again).toMatchObject({ id, status: 'pending', command: ['echo', 'again'], requester: 'peer-r', exit_code: null, error: null, container_id: null });
+    expect(await storage.jobs.get(id)).toEqual(again);
+    expect(await storage.jobs.count({})).toBe(1);
+    const events = await storage.events.listFor(id);
+    expect(events.map((e) => [e.from_status, e.to_status])).toEqual([
+      [null, 'pending'],
+      ['pending', 'running'],
+      ['running', 'failed'],
+      ['failed', 'pending'],
+    ]);
+    expect(events[3].reason).toBe('placed here again by its requester (the run here before failed)');
+    // The new run moves on as any job does.
+    expect(await storage.jobs.update(id, { status: 'running', reason: 'started' })).toMatchObject({ status: 'running' });
+  });
+
   it('records every change as an event in the same transaction', async () => {
     const job = await storage.jobs.create(spec, { pending_reason: 'waiting for bids' });
     expect(job.pending_reason).toBe('waiting for bids');
