@@ -14,7 +14,8 @@ import { Readable, Writable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import type Docker from 'dockerode';
 import type { LogChunk } from '../../behaviors/jobs/execution.js';
-import { answered, ENGINE_ANSWER_MS, heard } from './engine.js';
+import { settledWithin } from '../../runtime/deadline.js';
+import { answered, ENGINE_ANSWER_MS, EngineSilent, heard } from './engine.js';
 import type { LogWriter } from './logfile.js';
 
 type Stream = LogChunk['stream'];
@@ -69,6 +70,17 @@ export class ContainerOutput {
   /** Ends the follow, saying why in the log: the engine no longer answers for the container, and may never end it. */
   stop(reason: Error): void {
     (this.following as { destroy?: (e: Error) => void } | null)?.destroy?.(reason);
+  }
+
+  /**
+   * Once the container exited: waits for `followed` (follow()'s promise) to end. The engine ends
+   * the follow at the end of the log; one it keeps open past its answer bound is ended here,
+   * saying so in the log, and finish() reads again what the follow did not copy.
+   */
+  async followEnded(followed: Promise<void>): Promise<void> {
+    const late = () => this.stop(new EngineSilent(`the Docker engine kept the container's output open ${this.answerMs} ms after the container exited`));
+    await settledWithin(followed, this.answerMs, late);
+    await followed;
   }
 
   /** Once the container exited and the follow ended: appends what the follow did not see, then closes the log. Never rejects. */

@@ -404,7 +404,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       machine.send({ type: 'lost', reason });
       return;
     }
-    await followed;
+    await output.followEnded(followed);
     await output.finish();
     try {
       // A cancelled container was killed by us, not by the OOM killer: nothing to wait for.

@@ -4,7 +4,7 @@
  * nothing for the executor's bound, with an error naming the engine and what was asked, so a
  * start fails, a cancel ends its run and a clean-up gives up in bounded time. What waits for
  * good by its nature (the wait for a container's exit, the follow of its output) is bounded in
- * its first answer only.
+ * its first answer only, and the follow by one bound more once the container exited.
  *
  * The executor runs in the test's process against a stand-in engine (test/helpers/stand-in-engine.ts),
  * told which requests to leave unanswered.
@@ -64,6 +64,7 @@ describe('Docker executor with an engine that does not answer', { timeout: 20_00
     engine.hang = null;
     engine.imagePresent = true;
     engine.pullStalls = false;
+    engine.followsOutliveExit = false;
   });
 
   afterAll(async () => {
@@ -128,6 +129,15 @@ describe('Docker executor with an engine that does not answer', { timeout: 20_00
     expect(hasEnded(), 'the run was given up while the engine had answered its wait').toBe(false);
     await executor.cancel(handle, 'done');
     expect(await outcome(executor.wait(handle))).toMatchObject({ value: { error: 'cancelled: done' } });
+  });
+
+  it("ends a run whose output the engine keeps following after the container exited, saying so in its log", async () => {
+    engine.followsOutliveExit = true;
+    const handle = await running();
+    const r = await outcome(executor.cancel(handle, 'done').then(() => executor.wait(handle)));
+    expect(r).toMatchObject({ value: { error: 'cancelled: done' } });
+    const page = await executor.readLogs(handle, 0, 65_536);
+    expect(page.chunks.map((c) => c.data).join('')).toContain(`the Docker engine kept the container's output open ${ANSWER_MS} ms after the container exited`);
   });
 
   it("loses a run whose wait for the exit the engine does not answer", async () => {

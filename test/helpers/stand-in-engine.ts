@@ -30,6 +30,8 @@ export class StandInEngine {
   pullEvents: object[] = [{ status: 'Pulling from dms-test/busybox' }];
   /** After its events, the pull says nothing more and never ends. */
   pullStalls = false;
+  /** Log follows stay open after their container exits, as a wedged engine's log copier may leave them. */
+  followsOutliveExit = false;
   /** Every request seen, as "METHOD /path" with its query. */
   readonly seen: string[] = [];
   readonly containers = new Map<string, StandInContainer>();
@@ -136,7 +138,7 @@ export class StandInEngine {
     if (c.exitCode !== null) return;
     c.exitCode = code;
     for (const res of c.waits) res.end(JSON.stringify({ StatusCode: code }));
-    for (const res of c.follows) res.end();
+    if (!this.followsOutliveExit) for (const res of c.follows) res.end();
     c.waits.clear();
     c.follows.clear();
   }
