@@ -18,6 +18,7 @@ import type { InputMounter } from './inputs.js';
 import type { OutputSpec } from '../../behaviors/jobs/files.js';
 import { OomEvents, oomVerdict } from './oom-events.js';
 import { ContainerOutput } from './container-output.js';
+import { Leftovers } from './leftovers.js';
 import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
@@ -59,6 +60,8 @@ export interface DockerExecutorOptions {
   engineAnswerMs?: number;
   /** How long a pull may go without a word from the engine, before its first and between two; default PULL_QUIET_MS. */
   pullQuietMs?: number;
+  /** When a container the engine did not remove is asked again (default LEFTOVER_RETRY: 30 s, doubling to 10 min). */
+  leftoverRetry?: { firstMs: number; maxMs: number };
   log?: Logger;
 }
 
@@ -141,6 +144,8 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private readonly outputs: OutputCollector | undefined;
   private readonly inputs: InputMounter | undefined;
   private readonly ensembles: EnsembleAttacher | undefined;
+  /** Containers the engine did not remove when asked, asked again (./leftovers.ts). */
+  private readonly leftovers: Leftovers;
 
   constructor(opts: DockerExecutorOptions) {
     super(opts.logsDir, opts.maxLogBytes);
@@ -158,6 +163,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     this.outputs = opts.outputs;
     this.inputs = opts.inputs;
     this.ensembles = opts.ensembles;
+    this.leftovers = new Leftovers((id, jobId) => this.removeLeftover(id, jobId), opts.log, opts.leftoverRetry);
   }
 
   /** Starts following the engine's OOM events (the executor actor's start). Never fails: an absent engine is tried again. */
@@ -172,6 +178,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
 
   close(): void {
     this.oom.close();
+    this.leftovers.close();
   }
 
   /** The engine's archive of the path in the run's stopped container (before cleanup removes it). */
@@ -232,7 +239,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       // What could not be taken back now is the start-up reconcile's to remove: the start's own
       // failure is what the job is told, not the clean-up's.
       const left = (e: unknown) => this.log?.warn({ job: job.id, err: errorText(e) }, 'what a failed start made is not removed');
-      if (container) await this.remove(container).catch(left);
+      if (container) await this.remove(container, job.id).catch(left);
       await this.removeJobNetwork(job.id).catch(left);
       if (isPart) await this.ensembles?.detach(job.id).catch(() => undefined);
       throw failed(new DmsError('unavailable', message, { cause: e }));
@@ -262,7 +269,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     run.machine.send({ type: 'cancel', reason });
     // However the stop goes, the run ends (killed) once its result is in and its container gone.
     const over = outcomeKnown(run.machine)
-      .then(() => this.remove(run.container))
+      .then(() => this.remove(run.container, handle.job_id))
       .finally(() => run.machine.send({ type: 'stopped' }));
     try {
       // The engine answers a stop once the grace period is over and the container gone.
@@ -285,7 +292,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   }
 
   async cleanup(handle: ExecutionHandle): Promise<void> {
-    await this.remove(this.docker.getContainer(handle.id));
+    await this.remove(this.docker.getContainer(handle.id), handle.job_id);
     await this.inputs?.release(handle.job_id);
     await this.removeJobNetwork(handle.job_id);
     const run = this.runs.get(handle.id);
@@ -321,7 +328,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       if (info.State === 'created') {
         // Created but never started: the previous process died in between. Starting it now
         // could run a job the orchestrator is about to fail, so it is removed instead.
-        await this.remove(this.docker.getContainer(info.Id));
+        await this.remove(this.docker.getContainer(info.Id), jobId);
         report.missing.push({ job_id: jobId, reason: 'its container was created but never started before the node stopped' });
         continue;
       }
@@ -510,13 +517,29 @@ export class DockerExecutor extends StoredOutput implements Executor {
     await removeNetwork(this.engine, jobNetworkName(jobId));
   }
 
-  private async remove(container: Docker.Container): Promise<void> {
+  /**
+   * A container the engine did not remove, asked again as the clean-up would have: the container,
+   * then what its job held, unless the job runs here again meanwhile (placed here again), whose
+   * inputs and network are that run's.
+   */
+  private async removeLeftover(id: string, jobId: string): Promise<void> {
+    const again = [...this.runs].some(([other, run]) => other !== id && run.machine.getSnapshot().context.jobId === jobId);
+    if (again) await this.remove(this.docker.getContainer(id), jobId);
+    else await this.cleanup({ executor: this.name, job_id: jobId, id });
+  }
+
+  /** Removes job `jobId`'s container; one the engine does not remove is asked again while the node runs (./leftovers.ts). */
+  private async remove(container: Docker.Container, jobId: string): Promise<void> {
     try {
       await answered(this.engine, `removing container ${container.id}`, (abortSignal) => container.remove({ force: true, abortSignal }));
     } catch (e) {
       // 404: already gone; 409: removal already in progress. Both end where we want to be.
-      if (statusOf(e) !== 404 && statusOf(e) !== 409) throw e;
+      if (statusOf(e) !== 404 && statusOf(e) !== 409) {
+        this.leftovers.owe(container.id, jobId);
+        throw e;
+      }
     }
+    this.leftovers.paid(container.id);
   }
 }
 

@@ -19,9 +19,12 @@ import { errorText } from '../../runtime/errors.js';
 import { settledWithin } from '../../runtime/deadline.js';
 import { StandInEngine } from '../helpers/stand-in-engine.js';
 import { ended, jobOf } from './helpers.js';
+import { waitFor } from '../helpers/network.js';
 
 /** How long the executor waits for one answer of the engine here. */
 const ANSWER_MS = 1_000;
+/** When a container the engine did not remove is asked again here. */
+const LEFTOVER_MS = 500;
 /** Past this, a call was held by the engine rather than bounded (a bound or three, and a margin). */
 const BOUNDED_MS = 6_000;
 
@@ -56,6 +59,7 @@ describe('Docker executor with an engine that does not answer', { timeout: 20_00
       stopGraceSeconds: 1,
       engineAnswerMs: ANSWER_MS,
       pullQuietMs: ANSWER_MS,
+      leftoverRetry: { firstMs: LEFTOVER_MS, maxMs: LEFTOVER_MS },
       ensembles: { attach: async () => ({ networks: ['dms-ens-a', 'dms-ens-b'], extraHosts: [] }), detach: async () => undefined },
     } as ConstructorParameters<typeof DockerExecutor>[0]);
   });
@@ -159,6 +163,10 @@ describe('Docker executor with an engine that does not answer', { timeout: 20_00
 
     const cleaned = await outcome(executor.cleanup(handle));
     expect(cleaned).toMatchObject({ error: unanswered(`removing container ${handle.id}`) });
+
+    // The engine answers again: the container is removed while the node runs, not at its next start.
+    engine.hang = null;
+    await waitFor('the container the engine did not remove, removed', () => !engine.containers.has(handle.id) || undefined, { timeoutMs: 5 * LEFTOVER_MS });
   });
 
   it('fails to pick up a run of an earlier process whose container the engine does not inspect', async () => {
