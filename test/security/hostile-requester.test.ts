@@ -197,6 +197,31 @@ describe('a requester that lies to its provider', { timeout: 40_000 }, () => {
     expect(await ask(peer, 'release', { job_id: small })).toEqual({});
   });
 
+  it("cannot take another node's job over by placing its id here again, running or ended: its record and output stay", async () => {
+    const res = await fetch(`${b.url}/api/v1/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'theirs', image: 'none', executor: 'null', resources: { cpu: 0.25, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '3000', DMS_NULL_STDOUT: 'the genuine run' }, placement: { node: a.peerId } }),
+    });
+    expect(res.status).toBe(201);
+    const { id } = (await res.json()) as { id: string };
+    const onA = async () => (await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string; requester: string };
+    await waitFor('the genuine job running on node a', async () => (await onA()).status === 'running' || undefined, { timeoutMs: 10_000 });
+    const peer = await stranger();
+    const lease = spec(0.25, 64 * MiB);
+    await bid(peer, id, lease);
+    expect(await ask(peer, 'reserve', { job_id: id, resources: lease, lease_ms: 10_000, start: job(id) })).toMatchObject({ kind: 'conflict', error: `job ${id} is reserved here by another node` });
+    await waitFor('the genuine job ended on node a', async () => (await onA()).status === 'completed' || undefined, { timeoutMs: 15_000 });
+
+    const later = await stranger();
+    await bid(later, id, lease);
+    expect(await ask(later, 'reserve', { job_id: id, resources: lease, lease_ms: 10_000, start: job(id) })).toEqual({ until: expect.any(String), start_refused: `job ${id} exists here, placed by another node` });
+    expect(await onA()).toMatchObject({ status: 'completed', requester: b.peerId });
+    const logs = (await (await fetch(`${a.url}/api/v1/jobs/${id}/logs`)).json()) as { chunks: { data: string }[] };
+    expect(logs.chunks.map((c) => c.data).join('')).toBe('the genuine run\n');
+    await waitFor('nothing reserved on node a', async () => (await heldCores(a)) === 0, { timeoutMs: 10_000 });
+  });
+
   it('a genuine node still places a job there, and nothing stays reserved', async () => {
     const res = await fetch(`${b.url}/api/v1/jobs`, {
       method: 'POST',
