@@ -35,6 +35,7 @@ const UNIT = [
   'test/cli/help.test.ts',
   'test/cli/operator-help.test.ts',
   'test/cli/ids.test.ts',
+  'test/cli/inputs.test.ts',
   'test/cli/rest-client.test.ts',
   'test/cli/sizes.test.ts',
   'test/cli/terminal.test.ts',

@@ -24,7 +24,13 @@ export async function inputsOf(rest: RestClient, flags: readonly string[]): Prom
       const up = await upload(rest, source);
       process.stderr.write(`[dms] uploaded ${source} as ${up.cid} (${up.size} bytes)\n`);
       inputs.push({ source: up.cid, path });
+    } else if (isPath(source)) {
+      // A CID never holds a '/', nor does a volume's name: the node would call this "neither a CID nor job:…".
+      throw new CliError(`--input: there is no file or directory ${source} to upload (or give a CID, job:<id>/<output> or volume:<name>)`);
     } else inputs.push({ source, path });
   }
   return inputs;
 }
+
+/** A source written as a local path: a '/' outside `job:<id>/<output>`, or `~`. */
+const isPath = (source: string): boolean => !/^(job|volume):/.test(source) && (source.includes('/') || source.startsWith('~'));

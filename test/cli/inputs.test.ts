@@ -1,0 +1,30 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { inputsOf, splitInput } from '../../cli/inputs.js';
+import type { RestClient } from '../../client/rest.js';
+
+/** A client that must not be called: nothing here is uploaded. */
+const noRest = new Proxy({}, { get: () => () => expect.fail('nothing is uploaded') }) as unknown as RestClient;
+
+describe('dms run -i SOURCE:PATH (cli/inputs.ts)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'dms-inputs-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('splits at the last colon before an absolute container path, and refuses a relative one', () => {
+    expect(splitInput('./a:b/c:/inputs')).toEqual({ source: './a:b/c', path: '/inputs' });
+    expect(() => splitInput('./d:relative')).toThrow("--input: './d:relative' is not source:/path/in/the/container");
+  });
+
+  it('refuses a local path that is not there, naming it, instead of sending it to the node as a CID', async () => {
+    for (const source of ['/nonexistent', './missing', '../x/y', '~/data', join(dir, 'gone')]) {
+      await expect(inputsOf(noRest, [`${source}:/inputs`])).rejects.toThrow(`--input: there is no file or directory ${source} to upload (or give a CID, job:<id>/<output> or volume:<name>)`);
+    }
+  });
+
+  it('gives the node a CID, a job output or a volume as written', async () => {
+    const sources = ['bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy', 'job:3f2a9c10-0000-4000-8000-000000000001/out', 'volume:data'];
+    expect(await inputsOf(noRest, sources.map((s) => `${s}:/in`))).toEqual(sources.map((source) => ({ source, path: '/in' })));
+  });
+});
