@@ -77,7 +77,9 @@ export const StorageReleasePayload = z.strictObject({ holder: StorageClaimPayloa
 export const StorageReleaseReply = z.object({ released: z.boolean() });
 
 export const VolumeSchema = z.object({ name: z.string(), size: z.int(), created_at: z.string() });
-export const VolumeCreatePayload = z.strictObject({ name: VolumeNameSchema, size: bytes });
+/** A volume's size is taken from the storage share: one of 0 bytes would hold none of it and be no volume. */
+export const VolumeSizeSchema = bytes.min(1, 'a volume holds at least 1 byte of the storage share: give its size, e.g. 1GiB');
+export const VolumeCreatePayload = z.strictObject({ name: VolumeNameSchema, size: VolumeSizeSchema });
 export const VolumeNamePayload = z.strictObject({ name: VolumeNameSchema });
 export const VolumeListReply = z.array(VolumeSchema);
 

@@ -69,6 +69,13 @@ describe('the storage share', () => {
     expect(u.stored.blocks).toBeGreaterThanOrEqual(blocksBefore + MiB / 2);
     expect(u.allocated.storage.size).toBe(u.stored.blocks + MiB);
 
+    // A volume of nothing would hold none of the share, whatever its jobs write.
+    for (const size of [0, '0B']) {
+      const empty = await fetch(`${node.url}/api/v1/volumes`, json('POST', { name: 'empty', size }));
+      expect(empty.status).toBe(400);
+      expect(await errorOf(empty)).toContain('size: a volume holds at least 1 byte of the storage share: give its size, e.g. 1GiB');
+    }
+
     const second = await fetch(`${node.url}/api/v1/volumes`, json('POST', { name: 'b', size: '1MiB' }));
     expect(second.status).toBe(409);
     expect(await errorOf(second)).toMatch(/^volume b: not enough storage: 1 MiB asked, [\d.]+ KiB free \(2 MiB onboarded; blocks hold [\d.]+ KiB, volumes 1 MiB\)$/);
