@@ -11,8 +11,10 @@ import { jobOf } from '../executors/helpers.js';
 // database instead, the poll that should see a job's end waited behind the commit of that very
 // end (one connection), 2-4 ms on a Docker job's path (bench/RESULTS.md, bench:jobs).
 
-/** The machine a JobRun observes: only subscribe is used while nothing starts it. */
-const idleMachine = { subscribe: () => ({ unsubscribe() {} }), getSnapshot: () => ({ status: 'active' }) } as unknown as JobRun['machine'];
+/** The machine a JobRun observes, of a run started (`handle`) or not yet: only subscribe and the snapshot are used while nothing starts it. */
+const machineOf = (handle: ExecutionHandle | null) =>
+  ({ subscribe: () => ({ unsubscribe() {} }), getSnapshot: () => ({ status: 'active', context: { handle } }) }) as unknown as JobRun['machine'];
+const idleMachine = machineOf({ executor: 'null', job_id: 'j', id: 'j' });
 
 function setup(stored: Job | null) {
   const reads = { db: 0 };
@@ -35,6 +37,13 @@ describe('OutputReader', () => {
     const page = await reader.read({ id: running.id, from: 0, limit: 1024, wait_ms: 0 });
     expect(page).toMatchObject({ status: 'running', next: 3, done: false });
     expect(reads.db).toBe(0);
+  });
+
+  it('shows a run not started yet no output, whatever a run of the job before left (placed here again)', async () => {
+    const pending: Job = { ...jobOf({ executor: 'null', image: 'none' }), status: 'pending' };
+    const { runs, reader } = setup(null);
+    runs.set(pending.id, new JobRun(pending, machineOf(null)));
+    expect(await reader.read({ id: pending.id, from: 0, limit: 1024, wait_ms: 0 })).toMatchObject({ status: 'pending', chunks: [], next: 0, done: false });
   });
 
   it('hands a follower waiting on the run its committed end, then reads the database only for a job no longer run', async () => {
