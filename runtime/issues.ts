@@ -28,6 +28,11 @@ function describeIssue(i: z.core.$ZodIssue, { prefix = '' }: IssueOptions): stri
     const name = String(i.path.at(-1) ?? '');
     return `${parent ? `${parent}: ` : ''}key '${name.length > 64 ? `${name.slice(0, 64)}…` : name}': ${i.issues.map((inner) => inner.message).join('; ')}`;
   }
+  // The whole value of another type (a body of null, a list): said plainly, not in zod's words.
+  if (!key && i.code === 'invalid_type') {
+    const received = /received (\w+)$/.exec(i.message)?.[1];
+    return `${i.expected === 'object' ? 'an object' : i.expected} is expected${received ? `, not ${received === 'array' ? 'a list' : received}` : ''}`;
+  }
   // A message that names its field already (a refinement's) stands alone.
   if (!key || i.message.startsWith(key)) return i.message;
   // A missing field reads `x is required` (the wire's texts), not zod's `x: Invalid input: expected

@@ -189,6 +189,9 @@ export async function readSpec(file: string): Promise<unknown> {
     if (/multiple documents/i.test(message)) throw new CliError(`${file} holds more than one YAML document (--- between them): a spec file is one`);
     throw new CliError(`${file} is not valid ${json ? 'JSON' : 'YAML'}: ${message}`);
   }
+  // YAML reads an empty file (or one of comments only) as null: sent, the node refused "null".
+  if (spec === null || spec === undefined) throw new CliError(`${file} is empty: a spec is a JSON or YAML object of fields`);
+  if (typeof spec !== 'object' || Array.isArray(spec)) throw new CliError(`${file} holds ${Array.isArray(spec) ? 'a list' : `a ${typeof spec}`}, not a spec: a spec is a JSON or YAML object of fields`);
   const odd = nonFinite(spec, '');
   // JSON has no NaN or infinity: sent, .nan became null, and the node said "received null".
   if (odd !== null) throw new CliError(`${file}: ${odd || 'the spec'} is .nan, .inf or -.inf, which no field of a spec takes`);

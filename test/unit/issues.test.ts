@@ -28,6 +28,12 @@ describe('describeIssues', () => {
     expect(issues({ port: 1, name: 'n', labels: { [long]: 'y' } })).toBe(`labels: key '${'X'.repeat(64)}…': names are lowercase letters`);
   });
 
+  it('says plainly that the whole value is of another type', () => {
+    expect(issues(null)).toBe('an object is expected, not null');
+    expect(issues([1])).toBe('an object is expected, not a list');
+    expect(describeIssues(z.string().safeParse(3).error!)).toBe('string is expected, not number');
+  });
+
   it('names at most `limit` issues', () => {
     expect(issues({ port: 'a', name: 1 }, { limit: 1 }).split('; ')).toHaveLength(1);
   });

@@ -130,6 +130,15 @@ describe('spec files a key twice', () => {
       await expect(readSpec(yaml)).rejects.toThrow(`${yaml}: duplicate key at line 4, column 3`);
       writeFileSync(yaml, 'name: x\nimage: busybox\n');
       await expect(readSpec(yaml)).resolves.toEqual({ name: 'x', image: 'busybox' });
+      // Empty, or not an object: said here, not sent for the node to refuse "null".
+      for (const text of ['', '# nothing but a comment\n']) {
+        writeFileSync(yaml, text);
+        await expect(readSpec(yaml)).rejects.toThrow(`${yaml} is empty: a spec is a JSON or YAML object of fields`);
+      }
+      writeFileSync(yaml, '- name: x\n');
+      await expect(readSpec(yaml)).rejects.toThrow(`${yaml} holds a list, not a spec: a spec is a JSON or YAML object of fields`);
+      writeFileSync(json, '"busybox"');
+      await expect(readSpec(json)).rejects.toThrow(`${json} holds a string, not a spec`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
