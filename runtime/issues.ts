@@ -33,6 +33,8 @@ function describeIssue(i: z.core.$ZodIssue, { prefix = '' }: IssueOptions): stri
     const received = /received (\w+)$/.exec(i.message)?.[1];
     return `${i.expected === 'object' ? 'an object' : i.expected} is expected${received ? `, not ${received === 'array' ? 'a list' : received}` : ''}`;
   }
+  const bound = boundText(i);
+  if (bound !== null) return key ? `${key}: ${bound}` : bound;
   // A message that names its field already (a refinement's) stands alone.
   if (!key || i.message.startsWith(key)) return i.message;
   // A missing field reads `x is required` (the wire's texts), not zod's `x: Invalid input: expected
@@ -50,4 +52,19 @@ export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: 
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   throw invalid(`invalid ${what}: ${describeIssues(result.error)}`);
+}
+
+/**
+ * A bound a value is past, in words (`at most 10`, `at least 1 character`), where zod says `Too
+ * big: expected number to be <=10`; null for any other issue, and for a bound given its own message.
+ */
+function boundText(i: z.core.$ZodIssue): string | null {
+  if ((i.code !== 'too_big' && i.code !== 'too_small') || !/^Too (big|small)/.test(i.message)) return null;
+  const big = i.code === 'too_big';
+  const limit = Number(big ? i.maximum : i.minimum);
+  const unit = i.origin === 'string' ? 'character' : i.origin === 'array' || i.origin === 'set' ? 'item' : i.origin === 'number' || i.origin === 'int' || i.origin === 'bigint' ? '' : null;
+  if (unit === null || !Number.isFinite(limit)) return null;
+  if (!big && unit && limit === 1) return 'must not be empty';
+  const words = i.inclusive === false ? (big ? 'less than' : 'more than') : big ? 'at most' : 'at least';
+  return `${words} ${limit}${unit ? ` ${unit}${limit === 1 ? '' : 's'}` : ''}`;
 }

@@ -39,7 +39,7 @@ describe('group commit (JobRepository.commitAll)', () => {
     ]);
     expect(results.map((r) => (r.ok ? r.job.status : `${r.error.kind}: ${r.error.message}`))).toEqual([
       'running',
-      'invalid: invalid job spec: name: Too small: expected string to have >=1 characters',
+      'invalid: invalid job spec: name: must not be empty',
       'not_found: job 00000000-0000-4000-8000-000000000000 not found',
       'completed',
       `conflict: job ${id} has already completed`,
