@@ -85,6 +85,31 @@ describe('a job pinned to a node that was killed and came back', { timeout: 120_
     }, { timeoutMs: 20_000, explain: explain(id) });
   });
 
+  it('a node frozen past the requester\'s patience and thawed: the run given up is stopped there first, then the job runs there again', async () => {
+    const made = await rest(r, 'POST', '/api/v1/jobs', {
+      name: 'pinned-frozen', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' },
+      environment: { DMS_NULL_DURATION_MS: '600000' }, placement: { node: p.peerId },
+    });
+    expect(made.status).toBe(201);
+    const id = (made.json as Job).id;
+    await waitFor('the job running on the provider', async () => (await onRequester(id)).status === 'running' || undefined, { timeoutMs: 30_000, explain: explain(id) });
+    // Not a restart: the provider's run goes on, unseen, while the requester gives it up.
+    process.kill(p.pid, 'SIGSTOP');
+    try {
+      await waitFor('the requester taking the job back, waiting for its node', async () => {
+        const j = await onRequester(id);
+        return j.status === 'pending' && j.attempts[0]?.outcome !== null ? j : undefined;
+      }, { timeoutMs: lostAfterMs + 15_000, explain: explain(id) });
+    } finally {
+      process.kill(p.pid, 'SIGCONT');
+    }
+    await runningAgain(id, 40_000);
+    const { events } = (await rest(p, 'GET', `/api/v1/jobs/${id}/events`)).json as { events: { to: string; reason: string }[] };
+    // The run given up ended there before the new one began.
+    expect(events.map((e) => e.to), JSON.stringify(events)).toEqual(['pending', 'running', 'failed', 'pending', 'running']);
+    expect((await rest(r, 'DELETE', `/api/v1/jobs/${id}`)).status).toBe(200);
+  });
+
   it.skipIf(problem !== null)('a container that outlived its node is stopped there first, and the new run shows its own output only', async () => {
     const id = await runLoseRestart({
       name: 'pinned-container', image: TEST_IMAGE, resources: { cpu: 0.5, memory: '32MiB' },
