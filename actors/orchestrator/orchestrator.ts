@@ -78,7 +78,6 @@ export interface OrchestratorDeps {
 
 /** Longest a placement (offer, bids, reservation) may take. */
 const PLACE_TTL_MS = 30_000;
-
 /** Most job ids one release message carries. */
 const MAX_RELEASE = 5000;
 /** Final records kept after the end (a few hundred KiB): the follower's last read comes within moments. */
@@ -253,7 +252,8 @@ class Orchestrator {
     const { id, ensemble, ...rest } = spec;
     // Placed here again by its requester (README "Failures"): once its run here before is over (a wait, not a refusal).
     const earlier = this.runs.get(id);
-    if (earlier && !earlier.finished) throw earlier.job.requester === requester ? new DmsError('unavailable', `job ${id} is placed here again while its run here before has not ended`, { retryAfter: 1 }) : new DmsError('conflict', `job ${id} exists here, placed by another node`);
+    if (earlier && !earlier.finished && earlier.job.requester !== requester) throw new DmsError('conflict', `job ${id} exists here, placed by another node`);
+    if (earlier && !earlier.finished) throw new DmsError('unavailable', `job ${id} is placed here again while its run here before has not ended`, { retryAfter: 1 });
     await earlier?.settled.catch(() => undefined);
     // Whatever the requester sent, the job runs within this node's defaults and limits.
     // Its secrets are kept in memory only, for the start: the record shows their names.
