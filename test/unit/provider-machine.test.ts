@@ -115,6 +115,21 @@ describe('the deployment machine', () => {
     expect(actor.getSnapshot().status).toBe('done');
   });
 
+  it('gives the share back after a start the node refused, striking the requester only when the job was at fault', () => {
+    const started = (end: 'start_failed' | 'start_deferred') => {
+      const m = machine();
+      m.actor.send(reserve());
+      m.actor.send({ type: 'leased', until: 'u', resources: spec(0.5, 64 * MiB) });
+      m.actor.send({ type: 'start', requester: 'R', resources: spec(0.5, 64 * MiB), here: false, volumes: [] });
+      m.actor.send({ type: end });
+      return { snap: m.actor.getSnapshot(), returned: m.returned };
+    };
+    // Refused for what the job is (the requester's doing): an unstarted lease, a strike.
+    expect(started('start_failed')).toMatchObject({ snap: { value: 'released', context: { unstarted: 'released' } }, returned: ['j'] });
+    // Not now (its run here before still stopping, the node stopping): no fault of the requester's.
+    expect(started('start_deferred')).toMatchObject({ snap: { value: 'released', context: { unstarted: null } }, returned: ['j'] });
+  });
+
   it('stops a job its holder released after asking to start it, once it runs, and only for its holder', () => {
     const started = () => {
       const m = machine();
