@@ -20,7 +20,7 @@ type Logs = { chunks: { data: string }[] };
 
 const { docker, problem } = await dockerForTests('a pinned container placed again on its node');
 
-describe('a job pinned to a node that was killed and came back', { timeout: 120_000 }, () => {
+describe('a job pinned to a node that lost its run and came back', { timeout: 120_000 }, () => {
   let r: NodeProcess;
   let p: NodeProcess;
   let pListen: string;
