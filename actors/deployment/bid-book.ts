@@ -54,6 +54,20 @@ export class BidBook {
     return { bid, validMs: left };
   }
 
+  /**
+   * What `requester`'s bids of the last `withinMs` would hold here, leaving out the jobs
+   * `except` (asked about again): the jobs of one burst its node offered in more than one request.
+   */
+  recentFor(requester: string, withinMs: number, except: ReadonlySet<string>, now = Date.now()): { cores: number; memory: number } {
+    const held = { cores: 0, memory: 0 };
+    for (const [jobId, bid] of this.byRequester.get(requester) ?? []) {
+      if (bid.at + withinMs <= now || except.has(jobId)) continue;
+      held.cores += bid.resources.cpu.cores;
+      held.memory += bid.resources.memory.size;
+    }
+    return held;
+  }
+
   /** Drops every bid past its window. */
   purge(now = Date.now()): void {
     for (const mine of this.byRequester.values()) {

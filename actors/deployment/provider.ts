@@ -33,6 +33,8 @@ const MAX_ENDED_REMEMBERED = 4096;
 /** A start this node cannot take now, though it may later: the job's run here before is still stopping, or the node is. */
 const deferred = (e: unknown): boolean => e instanceof DmsError && e.kind === 'unavailable';
 
+/** How far back a requester's bids count in the load its next bids show: one burst of its jobs. */
+const BURST_MS = 1_000;
 /** A local hop: answered at once unless the node is stopping. */
 const CALL_TTL_MS = 5_000;
 /** How long after a bid its job may be reserved: the requester's window (≤ 0.5 s) and a few refused reserves before it. */
@@ -127,8 +129,10 @@ export class Provider {
     );
     const barred = here ? null : this.strikes.barred(requester);
     this.bids.purge();
-    // What the jobs bid for so far in this request would hold here (see Bid.load).
-    const taken = { cores: 0, memory: 0 };
+    // What the jobs bid for so far in this request would hold here (see Bid.load), and those this
+    // requester was bid lately: a burst of its jobs offered in more than one request went, two
+    // at a time, to a node that bid idle in each, and the second was refused (test/multinode/placement.test.ts).
+    const taken = here ? { cores: 0, memory: 0 } : this.bids.recentFor(requester, BURST_MS, new Set(jobs.map((j) => j.job_id)));
     const answers = jobs.map((job): BidAnswer => {
       const declined = (why: string): BidAnswer => ({ job_id: job.job_id, declined: why });
       if (!here && !offer.offered) return declined('offers nothing to the network (no onboarded share)');

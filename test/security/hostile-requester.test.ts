@@ -197,6 +197,19 @@ describe('a requester that lies to its provider', { timeout: 40_000 }, () => {
     expect(await ask(peer, 'release', { job_id: small })).toEqual({});
   });
 
+  it("shows a requester the load of the jobs it was bid for lately, as within one request; never another requester's", async () => {
+    const [peer, other] = [await stranger(), await stranger()];
+    const lease = spec(0.25, 256 * MiB);
+    const first = await bid(peer, randomUUID(), lease);
+    // The same burst in a second request: the first job counts, as if asked together.
+    const second = await bid(peer, randomUUID(), lease);
+    expect(second.load).toBeGreaterThan(first.load);
+    // Another requester's bids say nothing of this one's: a peer cannot make a node look busy to others.
+    expect((await bid(other, randomUUID(), lease)).load).toBe(first.load);
+    await new Promise((r) => setTimeout(r, 1_100));
+    expect((await bid(peer, randomUUID(), lease)).load).toBe(first.load);
+  });
+
   it("cannot take another node's job over by placing its id here again, running or ended: its record and output stay", async () => {
     const res = await fetch(`${b.url}/api/v1/jobs`, {
       method: 'POST',

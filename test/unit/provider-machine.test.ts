@@ -219,6 +219,20 @@ describe('the bid book', () => {
     expect(book.take('b1', 6)?.validMs).toBe(998);
     expect(book.take('b1', 1_004)).toBeNull();
   });
+
+  it("sums what one requester's recent bids would hold, leaving out older ones, other requesters' and the jobs asked about again", () => {
+    const book = new BidBook({ validMs: 15_000, perRequester: 16, total: 64 });
+    book.record('old', 'A', spec(1, 100 * MiB), 0);
+    book.record('a1', 'A', spec(0.5, 600 * MiB), 900);
+    book.record('a2', 'A', spec(0.25, 10 * MiB), 950);
+    book.record('b1', 'B', spec(2, 2 * 1024 * MiB), 950);
+    expect(book.recentFor('A', 1_000, new Set(), 1_000)).toEqual({ cores: 0.75, memory: 610 * MiB });
+    expect(book.recentFor('A', 1_000, new Set(['a2']), 1_000)).toEqual({ cores: 0.5, memory: 600 * MiB });
+    expect(book.recentFor('C', 1_000, new Set(), 1_000)).toEqual({ cores: 0, memory: 0 });
+    // Reserved (forgotten here, held by the resource manager from then on): no longer counted.
+    book.forget('a1');
+    expect(book.recentFor('A', 1_000, new Set(), 1_000)).toEqual({ cores: 0.25, memory: 10 * MiB });
+  });
 });
 
 describe('strikes', () => {
