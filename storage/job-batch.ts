@@ -154,13 +154,12 @@ async function writeOnce(conn: SqlConnection, writes: readonly JobWrite[], recen
         if (refused) throw refused;
         row = newJobRow(w.spec, w.opts ?? {}, now);
         rows.set(row.id, row);
-        // Replacing a row of this very batch (made, then ended, then placed again) is still its insert.
-        if (earlier && !created.has(earlier)) {
+        if (earlier) {
+          // Its changes of this batch would otherwise be written over the new run's (changes are written last).
           changed.delete(earlier);
           replaced.add(row);
           events.push(againEvent(row, earlier));
         } else {
-          if (earlier) created.delete(earlier);
           created.add(row);
           events.push(creationEvent(row));
         }

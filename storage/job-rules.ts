@@ -108,12 +108,13 @@ export const againEvent = (row: JobRow, earlier: JobRow): NewJobEvent => ({
 
 /**
  * Why a new job may not take the id `earlier` has (JobCreateOptions.again says when it may):
- * never another requester's record, nor a run that has not ended.
+ * never another requester's record, nor a run that has not ended (not yet: `unavailable`).
  */
 export function takenId(earlier: JobRow, opts: JobCreateOptions): DmsError | null {
   if (!opts.again) return new DmsError('conflict', `job ${earlier.id} already exists`);
   if ((opts.requester ?? null) !== (earlier.requester ?? null)) return new DmsError('conflict', `job ${earlier.id} exists here, placed by another node`);
-  if (!isTerminal(earlier.status)) return new DmsError('conflict', `job ${earlier.id} has a run here that has not ended (${earlier.status})`);
+  // Not a refusal of the job but a wait: its placement asks again once the run is over.
+  if (!isTerminal(earlier.status)) return new DmsError('unavailable', `job ${earlier.id} has a run here that has not ended (${earlier.status})`, { retryAfter: 1 });
   return null;
 }
 

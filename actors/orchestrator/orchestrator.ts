@@ -250,13 +250,9 @@ class Orchestrator {
     if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
     await this.admission.accepted(spec);
     const { id, ensemble, ...rest } = spec;
-    // Placed here again by its requester (README "Failures"): once its run here before is over (a wait, not a refusal).
-    const earlier = this.runs.get(id);
-    if (earlier && !earlier.finished && earlier.job.requester !== requester) throw new DmsError('conflict', `job ${id} exists here, placed by another node`);
-    if (earlier && !earlier.finished) throw new DmsError('unavailable', `job ${id} is placed here again while its run here before has not ended`, { retryAfter: 1 });
-    await earlier?.settled.catch(() => undefined);
     // Whatever the requester sent, the job runs within this node's defaults and limits.
     // Its secrets are kept in memory only, for the start: the record shows their names.
+    // Placed here again by its requester, it replaces its ended run's record, once that run is over (storage/job-rules.ts takenId).
     const job = await this.journal.create({ ...rest, secrets: redactValues(rest.secrets ?? {}), resources: this.admission.withDefaults(rest.resources, rest.executor) }, { id, requester, ensemble, again: true });
     this.track(job, { secrets: rest.secrets });
     return job;

@@ -109,7 +109,9 @@ describe('jobs', () => {
     await storage.jobs.create(spec, placed);
     await storage.jobs.update(id, { status: 'running', reason: 'started', container_id: 'c1' });
     // Not ended: whoever asks, the id stays the run's.
-    expect((await rejection(storage.jobs.create(spec, placed))).message).toBe(`job ${id} has a run here that has not ended (running)`);
+    const live = await rejection(storage.jobs.create(spec, placed));
+    expect(live.message).toBe(`job ${id} has a run here that has not ended (running)`);
+    expect(live.kind).toBe('unavailable');
     await storage.jobs.update(id, { status: 'failed', reason: 'the node restarted', exit_code: 137 });
 
     expect((await rejection(storage.jobs.create(spec, { id, requester: 'peer-r' }))).message).toBe(`job ${id} already exists`);
