@@ -51,11 +51,15 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     return { status: r.status, body: (await r.json()) as Record<string, unknown> };
   };
   /** What the ensemble actor will do for one part: bid, reserve, start with its ensemble (the job id is the requester's, named in the grant). */
-  const place = async (on: LocalNode, ensemble: string, part: string, command: string[], id: string, ports: number[] = []) => {
+  /** Bids and reserves on `on` for job `id`, as the requester's deployment actor does. */
+  const reserveOn = async (on: LocalNode, id: string) => {
     const to = at(DEPLOYMENT_INBOX, hostOf(on));
     await caller.call(to, DeploymentBehaviors.bid, { jobs: [{ job_id: id, resources, executor: 'docker' }] }, z.unknown());
     await caller.call(to, DeploymentBehaviors.reserve, { job_id: id, resources, lease_ms: 10_000 }, z.unknown());
-    await caller.call(to, DeploymentBehaviors.start, { job: { id, name: part, image: TEST_IMAGE, command, resources, ports, executor: 'docker', ensemble: { id: ensemble, part } } }, z.unknown());
+  };
+  const place = async (on: LocalNode, ensemble: string, part: string, command: string[], id: string, ports: number[] = []) => {
+    await reserveOn(on, id);
+    await caller.call(at(DEPLOYMENT_INBOX, hostOf(on)), DeploymentBehaviors.start, { job: { id, name: part, image: TEST_IMAGE, command, resources, ports, executor: 'docker', ensemble: { id: ensemble, part } } }, z.unknown());
   };
   /**
    * The same, with the part also held and assigned in A's orchestrator, as the ensemble actor
@@ -64,9 +68,7 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
    * the node back from its restart stops it.
    */
   const placeFollowed = async (on: LocalNode, ensemble: string, part: string, command: string[], id: string, ports: number[] = []) => {
-    const to = at(DEPLOYMENT_INBOX, hostOf(on));
-    await caller.call(to, DeploymentBehaviors.bid, { jobs: [{ job_id: id, resources, executor: 'docker' }] }, z.unknown());
-    await caller.call(to, DeploymentBehaviors.reserve, { job_id: id, resources, lease_ms: 10_000 }, z.unknown());
+    await reserveOn(on, id);
     const orchestrator = caller.local(ORCHESTRATOR_INBOX);
     await caller.call(orchestrator, PartBehaviors.create, { ensemble, part, job_id: id, spec: { name: part, image: TEST_IMAGE, command, resources, ports, executor: 'docker' } }, z.unknown());
     await caller.call(orchestrator, PartBehaviors.assign, { job_id: id, node: on.peerId }, z.unknown());

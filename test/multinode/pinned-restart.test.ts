@@ -46,17 +46,27 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
     return `on the requester: ${j.status} (${j.error ?? j.pending_reason ?? 'no reason'}), attempts ${JSON.stringify(j.attempts)}; on the provider: ${there ? `${there.status} (${there.error ?? 'no error'})` : 'none'}`;
   };
 
-  /** Places `spec` pinned to p, kills p once it runs, waits until r takes the job back, and starts p again. */
-  async function runLoseRestart(spec: object): Promise<string> {
+  /** Places `spec` pinned to p and waits until it runs there. */
+  async function placeRunning(spec: object): Promise<string> {
     const made = await rest(r, 'POST', '/api/v1/jobs', { ...spec, placement: { node: p.peerId } });
     expect(made.status).toBe(201);
     const id = (made.json as Job).id;
     await waitFor('the job running on the provider', async () => (await onRequester(id)).status === 'running' || undefined, { timeoutMs: 30_000, explain: explain(id) });
-    await p.kill();
-    await waitFor('the requester taking the job back, waiting for its node', async () => {
+    return id;
+  }
+
+  /** Waits until r has given the job's run up and waits for p again. */
+  const givenUp = (id: string) =>
+    waitFor('the requester taking the job back, waiting for its node', async () => {
       const j = await onRequester(id);
       return j.status === 'pending' && j.attempts[0]?.outcome !== null ? j : undefined;
     }, { timeoutMs: lostAfterMs + 15_000, explain: explain(id) });
+
+  /** Places `spec` pinned to p, kills p once it runs, waits until r takes the job back, and starts p again. */
+  async function runLoseRestart(spec: object): Promise<string> {
+    const id = await placeRunning(spec);
+    await p.kill();
+    await givenUp(id);
     p = await startNode({ home: p.home, timeoutMs: 45_000, env: { DMS_NETWORK_LISTEN_ADDRESSES: pListen, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(r) } });
     return id;
   }
@@ -86,20 +96,11 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
   });
 
   it('a node frozen past the requester\'s patience and thawed: the run given up is stopped there first, then the job runs there again', async () => {
-    const made = await rest(r, 'POST', '/api/v1/jobs', {
-      name: 'pinned-frozen', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' },
-      environment: { DMS_NULL_DURATION_MS: '600000' }, placement: { node: p.peerId },
-    });
-    expect(made.status).toBe(201);
-    const id = (made.json as Job).id;
-    await waitFor('the job running on the provider', async () => (await onRequester(id)).status === 'running' || undefined, { timeoutMs: 30_000, explain: explain(id) });
+    const id = await placeRunning({ name: 'pinned-frozen', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '600000' } });
     // Not a restart: the provider's run goes on, unseen, while the requester gives it up.
     process.kill(p.pid, 'SIGSTOP');
     try {
-      await waitFor('the requester taking the job back, waiting for its node', async () => {
-        const j = await onRequester(id);
-        return j.status === 'pending' && j.attempts[0]?.outcome !== null ? j : undefined;
-      }, { timeoutMs: lostAfterMs + 15_000, explain: explain(id) });
+      await givenUp(id);
     } finally {
       process.kill(p.pid, 'SIGCONT');
     }
