@@ -32,7 +32,7 @@ import type { Logger } from '../../runtime/log.js';
 import { z } from 'zod';
 import { defineBehavior, replyWhenDone } from '../../runtime/behavior.js';
 import { type ActorContext, defineActor } from '../../runtime/component.js';
-import { cutText, DmsError, errorText } from '../../runtime/errors.js';
+import { cutText, DmsError, errorText, notFound } from '../../runtime/errors.js';
 import { DockerExecutor, type DockerExecutorOptions, type EnsembleAttacher } from './docker.js';
 import { FaultGuard } from '../../runtime/fault-guard.js';
 import { NullExecutor, type NullExecutorOptions } from './null.js';
@@ -224,7 +224,12 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
           defineBehavior({
             name: ExecutorBehaviors.readLogs,
             payload: ReadLogsPayload,
-            handle: ({ payload }) => impl.readLogs(payload.handle, payload.from, payload.limit),
+            handle: async ({ payload: { handle, from, limit, previous } }) => {
+              if (!previous) return impl.readLogs(handle, from, limit);
+              const page = impl.readPreviousLogs ? await impl.readPreviousLogs(handle, from, limit) : null;
+              if (!page) throw notFound(`job ${handle.job_id} has no earlier run's output on this node (kept: the run before its current one, when it was placed again)`);
+              return page;
+            },
           }),
           defineBehavior({
             name: ExecutorBehaviors.waitForLogs,

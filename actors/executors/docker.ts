@@ -200,8 +200,9 @@ export class DockerExecutor extends StoredOutput implements Executor {
     let writer: LogWriter;
     let binds: string[] = [];
     try {
-      // A run's output is its own: what a run of the job before left goes before anything can fail.
-      await this.logStore.discard(job.id);
+      // A run's output is its own: what a run of the job before left is kept as the previous
+      // run's before anything can fail.
+      await this.logStore.retire(job.id);
       if (!this.knownImages.has(job.image)) await this.ensureImage(job.image, opts.onProgress);
       if (job.inputs?.length) {
         if (!this.inputs) throw new DmsError('unavailable', `job ${job.id} has inputs and this node cannot mount any`);

@@ -6,9 +6,13 @@
  * Each log is capped (`jobs.max_log_bytes`): past the cap the writer drops output and ends the
  * file with one marker chunk saying where it cut. Readers address the file by byte offset, so a
  * page costs a read of that page, never of everything before it.
+ *
+ * A job placed again (its node lost, or a pinned node back) starts a new log; the one before is
+ * kept as <dir>/previous/<job id>.log, the run before the current one only (as `kubectl logs
+ * --previous`): a lost run's output is often why it was lost.
  */
 import { EventEmitter, once } from 'node:events';
-import { open, rm, stat, type FileHandle } from 'node:fs/promises';
+import { open, rename, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { existsSync, type WriteStream } from 'node:fs';
@@ -22,6 +26,10 @@ export const DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024;
 export const MAX_PAGE_BYTES = 8 * 1024 * 1024;
 
 /** The text of the marker chunk that ends a log cut at `limit` bytes. */
+/** Under the logs' directory: the output of each job's run before its current one. */
+const PREVIOUS_DIR = 'previous';
+const emptyPage = (): LogPage => ({ chunks: [], next: 0, size: 0 });
+
 export const cutNotice = (limit: number): string => `[dms] output cut at ${limit} bytes\n`;
 
 export class LogWriter {
@@ -113,15 +121,24 @@ export class JobLogs {
     return join(this.dir, `${jobId}.log`);
   }
 
+  /** Where the output of the job's run before its current one is kept. */
+  previousPath(jobId: string): string {
+    this.path(jobId); // refuses an id that is no file name
+    return join(this.dir, PREVIOUS_DIR, `${jobId}.log`);
+  }
+
   /**
-   * Removes what an earlier run of the job left (a job placed here again by its requester), so a
-   * new run shows its own output only, even one that writes none.
+   * Moves what an earlier run of the job left (a job placed again) to its previous-run place,
+   * replacing the one kept there, so a new run shows its own output only, even one that writes
+   * none, and the run before stays readable (readPreviousPage).
    */
-  async discard(jobId: string): Promise<void> {
+  async retire(jobId: string): Promise<void> {
     if (this.live.has(jobId)) throw new DmsError('conflict', `output of job ${jobId} is being captured`);
     const path = this.path(jobId);
-    // Looked up first, a cached directory entry: nearly every run has nothing to remove.
-    if (existsSync(path)) await rm(path, { force: true });
+    // Looked up first, a cached directory entry: nearly every run has nothing to move.
+    if (!existsSync(path)) return;
+    await makeDirsAsync(join(this.dir, PREVIOUS_DIR));
+    await rename(path, this.previousPath(jobId));
   }
 
   /** Starts the job's log afresh (a rerun or a re-capture replaces the old one). */
@@ -144,45 +161,14 @@ export class JobLogs {
     // A silent run leaves no file: looked up first, a cached directory entry, where a failed
     // open would cost a trip to the thread pool and an error with its stack (a null job's
     // follower asks once per job).
-    if (!this.live.has(jobId) && !existsSync(path)) return { chunks: [], next: 0, size: 0 };
-    let file: FileHandle;
-    try {
-      file = await open(path, 'r');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { chunks: [], next: 0, size: 0 };
-      throw e;
-    }
-    try {
-      const size = (await file.stat()).size;
-      let start = Math.min(from, size);
-      // Not at a chunk's start (the byte before is not a newline): skip to the next chunk.
-      if (start > 0 && start < size && (await byteAt(file, start - 1)) !== 0x0a) {
-        const newline = await findNewline(file, start, size);
-        start = newline < 0 ? size : newline + 1;
-      }
-      const want = Math.min(size - start, Math.max(1, Math.min(limit, MAX_PAGE_BYTES)));
-      let buffer = await readAt(file, start, want);
-      let end = buffer.lastIndexOf(0x0a);
-      if (end < 0 && start + buffer.length < size) {
-        // One chunk longer than the page: that chunk alone, whole, if it fits the hard bound.
-        buffer = await readAt(file, start, Math.min(size - start, MAX_PAGE_BYTES));
-        end = buffer.indexOf(0x0a);
-        if (end < 0) return { chunks: [], next: start + buffer.length, size };
-      }
-      // A last line without its newline is still being written: it belongs to the next page.
-      const chunks: LogChunk[] = [];
-      let at = 0;
-      for (let nl = buffer.indexOf(0x0a); nl >= 0 && nl <= end; nl = buffer.indexOf(0x0a, at)) {
-        const chunk = parse(buffer.subarray(at, nl));
-        if (chunk) chunks.push(chunk);
-        at = nl + 1;
-      }
-      return { chunks, next: start + end + 1, size };
-    } finally {
-      await file.close();
-    }
+    if (!this.live.has(jobId) && !existsSync(path)) return emptyPage();
+    return (await readPageOf(path, from, limit)) ?? emptyPage();
   }
 
+  /** The same page of the output of the job's run before its current one; null when none is kept. */
+  readPreviousPage(jobId: string, from: number, limit: number): Promise<LogPage | null> {
+    return readPageOf(this.previousPath(jobId), from, limit);
+  }
   /**
    * Resolves true once the log holds more than `from` bytes; false when it does not and no
    * capture is writing it any more, or when `signal` aborts.
@@ -205,6 +191,46 @@ export class JobLogs {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 0;
       throw e;
     }
+  }
+}
+
+/** A page of the log at `path` (JobLogs.readPage says how); null when there is no such file. */
+async function readPageOf(path: string, from: number, limit: number): Promise<LogPage | null> {
+  let file: FileHandle;
+  try {
+    file = await open(path, 'r');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
+  }
+  try {
+    const size = (await file.stat()).size;
+    let start = Math.min(from, size);
+    // Not at a chunk's start (the byte before is not a newline): skip to the next chunk.
+    if (start > 0 && start < size && (await byteAt(file, start - 1)) !== 0x0a) {
+      const newline = await findNewline(file, start, size);
+      start = newline < 0 ? size : newline + 1;
+    }
+    const want = Math.min(size - start, Math.max(1, Math.min(limit, MAX_PAGE_BYTES)));
+    let buffer = await readAt(file, start, want);
+    let end = buffer.lastIndexOf(0x0a);
+    if (end < 0 && start + buffer.length < size) {
+      // One chunk longer than the page: that chunk alone, whole, if it fits the hard bound.
+      buffer = await readAt(file, start, Math.min(size - start, MAX_PAGE_BYTES));
+      end = buffer.indexOf(0x0a);
+      if (end < 0) return { chunks: [], next: start + buffer.length, size };
+    }
+    // A last line without its newline is still being written: it belongs to the next page.
+    const chunks: LogChunk[] = [];
+    let at = 0;
+    for (let nl = buffer.indexOf(0x0a); nl >= 0 && nl <= end; nl = buffer.indexOf(0x0a, at)) {
+      const chunk = parse(buffer.subarray(at, nl));
+      if (chunk) chunks.push(chunk);
+      at = nl + 1;
+    }
+    return { chunks, next: start + end + 1, size };
+  } finally {
+    await file.close();
   }
 }
 

@@ -102,9 +102,9 @@ export class NullExecutor extends StoredOutput implements Executor {
     // open/close per job that dominated the cost of a silent null job.
     let writer: LogWriter | undefined;
     try {
-      // Either replaces what a run of the job before left (placed here again).
+      // What a run of the job before left (placed here again) is kept as its previous run's.
+      await this.logStore.retire(job.id);
       if (lines.length) writer = await this.logStore.create(job.id);
-      else await this.logStore.discard(job.id);
     } catch (e) {
       this.runs.delete(handle.id);
       machine.send({ type: 'failed', error: String(e) });

@@ -143,8 +143,9 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
     if (Object.keys(job.secrets).length > 0 && !this.trusts(node)) throw new DmsError('forbidden', `job ${job.id} has secrets and node ${node} ${untrustedReason}`);
     // Started there again (a pinned job placed anew): this run is not the one given up.
     await this.missed.forget(job.id);
-    // What the job's run before this one sent (placed again, here or elsewhere) is not this run's output.
-    await this.logStore.discard(job.id);
+    // What the job's run before this one sent (placed again, here or elsewhere) is not this
+    // run's output: it is kept as the previous run's (a lost run's output says why it was lost).
+    await this.logStore.retire(job.id);
     const machine = newRun(this.machines, job.id, 'creating');
     // Started by its placement, with the reserve (one round trip): the run there is only followed.
     if (job.container_id === node) return this.created(job, node, machine);

@@ -6,7 +6,7 @@
 import { JobLogs } from './logfile.js';
 import type { ExecutionHandle, Executor, LogPage } from '../../behaviors/jobs/execution.js';
 
-export abstract class StoredOutput implements Pick<Executor, 'readLogs' | 'waitForLogs'> {
+export abstract class StoredOutput implements Pick<Executor, 'readLogs' | 'readPreviousLogs' | 'waitForLogs'> {
   protected readonly logStore: JobLogs;
 
   constructor(logsDir: string, maxLogBytes?: number) {
@@ -15,6 +15,10 @@ export abstract class StoredOutput implements Pick<Executor, 'readLogs' | 'waitF
 
   readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
     return this.logStore.readPage(handle.job_id, from, limit);
+  }
+
+  readPreviousLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage | null> {
+    return this.logStore.readPreviousPage(handle.job_id, from, limit);
   }
 
   waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean> {

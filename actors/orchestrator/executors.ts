@@ -60,8 +60,9 @@ export class ExecutorClient {
     return this.cleanups.add(handle);
   }
 
-  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
-    return this.actor.call(this.to, ExecutorBehaviors.readLogs, { handle, from, limit }, LogPageSchema);
+  /** A page of the run's output; `previous`: of the run before it, rejected not_found when none is kept. */
+  readLogs(handle: ExecutionHandle, from: number, limit: number, previous = false): Promise<LogPage> {
+    return this.actor.call(this.to, ExecutorBehaviors.readLogs, { handle, from, limit, ...(previous ? { previous } : {}) }, LogPageSchema);
   }
 
   /** True once output extends past byte `from`; false when no more is coming or `waitMs` ran out. */

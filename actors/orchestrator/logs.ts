@@ -37,7 +37,8 @@ export class OutputReader {
    * A page of output from byte `from` ('end': the current end). With `wait_ms`, an answer that
    * would be empty waits for output, a state change or the end of the job, whichever comes first.
    */
-  async read(p: { id: string; from: number | 'end'; limit: number; wait_ms: number }): Promise<LogsReply> {
+  async read(p: { id: string; from: number | 'end'; limit: number; wait_ms: number; previous?: boolean }): Promise<LogsReply> {
+    if (p.previous) return this.readPrevious(p);
     const deadline = Date.now() + p.wait_ms;
     // Past the end reads as the end, which is what 'end' asks for.
     let from = p.from === 'end' ? Number.MAX_SAFE_INTEGER : p.from;
@@ -65,6 +66,19 @@ export class OutputReader {
       }
       await this.news(run, source, from, left);
     }
+  }
+
+  /** A page of the output of the job's run before its current one: it has ended, so this never waits. */
+  private async readPrevious(p: { id: string; from: number | 'end'; limit: number }): Promise<LogsReply> {
+    const run = this.runs.get(p.id);
+    const job = run?.job ?? this.ended.get(p.id) ?? (await this.storage.jobs.get(p.id));
+    if (!job) throw notFound(`job ${p.id} not found`);
+    const source = this.source(job, run);
+    if (!source) throw notFound(`job ${p.id} has no earlier run's output on this node: its executor '${job.executor}' is not here`);
+    const page = await source.executor.readLogs(source.handle, p.from === 'end' ? Number.MAX_SAFE_INTEGER : p.from, p.limit, true);
+    const more = page.next < page.size;
+    const { id, status, exit_code, error, pending_reason } = job;
+    return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done: !more };
   }
 
   /** Waits up to `ms` for output beyond byte `from` or a change of the run. */

@@ -82,6 +82,12 @@ export interface Executor {
   wait(handle: ExecutionHandle): Promise<ExitResult>;
   /** Whole chunks from byte `from` on, reading about `limit` bytes: a page, never the whole log. */
   readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage>;
+  /**
+   * The same page of the output of the job's run before its current one (a job placed again:
+   * its node lost, or the same node back), null when none is kept. An executor without it keeps
+   * no earlier run's output.
+   */
+  readPreviousLogs?(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage | null>;
   /** True once output extends past byte `from`; false when no more is coming or `signal` aborts. */
   waitForLogs(handle: ExecutionHandle, from: number, signal: AbortSignal): Promise<boolean>;
   /** Stops the run; wait() then resolves with `error` naming `reason`. */

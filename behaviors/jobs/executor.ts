@@ -92,6 +92,8 @@ export const ReadLogsPayload = z.strictObject({
   handle: ExecutionHandleSchema,
   from: z.int().nonnegative(),
   limit: z.int().min(1).max(8 * 1024 * 1024),
+  /** The output of the job's run before its current one (placed again); not_found when none is kept. */
+  previous: z.boolean().default(false),
 });
 export const LogPageSchema = z.object({
   chunks: z.array(LogChunkSchema),

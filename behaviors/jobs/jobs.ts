@@ -74,6 +74,11 @@ export const LogsPayload = z.strictObject({
   limit: z.int().min(1).max(MAX_LOGS_LIMIT).default(DEFAULT_LOGS_LIMIT),
   /** When there is nothing after `from` yet and the job has not ended, wait this long for more. */
   wait_ms: z.int().min(0).max(MAX_LOGS_WAIT_MS).default(0),
+  /**
+   * The output of the job's run before its current (or last) one, kept when the job was placed
+   * again (its node lost, or a pinned node back); never waited for, that run has ended.
+   */
+  previous: z.boolean().default(false),
 });
 export type LogsPayload = z.input<typeof LogsPayload>;
 

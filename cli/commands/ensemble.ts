@@ -10,7 +10,7 @@ import { ENSEMBLE_PAGE, everyEnsemble, resolveEnsembleId, shortId } from '../ids
 import { forwardUntilInterrupted } from '../forward.js';
 import { restFor } from '../rest.js';
 import { grid } from '../table.js';
-import { nullExecutorOf, printLogs, readSpec } from './jobs.js';
+import { nullExecutorOf, printLogs, type LogsOptions, readSpec } from './jobs.js';
 
 const ID_ARG = 'ensemble id, any unique prefix of it (as `ensemble list` prints), or its name when no other ensemble has it';
 /** How often `deploy --wait` looks again. */
@@ -88,10 +88,11 @@ export function registerEnsembleCommands(program: Command): void {
     .argument('<id>', ID_ARG)
     .argument('<part>', 'the part, as the spec names it')
     .option('-f, --follow', "keep printing until the part's job ends, and exit with its exit code (Ctrl-C stops following, not the job)")
-    .action(async (given: string, name: string, opts: { follow?: boolean }, cmd: Command) => {
+    .option('-p, --previous', "the output of the part's run before its current one (kept when it was placed again)")
+    .action(async (given: string, name: string, opts: LogsOptions, cmd: Command) => {
       const rest = restFor(cmd);
       const e = await get(rest, given);
-      await printLogs(cmd, rest, partOf(e, name).job_id, opts.follow ?? false);
+      await printLogs(cmd, rest, partOf(e, name).job_id, opts);
     });
 
   ensemble

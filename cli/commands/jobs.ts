@@ -92,9 +92,10 @@ export function registerJobCommands(program: Command): void {
     .description("print a job's output (stdout to stdout, stderr to stderr)")
     .argument('<id>', ID_ARG)
     .option('-f, --follow', 'keep printing until the job ends, and exit with its exit code (Ctrl-C stops following, not the job)')
-    .action(async (given: string, opts: { follow?: boolean }, cmd: Command) => {
+    .option('-p, --previous', "the output of the job's run before its current one (kept when it was placed again: its node lost, or a pinned node back)")
+    .action(async (given: string, opts: LogsOptions, cmd: Command) => {
       const rest = restFor(cmd);
-      await printLogs(cmd, rest, await resolveJobId(rest, given), opts.follow ?? false);
+      await printLogs(cmd, rest, await resolveJobId(rest, given), opts);
     });
 
   jobs
@@ -138,11 +139,17 @@ async function listJobs(cmd: Command, opts: ListOptions): Promise<JobListReply> 
   return { jobs: items, total };
 }
 
+export interface LogsOptions {
+  follow?: boolean;
+  previous?: boolean;
+}
+
 /**
  * A job's output as stored so far (stdout to stdout, stderr to stderr), or followed to its end
  * with its exit code to leave with: `jobs logs`, and `ensemble logs` for a part's job.
  */
-export async function printLogs(cmd: Command, rest: RestClient, id: string, follow: boolean): Promise<void> {
+export async function printLogs(cmd: Command, rest: RestClient, id: string, { follow, previous }: LogsOptions): Promise<void> {
+  if (follow && previous) throw new CliError('--previous shows a run that has ended: it cannot be followed (drop --follow)');
   if (follow) {
     process.exitCode = await followJob(rest, id, { output: true, progress: false, json: globals(cmd).json ?? false });
     return;
@@ -152,7 +159,7 @@ export async function printLogs(cmd: Command, rest: RestClient, id: string, foll
   const pages: LogsReply[] = [];
   let from = 0;
   for (;;) {
-    const page = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs?from=${from}`);
+    const page = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs?from=${from}${previous ? '&previous=true' : ''}`);
     if (json) pages.push(page);
     else for (const chunk of page.chunks) (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
     if (!page.more || page.next === from) {

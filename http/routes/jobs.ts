@@ -124,6 +124,14 @@ const follows = (follow: string | undefined): boolean => follow === 'true' || fo
 export const LogsQuery = z
   .object({
     follow: z.string().optional().meta({ description: '`true` or `1`: server-sent events until the job ends, instead of one page' }),
+    previous: z
+      .enum(['true', '1', 'false', '0'], { error: (iss) => `previous: '${shown(iss.input)}' is not true or false` })
+      .transform((s) => s === 'true' || s === '1')
+      .optional()
+      .meta({
+        description:
+          "`true` or `1`: the output of the job's run before its current (or last) one, kept on this node when the job was placed again (its node lost, or a pinned node back); 404 when none is kept. Read in pages, not followed",
+      }),
     from: z
       .string()
       .regex(/^(?:\d{1,15}|end)$/, { error: (iss) => `from: '${shown(iss.input)}' is not a byte offset (a whole number, or end when following)` })
@@ -140,6 +148,7 @@ export const LogsQuery = z
   })
   .superRefine((q, ctx) => {
     if (q.from === 'end' && !follows(q.follow)) ctx.addIssue({ code: 'custom', path: ['from'], message: "from: 'end' is not a byte offset (a whole number); end is for follow=true" });
+    if (q.previous && follows(q.follow)) ctx.addIssue({ code: 'custom', path: ['previous'], message: 'previous: a run before the current one has ended, so its output is read in pages, not followed (drop follow)' });
   });
 
 /** The server-sent events of a followed job: the JSON `data` of each, by event name. */
@@ -264,6 +273,7 @@ export const jobRoutes: RouteModule = ({ table, config, system, http, log, volum
       'A page of stored output from byte offset `from`; its `next` continues it, `more` says more is stored already, `done` that the job ended and all was given. ' +
       'With `follow`, server-sent events until the job ends: `status` when its status or pending reason changes, `log` for each chunk, then `end`; ' +
       '`error` if following fails. An unknown job is still a 404, before the stream opens. ' +
+      "With `previous`, pages of the output of the job's run before its current one (kept when the job was placed again; `done` once all of it was given), 404 when none is kept. " +
       'Each poll reads the next page only once the client has taken the last one; followers open at once are capped per job and per node.',
     tags: ['jobs'],
     params: jobId,
@@ -285,7 +295,7 @@ export const jobRoutes: RouteModule = ({ table, config, system, http, log, volum
       const query = input.query();
       const id = input.param('id');
       if (follows(query.follow)) return followLogs(http, id, query, followers.take(id));
-      return call(JobBehaviors.logs, { id, from: query.from ?? 0, limit: query.limit });
+      return call(JobBehaviors.logs, { id, from: query.from ?? 0, limit: query.limit, ...(query.previous ? { previous: true } : {}) });
     },
   });
 };

@@ -74,6 +74,30 @@ describe('null executor', () => {
     expect(await collect(executor, again)).toEqual([]);
   });
 
+  it("keeps the output of the run before the current one, and only that run's", async () => {
+    const job = nullJob({ DMS_NULL_STDOUT: 'run one' });
+    /** Runs the job (again) to its end and lets go of the run, as the orchestrator does. */
+    const run = async (environment: Record<string, string>) => {
+      const handle = await executor.start({ ...job, environment });
+      await executor.wait(handle);
+      await executor.cleanup(handle);
+      return handle;
+    };
+    const previousText = async (handle: Awaited<ReturnType<typeof run>>) => {
+      const page = await executor.readPreviousLogs(handle, 0, 1024);
+      return page && page.chunks.map((c) => c.data).join('');
+    };
+    const first = await run({ DMS_NULL_STDOUT: 'run one' });
+    expect(await previousText(first)).toBeNull();
+    const second = await run({ DMS_NULL_STDOUT: 'run two' });
+    expect(await previousText(second)).toBe('run one\n');
+    expect(text(await collect(executor, second), 'stdout')).toBe('run two\n');
+    // A run that writes nothing still moves the one before aside: its own output is none.
+    const third = await run({});
+    expect(await previousText(third)).toBe('run two\n');
+    expect(await collect(executor, third)).toEqual([]);
+  });
+
   it('ends a wait for more output when its signal aborts', async () => {
     const handle = await executor.start(nullJob({ DMS_NULL_DURATION_MS: '60000', DMS_NULL_STDOUT: 'first' }));
     const hasEnded = ended(executor, handle);

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerForTests, removeContainersOf, TEST_IMAGE } from '../helpers/docker.js';
 import { freePort, listenAddr, stopCluster, waitFor } from '../helpers/network.js';
-import { type NodeProcess, startNode } from '../helpers/node.js';
+import { type NodeProcess, runCli, startNode } from '../helpers/node.js';
 import { rest } from '../helpers/rest.js';
 
 type Attempt = { node: string; outcome: string | null };
@@ -62,9 +62,19 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
       return j.status === 'pending' && j.attempts[0]?.outcome !== null ? j : undefined;
     }, { timeoutMs: lostAfterMs + 15_000, explain: explain(id) });
 
-  /** Places `spec` pinned to p, kills p once it runs, waits until r takes the job back, and starts p again. */
-  async function runLoseRestart(spec: object): Promise<string> {
+  /** The `run <uuid>` lines of the job's output on the requester, of its current run or (`previous`) the one before. */
+  async function runLines(id: string, previous = false): Promise<string[]> {
+    const logs = (await rest(r, 'GET', `/api/v1/jobs/${id}/logs${previous ? '?previous=true' : ''}`)).json as Logs;
+    return logs.chunks.map((c) => c.data).join('').split('\n').filter((l) => l.startsWith('run '));
+  }
+
+  /**
+   * Places `spec` pinned to p, kills p once it runs (and `before` resolved), waits until r takes
+   * the job back, and starts p again.
+   */
+  async function runLoseRestart(spec: object, before?: (id: string) => Promise<unknown>): Promise<string> {
     const id = await placeRunning(spec);
+    await before?.(id);
     await p.kill();
     await givenUp(id);
     p = await startNode({ home: p.home, timeoutMs: 45_000, env: { DMS_NETWORK_LISTEN_ADDRESSES: pListen, DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(r) } });
@@ -83,8 +93,26 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
   }
 
   it('runs there again, a second attempt on the same node, and can be cancelled there', async () => {
-    const id = await runLoseRestart({ name: 'pinned-again', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '600000' } });
+    const id = await runLoseRestart(
+      { name: 'pinned-again', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '600000', DMS_NULL_STDOUT: 'run 1' } },
+      async (id) => {
+        // No run before the first: nothing to show, and a finished run's output is not followed.
+        const none = await rest(r, 'GET', `/api/v1/jobs/${id}/logs?previous=true`);
+        expect([none.status, JSON.stringify(none.json)]).toEqual([404, expect.stringContaining(`job ${id} has no earlier run's output on this node`)]);
+        const followed = await rest(r, 'GET', `/api/v1/jobs/${id}/logs?previous=true&follow=true`);
+        expect([followed.status, JSON.stringify(followed.json)]).toEqual([400, expect.stringContaining('previous: a run before the current one has ended')]);
+        const unclear = await rest(r, 'GET', `/api/v1/jobs/${id}/logs?previous=maybe`);
+        expect([unclear.status, JSON.stringify(unclear.json)]).toEqual([400, expect.stringContaining("previous: 'maybe' is not true or false")]);
+        return waitFor('the first run\'s output on the requester', async () => (await runLines(id)).length > 0 || undefined, { timeoutMs: 15_000 });
+      },
+    );
     await runningAgain(id, 30_000);
+    // The lost run's output stays readable on the requester, through REST and the CLI.
+    expect(await runLines(id, true)).toEqual(['run 1']);
+    const cli = await runCli(['--home', r.home, 'jobs', 'logs', id, '--previous']);
+    expect([cli.code, cli.stdout, cli.stderr]).toEqual([0, 'run 1\n', '']);
+    const both = await runCli(['--home', r.home, 'jobs', 'logs', id, '--previous', '--follow']);
+    expect([both.code, both.stderr]).toEqual([1, expect.stringContaining('--previous shows a run that has ended: it cannot be followed')]);
 
     const cancelled = await rest(r, 'DELETE', `/api/v1/jobs/${id}`);
     expect(cancelled.status).toBe(200);
@@ -112,9 +140,15 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
   });
 
   it.skipIf(problem !== null)('a container that outlived its node is stopped there first, and the new run shows its own output only', async () => {
+    let firstLine: string | undefined;
     const id = await runLoseRestart({
       name: 'pinned-container', image: TEST_IMAGE, resources: { cpu: 0.5, memory: '32MiB' },
       command: ['sh', '-c', 'echo "run $(cat /proc/sys/kernel/random/uuid)"; exec sleep 600'],
+    }, async (id) => {
+      [firstLine] = await waitFor('the first run\'s line on the requester', async () => {
+        const runs = await runLines(id);
+        return runs.length > 0 ? runs : undefined;
+      }, { timeoutMs: 15_000 });
     });
     const first = await docker.listContainers({ filters: { label: [`dms.job=${id}`] } });
     // Picked up again by the provider; the requester, which gave it up, has it stopped there.
@@ -124,11 +158,13 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
       return now.length === 1 && now[0].Id !== first[0]?.Id || undefined;
     }, { timeoutMs: 15_000 });
     const lines = await waitFor('the new run\'s line in the job\'s output', async () => {
-      const logs = (await rest(r, 'GET', `/api/v1/jobs/${id}/logs`)).json as Logs;
-      const runs = logs.chunks.map((c) => c.data).join('').split('\n').filter((l) => l.startsWith('run '));
+      const runs = await runLines(id);
       return runs.length > 0 ? runs : undefined;
     }, { timeoutMs: 15_000 });
     expect(lines).toHaveLength(1);
+    expect(lines[0]).not.toBe(firstLine);
+    // The run before, which the restart cut off, is kept apart.
+    expect(await runLines(id, true)).toEqual([firstLine]);
     expect((await rest(r, 'DELETE', `/api/v1/jobs/${id}`)).status).toBe(200);
   });
 });

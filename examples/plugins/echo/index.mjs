@@ -34,6 +34,8 @@ class EchoExecutor {
     const machine = this.ctx.newRun(job.id);
     const run = { machine, timer: undefined, finishing: undefined };
     this.runs.set(job.id, run);
+    // A run before this one (the job placed again) stays readable as the previous run's.
+    await this.ctx.logs.retire(job.id);
     const writer = await this.ctx.logs.create(job.id);
     writer.append('stdout', `${job.command.join(' ')}\n`);
     // Output is complete before anyone learns the run ended.
@@ -56,6 +58,10 @@ class EchoExecutor {
 
   readLogs(handle, from, limit) {
     return this.ctx.logs.readPage(handle.job_id, from, limit);
+  }
+
+  readPreviousLogs(handle, from, limit) {
+    return this.ctx.logs.readPreviousPage(handle.job_id, from, limit);
   }
 
   waitForLogs(handle, from, signal) {
