@@ -24,7 +24,7 @@ const SIZE_FORMS = 'a size: bytes as a whole number, or a string with a unit ("5
  * Bytes: a number is bytes (what clients always sent); a string carries its unit and is read
  * by client/sizes.ts parseSize, the same reader as the CLI's --memory and --storage flags.
  */
-const bytes = z.int({ error: SIZE_FORMS }).nonnegative({ error: SIZE_FORMS });
+const bytes = z.int({ error: SIZE_FORMS }).nonnegative({ error: (iss) => `${String(iss.input)} is negative: a size is 0 bytes or more` });
 export const SizeSchema = acceptsAlso(
   z.preprocess((value: number | string, ctx) => {
     if (typeof value !== 'string') return value;
@@ -78,7 +78,7 @@ export function millicoresOf(cores: number): number {
   return Math.max(RESOURCE_FLOOR.cores * 1000, Math.ceil(Math.round(cores * 1e6) / 1e3));
 }
 
-const cores = z.number({ error: CORES_FORMS }).nonnegative();
+const cores = z.number({ error: (iss) => (iss.code === 'invalid_type' ? CORES_FORMS : undefined) }).nonnegative({ error: (iss) => `${String(iss.input)} is negative: cores are 0 or more` });
 /** Cores held or offered: any amount, rounded up to whole millicores as the ledger counts them. */
 const roundedCores = cores.transform((n) => millicoresOf(n) / 1000);
 const cpu = (coresSchema: typeof cores | typeof roundedCores) => {

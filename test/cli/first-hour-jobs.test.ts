@@ -79,9 +79,12 @@ describe('job specs people can write', () => {
     expect(await bad({ ...nullJob(), resources: { memory: true } })).toBe(
       'invalid job spec: resources.memory: a size: bytes as a whole number, or a string with a unit ("512MiB", "2GB"); or {"size": one of those}',
     );
-    expect(await bad({ ...nullJob(), resources: { memory: { size: -1 } } })).toBe(
+    expect(await bad({ ...nullJob(), resources: { memory: { size: 1.5 } } })).toBe(
       'invalid job spec: resources.memory.size: a size: bytes as a whole number, or a string with a unit ("512MiB", "2GB")',
     );
+    // A negative number is a number: what is wrong with it is its sign.
+    expect(await bad({ ...nullJob(), resources: { memory: { size: -1 } } })).toBe('invalid job spec: resources.memory.size: -1 is negative: a size is 0 bytes or more');
+    expect(await bad({ ...nullJob(), resources: { cpu: -1 } })).toBe('invalid job spec: resources.cpu.cores: -1 is negative: cores are 0 or more');
     expect(await bad({ ...nullJob(), resources: { cpu: 'two' } })).toBe('invalid job spec: resources.cpu: cores as a number (0.5, 2) or {"cores": a number}');
     expect(await bad({ ...nullJob(), command: 3 })).toBe('invalid job spec: command: a string (run as sh -c <string>) or an array of strings');
     expect(await bad({ ...nullJob(), command: ['echo', 3] })).toBe('invalid job spec: command.1: a string (run as sh -c <string>) or an array of strings');
