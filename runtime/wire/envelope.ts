@@ -63,7 +63,7 @@ export function isBroadcast(env: Pick<Envelope, 'to'>): boolean {
 
 const u64 = (field: string) =>
   z
-    .bigint({ error: `${field} must be an integer from 0 to ${U64_MAX}` })
+    .bigint({ error: (iss) => (iss.input === undefined ? `${field} is required` : `${field} must be an integer from 0 to ${U64_MAX}`) })
     .min(0n, { error: `${field} must be an integer from 0 to ${U64_MAX}` })
     .max(U64_MAX, { error: `${field} must be an integer from 0 to ${U64_MAX}` });
 

@@ -274,7 +274,7 @@ describe('400 for each kind of invalid input', () => {
   it.each(['to', 'be', 'from', 'nonce', 'opt', 'msg'])('missing %s', (field) => {
     const e = valid();
     delete e[field];
-    return expect400(raw(e), new RegExp(`${field}`));
+    return expect400(raw(e), new RegExp(`^invalid envelope: ${field} is required$`));
   });
   it('missing opt.exp', () => {
     const e = valid();
