@@ -25,11 +25,11 @@ export const DEFAULT_MAX_LOG_BYTES = 64 * 1024 * 1024;
 /** Most bytes one page read may take, whatever the caller asks: the memory a read may cost. */
 export const MAX_PAGE_BYTES = 8 * 1024 * 1024;
 
-/** The text of the marker chunk that ends a log cut at `limit` bytes. */
 /** Under the logs' directory: the output of each job's run before its current one. */
 const PREVIOUS_DIR = 'previous';
 const emptyPage = (): LogPage => ({ chunks: [], next: 0, size: 0 });
 
+/** The text of the marker chunk that ends a log cut at `limit` bytes. */
 export const cutNotice = (limit: number): string => `[dms] output cut at ${limit} bytes\n`;
 
 export class LogWriter {
@@ -169,6 +169,7 @@ export class JobLogs {
   readPreviousPage(jobId: string, from: number, limit: number): Promise<LogPage | null> {
     return readPageOf(this.previousPath(jobId), from, limit);
   }
+
   /**
    * Resolves true once the log holds more than `from` bytes; false when it does not and no
    * capture is writing it any more, or when `signal` aborts.
