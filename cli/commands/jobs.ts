@@ -292,7 +292,7 @@ function describe(job: Job, events: JobEventsReply['events']): string {
       ['node', job.node ?? '(not placed yet)'],
       ['requester', job.requester],
       ['placement', job.placement ? JSON.stringify(job.placement) : null],
-      ['attempts', job.attempts.length ? job.attempts.map(attempt).join(`\n${' '.repeat(width)}`) : null],
+      ['attempts', lines([...job.attempts.map(attempt), ...(ranAgain(job) ? [`(the output of the run before: dms jobs logs ${job.id} --previous)`] : [])])],
       ['exit code', job.exit_code],
       ['error', job.error],
       ['resources', resources.join(', ')],
@@ -335,6 +335,9 @@ function outputLine(o: Job['outputs'][number], status: Job['status']): string {
   if (o.cid) return `${head}: ${o.cid}, ${formatBytes(o.size ?? 0)}`;
   return status === 'pending' || status === 'running' ? `${head} (collected when the job ends)` : head;
 }
+
+/** Placed again after a run began: the node keeps the run before's output (`logs --previous`). */
+const ranAgain = (job: Job): boolean => job.attempts.filter((a) => a.outcome !== 'refused').length >= 2;
 
 /** One placement: where, when, and how it ended. */
 function attempt(a: Job['attempts'][number]): string {

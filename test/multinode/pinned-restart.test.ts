@@ -109,6 +109,8 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
     await runningAgain(id, 30_000);
     // The lost run's output stays readable on the requester, through REST and the CLI.
     expect(await runLines(id, true)).toEqual(['run 1']);
+    const described = await runCli(['--home', r.home, 'jobs', 'describe', id]);
+    expect(described.stdout).toContain(`(the output of the run before: dms jobs logs ${id} --previous)`);
     const cli = await runCli(['--home', r.home, 'jobs', 'logs', id, '--previous']);
     expect([cli.code, cli.stdout, cli.stderr]).toEqual([0, 'run 1\n', '']);
     const both = await runCli(['--home', r.home, 'jobs', 'logs', id, '--previous', '--follow']);
