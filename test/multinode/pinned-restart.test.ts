@@ -125,6 +125,25 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
     }, { timeoutMs: 20_000, explain: explain(id) });
   });
 
+  it('a follower of the job\'s output, open across the loss, shows the new run\'s output from its start', async () => {
+    const spec = { name: 'pinned-followed', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '600000', DMS_NULL_STDOUT: 'same line' } };
+    let following: ReturnType<typeof runCli> | undefined;
+    const id = await runLoseRestart(spec, async (id) => {
+      await waitFor('the first run\'s output on the requester', async () => (await rest(r, 'GET', `/api/v1/jobs/${id}/logs`)).json.chunks.length > 0 || undefined, { timeoutMs: 15_000 });
+      // Followed from before the loss to the job's end, as `dms jobs logs -f` is left running.
+      following = runCli(['--home', r.home, 'jobs', 'logs', id, '--follow'], {}, undefined, 90_000);
+    });
+    await runningAgain(id, 30_000);
+    // Both runs write a line of the same length: an offset into the first run's output is the
+    // end of the second's, where a follower that read on from it would see nothing of the new run.
+    // It reads the second from its start: while the job waits, its output reads as none, at 0.
+    await waitFor('the new run\'s line on the requester', async () => (await rest(r, 'GET', `/api/v1/jobs/${id}/logs`)).json.chunks.length > 0 || undefined, { timeoutMs: 15_000 });
+    expect((await rest(r, 'DELETE', `/api/v1/jobs/${id}`)).status).toBe(200);
+    const followed = await following!;
+    // Cancelled: the null run ends as SIGTERM ends a process, and the follower leaves with its code.
+    expect([followed.stdout, followed.code], followed.stderr).toEqual(['same line\nsame line\n', 143]);
+  });
+
   it('a node frozen past the requester\'s patience and thawed: the run given up is stopped there first, then the job runs there again', async () => {
     const id = await placeRunning({ name: 'pinned-frozen', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '600000' } });
     // Not a restart: the provider's run goes on, unseen, while the requester gives it up.
