@@ -207,9 +207,11 @@ class Deployment {
         noReply: true,
         handle: (c) =>
           replyWhenDone(c, async () => {
-            await this.provider.requesterOnly(c.env, c.payload.id);
+            const { id, reason, given_up_ms } = c.payload;
+            await this.provider.requesterOnly(c.env, id);
+            if (given_up_ms !== undefined) await this.provider.notPlacedSince(id, given_up_ms);
             // A stop takes the engine's grace period and more.
-            return this.actor.call(this.orchestrator(), JobBehaviors.cancel, c.payload, JobSchema, { ttlMs: 600_000 });
+            return this.actor.call(this.orchestrator(), JobBehaviors.cancel, { id, ...(reason ? { reason } : {}) }, JobSchema, { ttlMs: 600_000 });
           }),
       }),
       // Asked of this node as a requester, by the nodes its jobs were placed on.

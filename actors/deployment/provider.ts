@@ -311,6 +311,18 @@ export class Provider {
     if (!job || job.requester === null || job.requester !== requester) throw notFound(`job ${jobId} not found`);
   }
 
+  /**
+   * Refuses a cancel of a run its requester gave up `givenUpMs` ago (DeploymentCancelRequest)
+   * when the job's record here was made since: the job was placed here again, and this run is not
+   * the one given up. The age is measured on the requester's clock and compared on this one's.
+   */
+  async notPlacedSince(jobId: string, givenUpMs: number): Promise<void> {
+    const job = await this.recordOf(jobId);
+    if (job && Date.parse(job.created_at) > Date.now() - givenUpMs) {
+      throw new DmsError('conflict', `job ${jobId} was placed here again after its requester gave the run before up (${givenUpMs} ms ago): this run is not the one to stop`);
+    }
+  }
+
   /** This node's record of a job, or null when it has none. */
   private recordOf(jobId: string): Promise<Job | null> {
     return this.actor.call(this.orchestrator(), JobBehaviors.status, { id: jobId }, JobSchema, { ttlMs: CALL_TTL_MS }).catch((e: unknown) => {

@@ -47,8 +47,8 @@ export class CancelOutbox {
   private loaded: Promise<void> = Promise.resolve();
 
   constructor(
-    /** Asks `node` to cancel the job; throws as the call does. */
-    private readonly ask: (node: string, jobId: string, reason: string) => Promise<void>,
+    /** Asks `node` to cancel the job's run given up `givenUpMs` ago; throws as the call does. */
+    private readonly ask: (node: string, jobId: string, reason: string, givenUpMs: number) => Promise<void>,
     private readonly log: Pick<Logger, 'info' | 'warn'>,
     /** Without, the cancels are kept in memory only. */
     private readonly store?: CancelStore,
@@ -144,7 +144,8 @@ export class CancelOutbox {
           continue;
         }
         try {
-          await this.ask(w.node, jobId, w.reason);
+          // Its age goes with it: asked while the job is placed there again, it stops no newer run.
+          await this.ask(w.node, jobId, w.reason, Math.max(0, Date.now() - w.since));
           this.log.info({ job: jobId, node: w.node }, 'cancel the provider missed confirmed');
         } catch (e) {
           // Ended there already, or unknown there: nothing runs to stop. Anything else: asked again.

@@ -107,7 +107,11 @@ export class RemoteFollower extends StoredOutput implements ExecutorImplementati
   constructor(private readonly opts: RemoteFollowerOptions) {
     super(opts.logsDir, opts.maxLogBytes);
     this.missed = new CancelOutbox(
-      async (node, id, reason) => void (await opts.actor.call(provider(node), DeploymentBehaviors.cancel, { id, reason }, JobSchema, { ttlMs: CALL_TTL_MS })),
+      async (node, id, reason, given_up_ms) => {
+        const cancel = (payload: object) => opts.actor.call(provider(node), DeploymentBehaviors.cancel, { id, reason, ...payload }, JobSchema, { ttlMs: CALL_TTL_MS });
+        // A provider of an earlier release reads no age and refuses the whole request: asked without.
+        await cancel({ given_up_ms }).catch((e: unknown) => (e instanceof DmsError && e.kind === 'invalid' ? cancel({}) : Promise.reject(e)));
+      },
       opts.actor.system.log,
       opts.cancels,
     );

@@ -194,7 +194,16 @@ export const StartReply = z.object({ job_id: jobId });
 
 export const ReleaseRequest = z.strictObject({ job_id: jobId });
 export const DeploymentLogsRequest = LogsPayload;
-export const DeploymentCancelRequest = z.strictObject({ id: JobIdSchema, reason: z.string().min(1).max(500).optional() });
+export const DeploymentCancelRequest = z.strictObject({
+  id: JobIdSchema,
+  reason: z.string().min(1).max(500).optional(),
+  /**
+   * How long ago, by the requester's clock, it gave the run up: a cancel asked again until the
+   * provider answers may come after the job was placed there again, and stops only a run whose
+   * record there is older than that (an age, so no two nodes' clocks are compared).
+   */
+  given_up_ms: z.int().min(0).max(7 * 24 * 3600_000).optional(),
+});
 
 export const PlaceRequest = z.strictObject({
   job_id: jobId,

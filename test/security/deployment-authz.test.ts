@@ -123,6 +123,27 @@ describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
     expect(await ask('deployment', '/dms/deployment/logs', { id })).toEqual({ error: `job ${id} not found`, kind: 'not_found' });
   });
 
+  it("a cancel of a run its requester gave up before the job was placed here again stops no newer run", async () => {
+    // Node b places a long job on node a, then asks a cancel of a run given up a minute ago, as
+    // its outbox of missed cancels asks again after the job was placed there anew.
+    const res = await fetch(`${b.url}/api/v1/jobs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'placed', image: 'none', executor: 'null', environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: a.peerId } }),
+    });
+    expect(res.status).toBe(201);
+    const { id } = (await res.json()) as { id: string };
+    const status = async () => ((await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string }).status;
+    await waitFor('the job running on node a', async () => (await status()) === 'running');
+    const asB = new DmsClient({ url: b.url, timeoutMs: 10_000 });
+    const cancel = (given_up_ms: number) =>
+      asB.invoke<{ kind?: string; error?: string; status?: string }>({ host: a.peerId, inbox: 'deployment' }, '/dms/deployment/cancel', { id, reason: 'given up', given_up_ms }, { raw: true });
+    expect((await cancel(60_000)).payload).toMatchObject({ kind: 'conflict', error: expect.stringContaining(`job ${id} was placed here again after its requester gave the run before up`) });
+    expect(await status()).toBe('running');
+    // Given up since it was placed: that is this run, and it stops.
+    expect((await cancel(0)).payload).toMatchObject({ status: 'failed', error: 'cancelled: given up' });
+  });
+
   it('a REST caller with a key of its own cannot deploy here as the node (its envelope names this node)', async () => {
     const stranger = KeyPair.generate();
     const client = new DmsClient({ url: a.url, key: stranger, timeoutMs: 10_000 });

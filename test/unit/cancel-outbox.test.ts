@@ -41,6 +41,22 @@ function outbox(store: CancelStore, answer: (node: string, jobId: string) => voi
   return { o, asked };
 }
 
+describe('cancels the providers missed, asked again', () => {
+  it('say how long ago the run was given up, so that a provider placed the job again stops no newer run', async () => {
+    const ages: number[] = [];
+    const o = new CancelOutbox(async (_node, _jobId, _reason, givenUpMs) => {
+      ages.push(givenUpMs);
+      if (ages.length < 3) throw new DmsError('unroutable', 'the provider is away');
+    }, quiet, undefined, 10);
+    outboxes.push(o);
+    await o.add('j1', 'p', 'cancelled');
+    await waitFor('the cancel asked three times', () => ages.length >= 3, { timeoutMs: 5_000 });
+    // Each ask carries the age at its own asking, counted from the give-up, not from the ask before.
+    expect(ages[0]).toBeGreaterThanOrEqual(0);
+    expect(ages[2]).toBeGreaterThan(ages[0]);
+  });
+});
+
 describe('cancels the providers missed, stored', () => {
   it('are stored before add resolves, and asked again by the next process until confirmed', async () => {
     const store = new MemoryStore();
