@@ -89,8 +89,13 @@ export interface PluginBehavior<P = any, R = unknown> {
 export interface PluginLogStore {
   /** Starts the job's log; append chunks, then close() before reporting the run's end. */
   create(jobId: string): Promise<{ append(stream: LogChunk['stream'], data: string): void; close(): Promise<void> }>;
-  readPage(jobId: string, from: number, limit: number): Promise<LogPage>;
+  /** A page; with `log` (a page's), the rest of a log since replaced first (Executor.readLogs). */
+  readPage(jobId: string, from: number, limit: number, log?: string): Promise<LogPage>;
   waitBeyond(jobId: string, from: number, signal: AbortSignal): Promise<boolean>;
+  /** Keeps what an earlier run of the job wrote as its previous run's: call it in `start` before `create`. */
+  retire(jobId: string): Promise<void>;
+  /** A page of the job's previous run's output, null when none is kept (Executor.readPreviousLogs). */
+  readPreviousPage(jobId: string, from: number, limit: number): Promise<LogPage | null>;
 }
 
 /** What an executor's factory is given besides the plugin context. */

@@ -224,8 +224,8 @@ export function defineExecutor<Deps extends ExecutorActorDeps>(
           defineBehavior({
             name: ExecutorBehaviors.readLogs,
             payload: ReadLogsPayload,
-            handle: async ({ payload: { handle, from, limit, previous } }) => {
-              if (!previous) return impl.readLogs(handle, from, limit);
+            handle: async ({ payload: { handle, from, limit, previous, log } }) => {
+              if (!previous) return impl.readLogs(handle, from, limit, log);
               const page = impl.readPreviousLogs ? await impl.readPreviousLogs(handle, from, limit) : null;
               if (!page) throw notFound(`job ${handle.job_id} has no earlier run's output on this node (kept: the run before its current one, when it was placed again)`);
               return page;

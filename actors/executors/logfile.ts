@@ -27,7 +27,7 @@ export const MAX_PAGE_BYTES = 8 * 1024 * 1024;
 
 /** Under the logs' directory: the output of each job's run before its current one. */
 const PREVIOUS_DIR = 'previous';
-const emptyPage = (): LogPage => ({ chunks: [], next: 0, size: 0 });
+const emptyPage = (): LogPage => ({ chunks: [], next: 0, size: 0, log: null });
 
 /** The text of the marker chunk that ends a log cut at `limit` bytes. */
 export const cutNotice = (limit: number): string => `[dms] output cut at ${limit} bytes\n`;
@@ -156,13 +156,21 @@ export class JobLogs {
    * chunk is longer, up to MAX_PAGE_BYTES). `from` past the end is taken as the end; `from`
    * inside a chunk starts at the next one. `next` is where the following page starts.
    */
-  async readPage(jobId: string, from: number, limit: number): Promise<LogPage> {
+  async readPage(jobId: string, from: number, limit: number, log?: string): Promise<LogPage> {
     const path = this.path(jobId);
     // A silent run leaves no file: looked up first, a cached directory entry, where a failed
     // open would cost a trip to the thread pool and an error with its stack (a null job's
     // follower asks once per job).
-    if (!this.live.has(jobId) && !existsSync(path)) return emptyPage();
-    return (await readPageOf(path, from, limit)) ?? emptyPage();
+    if (log === undefined && !this.live.has(jobId) && !existsSync(path)) return emptyPage();
+    // Read first, its identity taken from the same open file: a retire between the two cannot
+    // pass one log's bytes off as another's.
+    const page = (await readPageOf(path, from, limit)) ?? emptyPage();
+    if (log === undefined || page.log === log) return page;
+    // `from` is an offset into a log a new run's has replaced: the rest of it where it is kept,
+    // then the new one from its start.
+    const rest = await readPageOf(this.previousPath(jobId), from, limit);
+    if (rest && rest.log === log && (rest.chunks.length > 0 || rest.next > from)) return { ...rest, ahead: true };
+    return from === 0 ? page : ((await readPageOf(path, 0, limit)) ?? emptyPage());
   }
 
   /** The same page of the output of the job's run before its current one; null when none is kept. */
@@ -205,7 +213,10 @@ async function readPageOf(path: string, from: number, limit: number): Promise<Lo
     throw e;
   }
   try {
-    const size = (await file.stat()).size;
+    const stats = await file.stat({ bigint: true });
+    const size = Number(stats.size);
+    // The file's own identity: a rename (retire) keeps it, a new run's log has another.
+    const log = `${stats.ino}.${stats.birthtimeNs}`;
     let start = Math.min(from, size);
     // Not at a chunk's start (the byte before is not a newline): skip to the next chunk.
     if (start > 0 && start < size && (await byteAt(file, start - 1)) !== 0x0a) {
@@ -219,7 +230,7 @@ async function readPageOf(path: string, from: number, limit: number): Promise<Lo
       // One chunk longer than the page: that chunk alone, whole, if it fits the hard bound.
       buffer = await readAt(file, start, Math.min(size - start, MAX_PAGE_BYTES));
       end = buffer.indexOf(0x0a);
-      if (end < 0) return { chunks: [], next: start + buffer.length, size };
+      if (end < 0) return { chunks: [], next: start + buffer.length, size, log };
     }
     // A last line without its newline is still being written: it belongs to the next page.
     const chunks: LogChunk[] = [];
@@ -229,7 +240,7 @@ async function readPageOf(path: string, from: number, limit: number): Promise<Lo
       if (chunk) chunks.push(chunk);
       at = nl + 1;
     }
-    return { chunks, next: start + end + 1, size };
+    return { chunks, next: start + end + 1, size, log };
   } finally {
     await file.close();
   }

@@ -13,8 +13,8 @@ export abstract class StoredOutput implements Pick<Executor, 'readLogs' | 'readP
     this.logStore = new JobLogs(logsDir, maxLogBytes);
   }
 
-  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage> {
-    return this.logStore.readPage(handle.job_id, from, limit);
+  readLogs(handle: ExecutionHandle, from: number, limit: number, log?: string): Promise<LogPage> {
+    return this.logStore.readPage(handle.job_id, from, limit, log);
   }
 
   readPreviousLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage | null> {

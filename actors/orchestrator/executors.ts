@@ -16,8 +16,9 @@ import {
 import type { Job } from '../../behaviors/jobs/schema.js';
 import type { Actor } from '../../runtime/actor.js';
 import type { Handle } from '../../runtime/wire/envelope.js';
-import type { ExecutionHandle, LogPage, ReconcileReport } from '../../behaviors/jobs/execution.js';
+import type { ExecutionHandle, ReconcileReport } from '../../behaviors/jobs/execution.js';
 import { Batcher } from '../../runtime/batcher.js';
+import type { z } from 'zod';
 
 /** How long a stop may take: the engine's grace period, the container's exit and its removal. */
 const STOP_TTL_MS = 3600_000;
@@ -60,9 +61,13 @@ export class ExecutorClient {
     return this.cleanups.add(handle);
   }
 
-  /** A page of the run's output; `previous`: of the run before it, rejected not_found when none is kept. */
-  readLogs(handle: ExecutionHandle, from: number, limit: number, previous = false): Promise<LogPage> {
-    return this.actor.call(this.to, ExecutorBehaviors.readLogs, { handle, from, limit, ...(previous ? { previous } : {}) }, LogPageSchema);
+  /**
+   * A page of the run's output (`log`: the page's whose `next` is `from`, Executor.readLogs);
+   * `previous`: of the run before it, rejected not_found when none is kept.
+   */
+  readLogs(handle: ExecutionHandle, from: number, limit: number, opts: { previous?: boolean; log?: string } = {}): Promise<z.output<typeof LogPageSchema>> {
+    const { previous, log } = opts;
+    return this.actor.call(this.to, ExecutorBehaviors.readLogs, { handle, from, limit, ...(previous ? { previous } : {}), ...(log !== undefined ? { log } : {}) }, LogPageSchema);
   }
 
   /** True once output extends past byte `from`; false when no more is coming or `waitMs` ran out. */

@@ -37,11 +37,12 @@ export class OutputReader {
    * A page of output from byte `from` ('end': the current end). With `wait_ms`, an answer that
    * would be empty waits for output, a state change or the end of the job, whichever comes first.
    */
-  async read(p: { id: string; from: number | 'end'; limit: number; wait_ms: number; previous?: boolean }): Promise<LogsReply> {
+  async read(p: { id: string; from: number | 'end'; limit: number; wait_ms: number; previous?: boolean; log?: string }): Promise<LogsReply> {
     if (p.previous) return this.readPrevious(p);
     const deadline = Date.now() + p.wait_ms;
     // Past the end reads as the end, which is what 'end' asks for.
     let from = p.from === 'end' ? Number.MAX_SAFE_INTEGER : p.from;
+    let log = p.log;
     let followed: JobRun | undefined;
     for (;;) {
       const run = this.runs.get(p.id);
@@ -54,15 +55,20 @@ export class OutputReader {
       // Decided before reading: a job already finished has every chunk of its output stored.
       const ended = run === undefined && isTerminal(job.status);
       // Not started yet: it has no output, whatever a run of the job before left (placed again).
+      // A reader that names the log it was reading keeps its place in it: once the new run runs,
+      // the rest of that log comes first (JobLogs.readPage).
       const source = run && !run.finished && run.handle === null ? null : this.source(job, run);
-      const page = source ? await source.executor.readLogs(source.handle, from, p.limit) : { chunks: [], next: 0, size: 0 };
+      const page = source
+        ? await source.executor.readLogs(source.handle, from, p.limit, log === undefined ? {} : { log })
+        : { chunks: [], next: log === undefined ? 0 : from, size: 0, log: log ?? null, ahead: false };
       from = page.next;
-      const more = page.next < page.size;
+      log = page.log ?? undefined;
+      const more = page.ahead || page.next < page.size;
       const done = ended && !more;
       const left = deadline - Date.now();
       if (page.chunks.length > 0 || more || done || left <= 0) {
         const { id, status, exit_code, error, pending_reason } = job;
-        return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done };
+        return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done, log: page.log };
       }
       await this.news(run, source, from, left);
     }
@@ -75,10 +81,10 @@ export class OutputReader {
     if (!job) throw notFound(`job ${p.id} not found`);
     const source = this.source(job, run);
     if (!source) throw notFound(`job ${p.id} has no earlier run's output on this node: its executor '${job.executor}' is not here`);
-    const page = await source.executor.readLogs(source.handle, p.from === 'end' ? Number.MAX_SAFE_INTEGER : p.from, p.limit, true);
+    const page = await source.executor.readLogs(source.handle, p.from === 'end' ? Number.MAX_SAFE_INTEGER : p.from, p.limit, { previous: true });
     const more = page.next < page.size;
     const { id, status, exit_code, error, pending_reason } = job;
-    return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done: !more };
+    return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done: !more, log: page.log };
   }
 
   /** Waits up to `ms` for output beyond byte `from` or a change of the run. */

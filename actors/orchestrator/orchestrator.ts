@@ -283,7 +283,7 @@ class Orchestrator {
   }
 
   /** A page of output (./logs.ts). */
-  logs(p: { id: string; from: number | 'end'; limit: number; wait_ms: number; previous?: boolean }): Promise<LogsReply> {
+  logs(p: Parameters<OutputReader['read']>[0]): Promise<LogsReply> {
     return this.output.read(p);
   }
 

@@ -22,7 +22,8 @@ export type ExitResult = z.output<typeof ExitResultSchema>;
 export type LogChunk = z.output<typeof LogChunkSchema>;
 
 /** A page of stored output, addressed by byte offsets into the job's log. */
-export type LogPage = z.output<typeof LogPageSchema>;
+/** A page as an executor answers it: `log` and `ahead` may be left out (a plugin's executor that keeps no log ids). */
+export type LogPage = z.input<typeof LogPageSchema>;
 
 export interface PullProgress {
   status: string;
@@ -81,7 +82,11 @@ export interface Executor {
   /** Resolves when the run has ended and its output is fully captured. */
   wait(handle: ExecutionHandle): Promise<ExitResult>;
   /** Whole chunks from byte `from` on, reading about `limit` bytes: a page, never the whole log. */
-  readLogs(handle: ExecutionHandle, from: number, limit: number): Promise<LogPage>;
+  /**
+   * With `log` (a page's `log`, `from` an offset into it): when the run has been replaced since,
+   * the rest of that log first, if it is the one kept as the previous run's, then the new run's.
+   */
+  readLogs(handle: ExecutionHandle, from: number, limit: number, log?: string): Promise<LogPage>;
   /**
    * The same page of the output of the job's run before its current one (a job placed again:
    * its node lost, or the same node back), null when none is kept. An executor without it keeps

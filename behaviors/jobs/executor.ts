@@ -13,7 +13,7 @@
  *   orchestrator ◀──/dms/job/progress──── executor      (a step of fetching what the job needs)
  */
 import { z } from 'zod';
-import { LogChunkSchema } from './jobs.js';
+import { LogChunkSchema, LogIdSchema } from './jobs.js';
 import { JobSchema } from './schema.js';
 
 /** Executor actors' inboxes: `executor/<name>`, the name jobs give as their `executor`. */
@@ -94,6 +94,8 @@ export const ReadLogsPayload = z.strictObject({
   limit: z.int().min(1).max(8 * 1024 * 1024),
   /** The output of the job's run before its current one (placed again); not_found when none is kept. */
   previous: z.boolean().default(false),
+  /** The `log` of the page whose `next` is `from` (LogPageSchema.log). */
+  log: LogIdSchema.optional(),
 });
 export const LogPageSchema = z.object({
   chunks: z.array(LogChunkSchema),
@@ -101,6 +103,14 @@ export const LogPageSchema = z.object({
   next: z.int().nonnegative(),
   /** Bytes stored so far: `next < size` means there is more to read now. */
   size: z.int().nonnegative(),
+  /**
+   * Which stored log `next` is an offset into, null while the run has written none: a run of the
+   * job placed again writes a new log, and a reader that passes this back with `from` gets the
+   * rest of the log it was reading (kept as the previous run's) before the new one from its start.
+   */
+  log: LogIdSchema.nullable().default(null),
+  /** More follows at once whatever `size` says: this page was the rest of a log since replaced. */
+  ahead: z.boolean().default(false),
 });
 
 export const WaitForLogsPayload = z.strictObject({

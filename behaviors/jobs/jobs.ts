@@ -66,6 +66,9 @@ export const CancelPayload = z.strictObject({
 /** Where a logs read starts: a byte offset into the job's stored output (a `next` from before), or its current end. */
 export const LogsFromSchema = z.union([z.int().nonnegative(), z.literal('end')]);
 
+/** A stored log's identity (its file's inode and birth time): opaque to readers, who pass it back. */
+export const LogIdSchema = z.string().regex(/^[0-9]{1,24}\.[0-9]{1,24}$/, { error: 'log: not a log of this node (pass back the log of an answer)' });
+
 export const LogsPayload = z.strictObject({
   id: jobId,
   /** Byte offset to read from (0: the start; 'end': only what comes after this call). */
@@ -79,6 +82,12 @@ export const LogsPayload = z.strictObject({
    * again (its node lost, or a pinned node back); never waited for, that run has ended.
    */
   previous: z.boolean().default(false),
+  /**
+   * The `log` of the answer whose `next` is `from`: when the job has run again since, the rest of
+   * that run's output comes first (where it is kept, as the previous run's), then the new run's
+   * from its start. Without it `from` is an offset into the current run's output.
+   */
+  log: LogIdSchema.optional(),
 });
 export type LogsPayload = z.input<typeof LogsPayload>;
 
@@ -101,6 +110,8 @@ export const LogsReply = z.object({
   more: z.boolean(),
   /** The job has ended and every chunk of its output has been given. */
   done: z.boolean(),
+  /** Which run's stored output `next` is an offset into (pass it back as `log` with `from`); null while there is none. */
+  log: z.string().nullable().default(null),
 });
 export type LogsReply = z.output<typeof LogsReply>;
 

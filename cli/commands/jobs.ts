@@ -158,15 +158,19 @@ export async function printLogs(cmd: Command, rest: RestClient, id: string, { fo
   const json = globals(cmd).json;
   const pages: LogsReply[] = [];
   let from = 0;
+  // Pages go on in the log the last one was in: a job placed again meanwhile gives the rest of it first.
+  let log: string | null = null;
   for (;;) {
-    const page = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs?from=${from}${previous ? '&previous=true' : ''}`);
+    const page: LogsReply = await rest.get<LogsReply>(`/api/v1/jobs/${encodeURIComponent(id)}/logs?from=${from}${previous ? '&previous=true' : ''}${log ? `&log=${log}` : ''}`);
     if (json) pages.push(page);
     else for (const chunk of page.chunks) (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
-    if (!page.more || page.next === from) {
+    // No progress (the same offset of the same log) ends it as surely as no more output.
+    if (!page.more || (page.next === from && page.log === log)) {
       if (json) output(cmd, { ...page, chunks: pages.flatMap((p) => p.chunks) });
       return;
     }
     from = page.next;
+    log = page.log;
   }
 }
 

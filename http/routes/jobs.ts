@@ -14,6 +14,7 @@ import {
   type JobListReply,
   LIST_ORDERS,
   LogChunkSchema,
+  LogIdSchema,
   LogsReply,
   MAX_LIST_LIMIT,
   MAX_LOGS_LIMIT,
@@ -138,6 +139,10 @@ export const LogsQuery = z
       .transform((s) => (s === 'end' ? ('end' as const) : Number(s)))
       .optional()
       .meta({ description: 'byte offset to read from (a `next` of an earlier answer; default 0); when following also `end`, for only what comes next' }),
+    log: LogIdSchema.optional().meta({
+      description:
+        "the `log` of the answer whose `next` is `from`: when the job has run again since (placed again), the rest of that run's output comes first, then the new run's from its start; without it `from` is an offset into the current run's output",
+    }),
     limit: wholeNumberParam({
       pattern: /^\d{1,9}$/,
       min: 1,
@@ -295,7 +300,7 @@ export const jobRoutes: RouteModule = ({ table, config, system, http, log, volum
       const query = input.query();
       const id = input.param('id');
       if (follows(query.follow)) return followLogs(http, id, query, followers.take(id));
-      return call(JobBehaviors.logs, { id, from: query.from ?? 0, limit: query.limit, ...(query.previous ? { previous: true } : {}) });
+      return call(JobBehaviors.logs, { id, from: query.from ?? 0, limit: query.limit, ...(query.previous ? { previous: true } : {}), ...(query.log ? { log: query.log } : {}) });
     },
   });
 };
@@ -360,10 +365,10 @@ async function followLogs(http: HttpApi, id: string, query: z.output<typeof Logs
   const limit = Math.min(query.limit ?? FOLLOW_PAGE_BYTES, FOLLOW_PAGE_BYTES);
   let polling = false;
   let closed = false;
-  const poll = async (from: number | 'end', wait: number): Promise<LogsReply> => {
+  const poll = async (from: number | 'end', wait: number, log: string | null = query.log ?? null): Promise<LogsReply> => {
     polling = true;
     try {
-      return LogsReply.parse(await http.call(ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, limit, wait_ms: wait }, FOLLOW_TTL_MS));
+      return LogsReply.parse(await http.call(ORCHESTRATOR_INBOX, JobBehaviors.logs, { id, from, limit, wait_ms: wait, ...(log ? { log } : {}) }, FOLLOW_TTL_MS));
     } finally {
       polling = false;
       if (closed) release();
@@ -382,9 +387,11 @@ async function followLogs(http: HttpApi, id: string, query: z.output<typeof Logs
   };
   const encoder = new TextEncoder();
   let shownState = '';
-  // Each poll reads on from the offset the last one ended at: the output is never read twice.
+  // Each poll reads on from the offset the last one ended at, in the log it was in: the output is
+  // never read twice, and a run placed again goes on from its start after the rest of the last.
   let next = 0;
   let more = false;
+  let log: string | null = null;
   /** The events of one answer, '' when it brings no news. */
   const eventsOf = (reply: LogsReply): string => {
     let text = '';
@@ -403,11 +410,12 @@ async function followLogs(http: HttpApi, id: string, query: z.output<typeof Logs
         try {
           for (;;) {
             // More stored already: no wait.
-            const reply = first ?? (await poll(next, more ? 0 : FOLLOW_POLL_MS));
+            const reply = first ?? (await poll(next, more ? 0 : FOLLOW_POLL_MS, log));
             first = undefined;
             if (closed) return;
             next = reply.next;
             more = reply.more;
+            log = reply.log;
             const text = eventsOf(reply);
             if (text) controller.enqueue(encoder.encode(text));
             if (reply.done) {

@@ -98,6 +98,33 @@ describe('null executor', () => {
     expect(await collect(executor, third)).toEqual([]);
   });
 
+  it('gives a reader that names the log it was in the rest of it, then the new run\'s from its start', async () => {
+    const job = nullJob({});
+    const run = async (stdout: string) => {
+      const handle = await executor.start({ ...job, environment: { DMS_NULL_STDOUT: stdout } });
+      await executor.wait(handle);
+      await executor.cleanup(handle);
+      return handle;
+    };
+    const first = await run('a\nb\nc');
+    const page = await executor.readLogs(first, 0, 1);
+    expect(page.chunks.map((c) => c.data)).toEqual(['a\n']);
+    const second = await run('x\ny');
+    // Read on by offset alone, the first run's place lands inside the second's output.
+    expect((await executor.readLogs(second, page.next, 1)).chunks.map((c) => c.data)).toEqual(['y\n']);
+    const seen: string[] = [];
+    let at = { next: page.next, log: page.log ?? undefined };
+    for (let i = 0; i < 10; i++) {
+      const p = await executor.readLogs(second, at.next, 1, at.log);
+      seen.push(...p.chunks.map((c) => c.data));
+      if (!p.ahead && p.next >= p.size) break;
+      at = { next: p.next, log: p.log ?? undefined };
+    }
+    expect(seen).toEqual(['b\n', 'c\n', 'x\n', 'y\n']);
+    // A log no run of the job wrote: the current run's output from its start.
+    expect((await executor.readLogs(second, 5, 1, '1.2')).chunks.map((c) => c.data)).toEqual(['x\n']);
+  });
+
   it('ends a wait for more output when its signal aborts', async () => {
     const handle = await executor.start(nullJob({ DMS_NULL_DURATION_MS: '60000', DMS_NULL_STDOUT: 'first' }));
     const hasEnded = ended(executor, handle);

@@ -144,6 +144,33 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
     expect([followed.stdout, followed.code], followed.stderr).toEqual(['same line\nsame line\n', 143]);
   });
 
+  it('a reader paging behind across the loss gets the rest of the lost run\'s output, then the new run\'s from its start', async () => {
+    const lines = Array.from({ length: 1000 }, (_, i) => `line ${i}`).join('\n');
+    const spec = { name: 'pinned-paged', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '600000', DMS_NULL_STDOUT: lines } };
+    type Page = Logs & { next: number; more: boolean; log: string | null };
+    const page = async (id: string, q: string) => (await rest(r, 'GET', `/api/v1/jobs/${id}/logs?${q}`)).json as Page;
+    let behind: Page | undefined;
+    const id = await runLoseRestart(spec, async (id) => {
+      // A line every 0.6 s: three on the requester, of which the reader takes one.
+      await waitFor('three lines of the first run on the requester', async () => (await page(id, 'limit=1000000')).chunks.length >= 3 || undefined, { timeoutMs: 15_000 });
+      behind = await page(id, 'limit=1');
+      expect(behind.chunks.map((c) => c.data)).toEqual(['line 0\n']);
+    });
+    await runningAgain(id, 30_000);
+    await waitFor('two lines of the new run on the requester', async () => (await page(id, 'limit=1000000')).chunks.length >= 2 || undefined, { timeoutMs: 15_000 });
+    const lost = (await page(id, 'previous=true&limit=1000000')).chunks.map((c) => c.data);
+    const read: string[] = [];
+    let at = { next: behind!.next, log: behind!.log };
+    for (let i = 0; i < 200 && read.length < lost.length; i++) {
+      const p = await page(id, `from=${at.next}&limit=1${at.log ? `&log=${at.log}` : ''}`);
+      read.push(...p.chunks.map((c) => c.data));
+      at = { next: p.next, log: p.log };
+    }
+    // Without the log it read, its offset fell inside the new run's output.
+    expect(read).toEqual([...lost.slice(1), 'line 0\n']);
+    expect((await rest(r, 'DELETE', `/api/v1/jobs/${id}`)).status).toBe(200);
+  });
+
   it('a node frozen past the requester\'s patience and thawed: the run given up is stopped there first, then the job runs there again', async () => {
     const id = await placeRunning({ name: 'pinned-frozen', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '600000' } });
     // Not a restart: the provider's run goes on, unseen, while the requester gives it up.

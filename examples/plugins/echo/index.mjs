@@ -56,8 +56,8 @@ class EchoExecutor {
     return this.ctx.endOf(run.machine);
   }
 
-  readLogs(handle, from, limit) {
-    return this.ctx.logs.readPage(handle.job_id, from, limit);
+  readLogs(handle, from, limit, log) {
+    return this.ctx.logs.readPage(handle.job_id, from, limit, log);
   }
 
   readPreviousLogs(handle, from, limit) {
