@@ -95,7 +95,13 @@ export class Rest {
     return until(`job ${id} to be ${statuses.join(' or ')}`, async () => {
       const job = await this.job(id);
       return statuses.includes(job.status) ? job : undefined;
-    }, timeoutMs);
+    }, timeoutMs, async () => {
+      // Where it was instead, and how it got there: a wait that runs out says why.
+      const job = await this.job(id);
+      const { body } = await this.get(`/api/v1/jobs/${id}/events`);
+      const events = ((body?.events ?? []) as { to: string; reason: string | null }[]).map((e) => `${e.to} (${e.reason ?? ''})`);
+      return `the job is ${job.status}: error ${job.error ?? 'none'}, waiting ${job.pending_reason ?? 'for nothing'}; its history: ${events.join(' → ')}`;
+    });
   }
 
   /** The whole server-sent event stream of `path`, read until the node ends it. */
@@ -122,8 +128,8 @@ export class Rest {
 }
 
 /** waitFor, polled every 50 ms (jobs move fast). */
-export function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = WAIT_MS): Promise<T> {
-  return waitFor(what, probe, { timeoutMs, intervalMs: 50 });
+export function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = WAIT_MS, explain?: () => Promise<string>): Promise<T> {
+  return waitFor(what, probe, { timeoutMs, intervalMs: 50, ...(explain ? { explain } : {}) });
 }
 
 /** A job for the null executor, which plays back what it is told (actors/executors/null.ts). */
