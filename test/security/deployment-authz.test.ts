@@ -27,6 +27,21 @@ const put = (node: LocalNode, path: string, body: unknown) =>
   fetch(`${node.url}${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 const usage = async (node: LocalNode) => (await (await fetch(`${node.url}/api/v1/resources/usage`)).json()) as { allocated: { cpu: { cores: number } } };
 
+const statusOnA = async (id: string) => (await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string };
+
+/** A long null job node b places on node a, once it runs there: its id. */
+async function placedByB(): Promise<string> {
+  const res = await fetch(`${b.url}/api/v1/jobs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'placed', image: 'none', executor: 'null', environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: a.peerId } }),
+  });
+  expect(res.status).toBe(201);
+  const { id } = (await res.json()) as { id: string };
+  await waitFor('the job running on node a', async () => (await statusOnA(id)).status === 'running');
+  return id;
+}
+
 /** Sends `be` to node `a`'s `inbox` from the foreign peer and returns the reply's payload. */
 async function ask(inbox: string, be: string, payload: unknown): Promise<any> {
   const cont = `/private/r/${randomUUID()}`;
@@ -106,14 +121,7 @@ describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
     const handed = await ask('orchestrator', '/dms/job/accept', { job: { id: randomUUID(), name: 'x', image: 'none', executor: 'null' }, requester: peer.host });
     expect(handed).toEqual({ error: `capability /dms/internal/deployment not granted to ${peer.key.did}`, kind: 'forbidden' });
     // Node b places a long job on node a.
-    const res = await fetch(`${b.url}/api/v1/jobs`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'placed', image: 'none', executor: 'null', environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: a.peerId } }),
-    });
-    expect(res.status).toBe(201);
-    const { id } = (await res.json()) as { id: string };
-    await waitFor('the job running on node a', async () => ((await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string }).status === 'running');
+    const id = await placedByB();
     expect(await ask('deployment', '/dms/deployment/logs', { id })).toEqual({ error: `job ${id} not found`, kind: 'not_found' });
     expect(await ask('deployment', '/dms/deployment/cancel', { id })).toEqual({ error: `job ${id} not found`, kind: 'not_found' });
     expect(((await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string }).status).toBe('running');
@@ -126,15 +134,8 @@ describe('deployment behaviors and strangers', { timeout: 60_000 }, () => {
   it("a cancel of a run its requester gave up before the job was placed here again stops no newer run", async () => {
     // Node b places a long job on node a, then asks a cancel of a run given up a minute ago, as
     // its outbox of missed cancels asks again after the job was placed there anew.
-    const res = await fetch(`${b.url}/api/v1/jobs`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'placed', image: 'none', executor: 'null', environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: a.peerId } }),
-    });
-    expect(res.status).toBe(201);
-    const { id } = (await res.json()) as { id: string };
-    const status = async () => ((await (await fetch(`${a.url}/api/v1/jobs/${id}`)).json()) as { status: string }).status;
-    await waitFor('the job running on node a', async () => (await status()) === 'running');
+    const id = await placedByB();
+    const status = async () => (await statusOnA(id)).status;
     const asB = new DmsClient({ url: b.url, timeoutMs: 10_000 });
     const cancel = (given_up_ms: number) =>
       asB.invoke<{ kind?: string; error?: string; status?: string }>({ host: a.peerId, inbox: 'deployment' }, '/dms/deployment/cancel', { id, reason: 'given up', given_up_ms }, { raw: true });
