@@ -21,8 +21,10 @@ export type ExitResult = z.output<typeof ExitResultSchema>;
 /** A piece of output: its stream, its text, and when it was produced (RFC 3339). */
 export type LogChunk = z.output<typeof LogChunkSchema>;
 
-/** A page of stored output, addressed by byte offsets into the job's log. */
-/** A page as an executor answers it: `log` and `ahead` may be left out (a plugin's executor that keeps no log ids). */
+/**
+ * A page of stored output, addressed by byte offsets into the job's log, as an executor answers
+ * it: `log` and `ahead` may be left out (a plugin's executor that keeps no log ids).
+ */
 export type LogPage = z.input<typeof LogPageSchema>;
 
 export interface PullProgress {
@@ -81,8 +83,8 @@ export interface Executor {
   start(job: Job, opts?: StartOptions): Promise<ExecutionHandle>;
   /** Resolves when the run has ended and its output is fully captured. */
   wait(handle: ExecutionHandle): Promise<ExitResult>;
-  /** Whole chunks from byte `from` on, reading about `limit` bytes: a page, never the whole log. */
   /**
+   * Whole chunks from byte `from` on, reading about `limit` bytes: a page, never the whole log.
    * With `log` (a page's `log`, `from` an offset into it): when the run has been replaced since,
    * the rest of that log first, if it is the one kept as the previous run's, then the new run's.
    */
