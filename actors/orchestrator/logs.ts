@@ -15,6 +15,12 @@ export interface LogSource {
   handle: ExecutionHandle;
 }
 
+/** The job's state as it was read, with a page of its output. */
+function answer(job: Job, page: Pick<LogsReply, 'chunks' | 'next' | 'log'>, more: boolean, done: boolean): LogsReply {
+  const { id, status, exit_code, error, pending_reason } = job;
+  return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done, log: page.log };
+}
+
 /** Resolves when `signal` aborts: the part of a wait that ends it at its deadline. */
 export function aborted(signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();
@@ -66,10 +72,7 @@ export class OutputReader {
       const more = page.ahead || page.next < page.size;
       const done = ended && !more;
       const left = deadline - Date.now();
-      if (page.chunks.length > 0 || more || done || left <= 0) {
-        const { id, status, exit_code, error, pending_reason } = job;
-        return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done, log: page.log };
-      }
+      if (page.chunks.length > 0 || more || done || left <= 0) return answer(job, page, more, done);
       await this.news(run, source, from, left);
     }
   }
@@ -83,8 +86,7 @@ export class OutputReader {
     if (!source) throw notFound(`job ${p.id} has no earlier run's output on this node: its executor '${job.executor}' is not here`);
     const page = await source.executor.readLogs(source.handle, p.from === 'end' ? Number.MAX_SAFE_INTEGER : p.from, p.limit, { previous: true });
     const more = page.next < page.size;
-    const { id, status, exit_code, error, pending_reason } = job;
-    return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done: !more, log: page.log };
+    return answer(job, page, more, !more);
   }
 
   /** Waits up to `ms` for output beyond byte `from` or a change of the run. */
