@@ -22,6 +22,14 @@ afterEach(async () => {
 
 const nullJob = (environment: Record<string, string>) => jobOf({ executor: 'null', environment });
 
+/** Runs `job` (again) with `environment` to its end and lets go of the run, as the orchestrator does. */
+async function runToEnd(job: ReturnType<typeof nullJob>, environment: Record<string, string>) {
+  const handle = await executor.start({ ...job, environment });
+  await executor.wait(handle);
+  await executor.cleanup(handle);
+  return handle;
+}
+
 describe('null executor', () => {
   it('runs for the asked duration and completes with exit code 0', async () => {
     const job = nullJob({ DMS_NULL_DURATION_MS: '200' });
@@ -64,25 +72,16 @@ describe('null executor', () => {
   });
 
   it('starts a job placed here again with no output of the run before, even a run that writes none', async () => {
-    const job = nullJob({ DMS_NULL_STDOUT: 'first run' });
-    const first = await executor.start(job);
-    await executor.wait(first);
-    await executor.cleanup(first);
+    const job = nullJob({});
+    const first = await runToEnd(job, { DMS_NULL_STDOUT: 'first run' });
     expect(text(await collect(executor, first), 'stdout')).toBe('first run\n');
-    const again = await executor.start({ ...job, environment: {} });
-    await executor.wait(again);
+    const again = await runToEnd(job, {});
     expect(await collect(executor, again)).toEqual([]);
   });
 
   it("keeps the output of the run before the current one, and only that run's", async () => {
-    const job = nullJob({ DMS_NULL_STDOUT: 'run one' });
-    /** Runs the job (again) to its end and lets go of the run, as the orchestrator does. */
-    const run = async (environment: Record<string, string>) => {
-      const handle = await executor.start({ ...job, environment });
-      await executor.wait(handle);
-      await executor.cleanup(handle);
-      return handle;
-    };
+    const job = nullJob({});
+    const run = (environment: Record<string, string>) => runToEnd(job, environment);
     const previousText = async (handle: Awaited<ReturnType<typeof run>>) => {
       const page = await executor.readPreviousLogs(handle, 0, 1024);
       return page && page.chunks.map((c) => c.data).join('');
@@ -100,12 +99,7 @@ describe('null executor', () => {
 
   it('gives a reader that names the log it was in the rest of it, then the new run\'s from its start', async () => {
     const job = nullJob({});
-    const run = async (stdout: string) => {
-      const handle = await executor.start({ ...job, environment: { DMS_NULL_STDOUT: stdout } });
-      await executor.wait(handle);
-      await executor.cleanup(handle);
-      return handle;
-    };
+    const run = (stdout: string) => runToEnd(job, { DMS_NULL_STDOUT: stdout });
     const first = await run('a\nb\nc');
     const page = await executor.readLogs(first, 0, 1);
     expect(page.chunks.map((c) => c.data)).toEqual(['a\n']);
