@@ -34,6 +34,17 @@ describe('frame length prefixes', () => {
     expect(frameLength(Uint8Array.of(0x80, 0x80, 0x40), MAX)).toBe(MAX);
     expect(() => frameLength(Uint8Array.of(0x85, 0x00), MAX)).toThrow(/not minimally encoded/);
     expect(frameLength(Uint8Array.of(0x00), MAX)).toBe(0);
+    // Not yet complete is an answer, not a throw: a stream asks after every frame it reads.
+    expect(frameLength(new Uint8Array(0), MAX)).toBeUndefined();
+    expect(frameLength(Uint8Array.of(0x80, 0x80), MAX)).toBeUndefined();
+  });
+
+  it('reads a list of pieces as a stream hands it over, a frame across two of them', () => {
+    const decoder = frameDecoder(MAX);
+    const a = encodeBytesFrame(new Uint8Array(300).fill(1));
+    const b = encodeBytesFrame(new Uint8Array(5).fill(2));
+    const got = [...decoder.decode([a.subarray(0, 100), a.subarray(100), b.subarray(0, 2)]), ...decoder.decode([b.subarray(2)])];
+    expect(got.map((f) => [f.byteLength, f.get(0)])).toEqual([[300, 1], [5, 2]]);
   });
 
   it('holds at most one partial frame and one read, however the bytes are cut', () => {

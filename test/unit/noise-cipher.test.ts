@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { defaultCrypto } from '@chainsafe/libp2p-noise/crypto';
+import { LengthPrefixedDecoder } from '@libp2p/utils';
 import { Uint8ArrayList } from 'uint8arraylist';
 import { describe, expect, it } from 'vitest';
 import { sodium } from '../../runtime/crypto/sodium.js';
@@ -83,5 +84,28 @@ describe('the Noise cipher', () => {
     expect(() => noiseCrypto.chaCha20Poly1305Decrypt(Buffer.from(sealed), nonce, randomBytes(32), k)).toThrow();
     expect(() => noiseCrypto.chaCha20Poly1305Decrypt(Buffer.from(sealed), Buffer.alloc(12), ad, k)).toThrow();
     expect(() => noiseCrypto.chaCha20Poly1305Decrypt(randomBytes(15), nonce, ad, k)).toThrow(/shorter than its tag/);
+  });
+
+  it("reads messages without asking the length of an empty buffer (the @libp2p/utils patch: no RangeError made per message)", () => {
+    // Noise's reader: a 2-byte big-endian length, then the message. Unpatched, the decoder asked
+    // once more after the last whole message, and the answer was a thrown RangeError.
+    const asked: number[] = [];
+    const decoder = new LengthPrefixedDecoder({
+      lengthDecoder: (buf) => {
+        asked.push(buf.byteLength);
+        if (buf.byteLength < 2) throw new RangeError('Could not decode int16BE');
+        const head = buf.subarray(0, 2);
+        return (head[0] << 8) + head[1];
+      },
+      encodingLength: () => 2,
+    });
+    const message = (n: number) => Buffer.concat([Buffer.from([n >> 8, n & 0xff]), randomBytes(n)]);
+    const read = [...decoder.decode(Buffer.concat([message(300), message(5)]))].map((m) => m.byteLength);
+    expect(read).toEqual([300, 5]);
+    expect(asked).toEqual([302 + 7, 7]);
+    // A split length is still waited for.
+    const whole = message(40);
+    expect([...decoder.decode(whole.subarray(0, 1))]).toEqual([]);
+    expect([...decoder.decode(whole.subarray(1))].map((m) => m.byteLength)).toEqual([40]);
   });
 });
