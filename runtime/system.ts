@@ -4,7 +4,7 @@ import type { AnyActorLogic, Actor as MachineActor, ActorOptions as MachineOptio
 import { Actor, type ActorOptions, type Inbox } from './actor.js';
 import { type Behavior, behaviorLabel, isReplyWaiter, notWaiting, replyFromHost } from './behavior.js';
 import { isPeerId, type KeyPair } from './crypto/keys.js';
-import { checkEnvelope, signEnvelope } from './crypto/signing.js';
+import { checkEnvelope, envelopeChecks, signEnvelope } from './crypto/signing.js';
 import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
@@ -157,6 +157,15 @@ export class ActorSystem {
     this.metrics?.gauge('dms_peers', 'Peers connected now', [], (set) => set({}, this.transport?.peers().length ?? 0));
     // This node's dev stream watchers (the kernel builds events while anyone subscribes to dms:event).
     this.metrics?.gauge('dms_event_watchers', "Watchers of the system event stream (dev mode's live streams)", [], (set) => set({}, this.eventWatchers));
+    this.metrics?.gauge(
+      'dms_envelope_signature_checks',
+      'Envelope signatures this process checked since it started, by where: loop (inline on the event loop) or off_loop (in batches on the verify thread, while the loop was busy with other envelopes)',
+      ['on'],
+      (set) => {
+        set({ on: 'loop' }, envelopeChecks.loop);
+        set({ on: 'off_loop' }, envelopeChecks.offLoop);
+      },
+    );
   }
 
   /** Whether `host` names this node: its peer id, or empty (an address on whatever node reads it). */

@@ -2,15 +2,17 @@ import { createPrivateKey, createPublicKey, sign as nodeSign, verify as nodeVeri
 import { Point } from '@noble/ed25519';
 import { runCrypto } from './offload.js';
 import { type Sodium, sodium as loadSodium } from './sodium.js';
+import { verifyThread } from './verify-thread.js';
 
 /*
  * The Ed25519 primitive, in one place. libsodium (sodium-native, whose npm package carries the
  * binary for each platform: nothing compiles) checks a signature in about half the time of
  * node:crypto's OpenSSL (bench/RESULTS.md: 51 against 110 µs on this machine), and a check is
  * what every envelope from the network or a signing client pays. So libsodium runs when it
- * loads, always inline: at ~50 µs a libuv pool hop costs as much as the check it would move.
- * Where it does not load (a platform without a prebuilt binary), node:crypto runs, inline or on
- * the pool as ./offload.ts decides.
+ * loads: its checks inline, or in batches on the verify thread (./verify-thread.ts) when the
+ * event loop is busy with company (./offload.ts); its signatures always inline. Where it does
+ * not load (a platform without a prebuilt binary), node:crypto runs, inline or on the libuv
+ * pool as ./offload.ts decides.
  *
  * The two agree on every signature an Ed25519 signer makes (RFC 8032 signatures are
  * deterministic; test/unit/ed25519.test.ts runs the wire vectors through both). OpenSSL accepts
@@ -103,7 +105,15 @@ function libsodium(sodium: Sodium): Ed25519 {
   };
   const verifySync = (key: VerifyKey, data: Uint8Array, sig: Uint8Array): boolean =>
     sig.length === SIGNATURE_BYTES && sodium.crypto_sign_verify_detached(sig, data, key.bytes);
-  return { name: 'libsodium', sign: signSync, signSync, verify: verifySync, verifySync };
+  const verify = (key: VerifyKey, data: Uint8Array, sig: Uint8Array): boolean | Promise<boolean> => {
+    const thread = sig.length === SIGNATURE_BYTES ? verifyThread(sodium) : null;
+    if (!thread) return verifySync(key, data, sig);
+    return runCrypto(
+      () => verifySync(key, data, sig),
+      (done) => thread.verify(key.bytes, data, sig, done),
+    );
+  };
+  return { name: 'libsodium', sign: signSync, signSync, verify, verifySync };
 }
 
 const openssl: Ed25519 = {

@@ -53,16 +53,23 @@ export async function verifyEnvelope(env: Envelope): Promise<void> {
   await checkEnvelope(env);
 }
 
+/** Envelope signatures this process checked: on the event loop, or off it (./offload.ts says when). */
+export const envelopeChecks = { loop: 0, offLoop: 0 };
+
 /**
  * `verifyEnvelope` for the message path: returns nothing when the check ran inline (its verdict
- * already given, by returning or throwing) and a promise only when it went to the libuv pool,
+ * already given, by returning or throwing) and a promise only when it went off the event loop,
  * so the kernel awaits only then (./ed25519.ts says what an await costs there).
  */
 export function checkEnvelope(env: Envelope): void | Promise<void> {
   const key = precheck(env);
   const ok = ed25519.verify(key, signingBytes(env), env.sig!);
-  if (ok === true) return;
-  if (ok === false) throw refused();
+  if (typeof ok === 'boolean') {
+    envelopeChecks.loop++;
+    if (ok) return;
+    throw refused();
+  }
+  envelopeChecks.offLoop++;
   return ok.then((valid) => {
     if (!valid) throw refused();
   });

@@ -20,6 +20,19 @@ export interface Sodium {
 }
 
 let loaded: Sodium | null | undefined;
+let path: string | null | undefined;
+
+/** Where sodium-native's entry point is, for a worker thread to load it; null where it cannot be found. */
+export function sodiumPath(): string | null {
+  if (path === undefined) {
+    try {
+      path = createRequire(import.meta.url).resolve('sodium-native');
+    } catch {
+      path = null;
+    }
+  }
+  return path;
+}
 
 /** libsodium, or null where it does not load. */
 export function sodium(): Sodium | null {

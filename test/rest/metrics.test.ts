@@ -2,9 +2,12 @@
 // inventing behavior names cannot add series, and that Prometheus' own linter accepts it
 // (`promtool check metrics`, from Debian's prometheus package, which .ci/run installs).
 import { spawnSync } from 'node:child_process';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/index.js';
 import { type NodeProcess, removeHome } from '../helpers/node.js';
+import { newCaller, wire } from '../helpers/envelopes.js';
+import { parseEnvelope } from '../../runtime/wire/envelope.js';
 import { gate } from '../helpers/required.js';
 import { nullJob, Rest, startJobNode } from '../jobs/helpers.js';
 
@@ -51,6 +54,34 @@ describe('GET /metrics', () => {
     expect(value(text, 'dms_process_resident_memory_bytes')).toBeGreaterThan(0);
   });
 
+  it('checks the signatures of a burst off its event loop, on the verify thread, with the verdicts of a check inline, and counts where', async () => {
+    // 1,200 signed invokes from 30 clients over 8 connections, 30 pipelined on each (so they reach
+    // the node many at a time, within its 256 pending per client), every third with its behavior
+    // changed after signing.
+    const callers = Array.from({ length: 30 }, () => newCaller());
+    const root = { id: '', did: '', addr: { host: node.peerId, inbox: 'root' } };
+    const bodies = Array.from({ length: 1200 }, (_, i) => {
+      const text = wire(callers[i % 30]!, { to: root, be: '/public/hello', cont: `/private/burst/${i}` });
+      return i % 3 === 2 ? text.replace('"be":"/public/hello"', '"be":"/public/status"') : text;
+    });
+    const before = await scrape();
+    const answers = (await Promise.all(Array.from({ length: 8 }, (_, c) => pipelined(node.url, '/api/v1/actor/invoke', bodies.filter((_, i) => i % 8 === c), 30)))).flatMap((list, c) =>
+      list.map((a, k) => ({ ...a, i: k * 8 + c })),
+    );
+    expect(answers).toHaveLength(1200);
+    for (const { i, status, body } of answers) {
+      if (i % 3 === 2) expect([status, JSON.parse(body).error], `invoke ${i}`).toEqual([400, 'sig: signature does not verify']);
+      else expect([status, parseEnvelope(body).be], `invoke ${i}`).toEqual([200, `/private/burst/${i}`]);
+    }
+    const after = await scrape();
+    const checks = (text: string, on: string) => value(text, `dms_envelope_signature_checks{on="${on}"}`) ?? 0;
+    const loop = checks(after, 'loop') - checks(before, 'loop');
+    const offLoop = checks(after, 'off_loop') - checks(before, 'off_loop');
+    expect(loop + offLoop).toBe(1200);
+    // The loop was busy and the checks came many to a turn: from its first 50 ms on, they went to the thread.
+    expect(offLoop, `${loop} checked on the loop, ${offLoop} off it`).toBeGreaterThan(400);
+  });
+
   it('counts envelopes for behaviors it does not have under one label, however many names a sender invents', async () => {
     const client = new DmsClient({ url: node.url, timeoutMs: 20_000 });
     for (let i = 0; i < 20; i++) await client.invoke({ inbox: 'root' }, `/invented/${i}`, {}).catch(() => undefined);
@@ -67,3 +98,43 @@ describe('GET /metrics', () => {
     expect(lint.status).toBe(0);
   });
 });
+
+/**
+ * POSTs each body on one connection, `window` of them on the way at any time (HTTP/1.1
+ * pipelining: the next is written as an answer comes), and reads the answers, which come in
+ * the order asked.
+ */
+function pipelined(url: string, path: string, bodies: string[], window: number): Promise<{ status: number; body: string }[]> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname);
+    let buffer = Buffer.alloc(0);
+    const answers: { status: number; body: string }[] = [];
+    socket.setTimeout(30_000, () => socket.destroy(new Error(`${answers.length} of ${bodies.length} answers after 30 s`)));
+    socket.on('error', reject);
+    const request = (b: string) => `POST ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(b)}\r\n\r\n${b}`;
+    let sent = 0;
+    socket.on('connect', () => {
+      sent = Math.min(window, bodies.length);
+      socket.write(bodies.slice(0, sent).map(request).join(''));
+    });
+    socket.on('data', (chunk) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      for (;;) {
+        const end = buffer.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = buffer.subarray(0, end).toString('latin1');
+        const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? NaN);
+        if (!Number.isFinite(length)) return socket.destroy(new Error(`an answer without content-length: ${head}`));
+        if (buffer.length < end + 4 + length) return;
+        answers.push({ status: Number(head.split(' ')[1]), body: buffer.subarray(end + 4, end + 4 + length).toString('utf8') });
+        buffer = buffer.subarray(end + 4 + length);
+        if (sent < bodies.length) socket.write(request(bodies[sent++]!));
+        if (answers.length === bodies.length) {
+          socket.end();
+          return resolve(answers);
+        }
+      }
+    });
+  });
+}
