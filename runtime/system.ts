@@ -5,6 +5,7 @@ import { Actor, type ActorOptions, type Inbox } from './actor.js';
 import { type Behavior, behaviorLabel, isReplyWaiter, notWaiting, replyFromHost } from './behavior.js';
 import { isPeerId, type KeyPair } from './crypto/keys.js';
 import { checkEnvelope, envelopeChecks, signEnvelope } from './crypto/signing.js';
+import { checksOnThread } from './crypto/verify-thread.js';
 import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
@@ -159,11 +160,12 @@ export class ActorSystem {
     this.metrics?.gauge('dms_event_watchers', "Watchers of the system event stream (dev mode's live streams)", [], (set) => set({}, this.eventWatchers));
     this.metrics?.gauge(
       'dms_envelope_signature_checks',
-      'Envelope signatures this process checked since it started, by where: loop (inline on the event loop) or off_loop (in batches on the verify thread, while the loop was busy with other envelopes)',
+      'Envelope signatures this process checked since it started, by where: thread (in batches on the verify thread, while the event loop was busy with other envelopes) or loop (the rest)',
       ['on'],
       (set) => {
-        set({ on: 'loop' }, envelopeChecks.loop);
-        set({ on: 'off_loop' }, envelopeChecks.offLoop);
+        const thread = checksOnThread();
+        set({ on: 'loop' }, envelopeChecks.total - thread);
+        set({ on: 'thread' }, thread);
       },
     );
   }

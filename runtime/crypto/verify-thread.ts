@@ -35,6 +35,7 @@ const IDLE_MS = 30_000;
 const PROGRAM = `
 const { parentPort, workerData } = require('node:worker_threads');
 const sodium = require(workerData.sodium);
+parentPort.postMessage({ ready: true });
 parentPort.on('message', ({ id, buf, count }) => {
   const view = new DataView(buf);
   const bytes = new Uint8Array(buf);
@@ -54,6 +55,10 @@ parentPort.on('message', ({ id, buf, count }) => {
 
 export class VerifyThread {
   private worker: Worker | undefined;
+  /** Whether the thread has loaded libsodium: until then checks run inline, not behind its start. */
+  private started = false;
+  /** Checks the thread answered since the process started (the rest ran inline). */
+  answered = 0;
   /** Batches sent and not yet answered, by id, in the order sent. */
   private readonly waiting = new Map<number, Check[]>();
   private batch: Check[] = [];
@@ -72,6 +77,12 @@ export class VerifyThread {
   verify(key: Uint8Array, data: Uint8Array, sig: Uint8Array, done: Check['done']): void {
     const check = { key, data, sig, done };
     if (this.failed || sig.length !== SIG_BYTES || key.length !== KEY_BYTES) return this.inline(check);
+    // A thread takes tens of milliseconds to start (hundreds on a loaded machine): until it has,
+    // checks run inline rather than wait for it.
+    if (!this.started) {
+      if (!this.worker) this.start();
+      return this.inline(check);
+    }
     if (this.batch.length === 0) setImmediate(this.flushSoon);
     this.batch.push(check);
     this.batchBytes += HEAD_BYTES + data.length;
@@ -81,6 +92,11 @@ export class VerifyThread {
   /** Whether the thread runs now (an idle node has none). */
   get running(): boolean {
     return this.worker !== undefined;
+  }
+
+  /** Whether the thread has started and takes checks (before, they run inline). */
+  get ready(): boolean {
+    return this.started;
   }
 
   /** Ends the thread as if it had failed: what it held, and every later check, runs inline. */
@@ -96,8 +112,12 @@ export class VerifyThread {
     const checks = this.batch;
     if (checks.length === 0) return;
     this.batch = [];
-    const buf = new ArrayBuffer(this.batchBytes);
+    const size = this.batchBytes;
     this.batchBytes = 0;
+    const worker = this.worker;
+    // Stopped since they were asked for.
+    if (!worker || !this.started) return checks.forEach((c) => this.inline(c));
+    const buf = new ArrayBuffer(size);
     const view = new DataView(buf);
     const bytes = new Uint8Array(buf);
     let at = 0;
@@ -108,8 +128,6 @@ export class VerifyThread {
       bytes.set(c.data, at + HEAD_BYTES);
       at += HEAD_BYTES + c.data.length;
     }
-    const worker = this.worker ?? this.start();
-    if (!worker) return checks.forEach((c) => this.inline(c));
     const id = this.nextId++;
     this.waiting.set(id, checks);
     worker.postMessage({ id, buf, count: checks.length }, [buf]);
@@ -125,10 +143,15 @@ export class VerifyThread {
       return undefined;
     }
     worker.unref();
-    worker.on('message', ({ id, out }: { id: number; out: Uint8Array }) => {
+    worker.on('message', ({ id, out, ready }: { id: number; out: Uint8Array; ready?: true }) => {
+      if (ready) {
+        this.started = this.worker === worker;
+        return;
+      }
       const checks = this.waiting.get(id);
       if (!checks) return;
       this.waiting.delete(id);
+      this.answered += checks.length;
       for (let i = 0; i < checks.length; i++) checks[i]!.done(null, out[i] === 1);
     });
     // A thread that cannot load libsodium or dies is not started again.
@@ -156,6 +179,7 @@ export class VerifyThread {
   /** Forgets the thread; what it still held is checked inline. */
   private stopped(): void {
     this.worker = undefined;
+    this.started = false;
     clearTimeout(this.idle);
     this.idle = undefined;
     const held = [...this.waiting.values()].flat();
@@ -184,3 +208,6 @@ export function verifyThread(sodium: Sodium): VerifyThread | null {
   }
   return shared;
 }
+
+/** Checks the process's verify thread answered so far (0 where it never ran). */
+export const checksOnThread = (): number => shared?.answered ?? 0;

@@ -5,10 +5,12 @@ import { checkEnvelope } from '../../runtime/crypto/signing.js';
 import { sodium, sodiumPath } from '../../runtime/crypto/sodium.js';
 import { VerifyThread } from '../../runtime/crypto/verify-thread.js';
 import { parseEnvelope, signingBytes } from '../../runtime/wire/envelope.js';
+import { waitFor } from '../helpers/network.js';
 
 /*
  * Signature checks on the verify thread (runtime/crypto/verify-thread.ts): the same verdicts as
- * libsodium inline, in the order asked, none lost when the thread goes; and the node's check
+ * libsodium inline, in the order asked, none lost when the thread goes, none held while it starts;
+ * and the node's check
  * sends a check there only when its event loop is busy and has company (runtime/crypto/offload.ts).
  */
 interface Vectors {
@@ -53,9 +55,14 @@ function asks(): Ask[] {
 const threads: VerifyThread[] = [];
 afterAll(() => Promise.all(threads.map((t) => t.close())));
 
-const newThread = () => {
+/** A verify thread that has started: until then it checks inline (the first check starts it). */
+const newThread = async () => {
   const t = new VerifyThread(sodium()!, sodiumPath()!);
   threads.push(t);
+  const a = asks()[0]!;
+  await new Promise<void>((resolve) => t.verify(a.key, a.data, a.sig, () => resolve()));
+  expect(t.ready).toBe(false);
+  await waitFor('the verify thread to start', () => t.ready, { timeoutMs: 10_000, intervalMs: 10 });
   return t;
 };
 
@@ -78,32 +85,34 @@ function run(t: VerifyThread, list: Ask[]): Promise<{ order: number[]; verdicts:
 
 describe('the verify thread', () => {
   it('gives libsodium\'s verdict on every vector, flipped bit, must_fail case and small-order forgery', async () => {
-    const t = newThread();
+    const t = await newThread();
     const list = asks();
     const { verdicts } = await run(t, list);
-    expect(t.running).toBe(true);
+    expect(t.answered).toBe(list.length);
     expect(verdicts).toEqual(list.map((a) => a.want));
     expect(verdicts).toEqual(list.map((a) => sodium()!.crypto_sign_verify_detached(a.sig, a.data, a.key)));
   });
 
   it('answers in the order asked, across batches larger than one message carries, each check once', async () => {
-    const t = newThread();
+    const t = await newThread();
     const base = asks();
     const list = Array.from({ length: 700 }, (_, i) => base[i % base.length]!);
     const { order, verdicts, answers } = await run(t, list);
+    expect(t.answered).toBe(list.length);
     expect(order).toEqual(list.map((_, i) => i));
     expect(verdicts).toEqual(list.map((a) => a.want));
     expect(answers.every((n) => n === 1)).toBe(true);
   });
 
   it('checks inline, once each, what it held when it ends, and every check after', async () => {
-    const t = newThread();
+    const t = await newThread();
     const list = asks();
     const pending = run(t, list);
     await t.close();
     const { verdicts, answers } = await pending;
     expect(verdicts).toEqual(list.map((a) => a.want));
     expect(answers.every((n) => n === 1)).toBe(true);
+    expect(t.answered).toBe(0);
     expect(t.running).toBe(false);
     const after = await run(t, list.slice(0, 2));
     expect(after.verdicts).toEqual([true, false]);
