@@ -57,8 +57,7 @@ export class VerifyThread {
   private worker: Worker | undefined;
   /** Whether the thread has loaded libsodium: until then checks run inline, not behind its start. */
   private started = false;
-  /** Checks the thread answered since the process started (the rest ran inline). */
-  answered = 0;
+  private answeredHere = 0;
   /** Batches sent and not yet answered, by id, in the order sent. */
   private readonly waiting = new Map<number, Check[]>();
   private batch: Check[] = [];
@@ -92,6 +91,11 @@ export class VerifyThread {
   /** Whether the thread runs now (an idle node has none). */
   get running(): boolean {
     return this.worker !== undefined;
+  }
+
+  /** Checks the thread answered since this object was made (the rest ran inline). */
+  get answered(): number {
+    return this.answeredHere;
   }
 
   /** Whether the thread has started and takes checks (before, they run inline). */
@@ -151,7 +155,7 @@ export class VerifyThread {
       const checks = this.waiting.get(id);
       if (!checks) return;
       this.waiting.delete(id);
-      this.answered += checks.length;
+      this.answeredHere += checks.length;
       for (let i = 0; i < checks.length; i++) checks[i]!.done(null, out[i] === 1);
     });
     // A thread that cannot load libsodium or dies is not started again.
