@@ -10,3 +10,4 @@ export * as plugin from '../behaviors/plugin.js';
 export * as storage from '../storage/index.js';
 /** For bench/lib/variant-build.ts's check (test/unit/bench-variants.test.ts) of the verify-free copy. */
 export * as ed25519 from '../runtime/crypto/ed25519.js';
+export * as verifyThread from '../runtime/crypto/verify-thread.js';

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { type Sodium, sodiumPath } from './sodium.js';
+import { sodiumPath } from './sodium.js';
 
 /*
  * libsodium's signature checks on a worker thread, for when the event loop is busy (./offload.ts
@@ -12,6 +12,12 @@ import { type Sodium, sodiumPath } from './sodium.js';
  * order. A thread that fails answers nothing: every check it held runs inline, and so does every
  * later one; no check is lost or answered twice.
  */
+
+/**
+ * The check itself, on raw key bytes: ./ed25519.ts's one libsodium call. The thread runs the same
+ * call; a check the thread cannot take runs this one inline.
+ */
+export type CheckBytes = (keyBytes: Uint8Array, data: Uint8Array, sig: Uint8Array) => boolean;
 
 /** One check: the key's 32 bytes, the message, the 64-byte signature, and who waits. */
 interface Check {
@@ -43,10 +49,11 @@ parentPort.on('message', ({ id, buf, count }) => {
   let at = 0;
   for (let i = 0; i < count; i++) {
     const length = view.getUint32(at, true);
-    const key = bytes.subarray(at + 4, at + ${4 + KEY_BYTES});
+    const keyBytes = bytes.subarray(at + 4, at + ${4 + KEY_BYTES});
     const sig = bytes.subarray(at + ${4 + KEY_BYTES}, at + ${HEAD_BYTES});
     at += ${HEAD_BYTES};
-    out[i] = sodium.crypto_sign_verify_detached(sig, bytes.subarray(at, at + length), key) ? 1 : 0;
+    const message = bytes.subarray(at, at + length);
+    out[i] = sodium.crypto_sign_verify_detached(sig, message, keyBytes) ? 1 : 0;
     at += length;
   }
   parentPort.postMessage({ id, out }, [out.buffer]);
@@ -68,7 +75,7 @@ export class VerifyThread {
   private readonly flushSoon = () => this.flush();
 
   constructor(
-    private readonly sodium: Sodium,
+    private readonly check: CheckBytes,
     private readonly path: string,
   ) {}
 
@@ -194,7 +201,7 @@ export class VerifyThread {
   private inline(c: Check): void {
     let ok = false;
     try {
-      ok = c.sig.length === SIG_BYTES && this.sodium.crypto_sign_verify_detached(c.sig, c.data, c.key);
+      ok = this.check(c.key, c.data, c.sig);
     } catch {
       ok = false;
     }
@@ -204,11 +211,11 @@ export class VerifyThread {
 
 let shared: VerifyThread | null | undefined;
 
-/** The process's verify thread, or null where sodium-native's file cannot be found. */
-export function verifyThread(sodium: Sodium): VerifyThread | null {
+/** The process's verify thread, checking inline with `check`, or null where sodium-native's file cannot be found. */
+export function verifyThread(check: CheckBytes): VerifyThread | null {
   if (shared === undefined) {
     const path = sodiumPath();
-    shared = path ? new VerifyThread(sodium, path) : null;
+    shared = path ? new VerifyThread(check, path) : null;
   }
   return shared;
 }
