@@ -78,6 +78,14 @@ export async function startNode(opts: StartOptions = {}): Promise<NodeProcess> {
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   let exitCode: number | null | undefined;
   exited.then((c) => (exitCode = c));
+  // A node that ends after start-up other than by stop() or kill() (a crash, a test's own signal
+  // or `dms stop`) has its last output printed once its pipes have closed: a test that did not
+  // expect it sees only refused connections, and that output is the only account of why.
+  let started = false;
+  let ending = false;
+  proc.once('close', (code, signal) => {
+    if (started && !ending) process.stderr.write(`node ${proc.pid} (${home}) exited without stop() or kill(), code ${code}, signal ${signal}; its last output:\n${stderr.slice(-8000)}\n`);
+  });
 
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
   const runtimeFile = join(home, 'node.json');
@@ -92,6 +100,7 @@ export async function startNode(opts: StartOptions = {}): Promise<NodeProcess> {
       if (info.pid === proc.pid) {
         const ok = await fetch(`${info.url}/health`).then((r) => r.ok, () => false);
         if (ok) {
+          started = true;
           return {
             home,
             url: info.url,
@@ -102,10 +111,12 @@ export async function startNode(opts: StartOptions = {}): Promise<NodeProcess> {
             logs: () => stderr,
             operator: () => readKey(join(home, 'keys', 'operator.json')),
             stop: async () => {
+              ending = true;
               if (exitCode === undefined) proc.kill('SIGTERM');
               return exited;
             },
             kill: async () => {
+              ending = true;
               if (exitCode === undefined) proc.kill('SIGKILL');
               await exited;
             },
