@@ -52,7 +52,8 @@ import { withRetries } from '../../runtime/retry.js';
 import { at, decodePayload, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
 import { providerTrust, type ProviderTrust } from '../orchestrator/trust.js';
 import { Bidders } from './bidders.js';
-import { type OfferEvent, placementMachine, type PlacementInput, type ReserveInput } from './placement-machine.js';
+import { OwnLeases } from './own-leases.js';
+import { type NodeBid, type OfferEvent, placementMachine, type PlacementInput, type ReserveInput } from './placement-machine.js';
 import type { ProviderLimits } from './provider-machine.js';
 import { Provider } from './provider.js';
 import { RoundTrips } from './round-trips.js';
@@ -75,6 +76,12 @@ export interface DeploymentDeps {
 
 /** Longest the requester collects bids; a quiet network answers in far less (see offer). */
 const MAX_WINDOW_MS = 500;
+/**
+ * How long a lease another node granted this one is counted against that node's bids
+ * (./own-leases.ts): a few offer windows, past which no bid made before the grant is still
+ * ranked. A bid made after it is then counted twice, which only ranks it after the others.
+ */
+const OWN_LEASE_HOLD_MS = 2_000;
 /** Shortest window once a first bid came: the others come about as fast. */
 const MIN_WINDOW_MS = 25;
 /** Bytes of one node's answers to an offer at most. */
@@ -111,6 +118,8 @@ class Deployment {
   private readonly probeMachine: typeof placementMachine;
   /** Offers made in this turn of the event loop, published together at its end. */
   private batch: OfferBatch | null = null;
+  /** Leases this node asked others for, which their bids made before may not show. */
+  private readonly own = new OwnLeases(OWN_LEASE_HOLD_MS);
 
   constructor(private readonly ctx: ActorContext<DeploymentDeps>) {
     this.actor = ctx.actor;
@@ -158,11 +167,14 @@ class Deployment {
       }
       return false;
     };
+    const answered = this.own.asking(input.node, input.jobId, input.resources);
     try {
       const reply = await withRetries(ask, { pauses: RESERVE_RETRIES_MS, retryable });
+      answered(true);
       // Asked again without the start (an older provider): the start is still to come.
       return start ? (startOutcomeOf(reply) ?? {}) : {};
     } catch (e) {
+      answered(false);
       // Unanswered, it may still have leased: let it go there, or the lease runs out unstarted,
       // which that provider counts against this node as much as a requester that hoards.
       if (e instanceof DmsError && e.kind === 'timeout') {
@@ -279,6 +291,7 @@ class Deployment {
       self: this.actor.system.host,
       suspect: new Set(this.suspect.keys()),
       vet: await this.bidders.vet(p.placement, p.secrets),
+      fits: (bid: NodeBid) => this.own.fits(bid.node, p.job_id, p.resources, bid.free),
       near: p.near ?? null,
       group: p.group ?? null,
       // A probe reserves nothing, and an ensemble's parts start once all are reserved.

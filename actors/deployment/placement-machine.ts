@@ -4,7 +4,7 @@
  *
  *   bidding: offering ──offered──▶ collecting ──enough / unbeatable / window──▶ ranking
  *            ranking ──no bid, answers expected──▶ stragglers
- *            ranking ──only suspects bid, answers expected──▶ suspects ──another bid / all answered / 500 ms──▶ ranking
+ *            ranking ──only doubtful bids, answers expected──▶ doubtful ──a sure bid / all answered / 500 ms──▶ ranking
  *            ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
  *            ranking ──▶ reserving ──reserved (and started, when the reserve carried the job)──▶ placed
  *                           ├──refused, bids left──▶ ranking (those ranked, and those come meanwhile)
@@ -39,6 +39,12 @@ export interface PlacementInput {
    * job's secrets, its signed profile lacks what the job asks for: ./bidders.ts); null to take it.
    */
   vet?: (node: string) => string | null;
+  /**
+   * Whether a bid's free room still holds the job beside this node's own leases there that the
+   * bid may not show (./own-leases.ts); a bid that does not is ranked after those that do, and
+   * is never unbeatable. Every bid fits when absent.
+   */
+  fits?: (bid: NodeBid) => boolean;
   /** A part that must run near another part's node: a bid without a round trip within the bound is declined. */
   near?: NearNode | null;
   /** The ensemble the job is a part of, which its lease names (ReserveRequest.group). */
@@ -74,17 +80,18 @@ interface PlacementContext extends PlacementInput {
   expected: number;
   /** The offer's window has closed: no more answers are waited for. */
   windowClosed: boolean;
-  /** Only suspects had bid, and the answers still to come were waited for once (`suspects`). */
+  /** Only doubtful bids had come, and the answers still to come were waited for once (`doubtful`). */
   awaitedOthers: boolean;
 }
 
 /**
  * Best first: the least loaded, then by chance (so equal nodes share the work). Nodes that
- * failed some job lately come last.
+ * failed some job lately come last, and before them those whose bid no longer holds the job
+ * beside this node's own leases there (`fits`).
  */
-export function rank(bids: readonly NodeBid[], suspect: ReadonlySet<string>): NodeBid[] {
-  const shuffled = bids.map((bid) => ({ bid, luck: Math.random() }));
-  shuffled.sort((a, b) => Number(suspect.has(a.bid.node)) - Number(suspect.has(b.bid.node)) || a.bid.load - b.bid.load || a.luck - b.luck);
+export function rank(bids: readonly NodeBid[], suspect: ReadonlySet<string>, fits: (bid: NodeBid) => boolean = () => true): NodeBid[] {
+  const shuffled = bids.map((bid) => ({ bid, luck: Math.random(), full: Number(!fits(bid)) }));
+  shuffled.sort((a, b) => Number(suspect.has(a.bid.node)) - Number(suspect.has(b.bid.node)) || a.full - b.full || a.bid.load - b.bid.load || a.luck - b.luck);
   return shuffled.map((s) => s.bid);
 }
 
@@ -111,6 +118,12 @@ function whyUnplaced(ctx: PlacementContext): string {
 function refusalOf(context: PlacementContext, error: unknown): string {
   return `${context.candidates[0].node.slice(-8)}: ${errorText(error)}`;
 }
+
+/**
+ * A bid asked only once no other is left: from a node that failed some job lately, or one whose
+ * room this node's own lease there may have taken since it bid (`fits`).
+ */
+const doubtful = (ctx: PlacementContext, bid: NodeBid): boolean => ctx.suspect.has(bid.node) || !(ctx.fits?.(bid) ?? true);
 
 /** Every node that could answer has. */
 const answered = (ctx: PlacementContext): boolean => ctx.bids.length + ctx.declines.length >= ctx.expected;
@@ -153,9 +166,9 @@ export const placementMachine = setup({
   },
   guards: {
     enough: ({ context }) => answered(context),
-    // An idle bidder that is not suspect ranks first whatever else comes (rank: suspect, then
-    // load): waiting for the other answers could only add equals to draw among.
-    unbeatable: ({ context }) => context.bids.some((b) => b.load === 0 && !context.suspect.has(b.node)),
+    // An idle bidder that is not suspect, with room beside this node's own leases there, ranks
+    // first whatever else comes (rank): waiting for the other answers could only add equals.
+    unbeatable: ({ context }) => context.bids.some((b) => b.load === 0 && !context.suspect.has(b.node) && (context.fits?.(b) ?? true)),
     windowClosed: ({ context }) => context.windowClosed,
     noBids: ({ context }) => context.candidates.length === 0,
     selfBest: ({ context }) => context.candidates[0]?.node === context.self,
@@ -165,8 +178,9 @@ export const placementMachine = setup({
     answersToCome: ({ context }) => !context.windowClosed && !answered(context),
     othersExpected: ({ context }) => !answered(context),
     // Every bid so far is from a node that failed a job lately, and it was not yet waited past.
-    onlySuspects: ({ context }) => !context.awaitedOthers && context.candidates.length > 0 && context.candidates.every((b) => context.suspect.has(b.node)),
-    someoneElse: ({ context }) => context.bids.some((b) => !context.suspect.has(b.node)),
+    // Every bid so far is doubtful (doubtful()), and the answers to come were not yet waited for.
+    onlyDoubtful: ({ context }) => !context.awaitedOthers && context.candidates.length > 0 && context.candidates.every((b) => doubtful(context, b)),
+    someoneSure: ({ context }) => context.bids.some((b) => !doubtful(context, b)),
   },
 }).createMachine({
   id: 'placement',
@@ -218,17 +232,19 @@ export const placementMachine = setup({
           ],
         },
         ranking: {
-          entry: assign({ candidates: ({ context }) => rank(context.bids, context.suspect) }),
+          entry: assign({ candidates: ({ context }) => rank(context.bids, context.suspect, context.fits) }),
           always: [
             // Only declines when the window closed, and a node still to answer: its bid may just
             // be slow (a loaded provider), and is waited for briefly rather than a back-off.
             { guard: and(['noBids', 'othersExpected']), target: 'stragglers' },
             { guard: 'noBids', target: '#placement.unplaced', actions: assign({ reason: ({ context }) => whyUnplaced(context) }) },
-            // Only nodes that failed a job lately bid so far, others are still to answer: they are
-            // waited for first. A liar's instant bid closes the window (twice its delay) before an
-            // honest node farther away answers, and asking it first cost each job its unanswered
-            // reserve (5 s), at every job while it stayed suspect.
-            { guard: and(['onlySuspects', 'othersExpected']), target: 'suspects' },
+            // Only doubtful bids so far, others are still to answer: those are waited for first.
+            // A liar's instant bid closes the window (twice its delay) before an honest node
+            // farther away answers, and asking it first cost each job its unanswered reserve (5 s),
+            // at every job while it stayed suspect; a bid this node's own lease there overtook
+            // is refused, and with the window closed the job waited for the next offer while a
+            // slower node had room.
+            { guard: and(['onlyDoubtful', 'othersExpected']), target: 'doubtful' },
             // Nothing to reserve across the network: this node's own scheduler reserves for it.
             { guard: 'selfBest', target: '#placement.placed', actions: assign({ chosen: ({ context }) => context.self }) },
             { target: 'reserving' },
@@ -245,12 +261,12 @@ export const placementMachine = setup({
           ],
           after: { [STRAGGLE_MS]: { target: '#placement.unplaced', actions: 'sayWhyUnplaced' } },
         },
-        // Waiting for a bid from a node that is not suspect, up to STRAGGLE_MS (the offer collects for
-        // MAX_WINDOW_MS): then the suspects are asked after all, rather than nobody.
-        suspects: {
+        // Waiting for a bid that is not doubtful, up to STRAGGLE_MS (the offer collects for
+        // MAX_WINDOW_MS): then the doubtful ones are asked after all, rather than nobody.
+        doubtful: {
           entry: assign({ awaitedOthers: true }),
           always: [
-            { guard: 'someoneElse', target: 'ranking' },
+            { guard: 'someoneSure', target: 'ranking' },
             { guard: 'enough', target: 'ranking' },
           ],
           after: { [STRAGGLE_MS]: { target: 'ranking' } },

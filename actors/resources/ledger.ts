@@ -171,9 +171,12 @@ const cores = (millicores: number) => `${millicores / 1000} core${millicores ===
 /** An amount of cores as every resource message writes it: in the ledger's rounded-up millicores. */
 export const coresText = (n: number): string => cores(millicoresOf(n));
 
-/** Whether `spec` asks for no more than `bound` of every resource. */
-export function fitsWithin(spec: ResourceSpec, bound: ResourceSpec): boolean {
-  return within(amountsOf(spec), amountsOf(bound));
+/** Whether `spec`, beside everything `besides` holds, asks for no more than `bound` of every resource. */
+export function fitsWithin(spec: ResourceSpec, bound: ResourceSpec, besides: readonly ResourceSpec[] = []): boolean {
+  return within(
+    besides.reduce((sum, other) => add(sum, amountsOf(other)), amountsOf(spec)),
+    amountsOf(bound),
+  );
 }
 
 /** Whether `a` is no more than `b` of every resource. */

@@ -17,11 +17,13 @@ function start(opts: {
   suspect?: string[];
   refuse?: string[];
   vet?: (node: string) => string | null;
+  fits?: (node: string) => boolean;
   job?: DeployedJob;
   startOutcome?: (node: string) => StartOutcome;
 }) {
   let send!: (e: OfferEvent) => void;
   const reserved: string[] = [];
+  const asked: string[] = [];
   const startsAsked: (string | null)[] = [];
   const machine = placementMachine.provide({
     actors: {
@@ -31,6 +33,7 @@ function start(opts: {
       }),
       reserve: fromPromise(async ({ input }) => {
         startsAsked.push(input.start?.id ?? null);
+        asked.push(input.node);
         if (opts.refuse?.includes(input.node)) throw new Error('not enough memory');
         reserved.push(input.node);
         return opts.startOutcome?.(input.node) ?? {};
@@ -47,6 +50,7 @@ function start(opts: {
       self: SELF,
       suspect: new Set(opts.suspect ?? []),
       ...(opts.vet ? { vet: opts.vet } : {}),
+      ...(opts.fits ? { fits: (b: { node: string }) => opts.fits!(b.node) } : {}),
       ...(opts.job ? { start: opts.job } : {}),
       expected: opts.expected,
     },
@@ -57,7 +61,7 @@ function start(opts: {
   const decline = (node: string) => send({ type: 'bid', node, answer: { job_id: 'job-1', declined: 'too small' } as BidAnswer });
   const state = () => JSON.stringify(actor.getSnapshot().value);
   const done = () => new Promise<unknown>((resolve) => actor.subscribe((s) => s.status === 'done' && resolve(s.output)));
-  return { actor, send: (e: OfferEvent) => send(e), bid, decline, state, done, reserved, startsAsked };
+  return { actor, send: (e: OfferEvent) => send(e), bid, decline, state, done, reserved, asked, startsAsked };
 }
 
 describe('placement machine: collecting bids', () => {
@@ -127,6 +131,27 @@ describe('placement machine: collecting bids', () => {
     expect(m.state()).toBe('{"bidding":"reserving"}');
     expect(await output).toEqual({ node: 'idle' });
     expect(m.reserved).toEqual(['idle']);
+  });
+
+  it("an idle bid that no longer holds the job beside this node's own lease there neither stops the collection nor ranks first", async () => {
+    // 'taken' bid idle before this node's reserve of another job there; 'roomy' has room beside everything.
+    const m = start({ expected: 3, fits: (node) => node !== 'taken' });
+    m.bid('taken', 0);
+    expect(m.state()).toContain('collecting');
+    const output = m.done();
+    m.bid('roomy', 0.4);
+    m.decline('small');
+    expect(await output).toEqual({ node: 'roomy' });
+    expect(m.reserved).toEqual(['roomy']);
+  });
+
+  it('such a bid is still asked, after the others, when they refuse', async () => {
+    const m = start({ expected: 2, fits: (node) => node !== 'taken', refuse: ['roomy'] });
+    const output = m.done();
+    m.bid('taken', 0);
+    m.bid('roomy', 0.4);
+    expect(await output).toEqual({ node: 'taken' });
+    expect(m.asked).toEqual(['roomy', 'taken']);
   });
 
   it('an idle bidder that refuses to reserve after an early stop: the answers still to come are waited for', async () => {
@@ -216,10 +241,24 @@ describe('placement machine: collecting bids', () => {
     m.bid('liar', 0);
     m.send({ type: 'window_closed' });
     await new Promise((r) => setTimeout(r, 20));
-    expect(m.state()).toContain('suspects');
+    expect(m.state()).toContain('doubtful');
     m.bid('honest', 0.5);
     expect(await output).toEqual({ node: 'honest' });
     expect(m.reserved).toEqual(['honest']);
+  });
+
+  it("only a bid this node's own lease there overtook when the window closed: a slower node's bid is waited for, not a refusal", async () => {
+    // test/multinode/placement.test.ts, under CI's load: node 2 bid with room for one of two jobs
+    // offered a moment apart, the other job's reserve took it, and node 3 answered after the window.
+    const m = start({ expected: 3, fits: (node) => node !== 'taken', refuse: ['taken'] });
+    const output = m.done();
+    m.bid('taken', 0.2);
+    m.send({ type: 'window_closed' });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(m.state()).toContain('doubtful');
+    m.bid('slow', 0.6);
+    expect(await output).toEqual({ node: 'slow' });
+    expect(m.asked).toEqual(['slow']);
   });
 
   it('at the window, ranks what came; with no bid at all, says why', async () => {

@@ -1,0 +1,69 @@
+/**
+ * The leases this node has asked other nodes for, on the requester's side: a bid made before
+ * one of them does not show it. Two jobs offered a moment apart (two REST calls, so two offers)
+ * can each get the same idle bid from a node with room for one; the first reserves there, and
+ * the second, taking the bid for what it says, is refused and waits for the next offer while
+ * another node had room (test/multinode/placement.test.ts, "none waits while room is free").
+ * So while a reserve is under way, and for one offer window after the node granted it, a bid
+ * from that node counts it as taken: the placement machine ranks such a bid last when the job no
+ * longer fits beside it, and does not take it for unbeatable.
+ */
+import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
+import { fitsWithin } from '../resources/ledger.js';
+
+interface Lease {
+  resources: ResourceSpec;
+  /** Until when a granted lease is counted (under way: until its answer). */
+  until: number;
+}
+
+export class OwnLeases {
+  private readonly byNode = new Map<string, Map<string, Lease>>();
+
+  /**
+   * @param holdMs how long a granted lease is counted against older bids: the longest an offer
+   *   collects bids, after which no bid made before the grant is still being ranked.
+   */
+  constructor(private readonly holdMs: number) {}
+
+  /** A reserve of `resources` for `jobId` asked of `node`; call the result with whether it was granted. */
+  asking(node: string, jobId: string, resources: ResourceSpec): (granted: boolean) => void {
+    this.prune();
+    let leases = this.byNode.get(node);
+    if (!leases) this.byNode.set(node, (leases = new Map()));
+    const lease: Lease = { resources, until: Number.POSITIVE_INFINITY };
+    leases.set(jobId, lease);
+    return (granted) => {
+      if (leases.get(jobId) !== lease) return;
+      if (granted) lease.until = Date.now() + this.holdMs;
+      else this.forget(node, jobId);
+    };
+  }
+
+  /**
+   * Whether `resources` for `jobId` fit in `free` (what `node`'s bid said it had) beside this
+   * node's other leases there that the bid may not show.
+   */
+  fits(node: string, jobId: string, resources: ResourceSpec, free: ResourceSpec): boolean {
+    this.prune();
+    const others = [...(this.byNode.get(node) ?? [])].filter(([job]) => job !== jobId).map(([, lease]) => lease.resources);
+    return others.length === 0 || fitsWithin(resources, free, others);
+  }
+
+  /** Nodes with a lease counted now (for tests). */
+  get nodes(): number {
+    return this.byNode.size;
+  }
+
+  /** Granted leases past their hold: only those within one offer window are kept, so there are few. */
+  private prune(): void {
+    const now = Date.now();
+    for (const [node, leases] of this.byNode) for (const [job, lease] of leases) if (lease.until <= now) this.forget(node, job);
+  }
+
+  private forget(node: string, jobId: string): void {
+    const leases = this.byNode.get(node);
+    leases?.delete(jobId);
+    if (leases?.size === 0) this.byNode.delete(node);
+  }
+}

@@ -1,0 +1,71 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { OwnLeases } from '../../actors/deployment/own-leases.js';
+import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
+
+/*
+ * The requester's count of the leases it asked other nodes for (actors/deployment/own-leases.ts),
+ * which a bid made before them does not show: what the placement machine's `fits` asks.
+ */
+const MIB = 1024 * 1024;
+const spec = (memoryMib: number, cores = 0.1): ResourceSpec => ({ cpu: { cores }, memory: { size: memoryMib * MIB }, storage: { size: 0 } }) as ResourceSpec;
+const oneGib = spec(1024, 4);
+
+afterEach(() => vi.useRealTimers());
+
+describe('own leases', () => {
+  it('a reserve under way counts against the node for every other job, not for its own', () => {
+    const own = new OwnLeases(2_000);
+    own.asking('node-2', 'job-a', spec(600));
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(false);
+    expect(own.fits('node-2', 'job-b', spec(400), oneGib)).toBe(true);
+    expect(own.fits('node-2', 'job-a', spec(600), oneGib)).toBe(true);
+    expect(own.fits('node-3', 'job-b', spec(600), oneGib)).toBe(true);
+  });
+
+  it('counts every resource: cores too', () => {
+    const own = new OwnLeases(2_000);
+    own.asking('node-2', 'job-a', spec(10, 3.5));
+    expect(own.fits('node-2', 'job-b', spec(10, 1), oneGib)).toBe(false);
+    expect(own.fits('node-2', 'job-b', spec(10, 0.5), oneGib)).toBe(true);
+  });
+
+  it('a refused reserve stops counting at once', () => {
+    const own = new OwnLeases(2_000);
+    const answered = own.asking('node-2', 'job-a', spec(600));
+    answered(false);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(true);
+    expect(own.nodes).toBe(0);
+  });
+
+  it('a granted lease counts for the hold, then no longer, and is forgotten', () => {
+    vi.useFakeTimers();
+    const own = new OwnLeases(2_000);
+    own.asking('node-2', 'job-a', spec(600))(true);
+    vi.advanceTimersByTime(1_999);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(true);
+    expect(own.nodes).toBe(0);
+  });
+
+  it('a reserve under way counts until it is answered, however long that takes', () => {
+    vi.useFakeTimers();
+    const own = new OwnLeases(2_000);
+    const answered = own.asking('node-2', 'job-a', spec(600));
+    vi.advanceTimersByTime(60_000);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(false);
+    answered(true);
+    vi.advanceTimersByTime(2_000);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(true);
+  });
+
+  it('forgets expired leases on every node when asked again, so it holds only the recent ones', () => {
+    vi.useFakeTimers();
+    const own = new OwnLeases(2_000);
+    for (let i = 0; i < 100; i++) own.asking(`node-${i}`, `job-${i}`, spec(1))(true);
+    expect(own.nodes).toBe(100);
+    vi.advanceTimersByTime(2_000);
+    own.asking('node-x', 'job-x', spec(1));
+    expect(own.nodes).toBe(1);
+  });
+});
