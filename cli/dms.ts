@@ -8,6 +8,6 @@ export { runCli } from './run.js';
 export * as plugin from '../behaviors/plugin.js';
 /** For test/storage/compiled.test.ts: storage opened, migrated and written from the built JavaScript. */
 export * as storage from '../storage/index.js';
-/** For bench/lib/variant-build.ts's check (test/unit/bench-variants.test.ts) of the verify-free copy. */
+/** For bench/lib/variant-build.ts's check (test/unit/bench-variants.test.ts) of the verify-free copy: its checks inline and on the thread. */
 export * as ed25519 from '../runtime/crypto/ed25519.js';
 export * as verifyThread from '../runtime/crypto/verify-thread.js';

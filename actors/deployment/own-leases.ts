@@ -4,9 +4,10 @@
  * can each get the same idle bid from a node with room for one; the first reserves there, and
  * the second, taking the bid for what it says, is refused and waits for the next offer while
  * another node had room (test/multinode/placement.test.ts, "none waits while room is free").
- * So while a reserve is under way, and for one offer window after the node granted it, a bid
- * from that node counts it as taken: the placement machine ranks such a bid last when the job no
- * longer fits beside it, and does not take it for unbeatable.
+ * So while a reserve is under way, and for a few offer windows after the node granted it, a bid
+ * from that node counts it as taken: when the job no longer fits beside it, the placement
+ * machine takes the bid for doubtful, as a suspect's (asked after the sure bids, never taken
+ * as idle, and waited past while other answers are expected).
  */
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { fitsWithin } from '../resources/ledger.js';
@@ -21,8 +22,8 @@ export class OwnLeases {
   private readonly byNode = new Map<string, Map<string, Lease>>();
 
   /**
-   * @param holdMs how long a granted lease is counted against older bids: the longest an offer
-   *   collects bids, after which no bid made before the grant is still being ranked.
+   * @param holdMs how long a granted lease is counted against older bids: long enough that no
+   *   bid made before the grant is still being ranked after it.
    */
   constructor(private readonly holdMs: number) {}
 
@@ -55,7 +56,7 @@ export class OwnLeases {
     return this.byNode.size;
   }
 
-  /** Granted leases past their hold: only those within one offer window are kept, so there are few. */
+  /** Drops granted leases past their hold: only the last few seconds' are kept, so there are few. */
   private prune(): void {
     const now = Date.now();
     for (const [node, leases] of this.byNode) for (const [job, lease] of leases) if (lease.until <= now) this.forget(node, job);

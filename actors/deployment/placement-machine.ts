@@ -166,9 +166,9 @@ export const placementMachine = setup({
   },
   guards: {
     enough: ({ context }) => answered(context),
-    // An idle bidder that is not suspect, with room beside this node's own leases there, ranks
-    // first whatever else comes (rank): waiting for the other answers could only add equals.
-    unbeatable: ({ context }) => context.bids.some((b) => b.load === 0 && !context.suspect.has(b.node) && (context.fits?.(b) ?? true)),
+    // An idle bid that is not doubtful ranks first whatever else comes (rank): waiting for the
+    // other answers could only add equals to draw among.
+    unbeatable: ({ context }) => context.bids.some((b) => b.load === 0 && !doubtful(context, b)),
     windowClosed: ({ context }) => context.windowClosed,
     noBids: ({ context }) => context.candidates.length === 0,
     selfBest: ({ context }) => context.candidates[0]?.node === context.self,
@@ -177,7 +177,6 @@ export const placementMachine = setup({
     // Ranking stopped early (an idle bid), so answers may still come: wait for them.
     answersToCome: ({ context }) => !context.windowClosed && !answered(context),
     othersExpected: ({ context }) => !answered(context),
-    // Every bid so far is from a node that failed a job lately, and it was not yet waited past.
     // Every bid so far is doubtful (doubtful()), and the answers to come were not yet waited for.
     onlyDoubtful: ({ context }) => !context.awaitedOthers && context.candidates.length > 0 && context.candidates.every((b) => doubtful(context, b)),
     someoneSure: ({ context }) => context.bids.some((b) => !doubtful(context, b)),

@@ -64,7 +64,7 @@ export function variantBuild(spec: VariantSpec): Variant {
  */
 export const VERIFY_FREE: VariantSpec = {
   dir: 'dist-noverify',
-  what: 'Ed25519 verify calls (libsodium and node:crypto, runtime/crypto/ed25519.ts)',
+  what: 'Ed25519 verify calls (libsodium and node:crypto: runtime/crypto/ed25519.ts, verify-thread.ts)',
   // The CommonJS bundle calls an import through its module object: `(0,import_node_crypto.verify)(`.
   // libp2p's patched @libp2p/crypto calls libsodium too; the node's own calls (ed25519.ts's, and
   // the verify thread's program, a string in verify-thread.ts) name the key's bytes `keyBytes`.
