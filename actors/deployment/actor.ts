@@ -77,9 +77,8 @@ export interface DeploymentDeps {
 /** Longest the requester collects bids; a quiet network answers in far less (see offer). */
 const MAX_WINDOW_MS = 500;
 /**
- * How long a lease another node granted this one is counted against that node's bids
- * (./own-leases.ts): a few offer windows, past which no bid made before the grant is still
- * ranked. A bid made after it is then counted twice, which only ranks it after the others.
+ * How long a lease another node granted this one is kept for the bids that came before the grant
+ * (./own-leases.ts): a few offer windows, past which no such bid is still ranked.
  */
 const OWN_LEASE_HOLD_MS = 2_000;
 /** Shortest window once a first bid came: the others come about as fast. */
@@ -291,7 +290,7 @@ class Deployment {
       self: this.actor.system.host,
       suspect: new Set(this.suspect.keys()),
       vet: await this.bidders.vet(p.placement, p.secrets),
-      fits: (bid: NodeBid) => this.own.fits(bid.node, p.job_id, p.resources, bid.free),
+      fits: (bid: NodeBid) => this.own.fits(bid.node, p.job_id, p.resources, bid.free, bid.at),
       near: p.near ?? null,
       group: p.group ?? null,
       // A probe reserves nothing, and an ensemble's parts start once all are reserved.

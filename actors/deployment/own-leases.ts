@@ -4,26 +4,27 @@
  * can each get the same idle bid from a node with room for one; the first reserves there, and
  * the second, taking the bid for what it says, is refused and waits for the next offer while
  * another node had room (test/multinode/placement.test.ts, "none waits while room is free").
- * So while a reserve is under way, and for a few offer windows after the node granted it, a bid
- * from that node counts it as taken: when the job no longer fits beside it, the placement
- * machine takes the bid for doubtful, as a suspect's (asked after the sure bids, never taken
- * as idle, and waited past while other answers are expected).
+ * So a bid from that node counts as taken every lease this node asked there that is still under
+ * way, and every one granted after the bid came (one granted before it, the node counted itself):
+ * when the job no longer fits beside them, the placement machine takes the bid for doubtful, as
+ * a suspect's (asked after the sure bids, never taken as idle, and waited past while other
+ * answers are expected).
  */
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { fitsWithin } from '../resources/ledger.js';
 
 interface Lease {
   resources: ResourceSpec;
-  /** Until when a granted lease is counted (under way: until its answer). */
-  until: number;
+  /** When the node granted it (Date.now()); undefined while the reserve is under way. */
+  grantedAt?: number;
 }
 
 export class OwnLeases {
   private readonly byNode = new Map<string, Map<string, Lease>>();
 
   /**
-   * @param holdMs how long a granted lease is counted against older bids: long enough that no
-   *   bid made before the grant is still being ranked after it.
+   * @param holdMs how long a granted lease is kept for the bids that came before it: long
+   *   enough that none of them is still being ranked.
    */
   constructor(private readonly holdMs: number) {}
 
@@ -32,22 +33,26 @@ export class OwnLeases {
     this.prune();
     let leases = this.byNode.get(node);
     if (!leases) this.byNode.set(node, (leases = new Map()));
-    const lease: Lease = { resources, until: Number.POSITIVE_INFINITY };
+    const lease: Lease = { resources };
     leases.set(jobId, lease);
     return (granted) => {
       if (leases.get(jobId) !== lease) return;
-      if (granted) lease.until = Date.now() + this.holdMs;
+      if (granted) lease.grantedAt = Date.now();
       else this.forget(node, jobId);
     };
   }
 
   /**
-   * Whether `resources` for `jobId` fit in `free` (what `node`'s bid said it had) beside this
-   * node's other leases there that the bid may not show.
+   * Whether `resources` for `jobId` fit in `free`, what `node`'s bid that came at `bidAt` said
+   * it had, beside this node's other leases there that the bid may not show: those under way,
+   * and those granted after it came.
    */
-  fits(node: string, jobId: string, resources: ResourceSpec, free: ResourceSpec): boolean {
+  fits(node: string, jobId: string, resources: ResourceSpec, free: ResourceSpec, bidAt: number): boolean {
     this.prune();
-    const others = [...(this.byNode.get(node) ?? [])].filter(([job]) => job !== jobId).map(([, lease]) => lease.resources);
+    const others: ResourceSpec[] = [];
+    for (const [job, lease] of this.byNode.get(node) ?? []) {
+      if (job !== jobId && (lease.grantedAt === undefined || lease.grantedAt >= bidAt)) others.push(lease.resources);
+    }
     return others.length === 0 || fitsWithin(resources, free, others);
   }
 
@@ -58,8 +63,8 @@ export class OwnLeases {
 
   /** Drops granted leases past their hold: only the last few seconds' are kept, so there are few. */
   private prune(): void {
-    const now = Date.now();
-    for (const [node, leases] of this.byNode) for (const [job, lease] of leases) if (lease.until <= now) this.forget(node, job);
+    const oldest = Date.now() - this.holdMs;
+    for (const [node, leases] of this.byNode) for (const [job, lease] of leases) if (lease.grantedAt !== undefined && lease.grantedAt <= oldest) this.forget(node, job);
   }
 
   private forget(node: string, jobId: string): void {

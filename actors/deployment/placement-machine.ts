@@ -62,8 +62,8 @@ export type OfferEvent =
   | { type: 'window_closed' }
   | { type: 'offer_failed'; reason: string };
 
-/** A bid and who made it. */
-export type NodeBid = Bid & { node: string };
+/** A bid, who made it, and when it came (Date.now()): a lease granted since may not show in it. */
+export type NodeBid = Bid & { node: string; at: number };
 
 interface PlacementContext extends PlacementInput {
   bids: NodeBid[];
@@ -214,7 +214,7 @@ export const placementMachine = setup({
             if (context.exclude.includes(node)) return { declines: [...context.declines, { node, declined: 'failed this job before' }] };
             const refused = context.vet?.(node) ?? farFrom(context.near, answer);
             if (refused) return { declines: [...context.declines, { node, declined: refused }] };
-            return { bids: [...context.bids, { ...answer, node }] };
+            return { bids: [...context.bids, { ...answer, node, at: Date.now() }] };
           }),
         },
         window_closed: { actions: assign({ windowClosed: true }) },

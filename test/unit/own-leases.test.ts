@@ -4,7 +4,7 @@ import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 
 /*
  * The requester's count of the leases it asked other nodes for (actors/deployment/own-leases.ts),
- * which a bid made before them does not show: what the placement machine's `fits` asks.
+ * which a bid that came before them does not show: what the placement machine's `fits` asks.
  */
 const MIB = 1024 * 1024;
 const spec = (memoryMib: number, cores = 0.1): ResourceSpec => ({ cpu: { cores }, memory: { size: memoryMib * MIB }, storage: { size: 0 } }) as ResourceSpec;
@@ -16,50 +16,57 @@ describe('own leases', () => {
   it('a reserve under way counts against the node for every other job, not for its own', () => {
     const own = new OwnLeases(2_000);
     own.asking('node-2', 'job-a', spec(600));
-    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(false);
-    expect(own.fits('node-2', 'job-b', spec(400), oneGib)).toBe(true);
-    expect(own.fits('node-2', 'job-a', spec(600), oneGib)).toBe(true);
-    expect(own.fits('node-3', 'job-b', spec(600), oneGib)).toBe(true);
+    const now = Date.now();
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib, now)).toBe(false);
+    expect(own.fits('node-2', 'job-b', spec(400), oneGib, now)).toBe(true);
+    expect(own.fits('node-2', 'job-a', spec(600), oneGib, now)).toBe(true);
+    expect(own.fits('node-3', 'job-b', spec(600), oneGib, now)).toBe(true);
   });
 
   it('counts every resource: cores too', () => {
     const own = new OwnLeases(2_000);
     own.asking('node-2', 'job-a', spec(10, 3.5));
-    expect(own.fits('node-2', 'job-b', spec(10, 1), oneGib)).toBe(false);
-    expect(own.fits('node-2', 'job-b', spec(10, 0.5), oneGib)).toBe(true);
+    expect(own.fits('node-2', 'job-b', spec(10, 1), oneGib, Date.now())).toBe(false);
+    expect(own.fits('node-2', 'job-b', spec(10, 0.5), oneGib, Date.now())).toBe(true);
   });
 
   it('a refused reserve stops counting at once', () => {
     const own = new OwnLeases(2_000);
     const answered = own.asking('node-2', 'job-a', spec(600));
     answered(false);
-    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(true);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib, Date.now())).toBe(true);
     expect(own.nodes).toBe(0);
   });
 
-  it('a granted lease counts for the hold, then no longer, and is forgotten', () => {
-    vi.useFakeTimers();
-    const own = new OwnLeases(2_000);
-    own.asking('node-2', 'job-a', spec(600))(true);
-    vi.advanceTimersByTime(1_999);
-    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(false);
-    vi.advanceTimersByTime(1);
-    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(true);
-    expect(own.nodes).toBe(0);
-  });
-
-  it('a reserve under way counts until it is answered, however long that takes', () => {
+  it('a granted lease counts against the bids that came before the grant, not those after: the node counted it in those', () => {
     vi.useFakeTimers();
     const own = new OwnLeases(2_000);
     const answered = own.asking('node-2', 'job-a', spec(600));
-    vi.advanceTimersByTime(60_000);
-    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(false);
+    const before = Date.now();
+    vi.advanceTimersByTime(5);
     answered(true);
-    vi.advanceTimersByTime(2_000);
-    expect(own.fits('node-2', 'job-b', spec(600), oneGib)).toBe(true);
+    vi.advanceTimersByTime(5);
+    const after = Date.now();
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib, before)).toBe(false);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib, after)).toBe(true);
   });
 
-  it('forgets expired leases on every node when asked again, so it holds only the recent ones', () => {
+  it('a reserve under way counts until it is answered, however long that takes, then for the hold', () => {
+    vi.useFakeTimers();
+    const own = new OwnLeases(2_000);
+    const answered = own.asking('node-2', 'job-a', spec(600));
+    const bidAt = Date.now();
+    vi.advanceTimersByTime(60_000);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib, Date.now())).toBe(false);
+    answered(true);
+    vi.advanceTimersByTime(1_999);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib, bidAt)).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib, bidAt)).toBe(true);
+    expect(own.nodes).toBe(0);
+  });
+
+  it('forgets granted leases past the hold on every node when asked again, so it holds only the recent ones', () => {
     vi.useFakeTimers();
     const own = new OwnLeases(2_000);
     for (let i = 0; i < 100; i++) own.asking(`node-${i}`, `job-${i}`, spec(1))(true);
