@@ -19,8 +19,12 @@ interface Lease {
   grantedAt?: number;
 }
 
+/** Least time between two sweeps for granted leases past their hold. */
+const PRUNE_MS = 100;
+
 export class OwnLeases {
   private readonly byNode = new Map<string, Map<string, Lease>>();
+  private pruned = Number.NEGATIVE_INFINITY;
 
   /**
    * @param holdMs how long a granted lease is kept for the bids that came before it: long
@@ -49,9 +53,11 @@ export class OwnLeases {
    */
   fits(node: string, jobId: string, resources: ResourceSpec, free: ResourceSpec, bidAt: number): boolean {
     this.prune();
+    const oldest = Date.now() - this.holdMs;
     const others: ResourceSpec[] = [];
     for (const [job, lease] of this.byNode.get(node) ?? []) {
-      if (job !== jobId && (lease.grantedAt === undefined || lease.grantedAt >= bidAt)) others.push(lease.resources);
+      const granted = lease.grantedAt;
+      if (job !== jobId && (granted === undefined || (granted >= bidAt && granted > oldest))) others.push(lease.resources);
     }
     return others.length === 0 || fitsWithin(resources, free, others);
   }
@@ -61,10 +67,15 @@ export class OwnLeases {
     return this.byNode.size;
   }
 
-  /** Drops granted leases past their hold: only the last few seconds' are kept, so there are few. */
+  /**
+   * Drops granted leases past their hold: only the last few seconds' are kept, so there are few.
+   * A placement asks `fits` several times for each bid: the sweep runs at most once a PRUNE_MS.
+   */
   private prune(): void {
-    const oldest = Date.now() - this.holdMs;
-    for (const [node, leases] of this.byNode) for (const [job, lease] of leases) if (lease.grantedAt !== undefined && lease.grantedAt <= oldest) this.forget(node, job);
+    const now = Date.now();
+    if (now - this.pruned < PRUNE_MS) return;
+    this.pruned = now;
+    for (const [node, leases] of this.byNode) for (const [job, lease] of leases) if (lease.grantedAt !== undefined && lease.grantedAt <= now - this.holdMs) this.forget(node, job);
   }
 
   private forget(node: string, jobId: string): void {

@@ -63,6 +63,9 @@ describe('own leases', () => {
     expect(own.fits('node-2', 'job-b', spec(600), oneGib, bidAt)).toBe(false);
     vi.advanceTimersByTime(1);
     expect(own.fits('node-2', 'job-b', spec(600), oneGib, bidAt)).toBe(true);
+    // Swept at the next look a tenth of a second on.
+    vi.advanceTimersByTime(100);
+    own.fits('node-2', 'job-b', spec(600), oneGib, bidAt);
     expect(own.nodes).toBe(0);
   });
 
