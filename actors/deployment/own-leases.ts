@@ -22,6 +22,9 @@ interface Lease {
 /** Least time between two sweeps for granted leases past their hold. */
 const PRUNE_MS = 100;
 
+/** Whether `lease` was granted at `oldest` or before: past its hold, counted against no bid. */
+const pastHold = (lease: Lease, oldest: number): boolean => lease.grantedAt !== undefined && lease.grantedAt <= oldest;
+
 export class OwnLeases {
   private readonly byNode = new Map<string, Map<string, Lease>>();
   private pruned = Number.NEGATIVE_INFINITY;
@@ -56,8 +59,7 @@ export class OwnLeases {
     const oldest = Date.now() - this.holdMs;
     const others: ResourceSpec[] = [];
     for (const [job, lease] of this.byNode.get(node) ?? []) {
-      const granted = lease.grantedAt;
-      if (job !== jobId && (granted === undefined || (granted >= bidAt && granted > oldest))) others.push(lease.resources);
+      if (job !== jobId && !pastHold(lease, oldest) && (lease.grantedAt ?? bidAt) >= bidAt) others.push(lease.resources);
     }
     return others.length === 0 || fitsWithin(resources, free, others);
   }
@@ -75,7 +77,7 @@ export class OwnLeases {
     const now = Date.now();
     if (now - this.pruned < PRUNE_MS) return;
     this.pruned = now;
-    for (const [node, leases] of this.byNode) for (const [job, lease] of leases) if (lease.grantedAt !== undefined && lease.grantedAt <= now - this.holdMs) this.forget(node, job);
+    for (const [node, leases] of this.byNode) for (const [job, lease] of leases) if (pastHold(lease, now - this.holdMs)) this.forget(node, job);
   }
 
   private forget(node: string, jobId: string): void {
