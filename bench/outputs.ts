@@ -34,6 +34,7 @@ import { KeyPair } from '../runtime/crypto/keys.js';
 import { silentLogger } from '../runtime/log.js';
 import { BlockExchange } from '../runtime/network/blocks.js';
 import { Libp2pTransport } from '../runtime/network/libp2p-transport.js';
+import { raiseMallocThresholds } from '../runtime/malloc-thresholds.js';
 import { cpuSeconds } from './lib/load.js';
 
 const MIB = 1024 * 1024;
@@ -79,6 +80,7 @@ interface HolderReady {
  * stdin closes.
  */
 async function holder(dir: string): Promise<void> {
+  raiseMallocThresholds(); // as a node does once it serves
   const a = await Libp2pTransport.create({ keyPair: KeyPair.generate(), listen: ['/ip4/127.0.0.1/tcp/0'], log: silentLogger() });
   const store = new BlockStore(join(dir, 'a'));
   await store.open();
@@ -105,6 +107,8 @@ async function holder(dir: string): Promise<void> {
 }
 
 async function main(): Promise<void> {
+  // Both sides keep freed heap as a serving node does (runtime/malloc-thresholds.ts).
+  raiseMallocThresholds();
   const dir = mkdtempSync(join(tmpdir(), 'dms-bench-outputs-'));
   const file = join(dir, 'output.bin');
   // Written in pieces: the bench's own buffers must not be what its RSS measures.

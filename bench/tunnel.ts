@@ -35,6 +35,7 @@ import { KeyPair } from '../runtime/crypto/keys.js';
 import { encodeFrame } from '../runtime/network/frames.js';
 import { createHost, type DmsLibp2p } from '../runtime/network/host.js';
 import { openTunnel, pipe, TunnelServer } from '../runtime/network/tunnel.js';
+import { raiseMallocThresholds } from '../runtime/malloc-thresholds.js';
 import { openEcho, serveEcho } from '../test/helpers/libp2p-echo.js';
 import { ensemblePlacement } from './lib/ensemble-placement.js';
 import { cpuSeconds } from './lib/load.js';
@@ -161,6 +162,7 @@ const r3 = (x: number) => Math.round(x * 1000) / 1000;
  * runs until its stdin closes.
  */
 async function provider(): Promise<void> {
+  raiseMallocThresholds(); // as a node does once it serves
   const server = await createHost({ keyPair: KeyPair.generate() });
   const job = JSON.parse(process.env.BENCH_TUNNEL_JOB_PORTS!) as JobPorts;
   // The comparison's sink, inside this node's process.
@@ -243,6 +245,9 @@ function startChild(role: 'provider' | 'apps', env: Record<string, string> = {})
 }
 
 async function main(): Promise<void> {
+  // The two nodes' processes keep freed heap as a serving node does; the apps process stands
+  // for the parts' own programs and keeps Node's default (runtime/malloc-thresholds.ts).
+  raiseMallocThresholds();
   const appsChild = startChild('apps');
   const jobPorts = await appsChild.next<JobPorts>();
   const providerChild = startChild('provider', { BENCH_TUNNEL_JOB_PORTS: JSON.stringify(jobPorts) });

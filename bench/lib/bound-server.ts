@@ -15,6 +15,7 @@ import { createServer } from 'node:http';
 import { availableParallelism } from 'node:os';
 import { signEnvelope, verifyEnvelope } from '../../runtime/crypto/signing.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
+import { raiseMallocThresholds } from '../../runtime/malloc-thresholds.js';
 import { nextNonce } from '../../runtime/time.js';
 import { encodeEnvelope, encodePayload, type Envelope, parseEnvelope } from '../../runtime/wire/envelope.js';
 
@@ -28,6 +29,8 @@ if (cluster.isPrimary) {
     process.exit(0);
   });
 } else {
+  // The node keeps freed heap once it serves (runtime/malloc-thresholds.ts): so does the bound.
+  raiseMallocThresholds();
   const key = KeyPair.generate();
   const hello = encodePayload({ hello: 'world' });
   const server = createServer((req, res) => {

@@ -10,6 +10,7 @@ import { errorText } from '../../runtime/errors.js';
 import { type ConfigOverride, homePaths, initHome } from '../../runtime/home.js';
 import { restPortProblem } from '../../runtime/port-holder.js';
 import { codeCacheUse, saveCodeCache } from '../../runtime/code-cache.js';
+import { raiseMallocThresholds } from '../../runtime/malloc-thresholds.js';
 import { releaseYoungGeneration } from '../../runtime/young-generation.js';
 import { createLogger, LOG_FORMATS, type LogFormat } from '../../runtime/log.js';
 import { passphraseFromEnv } from '../../runtime/crypto/sealed.js';
@@ -178,8 +179,10 @@ export function registerNodeCommands(program: Command): void {
       // Loaded here so every other command starts without the node's whole dependency tree.
       const { DmsNode } = await import('../../daemon/node.js');
       const node = await DmsNode.start({ home, config, log, overrides: overridesOf(opts, config) });
-      // It serves: work may now make garbage fast (runtime/young-generation.ts).
+      // It serves: work may now make garbage fast (runtime/young-generation.ts), and freed heap
+      // is kept for the next reads rather than returned page by page (runtime/malloc-thresholds.ts).
       releaseYoungGeneration();
+      raiseMallocThresholds();
       log.debug({ codeCache: codeCacheUse() }, 'the program was loaded with this code cache');
       setTimeout(() => saveCodeCache('node'), CODE_CACHE_AFTER_START_MS).unref();
       let stopping = false;
