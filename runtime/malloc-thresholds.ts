@@ -10,7 +10,8 @@
  * data then costs a page fault and the kernel's zeroing of it. Measured on this project's
  * machine (a virtual machine, where a fault is dear) during bench:tunnel: 80,000–140,000 faults
  * per process per 5 s and ~400 `brk` calls a second; with the threshold raised, 200–300
- * faults, the raw libp2p stream 30–50 % faster and the tunnel 25–45 % (bench/RESULTS.md).
+ * faults, and in bench:tunnel runs of the same hour the raw libp2p stream 31–55 % faster, the
+ * tunnel 14–36 % (bench/RESULTS.md).
  *
  * glibc raises its thresholds itself (mallopt(3), "dynamic mmap threshold"): when a block it
  * had mapped is freed, its mmap threshold becomes that block's size, up to 32 MiB on 64-bit,
@@ -31,8 +32,8 @@ const state = ((globalThis as Record<symbol, unknown>)[STATE] ??= { raised: fals
 
 /**
  * Makes and drops the block that raises glibc's mmap and trim thresholds (once per process).
- * They rise when V8 next collects it: at the first scavenge of the work that follows, not on a
- * node that sits idle, whose start-up garbage is returned to the kernel as before.
+ * They rise when V8 next collects it: soon on a node that works, maybe not for a while on an
+ * idle one, which has little garbage to keep.
  */
 export function raiseMallocThresholds(): void {
   if (state.raised) return;
