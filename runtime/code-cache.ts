@@ -15,7 +15,7 @@
  * and the one a command writes when there is none; a load prefers the node's.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -84,11 +84,18 @@ function trustedDir(dir: string): boolean {
   }
 }
 
+/** An open file and its size. */
+interface Opened {
+  fd: number;
+  size: number;
+}
+
 /**
- * The cache file at `path` if it is a file (not a link) of this user that nobody else can write,
- * checked and read through one descriptor, as runtime/config-file.ts reads a working directory's file.
+ * The cache file at `path`, opened, if it is a file (not a link) of this user that nobody else
+ * can write: checked and then read through one descriptor, as runtime/config-file.ts reads a
+ * working directory's file.
  */
-function readTrusted(path: string): Buffer | undefined {
+function openTrusted(path: string): Opened | undefined {
   let fd: number;
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -97,12 +104,23 @@ function readTrusted(path: string): Buffer | undefined {
   }
   try {
     const st = fstatSync(fd);
-    return st.isFile() && distrustReason(st) === undefined ? readFileSync(fd) : undefined;
+    if (st.isFile() && distrustReason(st) === undefined) return { fd, size: st.size };
   } catch {
-    return undefined;
-  } finally {
-    closeSync(fd);
+    // unreadable: no cache
   }
+  closeSync(fd);
+  return undefined;
+}
+
+/** The first `file.size` bytes of `file` read into `into` (fewer if it shrank meanwhile). */
+function readInto(file: Opened, into: Buffer): Buffer {
+  let at = 0;
+  while (at < file.size) {
+    const n = readSync(file.fd, into, at, file.size - at, at);
+    if (n === 0) break;
+    at += n;
+  }
+  return into.subarray(0, at);
 }
 
 const digest = (...parts: unknown[]) => createHash('sha256').update(JSON.stringify(parts)).digest('hex').slice(0, 16);
@@ -121,29 +139,48 @@ function stemOf(file: string): string {
 const cachePath = (dir: string, stem: string, role: CacheRole) => join(dir, `${stem}.${role}.v8`);
 
 /**
- * Compiles the bundle, from its cache when there is one V8 takes. The cache's bytes (6 MB) are
- * referenced only from this frame: once it returns they are garbage, and the first scavenge of
- * the bundle's own start-up frees them. Held by the caller's frame while the bundle ran, they
- * outlived the young generation that start-up keeps small (runtime/young-generation.ts), and an
- * idle node carried them until its first full collection.
+ * Compiles the bundle, from its cache when there is one V8 takes. The cache's bytes (6 MB, in
+ * the buffer the source was read into) are referenced only from this frame: once it returns
+ * they are garbage, and the first scavenge of the bundle's own start-up frees them. Held by the
+ * caller's frame while the bundle ran, they outlived the young generation that start-up keeps
+ * small (runtime/young-generation.ts), and an idle node carried them until its first full
+ * collection.
  */
 function compile(file: string, dir: string | undefined, trusted: boolean, stem: string): { script: Script; use: CacheUse; role?: CacheRole } {
-  let cached: Buffer | undefined;
+  let cache: Opened | undefined;
   let role: CacheRole | undefined;
   if (trusted && dir !== undefined) {
     for (const r of ['node', 'command'] as const) {
-      cached = readTrusted(cachePath(dir, stem, r));
-      if (cached) {
+      cache = openTrusted(cachePath(dir, stem, r));
+      if (cache) {
         role = r;
         break;
       }
     }
   }
-  // Read as latin1 (the bundle is ASCII): Node hands V8 a large latin1 string from outside the
-  // heap rather than decoding 6 MB of UTF-8 into it.
-  const script = new Script(readFileSync(file, 'latin1'), { filename: file, cachedData: cached });
-  const use: CacheUse = dir === undefined ? 'off' : !trusted ? 'untrusted' : !cached ? 'none' : script.cachedDataRejected ? 'rejected' : 'accepted';
-  return { script, use, role };
+  try {
+    const opened = openSync(file, 'r');
+    let source: string;
+    let bytes: Buffer;
+    try {
+      const program = { fd: opened, size: fstatSync(opened).size };
+      // One buffer holds the source's bytes, then the cache's: a page touched for the first time
+      // costs a fault (~12 µs on this project's machine), and a buffer each was ~1,400 more
+      // faults a start (bench/RESULTS.md, bench:vitals).
+      bytes = Buffer.allocUnsafeSlow(Math.max(program.size, cache?.size ?? 0));
+      // As latin1 (the bundle is ASCII): Node copies it into a large latin1 string outside V8's
+      // heap rather than decoding 6 MB of UTF-8 into it, and the buffer can take the cache's bytes.
+      source = readInto(program, bytes).toString('latin1');
+    } finally {
+      closeSync(opened);
+    }
+    const cached = cache ? readInto(cache, bytes) : undefined;
+    const script = new Script(source, { filename: file, cachedData: cached });
+    const use: CacheUse = dir === undefined ? 'off' : !trusted ? 'untrusted' : !cached ? 'none' : script.cachedDataRejected ? 'rejected' : 'accepted';
+    return { script, use, role };
+  } finally {
+    if (cache) closeSync(cache.fd);
+  }
 }
 
 /**
