@@ -18,9 +18,10 @@
  * and its trim threshold twice that. Node offers no mallopt(); so a process that serves makes
  * and drops one block just under 32 MiB, and glibc, once V8 collects it, keeps up to 64 MiB of
  * freed heap for the next reads instead of returning it. `calloc` maps that block without
- * touching its pages: it costs two system calls and no resident memory. Other C libraries
- * (musl, macOS) ignore it. The price is memory a node that moved data keeps afterwards: at most
- * the trim threshold's 64 MiB of heap it had used anyway.
+ * touching its pages: it costs two system calls and no resident memory. Under another C
+ * library (musl, macOS), which has no such thresholds, it is only that. The price is memory a
+ * node that moved data keeps afterwards: at most the trim threshold's 64 MiB of heap it had used
+ * anyway.
  */
 
 /** Just under glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit (32 MiB), chunk header and page rounding included. */
