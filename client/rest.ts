@@ -118,6 +118,11 @@ export class RestClient {
     return res;
   }
 
+  /** The headers a request to the node carries (its credentials among them), for a caller that sends it another way. */
+  headersFor(accept: string, contentType?: string): Record<string, string> {
+    return { ...this.headers, accept, ...(contentType ? { 'content-type': contentType } : {}) };
+  }
+
   /** Server-sent events from `path` until the node ends the stream. */
   async *events(path: string, opts: Omit<RequestOptions, 'deadlineMs'> = {}): AsyncGenerator<ServerEvent> {
     const { res, url } = await this.send('GET', path, undefined, 'text/event-stream', opts);
@@ -172,14 +177,17 @@ export class RestClient {
 }
 
 /** A non-2xx answer: the node's own `{"error"}` text when it gave one; 408 is a timeout. */
-function refusal(res: Response, text: string, url: string): ClientError {
+const refusal = (res: Response, text: string, url: string): ClientError => refusalOf(res.status, res.statusText, text, url);
+
+/** The same, from the status, its reason phrase and the body's text of an answer however it was read. */
+export function refusalOf(status: number, statusText: string, text: string, url: string): ClientError {
   const nodeError = errorBody(text);
   return new ClientError({
-    kind: res.status === 408 ? 'timeout' : 'http',
+    kind: status === 408 ? 'timeout' : 'http',
     url,
-    status: res.status,
+    status,
     nodeError,
-    message: `${nodeError ?? (snippet(text) || res.statusText)} (HTTP ${res.status})`,
+    message: `${nodeError ?? (snippet(text) || statusText)} (HTTP ${status})`,
   });
 }
 
