@@ -113,6 +113,34 @@ describe.skipIf(process.platform !== 'linux')('dms put streams what it sends', (
     expect(refused.stderr).toContain(refusal);
   }, 30_000);
 
+  it('stops reading an answer that is not the node’s: endless, or not JSON', async () => {
+    handle = (req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(201, { 'content-type': 'application/json' });
+        // 4 MiB of answer where `{cid, size, kind}` is expected; the command reads at most 1 MiB.
+        const junk = Buffer.alloc(64 * 1024, 0x61);
+        let n = 0;
+        const more = () => {
+          while (n < 64 && res.write(junk)) n++;
+          if (n++ < 64) res.once('drain', more);
+          else res.end();
+        };
+        more();
+      });
+    };
+    const endless = await put(small);
+    expect(endless.code).not.toBe(0);
+    expect(endless.stderr).toMatch(/the node's answer to POST \/api\/v1\/blobs broke off: an answer longer than 1048576 characters/);
+    handle = (req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(201, { 'content-type': 'text/html' }).end('<html>a proxy</html>'));
+    };
+    const html = await put(small);
+    expect(html.code).not.toBe(0);
+    expect(html.stderr).toContain('the node answered POST /api/v1/blobs with something that is not JSON');
+  }, 30_000);
+
   it('says the connection closed on it, not that no node answers, when the node refuses and resets it', async () => {
     // As the node does: the answer, then the connection closed on the unread body (a reset),
     // which may reach the command before the answer does.
