@@ -13,7 +13,7 @@ import type { Blockstore } from 'interface-blockstore';
 import type { CID } from 'multiformats/cid';
 import * as tar from 'tar-stream';
 import { ClientError } from '../client/errors.js';
-import { networkReason, refusalOf, type RestClient } from '../client/rest.js';
+import { networkReason, notJson, refusalOf, type RestClient, unreachable } from '../client/rest.js';
 import { entryPath, importPath } from '../runtime/blocks/unixfs.js';
 import { CliError } from './context.js';
 import { errorText } from '../runtime/errors.js';
@@ -82,6 +82,9 @@ export async function upload(rest: RestClient, path: string): Promise<Uploaded> 
   }
 }
 
+/** `{cid, size}` or an error sentence: an answer past this is not the node's. */
+const MAX_ANSWER_CHARS = 1 << 20;
+
 /**
  * POSTs `body` to the node as it is read, and parses the node's JSON answer. Through node:http,
  * not fetch: Node 20's fetch (undici 6.24) reads a streamed request body into memory as fast as
@@ -89,8 +92,6 @@ export async function upload(rest: RestClient, path: string): Promise<Uploaded> 
  * buffers at once, 2.0 s; through node:http 80 MB of RSS in all, 0.8 s), so a file larger than
  * the machine's memory could not be sent. Here the file is read only as the socket drains.
  */
-const MAX_ANSWER_CHARS = 1 << 20;
-
 async function postStream(rest: RestClient, path: string, body: Readable, contentType: string): Promise<unknown> {
   const url = rest.url + path;
   const target = new URL(url);
@@ -117,14 +118,14 @@ async function postStream(rest: RestClient, path: string, body: Readable, conten
     if (connected && (code === 'ECONNRESET' || code === 'EPIPE')) {
       throw new ClientError({ kind: 'protocol', url, message: `the node at ${rest.url} closed the connection before it took the whole upload (${code}); it does so when it refuses one, larger than blocks.max_upload_bytes or than its storage share has free`, cause: e });
     }
-    throw new ClientError({ kind: 'unreachable', url, message: `cannot reach the node at ${rest.url}: ${networkReason({ cause: e })}`, cause: e });
+    // node:http's error is the socket's own, where networkReason looks for fetch's `cause`.
+    throw unreachable(rest.url, url, networkReason({ cause: e }), e);
   }
   let text = '';
   try {
     res.setEncoding('utf8');
     for await (const chunk of res) {
       text += chunk as string;
-      // `{cid, size}` or an error sentence: an answer past this is not the node's.
       if (text.length > MAX_ANSWER_CHARS) throw new Error(`an answer longer than ${MAX_ANSWER_CHARS} characters`);
     }
   } catch (e) {
@@ -139,7 +140,7 @@ async function postStream(rest: RestClient, path: string, body: Readable, conten
   try {
     return JSON.parse(text) as unknown;
   } catch {
-    throw new ClientError({ kind: 'protocol', url, status, message: `the node answered POST ${path} with something that is not JSON` });
+    throw notJson('POST', path, url, status);
   }
 }
 

@@ -102,15 +102,15 @@ export class RestClient {
   }
 
   /**
-   * A successful answer as it is, its body unread (a file, a tar stream); the body sent is bytes
-   * of `contentType` (a stream is sent as it is read).
+   * A successful answer as it is, its body unread (a file, a tar stream). A request with a body
+   * to stream goes another way (cli/files.ts): Node 20's fetch reads such a body into memory whole.
    */
-  async response(method: Method, path: string, opts: RequestOptions & { body?: BodyInit; contentType?: string; accept?: string; headers?: Record<string, string> } = {}): Promise<Response> {
+  async response(method: Method, path: string, opts: RequestOptions & { accept?: string; headers?: Record<string, string> } = {}): Promise<Response> {
     const url = this.url + path;
-    const headers = { ...this.headers, accept: opts.accept ?? '*/*', ...(opts.contentType ? { 'content-type': opts.contentType } : {}), ...opts.headers };
+    const headers = { ...this.headersFor(opts.accept ?? '*/*'), ...opts.headers };
     let res: Response;
     try {
-      res = await this.fetchImpl(url, { method, headers, body: opts.body, signal: opts.signal, ...(opts.body ? { duplex: 'half' } : {}) } as RequestInit);
+      res = await this.fetchImpl(url, { method, headers, signal: opts.signal });
     } catch (e) {
       throw this.failure(e, url, opts);
     }
@@ -150,7 +150,7 @@ export class RestClient {
     try {
       return JSON.parse(text) as T;
     } catch {
-      throw new ClientError({ kind: 'protocol', url: this.url + path, status: 200, message: `the node answered ${method} ${path} with something that is not JSON` });
+      throw notJson(method, path, this.url + path, 200);
     }
   }
 
@@ -159,7 +159,7 @@ export class RestClient {
     const deadline = opts.deadlineMs === undefined ? undefined : AbortSignal.timeout(opts.deadlineMs);
     const signals = [deadline, opts.signal].filter((s): s is AbortSignal => s !== undefined);
     // The node refuses a body of any other type (415): say it on every request that has one.
-    const headers = { ...this.headers, accept, ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
+    const headers = this.headersFor(accept, body === undefined ? undefined : 'application/json');
     try {
       const res = await this.fetchImpl(url, { method, headers, body, signal: signals.length ? AbortSignal.any(signals) : undefined });
       return { res, url, deadline };
@@ -172,9 +172,17 @@ export class RestClient {
   private failure(e: unknown, url: string, { signal, deadlineMs = 0 }: RequestOptions, deadline?: AbortSignal): ClientError {
     if (signal?.aborted) return new ClientError({ kind: 'aborted', url, message: `request to ${url} aborted`, cause: e });
     if (deadline?.aborted) return new ClientError({ kind: 'timeout', url, message: `no answer from ${url} within ${Math.round(deadlineMs / 1000)} s`, cause: e });
-    return new ClientError({ kind: 'unreachable', url, message: `cannot reach the node at ${this.url}: ${networkReason(e)}`, cause: e });
+    return unreachable(this.url, url, networkReason(e), e);
   }
 }
+
+/** No answer at all from the node at `nodeUrl` to a request to `url`; `reason` says why (networkReason). */
+export const unreachable = (nodeUrl: string, url: string, reason: string, cause: unknown): ClientError =>
+  new ClientError({ kind: 'unreachable', url, message: `cannot reach the node at ${nodeUrl}: ${reason}`, cause });
+
+/** A successful answer to `method path` whose text is not the JSON the route answers. */
+export const notJson = (method: string, path: string, url: string, status: number): ClientError =>
+  new ClientError({ kind: 'protocol', url, status, message: `the node answered ${method} ${path} with something that is not JSON` });
 
 /** A non-2xx answer: the node's own `{"error"}` text when it gave one; 408 is a timeout. */
 const refusal = (res: Response, text: string, url: string): ClientError => refusalOf(res.status, res.statusText, text, url);
