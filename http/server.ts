@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { createServer as createHttpServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { type H3, toNodeHandler } from 'h3';
@@ -34,6 +34,15 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
   // Every connection is a file descriptor the node's libp2p, SQLite and containers need too.
   server.maxConnections = config.rest.max_connections;
   server.on('request', (req: IncomingMessage) => cutWhenStalled(req, config.rest.body_idle_timeout_s * 1000));
+  // A client that asks before it sends a body (`Expect: 100-continue`, as `dms put` does) is told
+  // to go on only once the handler reads the body: node:http would say so at once. A request
+  // refused on what its headers say (a declared size the storage share cannot hold, a missing
+  // credential) is then answered before any of its body is sent, and no reset of an unread body
+  // closed after the answer can reach the client before the answer does.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    continueOnRead(req, res);
+    server.emit('request', req, res);
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) =>
       reject(new DmsError('invalid', `rest: cannot listen on ${config.rest.addr}:${config.rest.port} (${e.code ?? e.message})`)),
@@ -51,6 +60,16 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
         server.close(() => resolve());
         server.closeAllConnections();
       }),
+  };
+}
+
+/** Sends `100 Continue` when the body is first read, unless the answer went first. */
+function continueOnRead(req: IncomingMessage, res: ServerResponse): void {
+  const read = req._read;
+  req._read = function (this: IncomingMessage, size: number) {
+    req._read = read;
+    if (!res.headersSent) res.writeContinue();
+    return read.call(this, size);
   };
 }
 
