@@ -67,13 +67,33 @@ export async function upload(rest: RestClient, path: string): Promise<Uploaded> 
   if (!st.isFile() && !st.isDirectory()) throw new CliError(`${path}: only a regular file or a directory can be uploaded`);
   let failure: () => unknown;
   let body: Readable;
+  // A file's size is declared, so the node can refuse one its storage share cannot hold before
+  // any of it is sent; exactly that many bytes are sent, whatever the file does meanwhile.
+  let length: number | undefined;
   if (st.isFile()) {
     let failed: unknown;
-    body = createReadStream(path).on('error', (e) => (failed = e));
+    const size = (length = st.size);
+    body = Readable.from(
+      (async function* () {
+        let read = 0;
+        try {
+          if (size > 0) {
+            for await (const chunk of createReadStream(path, { end: size - 1 }) as AsyncIterable<Buffer>) {
+              read += chunk.length;
+              yield chunk;
+            }
+          }
+        } catch (e) {
+          throw (failed = e);
+        }
+        if (read < size) throw (failed = new Error(`it shrank while it was sent (${read} of ${size} bytes read)`));
+      })(),
+      { objectMode: false },
+    );
     failure = () => failed && new CliError(`${path}: ${(failed as Error).message}`);
   } else ({ stream: body, failure } = tarOf(path));
   try {
-    return (await postStream(rest, '/api/v1/blobs', body, st.isFile() ? 'application/octet-stream' : 'application/x-tar')) as Uploaded;
+    return (await postStream(rest, '/api/v1/blobs', body, st.isFile() ? 'application/octet-stream' : 'application/x-tar', length)) as Uploaded;
   } catch (e) {
     // Our own reading failed (a link in the directory, a file that went), and the request only
     // broke off: say why, not that the node cannot be reached. A node's answer (413) stands.
@@ -82,6 +102,8 @@ export async function upload(rest: RestClient, path: string): Promise<Uploaded> 
   }
 }
 
+/** How long an upload waits for the node's `100 Continue` before it sends the body anyway (curl waits 1 s). */
+const CONTINUE_WAIT_MS = 1_000;
 /** `{cid, size}` or an error sentence: an answer past this is not the node's. */
 const MAX_ANSWER_CHARS = 1 << 20;
 
@@ -92,11 +114,12 @@ const MAX_ANSWER_CHARS = 1 << 20;
  * buffers at once, 2.0 s; through node:http 80 MB of RSS in all, 0.8 s), so a file larger than
  * the machine's memory could not be sent. Here the file is read only as the socket drains.
  */
-async function postStream(rest: RestClient, path: string, body: Readable, contentType: string): Promise<unknown> {
+async function postStream(rest: RestClient, path: string, body: Readable, contentType: string, length?: number): Promise<unknown> {
   const url = rest.url + path;
   const target = new URL(url);
   const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
-  const req = send(target, { method: 'POST', headers: rest.headersFor('application/json', contentType) });
+  const headers = { ...rest.headersFor('application/json', contentType), expect: '100-continue', ...(length !== undefined ? { 'content-length': String(length) } : {}) };
+  const req = send(target, { method: 'POST', headers });
   let connected = false;
   // A socket the agent kept from an earlier upload (`dms run -i` sends each input) is connected already.
   req.once('socket', (socket) => (socket.connecting ? socket.once('connect', () => (connected = true)) : (connected = true)));
@@ -104,9 +127,28 @@ async function postStream(rest: RestClient, path: string, body: Readable, conten
     req.once('response', resolve);
     req.once('error', reject);
   });
-  // A node that refuses early (413, 401) answers and closes before the body is all sent: its
-  // answer is what the caller hears, not the broken write.
-  const sent = pipeline(body, req).catch(() => undefined);
+  answer.catch(() => undefined);
+  // The body goes once the node says go on (it does when it starts reading it), or after
+  // CONTINUE_WAIT_MS when nothing comes (a proxy between that does not pass the question on),
+  // and not at all when the node answers first: a refusal made on the headers (a declared size
+  // the share cannot hold) then reaches the caller whole, where a body sent at once met the
+  // connection the node closed after answering, and the reset could overtake the answer.
+  req.flushHeaders();
+  let wait: NodeJS.Timeout | undefined;
+  const go = await Promise.race([
+    new Promise<boolean>((resolve) => {
+      req.once('continue', () => resolve(true));
+      wait = setTimeout(() => resolve(true), CONTINUE_WAIT_MS);
+    }),
+    answer.then(
+      () => false,
+      () => false,
+    ),
+  ]);
+  clearTimeout(wait);
+  // A node that refuses while the body is being sent (past what is free) answers and closes
+  // before the body is all sent: its answer is what the caller hears, not the broken write.
+  const sent = go ? pipeline(body, req).catch(() => undefined) : Promise.resolve();
   let res: IncomingMessage;
   try {
     res = await answer;
@@ -133,6 +175,8 @@ async function postStream(rest: RestClient, path: string, body: Readable, conten
     throw new ClientError({ kind: 'protocol', url, status: res.statusCode, message: `the node's answer to POST ${path} broke off: ${errorText(e)}`, cause: e });
   } finally {
     body.destroy();
+    // Answered before the body was asked for: the request is never finished, its connection goes.
+    if (!go) req.destroy();
   }
   await sent;
   const status = res.statusCode ?? 0;

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -141,6 +141,22 @@ describe.skipIf(process.platform !== 'linux')('dms put streams what it sends', (
     const html = await put(small);
     expect(html.code).not.toBe(0);
     expect(html.stderr).toContain('the node answered POST /api/v1/blobs with something that is not JSON');
+  }, 30_000);
+
+  it('says the file shrank, not that the node broke off, when it is cut short while sent', async () => {
+    // Its size is declared before it is sent: a file cut meanwhile would leave the node waiting
+    // for bytes that never come.
+    const shrinking = join(dir, 'shrinking.bin');
+    writeFileSync(shrinking, readFileSync(big).subarray(0, 32 * MIB));
+    const received: number[] = [];
+    const slow = slowNode(received);
+    handle = (req, res) => {
+      req.once('data', () => truncateSync(shrinking, MIB));
+      slow(req, res);
+    };
+    const cut = await put(shrinking);
+    expect(cut.code).not.toBe(0);
+    expect(cut.stderr).toMatch(/shrinking\.bin: it shrank while it was sent \(\d+ of 33554432 bytes read\)/);
   }, 30_000);
 
   it('says the connection closed on it, not that no node answers, when the node refuses and resets it', async () => {
