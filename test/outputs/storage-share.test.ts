@@ -102,6 +102,34 @@ describe('the storage share', () => {
     expect(res.status).toBe(409);
     expect(await errorOf(res)).toBe('volume c: not enough storage: 1 MiB asked, this node offers no disk: its operator onboards some with `dms onboard --disk <size>`');
   });
+
+  it('answers a client that asks before sending (Expect: 100-continue) on the declared size, and asks for the body only when it fits', async () => {
+    // What came first: the node's go-ahead, or its answer (with its status).
+    const ask = (size: number) =>
+      new Promise<{ first: string; status: number; text: string }>((resolve, reject) => {
+        const req = request(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'content-length': String(size), expect: '100-continue' } });
+        let first: string | undefined;
+        req.once('continue', () => {
+          first ??= 'continue';
+          req.end(randomBytes(size));
+        });
+        req.once('response', (res) => {
+          first ??= 'response';
+          let text = '';
+          res.setEncoding('utf8').on('data', (d: string) => (text += d));
+          res.once('end', () => resolve({ first: first!, status: res.statusCode!, text }));
+        });
+        req.once('error', reject);
+        req.flushHeaders();
+      });
+    const onboard = await fetch(`${node.url}/api/v1/device/config`, json('PUT', { onboarded: { cpu: 1, memory: '256MiB', storage: '16MiB' } }));
+    expect(onboard.status, await onboard.clone().text()).toBe(200);
+    const refused = await ask(64 * MiB);
+    expect(refused).toMatchObject({ first: 'response', status: 413 });
+    expect(JSON.parse(refused.text).error).toMatch(/^upload of 64 MiB is larger than the .+ of storage free here \(16 MiB onboarded/);
+    const taken = await ask(1024);
+    expect(taken, taken.text).toMatchObject({ first: 'continue', status: 201 });
+  });
 });
 
 // The importer writes a file's blocks ten at a time (2.5 MiB): a share large enough to see them.
@@ -177,33 +205,4 @@ describe('retention and the inputs of a job that has not started', () => {
     await node.node.blocks.collect();
     expect(await node.node.blocks.store.has(parseCid(cid))).toBe(false);
   });
-
-  it('answers a client that asks before sending (Expect: 100-continue) on the declared size, and asks for the body only when it fits', async () => {
-    // What came first: the node's go-ahead, or its answer (with its status).
-    const ask = (size: number) =>
-      new Promise<{ first: string; status: number; text: string }>((resolve, reject) => {
-        const req = request(`${node.url}/api/v1/blobs`, { method: 'POST', headers: { 'content-type': 'application/octet-stream', 'content-length': String(size), expect: '100-continue' } });
-        let first: string | undefined;
-        req.once('continue', () => {
-          first ??= 'continue';
-          req.end(randomBytes(size));
-        });
-        req.once('response', (res) => {
-          first ??= 'response';
-          let text = '';
-          res.setEncoding('utf8').on('data', (d: string) => (text += d));
-          res.once('end', () => resolve({ first: first!, status: res.statusCode!, text }));
-        });
-        req.once('error', reject);
-        req.flushHeaders();
-      });
-    const onboard = await fetch(`${node.url}/api/v1/device/config`, json('PUT', { onboarded: { cpu: 1, memory: '256MiB', storage: '16MiB' } }));
-    expect(onboard.status, await onboard.clone().text()).toBe(200);
-    const refused = await ask(64 * MiB);
-    expect(refused).toMatchObject({ first: 'response', status: 413 });
-    expect(JSON.parse(refused.text).error).toMatch(/^upload of 64 MiB is larger than the .+ of storage free here \(16 MiB onboarded/);
-    const taken = await ask(1024);
-    expect(taken, taken.text).toMatchObject({ first: 'continue', status: 201 });
-  });
-
 });
