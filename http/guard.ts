@@ -162,7 +162,8 @@ export function jsonBodyGuard(): Middleware {
     if (media === 'application/json') return undefined;
     // Uploads carry bytes; neither type is one a page may send cross-origin without a preflight.
     if (UPLOAD_TYPES.has(media) && event.url.pathname === UPLOAD_PATH) return undefined;
-    return refuse(415, `Content-Type must be application/json, got ${type === null ? 'none' : shown(type)}`);
+    const wanted = event.url.pathname === UPLOAD_PATH ? 'application/x-tar (a directory) or application/octet-stream (a file)' : 'application/json';
+    return refuse(415, `Content-Type must be ${wanted}, got ${type === null ? 'none' : shown(type)}`);
   };
 }
 
