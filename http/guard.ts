@@ -161,8 +161,9 @@ export function jsonBodyGuard(): Middleware {
     const media = (type ?? '').split(';')[0].trim().toLowerCase();
     if (media === 'application/json') return undefined;
     // Uploads carry bytes; neither type is one a page may send cross-origin without a preflight.
-    if (UPLOAD_TYPES.has(media) && event.url.pathname === UPLOAD_PATH) return undefined;
-    const wanted = event.url.pathname === UPLOAD_PATH ? 'application/x-tar (a directory) or application/octet-stream (a file)' : 'application/json';
+    const upload = event.url.pathname === UPLOAD_PATH;
+    if (upload && UPLOAD_TYPES.has(media)) return undefined;
+    const wanted = upload ? 'application/x-tar (a directory) or application/octet-stream (a file)' : 'application/json';
     return refuse(415, `Content-Type must be ${wanted}, got ${type === null ? 'none' : shown(type)}`);
   };
 }
