@@ -217,6 +217,9 @@ export const HttpActor = defineActor({
       const claim = replyBytes.claim(caller.client);
       try {
         const waiting = wait(inbox, cont, claim);
+        // Settled by the expiry while the envelope is still being admitted (its signature check
+        // queued behind a burst's), it must not count as unhandled: that stops the node.
+        waiting.catch(() => {});
         let unhook = () => {};
         const aborted = new Promise<never>((_, reject) => {
           if (abort) unhook = abort(() => reject(new DmsError('invalid', 'request aborted by the client')));

@@ -493,7 +493,7 @@ export class Actor {
    * (the host the request went to, ../behavior.ts replyWaiter) or rejects at `exp`.
    */
   awaitReply<T>(inbox: Inbox, cont: string, exp: bigint, from: string): Promise<Reply<T>> {
-    return new Promise<Reply<T>>((resolve, reject) => {
+    const reply = new Promise<Reply<T>>((resolve, reject) => {
       inbox.behaviors.add(
         replyWaiter(cont, (env) => {
           // The one-shot is gone once taken: settle on every path or the caller waits forever.
@@ -510,6 +510,12 @@ export class Actor {
         },
       );
     });
+    // The waiter is set before the request is sent, and the send may outlast the expiry (a REST
+    // invoke's admission waits for its signature check behind a burst of others): expired with
+    // nobody awaiting it yet, the rejection was unhandled and stopped the node. Whoever awaits
+    // the reply still gets it.
+    reply.catch(() => undefined);
+    return reply;
   }
 
   /**

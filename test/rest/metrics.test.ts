@@ -2,12 +2,12 @@
 // inventing behavior names cannot add series, and that Prometheus' own linter accepts it
 // (`promtool check metrics`, from Debian's prometheus package, which .ci/run installs).
 import { spawnSync } from 'node:child_process';
-import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/index.js';
 import { type NodeProcess, removeHome } from '../helpers/node.js';
 import { newCaller, wire } from '../helpers/envelopes.js';
 import { parseEnvelope } from '../../runtime/wire/envelope.js';
+import { pipelined } from '../helpers/raw-http.js';
 import { gate } from '../helpers/required.js';
 import { nullJob, Rest, startJobNode } from '../jobs/helpers.js';
 
@@ -98,43 +98,3 @@ describe('GET /metrics', () => {
     expect(lint.status).toBe(0);
   });
 });
-
-/**
- * POSTs each body on one connection, `window` of them on the way at any time (HTTP/1.1
- * pipelining: the next is written as an answer comes), and reads the answers, which come in
- * the order asked.
- */
-function pipelined(url: string, path: string, bodies: string[], window: number): Promise<{ status: number; body: string }[]> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname);
-    let buffer = Buffer.alloc(0);
-    const answers: { status: number; body: string }[] = [];
-    socket.setTimeout(30_000, () => socket.destroy(new Error(`${answers.length} of ${bodies.length} answers after 30 s`)));
-    socket.on('error', reject);
-    const request = (b: string) => `POST ${path} HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(b)}\r\n\r\n${b}`;
-    let sent = 0;
-    socket.on('connect', () => {
-      sent = Math.min(window, bodies.length);
-      socket.write(bodies.slice(0, sent).map(request).join(''));
-    });
-    socket.on('data', (chunk) => {
-      buffer = Buffer.concat([buffer, chunk]);
-      for (;;) {
-        const end = buffer.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const head = buffer.subarray(0, end).toString('latin1');
-        const length = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? NaN);
-        if (!Number.isFinite(length)) return socket.destroy(new Error(`an answer without content-length: ${head}`));
-        if (buffer.length < end + 4 + length) return;
-        answers.push({ status: Number(head.split(' ')[1]), body: buffer.subarray(end + 4, end + 4 + length).toString('utf8') });
-        buffer = buffer.subarray(end + 4 + length);
-        if (sent < bodies.length) socket.write(request(bodies[sent++]!));
-        if (answers.length === bodies.length) {
-          socket.end();
-          return resolve(answers);
-        }
-      }
-    });
-  });
-}

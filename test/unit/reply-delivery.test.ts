@@ -149,3 +149,24 @@ describe('a flood of replies to one waiter', () => {
     expect((await caller.invoke(echo.handle, '/echo', { again: true })).payload).toEqual({ again: true });
   });
 });
+
+describe('a reply waiter that expires before anyone awaits it', () => {
+  // The waiter is set before the request is sent, and sending can outlast the expiry (a burst's
+  // signature checks ahead of it): its rejection then had no handler yet and stopped the node.
+  it('raises no unhandled rejection, and whoever awaits it after still hears the timeout', async () => {
+    const system = newSystem();
+    const caller = await testActor(system, { inbox: 'c' });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => void unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const reply = caller.awaitReply(caller.primary, '/private/reply/late', nowNs() + msToNs(20), system.host);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(unhandled).toEqual([]);
+      await expect(reply).rejects.toThrow('no reply before opt.exp (/private/reply/late)');
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await caller.stop();
+    }
+  });
+});
