@@ -101,6 +101,7 @@ const NODE = [
   'test/rest/fuzz.test.ts',
   'test/rest/openapi.test.ts',
   'test/rest/stalled-body.test.ts',
+  'test/rest/refused-body.test.ts',
   'test/security/chain-cost.test.ts',
   'test/security/closed-deployment.test.ts',
   'test/security/deployment-authz.test.ts',

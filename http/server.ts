@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { type H3, toNodeHandler } from 'h3';
 import type { Config } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
@@ -14,7 +14,14 @@ export interface Listening {
 
 /** Serves the app on `rest.addr:rest.port` (port 0 picks a free one); HTTPS only when TLS is on. */
 export async function listen(app: H3, config: Config): Promise<Listening> {
-  const handler = toNodeHandler(app);
+  const serve = toNodeHandler(app);
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
+    // A request that comes on a connection closing after a refused body is not served: its
+    // answer could never be written, and what it asked would be done unanswered.
+    if (lingering.has(req.socket)) return void req.socket.destroy();
+    closeOnUnreadBody(req, res);
+    return serve(req, res);
+  };
   const tls = config.tls;
   let server: Server;
   if (tls.enabled) {
@@ -60,6 +67,49 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
         server.close(() => resolve());
         server.closeAllConnections();
       }),
+  };
+}
+
+/**
+ * How long a connection closed on a request body still arriving reads on and drops it. The
+ * socket is half-closed after the answer; closed at once, its unread bytes, and each the client
+ * sends after, draw a reset, which discards the answer still waiting in the client's receive
+ * buffer: a client busy writing (a tar upload, which has no size to refuse up front) heard
+ * EPIPE, never why. nginx's lingering close does the same (up to 30 s); the answer is on the
+ * wire before this starts, so it only needs to outlast the client's writes in flight.
+ */
+const LINGER_MS = 2_000;
+/** Connections closing after a refused body: they only read and drop until they go. */
+const lingering = new WeakSet<Socket>();
+
+/**
+ * Answered before its body was read to the end (refused on its size, its type, a credential),
+ * a request's connection closes after the answer: kept alive, node:http reads the rest of the
+ * body to find the next request, for as long as the client sends it.
+ */
+function closeOnUnreadBody(req: IncomingMessage, res: ServerResponse): void {
+  if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return;
+  const writeHead = res.writeHead;
+  // node:http writes every answer's head through writeHead (its implicit head too), and decides
+  // keep-alive from `shouldKeepAlive` as it does.
+  res.writeHead = function (this: ServerResponse, ...args: Parameters<ServerResponse['writeHead']>) {
+    res.writeHead = writeHead;
+    if (!req.complete) {
+      this.shouldKeepAlive = false;
+      lingerOnClose(req.socket);
+    }
+    return writeHead.apply(this, args);
+  } as ServerResponse['writeHead'];
+}
+
+/** node:http closes a connection after its last answer with `destroySoon`: here, after LINGER_MS of reading on. */
+function lingerOnClose(socket: Socket): void {
+  if (lingering.has(socket)) return;
+  lingering.add(socket);
+  socket.destroySoon = function (this: Socket) {
+    this.end();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    this.once('close', () => clearTimeout(timer));
   };
 }
 

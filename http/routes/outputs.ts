@@ -5,7 +5,7 @@
  * what reading the job needs (the orchestrator's /dms/job/status, checked like GET /jobs/{id});
  * the blocks themselves are public by CID to any node that asks over /dms/blocks/1.0.0.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { Readable } from 'node:stream';
 import type { H3Event } from 'h3';
 import * as z from 'zod';
@@ -76,10 +76,14 @@ const GrantBody = z.strictObject({
   expiry_s: z.int().min(1).max(MAX_GRANT_S).default(DEFAULT_GRANT_S),
 });
 
-/** The request body as bytes, streamed: straight from node:http when there, else the web stream. */
+/**
+ * The request body as bytes, streamed: straight from node:http when there, else the web stream.
+ * An import that stops reading (too large, a refused entry) leaves the request as it is: the
+ * default iterator destroyed it, and with it the connection, before the refusal was written.
+ */
 function bodyOf(event: H3Event): AsyncIterable<Uint8Array> {
   const req = (event.runtime?.node as { req?: IncomingMessage } | undefined)?.req;
-  if (req) return req;
+  if (req) return req.iterator({ destroyOnReturn: false });
   const body = event.req.body;
   return body ? (body as unknown as AsyncIterable<Uint8Array>) : Readable.from([]);
 }
@@ -242,14 +246,9 @@ export const outputRoutes =
         413: { description: 'more content than blocks.max_upload_bytes, or than the storage share has free (the error names both sizes)' },
         415: { description: 'a Content-Type other than application/x-tar, application/octet-stream (or JSON, refused with 400)' },
       },
-      handler: (event) =>
-        upload(event).catch((e: unknown) => {
-          // The body of a refused upload is not read to its end: the connection closes after the
-          // answer, or the next request on it would be read from the middle of this body.
-          const res = (event.runtime?.node as { res?: ServerResponse } | undefined)?.res;
-          if (res) res.shouldKeepAlive = false;
-          throw e;
-        }),
+      // A refused upload's body is not read to its end: the server closes its connection after
+      // the answer (http/server.ts), reading on a moment so the answer is not lost to a reset.
+      handler: (event) => upload(event),
     });
 
     const upload = async (event: H3Event): Promise<JsonBody> => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -33,6 +33,10 @@ beforeAll(async () => {
   const mib = Buffer.alloc(MIB, 7);
   writeFileSync(join(dir, 'big.bin'), '');
   for (let i = 0; i < 64; i++) writeFileSync(join(dir, 'big.bin'), mib, { flag: 'a' });
+  // A directory goes as a tar, whose size is not known before it is packed: refused part-way.
+  mkdirSync(join(dir, 'folder'));
+  writeFileSync(join(dir, 'folder', 'big.bin'), '');
+  for (let i = 0; i < 16; i++) writeFileSync(join(dir, 'folder', 'big.bin'), mib, { flag: 'a' });
 }, 60_000);
 
 afterAll(async () => {
@@ -49,6 +53,16 @@ describe('dms put against a node whose storage share cannot hold the file', () =
       const r = await dms(home, ['put', join(dir, 'big.bin')], { env: { DMS_PORT: new URL(node.url).port } });
       expect(r.code, `attempt ${i + 1}: ${r.stderr}`).not.toBe(0);
       expect(r.stderr, `attempt ${i + 1}`).toContain('upload of 64 MiB is larger than the 2 MiB of storage free here');
+    }
+  }, 60_000);
+
+  // The node answered part-way and closed at once: the command heard the reset, not the answer.
+  it('tells the node’s reason for a directory refused part-way, every time', async () => {
+    const home = tempHome('put-refused-dir');
+    for (let i = 0; i < 3; i++) {
+      const r = await dms(home, ['put', join(dir, 'folder')], { env: { DMS_PORT: new URL(node.url).port } });
+      expect(r.code, `attempt ${i + 1}: ${r.stderr}`).not.toBe(0);
+      expect(r.stderr, `attempt ${i + 1}`).toContain('upload is larger than the 2 MiB of storage free here');
     }
   }, 60_000);
 });
