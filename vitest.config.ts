@@ -77,6 +77,7 @@ const NODE = [
   'test/multinode/pinned.test.ts',
   'test/multinode/late-answers.test.ts',
   'test/multinode/placement-trips.test.ts',
+  'test/multinode/bid-window.test.ts',
   'test/multinode/late-peer.test.ts',
   'test/multinode/ensembles.test.ts',
   'test/multinode/ensemble-restart.test.ts',

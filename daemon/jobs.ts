@@ -155,7 +155,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   const limits = { leaseMs: d.lease_ms, leaseShare: d.lease_share, maxLeases: d.max_unstarted_leases };
   // Without a network too: it keeps the revocations of read rights this node grants (REST), for when it has one.
   if (blocks) await order.component(OUTPUTS_INBOX, () => makeActor(system, OutputsActor, { manifests: blocks.manifests, trust: authority }));
-  if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits, trusts, directBidPeers: d.direct_bid_peers, unfollowedAskMs: d.unfollowed_ask_ms }));
+  if (network) await order.component(DEPLOYMENT_INBOX, () => makeActor(system, DeploymentActor, { executors, network, limits, trusts, directBidPeers: d.direct_bid_peers, bidWindowMs: d.bid_window_ms, unfollowedAskMs: d.unfollowed_ask_ms }));
   // After the orchestrator (which holds its parts' jobs) and the deployment actor (which places them).
   await order.component(ENSEMBLE_INBOX, () =>
     makeActor(system, EnsemblesActor, {

@@ -315,6 +315,13 @@ export const ConfigSchema = z
          */
         direct_bid_peers: z.number().int().min(0).max(256).default(16),
         /**
+         * Longest a requester collects bids after an offer, and waits for late ones once every
+         * bidder so far refused or declined: a quiet network answers within a few ms and the
+         * window closes at twice the first remote answer's delay, but a node farther away than
+         * half this (a WAN, a loaded machine) is never heard.
+         */
+        bid_window_ms: z.number().int().min(50).max(10_000).default(500),
+        /**
          * How long the node that placed a job waits for the node running it to answer before the
          * run counts as lost and the job is placed again. A few polls long, so one slow answer
          * does not lose a run.

@@ -70,12 +70,12 @@ export interface DeploymentDeps {
   trusts?: ProviderTrust;
   /** With at most this many peers connected, bids are asked of each directly, not on the topic (`deployment.direct_bid_peers`). */
   directBidPeers: number;
+  /** Longest bids are collected after an offer, and late ones waited for (`deployment.bid_window_ms`). */
+  bidWindowMs: number;
   /** A job run here for another node that its requester has not polled this long is asked about (`deployment.unfollowed_ask_ms`). */
   unfollowedAskMs: number;
 }
 
-/** Longest the requester collects bids; a quiet network answers in far less (see offer). */
-const MAX_WINDOW_MS = 500;
 /**
  * How long a lease another node granted this one is kept for the bids that came before the grant
  * (./own-leases.ts): a few offer windows, past which no such bid is still ranked.
@@ -131,6 +131,7 @@ class Deployment {
         offer: fromCallback<EventObject, PlacementInput>(({ input, sendBack }) => this.offer(input, sendBack as (e: OfferEvent) => void)),
         reserve: fromPromise(({ input }: { input: ReserveInput }) => this.reserve(input)),
       },
+      delays: { straggle: ctx.deps.bidWindowMs },
     });
     this.probeMachine = this.probing();
   }
@@ -352,7 +353,7 @@ class Deployment {
    * (up to `directBidPeers` of them) or else on the topic, and hands each answer to its job's
    * machine. The window closes when every node that could answer has, or
    * twice the first remote answer's delay after the offer (at least MIN_WINDOW_MS), or at
-   * MAX_WINDOW_MS.
+   * `deployment.bid_window_ms`.
    */
   private flushOffers(batch: OfferBatch): void {
     if (this.batch !== batch) return;
@@ -367,7 +368,7 @@ class Deployment {
       if (!batch.ac.signal.aborted) tell({ type: 'window_closed' });
     };
     const opts: GatherOptions = {
-      windowMs: MAX_WINDOW_MS,
+      windowMs: this.ctx.deps.bidWindowMs,
       max: 1024,
       maxBytes: MAX_BID_BYTES,
       // A node answers once; its answers are taken as they come and not kept: one peer answering
@@ -384,7 +385,7 @@ class Deployment {
         }
         // Timed from the first answer across the network: this node's own comes at once.
         if (!this.actor.system.isHere(last.from.addr.host)) {
-          window ??= setTimeout(close, Math.min(MAX_WINDOW_MS, Math.max(MIN_WINDOW_MS, 2 * (performance.now() - began))));
+          window ??= setTimeout(close, Math.min(this.ctx.deps.bidWindowMs, Math.max(MIN_WINDOW_MS, 2 * (performance.now() - began))));
         }
         return false;
       },

@@ -4,13 +4,13 @@
  *
  *   bidding: offering ──offered──▶ collecting ──enough / unbeatable / window──▶ ranking
  *            ranking ──no bid, answers expected──▶ stragglers
- *            ranking ──only doubtful bids, answers expected──▶ doubtful ──a sure bid / all answered / 500 ms──▶ ranking
+ *            ranking ──only doubtful bids, answers expected──▶ doubtful ──a sure bid / all answered / the bid window──▶ ranking
  *            ranking ──no bid──▶ unplaced      ranking ──this node best──▶ placed
  *            ranking ──▶ reserving ──reserved (and started, when the reserve carried the job)──▶ placed
  *                           ├──refused, bids left──▶ ranking (those ranked, and those come meanwhile)
  *                           ├──refused, none left, answers to come──▶ collecting
  *                           ├──refused, none left, window closed, answers expected──▶ stragglers
- *                           │        stragglers ──a late bid──▶ ranking; ──all answered / 500 ms──▶ unplaced
+ *                           │        stragglers ──a late bid──▶ ranking; ──all answered / the bid window──▶ unplaced
  *                           └──refused, none left──▶ unplaced
  *            offering, collecting ──offer_failed──▶ unplaced
  *
@@ -132,7 +132,11 @@ const answered = (ctx: PlacementContext): boolean => ctx.bids.length + ctx.decli
 const everyBidderRefused = (context: PlacementContext, error: unknown): string =>
   `every bidder refused to reserve (${[...context.refusals, refusalOf(context, error)].slice(0, 3).join('; ')})`;
 
-/** How long late answers are waited for once every bidder so far refused: the offer collects for MAX_WINDOW_MS (actors/deployment/actor.ts). */
+/**
+ * How long late answers are waited for once every bidder so far refused, or only doubtful ones
+ * bid: the delay `straggle`, the offer's whole window (`deployment.bid_window_ms`, which the
+ * deployment actor provides), this its default.
+ */
 const STRAGGLE_MS = 500;
 
 /** The bidder asked refused: noted, and its bid no longer counts (it answered, as a decline). */
@@ -159,6 +163,7 @@ export const placementMachine = setup({
     /** Asks the bidder to hold the job's resources (a lease), and to start the job on it when given one. */
     reserve: fromPromise<StartOutcome, ReserveInput>(async () => ({})),
   },
+  delays: { straggle: STRAGGLE_MS },
   actions: {
     // Left waiting from stragglers: every bidder's refusal when that is how it came there
     // (said on the way in), else the declines, those that came while it waited too.
@@ -258,17 +263,17 @@ export const placementMachine = setup({
             { guard: ({ context }) => context.bids.length > 0, target: 'ranking' },
             { guard: 'enough', target: '#placement.unplaced', actions: 'sayWhyUnplaced' },
           ],
-          after: { [STRAGGLE_MS]: { target: '#placement.unplaced', actions: 'sayWhyUnplaced' } },
+          after: { straggle: { target: '#placement.unplaced', actions: 'sayWhyUnplaced' } },
         },
-        // Waiting for a bid that is not doubtful, up to STRAGGLE_MS (the offer collects for
-        // MAX_WINDOW_MS): then the doubtful ones are asked after all, rather than nobody.
+        // Waiting for a bid that is not doubtful, up to the offer's window (`straggle`): then
+        // the doubtful ones are asked after all, rather than nobody.
         doubtful: {
           entry: assign({ awaitedOthers: true }),
           always: [
             { guard: 'someoneSure', target: 'ranking' },
             { guard: 'enough', target: 'ranking' },
           ],
-          after: { [STRAGGLE_MS]: { target: 'ranking' } },
+          after: { straggle: { target: 'ranking' } },
         },
         reserving: {
           invoke: {

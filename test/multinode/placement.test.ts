@@ -66,7 +66,10 @@ async function connected(a: NodeProcess, b: NodeProcess): Promise<void> {
 beforeAll(async () => {
   // Short offer back-off and lost-peer bound (deployment.*), so a job waiting for a node or a
   // run whose provider died is dealt with in about a second rather than the defaults' 8-10 s.
-  nodes = await startCluster(3, { node: () => ({ config: { deployment: { offer_retry_ms: 200, max_offer_backoff_ms: 1_000, lost_after_ms: 1_000, follow_poll_ms: 300 } } }) });
+  // Bids are collected for up to 3 s (deployment.bid_window_ms, 500 ms by default): on a CI
+  // machine running four clusters at once node 3 once bid more than 500 ms after node 2, and a
+  // job went to node 2, which was full, and waited, where it waits for node 3's bid now.
+  nodes = await startCluster(3, { node: () => ({ config: { deployment: { offer_retry_ms: 200, max_offer_backoff_ms: 1_000, lost_after_ms: 1_000, follow_poll_ms: 300, bid_window_ms: 3_000 } } }) });
   [n1, n2, n3] = nodes;
   for (const [i, node] of nodes.entries()) expect((await onboard(node, SHARES[i])).status).toBe(200);
   await rest(n2, 'PUT', '/api/v1/device/config', { labels: { zone: 'a' }, location: { region: 'eu' } });
