@@ -108,7 +108,8 @@ function lingerOnClose(socket: Socket): void {
   lingering.add(socket);
   socket.destroySoon = function (this: Socket) {
     this.end();
-    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    // Not what keeps a stopping node's process up.
+    const timer = setTimeout(() => this.destroy(), LINGER_MS).unref();
     this.once('close', () => clearTimeout(timer));
   };
 }
