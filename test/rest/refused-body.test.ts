@@ -85,22 +85,22 @@ describe('a request refused before its body was read to the end', () => {
     let answer = '';
     socket.on('data', (d: Buffer) => (answer += d.toString()));
     socket.on('error', () => undefined);
-    let open_ = true;
+    let connected = true;
     const closed = new Promise<void>((r) => socket.once('close', () => r()));
-    socket.once('end', () => (open_ = false));
-    void closed.then(() => (open_ = false));
+    socket.once('end', () => (connected = false));
+    void closed.then(() => (connected = false));
     socket.write(head('/api/v1/actor/send', 'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n'));
     // 64 KiB chunks for as long as the node reads them, never idle: the idle cut cannot end it.
     const chunk = Buffer.concat([Buffer.from(`${(64 * 1024).toString(16)}\r\n`), Buffer.alloc(64 * 1024, 0x20), Buffer.from('\r\n')]);
     const started = Date.now();
-    while (open_ && Date.now() - started < 12_000) {
+    while (connected && Date.now() - started < 12_000) {
       if (!socket.write(chunk)) await Promise.race([new Promise((r) => socket.once('drain', r)), closed, sleep(100)]);
       else await sleep(1);
     }
     const took = Date.now() - started;
     expect(answer).toMatch(/^HTTP\/1\.1 413 /);
     expect(answer.toLowerCase()).toContain('connection: close');
-    expect(open_, 'the node still read the body 12 s on').toBe(false);
+    expect(connected, 'the node still read the body 12 s on').toBe(false);
     // The limit is 1 MiB; what it reads past its answer is bounded by the linger (2 s) and the buffers.
     expect(took).toBeLessThan(8_000);
     socket.destroy();
