@@ -56,7 +56,9 @@ describe('dms put against a node whose storage share cannot hold the file', () =
     }
   }, 60_000);
 
-  // The node answered part-way and closed at once: the command heard the reset, not the answer.
+  // Refused part-way, the answer can be lost to the reset of a connection closed at once. On
+  // loopback it mostly arrived first even then: test/rest/refused-body.test.ts shows the race
+  // with a client that writes on; this is the command's own view of the answer.
   it('tells the node’s reason for a directory refused part-way, every time', async () => {
     const home = tempHome('put-refused-dir');
     for (let i = 0; i < 3; i++) {
