@@ -19,7 +19,10 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
     // A request that comes on a connection closing after a refused body is not served: its
     // answer could never be written, and what it asked would be done unanswered.
     if (lingering.has(req.socket)) return void req.socket.destroy();
-    closeOnUnreadBody(req, res);
+    if (hasBody(req)) {
+      cutWhenStalled(req, config.rest.body_idle_timeout_s * 1000);
+      closeOnUnreadBody(req, res);
+    }
     return serve(req, res);
   };
   const tls = config.tls;
@@ -40,7 +43,6 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
   server.keepAliveTimeout = 65_000;
   // Every connection is a file descriptor the node's libp2p, SQLite and containers need too.
   server.maxConnections = config.rest.max_connections;
-  server.on('request', (req: IncomingMessage) => cutWhenStalled(req, config.rest.body_idle_timeout_s * 1000));
   // A client that asks before it sends a body (`Expect: 100-continue`, as `dms put` does) is told
   // to go on only once the handler reads the body: node:http would say so at once. A request
   // refused on what its headers say (a declared size the storage share cannot hold, a missing
@@ -82,13 +84,18 @@ const LINGER_MS = 2_000;
 /** Connections closing after a refused body: they only read and drop until they go. */
 const lingering = new WeakSet<Socket>();
 
+/** Whether the request says a body follows (a length over 0, or chunks). */
+function hasBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return (length !== undefined && length !== '0') || req.headers['transfer-encoding'] !== undefined;
+}
+
 /**
  * Answered before its body was read to the end (refused on its size, its type, a credential),
  * a request's connection closes after the answer: kept alive, node:http reads the rest of the
  * body to find the next request, for as long as the client sends it.
  */
 function closeOnUnreadBody(req: IncomingMessage, res: ServerResponse): void {
-  if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return;
   const writeHead = res.writeHead;
   // node:http writes every answer's head through writeHead (its implicit head too), and decides
   // keep-alive from `shouldKeepAlive` as it does.
@@ -131,8 +138,6 @@ function continueOnRead(req: IncomingMessage, res: ServerResponse): void {
  * response may wait as long as it likes (a followed job's output).
  */
 function cutWhenStalled(req: IncomingMessage, idleMs: number): void {
-  const length = req.headers['content-length'];
-  if ((length === undefined || length === '0') && req.headers['transfer-encoding'] === undefined) return;
   // A socket that times out with nobody listening is closed by node:http itself. Held here: by
   // the time a refused upload's request closes, it has let go of its socket.
   const socket = req.socket;
