@@ -46,25 +46,25 @@ afterAll(async () => {
   cleanupHomes();
 });
 
+/** `dms put` of `name` (in the test's folder) `times` times: each fails, printing `reason`. */
+async function refusedEachTime(name: string, times: number, reason: string): Promise<void> {
+  const home = tempHome('put-refused');
+  for (let i = 0; i < times; i++) {
+    const r = await dms(home, ['put', join(dir, name)], { env: { DMS_PORT: new URL(node.url).port } });
+    expect(r.code, `attempt ${i + 1}: ${r.stderr}`).not.toBe(0);
+    expect(r.stderr, `attempt ${i + 1}`).toContain(reason);
+  }
+}
+
 describe('dms put against a node whose storage share cannot hold the file', () => {
   it('tells the node’s reason, naming both sizes, every time', async () => {
-    const home = tempHome('put-refused');
-    for (let i = 0; i < 5; i++) {
-      const r = await dms(home, ['put', join(dir, 'big.bin')], { env: { DMS_PORT: new URL(node.url).port } });
-      expect(r.code, `attempt ${i + 1}: ${r.stderr}`).not.toBe(0);
-      expect(r.stderr, `attempt ${i + 1}`).toContain('upload of 64 MiB is larger than the 2 MiB of storage free here');
-    }
+    await refusedEachTime('big.bin', 5, 'upload of 64 MiB is larger than the 2 MiB of storage free here');
   }, 60_000);
 
   // Refused part-way, the answer can be lost to the reset of a connection closed at once. On
   // loopback it mostly arrived first even then: test/rest/refused-body.test.ts shows the race
   // with a client that writes on; this is the command's own view of the answer.
   it('tells the node’s reason for a directory refused part-way, every time', async () => {
-    const home = tempHome('put-refused-dir');
-    for (let i = 0; i < 3; i++) {
-      const r = await dms(home, ['put', join(dir, 'folder')], { env: { DMS_PORT: new URL(node.url).port } });
-      expect(r.code, `attempt ${i + 1}: ${r.stderr}`).not.toBe(0);
-      expect(r.stderr, `attempt ${i + 1}`).toContain('upload is larger than the 2 MiB of storage free here');
-    }
+    await refusedEachTime('folder', 3, 'upload is larger than the 2 MiB of storage free here');
   }, 60_000);
 });
