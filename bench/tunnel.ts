@@ -1,14 +1,20 @@
 /**
  * npm run bench:tunnel — what `/dms/tunnel/1.0.0` costs against a raw libp2p stream between the
  * same two hosts (the node's own stack: TCP, Noise, Yamux; runtime/network/host.ts), in one run:
- *  (a) throughput: BENCH_TUNNEL_MB MiB sent one way, acknowledged by one byte at the end. Raw: over
- *      one libp2p stream to a sink protocol. Tunnel: a TCP client -> a local listener on the
+ *  (a) throughput: BENCH_TUNNEL_MB MiB (default 256) sent one way, acknowledged by one byte at the
+ *      end. Raw: over one libp2p stream to a sink protocol. Tunnel: a TCP client -> a local listener on the
  *      opener (as `dms jobs port-forward` makes) -> the tunnel -> the provider's TunnelServer ->
  *      a TCP sink (the job's port). The client and the sink are the two parts' programs: they run
  *      in a process of their own (the "apps" child), as containers do, not inside either node.
- *      Alternated in rounds; the median of each is compared (target >= 0.8x). Printed beside,
- *      not the target's figure: the same with the client in the opener's process and the sink in
- *      the provider's, so each node's event loop also carries an application's copies.
+ *      Alternated in rounds; the median of each is compared (target >= 0.8x). Rounds are long
+ *      because the tunnel's two TCP hops are new connections each round, which the kernel's
+ *      buffers take tens of MiB to grow into (64 MiB rounds moved 0.32-0.5x of the raw stream, 256
+ *      MiB rounds 0.58-0.67x, in the same hour); the raw stream rides the hosts' one connection.
+ *      Printed beside, not the target's figure: the same with the client in the opener's process
+ *      and the sink in the provider's; and a bare relay, the same path with a plain TCP connection
+ *      between the two nodes' processes in place of the libp2p stream (each node's side Node's
+ *      socket pipe; no Noise, no Yamux), with what each process spends per MiB in every series:
+ *      the tunnel's cost over the raw stream's, set against what a bare relay costs.
  *  (b) latency: 512-byte request-response round trips at concurrency 1. Raw: an echo protocol on
  *      one reused stream (test/helpers/libp2p-echo.ts). Tunnel: a TCP echo behind the same path
  *      as (a), over one kept connection. Added p50 = tunnel p50 - raw p50 (target <= +0.5 ms).
@@ -41,7 +47,7 @@ import { ensemblePlacement } from './lib/ensemble-placement.js';
 import { cpuSeconds } from './lib/load.js';
 
 const MIB = 1024 * 1024;
-const TOTAL = Number(process.env.BENCH_TUNNEL_MB ?? 64) * MIB;
+const TOTAL = Number(process.env.BENCH_TUNNEL_MB ?? 256) * MIB;
 const ROUNDS = Number(process.env.BENCH_TUNNEL_ROUNDS ?? 5);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 2000);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 500);
@@ -85,6 +91,20 @@ async function rawThroughput(client: DmsLibp2p, server: { peerId: PeerId }): Pro
   stream.abort(new Error('done'));
   return TOTAL / MIB / (ms / 1000);
 }
+
+/**
+ * A listener whose connections are piped, both ways, to a new connection to `port`: a relay
+ * with nothing between its two sockets.
+ */
+const tcpRelay = (port: number) =>
+  createServer((inbound) => {
+    const outbound = connect({ host: '127.0.0.1', port });
+    inbound.setNoDelay(true);
+    outbound.setNoDelay(true);
+    inbound.pipe(outbound).pipe(inbound);
+    inbound.on('error', () => outbound.destroy());
+    outbound.on('error', () => inbound.destroy());
+  });
 
 /** MiB/s of one TCP connection through the forward listener and the tunnel into the TCP sink. */
 async function tunnelThroughput(forwardPort: number): Promise<number> {
@@ -184,11 +204,15 @@ async function provider(): Promise<void> {
       if (n >= TOTAL) stream.send(Uint8Array.of(1));
     });
   });
+  // The bare relay's provider half: the job's sink behind a plain TCP relay.
+  const relay = tcpRelay(job.sink);
+  const relayPort = await listen(relay);
   await server.start();
-  process.stdout.write(JSON.stringify({ addrs: server.getMultiaddrs().map(String) }) + '\n');
+  process.stdout.write(JSON.stringify({ addrs: server.getMultiaddrs().map(String), relayPort }) + '\n');
   process.stdin.resume();
   await new Promise((r) => process.stdin.once('end', r));
   sink.close();
+  relay.close();
   await server.stop();
 }
 
@@ -251,7 +275,7 @@ async function main(): Promise<void> {
   const appsChild = startChild('apps');
   const jobPorts = await appsChild.next<JobPorts>();
   const providerChild = startChild('provider', { BENCH_TUNNEL_JOB_PORTS: JSON.stringify(jobPorts) });
-  const { addrs } = await providerChild.next<{ addrs: string[] }>();
+  const { addrs, relayPort } = await providerChild.next<{ addrs: string[]; relayPort: number }>();
   const client = await createHost({ keyPair: KeyPair.generate() });
   await client.start();
   const connection = await client.dial(addrs.map((a) => multiaddr(a)));
@@ -270,25 +294,28 @@ async function main(): Promise<void> {
       );
     });
   const forwards = [forward(PORT.sink), forward(PORT.echo), forward(PORT.inlineSink)];
-  const [sinkForwardPort, echoForwardPort, inlineForwardPort] = await Promise.all(forwards.map(listen));
+  // The bare relay's opener half: a plain TCP relay to the provider's.
+  forwards.push(tcpRelay(relayPort));
+  const [sinkForwardPort, echoForwardPort, inlineForwardPort, chainPort] = await Promise.all(forwards.map(listen));
   try {
     const pids = [process.pid, providerChild.child.pid!, appsChild.child.pid!];
     type Round = { value: number; cpu: number[] };
-    const runs: Record<'raw' | 'tunnel' | 'inline', Round[]> = { raw: [], tunnel: [], inline: [] };
+    const runs: Record<'raw' | 'tunnel' | 'inline' | 'chain', Round[]> = { raw: [], tunnel: [], inline: [], chain: [] };
+    const fromApps = (port: number) => async () => {
+      appsChild.child.stdin!.write(`${port}\n`);
+      return (await appsChild.next<{ mibs: number }>()).mibs;
+    };
     for (let i = 0; i < ROUNDS; i++) {
       runs.raw.push(await withCpu(pids, () => rawThroughput(client, server)));
-      runs.tunnel.push(
-        await withCpu(pids, async () => {
-          appsChild.child.stdin!.write(`${sinkForwardPort}\n`);
-          return (await appsChild.next<{ mibs: number }>()).mibs;
-        }),
-      );
+      runs.tunnel.push(await withCpu(pids, fromApps(sinkForwardPort)));
       runs.inline.push(await withCpu(pids, () => tunnelThroughput(inlineForwardPort)));
+      runs.chain.push(await withCpu(pids, fromApps(chainPort)));
     }
-    const [raw, tunnel, inline] = [runs.raw, runs.tunnel, runs.inline].map((rs) => rs.map((r) => r.value));
+    const [raw, tunnel, inline, chain] = [runs.raw, runs.tunnel, runs.inline, runs.chain].map((rs) => rs.map((r) => r.value));
     const rawMiBs = median(raw);
     const tunnelMiBs = median(tunnel);
     const inlineMiBs = median(inline);
+    const chainMiBs = median(chain);
     // CPU per MiB moved, by process: which side a series is bound by.
     const cpuPerMiB = (rs: Round[]) => pids.map((_, i) => r3(median(rs.map((r) => r.cpu[i]!)) / (TOTAL / MIB))).join(' / ');
     const totalCpuPerMiB = (rs: Round[]) => median(rs.map((r) => r.cpu.reduce((a, b) => a + b, 0))) / (TOTAL / MIB);
@@ -297,8 +324,12 @@ async function main(): Promise<void> {
     console.log(`  tunnel              ${r2(tunnelMiBs)} MiB/s   (rounds: ${tunnel.map(r2).join(', ')})`);
     console.log(`  ratio tunnel/raw    ${r2(tunnelMiBs / rawMiBs)}x   (target >= 0.8x; the client and the sink in a process of neither node)`);
     console.log(`  tunnel, apps inside the nodes' processes   ${r2(inlineMiBs)} MiB/s = ${r2(inlineMiBs / rawMiBs)}x   (rounds: ${inline.map(r2).join(', ')})`);
-    console.log(`  CPU ms per MiB, opener / provider / apps: raw ${cpuPerMiB(runs.raw)}; tunnel ${cpuPerMiB(runs.tunnel)}; apps inside ${cpuPerMiB(runs.inline)}`);
-    // With every process busy on too few cores, throughput follows the CPU all of them spend per MiB.
+    console.log(`  bare relay (plain TCP between the nodes, a socket pipe in each)   ${r2(chainMiBs)} MiB/s = ${r2(chainMiBs / rawMiBs)}x   (rounds: ${chain.map(r2).join(', ')})`);
+    console.log(`  CPU ms per MiB, opener / provider / apps: raw ${cpuPerMiB(runs.raw)}; tunnel ${cpuPerMiB(runs.tunnel)}; apps inside ${cpuPerMiB(runs.inline)}; bare relay ${cpuPerMiB(runs.chain)}`);
+    // What the tunnel costs a node beyond the raw stream, against what relaying costs at its barest.
+    const perProcess = (rs: Round[], i: number) => median(rs.map((r) => r.cpu[i]!)) / (TOTAL / MIB);
+    const added = (i: number) => `${r3(perProcess(runs.tunnel, i) - perProcess(runs.raw, i))} (bare relay ${r3(perProcess(runs.chain, i))})`;
+    console.log(`  the tunnel's CPU per MiB over the raw stream's: opener ${added(0)}, provider ${added(1)}, apps ${added(2)}`);
     const [rawCpu, tunnelCpu] = [totalCpuPerMiB(runs.raw), totalCpuPerMiB(runs.tunnel)];
     console.log(`  CPU ms per MiB, all processes: raw ${r3(rawCpu)}, tunnel ${r3(tunnelCpu)}; raw/tunnel ${r2(rawCpu / tunnelCpu)}x on ${availableParallelism()} cores`);
 
