@@ -156,13 +156,13 @@ export function jsonBodyGuard(): Middleware {
     const encoding = event.req.headers.get('content-encoding');
     if (encoding !== null && encoding.trim().toLowerCase() !== 'identity') return refuse(415, `Content-Encoding ${shown(encoding)} is not accepted: send the body uncompressed`);
     const type = event.req.headers.get('content-type');
-    // A declared type is checked even on an empty body: nothing here takes anything but JSON.
-    if (type === null && !hasBody(event)) return undefined;
     const media = (type ?? '').split(';')[0].trim().toLowerCase();
-    if (media === 'application/json') return undefined;
-    // Uploads carry bytes; neither type is one a page may send cross-origin without a preflight.
+    // Uploads carry bytes, and only as one of these types (neither is one a page may send
+    // cross-origin without a preflight): JSON, or no type, is refused here as any other is.
     const upload = event.url.pathname === UPLOAD_PATH;
-    if (upload && UPLOAD_TYPES.has(media)) return undefined;
+    if (upload ? UPLOAD_TYPES.has(media) : media === 'application/json') return undefined;
+    // A declared type is checked even on an empty body: nothing else takes anything but JSON.
+    if (!upload && type === null && !hasBody(event)) return undefined;
     const wanted = upload ? 'application/x-tar (a directory) or application/octet-stream (a file)' : 'application/json';
     return refuse(415, `Content-Type must be ${wanted}, got ${type === null ? 'none' : shown(type)}`);
   };

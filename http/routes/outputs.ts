@@ -244,7 +244,7 @@ export const outputRoutes =
         201: { description: 'stored: its CID, bytes of content, and whether it is a file or a directory', schema: Imported },
         400: { description: 'a tar that is not one, or an entry refused (named)' },
         413: { description: 'more content than blocks.max_upload_bytes, or than the storage share has free (the error names both sizes)' },
-        415: { description: 'a Content-Type other than application/x-tar, application/octet-stream (or JSON, refused with 400)' },
+        415: { description: 'a Content-Type other than application/x-tar or application/octet-stream (JSON and none included)' },
       },
       // A refused upload's body is not read to its end: the server closes its connection after
       // the answer (http/server.ts), reading on a moment so the answer is not lost to a reset.
@@ -257,10 +257,8 @@ export const outputRoutes =
       const declared = length !== null && /^\d+$/.test(length) ? Number(length) : undefined;
       // A tar's headers add to its content; beyond twice the limit no tar can fit it.
       if (declared !== undefined && declared > limit * 2 + 1024 * 1024) throw new DmsError('too_large', `upload is larger than blocks.max_upload_bytes (${formatBytes(limit)})`);
+      // One of the two upload types: the request guard (http/guard.ts) refused any other with 415.
       const media = (event.req.headers.get('content-type') ?? '').split(';')[0].trim().toLowerCase();
-      if (media !== 'application/x-tar' && media !== 'application/octet-stream') {
-        throw new DmsError('invalid', `Content-Type must be application/x-tar or application/octet-stream, got ${media || 'none'}`);
-      }
       if (media === 'application/octet-stream' && declared !== undefined && declared > limit) {
         throw new DmsError('too_large', `upload of ${formatBytes(declared)} is larger than the limit of ${formatBytes(limit)} (blocks.max_upload_bytes)`);
       }

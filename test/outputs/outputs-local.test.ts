@@ -96,11 +96,17 @@ describe('uploads', () => {
     const big = await post(randomBytes(1024 * 1024 + 1), 'application/octet-stream');
     expect(big.status).toBe(413);
     expect(((await big.json()) as { error: string }).error).toMatch(/larger than the limit of 1 MiB/);
-    expect((await post(Buffer.from('{}'), 'application/json')).status).toBe(400);
-    const plain = await post(Buffer.from('x'), 'text/plain');
-    expect(plain.status).toBe(415);
-    // What this route takes, not what every other one does.
-    expect(((await plain.json()) as { error: string }).error).toBe('Content-Type must be application/x-tar (a directory) or application/octet-stream (a file), got text/plain');
+    // What this route takes, not what every other one does: JSON, or no type at all, is as wrong
+    // here as any other type, and said so the same way.
+    const wanted = 'Content-Type must be application/x-tar (a directory) or application/octet-stream (a file), got';
+    for (const [type, shown] of [['text/plain', 'text/plain'], ['application/json', 'application/json']] as const) {
+      const r = await post(Buffer.from('{}'), type);
+      expect(r.status, type).toBe(415);
+      expect(((await r.json()) as { error: string }).error).toBe(`${wanted} ${shown}`);
+    }
+    const untyped = await fetch(`${node.url}/api/v1/blobs`, { method: 'POST' });
+    expect(untyped.status).toBe(415);
+    expect(((await untyped.json()) as { error: string }).error).toBe(`${wanted} none`);
   });
 });
 
