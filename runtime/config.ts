@@ -47,7 +47,7 @@ export const ConfigSchema = z
         body_limit: positiveInt.default(1_048_576),
         /** A request body that sends nothing for this long is cut: a stalled upload holds storage it claimed. */
         body_idle_timeout_s: positiveInt.max(3600).default(30),
-        /** Connections the REST server holds at once; past it new ones are closed, so the node keeps file descriptors for its own work. */
+        /** Connections the REST server holds at once, so the node keeps file descriptors for its own work; past it the slowest waiting on its client goes (http/connection-slots.ts). */
         max_connections: positiveInt.max(65_536).default(1024),
         /** REST invokes and broadcasts waiting for replies at once (503 above it). */
         max_pending: positiveInt.default(10_000),
@@ -260,7 +260,8 @@ export const ConfigSchema = z
         default_resources: z
           .object({
             // At least what a job may ask for itself (RESOURCE_FLOOR): below, the engine refuses the container.
-            cores: z.number().min(0.01).default(1),
+            // At most a job's own bound (behaviors/jobs/schema.ts MAX_CORES): past it the engine's nanocores overflow.
+            cores: z.number().min(0.01).max(1_000_000).default(1),
             memory_bytes: positiveInt.min(6 * 1024 * 1024).default(512 * 1024 * 1024),
           })
           .strict()

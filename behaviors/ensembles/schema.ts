@@ -4,7 +4,7 @@
  * once here: REST and the CLI validate with them, storage and the actors use their types.
  */
 import { z } from 'zod';
-import { JobSpecSchema, PeerIdSchema } from '../jobs/schema.js';
+import { JobSpecFields, JobSpecSchema, PeerIdSchema, processSpaceIssues } from '../jobs/schema.js';
 
 /** The most parts one ensemble may have: each is a job, a lease and a set of names on every node hosting a part. */
 export const MAX_PARTS = 16;
@@ -45,7 +45,7 @@ export const NearSchema = z.strictObject({
 export type Near = z.output<typeof NearSchema>;
 
 /** A part: a job spec (its name may be left out: `<ensemble>.<part>`), plus how it lives in the ensemble. */
-export const PartSpecSchema = JobSpecSchema.extend({
+export const PartSpecSchema = JobSpecFields.extend({
   name: z.string().min(1).max(200).optional(),
   /** `task`: the ensemble completes when every task completed. `service`: runs until then, and is stopped. */
   kind: z.enum(PART_KINDS).default('task'),
@@ -53,7 +53,7 @@ export const PartSpecSchema = JobSpecSchema.extend({
   /** Its failure does not fail the ensemble. */
   optional: z.boolean().default(false),
   near: NearSchema.optional(),
-});
+}).superRefine(processSpaceIssues);
 export type PartSpec = z.output<typeof PartSpecSchema>;
 
 /** What POST /api/v1/ensembles accepts. */

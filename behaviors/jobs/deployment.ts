@@ -14,7 +14,7 @@
 import { z } from 'zod';
 import { MAX_NEAR_RTT_MS, PartNameSchema } from '../ensembles/schema.js';
 import { JobIdSchema, LogsPayload } from './jobs.js';
-import { type Job, JobSpecSchema, JobStatusSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, RESOURCE_FLOOR, ResourceRequestSchema, ResourceSpecSchema } from './schema.js';
+import { type Job, JobSpecFields, JobStatusSchema, LabelsSchema, LocationSchema, PeerIdSchema, PlacementSchema, processSpaceIssues, RESOURCE_FLOOR, ResourceRequestSchema, ResourceSpecSchema } from './schema.js';
 
 export const DEPLOYMENT_INBOX = 'deployment';
 /** Where bid requests are published. */
@@ -131,11 +131,11 @@ const LeaseResources = ResourceRequestSchema.refine((r) => r.cpu.cores > 0 && r.
 }).transform(atLeastContainerMemory);
 
 /** The job as the requester stored it: what the provider needs to run it. */
-export const DeployedJob = JobSpecSchema.omit({ placement: true }).extend({
+export const DeployedJob = JobSpecFields.omit({ placement: true }).extend({
   id: jobId,
   /** A part of an ensemble (README "Ensembles"): which, so the provider gives it the other parts' names. */
   ensemble: z.strictObject({ id: z.uuid(), part: PartNameSchema }).optional(),
-});
+}).superRefine(processSpaceIssues);
 export type DeployedJob = z.input<typeof DeployedJob>;
 
 /** What a provider is sent of a stored job to run it: its spec, the secrets' values only when it has any. */

@@ -21,7 +21,24 @@ export const ContainerPathSchema = z
   .refine((p) => p.split('/').every((part) => part !== '..' && part !== '.'), { error: "a container path without '.' or '..'" })
   .refine((p) => p.replace(/\/+$/, '') !== '', { error: 'not the container\'s root' });
 
-export const OutputSpecSchema = z.strictObject({ name: OutputNameSchema, path: ContainerPathSchema });
+/** A container path as the engine compares them: `//a`, `/a/` and `/a` are one (paths hold no `.` or `..`). */
+export const normalPath = (path: string): string => path.replace(/\/+/g, '/').replace(/\/$/, '');
+
+/**
+ * Paths the container's kernel filesystems take. runc refuses a mount inside /proc at the
+ * container's start, and /sys and /dev are mounted over the image (the engine's /dev/shm as
+ * well): what a job mounted or left there would be hidden, or fail its start, and is gone once it ends.
+ */
+const KERNEL_PATHS = ['/proc', '/sys', '/dev'] as const;
+
+/** Where a job's files are (an output, an input's mount point): a container path outside the kernel's filesystems. */
+const JobPathSchema = ContainerPathSchema.superRefine((path, ctx) => {
+  const normal = normalPath(path);
+  const kernel = KERNEL_PATHS.find((k) => normal === k || normal.startsWith(`${k}/`));
+  if (kernel) ctx.addIssue({ code: 'custom', message: `'${path}' is at or under ${kernel}: the container's kernel filesystems (${KERNEL_PATHS.join(', ')}) take those paths`, input: path });
+});
+
+export const OutputSpecSchema = z.strictObject({ name: OutputNameSchema, path: JobPathSchema });
 export type OutputSpec = z.output<typeof OutputSpecSchema>;
 
 /** `job:<id>/<output name>`: another job's output, resolved to its CID by the node the job is submitted on. */
@@ -61,10 +78,7 @@ export const InputSourceSchema = z.string().max(200).superRefine((source, ctx) =
 const PeerId = z.string().regex(/^(12D3KooW[1-9A-HJ-NP-Za-km-z]{44}|Qm[1-9A-HJ-NP-Za-km-z]{44})$/, 'not a valid peer id');
 
 /** Where an input is mounted: Docker reads a bind as `source:path:mode`, so a ':' in the path would be read as a mode. */
-const MountPointSchema = ContainerPathSchema.refine((p) => !p.includes(':'), { error: "a mount point without ':' (Docker reads ':' as the start of a bind's options)" });
-
-/** An input's mount point as Docker compares them: without the trailing slashes. */
-export const mountPointOf = (path: string): string => path.replace(/\/+$/, '');
+const MountPointSchema = JobPathSchema.refine((p) => !p.includes(':'), { error: "a mount point without ':' (Docker reads ':' as the start of a bind's options)" });
 
 export const InputSpecSchema = z.strictObject({
   source: InputSourceSchema,
@@ -81,6 +95,28 @@ export const InputSpecSchema = z.strictObject({
   writable: z.boolean().optional(),
 }).refine((i) => !i.writable || volumeSource(i.source) !== null, { error: 'writable: only a volume: input can be writable', path: ['writable'] });
 export type InputSpec = z.output<typeof InputSpecSchema>;
+
+/**
+ * Mount points the engine could not make, or would make wrong: one path twice (`/a` and `//a`:
+ * "Duplicate mount point" at the start), or one inside another. The inner one's directory
+ * would be made inside the outer input, which is read-only (the start fails) or a volume (it
+ * would gain a directory no job wrote).
+ */
+export function mountPointIssues(inputs: readonly { path: string }[], ctx: z.RefinementCtx): void {
+  // Refinements run on a list whose items failed their own schema too: those are named already.
+  const normal = inputs.map((i) => (typeof i?.path === 'string' ? normalPath(i.path) : ''));
+  for (let j = 0; j < inputs.length; j++) {
+    for (let i = 0; i < j; i++) {
+      const [a, b] = [normal[i], normal[j]];
+      if (a === '' || b === '') continue;
+      if (a === b) ctx.addIssue({ code: 'custom', message: `inputs: each mount point (path) at most once: inputs.${j}.path '${inputs[j].path}' is inputs.${i}.path '${inputs[i].path}'` });
+      else if (b.startsWith(`${a}/`) || a.startsWith(`${b}/`)) {
+        const [inner, outer] = b.startsWith(`${a}/`) ? [j, i] : [i, j];
+        ctx.addIssue({ code: 'custom', path: [inner, 'path'], message: `'${inputs[inner].path}' is inside inputs.${outer}.path '${inputs[outer].path}': mount inputs side by side, not one inside another` });
+      }
+    }
+  }
+}
 
 /**
  * An output as the job reports it: as asked, then with what the provider found there. A

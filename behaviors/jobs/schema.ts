@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { parseSize, SizeError } from '../../runtime/bytes.js';
 import { acceptsAlso } from '../input-forms.js';
 import { ImageReferenceSchema } from './image-ref.js';
-import { InputSpecSchema, JobOutputSchema, mountPointOf, OutputSpecSchema, MAX_INPUTS, MAX_OUTPUTS } from './files.js';
+import { InputSpecSchema, JobOutputSchema, mountPointIssues, OutputSpecSchema, MAX_INPUTS, MAX_OUTPUTS } from './files.js';
 
 
 /*
@@ -23,8 +23,12 @@ const SIZE_FORMS = 'a size: bytes as a whole number, or a string with a unit ("5
 /**
  * Bytes: a number is bytes (what clients always sent); a string carries its unit and is read
  * by client/sizes.ts parseSize, the same reader as the CLI's --memory and --storage flags.
+ * At most Number.MAX_SAFE_INTEGER (8 PiB): past it a number of bytes is no longer counted
+ * exactly (parseSize refuses a string past it too), and no machine has that much memory or disk.
  */
-const bytes = z.int({ error: SIZE_FORMS }).nonnegative({ error: (iss) => `${String(iss.input)} is negative: a size is 0 bytes or more` });
+const bytes = z
+  .int({ error: (iss) => (iss.code === 'too_big' ? `${String(iss.input)} bytes is too large: a size is at most ${Number.MAX_SAFE_INTEGER} bytes (8 PiB)` : SIZE_FORMS) })
+  .nonnegative({ error: (iss) => `${String(iss.input)} is negative: a size is 0 bytes or more` });
 export const SizeSchema = acceptsAlso(
   z.preprocess((value: number | string, ctx) => {
     if (typeof value !== 'string') return value;
@@ -78,7 +82,17 @@ export function millicoresOf(cores: number): number {
   return Math.max(RESOURCE_FLOOR.cores * 1000, Math.ceil(Math.round(cores * 1e6) / 1e3));
 }
 
-const cores = z.number({ error: (iss) => (iss.code === 'invalid_type' ? CORES_FORMS : undefined) }).nonnegative({ error: (iss) => `${String(iss.input)} is negative: cores are 0 or more` });
+/**
+ * The most cores any amount may hold. Far above what a machine has (Linux runs on at most 8192
+ * CPUs, NR_CPUS), and low enough that the engine's nanocores (cores * 1e9, Docker's NanoCpus)
+ * stay a whole number counted exactly (1e15 < 2^53): 1e308 cores overflowed to Infinity on
+ * its way to millicores, then travelled as null.
+ */
+export const MAX_CORES = 1_000_000;
+const cores = z
+  .number({ error: (iss) => (iss.code === 'invalid_type' ? CORES_FORMS : undefined) })
+  .nonnegative({ error: (iss) => `${String(iss.input)} is negative: cores are 0 or more` })
+  .max(MAX_CORES, { error: (iss) => `${String(iss.input)} cores is too many: at most ${MAX_CORES}` });
 /** Cores held or offered: any amount, rounded up to whole millicores as the ledger counts them. */
 const roundedCores = cores.transform((n) => millicoresOf(n) / 1000);
 const cpu = (coresSchema: typeof cores | typeof roundedCores) => {
@@ -147,8 +161,43 @@ export type JobStatus = z.output<typeof JobStatusSchema>;
 /** Completed and failed jobs never change again. */
 export const isTerminal = (status: JobStatus): boolean => status === 'completed' || status === 'failed';
 
+/**
+ * Linux's MAX_ARG_STRLEN: the most bytes one argument, or one NAME=value of the environment, may
+ * take with its NUL. Past it the container's exec fails at its start ("argument list too long").
+ */
+const MAX_ARG_STRLEN = 128 * 1024;
+/**
+ * The most bytes a job's command and environment may take together, as Linux counts them (each
+ * string with its NUL and a pointer to it). Linux gives a new program's arguments and
+ * environment together a quarter of its stack limit, 2 MiB under the default 8 MiB; the rest
+ * is for what the job does not write but is given too: the image's ENV and ENTRYPOINT, and the
+ * engine's PATH, HOSTNAME and HOME.
+ */
+export const MAX_PROCESS_BYTES = 1024 * 1024;
+/**
+ * No program's variable has a name near this: names are shown wherever the job is (`jobs
+ * describe` lists even the secrets' names), where a name of 100 KB was only a way to fill answers.
+ */
+const MAX_ENV_NAME_BYTES = 256;
+
+const utf8 = new TextEncoder();
+const byteLength = (s: string): number => utf8.encode(s).length;
+
 // Docker passes the environment as NAME=value strings, so a name holding '=' would be cut.
-const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment names are letters, digits and _');
+const envName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment names are letters, digits and _')
+  .max(MAX_ENV_NAME_BYTES, `an environment name is at most ${MAX_ENV_NAME_BYTES} bytes`);
+/** Variables as a process is given them: each NAME=value within MAX_ARG_STRLEN. */
+const envVariables = () =>
+  z.record(envName, processText()).superRefine((env, ctx) => {
+    for (const [name, value] of Object.entries(env)) {
+      // A name past its bound is named by its own issue, and not again with its value.
+      if (name.length > MAX_ENV_NAME_BYTES) continue;
+      const size = byteLength(`${name}=${value}`);
+      if (size >= MAX_ARG_STRLEN) ctx.addIssue({ code: 'custom', path: [name], message: `${name}=… is ${size} bytes, more than the ${MAX_ARG_STRLEN - 1} Linux passes as one variable (MAX_ARG_STRLEN, 128 KiB with its NUL)` });
+    }
+  });
 
 /**
  * A job's resources: as ResourceSpecSchema, but every field may be left out, as may
@@ -169,8 +218,14 @@ const COMMAND_FORMS = 'a string (run as sh -c <string>) or an array of strings';
  * then have a shell. Empty or left out: the image's own command.
  */
 /** What a process is given (its arguments, its environment's values) ends at a NUL: none may hold one. */
-const processText = (error?: string) => z.string(error ? { error } : undefined).refine((s) => !s.includes('\0'), 'a NUL character cannot be passed to a process');
-const argv = z.array(processText(COMMAND_FORMS), { error: COMMAND_FORMS });
+function processText(error?: string) {
+  return z.string(error ? { error } : undefined).refine((s) => !s.includes('\0'), 'a NUL character cannot be passed to a process');
+}
+const argument = processText(COMMAND_FORMS).superRefine((arg, ctx) => {
+  const size = byteLength(arg);
+  if (size >= MAX_ARG_STRLEN) ctx.addIssue({ code: 'custom', message: `${size} bytes, more than the ${MAX_ARG_STRLEN - 1} Linux passes as one argument (MAX_ARG_STRLEN, 128 KiB with its NUL)` });
+});
+const argv = z.array(argument, { error: COMMAND_FORMS });
 const CommandSchema = acceptsAlso(
   z.preprocess((value: string | string[]) => (typeof value === 'string' ? (value === '' ? [] : ['sh', '-c', value]) : value), argv),
   z.union([z.string().meta({ description: 'run as sh -c <string>' }), argv]),
@@ -228,18 +283,42 @@ export const JobPortsSchema = z
   .max(MAX_JOB_PORTS, `at most ${MAX_JOB_PORTS} ports`)
   .refine((ports) => new Set(ports).size === ports.length, { error: 'ports: each port at most once' });
 
-/** What POST /api/v1/jobs accepts. Unknown fields are rejected so a typo is not silently ignored. */
-export const JobSpecSchema = z.strictObject({
+/**
+ * Why a job's process could not be given its command and environment together (the container's
+ * exec would fail at its start), as an issue; what a secret replaces counts once, as it runs.
+ */
+export function processSpaceIssues(spec: { command?: unknown; environment?: unknown; secrets?: unknown }, ctx: z.RefinementCtx): void {
+  // Refinements run on a spec whose fields failed their own schemas too: those are named already.
+  const texts = (v: unknown): v is Record<string, string> => typeof v === 'object' && v !== null && Object.values(v).every((x) => typeof x === 'string');
+  const { command = [], environment = {}, secrets = {} } = spec;
+  if (!Array.isArray(command) || !command.every((a) => typeof a === 'string') || !texts(environment) || !texts(secrets)) return;
+  const strings = [...command, ...Object.entries(runEnvironment({ environment, secrets })).map(([name, value]) => `${name}=${value}`)];
+  const POINTER = 8;
+  const total = strings.reduce((sum, s) => sum + byteLength(s) + 1 + POINTER, 0);
+  if (total > MAX_PROCESS_BYTES) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `command, environment and secrets: ${total} bytes together (each string with its NUL and an 8-byte pointer, as Linux counts them), ${total - MAX_PROCESS_BYTES} more than the ${MAX_PROCESS_BYTES} (1 MiB) a job's process may be given`,
+    });
+  }
+}
+
+/**
+ * JobSpecSchema's fields without its checks across them, for the schemas made from it (a part's,
+ * a deployed job's): zod refuses to omit or replace fields of a refined object. Those add
+ * processSpaceIssues themselves.
+ */
+export const JobSpecFields = z.strictObject({
   name: z.string().min(1).max(200),
   /** Checked against Docker's reference grammar (./image-ref.ts) before any engine sees it. */
   image: ImageReferenceSchema,
   command: CommandSchema.default([]),
-  environment: z.record(envName, processText()).default({}),
+  environment: envVariables().default({}),
   /**
    * Injected as environment variables like `environment`, but sent only to providers this
    * node trusts (`placement.trust`): `environment` goes to whichever node runs the job.
    */
-  secrets: z.record(envName, processText()).default({}),
+  secrets: envVariables().default({}),
   resources: JobResourcesSchema.default({ cpu: { cores: 0 }, memory: { size: 0 }, storage: { size: 0 } }),
   executor: z.string().min(1).max(64).default('docker'),
   timeout_s: z.int().positive().optional(),
@@ -254,10 +333,12 @@ export const JobSpecSchema = z.strictObject({
   inputs: z
     .array(InputSpecSchema)
     .max(MAX_INPUTS)
-    .refine((list) => new Set(list.map((i) => mountPointOf(i.path))).size === list.length, { error: 'inputs: each mount point (path) at most once' })
+    .superRefine(mountPointIssues)
     .default([]),
   ports: JobPortsSchema.default([]),
 });
+/** What POST /api/v1/jobs accepts. Unknown fields are rejected so a typo is not silently ignored. */
+export const JobSpecSchema = JobSpecFields.superRefine(processSpaceIssues);
 /** A spec as a caller writes it (defaults not yet applied). */
 export type JobSpecInput = z.input<typeof JobSpecSchema>;
 export type JobSpec = z.output<typeof JobSpecSchema>;

@@ -167,6 +167,38 @@ describe('input errors are 4xx', () => {
       expect(answer.body.error).toContain(`${field}: a NUL character cannot be passed to a process`);
     }
   });
+
+  it('refuses at submit what could never run or count, naming the field: 1e308 cores, a mount point twice or under /proc, an environment past what Linux passes', async () => {
+    // Found on a running node: 1e308 cores became Infinity, then null (409 "needs Infinity
+    // cores"); the others were accepted (201) and failed at the container's start.
+    const cid = 'bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy';
+    for (const [fields, error] of [
+      [{ resources: { cpu: 1e308 } }, 'resources.cpu.cores: 1e+308 cores is too many: at most 1000000'],
+      [{ resources: { memory: 1e308 } }, 'resources.memory.size: 1e+308 bytes is too large'],
+      [{ inputs: [{ source: cid, path: '/a' }, { source: cid, path: '//a' }] }, "inputs: each mount point (path) at most once: inputs.1.path '//a' is inputs.0.path '/a'"],
+      [{ inputs: [{ source: cid, path: '/a' }, { source: cid, path: '/a/b' }] }, "inputs.1.path: '/a/b' is inside inputs.0.path '/a'"],
+      [{ inputs: [{ source: cid, path: '/proc/sys/kernel' }] }, "inputs.0.path: '/proc/sys/kernel' is at or under /proc"],
+      [{ outputs: [{ name: 'o', path: '/dev/shm' }] }, "outputs.0.path: '/dev/shm' is at or under /dev"],
+      [{ environment: { BIG: 'x'.repeat(200 * 1024) } }, 'environment.BIG: BIG=… is 204804 bytes, more than the 131071 Linux passes as one variable'],
+      [{ environment: { ['N'.repeat(100 * 1024)]: 'v' } }, 'an environment name is at most 256 bytes'],
+    ] as const) {
+      const answer = await rest.post('/api/v1/jobs', { ...nullJob(), ...fields });
+      expect(answer.status, error).toBe(400);
+      expect(answer.body.error).toMatch(/^invalid job spec: /);
+      expect(answer.body.error).toContain(error);
+    }
+    // The same cores wherever they are written.
+    const allocation = await rest.post('/api/v1/allocations', { resources: { cpu: 1e308, memory: '64MiB' } });
+    expect(allocation.status).toBe(400);
+    expect(allocation.body.error).toContain('resources.cpu.cores: 1e+308 cores is too many');
+    const onboarded = await rest.put('/api/v1/device/config', { onboarded: { cpu: 1e308, memory: '64MiB' } });
+    expect(onboarded.status).toBe(400);
+    expect(onboarded.body.error).toContain('onboarded.cpu.cores: 1e+308 cores is too many');
+    const ensemble = await rest.post('/api/v1/ensembles', { name: 'e', parts: { a: { image: 'none', executor: 'null', resources: { cpu: 1e308 } } } });
+    expect(ensemble.status).toBe(400);
+    expect(ensemble.body.error).toContain('parts.a.resources.cpu.cores: 1e+308 cores is too many');
+    expect(await healthy(node)).toBe(true);
+  });
 });
 
 describe('a list of large jobs', () => {
@@ -176,8 +208,9 @@ describe('a list of large jobs', () => {
     const node = await startLocalJobNode();
     nodes.push(node);
     const rest = new Rest(node.url);
-    // Each just under the body limit (1 MiB): twelve of them are 10.8 MiB.
-    const big = { ...nullJob({ name: 'big' }), command: ['echo', 'x'.repeat(900 * 1024)] };
+    // Each just under the body limit (1 MiB): twelve of them are 10.4 MiB. In arguments of 127 KiB:
+    // one argument may be at most 128 KiB (Linux's MAX_ARG_STRLEN), so a spec with a larger one is refused.
+    const big = { ...nullJob({ name: 'big' }), command: ['echo', ...Array.from({ length: 7 }, () => 'x'.repeat(127 * 1024))] };
     for (let i = 0; i < 12; i++) expect((await rest.post('/api/v1/jobs', big)).status).toBe(201);
     const first = await rest.jobs('/api/v1/jobs?limit=1000');
     expect(first.total).toBe(12);

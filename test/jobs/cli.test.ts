@@ -111,8 +111,9 @@ describe('dms jobs', () => {
 
 describe('dms over pages shorter than asked', () => {
   it('list --all and a prefix look-up read on past a page the 8 MiB bound cut short', { timeout: 60_000 }, async () => {
-    // Each just under the body limit (1 MiB): twelve of them do not fit one page.
-    const big = { ...nullJob({ name: 'paged-big' }), command: ['echo', 'x'.repeat(900 * 1024)] };
+    // Each just under the body limit (1 MiB): twelve of them do not fit one page. In arguments of
+    // 127 KiB: one argument may be at most 128 KiB (Linux's MAX_ARG_STRLEN), so a larger one is refused.
+    const big = { ...nullJob({ name: 'paged-big' }), command: ['echo', ...Array.from({ length: 7 }, () => 'x'.repeat(127 * 1024))] };
     const made: string[] = [];
     for (let i = 0; i < 12; i++) made.push((await rest.submit(big)).id);
     const listed = await dms('--json', 'jobs', 'list', '--all', '--oldest-first');

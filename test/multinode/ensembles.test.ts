@@ -164,8 +164,9 @@ describe('an ensemble', { timeout: 60_000 }, () => {
     // As the jobs list did: 100 ensembles of ~1 MiB specs made one page a 100 MB body.
     const node = await startLocalNode();
     onTestFinished(async () => void (await node.stop()));
-    // Each just under the body limit (1 MiB), waiting for a node that never comes: twelve are 10.8 MiB.
-    const big = { name: 'big', parts: { p: nullPart({ command: ['echo', 'x'.repeat(900 * 1024)], placement: { labels: { nowhere: 'x' } } }) } };
+    // Each just under the body limit (1 MiB), waiting for a node that never comes: twelve are 10.4 MiB.
+    // In arguments of 127 KiB: one argument may be at most 128 KiB (Linux's MAX_ARG_STRLEN).
+    const big = { name: 'big', parts: { p: nullPart({ command: ['echo', ...Array.from({ length: 7 }, () => 'x'.repeat(127 * 1024))], placement: { labels: { nowhere: 'x' } } }) } };
     for (let i = 0; i < 12; i++) expect((await rest(node, 'POST', '/api/v1/ensembles', big)).status).toBe(201);
     const page = async (query: string) => {
       const res = await fetch(`${node.url}/api/v1/ensembles?${query}`);
