@@ -49,7 +49,7 @@ export interface RouteDoc<P extends Params = Params, Q extends Query = Query, B 
   description?: string;
   tags: string[];
   params?: P;
-  /** The query parameters as one object schema; each parameter is its first value in the URL. */
+  /** The query parameters as one object schema: each it declares is given at most once (twice is a 400); others are ignored. */
   query?: Q;
   body?: B;
   responses: Record<number, ResponseDoc>;

@@ -27,7 +27,7 @@ import { principalOf } from '../auth.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
 import type { HttpApi } from '../actor.js';
 import { ErrorBody, JsonBody } from '../errors.js';
-import { shown, wholeNumberParam } from '../query.js';
+import { booleanParam, shown, wholeNumberParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
 import { refuseNodeOfferingNothing } from './peers.js';
 import type { RouteModule } from './types.js';
@@ -83,7 +83,8 @@ export const JobListQuery = z.object({
     .string()
     .optional()
     .transform((value, ctx) => {
-      if (!value) return undefined;
+      // Absent: every job. Empty (`?status=`) is not a status, and is refused as any other.
+      if (value === undefined) return undefined;
       const statuses: z.output<typeof JobStatusSchema>[] = [];
       for (const s of value.split(',')) {
         const parsed = JobStatusSchema.safeParse(s.trim());
@@ -116,23 +117,16 @@ export const JobListQuery = z.object({
     .meta({ description: 'by submission time: desc (newest first, the default) or asc' }),
 });
 
-const follows = (follow: string | undefined): boolean => follow === 'true' || follow === '1';
-
 /**
  * `?from=<byte offset>&limit=<bytes>`: a page of stored output, from the beginning unless `from`
  * says otherwise; `next` of an answer continues it. A follow may also start at `from=end`.
  */
 export const LogsQuery = z
   .object({
-    follow: z.string().optional().meta({ description: '`true` or `1`: server-sent events until the job ends, instead of one page' }),
-    previous: z
-      .enum(['true', '1', 'false', '0'], { error: (iss) => `previous: '${shown(iss.input)}' is not true or false` })
-      .transform((s) => s === 'true' || s === '1')
-      .optional()
-      .meta({
-        description:
-          "`true` or `1`: the output of the job's run before its current (or last) one, kept on this node when the job was placed again (its node lost, or a pinned node back); 404 when none is kept. Read in pages, not followed",
-      }),
+    follow: booleanParam('true: server-sent events until the job ends, instead of one page'),
+    previous: booleanParam(
+      "true: the output of the job's run before its current (or last) one, kept on this node when the job was placed again (its node lost, or a pinned node back); 404 when none is kept. Read in pages, not followed",
+    ),
     from: z
       .string()
       .regex(/^(?:\d{1,15}|end)$/, { error: (iss) => `from: '${shown(iss.input)}' is not a byte offset (a whole number, or end when following)` })
@@ -152,8 +146,8 @@ export const LogsQuery = z
     }).optional(),
   })
   .superRefine((q, ctx) => {
-    if (q.from === 'end' && !follows(q.follow)) ctx.addIssue({ code: 'custom', path: ['from'], message: "from: 'end' is not a byte offset (a whole number); end is for follow=true" });
-    if (q.previous && follows(q.follow)) ctx.addIssue({ code: 'custom', path: ['previous'], message: 'previous: a run before the current one has ended, so its output is read in pages, not followed (drop follow)' });
+    if (q.from === 'end' && !q.follow) ctx.addIssue({ code: 'custom', path: ['from'], message: "from: 'end' is not a byte offset (a whole number); end is for follow=true" });
+    if (q.previous && q.follow) ctx.addIssue({ code: 'custom', path: ['previous'], message: 'previous: a run before the current one has ended, so its output is read in pages, not followed (drop follow)' });
   });
 
 /** The server-sent events of a followed job: the JSON `data` of each, by event name. */
@@ -299,7 +293,7 @@ export const jobRoutes: RouteModule = ({ table, config, system, http, log, volum
     handler: (event, input) => {
       const query = input.query();
       const id = input.param('id');
-      if (follows(query.follow)) return followLogs(http, id, query, followers.take(id));
+      if (query.follow) return followLogs(http, id, query, followers.take(id));
       return call(JobBehaviors.logs, { id, from: query.from ?? 0, limit: query.limit, ...(query.previous ? { previous: true } : {}), ...(query.log ? { log: query.log } : {}) });
     },
   });

@@ -3,17 +3,13 @@ import * as z from 'zod';
 import { AllocationRequestSchema, AllocationSchema } from '../../behaviors/jobs/schema.js';
 import { DeallocatePayload, ResourceBehaviors, RESOURCES_INBOX, UsageReply } from '../../behaviors/jobs/resources.js';
 import { JsonBody } from '../errors.js';
-import { shown } from '../query.js';
+import { booleanParam } from '../query.js';
 import type { ResponseDoc } from '../route-table.js';
 import type { RouteModule } from './types.js';
 
-/** `?all=true` adds released allocations. */
+/** `?all=true` (or 1) adds released allocations. */
 export const AllocationListQuery = z.object({
-  all: z
-    .enum(['true', 'false'], { error: (iss) => `all: '${shown(iss.input)}' is not true or false` })
-    .optional()
-    .transform((all) => all === 'true')
-    .meta({ description: 'true: released allocations too' }),
+  all: booleanParam('true: released allocations too'),
 });
 
 /** Routes that are envelopes to the resource manager: what its mailbox may answer. */
@@ -58,7 +54,7 @@ export const resourceRoutes: RouteModule = ({ table, http }) => {
     tags: ['resources'],
     query: AllocationListQuery,
     responses: { ...RESOURCE_MANAGER_ANSWERS, 200: { description: 'the allocations', schema: z.array(AllocationSchema) } },
-    handler: (_event, input) => call(ResourceBehaviors.allocations, { all: input.query().all }),
+    handler: (_event, input) => call(ResourceBehaviors.allocations, { all: input.query().all ?? false }),
   });
 
   table.add({
