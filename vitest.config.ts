@@ -103,6 +103,8 @@ const NODE = [
   'test/rest/openapi.test.ts',
   'test/rest/stalled-body.test.ts',
   'test/rest/refused-body.test.ts',
+  'test/rest/http-edges.test.ts',
+  'test/rest/query-params.test.ts',
   'test/security/chain-cost.test.ts',
   'test/security/closed-deployment.test.ts',
   'test/security/deployment-authz.test.ts',

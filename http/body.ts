@@ -1,8 +1,15 @@
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { H3Event } from 'h3';
 import { DmsError } from '../runtime/errors.js';
 
 const tooLarge = (limit: number) => new DmsError('too_large', `request body is larger than the limit of ${limit} bytes`);
+
+/** The body as text. Bytes that are not UTF-8 are refused: decoded, each became U+FFFD, and a job was stored under a name its client never sent. */
+function utf8(body: Buffer): string {
+  if (!isUtf8(body)) throw new DmsError('invalid', 'request body is not UTF-8');
+  return body.toString('utf8');
+}
 
 interface NodeContext {
   req: IncomingMessage;
@@ -13,7 +20,7 @@ interface NodeContext {
 // costs more per request than the rest of an invoke's parsing.
 const nodeContext = (event: H3Event): NodeContext | undefined => event.runtime?.node as NodeContext | undefined;
 
-/** Reads the request body as UTF-8 text, refusing (413) as soon as it passes `limit` bytes. */
+/** Reads the request body as UTF-8 text, refusing (413) as soon as it passes `limit` bytes, and (400) bytes that are not UTF-8. */
 export async function readBodyText(event: H3Event, limit: number): Promise<string> {
   const declared = Number(event.req.headers.get('content-length') ?? NaN);
   if (declared > limit) throw tooLarge(limit);
@@ -36,7 +43,13 @@ function readNode(req: IncomingMessage, limit: number): Promise<string> {
       chunks.push(chunk);
     };
     req.on('data', onData);
-    req.once('end', () => resolve(chunks.length === 1 ? chunks[0].toString('utf8') : Buffer.concat(chunks, size).toString('utf8')));
+    req.once('end', () => {
+      try {
+        resolve(utf8(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)));
+      } catch (e) {
+        reject(e);
+      }
+    });
     req.once('error', (e) => reject(new DmsError('invalid', `request body could not be read (${e.message})`)));
   });
 }
@@ -57,7 +70,7 @@ async function readWeb(event: H3Event, limit: number): Promise<string> {
     }
     chunks.push(value);
   }
-  return Buffer.concat(chunks, size).toString('utf8');
+  return utf8(Buffer.concat(chunks, size));
 }
 
 /** Calls `onGone` if the client goes away before its response is written. */

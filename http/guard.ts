@@ -155,6 +155,9 @@ export function jsonBodyGuard(): Middleware {
     // upload stored the compressed bytes without a word.
     const encoding = event.req.headers.get('content-encoding');
     if (encoding !== null && encoding.trim().toLowerCase() !== 'identity') return refuse(415, `Content-Encoding ${shown(encoding)} is not accepted: send the body uncompressed`);
+    // node:http takes the chunks off a `gzip, chunked` body and hands on what is left, compressed.
+    const transfer = event.req.headers.get('transfer-encoding');
+    if (transfer !== null && transfer.trim().toLowerCase() !== 'chunked') return refuse(415, `Transfer-Encoding ${shown(transfer)} is not accepted: send the body uncompressed, chunked or with a Content-Length`);
     const type = event.req.headers.get('content-type');
     const media = (type ?? '').split(';')[0].trim().toLowerCase();
     // Uploads carry bytes, and only as one of these types (neither is one a page may send

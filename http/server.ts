@@ -1,10 +1,13 @@
 import { readFileSync } from 'node:fs';
-import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { type H3, toNodeHandler } from 'h3';
 import type { Config } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
+import { ConnectionSlots } from './connection-slots.js';
+import { takeTurn } from './connection-turns.js';
+import { targetProblem } from './request-target.js';
 
 export interface Listening {
   server: Server;
@@ -15,15 +18,27 @@ export interface Listening {
 /** Serves the app on `rest.addr:rest.port` (port 0 picks a free one); HTTPS only when TLS is on. */
 export async function listen(app: H3, config: Config): Promise<Listening> {
   const serve = toNodeHandler(app);
+  const slots = new ConnectionSlots(config.rest.max_connections);
   const handler = (req: IncomingMessage, res: ServerResponse) => {
     // A request that comes on a connection closing after a refused body is not served: its
     // answer could never be written, and what it asked would be done unanswered.
     if (lingering.has(req.socket)) return void req.socket.destroy();
-    if (hasBody(req)) {
-      cutWhenStalled(req, config.rest.body_idle_timeout_s * 1000);
-      closeOnUnreadBody(req, res);
-    }
-    return serve(req, res);
+    // While its body is on the way the connection waits on its client; then on the node, until answered.
+    if (hasBody(req) && !req.complete) {
+      slots.waiting(req.socket);
+      req.once('end', () => slots.working(req.socket));
+    } else slots.working(req.socket);
+    res.once('finish', () => slots.waiting(req.socket));
+    takeTurn(req, res, () => {
+      // Its body is read from its turn on: a pipelined one waiting behind others is not stalled.
+      if (hasBody(req)) {
+        cutWhenStalled(req, config.rest.body_idle_timeout_s * 1000);
+        closeOnUnreadBody(req, res);
+      }
+      const problem = targetProblem(req.url ?? '');
+      if (problem) return answerJson(res, 400, problem);
+      void serve(req, res);
+    });
   };
   const tls = config.tls;
   let server: Server;
@@ -42,7 +57,7 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
   }
   server.keepAliveTimeout = 65_000;
   // Every connection is a file descriptor the node's libp2p, SQLite and containers need too.
-  server.maxConnections = config.rest.max_connections;
+  slots.attach(server, tls.enabled);
   // A client that asks before it sends a body (`Expect: 100-continue`, as `dms put` does) is told
   // to go on only once the handler reads the body: node:http would say so at once. A request
   // refused on what its headers say (a declared size the storage share cannot hold, a missing
@@ -52,6 +67,7 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
     continueOnRead(req, res);
     server.emit('request', req, res);
   });
+  server.on('clientError', answerClientError);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (e: NodeJS.ErrnoException) =>
       reject(new DmsError('invalid', `rest: cannot listen on ${config.rest.addr}:${config.rest.port} (${e.code ?? e.message})`)),
@@ -144,4 +160,32 @@ function cutWhenStalled(req: IncomingMessage, idleMs: number): void {
   socket.setTimeout(idleMs);
   // Read to its end: the response may take its time, and node:http sets the keep-alive timeout after it.
   req.once('end', () => socket.setTimeout(0));
+}
+
+/** An answer written before the app sees the request: `{"error": message}`. */
+function answerJson(res: ServerResponse, status: number, message: string): void {
+  const body = JSON.stringify({ error: message });
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/**
+ * HTTP that node:http cannot parse (two lengths, a length beside chunks, a control byte in a
+ * header) is answered, as every other refusal is, with a JSON error saying what was wrong;
+ * node:http's own answer was a bare `400 Bad Request`. The connection closes after it: where
+ * the next request would start is not known.
+ */
+function answerClientError(err: NodeJS.ErrnoException & { reason?: string }, socket: Socket): void {
+  // Nothing to answer on a connection gone, or one already answering an earlier request.
+  const answering = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || answering?.headersSent) return void socket.destroy();
+  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const message =
+    status === 431
+      ? 'request line and headers are larger than this node reads (16 KiB)'
+      : status === 408
+        ? 'the request did not arrive whole in time'
+        : `malformed HTTP request: ${err.reason ?? err.code ?? err.message}`;
+  const body = JSON.stringify({ error: message });
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }

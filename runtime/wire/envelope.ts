@@ -125,12 +125,24 @@ export function parseJsonLossless(text: string, where?: string): unknown {
           ? parseLossless(text, null, options)
           : parseLossless(skeleton, (_key, value) => (typeof value === 'string' && value.startsWith(tag) ? JSON.parse(held[Number(value.slice(tag.length))]) : value), options);
     }
+    // No key decodes to __proto__ without one of these in the text (runtime/json.ts says why it is refused).
+    if (text.includes('__proto__') || text.includes('\\u')) refuseProtoKeys(value);
   } catch (e) {
     if (isDmsError(e)) throw e;
+    // The parser descends once per level: what ran out is its stack, not the text.
+    if (e instanceof RangeError) throw invalid('malformed JSON: arrays or objects nested deeper than this node parses');
     throw invalid(`malformed JSON: ${(e as Error).message}`);
   }
   refuseDuplicateKeys(text, value, where);
   return value;
+}
+
+function refuseProtoKeys(value: unknown): void {
+  if (typeof value !== 'object' || value === null) return;
+  for (const [key, inner] of Object.entries(value)) {
+    if (key === '__proto__') throw invalid('a key named __proto__ is not accepted: it names no field');
+    refuseProtoKeys(inner);
+  }
 }
 
 /** Texts longer than this have their long strings set aside before the lossless parse. */

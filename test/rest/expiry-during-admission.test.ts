@@ -30,7 +30,8 @@ describe('a burst of invokes whose expiry passes while they are admitted', () =>
     // checked (400), some while they wait for their reply (408), some are answered.
     for (const ttlMs of [400, 200, 100, 50]) {
       const bodies = Array.from({ length: 1200 }, (_, i) => wire(callers[i % 30]!, { to: root, be: '/public/hello', cont: `/private/burst/${i}`, ttlMs }));
-      const answers = await Promise.all(Array.from({ length: 8 }, (_, c) => pipelined(node.url, '/api/v1/actor/invoke', bodies.filter((_, i) => i % 8 === c), 30))).catch(async (e: Error) => {
+      // 30 connections, 8 on the way on each: as many at once as a connection has handled (http/connection-turns.ts).
+      const answers = await Promise.all(Array.from({ length: 30 }, (_, c) => pipelined(node.url, '/api/v1/actor/invoke', bodies.filter((_, i) => i % 30 === c), 8))).catch(async (e: Error) => {
         // A connection reset by a node going down: its last words say why.
         const exited = await Promise.race([new Promise<boolean>((r) => node.proc.once('exit', () => r(true))), sleep(2_000).then(() => node.proc.exitCode !== null)]);
         throw new Error(`ttl ${ttlMs} ms: ${e.message}; the node ${exited ? `exited (${node.proc.exitCode})` : 'runs'}:\n${node.logs().slice(-2000)}`);

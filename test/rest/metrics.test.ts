@@ -55,9 +55,9 @@ describe('GET /metrics', () => {
   });
 
   it('checks the signatures of a burst off its event loop, on the verify thread, with the verdicts of a check inline, and counts where', async () => {
-    // 1,200 signed invokes from 30 clients over 8 connections, 30 pipelined on each (so they reach
-    // the node many at a time, within its 256 pending per client), every third with its behavior
-    // changed after signing.
+    // 1,200 signed invokes from 30 clients over 30 connections, 8 pipelined on each (so they reach
+    // the node many at a time, as many as a connection has handled at once, within its 256 pending
+    // per client), every third with its behavior changed after signing.
     const callers = Array.from({ length: 30 }, () => newCaller());
     const root = { id: '', did: '', addr: { host: node.peerId, inbox: 'root' } };
     const bodies = Array.from({ length: 1200 }, (_, i) => {
@@ -68,8 +68,8 @@ describe('GET /metrics', () => {
       return i % 3 === 2 ? text.replace('"be":"/public/hello"', '"be":"/public/status"') : text;
     });
     const before = await scrape();
-    const answers = (await Promise.all(Array.from({ length: 8 }, (_, c) => pipelined(node.url, '/api/v1/actor/invoke', bodies.filter((_, i) => i % 8 === c), 30)))).flatMap((list, c) =>
-      list.map((a, k) => ({ ...a, i: k * 8 + c })),
+    const answers = (await Promise.all(Array.from({ length: 30 }, (_, c) => pipelined(node.url, '/api/v1/actor/invoke', bodies.filter((_, i) => i % 30 === c), 8)))).flatMap((list, c) =>
+      list.map((a, k) => ({ ...a, i: k * 30 + c })),
     );
     expect(answers).toHaveLength(1200);
     for (const { i, status, body } of answers) {
