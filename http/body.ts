@@ -88,3 +88,14 @@ export function onClientGone(event: H3Event, onGone: () => void): () => void {
   signal.addEventListener('abort', onGone, { once: true });
   return () => signal.removeEventListener('abort', onGone);
 }
+
+/**
+ * `e` as what it is when the client closed the request before its body ended (an abandoned
+ * upload, one cut at node:http's request timeout): node:http's `aborted` error, which the route
+ * took for a failure of the node (logged as an error, answered 500 to nobody).
+ */
+export function asClientGone(event: H3Event, e: unknown): unknown {
+  const req = nodeContext(event)?.req;
+  if (req && !req.complete && (req.destroyed || req.socket?.destroyed)) return new DmsError('invalid', 'the client closed the request before its body ended');
+  return e;
+}

@@ -1,5 +1,6 @@
 import { type H3Event, HTTPResponse } from 'h3';
 import type { Logger } from '../runtime/log.js';
+import { asClientGone } from './body.js';
 import { errorBody, JsonBody } from './errors.js';
 
 /**
@@ -17,7 +18,7 @@ export function route(log: Logger, fn: (event: H3Event) => unknown | Promise<unk
       if (out instanceof Response || out instanceof HTTPResponse) return out;
       body = out instanceof JsonBody ? out : new JsonBody(JSON.stringify(out));
     } catch (e) {
-      body = errorBody(e, (err, id) => log.error({ err, error_id: id, path: event.url.pathname }, 'request failed'));
+      body = errorBody(asClientGone(event, e), (err, id) => log.error({ err, error_id: id, path: event.url.pathname }, 'request failed'));
     }
     event.res.status = body.status;
     const headers = event.res.headers;

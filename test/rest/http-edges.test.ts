@@ -165,6 +165,17 @@ describe('request bodies', () => {
     expect(errorOf(text)).toMatch(/^request body is not UTF-8$/);
   });
 
+  it('takes an upload its client abandons for what it is, not a failure of the node', async () => {
+    const { closed } = await exchange(
+      `POST /api/v1/blobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/octet-stream\r\nContent-Length: 100000\r\n\r\n${'x'.repeat(1000)}`,
+      300,
+    );
+    expect(closed).toBe(false); // the client went first
+    await new Promise((r) => setTimeout(r, 300));
+    const lines = node.logs().split('\n').filter((l) => l.includes('/api/v1/blobs'));
+    expect(lines.filter((l) => l.includes('"level":50')), lines.join('\n')).toEqual([]);
+  });
+
   it('answers HTTP it cannot parse with a 400 that says what it could not', async () => {
     const cases = [
       `POST /api/v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}`,
