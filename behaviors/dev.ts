@@ -101,7 +101,8 @@ const list = <T extends z.ZodType<unknown, string>>(item: T) =>
   z
     .string()
     .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean))
-    .pipe(z.array(item).max(32));
+    // An empty list matched no event: a watcher that sent `?type=` saw nothing, and was not told why.
+    .pipe(z.array(item).min(1, 'names nothing: leave the parameter out to see every event').max(32));
 
 /** Filters of the stream, as query parameters; each takes a comma-separated list, any of which matches. */
 export const DevStreamQuery = z.object({

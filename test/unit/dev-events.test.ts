@@ -1,6 +1,6 @@
 import { unsubscribe } from 'node:diagnostics_channel';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { DevEvent } from '../../behaviors/dev.js';
+import { DevEvent, DevStreamQuery } from '../../behaviors/dev.js';
 import { devEvent, envelopeEventJson } from '../../http/routes/dev.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { silentLogger } from '../../runtime/log.js';
@@ -52,5 +52,18 @@ describe('the dms:event channel', () => {
     expect(mine.watched).toBe(false);
     mine.deadLetter(env(), 'unwatched');
     expect(seen).toHaveLength(1);
+  });
+});
+
+describe("the dev stream's filters", () => {
+  it('refuse an empty list, which matched no event: the watcher saw nothing and was not told why', () => {
+    for (const name of ['actor', 'behavior', 'topic', 'type'] as const) {
+      for (const value of ['', ',', ' , ']) {
+        const r = DevStreamQuery.safeParse({ [name]: value });
+        expect(r.success, `${name}=${JSON.stringify(value)}`).toBe(false);
+        expect(r.error?.issues[0]?.message).toMatch(/names nothing: leave the parameter out to see every event/);
+      }
+    }
+    expect(DevStreamQuery.parse({ type: 'envelope,transition', actor: 'root' })).toEqual({ type: ['envelope', 'transition'], actor: ['root'] });
   });
 });
