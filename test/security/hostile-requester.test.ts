@@ -167,14 +167,15 @@ describe('a requester that lies to its provider', { timeout: 40_000 }, () => {
     expect(Date.parse(first.until) - granted).toBeLessThanOrEqual(LEASE_MS + 500);
     expect(await heldCores(a)).toBe(1);
     let again: any;
-    // Asked again and again while it holds: the same lease each time, and it still runs out.
+    // Asked again and again while it holds: the same lease each time, and it still runs out
+    // (renewed by any of the asks, 200 ms apart, it would be held past this wait). Not timed
+    // closer: under load the last ask alone took longer than the margin.
     await waitFor('the lease to run out while renewed', async () => {
       if ((await heldCores(a)) === 0) return true;
       again = await ask(peer, 'reserve', { job_id: id, resources, lease_ms: 60_000 });
       if (again.until) expect(again.until).toBe(first.until);
       return false;
     }, { timeoutMs: LEASE_MS + 3_000, intervalMs: 200 });
-    expect(Date.now() - granted).toBeLessThan(LEASE_MS + 2_500);
     // A lease run out unstarted: this requester's bids are declined for a while, and it says why.
     const later = randomUUID();
     expect((await bid(peer, later, spec(0.25, 64 * MiB))).declined).toMatch(/^your node let reservations here go unstarted .*; it may reserve here again in \d+ s$/);
