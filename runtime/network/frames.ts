@@ -78,6 +78,11 @@ export class FrameDecoder {
     this.longest = varintLength(maxFrameBytes);
   }
 
+  /** Bytes of a frame not yet whole: what the stream still owes. */
+  get buffered(): number {
+    return this.buffer.byteLength;
+  }
+
   /**
    * The frames `chunk` completes, in order; an empty frame carries nothing and is skipped. A
    * stream hands over bytes or a list of them (libp2p's own uint8arraylist, another major

@@ -62,3 +62,17 @@ describe('a length prefix that cannot be completed', () => {
     expect((await peer.waitReply(`/private/r/${protocol}`, 10_000)).from.addr.host).toBe(node.peerId);
   });
 });
+
+describe('a frame never completed', () => {
+  it('is given up, its stream reset, once its bytes stop short of its length for the stall time', { timeout: 60_000 }, async () => {
+    // Found by a hostile peer against a running node: 32 streams a connection, each holding all
+    // but the last byte of a 1 MiB frame, were kept for good (ten throwaway identities: +360 MB).
+    const stream = await peer.transport.node.dialProtocol(peerIdFromString(node.peerId), ACTOR_PROTOCOL);
+    const prefix = Uint8Array.of(0x80, 0x80, 0x40); // 1 MiB, as an unsigned varint
+    stream.send(prefix);
+    stream.send(new Uint8Array(64 * 1024).fill(0x7b));
+    const t0 = Date.now();
+    await waitFor('the node to reset a stream whose frame stopped short', () => stream.status !== 'open', { timeoutMs: 25_000, intervalMs: 200 });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(9_000);
+  });
+});
