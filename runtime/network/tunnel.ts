@@ -9,6 +9,7 @@
  */
 import { connect, type Socket } from 'node:net';
 import type { Connection, PeerId, Stream } from '@libp2p/interface';
+import { rememberNewest } from '../bounded-map.js';
 import { DmsError, errorText, isDmsError } from '../errors.js';
 import { parseUntrustedJson } from '../json.js';
 import { encodeFrame, takeFrame } from './frames.js';
@@ -22,6 +23,13 @@ const DEFAULT_HEADER_TIMEOUT_MS = 5_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 /** How long a refused stream waits for its opener to close before it is reset. */
 const CLOSE_WAIT_MS = 2_000;
+/**
+ * A peer's refusals are logged once, then at most once per this, with how many went unlogged:
+ * 3,000 tunnels asked for jobs that do not exist wrote 1.2 MB of warnings in 6 s.
+ */
+const REFUSAL_LOG_MS = 60_000;
+/** Peers whose refusals are remembered for that, at most. */
+const REFUSAL_LOG_PEERS = 1024;
 
 export interface TunnelRequest {
   job_id: string;
@@ -58,6 +66,8 @@ export interface TunnelServerOptions extends TunnelLimits {
 export class TunnelServer {
   private readonly perPeer = new Map<string, number>();
   private total = 0;
+  /** Per peer: until when its refusals go unlogged, and how many did. */
+  private readonly quietUntil = new Map<string, { until: number; unlogged: number }>();
 
   private constructor(private readonly opts: TunnelServerOptions) {}
 
@@ -142,7 +152,13 @@ export class TunnelServer {
   private refuse(stream: Stream, peer: string, req: TunnelRequest | undefined, e: unknown, release?: () => void): void {
     release?.();
     const error = e instanceof DmsError ? e.message : `tunnel refused: ${errorText(e)}`;
-    this.opts.log.warn({ peer, ...(req ? { job_id: req.job_id, port: req.port } : {}), error }, 'tunnel refused');
+    const now = Date.now();
+    const quiet = this.quietUntil.get(peer);
+    if (quiet && quiet.until > now) quiet.unlogged++;
+    else {
+      this.opts.log.warn({ peer, ...(req ? { job_id: req.job_id, port: req.port } : {}), error, ...(quiet?.unlogged ? { unlogged: quiet.unlogged } : {}) }, 'tunnel refused');
+      rememberNewest(this.quietUntil, peer, { until: now + REFUSAL_LOG_MS, unlogged: 0 }, REFUSAL_LOG_PEERS);
+    }
     try {
       stream.send(encodeFrame(JSON.stringify({ error: error.slice(0, 500) })));
     } catch {

@@ -160,7 +160,8 @@ describe.skipIf(problem !== null)('<part>.internal between the parts of an ensem
     open.stream.abort(new Error('done'));
     await caller.call(at(ENSEMBLE_NET_INBOX, b.peerId), EnsembleNetBehaviors.revoke, { ensemble }, z.unknown());
     await expect(openTunnel(cNode, bPeer, { job_id: serverId, port: 8080 })).rejects.toThrow(/nor a host of its ensemble/);
-    await waitFor("the refusals in node B's log", () => (b.logs().match(/tunnel refused/g) ?? []).length >= 3, { timeoutMs: 5_000 });
+    // One line a minute per peer (C's second refusal goes unlogged and counted): the stranger's and C's.
+    await waitFor("the refusals in node B's log", () => (b.logs().match(/tunnel refused/g) ?? []).length >= 2, { timeoutMs: 5_000 });
     expect((await api(b, 'GET', '/api/v1/jobs?limit=1')).status).toBe(200);
     await stop(b, serverId);
   });

@@ -144,3 +144,21 @@ describe('tunnel ends that go away mid-way', { timeout: 30_000 }, () => {
     await waitFor("the provider's end of the stream closed", () => closed, { timeoutMs: 3_000 });
   });
 });
+
+describe('tunnel refusals in the log', { timeout: 30_000 }, () => {
+  it('cost one warning a minute per peer, however many it asks for: 3,000 refusals wrote 1.2 MB of log in 6 s', async () => {
+    const lines: { fields: Record<string, unknown>; msg: string }[] = [];
+    const quietLog = { warn: (fields: Record<string, unknown>, msg: string) => void lines.push({ fields, msg }), debug: () => undefined };
+    const provider = await createHost({ keyPair: KeyPair.generate() });
+    await TunnelServer.attach(provider, { authorize: async (_peer, req) => Promise.reject(new Error(`no job ${req.job_id} here`)), maxPerPeer: 4, maxTotal: 16, idleMs: 1_000, log: quietLog });
+    const opener = await createHost({ keyPair: KeyPair.generate() });
+    await Promise.all([provider.start(), opener.start()]);
+    try {
+      await opener.dial(provider.getMultiaddrs());
+      for (let i = 0; i < 40; i++) await expect(openTunnel(opener, provider.peerId, { job_id: JOB, port: 1 })).rejects.toThrow(/refused the tunnel/);
+      expect(lines.filter((l) => l.msg === 'tunnel refused')).toHaveLength(1);
+    } finally {
+      await Promise.all([provider.stop(), opener.stop()]);
+    }
+  });
+});
