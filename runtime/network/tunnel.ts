@@ -12,6 +12,7 @@ import type { Connection, PeerId, Stream } from '@libp2p/interface';
 import { rememberNewest } from '../bounded-map.js';
 import { DmsError, errorText, isDmsError } from '../errors.js';
 import { parseUntrustedJson } from '../json.js';
+import { LogGate } from '../log.js';
 import { encodeFrame, takeFrame } from './frames.js';
 import type { DmsLibp2p } from './host.js';
 import type { NetworkLog } from './libp2p-transport.js';
@@ -66,8 +67,8 @@ export interface TunnelServerOptions extends TunnelLimits {
 export class TunnelServer {
   private readonly perPeer = new Map<string, number>();
   private total = 0;
-  /** Per peer: until when its refusals go unlogged, and how many did. */
-  private readonly quietUntil = new Map<string, { until: number; unlogged: number }>();
+  /** Per peer: when its next refusal may be logged, and how many went unlogged. */
+  private readonly refusalLogs = new Map<string, LogGate>();
 
   private constructor(private readonly opts: TunnelServerOptions) {}
 
@@ -152,13 +153,10 @@ export class TunnelServer {
   private refuse(stream: Stream, peer: string, req: TunnelRequest | undefined, e: unknown, release?: () => void): void {
     release?.();
     const error = e instanceof DmsError ? e.message : `tunnel refused: ${errorText(e)}`;
-    const now = Date.now();
-    const quiet = this.quietUntil.get(peer);
-    if (quiet && quiet.until > now) quiet.unlogged++;
-    else {
-      this.opts.log.warn({ peer, ...(req ? { job_id: req.job_id, port: req.port } : {}), error, ...(quiet?.unlogged ? { unlogged: quiet.unlogged } : {}) }, 'tunnel refused');
-      rememberNewest(this.quietUntil, peer, { until: now + REFUSAL_LOG_MS, unlogged: 0 }, REFUSAL_LOG_PEERS);
-    }
+    const gate = this.refusalLogs.get(peer) ?? new LogGate(REFUSAL_LOG_MS);
+    rememberNewest(this.refusalLogs, peer, gate, REFUSAL_LOG_PEERS);
+    const unlogged = gate.pass();
+    if (unlogged !== undefined) this.opts.log.warn({ peer, ...(req ? { job_id: req.job_id, port: req.port } : {}), error, ...(unlogged ? { unlogged } : {}) }, 'tunnel refused');
     try {
       stream.send(encodeFrame(JSON.stringify({ error: error.slice(0, 500) })));
     } catch {
