@@ -16,12 +16,26 @@ export function parseUntrustedJson(text: string, where?: string): unknown {
     !text.includes('__proto__') && !text.includes('\\u')
       ? JSON.parse(text)
       : JSON.parse(text, (key, value: unknown) => {
-          if (key === '__proto__') throw invalid('a key named __proto__ is not accepted: it names no field');
+          if (key === '__proto__') throw invalid(PROTO_KEY_ERROR);
           if (LONE_SURROGATE.test(key) || (typeof value === 'string' && LONE_SURROGATE.test(value))) throw invalid(LONE_SURROGATE_ERROR);
           return value;
         });
   refuseDuplicateKeys(text, value, where);
   return value;
+}
+
+const PROTO_KEY_ERROR = 'a key named __proto__ is not accepted: it names no field';
+
+/**
+ * Refuses a key named __proto__ anywhere in `value`, already parsed (by a parser other than
+ * JSON.parse, which parseUntrustedJson checks as it goes), for the reason parseUntrustedJson gives.
+ */
+export function refuseProtoKeys(value: unknown): void {
+  if (typeof value !== 'object' || value === null) return;
+  for (const [key, inner] of Object.entries(value)) {
+    if (key === '__proto__') throw invalid(PROTO_KEY_ERROR);
+    refuseProtoKeys(inner);
+  }
 }
 
 /**

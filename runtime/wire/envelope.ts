@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { parse as parseLossless } from 'lossless-json';
 import * as z from 'zod';
 import { invalid, isDmsError } from '../errors.js';
-import { parseUntrustedJson } from '../json.js';
+import { parseUntrustedJson, refuseProtoKeys } from '../json.js';
 import { duplicateKey, isKeyAt, refuseDuplicateKeys, stringEnd } from '../json-keys.js';
 import { describeIssues as describeIssuesOf } from '../issues.js';
 import { decodeBase64, encodeBase64 } from './base64.js';
@@ -135,14 +135,6 @@ export function parseJsonLossless(text: string, where?: string): unknown {
   }
   refuseDuplicateKeys(text, value, where);
   return value;
-}
-
-function refuseProtoKeys(value: unknown): void {
-  if (typeof value !== 'object' || value === null) return;
-  for (const [key, inner] of Object.entries(value)) {
-    if (key === '__proto__') throw invalid('a key named __proto__ is not accepted: it names no field');
-    refuseProtoKeys(inner);
-  }
 }
 
 /** Texts longer than this have their long strings set aside before the lossless parse. */
