@@ -9,7 +9,7 @@ import type { Arrival, Transport } from '../transport.js';
 import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
 import { type BanPolicy, DEFAULT_BAN_POLICY, PeerBans } from './bans.js';
 import { OutboundChannel } from './channel.js';
-import { encodeFrame, frameDecoder, frameText, utf8Length } from './frames.js';
+import { encodeFrame, frameDecoder, frameText, PARTIAL_FRAME_MS, partialFrameWatch, utf8Length } from './frames.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
 import { SharedPings } from './pings.js';
@@ -17,11 +17,6 @@ import { GreetedPeers } from './score.js';
 
 /** The unicast stream protocol (README "Network"). */
 export const ACTOR_PROTOCOL = '/dms/actor/1.0.0';
-/**
- * How long an inbound frame may stop short of its length before its stream is reset. A 1 MiB
- * envelope crosses loopback in milliseconds and a slow link in seconds.
- */
-export const PARTIAL_FRAME_MS = 10_000;
 export const DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024;
 const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;
 const CONNECTION_WARN_EVERY_MS = 10_000;
@@ -411,29 +406,19 @@ export class Libp2pTransport implements Transport {
   private acceptStream(stream: Stream, connection: Connection): void {
     const peer = connection.remotePeer.toString();
     const decoder = frameDecoder(this.maxEnvelopeBytes);
-    // A frame begun is finished within PARTIAL_FRAME_MS of its last byte, or its stream goes:
-    // streams holding all but the last byte of a 1 MiB frame were kept for good, 32 a
-    // connection (ten throwaway identities grew a node by 360 MB).
-    let stalled: NodeJS.Timeout | undefined;
-    const watchPartial = () => {
-      clearTimeout(stalled);
-      stalled = undefined;
-      if (decoder.buffered === 0) return;
-      stalled = setTimeout(() => {
-        this.counters.dropped++;
-        this.misbehaved(peer, { buffered: decoder.buffered }, `inbound frame not completed within ${PARTIAL_FRAME_MS} ms; resetting the stream`);
-        stream.abort(new DmsError('timeout', `frame not completed within ${PARTIAL_FRAME_MS} ms`));
-      }, PARTIAL_FRAME_MS);
-      stalled.unref();
-    };
-    stream.addEventListener('close', () => clearTimeout(stalled));
+    const partial = partialFrameWatch(decoder, PARTIAL_FRAME_MS, () => {
+      this.counters.dropped++;
+      this.misbehaved(peer, { buffered: decoder.buffered }, `inbound frame not completed within ${PARTIAL_FRAME_MS} ms; resetting the stream`);
+      stream.abort(new DmsError('timeout', `frame not completed within ${PARTIAL_FRAME_MS} ms`));
+    });
+    stream.addEventListener('close', partial.stop);
     stream.addEventListener('message', (evt) => {
       // What a banned peer's stream still carries while its connection closes is not read.
       if (this.bans.isBanned(peer)) return stream.abort(new DmsError('forbidden', `peer ${peer} is banned for undecodable frames`));
       const at = stageStart();
       try {
         for (const frame of decoder.decode(evt.data)) this.deliver(frame.subarray(), peer, 'unicast', undefined, at);
-        watchPartial();
+        partial.check();
       } catch (e) {
         // The length prefix is all a receiver can trust about where frames start; past a bad
         // one the rest of the stream is unreadable, so it goes.
