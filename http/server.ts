@@ -23,15 +23,16 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
     // A request that comes on a connection closing after a refused body is not served: its
     // answer could never be written, and what it asked would be done unanswered.
     if (lingering.has(req.socket)) return void req.socket.destroy();
+    const withBody = hasBody(req);
     // While its body is on the way the connection waits on its client; then on the node, until answered.
-    if (hasBody(req) && !req.complete) {
+    if (withBody && !req.complete) {
       slots.waiting(req.socket);
       req.once('end', () => slots.working(req.socket));
     } else slots.working(req.socket);
     res.once('finish', () => slots.waiting(req.socket));
     takeTurn(req, res, () => {
       // Its body is read from its turn on: a pipelined one waiting behind others is not stalled.
-      if (hasBody(req)) {
+      if (withBody) {
         cutWhenStalled(req, config.rest.body_idle_timeout_s * 1000);
         closeOnUnreadBody(req, res);
       }
