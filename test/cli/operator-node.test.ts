@@ -169,13 +169,14 @@ describe('the plugin contract, as the README states it', { timeout: 90_000 }, ()
   });
 
   it('the REST rate limit covers plugin routes and the other authenticated routes, as the configuration table says', async () => {
-    // The jobs route is asked with the burst, last: asked once the 45 answers were in, it met a
-    // bucket refilled meanwhile on a loaded machine (100 a second) and was answered 200.
+    // The jobs route is asked after the burst, ten at once: asked alone, a bucket refilling at 2
+    // a second could hold a token again by then on a loaded machine, and asked with the burst it
+    // could be served before the burst had emptied the bucket. Ten need 5 s of refill to pass.
     const status = (path: string) => fetch(`${plugged.url}${path}`).then((r) => r.status);
-    const burst = Array.from({ length: 45 }, () => status('/api/v1/plugins/greeter/hello/ada'));
-    const [answers, jobs] = await Promise.all([Promise.all(burst), status('/api/v1/jobs')]);
+    const answers = await Promise.all(Array.from({ length: 45 }, () => status('/api/v1/plugins/greeter/hello/ada')));
     expect(answers.filter((s) => s === 429).length).toBeGreaterThanOrEqual(10);
-    expect(jobs).toBe(429);
+    const jobs = await Promise.all(Array.from({ length: 10 }, () => status('/api/v1/jobs')));
+    expect(jobs).toContain(429);
     // The health probe stays open to supervisors.
     expect((await fetch(`${plugged.url}/health`)).status).toBe(200);
     expect(README).toMatch(/\| `rest\.rate_limit\.per_second` \| `100` \| sustained requests per client to every authenticated route/);
