@@ -192,6 +192,7 @@ async function startNetwork(system: ActorSystem, config: Config, log: Logger, ke
       protocolId: net.ProtocolID,
       enableMdns: net.EnableMDNS,
       maxEnvelopeBytes: net.MaxEnvelopeBytes,
+      maxConnections: net.MaxConnections,
       log,
     });
   } catch (e) {

@@ -200,6 +200,8 @@ export const ConfigSchema = z
         EnableMDNS: z.boolean().default(false),
         /** Largest envelope sent or accepted over the network, in bytes. */
         MaxEnvelopeBytes: positiveInt.default(1_048_576),
+        /** libp2p connections held at once; past it, shared between the addresses that dial (inbound-share.ts). */
+        MaxConnections: z.number().int().min(8).max(100_000).default(300),
       })
       .strict()
       .prefault({}),

@@ -14,6 +14,7 @@ import type { KeyPair } from '../crypto/keys.js';
 import { DmsError, errorText, invalid } from '../errors.js';
 import type { PeerBans } from './bans.js';
 import { noiseCrypto } from './noise-cipher.js';
+import { HEADROOM, InboundShare, MAX_PENDING } from './inbound-share.js';
 import { GreetedPeers, peerScoreParams } from './score.js';
 
 export const DEFAULT_LISTEN = ['/ip4/127.0.0.1/tcp/0'];
@@ -93,6 +94,8 @@ export interface HostOptions {
   greeted?: GreetedPeers;
   /** Peers refused connections either way while banned (bans.ts); nobody when absent. */
   bans?: PeerBans;
+  /** Connections held at once (`network.MaxConnections`); shared between addresses past it (inbound-share.ts). */
+  maxConnections?: number;
 }
 
 export interface DmsServices extends Record<string, unknown> {
@@ -104,6 +107,9 @@ export interface DmsServices extends Record<string, unknown> {
 }
 
 export type DmsLibp2p = Libp2p<DmsServices>;
+
+/** Connections a node holds at once by default (`network.MaxConnections`): libp2p's own default. */
+export const DEFAULT_MAX_CONNECTIONS = 300;
 
 /**
  * The most a stream's reader lets its sender have in flight: a stream's read buffer (libp2p's
@@ -119,6 +125,8 @@ export const MAX_STREAM_WINDOW = 4 * 1024 * 1024;
  */
 export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
   const { keyPair, bans } = opts;
+  const maxConnections = opts.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  const share = new InboundShare(maxConnections);
   const listen = opts.listen?.length ? opts.listen : DEFAULT_LISTEN;
   checkAddresses('listen', listen, false);
   checkAddresses('bootstrap', opts.bootstrap ?? [], true);
@@ -169,16 +177,25 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     transports: [tcp()],
     connectionEncrypters: [noise({ crypto: noiseCrypto })],
     streamMuxers: [yamux({ streamOptions: { maxStreamWindowSize: MAX_STREAM_WINDOW } })],
-    connectionManager: { inboundConnectionThreshold: opts.inboundConnectionThreshold, ...RECONNECT },
+    connectionManager: {
+      inboundConnectionThreshold: opts.inboundConnectionThreshold,
+      maxConnections: maxConnections + HEADROOM,
+      maxIncomingPendingConnections: MAX_PENDING + HEADROOM,
+      ...RECONNECT,
+    },
     connectionMonitor: { pingTimeout: { minTimeout: PING_TIMEOUT_MS } },
-    // Checked once the remote peer is known (after Noise), before any protocol runs.
-    connectionGater: bans
-      ? {
-          denyDialPeer: (peer) => bans.isBanned(peer.toString()),
-          denyInboundEncryptedConnection: (peer) => bans.isBanned(peer.toString()),
-          denyOutboundEncryptedConnection: (peer) => bans.isBanned(peer.toString()),
-        }
-      : {},
+    connectionGater: {
+      denyInboundConnection: (maConn) => share.denyHandshake(maConn),
+      // Checked once the remote peer is known (after Noise), before any protocol runs.
+      denyInboundEncryptedConnection: (peer, maConn) => {
+        share.handshakeEnded(maConn);
+        return bans?.isBanned(peer.toString()) ?? false;
+      },
+      ...(bans && {
+        denyDialPeer: (peer) => bans.isBanned(peer.toString()),
+        denyOutboundEncryptedConnection: (peer) => bans.isBanned(peer.toString()),
+      }),
+    },
     // libp2p waits 1 s before dialling bootstrap peers by default, which only delays joining.
     // Its own tag means nothing to the connection manager; ours keeps the peers connected.
     peerDiscovery: opts.bootstrap?.length ? [bootstrap({ list: opts.bootstrap, timeout: 100, tagName: BOOTSTRAP_TAG, tagValue: BOOTSTRAP_TAG_VALUE })] : [],
@@ -188,6 +205,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
   if (node.peerId.toString() !== keyPair.peerId) {
     throw new DmsError('internal', `libp2p peer id ${node.peerId} differs from the node key's ${keyPair.peerId}`);
   }
+  node.addEventListener('connection:open', (e) => share.opened(e.detail, node.getConnections()));
   if (node.services.mdns) dialDiscovered(node, node.services.mdns);
   return node;
 }
