@@ -107,33 +107,6 @@ export class FrameDecoder {
 export const frameDecoder = (maxFrameBytes: number): FrameDecoder => new FrameDecoder(maxFrameBytes);
 
 /**
- * How long an inbound frame may stop short of its length before its stream is given up. A 1 MiB
- * envelope crosses loopback in milliseconds and a slow link in seconds; streams holding all but
- * the last byte of a 1 MiB frame were kept for good, 32 a connection (ten throwaway identities
- * grew a node by 360 MB).
- */
-export const PARTIAL_FRAME_MS = 10_000;
-
-/**
- * Calls `onStall` when `decoder` has held part of a frame for `ms` since the stream last added
- * to it. `check` after each decode (re)starts or ends the wait; `stop` when the stream closes.
- */
-export function partialFrameWatch(decoder: FrameDecoder, ms: number, onStall: () => void): { check(): void; stop(): void } {
-  let timer: NodeJS.Timeout | undefined;
-  const stop = () => {
-    clearTimeout(timer);
-    timer = undefined;
-  };
-  return {
-    check() {
-      stop();
-      if (decoder.buffered > 0) timer = setTimeout(onStall, ms).unref();
-    },
-    stop,
-  };
-}
-
-/**
  * The length a frame's prefix announces, or undefined while the prefix may still be completed.
  * A prefix that never can be is refused. "Not yet" is a value, not a throw: a stream asks after
  * every frame it reads, and an Error's stack cost a cross-node invoke tens of microseconds.

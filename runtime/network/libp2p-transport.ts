@@ -9,7 +9,9 @@ import type { Arrival, Transport } from '../transport.js';
 import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
 import { type BanPolicy, DEFAULT_BAN_POLICY, PeerBans } from './bans.js';
 import { OutboundChannel } from './channel.js';
-import { encodeFrame, frameDecoder, frameText, PARTIAL_FRAME_MS, partialFrameWatch, utf8Length } from './frames.js';
+import { encodeFrame, frameText, utf8Length } from './frames.js';
+import { MIN_PARTIAL_BUDGET, PartialFrames } from './partial-frames.js';
+import { readActorStream } from './actor-stream.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
 import { SharedPings } from './pings.js';
@@ -20,6 +22,7 @@ export const ACTOR_PROTOCOL = '/dms/actor/1.0.0';
 export const DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024;
 const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;
 const CONNECTION_WARN_EVERY_MS = 10_000;
+
 const DEFAULT_DIAL_TIMEOUT_MS = 5_000;
 const DEFAULT_LOOKUP_TIMEOUT_MS = 5_000;
 
@@ -84,6 +87,8 @@ export interface TransportStats {
 export class Libp2pTransport implements Transport {
   readonly host: string;
   private readonly maxEnvelopeBytes: number;
+  /** What inbound actor streams hold of frames not yet whole, over every peer. */
+  private readonly partials: PartialFrames;
   private readonly maxQueuedBytes: number;
   private readonly dialTimeoutMs: number;
   private readonly lookupTimeoutMs: number;
@@ -99,6 +104,8 @@ export class Libp2pTransport implements Transport {
   private stopped = false;
   /** Lines about connections closed on an error. */
   private readonly connectionWarnings = new LogGate(CONNECTION_WARN_EVERY_MS);
+  /** Lines about streams reset for the partial-frame budget: a flood of them is one attack. */
+  private readonly budgetWarnings = new LogGate(CONNECTION_WARN_EVERY_MS);
   private readonly pings = new SharedPings((peer, signal) => this.node.services.ping.ping(peerIdFromString(peer), { signal }));
 
   /** Builds the host, wires the transport into it, then starts it. */
@@ -135,6 +142,7 @@ export class Libp2pTransport implements Transport {
     this.greeted = parts.greeted;
     this.bans = parts.bans;
     this.maxEnvelopeBytes = opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES;
+    this.partials = new PartialFrames(Math.max(MIN_PARTIAL_BUDGET, 4 * this.maxEnvelopeBytes));
     this.maxQueuedBytes = opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
     this.dialTimeoutMs = opts.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.lookupTimeoutMs = opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS;
@@ -405,31 +413,18 @@ export class Libp2pTransport implements Transport {
 
   private acceptStream(stream: Stream, connection: Connection): void {
     const peer = connection.remotePeer.toString();
-    const decoder = frameDecoder(this.maxEnvelopeBytes);
-    const partial = partialFrameWatch(decoder, PARTIAL_FRAME_MS, () => {
-      this.counters.dropped++;
-      this.misbehaved(peer, { buffered: decoder.buffered }, `inbound frame not completed within ${PARTIAL_FRAME_MS} ms; resetting the stream`);
-      stream.abort(new DmsError('timeout', `frame not completed within ${PARTIAL_FRAME_MS} ms`));
-    });
-    stream.addEventListener('close', partial.stop);
-    stream.addEventListener('message', (evt) => {
-      // What a banned peer's stream still carries while its connection closes is not read.
-      if (this.bans.isBanned(peer)) return stream.abort(new DmsError('forbidden', `peer ${peer} is banned for undecodable frames`));
-      const at = stageStart();
-      try {
-        for (const frame of decoder.decode(evt.data)) this.deliver(frame.subarray(), peer, 'unicast', undefined, at);
-        partial.check();
-      } catch (e) {
-        // The length prefix is all a receiver can trust about where frames start; past a bad
-        // one the rest of the stream is unreadable, so it goes.
+    readActorStream(stream, peer, {
+      maxFrameBytes: this.maxEnvelopeBytes,
+      partials: this.partials,
+      banned: () => this.bans.isBanned(peer),
+      frame: (bytes, at) => this.deliver(bytes, peer, 'unicast', undefined, at),
+      gaveUp: (why, text) => {
         this.counters.dropped++;
-        this.misbehaved(peer, { err: errorText(e) }, 'unreadable inbound frame (its length prefix); resetting the stream');
-        stream.abort(e instanceof DmsError ? e : new DmsError('too_large', `frame over the ${this.maxEnvelopeBytes}-byte limit`));
-      }
-    });
-    // The sender closed its side; closing ours frees the stream at both ends.
-    stream.addEventListener('remoteCloseWrite', () => {
-      stream.close().catch((e: unknown) => stream.abort(e instanceof Error ? e : new Error(String(e))));
+        // Past the budget an honest peer may be the one holding most: not held against it.
+        if (why !== 'budget') return this.misbehaved(peer, {}, `${text}; resetting the stream`);
+        const unlogged = this.budgetWarnings.pass();
+        if (unlogged !== undefined) this.log.warn({ peer, held: this.partials.held, budget: this.partials.budget, ...(unlogged ? { unlogged } : {}) }, text);
+      },
     });
   }
 
