@@ -218,6 +218,8 @@ export class BlockExchange {
         if (cidProblem(cid)) throw new DmsError('invalid', `want-list: ${text}: ${cidProblem(cid)}`);
         return cid;
       });
+      // Each block once, however its CID is written: one CID named MAX_WANT times was read and sent as often, 64 MiB for one.
+      if (new Set(cids.map(String)).size !== cids.length) throw new DmsError('invalid', 'a want-list names each CID once');
       const reads: (Promise<Uint8Array | null> | undefined)[] = [];
       // Only once its room is taken.
       const read = (i: number) => {

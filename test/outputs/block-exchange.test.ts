@@ -101,6 +101,14 @@ describe('/dms/blocks/1.0.0', async () => {
     expect(await c.store.has(block)).toBe(true);
   });
 
+  it('refuses a want-list naming one CID more than once, serving none of it', async () => {
+    // Found by a hostile peer against a running node: one block named 256 times was read and
+    // sent 256 times, 64 MiB for a want-list of one CID.
+    const served = a.ex.stats.served;
+    await expect(b.ex.ask(a.t.host, Array.from({ length: 8 }, () => cid))).rejects.toThrow();
+    expect(a.ex.stats.served).toBe(served);
+  });
+
   it('refuses a want-list naming a CID of another codec', async () => {
     const cbor = CID.createV1(0x71, await sha256.digest(Buffer.from('x')));
     await expect(b.ex.ask(a.t.host, [cbor])).rejects.toThrow();
