@@ -19,17 +19,39 @@ interface Slot {
 
 export class ConnectionSlots {
   private readonly slots = new Map<Socket, Slot>();
+  /** Under TLS, accepted sockets whose handshake is not done, by their client's address and port. */
+  private readonly handshaking = new Map<string, Socket>();
 
   constructor(private readonly max: number) {}
 
   /**
    * Takes over `server`'s connection bound: node:http lets one past it in, and this decides which
-   * goes. Under TLS a connection counts here once its handshake is done: the socket a request
-   * comes on is the TLS one.
+   * goes. Under TLS a connection counts from its first byte, as node:net counts it: counted only
+   * once its handshake was done, connections that never began one filled the bound unseen here
+   * and kept every client out for the handshake timeout. The socket a request comes on then
+   * wraps the one accepted, and takes over its slot.
    */
   attach(server: Server, secure: boolean): void {
     server.maxConnections = this.max + 1;
-    server.on(secure ? 'secureConnection' : 'connection', (socket: Socket) => this.opened(socket));
+    server.on('connection', (socket: Socket) => {
+      this.opened(socket);
+      if (!secure) return;
+      const key = remoteKey(socket);
+      this.handshaking.set(key, socket);
+      socket.once('close', () => this.handshaking.get(key) === socket && this.handshaking.delete(key));
+    });
+    if (secure) server.on('secureConnection', (tls: Socket) => this.handedOver(tls));
+  }
+
+  private handedOver(tls: Socket): void {
+    const key = remoteKey(tls);
+    const raw = this.handshaking.get(key);
+    const slot = raw && this.slots.get(raw);
+    if (!raw || !slot) return;
+    this.handshaking.delete(key);
+    this.slots.delete(raw);
+    this.slots.set(tls, slot);
+    tls.once('close', () => this.slots.delete(tls));
   }
 
   /** The node works on a request of `socket` whose body has arrived (or has none). */
@@ -73,3 +95,5 @@ export class ConnectionSlots {
     return pick;
   }
 }
+
+const remoteKey = (socket: Socket): string => `${socket.remoteAddress}|${socket.remotePort}`;

@@ -9,6 +9,9 @@ import { ConnectionSlots } from './connection-slots.js';
 import { takeTurn } from './connection-turns.js';
 import { targetProblem } from './request-target.js';
 
+/** How long a TLS client may take over its handshake. */
+const TLS_HANDSHAKE_MS = 10_000;
+
 export interface Listening {
   server: Server;
   url: string;
@@ -52,7 +55,8 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
     } catch (e) {
       throw new DmsError('invalid', `tls: cannot read certificate or key (${(e as Error).message})`);
     }
-    server = createHttpsServer({ cert, key }, handler) as unknown as Server;
+    // A client finishes its handshake in a few round trips; Node waits 120 s for one by default.
+    server = createHttpsServer({ cert, key, handshakeTimeout: TLS_HANDSHAKE_MS }, handler) as unknown as Server;
   } else {
     server = createHttpServer(handler);
   }

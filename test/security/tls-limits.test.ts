@@ -1,6 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { newCaller, post, rootOf, wire } from '../helpers/envelopes.js';
@@ -17,7 +18,8 @@ afterAll(async () => {
 /** GET over HTTPS trusting only `ca`; resolves with status and body, rejects on any TLS failure. */
 function httpsGet(url: string, ca?: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'GET', ca, timeout: 5_000 }, (res) => {
+    // A connection of its own each time: a kept-alive one would pass for a new client.
+    const req = request(url, { method: 'GET', ca, timeout: 5_000, agent: false }, (res) => {
       let body = '';
       res.on('data', (d) => (body += d));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
@@ -28,39 +30,44 @@ function httpsGet(url: string, ca?: string): Promise<{ status: number; body: str
   });
 }
 
+/** A node serving HTTPS with a self-signed certificate made here; its URL and the certificate to trust. */
+async function tlsNode(config: object = {}): Promise<{ url: string; ca: string }> {
+  const home = tempHome();
+  const cert = join(home, 'cert.pem');
+  const key = join(home, 'key.pem');
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+    '-keyout', key, '-out', cert, '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+  ], { stdio: 'ignore' });
+  writeFileSync(join(home, 'dms_config.json'), JSON.stringify({ network: { enabled: false }, ...config }));
+  const proc = spawn(process.execPath, [CLI, '--home', home, 'start', '--port', '0', '--log-level', 'warn'], {
+    env: { ...process.env, ...TEST_ENV, DMS_TLS_ENABLED: 'true', DMS_TLS_CERT_FILE: cert, DMS_TLS_KEY_FILE: key },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr!.on('data', (d) => (stderr += d));
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  cleanups.push(async () => {
+    proc.kill('SIGTERM');
+    await exited;
+    removeHome(home);
+  });
+  const ca = readFileSync(cert, 'utf8');
+  const url = await waitFor(
+    'the HTTPS node to come up',
+    async () => {
+      const info = existsSync(join(home, 'node.json')) ? JSON.parse(readFileSync(join(home, 'node.json'), 'utf8')) : undefined;
+      if (info?.pid !== proc.pid) return false;
+      return (await httpsGet(`${info.url}/health`, ca)).status === 200 && (info.url as string);
+    },
+    { timeoutMs: 20_000, intervalMs: 100 },
+  ).catch((e: unknown) => expect.fail(`${String(e)}\nnode stderr:\n${stderr}`));
+  return { url, ca };
+}
+
 describe('TLS', () => {
   it('serves HTTPS only, with a self-signed certificate made here', async () => {
-    const home = tempHome();
-    const cert = join(home, 'cert.pem');
-    const key = join(home, 'key.pem');
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-keyout', key, '-out', cert, '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ], { stdio: 'ignore' });
-    writeFileSync(join(home, 'dms_config.json'), JSON.stringify({ network: { enabled: false } }));
-    const proc = spawn(process.execPath, [CLI, '--home', home, 'start', '--port', '0', '--log-level', 'warn'], {
-      env: { ...process.env, ...TEST_ENV, DMS_TLS_ENABLED: 'true', DMS_TLS_CERT_FILE: cert, DMS_TLS_KEY_FILE: key },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    proc.stderr!.on('data', (d) => (stderr += d));
-    const exited = new Promise<void>((r) => proc.once('exit', () => r()));
-    cleanups.push(async () => {
-      proc.kill('SIGTERM');
-      await exited;
-      removeHome(home);
-    });
-
-    const ca = readFileSync(cert, 'utf8');
-    const url = await waitFor(
-      'the HTTPS node to come up',
-      async () => {
-        const info = existsSync(join(home, 'node.json')) ? JSON.parse(readFileSync(join(home, 'node.json'), 'utf8')) : undefined;
-        if (info?.pid !== proc.pid) return false;
-        return (await httpsGet(`${info.url}/health`, ca)).status === 200 && (info.url as string);
-      },
-      { timeoutMs: 20_000, intervalMs: 100 },
-    ).catch((e: unknown) => expect.fail(`${String(e)}\nnode stderr:\n${stderr}`));
+    const { url, ca } = await tlsNode();
     expect(url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
     const handle = await httpsGet(`${url}/api/v1/actor/handle`, ca);
     expect(handle.status).toBe(200);
@@ -69,6 +76,27 @@ describe('TLS', () => {
     await expect(httpsGet(`${url}/health`)).rejects.toThrow(/self[- ]signed|unable to verify/i);
     // Plain HTTP on the same port gets no answer.
     await expect(fetch(`${url.replace('https:', 'http:')}/health`, { signal: AbortSignal.timeout(5_000) })).rejects.toThrow();
+  });
+
+  it('keeps room past rest.max_connections for a client while others hold handshakes they never begin', async () => {
+    // Found by a hostile client against a running node: TCP connections that never sent a
+    // ClientHello counted against the bound but not among the connections that could make room,
+    // so max_connections of them kept every client out for Node's handshake timeout (120 s).
+    const { url, ca } = await tlsNode({ rest: { max_connections: 8 } });
+    const { hostname, port } = new URL(url);
+    const silent: Socket[] = [];
+    try {
+      for (let i = 0; i < 12; i++) {
+        const s = connect({ host: hostname, port: Number(port) });
+        s.on('error', () => {});
+        silent.push(s);
+        await new Promise((r) => s.once('connect', r));
+      }
+      expect((await httpsGet(`${url}/health`, ca)).status).toBe(200);
+      expect((await httpsGet(`${url}/health`, ca)).status).toBe(200);
+    } finally {
+      for (const s of silent) s.destroy();
+    }
   });
 });
 
