@@ -3,7 +3,8 @@
  * resolves the path as a URL does: `…/outputs/%2e%2e` reached the job itself, `/api/v1\jobs`
  * reached `/api/v1/jobs`, and an absolute-form target (`GET http://evil.example/api/v1/jobs`,
  * which only proxies are sent) passed the Host check, which reads the Host header. Each path
- * here is the one served, byte for byte, or the request is refused naming why.
+ * here is the one served, byte for byte, and each query parameter the one read, or the request
+ * is refused naming why.
  */
 
 /** Why `target` (node:http's `req.url`) is refused, or undefined when it is a plain path. */
@@ -22,6 +23,19 @@ export function targetProblem(target: string): string | undefined {
       return `request path segment ${shown(segment)} does not decode to UTF-8`;
     }
     if (decoded === '.' || decoded === '..') return `request path segment ${shown(segment)} is a dot-segment: name the resource itself`;
+  }
+  // A query value is decoded leniently by URLSearchParams: `%ZZ` kept as it is, a byte that is
+  // not UTF-8 turned into U+FFFD, so a parameter was silently not what the client sent.
+  if (query !== -1) {
+    for (const pair of target.slice(query + 1).split('&')) {
+      const bad = /%(?![0-9a-fA-F]{2})/.exec(pair);
+      if (bad) return `query parameter ${shown(pair)} holds ${shown(pair.slice(bad.index, bad.index + 3))}, which is not a percent-encoded byte (%XX)`;
+      try {
+        decodeURIComponent(pair.replaceAll('+', ' '));
+      } catch {
+        return `query parameter ${shown(pair)} does not decode to UTF-8`;
+      }
+    }
   }
   return undefined;
 }

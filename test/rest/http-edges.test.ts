@@ -144,6 +144,9 @@ describe('the request target', () => {
     ['/api/v1/jobs/%ZZ', /%ZZ.*not a percent-encoded byte/],
     ['/api/v1/jobs/%ED%A0%80', /does not decode to UTF-8/],
     ['http://evil.example/api/v1/jobs', /not a path/],
+    // URLSearchParams reads these as something else: %ZZ as it is, %E9 (latin-1) as U+FFFD.
+    ['/api/v1/jobs?status=%ZZ', /query parameter "status=%ZZ" holds "%ZZ", which is not a percent-encoded byte/],
+    ['/api/v1/jobs?name=caf%E9', /query parameter "name=caf%E9" does not decode to UTF-8/],
   ])('%s is refused with 400 naming what is wrong', async (target, message) => {
     const { text } = await exchange(get(target), 3_000, answered);
     expect(statuses(text)[0], text).toBe(400);
