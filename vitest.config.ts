@@ -48,6 +48,7 @@ const UNIT = [
   'test/jobs/scheduler.test.ts',
   'test/network/bans.test.ts',
   'test/network/host.test.ts',
+  'test/network/bounded-datastore.test.ts',
   'test/network/inbound-share.test.ts',
   'test/resources/capacity.test.ts',
   'test/ensembles/spec.test.ts',

@@ -14,6 +14,7 @@ import type { KeyPair } from '../crypto/keys.js';
 import { DmsError, errorText, invalid } from '../errors.js';
 import type { PeerBans } from './bans.js';
 import { noiseCrypto } from './noise-cipher.js';
+import { BoundedDatastore } from './bounded-datastore.js';
 import { HEADROOM, InboundShare, MAX_PENDING } from './inbound-share.js';
 import { GreetedPeers, peerScoreParams } from './score.js';
 
@@ -173,6 +174,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
   const node = await createLibp2p<DmsServices>({
     start: false,
     privateKey,
+    datastore: new BoundedDatastore(),
     addresses: { listen },
     transports: [tcp()],
     connectionEncrypters: [noise({ crypto: noiseCrypto })],

@@ -12,6 +12,8 @@ import { createLibp2p, type Libp2p } from 'libp2p';
 import { multiaddr } from '@multiformats/multiaddr';
 
 export interface Identity {
+  /** Its libp2p host, for a test that speaks a protocol itself. */
+  host: Libp2p;
   /** Dials `addr`; whether a connection came of it. */
   dial(addr: string): Promise<boolean>;
   /** Whether it holds a connection to anyone now. */
@@ -30,6 +32,7 @@ export async function startIdentities(count: number, opts: { localAddress: strin
         services: { identify: identify() },
       });
       return {
+        host,
         dial: async (addr) => {
           try {
             await host.dial(multiaddr(addr), { signal: AbortSignal.timeout(5_000) });

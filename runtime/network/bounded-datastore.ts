@@ -1,0 +1,109 @@
+/**
+ * The libp2p host's datastore (its peer store, the DHT's provider records and values), held in
+ * memory within a bound. libp2p's own MemoryDatastore holds whatever it is given: any peer may
+ * send the DHT `ADD_PROVIDER` for CIDs it makes up, and one peer's 100,000 of them, sent in 13 s
+ * over one stream, grew a node from 98 to 413 MB, kept for the records' validity (48 h).
+ *
+ * Each entry has an owner: a provider record the peer it names, anything else the first two
+ * parts of its key (a peer's record in the peer store is its own). One owner holds at most MAX_PER_OWNER entries, its oldest going
+ * for a new one; past MAX_ENTRIES in all, the oldest entry of the owner holding most goes. A
+ * peer announcing made-up CIDs therefore displaces only its own records, and a crowd of
+ * identities the entries of whoever holds most, not an honest provider's few.
+ */
+import { MemoryDatastore } from 'datastore-core/memory';
+import { Key } from 'interface-datastore';
+
+/** Entries held in all. */
+export const MAX_ENTRIES = 65_536;
+/** Entries one owner holds: far more provider records than a node announces (one per DAG it holds). */
+export const MAX_PER_OWNER = 4_096;
+
+const PROVIDER_PREFIX = '/dht/provider/';
+
+/** Whose entry `key` is: the provider a provider record names, else the first two parts of its key (`/peers/<id>`). */
+export function ownerOf(key: string): string {
+  if (key.startsWith(PROVIDER_PREFIX)) return `provider:${key.slice(key.lastIndexOf('/') + 1)}`;
+  return key.split('/', 3).join('/');
+}
+
+export class BoundedDatastore extends MemoryDatastore {
+  /** Each owner's keys, oldest first. */
+  private readonly owners = new Map<string, Set<string>>();
+  /** Owners by how many entries each holds, for the one holding most without a scan. */
+  private readonly bySize = new Map<number, Set<string>>();
+  private largest = 0;
+
+  constructor(
+    private readonly maxEntries = MAX_ENTRIES,
+    private readonly maxPerOwner = MAX_PER_OWNER,
+  ) {
+    super();
+  }
+
+  private count = 0;
+
+  /** Entries held now. */
+  get size(): number {
+    return this.count;
+  }
+
+  override put(key: Key, val: Uint8Array, options?: Parameters<MemoryDatastore['put']>[2]): ReturnType<MemoryDatastore['put']> {
+    const k = key.toString();
+    const owner = ownerOf(k);
+    let keys = this.owners.get(owner);
+    if (keys?.has(k)) {
+      // Written again: the newest of its owner's.
+      keys.delete(k);
+      keys.add(k);
+    } else {
+      if (keys && keys.size >= this.maxPerOwner) this.evictOldest(owner);
+      else if (this.count >= this.maxEntries) this.evictOldest(this.holdingMost());
+      keys = this.owners.get(owner);
+      if (!keys) this.owners.set(owner, (keys = new Set()));
+      this.resize(owner, keys.size, keys.size + 1);
+      keys.add(k);
+      this.count++;
+    }
+    return super.put(key, val, options);
+  }
+
+  override delete(key: Key, options?: Parameters<MemoryDatastore['delete']>[1]): void {
+    this.forget(key.toString());
+    super.delete(key, options);
+  }
+
+  private forget(k: string): void {
+    const owner = ownerOf(k);
+    const keys = this.owners.get(owner);
+    if (!keys?.delete(k)) return;
+    this.count--;
+    this.resize(owner, keys.size + 1, keys.size);
+    if (keys.size === 0) this.owners.delete(owner);
+  }
+
+  private evictOldest(owner: string): void {
+    const oldest = this.owners.get(owner)?.values().next().value;
+    if (oldest === undefined) return;
+    this.forget(oldest);
+    super.delete(new Key(oldest));
+  }
+
+  private holdingMost(): string {
+    return this.bySize.get(this.largest)!.values().next().value!;
+  }
+
+  private resize(owner: string, from: number, to: number): void {
+    if (from > 0) {
+      const set = this.bySize.get(from)!;
+      set.delete(owner);
+      if (set.size === 0) this.bySize.delete(from);
+    }
+    if (to > 0) {
+      const set = this.bySize.get(to);
+      if (set) set.add(owner);
+      else this.bySize.set(to, new Set([owner]));
+    }
+    if (to > this.largest) this.largest = to;
+    while (this.largest > 0 && !this.bySize.has(this.largest)) this.largest--;
+  }
+}
