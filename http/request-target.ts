@@ -31,7 +31,7 @@ export function targetProblem(target: string): string | undefined {
       const bad = /%(?![0-9a-fA-F]{2})/.exec(pair);
       if (bad) return `query parameter ${shown(pair)} holds ${shown(pair.slice(bad.index, bad.index + 3))}, which is not a percent-encoded byte (%XX)`;
       try {
-        decodeURIComponent(pair.replaceAll('+', ' '));
+        decodeURIComponent(pair);
       } catch {
         return `query parameter ${shown(pair)} does not decode to UTF-8`;
       }
