@@ -50,6 +50,7 @@ const UNIT = [
   'test/network/host.test.ts',
   'test/network/bounded-datastore.test.ts',
   'test/network/inbound-share.test.ts',
+  'test/network/peer-addresses.test.ts',
   'test/resources/capacity.test.ts',
   'test/ensembles/spec.test.ts',
   'test/ensembles/machine.test.ts',

@@ -16,6 +16,7 @@ import type { PeerBans } from './bans.js';
 import { noiseCrypto } from './noise-cipher.js';
 import { BoundedDatastore } from './bounded-datastore.js';
 import { HEADROOM, InboundShare, MAX_PENDING } from './inbound-share.js';
+import { boundPeerAddresses } from './peer-addresses.js';
 import { GreetedPeers, peerScoreParams } from './score.js';
 
 export const DEFAULT_LISTEN = ['/ip4/127.0.0.1/tcp/0'];
@@ -208,6 +209,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     throw new DmsError('internal', `libp2p peer id ${node.peerId} differs from the node key's ${keyPair.peerId}`);
   }
   node.addEventListener('connection:open', (e) => share.opened(e.detail, node.getConnections()));
+  boundPeerAddresses(node.peerStore);
   if (node.services.mdns) dialDiscovered(node, node.services.mdns);
   return node;
 }

@@ -3,7 +3,7 @@
  * provides any CID (`ADD_PROVIDER`), and the node kept every record in memory for its validity
  * (48 h): one peer's 100,000, sent in 13 s over one stream, grew a node from 98 to 413 MB, and
  * 200,000 to 577 MB. Now one peer holds at most 4,096 records there, its oldest going for new
- * ones, and another peer's records stay.
+ * ones, and another peer's records stay; and the addresses one peer names are kept to 32.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -42,21 +42,24 @@ async function dhtStream(from: Identity) {
   return { pb: pbStream(stream).pb(Message), close: () => stream.close() };
 }
 
-async function announce(from: Identity, cids: CID[]): Promise<void> {
+async function announce(from: Identity, cids: CID[], addrs = [multiaddr('/ip4/127.0.0.1/tcp/1')]): Promise<void> {
   const { pb, close } = await dhtStream(from);
-  const me = { id: from.host.peerId.toMultihash().bytes, multiaddrs: [multiaddr('/ip4/127.0.0.1/tcp/1').bytes] };
+  const me = { id: from.host.peerId.toMultihash().bytes, multiaddrs: addrs.map((a) => a.bytes) };
   for (const cid of cids) await pb.write({ type: MessageType.ADD_PROVIDER, key: cid.bytes, closer: [], providers: [me] });
   await close();
 }
 
-/** The peers the node names as providers of `cid`. */
-async function providersOf(cid: CID): Promise<string[]> {
+/** The node's answer to GET_PROVIDERS for `cid`: each provider and the addresses it gives for it. */
+async function providerInfo(cid: CID): Promise<{ peer: string; addrs: number }[]> {
   const { pb, close } = await dhtStream(honest);
   await pb.write({ type: MessageType.GET_PROVIDERS, key: cid.bytes, closer: [], providers: [] });
   const reply = await pb.read({ signal: AbortSignal.timeout(10_000) });
   await close();
-  return reply.providers.map((p) => peerIdFromMultihash(Digest.decode(p.id)).toString());
+  return reply.providers.map((p) => ({ peer: peerIdFromMultihash(Digest.decode(p.id)).toString(), addrs: p.multiaddrs.length }));
 }
+
+/** The peers the node names as providers of `cid`. */
+const providersOf = async (cid: CID): Promise<string[]> => (await providerInfo(cid)).map((p) => p.peer);
 
 describe('DHT provider records from one peer', () => {
   it('are held to its share, its oldest going, while another peer’s record stays', { timeout: 90_000 }, async () => {
@@ -70,5 +73,21 @@ describe('DHT provider records from one peer', () => {
     expect(await providersOf(made[0]!)).toEqual([]);
     expect(await providersOf(made[499]!)).toEqual([]);
     expect(await providersOf(made[500]!)).toEqual([flooder.host.peerId.toString()]);
+  });
+
+  it('name at most 32 addresses of their provider, however many it names', { timeout: 60_000 }, async () => {
+    // Found by a hostile peer against a running node: libp2p's peer store keeps every address a
+    // peer names and checks each new one against each held, so 26 messages naming 1,000 made-up
+    // addresses each cost the node 20 s of CPU, /health answered in 4 s.
+    const cid = await cidOf(randomBytes(32));
+    let port = 0;
+    for (let m = 0; m < 5; m++) {
+      const addrs = Array.from({ length: 1_000 }, () => multiaddr(`/ip4/10.0.${++port >> 8}.${port & 255}/tcp/4001`));
+      await announce(flooder, [cid], addrs);
+    }
+    const [named] = await providerInfo(cid);
+    expect(named?.peer).toBe(flooder.host.peerId.toString());
+    expect(named!.addrs).toBeGreaterThan(0);
+    expect(named!.addrs).toBeLessThanOrEqual(32);
   });
 });
