@@ -6,7 +6,8 @@
  *
  * Each entry has an owner: a provider record the peer it names, anything else the first two
  * parts of its key (a peer's record in the peer store is its own). One owner holds at most MAX_PER_OWNER entries, its oldest going
- * for a new one; past MAX_ENTRIES in all, the oldest entry of the owner holding most goes. A
+ * for a new one (the node's own provider records, one per DAG it holds, only within the whole
+ * bound); past MAX_ENTRIES in all, the oldest entry of the owner holding most goes. A
  * peer announcing made-up CIDs therefore displaces only its own records, and a crowd of
  * identities the entries of whoever holds most, not an honest provider's few.
  */
@@ -32,15 +33,19 @@ export class BoundedDatastore extends MemoryDatastore {
   /** Owners by how many entries each holds, for the one holding most without a scan. */
   private readonly bySize = new Map<number, Set<string>>();
   private largest = 0;
+  private count = 0;
+  /** The owner of the node's own provider records, if the node is named. */
+  private readonly self: string | undefined;
 
+  /** `self`: the node's own peer id, whose provider records (one per DAG it holds) have no share but the whole bound. */
   constructor(
     private readonly maxEntries = MAX_ENTRIES,
     private readonly maxPerOwner = MAX_PER_OWNER,
+    self?: string,
   ) {
     super();
+    this.self = self === undefined ? undefined : `provider:${self}`;
   }
-
-  private count = 0;
 
   /** Entries held now. */
   get size(): number {
@@ -56,7 +61,7 @@ export class BoundedDatastore extends MemoryDatastore {
       keys.delete(k);
       keys.add(k);
     } else {
-      if (keys && keys.size >= this.maxPerOwner) this.evictOldest(owner);
+      if (keys && keys.size >= this.maxPerOwner && owner !== this.self) this.evictOldest(owner);
       else if (this.count >= this.maxEntries) this.evictOldest(this.holdingMost());
       keys = this.owners.get(owner);
       if (!keys) this.owners.set(owner, (keys = new Set()));

@@ -14,7 +14,7 @@ import type { KeyPair } from '../crypto/keys.js';
 import { DmsError, errorText, invalid } from '../errors.js';
 import type { PeerBans } from './bans.js';
 import { noiseCrypto } from './noise-cipher.js';
-import { BoundedDatastore } from './bounded-datastore.js';
+import { BoundedDatastore, MAX_ENTRIES, MAX_PER_OWNER } from './bounded-datastore.js';
 import { HEADROOM, InboundShare, MAX_PENDING } from './inbound-share.js';
 import { boundPeerAddresses } from './peer-addresses.js';
 import { GreetedPeers, peerScoreParams } from './score.js';
@@ -175,7 +175,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
   const node = await createLibp2p<DmsServices>({
     start: false,
     privateKey,
-    datastore: new BoundedDatastore(),
+    datastore: new BoundedDatastore(MAX_ENTRIES, MAX_PER_OWNER, keyPair.peerId),
     addresses: { listen },
     transports: [tcp()],
     connectionEncrypters: [noise({ crypto: noiseCrypto })],

@@ -56,4 +56,11 @@ describe('BoundedDatastore', () => {
     await store.delete(provider('x', 'A'));
     expect(store.size).toBe(1);
   });
+
+  it("gives the node's own provider records no share but the whole bound", async () => {
+    const store = new BoundedDatastore(10, 2, 'SELF');
+    for (let i = 0; i < 5; i++) await store.put(provider(`own${i}`, 'SELF'), value);
+    expect(store.size).toBe(5);
+    for (let i = 0; i < 5; i++) expect(await store.has(provider(`own${i}`, 'SELF'))).toBe(true);
+  });
 });
