@@ -5,11 +5,12 @@
  * over one stream, grew a node from 98 to 413 MB, kept for the records' validity (48 h).
  *
  * Each entry has an owner: a provider record the peer it names, anything else the first two
- * parts of its key (a peer's record in the peer store is its own). One owner holds at most MAX_PER_OWNER entries, its oldest going
- * for a new one (the node's own provider records, one per DAG it holds, only within the whole
- * bound); past MAX_ENTRIES in all, the oldest entry of the owner holding most goes. A
- * peer announcing made-up CIDs therefore displaces only its own records, and a crowd of
- * identities the entries of whoever holds most, not an honest provider's few.
+ * parts of its key (a peer's record in the peer store is its own). One owner holds at most
+ * MAX_PER_OWNER entries, its oldest going for a new one (the node's own provider records, one
+ * per DAG it holds, only within the whole bound); past MAX_ENTRIES in all, the oldest entry of
+ * the owner holding most goes. A peer announcing made-up CIDs therefore displaces only its own
+ * records, and a crowd of identities the entries of whoever holds most, not an honest
+ * provider's few.
  */
 import { MemoryDatastore } from 'datastore-core/memory';
 import { Key } from 'interface-datastore';
