@@ -13,6 +13,7 @@
  */
 import type { Connection, MultiaddrConnection } from '@libp2p/interface';
 import { getNetConfig, isNetworkAddress } from '@libp2p/utils';
+import ipaddr from 'ipaddr.js';
 import type { Multiaddr } from '@multiformats/multiaddr';
 
 /** Handshakes pending at once over every address (libp2p's default is 10). */
@@ -34,31 +35,16 @@ export function hostOf(addr: Multiaddr): string | undefined {
   if (!isNetworkAddress(addr)) return undefined;
   const { host, type } = getNetConfig(addr);
   if (type !== 'ip6') return host;
-  const groups = ip6Groups(host);
+  const ip = ipaddr.IPv6.parse(host);
   // An IPv4 address written as IPv6 (::ffff:a.b.c.d) is that IPv4 host.
-  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
-    return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join('.');
-  }
-  return groups.slice(0, 4).map((g) => g.toString(16)).join(':') + '::/64';
-}
-
-/** The eight 16-bit groups of an IPv6 address, `::` and a trailing dotted IPv4 part spelled out. */
-function ip6Groups(host: string): number[] {
-  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(host);
-  const text = dotted ? host.slice(0, dotted.index) + `${((+dotted[1]! << 8) | +dotted[2]!).toString(16)}:${((+dotted[3]! << 8) | +dotted[4]!).toString(16)}` : host;
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const left = head ? head.split(':') : [];
-  const right = tail ? tail.split(':') : [];
-  const fill = tail === undefined ? [] : Array.from({ length: 8 - left.length - right.length }, () => '0');
-  return [...left, ...fill, ...right].map((g) => parseInt(g, 16));
+  if (ip.isIPv4MappedAddress()) return ip.toIPv4Address().toString();
+  return ip.parts.slice(0, 4).map((g) => g.toString(16)).join(':') + '::/64';
 }
 
 export class InboundShare {
   /** Handshakes pending, by address, each address's oldest first. */
   private readonly pending = new Map<string, Set<MultiaddrConnection>>();
   private pendingCount = 0;
-  /** The address each pending handshake was counted against, until it ends. */
-  private readonly counted = new WeakMap<MultiaddrConnection, string>();
   /** Connections closed to make room, not to be chosen again while they close. */
   private readonly closing = new WeakSet<Connection>();
 
@@ -87,7 +73,6 @@ export class InboundShare {
     if (own) own.add(maConn);
     else this.pending.set(host, new Set([maConn]));
     this.pendingCount++;
-    this.counted.set(maConn, host);
     maConn.addEventListener('close', () => this.handshakeEnded(maConn), { once: true });
     return false;
   }
@@ -109,9 +94,8 @@ export class InboundShare {
 
   /** The handshake on `maConn` ended, done or failed; counted once however often told. */
   handshakeEnded(maConn: MultiaddrConnection): void {
-    const host = this.counted.get(maConn);
+    const host = hostOf(maConn.remoteAddr);
     if (host === undefined) return;
-    this.counted.delete(maConn);
     const set = this.pending.get(host);
     if (!set?.delete(maConn)) return;
     this.pendingCount--;
