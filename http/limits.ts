@@ -1,6 +1,7 @@
 import { getRequestIP, type H3Event, type Middleware } from 'h3';
 import { isLoopback } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
+import { hostPrefix } from '../runtime/network/host-prefix.js';
 import { isOpenPath, principalOf } from './auth.js';
 import { errorBody, toWebResponse } from './errors.js';
 
@@ -59,10 +60,16 @@ const WAITING = new Set(['/api/v1/actor/invoke', '/api/v1/actor/broadcast']);
 
 /** The client a request counts against: its authenticated principal, else its address. */
 export function clientOf(event: H3Event): { key: string; loopback: boolean } {
-  const ip = getRequestIP(event) ?? 'unknown';
-  const plain = ip.startsWith('::ffff:') ? ip.slice(7) : ip;
-  const p = principalOf(event);
-  return { key: p ? p.id : `ip:${plain}`, loopback: isLoopback(plain) };
+  return clientFrom(getRequestIP(event), principalOf(event)?.id);
+}
+
+/**
+ * An address counts as its host's prefix (an IPv4 address, an IPv6 /64): keyed by the whole
+ * IPv6 address, one host could give each request an address of its own and never be limited.
+ */
+export function clientFrom(ip: string | undefined, principal: string | undefined): { key: string; loopback: boolean } {
+  const plain = ip === undefined ? 'unknown' : ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+  return { key: principal ?? `ip:${(ip !== undefined && hostPrefix(ip)) || plain}`, loopback: isLoopback(plain) };
 }
 
 const refuse = (text: string, retryAfter: number) => toWebResponse(errorBody(new DmsError('rate_limited', text, { retryAfter })));

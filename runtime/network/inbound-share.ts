@@ -13,8 +13,8 @@
  */
 import type { Connection, MultiaddrConnection } from '@libp2p/interface';
 import { getNetConfig, isNetworkAddress } from '@libp2p/utils';
-import ipaddr from 'ipaddr.js';
 import type { Multiaddr } from '@multiformats/multiaddr';
+import { hostPrefix } from './host-prefix.js';
 
 /** Handshakes pending at once over every address (libp2p's default is 10). */
 export const MAX_PENDING = 64;
@@ -30,15 +30,9 @@ export const PENDING_PER_HOST = 8;
  */
 export const HEADROOM = MAX_PENDING;
 
-/** The part of an address one host or subscriber holds; undefined for a non-IP address. */
+/** The part of an address one host or subscriber holds (host-prefix.ts); undefined for a non-IP address. */
 export function hostOf(addr: Multiaddr): string | undefined {
-  if (!isNetworkAddress(addr)) return undefined;
-  const { host, type } = getNetConfig(addr);
-  if (type !== 'ip6') return host;
-  const ip = ipaddr.IPv6.parse(host);
-  // An IPv4 address written as IPv6 (::ffff:a.b.c.d) is that IPv4 host.
-  if (ip.isIPv4MappedAddress()) return ip.toIPv4Address().toString();
-  return ip.parts.slice(0, 4).map((g) => g.toString(16)).join(':') + '::/64';
+  return isNetworkAddress(addr) ? hostPrefix(getNetConfig(addr).host) : undefined;
 }
 
 export class InboundShare {
