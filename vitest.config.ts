@@ -94,6 +94,7 @@ const NODE = [
   'test/network/forward-lifetime.test.ts',
   'test/network/discovery.test.ts',
   'test/network/gossip-copies.test.ts',
+  'test/network/gossip-topics.test.ts',
   'test/network/sybils.test.ts',
   'test/network/transport.test.ts',
   'test/network/tunnel-bounds.test.ts',

@@ -163,6 +163,8 @@ export function definePlugin<const D extends PluginDefinition>(def: D): D {
 export const isDefinedPlugin = (p: unknown): p is PluginDefinition => typeof p === 'object' && p !== null && (p as { [DEFINED]?: boolean })[DEFINED] === true;
 
 const NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
+const MAX_TOPICS = 8;
+const MAX_TOPIC_LENGTH = 256;
 const fn = (what: string) => z.custom<(...a: unknown[]) => unknown>((v) => typeof v === 'function', { error: `${what} must be a function` });
 const schemaLike = z.custom<z.ZodType>((v) => typeof (v as { safeParse?: unknown } | null)?.safeParse === 'function', {
   error: 'payload must be a schema with safeParse (z from dms/plugin)',
@@ -198,7 +200,12 @@ export const PluginShape = z
           .loose(),
       )
       .optional(),
-    topics: z.array(z.string().min(1)).optional(),
+    // Peers hold only a few of a node's topics (host.ts, GOSSIP_TOPIC_BYTES_PER_PEER): past
+    // that, its subscriptions would be dropped without a word and its broadcasts not reach it.
+    topics: z
+      .array(z.string().min(1).max(MAX_TOPIC_LENGTH, { error: `a topic is at most ${MAX_TOPIC_LENGTH} characters` }))
+      .max(MAX_TOPICS, { error: `a plugin subscribes to at most ${MAX_TOPICS} topics` })
+      .optional(),
     concurrency: z.int().min(1).max(1024).optional(),
     start: fn('start').optional(),
     stop: fn('stop').optional(),

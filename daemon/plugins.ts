@@ -42,6 +42,11 @@ import type { Logger } from '../runtime/log.js';
 import { at } from '../runtime/wire/envelope.js';
 
 const isPath = (spec: string) => spec.startsWith('.') || isAbsolute(spec);
+/**
+ * Topics all plugins together may subscribe to: with the node's own two, each up to 256
+ * characters, within what a peer holds of one node's topics (GOSSIP_TOPIC_BYTES_PER_PEER).
+ */
+const PLUGIN_TOPICS_PER_NODE = 16;
 
 /** The inboxes of the node's own actors: no plugin may take one. */
 export const BUILTIN_INBOXES = [ROOT_INBOX, DISCOVERY_INBOX, HTTP_INBOX, ORCHESTRATOR_INBOX, RESOURCES_INBOX, DEPLOYMENT_INBOX, ENSEMBLE_INBOX, ENSEMBLE_NET_INBOX, FORWARDS_INBOX] as const;
@@ -85,6 +90,7 @@ export async function loadPlugins(
   const loaded: LoadedPlugin[] = [];
   if (modules.length > 0) resolvePluginApiHere();
   const executors = new Map<string, string>(reserved.executors.map((e) => [e, 'a built-in executor']));
+  const topics = new Set<string>();
   for (const spec of modules) {
     const target = isPath(spec) ? pathToFileURL(resolve(home, spec)).href : spec;
     let mod: { default?: unknown };
@@ -114,6 +120,8 @@ export async function loadPlugins(
     duplicates(spec, 'behavior', (plugin.behaviors ?? []).map((b) => b.name));
     duplicates(spec, 'route', (plugin.routes ?? []).map((r) => `${r.method} ${r.path}`));
     duplicates(spec, 'route operationId', (plugin.routes ?? []).map((r) => r.operationId));
+    for (const t of plugin.topics ?? []) topics.add(t);
+    if (topics.size > PLUGIN_TOPICS_PER_NODE) throw refused(spec, `takes the node's plugins past ${PLUGIN_TOPICS_PER_NODE} topics together (peers hold only a few of a node's topics)`);
     loaded.push({ spec, plugin, config: configs[name] ?? {}, timeoutMs });
   }
   return loaded;

@@ -33,6 +33,14 @@ const GOSSIP_DEFAULT_RPC_BYTES = 4 * 1024 * 1024;
  */
 export const BOOTSTRAP_TAG = `${KEEP_ALIVE}-dms-bootstrap`;
 export const BOOTSTRAP_TAG_VALUE = 50;
+/**
+ * The topics one peer may be subscribed to, in bytes (each topic its length plus 1,024: 31 topics
+ * of up to a KiB here). gossipsub holds a peer's topics while it stays connected, 1 MiB of them
+ * by default: a topic of a million CJK characters is 2 MB of heap, on every connection a
+ * throwaway identity takes. A DMS node subscribes to a few short topics (hello, deployment, its
+ * plugins').
+ */
+export const GOSSIP_TOPIC_BYTES_PER_PEER = 32 * 1024;
 /** Gossip messages from this size up are announced with IDONTWANT. */
 const IDONTWANT_MIN_BYTES = 64 * 1024;
 
@@ -155,6 +163,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
       // The kernel delivers a node's own broadcasts locally; an echo would deliver twice.
       emitSelf: false,
       maxInboundDataLength: Math.max(GOSSIP_DEFAULT_RPC_BYTES, 2 * (opts.maxEnvelopeBytes ?? 0)),
+      maxTopicBytesPerPeer: GOSSIP_TOPIC_BYTES_PER_PEER,
       // Every mesh peer relays a message to every other, so a node hears each one from several
       // peers; unless a copy is recognised before validation, each copy costs an Ed25519
       // check. A message's id under StrictSign is its publisher and sequence number, so those
