@@ -90,7 +90,7 @@ describe("a peer's gossip subscriptions", () => {
       await quiet.dial(victim.getMultiaddrs());
       const peer = quiet.peerId.toString();
       await waitFor("the node to read the quiet peer's subscriptions", () => victim.services.pubsub.getSubscribers('/quiet').some((p) => p.toString() === peer), { timeoutMs: 10_000, intervalMs: 50 });
-      expect(heldBuffers() - before).toBeLessThan(2 * 1024 * 1024);
+      expect(heldBuffers() - before).toBeLessThan(256 * 1024);
     } finally {
       await quiet.stop();
     }
