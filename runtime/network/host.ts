@@ -17,7 +17,9 @@ import { noiseCrypto } from './noise-cipher.js';
 import { BoundedDatastore, MAX_ENTRIES, MAX_PER_OWNER } from './bounded-datastore.js';
 import { HEADROOM, InboundShare, MAX_PENDING } from './inbound-share.js';
 import { boundPeerAddresses } from './peer-addresses.js';
+import { PartialFrames, partialBudget } from './partial-frames.js';
 import { GreetedPeers, peerScoreParams } from './score.js';
+import { type ServiceStreamGivenUp, watchServiceStreams } from './service-streams.js';
 
 export const DEFAULT_LISTEN = ['/ip4/127.0.0.1/tcp/0'];
 export const DEFAULT_DHT_PROTOCOL = '/dms/kad/1.0.0';
@@ -106,6 +108,13 @@ export interface HostOptions {
   bans?: PeerBans;
   /** Connections held at once (`network.MaxConnections`); shared between addresses past it (inbound-share.ts). */
   maxConnections?: number;
+  /**
+   * What inbound streams hold of messages not yet whole, over the node: gossipsub's and the
+   * DHT's count here (service-streams.ts), as the actor protocol's do; a budget of its own when absent.
+   */
+  partials?: PartialFrames;
+  /** Told when a gossipsub or DHT stream is reset for the message it held. */
+  serviceStreamGivenUp?: ServiceStreamGivenUp;
 }
 
 export interface DmsServices extends Record<string, unknown> {
@@ -218,6 +227,8 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     throw new DmsError('internal', `libp2p peer id ${node.peerId} differs from the node key's ${keyPair.peerId}`);
   }
   node.addEventListener('connection:open', (e) => share.opened(e.detail, node.getConnections()));
+  const dhtProtocol = opts.protocolId ?? DEFAULT_DHT_PROTOCOL;
+  watchServiceStreams(node, (p) => p === dhtProtocol || p.startsWith('/meshsub/'), opts.partials ?? new PartialFrames(partialBudget(opts.maxEnvelopeBytes ?? 0)), opts.serviceStreamGivenUp);
   boundPeerAddresses(node.peerStore);
   if (node.services.mdns) dialDiscovered(node, node.services.mdns);
   return node;

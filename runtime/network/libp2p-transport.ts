@@ -10,7 +10,7 @@ import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.j
 import { type BanPolicy, DEFAULT_BAN_POLICY, PeerBans } from './bans.js';
 import { OutboundChannel } from './channel.js';
 import { encodeFrame, frameText, utf8Length } from './frames.js';
-import { MIN_PARTIAL_BUDGET, PartialFrames } from './partial-frames.js';
+import { PARTIAL_ENDS, type PartialEnd, PartialFrames, partialBudget } from './partial-frames.js';
 import { readActorStream } from './actor-stream.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
@@ -50,6 +50,7 @@ export interface TransportOptions {
 interface HostParts {
   greeted: GreetedPeers;
   bans: PeerBans;
+  partials?: PartialFrames;
 }
 
 export type EnvelopeHandler = (env: Envelope, arrival: Arrival) => void;
@@ -109,9 +110,13 @@ export class Libp2pTransport implements Transport {
 
   /** Builds the host, wires the transport into it, then starts it. */
   static async create(opts: HostOptions & TransportOptions): Promise<Libp2pTransport> {
-    const parts: HostParts = { greeted: new GreetedPeers(), bans: new PeerBans({ ...DEFAULT_BAN_POLICY, ...opts.banPolicy }) };
-    const node = await createHost({ ...opts, ...parts, maxEnvelopeBytes: opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES });
-    const transport = await Libp2pTransport.attach(node, opts, parts);
+    const maxEnvelopeBytes = opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES;
+    const parts: HostParts = { greeted: new GreetedPeers(), bans: new PeerBans({ ...DEFAULT_BAN_POLICY, ...opts.banPolicy }), partials: new PartialFrames(partialBudget(maxEnvelopeBytes)) };
+    // The host's services register their protocols when it starts, after the transport exists.
+    let transport: Libp2pTransport | undefined;
+    const serviceStreamGivenUp = (peer: string, protocol: string, why: PartialEnd) => transport?.partialGivenUp(peer, why, `inbound ${protocol} message ${PARTIAL_ENDS[why]}`);
+    const node = await createHost({ ...opts, ...parts, maxEnvelopeBytes, serviceStreamGivenUp });
+    transport = await Libp2pTransport.attach(node, opts, parts);
     try {
       await node.start();
     } catch (e) {
@@ -141,7 +146,7 @@ export class Libp2pTransport implements Transport {
     this.greeted = parts.greeted;
     this.bans = parts.bans;
     this.maxEnvelopeBytes = opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES;
-    this.partials = new PartialFrames(Math.max(MIN_PARTIAL_BUDGET, 4 * this.maxEnvelopeBytes));
+    this.partials = parts.partials ?? new PartialFrames(partialBudget(this.maxEnvelopeBytes));
     this.maxQueuedBytes = opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
     this.dialTimeoutMs = opts.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.lookupTimeoutMs = opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS;
@@ -417,14 +422,17 @@ export class Libp2pTransport implements Transport {
       partials: this.partials,
       banned: () => this.bans.isBanned(peer),
       frame: (bytes, at) => this.deliver(bytes, peer, 'unicast', undefined, at),
-      gaveUp: (why, text) => {
-        this.counters.dropped++;
-        // Past the budget an honest peer may be the one holding most: not held against it.
-        if (why !== 'budget') return this.misbehaved(peer, {}, `${text}; resetting the stream`);
-        const unlogged = this.budgetWarnings.pass();
-        if (unlogged !== undefined) this.log.warn({ peer, held: this.partials.held, budget: this.partials.budget, ...(unlogged ? { unlogged } : {}) }, text);
-      },
+      gaveUp: (why, text) => this.partialGivenUp(peer, why, text),
     });
+  }
+
+  /** A stream of `peer` was reset for what it held of a frame or message not yet whole. */
+  private partialGivenUp(peer: string, why: PartialEnd | 'unreadable', text: string): void {
+    this.counters.dropped++;
+    // Past the budget an honest peer may be the one holding most: not held against it.
+    if (why !== 'budget') return this.misbehaved(peer, {}, `${text}; resetting the stream`);
+    const unlogged = this.budgetWarnings.pass();
+    if (unlogged !== undefined) this.log.warn({ peer, held: this.partials.held, budget: this.partials.budget, ...(unlogged ? { unlogged } : {}) }, text);
   }
 
   private readonly onGossip = (evt: CustomEvent<GossipsubMessage>): void => {

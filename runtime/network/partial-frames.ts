@@ -18,6 +18,8 @@ export const PARTIAL_FRAME_MS = 10_000;
 export const FRAME_DEADLINE_MS = 30_000;
 /** Bytes of partial frames held over every stream by default: this, or four of the largest envelope. */
 export const MIN_PARTIAL_BUDGET = 64 * 1024 * 1024;
+/** The node's budget for a largest envelope of `maxEnvelopeBytes`. */
+export const partialBudget = (maxEnvelopeBytes: number): number => Math.max(MIN_PARTIAL_BUDGET, 4 * maxEnvelopeBytes);
 
 export type PartialEnd = 'stalled' | 'deadline' | 'budget';
 
