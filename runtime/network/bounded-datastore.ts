@@ -11,9 +11,13 @@
  * the owner holding most goes. A peer announcing made-up CIDs therefore displaces only its own
  * records, and a crowd of identities the entries of whoever holds most, not an honest
  * provider's few.
+ *
+ * A CID's provider records are also indexed by the CID: libp2p's query for them (a prefix)
+ * walked every entry held, 42 ms for each `GET_PROVIDERS` a peer asked of a full store, and a
+ * peer may ask on 32 streams at once.
  */
 import { MemoryDatastore } from 'datastore-core/memory';
-import { Key } from 'interface-datastore';
+import { Key, type Pair, type Query } from 'interface-datastore';
 
 /** Entries held in all. */
 export const MAX_ENTRIES = 65_536;
@@ -28,6 +32,13 @@ export function ownerOf(key: string): string {
   return key.split('/', 3).join('/');
 }
 
+/** The CID part of a provider record's key (`/dht/provider/<cid>` of `/dht/provider/<cid>/<peer>`); undefined for any other key. */
+function cidOf(key: string): string | undefined {
+  if (!key.startsWith(PROVIDER_PREFIX)) return undefined;
+  const slash = key.lastIndexOf('/');
+  return slash > PROVIDER_PREFIX.length && key.indexOf('/', PROVIDER_PREFIX.length) === slash ? key.slice(0, slash) : undefined;
+}
+
 export class BoundedDatastore extends MemoryDatastore {
   /** Each owner's keys, oldest first. */
   private readonly owners = new Map<string, Set<string>>();
@@ -37,6 +48,8 @@ export class BoundedDatastore extends MemoryDatastore {
   private count = 0;
   /** The owner of the node's own provider records, if the node is named. */
   private readonly self: string | undefined;
+  /** Provider records by the CID they are for (`/dht/provider/<cid>`). */
+  private readonly byCid = new Map<string, Set<string>>();
 
   /** `self`: the node's own peer id, whose provider records (one per DAG it holds) have no share but the whole bound. */
   constructor(
@@ -69,8 +82,30 @@ export class BoundedDatastore extends MemoryDatastore {
       this.resize(owner, keys.size, keys.size + 1);
       keys.add(k);
       this.count++;
+      const cid = cidOf(k);
+      if (cid !== undefined) {
+        const records = this.byCid.get(cid);
+        if (records) records.add(k);
+        else this.byCid.set(cid, new Set([k]));
+      }
     }
     return super.put(key, val, options);
+  }
+
+  /** A CID's provider records from the index; any other query as MemoryDatastore answers it, walking every entry. */
+  override query(q: Query, options?: Parameters<MemoryDatastore['query']>[1]): ReturnType<MemoryDatastore['query']> {
+    const cid = q.prefix === undefined ? undefined : cidOf(q.prefix.endsWith('/') ? q.prefix.slice(0, -1) + '/x' : q.prefix + '/x');
+    const plain = q.filters === undefined && q.orders === undefined && q.offset === undefined && q.limit === undefined;
+    if (cid === undefined || !plain) return super.query(q, options);
+    return this.recordsOf(cid);
+  }
+
+  private *recordsOf(cid: string): Generator<Pair> {
+    for (const k of [...(this.byCid.get(cid) ?? [])]) {
+      const key = new Key(k);
+      // Deleted while the caller went through the records before it.
+      if (this.has(key)) yield { key, value: this.get(key) as Uint8Array };
+    }
   }
 
   override delete(key: Key, options?: Parameters<MemoryDatastore['delete']>[1]): void {
@@ -83,6 +118,9 @@ export class BoundedDatastore extends MemoryDatastore {
     const keys = this.owners.get(owner);
     if (!keys?.delete(k)) return;
     this.count--;
+    const cid = cidOf(k);
+    const records = cid === undefined ? undefined : this.byCid.get(cid);
+    if (records?.delete(k) && records.size === 0) this.byCid.delete(cid!);
     this.resize(owner, keys.size + 1, keys.size);
     if (keys.size === 0) this.owners.delete(owner);
   }

@@ -63,4 +63,28 @@ describe('BoundedDatastore', () => {
     expect(store.size).toBe(5);
     for (let i = 0; i < 5; i++) expect(await store.has(provider(`own${i}`, 'SELF'))).toBe(true);
   });
+
+  it("answers a query for one CID's provider records from its index, exactly those, as they come and go", async () => {
+    const store = new BoundedDatastore(100, 2);
+    await store.put(provider('cid1', 'A'), value);
+    await store.put(provider('cid1', 'B'), value);
+    // A CID whose text begins with the other's is another CID, not more of its records.
+    await store.put(provider('cid10', 'C'), value);
+    await store.put(new Key('/peers/cid1'), value);
+    const keysOf = async (prefix: string) => {
+      const keys: string[] = [];
+      for await (const { key } of store.query({ prefix })) keys.push(key.toString());
+      return keys.sort();
+    };
+    expect(await keysOf('/dht/provider/cid1')).toEqual(['/dht/provider/cid1/A', '/dht/provider/cid1/B']);
+    expect(await keysOf('/dht/provider/cid1/')).toEqual(['/dht/provider/cid1/A', '/dht/provider/cid1/B']);
+    await store.delete(provider('cid1', 'A'));
+    // B's share is 2: a third record of B's takes its oldest, cid1's.
+    await store.put(provider('cid2', 'B'), value);
+    await store.put(provider('cid3', 'B'), value);
+    expect(await keysOf('/dht/provider/cid1')).toEqual([]);
+    expect(await keysOf('/dht/provider/nothing')).toEqual([]);
+    // Any other query walks the store as before.
+    expect(await keysOf('/dht/provider/')).toEqual(['/dht/provider/cid10/C', '/dht/provider/cid2/B', '/dht/provider/cid3/B']);
+  });
 });
