@@ -32,11 +32,13 @@ export function ownerOf(key: string): string {
   return key.split('/', 3).join('/');
 }
 
-/** The CID part of a provider record's key (`/dht/provider/<cid>` of `/dht/provider/<cid>/<peer>`); undefined for any other key. */
+/** Whether `path` is one CID's provider records (`/dht/provider/<cid>`). */
+const isCidPath = (path: string): boolean => path.length > PROVIDER_PREFIX.length && path.startsWith(PROVIDER_PREFIX) && !path.includes('/', PROVIDER_PREFIX.length);
+
+/** The CID's path a provider record's key begins with (`/dht/provider/<cid>` of `/dht/provider/<cid>/<peer>`); undefined for any other key. */
 function cidOf(key: string): string | undefined {
-  if (!key.startsWith(PROVIDER_PREFIX)) return undefined;
-  const slash = key.lastIndexOf('/');
-  return slash > PROVIDER_PREFIX.length && key.indexOf('/', PROVIDER_PREFIX.length) === slash ? key.slice(0, slash) : undefined;
+  const path = key.slice(0, key.lastIndexOf('/'));
+  return isCidPath(path) ? path : undefined;
 }
 
 export class BoundedDatastore extends MemoryDatastore {
@@ -94,10 +96,9 @@ export class BoundedDatastore extends MemoryDatastore {
 
   /** A CID's provider records from the index; any other query as MemoryDatastore answers it, walking every entry. */
   override query(q: Query, options?: Parameters<MemoryDatastore['query']>[1]): ReturnType<MemoryDatastore['query']> {
-    const cid = q.prefix === undefined ? undefined : cidOf(q.prefix.endsWith('/') ? q.prefix.slice(0, -1) + '/x' : q.prefix + '/x');
+    const path = q.prefix?.replace(/\/$/, '');
     const plain = q.filters === undefined && q.orders === undefined && q.offset === undefined && q.limit === undefined;
-    if (cid === undefined || !plain) return super.query(q, options);
-    return this.recordsOf(cid);
+    return path !== undefined && plain && isCidPath(path) ? this.recordsOf(path) : super.query(q, options);
   }
 
   private *recordsOf(cid: string): Generator<Pair> {
