@@ -10,20 +10,22 @@ import type { PeerData, PeerId, PeerStore } from '@libp2p/interface';
 
 export const MAX_PEER_ADDRESSES = 32;
 
-function capped(data: PeerData, room: number): PeerData {
+const named = (data: PeerData): number => (data.addresses?.length ?? 0) + (data.multiaddrs?.length ?? 0);
+
+/** `data` naming at most `room` addresses: itself when it fits. */
+function within(data: PeerData, room: number): PeerData {
+  if (named(data) <= room) return data;
   const addresses = data.addresses?.slice(0, room);
   const multiaddrs = data.multiaddrs?.slice(0, Math.max(0, room - (addresses?.length ?? 0)));
   return { ...data, ...(data.addresses && { addresses }), ...(data.multiaddrs && { multiaddrs }) };
 }
 
-const named = (data: PeerData): number => (data.addresses?.length ?? 0) + (data.multiaddrs?.length ?? 0);
-
 /** Bounds what `peerStore`'s writes may hold of one peer's addresses, in place: its users hold this object. */
 export function boundPeerAddresses(peerStore: PeerStore, max = MAX_PEER_ADDRESSES): void {
   const { merge, patch, save } = peerStore;
   // save and patch replace a peer's addresses with those named: at most `max` of them.
-  peerStore.save = (id: PeerId, data: PeerData, options?) => save.call(peerStore, id, named(data) > max ? capped(data, max) : data, options);
-  peerStore.patch = (id: PeerId, data: PeerData, options?) => patch.call(peerStore, id, named(data) > max ? capped(data, max) : data, options);
+  peerStore.save = (id: PeerId, data: PeerData, options?) => save.call(peerStore, id, within(data, max), options);
+  peerStore.patch = (id: PeerId, data: PeerData, options?) => patch.call(peerStore, id, within(data, max), options);
   // merge adds them to those held: only as many as there is room for.
   peerStore.merge = async (id: PeerId, data: PeerData, options?) => {
     if (named(data) === 0) return merge.call(peerStore, id, data, options);
@@ -31,7 +33,6 @@ export function boundPeerAddresses(peerStore: PeerStore, max = MAX_PEER_ADDRESSE
       (p) => p.addresses.length,
       () => 0,
     );
-    const room = Math.max(0, max - held);
-    return merge.call(peerStore, id, named(data) > room ? capped(data, room) : data, options);
+    return merge.call(peerStore, id, within(data, Math.max(0, max - held)), options);
   };
 }
