@@ -2,6 +2,7 @@ import { getRequestIP, type H3Event, type Middleware } from 'h3';
 import { isLoopback } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
 import { hostPrefix } from '../runtime/network/host-prefix.js';
+import { RateLimiter } from '../runtime/rate-limiter.js';
 import { isOpenPath, principalOf } from './auth.js';
 import { errorBody, toWebResponse } from './errors.js';
 
@@ -11,42 +12,6 @@ import { errorBody, toWebResponse } from './errors.js';
  * 429 with Retry-After; and a cap on invokes/broadcasts one client has waiting (429), so one
  * client can neither flood the node nor hold every pending slot (`rest.max_pending` bounds them all, 503).
  */
-
-/** A token bucket per key: `burst` requests at once, refilled at `perSecond`. */
-export class RateLimiter {
-  private readonly buckets = new Map<string, { tokens: number; at: number }>();
-
-  constructor(
-    readonly perSecond: number,
-    readonly burst: number,
-    private readonly maxClients = 100_000,
-  ) {}
-
-  /** Takes one token; returns 0 when allowed, else the seconds until one is available. */
-  take(key: string, now = Date.now()): number {
-    let b = this.buckets.get(key);
-    if (!b) {
-      if (this.buckets.size >= this.maxClients) this.prune(now);
-      b = { tokens: this.burst, at: now };
-      this.buckets.set(key, b);
-    } else {
-      b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.perSecond);
-      b.at = now;
-    }
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
-      return 0;
-    }
-    return Math.max(1, Math.ceil((1 - b.tokens) / this.perSecond));
-  }
-
-  /** Drops buckets that have refilled completely: they hold nothing a new bucket would not. */
-  private prune(now: number): void {
-    for (const [k, b] of this.buckets) if (b.tokens + ((now - b.at) / 1000) * this.perSecond >= this.burst) this.buckets.delete(k);
-    // Still full of active clients: forget the oldest rather than grow without bound.
-    while (this.buckets.size >= this.maxClients) this.buckets.delete(this.buckets.keys().next().value!);
-  }
-}
 
 export interface LimitOptions {
   perSecond: number;

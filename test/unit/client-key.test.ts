@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { clientFrom, RateLimiter } from '../../http/limits.js';
+import { clientFrom } from '../../http/limits.js';
+import { RateLimiter } from '../../runtime/rate-limiter.js';
 import { hostPrefix } from '../../runtime/network/host-prefix.js';
 
 describe('hostPrefix', () => {
