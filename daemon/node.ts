@@ -193,6 +193,7 @@ async function startNetwork(system: ActorSystem, config: Config, log: Logger, ke
       enableMdns: net.EnableMDNS,
       maxEnvelopeBytes: net.MaxEnvelopeBytes,
       maxConnections: net.MaxConnections,
+      dhtMessageRates: { perPeer: net.DHTMessagesPerSecond, perHost: net.DHTMessagesPerSecondPerHost },
       log,
     });
   } catch (e) {

@@ -202,6 +202,14 @@ export const ConfigSchema = z
         MaxEnvelopeBytes: positiveInt.default(1_048_576),
         /** libp2p connections held at once; past it, shared between the addresses that dial (inbound-share.ts). */
         MaxConnections: z.number().int().min(8).max(100_000).default(300),
+        /**
+         * DHT messages one peer may send this node a second, five seconds' worth at once: each
+         * costs the node's one event loop ~0.2 ms, so a peer sending them as fast as it could
+         * slowed every other answer. A stream past it is reset (network/service-streams.ts).
+         */
+        DHTMessagesPerSecond: positiveInt.max(1_000_000).default(200),
+        /** The same over every identity dialling from one host (an IPv4 address, an IPv6 /64). */
+        DHTMessagesPerSecondPerHost: positiveInt.max(1_000_000).default(500),
       })
       .strict()
       .prefault({}),

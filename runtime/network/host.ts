@@ -19,7 +19,7 @@ import { HEADROOM, InboundShare, MAX_PENDING } from './inbound-share.js';
 import { boundPeerAddresses } from './peer-addresses.js';
 import { PartialFrames, partialBudget } from './partial-frames.js';
 import { GreetedPeers, peerScoreParams } from './score.js';
-import { type ServiceStreamGivenUp, watchServiceStreams } from './service-streams.js';
+import { MessageRateLimits, type MessageRates, type ServiceStreamGivenUp, watchServiceStreams } from './service-streams.js';
 
 export const DEFAULT_LISTEN = ['/ip4/127.0.0.1/tcp/0'];
 export const DEFAULT_DHT_PROTOCOL = '/dms/kad/1.0.0';
@@ -113,8 +113,10 @@ export interface HostOptions {
    * DHT's count here (service-streams.ts), as the actor protocol's do; a budget of its own when absent.
    */
   partials?: PartialFrames;
-  /** Told when a gossipsub or DHT stream is reset for the message it held. */
+  /** Told when a gossipsub or DHT stream is reset for the message it held, or the DHT's for its rate. */
   serviceStreamGivenUp?: ServiceStreamGivenUp;
+  /** DHT messages a peer, and a host, may send a second (`network.DHTMessagesPerSecond…`); DEFAULT_DHT_MESSAGE_RATES when absent. */
+  dhtMessageRates?: MessageRates;
 }
 
 export interface DmsServices extends Record<string, unknown> {
@@ -126,6 +128,9 @@ export interface DmsServices extends Record<string, unknown> {
 }
 
 export type DmsLibp2p = Libp2p<DmsServices>;
+
+/** DHT messages a second by default, per peer and per host (`network.DHTMessagesPerSecond…`). */
+export const DEFAULT_DHT_MESSAGE_RATES: MessageRates = { perPeer: 200, perHost: 500 };
 
 /** Connections a node holds at once by default (`network.MaxConnections`): libp2p's own default. */
 export const DEFAULT_MAX_CONNECTIONS = 300;
@@ -228,7 +233,12 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
   }
   node.addEventListener('connection:open', (e) => share.opened(e.detail, node.getConnections()));
   const dhtProtocol = opts.protocolId ?? DEFAULT_DHT_PROTOCOL;
-  watchServiceStreams(node, (p) => p === dhtProtocol || p.startsWith('/meshsub/'), opts.partials ?? new PartialFrames(partialBudget(opts.maxEnvelopeBytes ?? 0)), opts.serviceStreamGivenUp);
+  watchServiceStreams(node, (p) => p === dhtProtocol || p.startsWith('/meshsub/'), {
+    partials: opts.partials ?? new PartialFrames(partialBudget(opts.maxEnvelopeBytes ?? 0)),
+    gaveUp: opts.serviceStreamGivenUp,
+    rated: (p) => p === dhtProtocol,
+    limits: new MessageRateLimits(opts.dhtMessageRates ?? DEFAULT_DHT_MESSAGE_RATES),
+  });
   boundPeerAddresses(node.peerStore);
   if (node.services.mdns) dialDiscovered(node, node.services.mdns);
   return node;

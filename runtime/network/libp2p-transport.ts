@@ -10,7 +10,8 @@ import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.j
 import { type BanPolicy, DEFAULT_BAN_POLICY, PeerBans } from './bans.js';
 import { OutboundChannel } from './channel.js';
 import { encodeFrame, frameText, utf8Length } from './frames.js';
-import { PARTIAL_ENDS, type PartialEnd, PartialFrames, partialBudget } from './partial-frames.js';
+import { type PartialEnd, PartialFrames, partialBudget } from './partial-frames.js';
+import { givenUpText, type ServiceStreamGivenUp } from './service-streams.js';
 import { readActorStream } from './actor-stream.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
@@ -114,7 +115,7 @@ export class Libp2pTransport implements Transport {
     const parts: HostParts = { greeted: new GreetedPeers(), bans: new PeerBans({ ...DEFAULT_BAN_POLICY, ...opts.banPolicy }), partials: new PartialFrames(partialBudget(maxEnvelopeBytes)) };
     // The host's services register their protocols when it starts, after the transport exists.
     let transport: Libp2pTransport | undefined;
-    const serviceStreamGivenUp = (peer: string, protocol: string, why: PartialEnd) => transport?.partialGivenUp(peer, why, `inbound ${protocol} message ${PARTIAL_ENDS[why]}`);
+    const serviceStreamGivenUp: ServiceStreamGivenUp = (peer, protocol, why) => transport?.partialGivenUp(peer, why, givenUpText(protocol, why));
     const node = await createHost({ ...opts, ...parts, maxEnvelopeBytes, serviceStreamGivenUp });
     transport = await Libp2pTransport.attach(node, opts, parts);
     try {
@@ -426,11 +427,11 @@ export class Libp2pTransport implements Transport {
     });
   }
 
-  /** A stream of `peer` was reset for what it held of a frame or message not yet whole. */
-  private partialGivenUp(peer: string, why: PartialEnd | 'unreadable', text: string): void {
+  /** A stream of `peer` was reset for what it held of a frame or message not yet whole, or for its DHT messages' rate. */
+  private partialGivenUp(peer: string, why: PartialEnd | 'unreadable' | 'rate', text: string): void {
     this.counters.dropped++;
-    // Past the budget an honest peer may be the one holding most: not held against it.
-    if (why !== 'budget') return this.misbehaved(peer, {}, `${text}; resetting the stream`);
+    // Past the budget (or its host's rate) an honest peer may be the one holding most: not held against it.
+    if (why !== 'budget' && why !== 'rate') return this.misbehaved(peer, {}, `${text}; resetting the stream`);
     const unlogged = this.budgetWarnings.pass();
     if (unlogged !== undefined) this.log.warn({ peer, held: this.partials.held, budget: this.partials.budget, ...(unlogged ? { unlogged } : {}) }, text);
   }
