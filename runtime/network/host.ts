@@ -84,6 +84,16 @@ const IDENTIFY_TIMEOUT_MS = 20_000;
  * to 20 s) overlap three at most; a peer's are accepted with the same room and one to spare.
  */
 const PING_STREAMS = { maxOutboundStreams: 4, maxInboundStreams: 5 };
+/**
+ * Pings a peer, and a host, may send a second (five seconds' worth at once), counted in 32-byte
+ * pings. libp2p's handler echoes whatever a ping stream carries, for 10 s a stream: one peer
+ * pushing bytes through 5 of them had a node echo 121 MB/s, spending 0.66 of a core, /health
+ * taking 38 ms at p50. A node's connection monitor pings every 10 s, and round trips measured
+ * for placement are kept for a while (actors/deployment/round-trips.ts).
+ */
+const PING_RATES: MessageRates = { perPeer: 10, perHost: 40 };
+const PING_BYTES = 32;
+const PING_PROTOCOL = '/ipfs/ping/1.0.0';
 
 export interface HostOptions {
   /** The node key: the libp2p identity is this key, so peer id = the node's `addr.host`. */
@@ -233,11 +243,14 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
   }
   node.addEventListener('connection:open', (e) => share.opened(e.detail, node.getConnections()));
   const dhtProtocol = opts.protocolId ?? DEFAULT_DHT_PROTOCOL;
-  watchServiceStreams(node, (p) => p === dhtProtocol || p.startsWith('/meshsub/'), {
+  watchServiceStreams(node, {
+    framed: (p) => p === dhtProtocol || p.startsWith('/meshsub/'),
     partials: opts.partials ?? new PartialFrames(partialBudget(opts.maxEnvelopeBytes ?? 0)),
     gaveUp: opts.serviceStreamGivenUp,
-    rated: (p) => p === dhtProtocol,
-    limits: new MessageRateLimits(opts.dhtMessageRates ?? DEFAULT_DHT_MESSAGE_RATES),
+    rated: [
+      { protocol: (p) => p === dhtProtocol, limits: new MessageRateLimits(opts.dhtMessageRates ?? DEFAULT_DHT_MESSAGE_RATES), per: 'message' },
+      { protocol: (p) => p === PING_PROTOCOL, limits: new MessageRateLimits(PING_RATES), per: { bytes: PING_BYTES } },
+    ],
   });
   boundPeerAddresses(node.peerStore);
   if (node.services.mdns) dialDiscovered(node, node.services.mdns);

@@ -88,14 +88,24 @@ export class MessageRateLimits {
   }
 }
 
+/**
+ * What one inbound stream of a rated protocol counts against its rates: each message of a
+ * length-prefixed protocol (the DHT's), or each `bytes` of one that is not (ping's 32).
+ */
+export interface Rated {
+  protocol: (protocol: string) => boolean;
+  limits: MessageRateLimits;
+  per: 'message' | { bytes: number };
+}
+
 export interface ServiceStreamOptions {
-  /** What the watched streams hold of messages not yet whole counts here. */
+  /** Protocols of length-prefixed messages: what their streams hold of a message not yet whole counts against `partials`. */
+  framed: (protocol: string) => boolean;
   partials: PartialFrames;
   /** Told when a stream is reset. */
   gaveUp?: ServiceStreamGivenUp;
-  /** Protocols (of those watched) whose messages count against `limits` too: the DHT's. */
-  rated?: (protocol: string) => boolean;
-  limits?: MessageRateLimits;
+  /** Protocols whose streams also count against rates per peer and per host. */
+  rated?: Rated[];
 }
 
 export type ServiceStreamGivenUp = (peer: string, protocol: string, why: PartialEnd | 'rate') => void;
@@ -104,22 +114,24 @@ export type ServiceStreamGivenUp = (peer: string, protocol: string, why: Partial
 export const givenUpText = (protocol: string, why: PartialEnd | 'rate'): string => `inbound ${protocol} ${why === 'rate' ? `messages ${RATE_EXCEEDED}` : `message ${PARTIAL_ENDS[why]}`}`;
 
 /**
- * From now on, inbound streams of `protocols` that the services of `node` register (when it
- * starts) count what they hold of a message not yet whole against `opts.partials`, and those of
- * rated protocols each message against `opts.limits`; a stream whose message is given up, or that
- * goes past the rate, is reset, and `opts.gaveUp` told. Call before `node.start()`.
+ * From now on, inbound streams that the services of `node` register (when it starts) are
+ * watched: those of framed protocols count what they hold of a message not yet whole against
+ * `opts.partials`, and those of rated protocols what they carry against their rates; a stream
+ * whose message is given up, or that goes past a rate, is reset, and `opts.gaveUp` told. Call
+ * before `node.start()`.
  */
-export function watchServiceStreams(node: Libp2p, protocols: (protocol: string) => boolean, opts: ServiceStreamOptions): void {
+export function watchServiceStreams(node: Libp2p, opts: ServiceStreamOptions): void {
   // Services register their protocols with the registrar itself, not through node.handle.
   const registrar = (node as unknown as { components: { registrar: { handle(protocol: string, handler: StreamHandler, opts?: unknown): Promise<void> } } }).components.registrar;
   const handle = registrar.handle.bind(registrar);
   registrar.handle = (protocol, handler, handleOpts) => {
-    if (!protocols(protocol)) return handle(protocol, handler, handleOpts);
-    const limits = opts.rated?.(protocol) ? opts.limits : undefined;
+    const framed = opts.framed(protocol);
+    const rated = opts.rated?.find((r) => r.protocol(protocol));
+    if (!framed && !rated) return handle(protocol, handler, handleOpts);
     return handle(
       protocol,
       (stream: Stream, connection: Connection) => {
-        watch(stream, connection.remotePeer.toString(), protocol, opts, limits && { limits, host: hostOf(connection.remoteAddr) });
+        watch(stream, connection.remotePeer.toString(), protocol, opts, framed, rated && { ...rated, host: hostOf(connection.remoteAddr) });
         return handler(stream, connection);
       },
       handleOpts,
@@ -127,27 +139,33 @@ export function watchServiceStreams(node: Libp2p, protocols: (protocol: string) 
   };
 }
 
-function watch(stream: Stream, peer: string, protocol: string, opts: ServiceStreamOptions, rate?: { limits: MessageRateLimits; host: string | undefined }): void {
+function watch(stream: Stream, peer: string, protocol: string, opts: ServiceStreamOptions, framed: boolean, rate?: Rated & { host: string | undefined }): void {
   const counter = new MessageCounter();
-  const partial = opts.partials.open(peer, (why) => {
-    opts.gaveUp?.(peer, protocol, why);
-    stream.abort(new DmsError(why === 'budget' ? 'overloaded' : 'timeout', `${protocol} message ${PARTIAL_ENDS[why]}`));
-  });
-  stream.addEventListener('close', partial.close);
+  const partial = framed
+    ? opts.partials.open(peer, (why) => {
+        opts.gaveUp?.(peer, protocol, why);
+        stream.abort(new DmsError(why === 'budget' ? 'overloaded' : 'timeout', `${protocol} message ${PARTIAL_ENDS[why]}`));
+      })
+    : undefined;
+  if (partial) stream.addEventListener('close', partial.close);
+  let bytes = 0;
   let taken = 0;
   stream.addEventListener('message', (evt) => {
     let began = false;
-    if (evt.data instanceof Uint8Array) began = counter.read(evt.data);
-    else for (const bytes of evt.data) began = counter.read(bytes) || began;
-    // Each message taken as it begins, before the service reads it: one refused resets the
-    // stream, and what it had buffered goes with it, unhandled.
-    for (; rate && taken < counter.begun; taken++) {
-      if (rate.limits.take(peer, rate.host)) continue;
-      partial.close();
+    for (const chunk of evt.data instanceof Uint8Array ? [evt.data] : evt.data) {
+      bytes += chunk.byteLength;
+      if (framed) began = counter.read(chunk) || began;
+    }
+    // Taken as it arrives, before the service reads it: past the rate the stream is reset, and
+    // what it had buffered goes with it, unhandled.
+    const due = !rate ? 0 : rate.per === 'message' ? counter.begun : Math.ceil(bytes / rate.per.bytes);
+    for (; taken < due; taken++) {
+      if (rate!.limits.take(peer, rate!.host)) continue;
+      partial?.close();
       opts.gaveUp?.(peer, protocol, 'rate');
       stream.abort(new DmsError('overloaded', `${protocol} messages ${RATE_EXCEEDED}`));
       return;
     }
-    partial.update(counter.held, began);
+    partial?.update(counter.held, began);
   });
 }
