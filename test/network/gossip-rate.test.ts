@@ -1,0 +1,93 @@
+/**
+ * Broadcasts a peer publishes are work the node does for it: gossipsub checks each one's
+ * signature, then the node parses it, checks the envelope's own signature and delivers it. Found
+ * against a running node: one peer publishing valid broadcasts as fast as it could had the node
+ * take 3,696 a second at 0.87 of a core (235 µs each). Now one publisher may have 500 a second
+ * validated here and all that come through one host 2,000, five seconds' worth at once; past
+ * that a broadcast is ignored before it is parsed (neither delivered nor relayed).
+ */
+import { noise } from '@chainsafe/libp2p-noise';
+import { gossipsub, type GossipSub } from '@libp2p/gossipsub';
+import { identify } from '@libp2p/identify';
+import { tcp, type TCPSocketOptions } from '@libp2p/tcp';
+import { yamux } from '@libp2p/yamux';
+import type { Libp2p } from '@libp2p/interface';
+import { multiaddr } from '@multiformats/multiaddr';
+import { createLibp2p } from 'libp2p';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KeyPair } from '../../runtime/crypto/keys.js';
+import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
+import { emptyHandle, encodeEnvelope, encodePayload } from '../../runtime/wire/envelope.js';
+import { signEnvelopeSync } from '../helpers/envelopes.js';
+import { listenAddr, stopCluster, waitFor } from '../helpers/network.js';
+import { type NodeProcess, startNode } from '../helpers/node.js';
+
+const TOPIC = '/dms/hello';
+let node: NodeProcess;
+const peers: Libp2p<{ pubsub: GossipSub }>[] = [];
+
+beforeAll(async () => {
+  node = await startNode();
+}, 60_000);
+afterAll(async () => {
+  await Promise.all(peers.map((p) => p.stop()));
+  await stopCluster([node].filter(Boolean));
+});
+
+/** A gossipsub peer dialling from `address`, subscribed to the node's hello topic, once it knows the node subscribes too. */
+async function gossiper(address: string): Promise<Libp2p<{ pubsub: GossipSub }>> {
+  const peer = await createLibp2p({
+    transports: [tcp({ dialOpts: { localAddress: address } as TCPSocketOptions })],
+    connectionEncrypters: [noise()],
+    streamMuxers: [yamux()],
+    services: { identify: identify(), pubsub: gossipsub({ allowPublishToZeroTopicPeers: false, emitSelf: false }) },
+  });
+  peers.push(peer);
+  peer.services.pubsub.subscribe(TOPIC);
+  await peer.dial(multiaddr(listenAddr(node)));
+  await waitFor('the node’s subscription known to the peer', async () => peer.services.pubsub.getSubscribers(TOPIC).length > 0, { timeoutMs: 20_000 });
+  return peer;
+}
+
+/** `count` broadcasts to `be` (by default a behavior nobody has), signed ahead by one key, from `peer` as host. */
+function broadcasts(peer: Libp2p, count: number, be = '/broadcast/nobody-has-this'): Buffer[] {
+  const key = KeyPair.generate();
+  const host = peer.peerId.toString();
+  return Array.from({ length: count }, () =>
+    Buffer.from(encodeEnvelope(signEnvelopeSync({ to: emptyHandle(), be, from: { id: key.id, did: key.did, addr: { host, inbox: 'g' } }, nonce: nextNonce(), opt: { exp: nowNs() + msToNs(120_000), topic: TOPIC }, msg: encodePayload({}) }, key))),
+  );
+}
+
+/** Envelopes the node took in for `behavior` with `outcome`, by its metrics. */
+async function envelopes(behavior: string, outcome: string): Promise<number> {
+  const text = await (await fetch(`${node.url}/metrics`)).text();
+  return Number(new RegExp(`dms_envelopes_total\\{behavior="${behavior.replace(/[()]/g, '\\$&')}",outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
+}
+/** Broadcasts the node parsed, checked and found no actor for. */
+const deadLetters = () => envelopes('(unknown)', 'dead_letter');
+
+describe('gossip from one publisher', () => {
+  it('is taken at its rate: a flood past it is ignored before it is parsed, and another publisher is still heard', { timeout: 90_000 }, async () => {
+    const flooder = await gossiper('127.0.0.6');
+    const flood = broadcasts(flooder, 6_000);
+    const before = await deadLetters();
+    const started = Date.now();
+    for (const data of flood) await flooder.services.pubsub.publish(TOPIC, data);
+    // Taken in as they come: the count stands still once the node has handled what reached it.
+    let seen = -1;
+    await waitFor('the node to handle the flood', async () => seen === (seen = await deadLetters()), { timeoutMs: 30_000, intervalMs: 1_000 });
+    const seconds = (Date.now() - started) / 1000;
+    const taken = seen - before;
+    // Another publisher, from another host, is heard meanwhile.
+    const honest = await gossiper('127.0.0.7');
+    const hellos = await envelopes('/broadcast/hello', 'ok');
+    await honest.services.pubsub.publish(TOPIC, broadcasts(honest, 1, '/broadcast/hello')[0]!);
+    await waitFor('the other publisher’s broadcast taken', async () => (await envelopes('/broadcast/hello', 'ok')) > hellos, { timeoutMs: 20_000 });
+    // Unlimited, all 6,001 were taken (watched failing). The publisher may have had 2,500 at once
+    // and 500 a second since.
+    expect(taken).toBeLessThanOrEqual(2_500 + 500 * seconds + 1);
+    expect(taken).toBeLessThan(6_000);
+    // And its first ones were all taken: what is cut is past the rate, not the flood as a whole.
+    expect(taken).toBeGreaterThanOrEqual(2_500);
+  });
+});
