@@ -95,6 +95,7 @@ const NODE = [
   'test/network/discovery.test.ts',
   'test/network/gossip-copies.test.ts',
   'test/network/gossip-topics.test.ts',
+  'test/network/gossip-relay-rate.test.ts',
   'test/network/dht-replies.test.ts',
   'test/network/sybils.test.ts',
   'test/network/transport.test.ts',

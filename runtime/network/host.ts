@@ -3,7 +3,7 @@ import { bootstrap } from '@libp2p/bootstrap';
 import { privateKeyFromRaw } from '@libp2p/crypto/keys';
 import { gossipsub, type GossipSub } from '@libp2p/gossipsub';
 import { identify, type Identify } from '@libp2p/identify';
-import { KEEP_ALIVE, type Libp2p, type PeerDiscovery } from '@libp2p/interface';
+import { type Connection, KEEP_ALIVE, type Libp2p, type PeerDiscovery, type PeerId } from '@libp2p/interface';
 import { kadDHT, passthroughMapper, type KadDHT } from '@libp2p/kad-dht';
 import { ping, type Ping } from '@libp2p/ping';
 import { tcp } from '@libp2p/tcp';
@@ -15,7 +15,8 @@ import { DmsError, errorText, invalid } from '../errors.js';
 import type { PeerBans } from './bans.js';
 import { noiseCrypto } from './noise-cipher.js';
 import { BoundedDatastore, MAX_ENTRIES, MAX_PER_OWNER } from './bounded-datastore.js';
-import { HEADROOM, InboundShare, MAX_PENDING } from './inbound-share.js';
+import { GOSSIP_RELAY_RATES } from './gossip.js';
+import { HEADROOM, hostOf, InboundShare, MAX_PENDING } from './inbound-share.js';
 import { boundPeerAddresses } from './peer-addresses.js';
 import { PartialFrames, partialBudget } from './partial-frames.js';
 import { GreetedPeers, peerScoreParams } from './score.js';
@@ -127,6 +128,8 @@ export interface HostOptions {
   serviceStreamGivenUp?: ServiceStreamGivenUp;
   /** DHT messages a peer, and a host, may send a second (`network.DHTMessagesPerSecond…`); DEFAULT_DHT_MESSAGE_RATES when absent. */
   dhtMessageRates?: MessageRates;
+  /** Gossip messages a peer, and a host, may relay to this node a second; GOSSIP_RELAY_RATES (./gossip.ts) when absent. */
+  gossipRelayRates?: MessageRates;
 }
 
 export interface DmsServices extends Record<string, unknown> {
@@ -169,6 +172,13 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
   raw.set(keyPair.publicKey, keyPair.seed.length);
   const privateKey = privateKeyFromRaw(raw);
 
+  const relayed = new MessageRateLimits(opts.gossipRelayRates ?? GOSSIP_RELAY_RATES);
+  // The node exists only once its services are made; a message arrives only after it does.
+  let connectionsOf: (peer: PeerId) => Connection[] = () => [];
+  const hostOfPeer = (peer: PeerId) => {
+    const connection = connectionsOf(peer).at(0);
+    return connection && hostOf(connection.remoteAddr);
+  };
   const services: Libp2pOptions<DmsServices>['services'] = {
     identify: identify({ timeout: IDENTIFY_TIMEOUT_MS }),
     ping: ping(PING_STREAMS),
@@ -200,12 +210,14 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
       // gossipsub's defaults penalise every peer on an IP that many identities visited, for an
       // hour: loopback, a LAN or one NAT would cut genuine nodes off (score.ts).
       scoreParams: peerScoreParams(opts.greeted ?? new GreetedPeers()),
+      // Before a message's signature is checked (patches/@libp2p+gossipsub: gossip.ts says why).
+      acceptMessage: (from) => relayed.take(from.toString(), hostOfPeer(from)),
     }),
   };
   // Loaded only when asked for: it is off by default, and its DNS packet code weighs on every start.
   if (opts.enableMdns) services.mdns = (await import('@libp2p/mdns')).mdns({ serviceTag: MDNS_SERVICE_TAG });
 
-  const node = await createLibp2p<DmsServices>({
+  const node: DmsLibp2p = await createLibp2p<DmsServices>({
     start: false,
     privateKey,
     datastore: new BoundedDatastore(MAX_ENTRIES, MAX_PER_OWNER, keyPair.peerId),
@@ -238,6 +250,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     services,
   });
 
+  connectionsOf = (peer) => node.getConnections(peer);
   if (node.peerId.toString() !== keyPair.peerId) {
     throw new DmsError('internal', `libp2p peer id ${node.peerId} differs from the node key's ${keyPair.peerId}`);
   }

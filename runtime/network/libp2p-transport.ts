@@ -14,7 +14,6 @@ import { type PartialEnd, PartialFrames, partialBudget } from './partial-frames.
 import { givenUpText, type ServiceStreamGivenUp } from './service-streams.js';
 import { readActorStream } from './actor-stream.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
-import { hostOf } from './inbound-share.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
 import { SharedPings } from './pings.js';
 import { GreetedPeers } from './score.js';
@@ -155,10 +154,7 @@ export class Libp2pTransport implements Transport {
     this.log = opts.log ?? libp2pLog(node);
     // A rejection is logged at debug only: a peer flooding forgeries must not flood the log as well.
     const rejected = (peer: string, topic: string, why: string) => (this.counters.dropped++, this.log.debug({ peer, topic, why }, 'gossip message rejected before relay'));
-    this.gossip = new GossipValidator(this.maxEnvelopeBytes, rejected, this.host, (peer) => {
-      const connection = node.getConnections(peer).at(0);
-      return connection && hostOf(connection.remoteAddr);
-    });
+    this.gossip = new GossipValidator(this.maxEnvelopeBytes, rejected, this.host);
     node.addEventListener('peer:connect', this.onConnect);
     node.addEventListener('connection:open', this.onConnectionOpen);
     node.addEventListener('peer:disconnect', this.onDisconnect);

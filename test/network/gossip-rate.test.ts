@@ -3,8 +3,9 @@
  * signature, then the node parses it, checks the envelope's own signature and delivers it. Found
  * against a running node: one peer publishing valid broadcasts as fast as it could had the node
  * take 3,696 a second at 0.87 of a core (235 µs each). Now one publisher may have 500 a second
- * validated here and all that come through one host 2,000, five seconds' worth at once; past
- * that a broadcast is ignored before it is parsed (neither delivered nor relayed).
+ * validated here, five seconds' worth at once; past that a broadcast is ignored before it is
+ * parsed (neither delivered nor relayed). The rate of the peer relaying them, checked before
+ * gossipsub's own signature check, is gossip-relay-rate.test.ts's.
  */
 import { noise } from '@chainsafe/libp2p-noise';
 import { gossipsub, type GossipSub } from '@libp2p/gossipsub';
