@@ -24,9 +24,10 @@ if (cluster.isPrimary) {
   // Port 0 in every worker is one port shared by all of them (the primary holds it).
   const port = await new Promise<number>((resolve) => cluster.once('listening', (_w, address) => resolve(address.port)));
   process.stdout.write(`${port}\n`);
+  // The workers are gone before the primary is: a worker closing its server tells the primary,
+  // and one that found it gone died of EPIPE, printing its trace under the bench's figures.
   process.on('SIGTERM', () => {
-    for (const w of workers) w.kill('SIGTERM');
-    process.exit(0);
+    void Promise.all(workers.map((w) => new Promise((r) => (w.isDead() ? r(undefined) : (w.once('exit', r), w.kill('SIGTERM')))))).then(() => process.exit(0));
   });
 } else {
   // The node keeps freed heap once it serves (runtime/malloc-thresholds.ts): so does the bound.
@@ -63,5 +64,6 @@ if (cluster.isPrimary) {
   });
   server.keepAliveTimeout = 65_000;
   server.listen(0, '127.0.0.1');
-  process.on('SIGTERM', () => server.close(() => process.exit(0)));
+  // Nothing to finish: the bench has read its figures when it stops the bound.
+  process.on('SIGTERM', () => process.exit(0));
 }
