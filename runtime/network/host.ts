@@ -124,7 +124,7 @@ export interface HostOptions {
    * DHT's count here (service-streams.ts), as the actor protocol's do; a budget of its own when absent.
    */
   partials?: PartialFrames;
-  /** Told when a gossipsub or DHT stream is reset for the message it held, or the DHT's for its rate. */
+  /** Told when a gossipsub or DHT stream is reset for the message it held, or a DHT or ping stream for its rate. */
   serviceStreamGivenUp?: ServiceStreamGivenUp;
   /** DHT messages a peer, and a host, may send a second (`network.DHTMessagesPerSecond…`); DEFAULT_DHT_MESSAGE_RATES when absent. */
   dhtMessageRates?: MessageRates;

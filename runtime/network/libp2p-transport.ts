@@ -421,10 +421,10 @@ export class Libp2pTransport implements Transport {
     });
   }
 
-  /** A stream of `peer` was reset for what it held of a frame or message not yet whole, or for its DHT messages' rate. */
+  /** A stream of `peer` was reset for what it held of a frame or message not yet whole, or for its rate (DHT, ping). */
   private partialGivenUp(peer: string, why: PartialEnd | 'unreadable' | 'rate', text: string): void {
     this.counters.dropped++;
-    // Past the budget (or its host's rate) an honest peer may be the one holding most: not held against it.
+    // Past the budget an honest peer may be the one holding most, and past a rate it only waits: neither is held against it.
     if (why !== 'budget' && why !== 'rate') return this.misbehaved(peer, {}, `${text}; resetting the stream`);
     const unlogged = this.budgetWarnings.pass();
     if (unlogged !== undefined) this.log.warn({ peer, held: this.partials.held, budget: this.partials.budget, ...(unlogged ? { unlogged } : {}) }, text);

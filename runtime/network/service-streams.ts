@@ -7,10 +7,11 @@
  * for 10 s, on up to 32 streams a connection (24 identities, 8 streams of 3 MiB each: +670 MB).
  *
  * The bytes are only counted here, as they pass to the service's own reader: where each message
- * begins and ends, from its varint length prefix. The DHT's messages are also counted against a
- * rate per peer and per host: each is work the node does on its one event loop (~0.2 ms for an
- * ADD_PROVIDER), and 16 identities sending them as fast as they could were all served, 320,000
- * in 8 s, with /health taking up to 2.5 s meanwhile.
+ * begins and ends, from its varint length prefix. The DHT's messages, and ping's 32-byte pings,
+ * are also counted against a rate per peer and per host: each is work the node does on its one
+ * event loop (~0.2 ms for an ADD_PROVIDER; an echo for a ping), and 16 identities sending DHT
+ * messages as fast as they could were all served, 320,000 in 8 s, with /health taking up to
+ * 2.5 s meanwhile; one peer pushing bytes through its ping streams had 966 MB echoed in 8 s.
  */
 import type { Connection, Stream, StreamHandler } from '@libp2p/interface';
 import type { Libp2p } from 'libp2p';
@@ -63,7 +64,7 @@ export class MessageCounter {
   }
 }
 
-/** A stream reset for its messages' rate, as logged and as the reset says. */
+/** Why a stream was reset for its rate, as logged and as the reset says. */
 export const RATE_EXCEEDED = 'past the rate its peer or host may send';
 
 /** Messages per second a peer, and every identity dialling from one host, may send on the rated protocols; five seconds' worth at once. */
