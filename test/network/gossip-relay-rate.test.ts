@@ -24,9 +24,9 @@ import { signEnvelopeSync } from '../helpers/envelopes.js';
 import { waitFor } from '../helpers/network.js';
 
 const TOPIC = '/dms/hello';
-const RATES = { perPeer: 200, perHost: 400 };
+const RATES = { perPeer: 200, perHost: 250 };
 let transport: Libp2pTransport;
-let flooder: Libp2p<{ pubsub: GossipSub }>;
+const peers: Libp2p<{ pubsub: GossipSub }>[] = [];
 /** Messages of received RPCs gossipsub went on to validate. */
 let validated = 0;
 
@@ -37,41 +37,74 @@ beforeAll(async () => {
   const pubsub = transport.node.services.pubsub as unknown as { validateReceivedMessage(...a: unknown[]): Promise<unknown> };
   const validate = pubsub.validateReceivedMessage.bind(pubsub);
   pubsub.validateReceivedMessage = (...a) => (validated++, validate(...a));
-  flooder = await createLibp2p({
-    transports: [tcp({ dialOpts: { localAddress: '127.0.0.8' } as TCPSocketOptions })],
+}, 60_000);
+afterAll(async () => {
+  await Promise.all(peers.map((p) => p.stop()));
+  await transport?.stop();
+});
+
+/** A gossipsub peer dialling the node from `address`, once it knows the node subscribes to the topic. */
+async function gossiper(address: string): Promise<Libp2p<{ pubsub: GossipSub }>> {
+  const peer = await createLibp2p({
+    transports: [tcp({ dialOpts: { localAddress: address } as TCPSocketOptions })],
     connectionEncrypters: [noise()],
     streamMuxers: [yamux()],
     services: { identify: identify(), pubsub: gossipsub({ allowPublishToZeroTopicPeers: false, emitSelf: false }) },
   });
-  flooder.services.pubsub.subscribe(TOPIC);
-  await flooder.dial(multiaddr(transport.node.getMultiaddrs()[0]!));
-  await waitFor('the node’s subscription known to the flooder', async () => flooder.services.pubsub.getSubscribers(TOPIC).length > 0, { timeoutMs: 20_000 });
-}, 60_000);
-afterAll(async () => {
-  await flooder?.stop();
-  await transport?.stop();
-});
+  peers.push(peer);
+  peer.services.pubsub.subscribe(TOPIC);
+  await peer.dial(multiaddr(transport.node.getMultiaddrs()[0]!));
+  await waitFor('the node’s subscription known to the peer', async () => peer.services.pubsub.getSubscribers(TOPIC).length > 0, { timeoutMs: 20_000 });
+  return peer;
+}
 
-describe('gossip relayed by one peer', () => {
-  it('is validated at its rate: past it a message is dropped before gossipsub checks its signature', { timeout: 60_000 }, async () => {
+/**
+ * `count` valid envelopes published by `peer`, signed ahead. Valid: the node's validator ignores
+ * those past their publisher's rate without counting them against the peer, so nothing but the
+ * relay rate stops a flood before gossipsub's check (junk would have the peer graylisted within
+ * a few hundred).
+ */
+async function flood(peer: Libp2p<{ pubsub: GossipSub }>, count: number): Promise<void> {
+  const key = KeyPair.generate();
+  const host = peer.peerId.toString();
+  const data = Array.from({ length: count }, () =>
+    Buffer.from(encodeEnvelope(signEnvelopeSync({ to: emptyHandle(), be: '/broadcast/nobody-has-this', from: { id: key.id, did: key.did, addr: { host, inbox: 'g' } }, nonce: nextNonce(), opt: { exp: nowNs() + msToNs(120_000), topic: TOPIC }, msg: encodePayload({}) }, key))),
+  );
+  for (const d of data) await peer.services.pubsub.publish(TOPIC, d);
+}
+
+/** Messages validated from now until the count stands still (the node has taken in what reached it), and the seconds that took. */
+async function validatedDuring(f: () => Promise<void>): Promise<{ count: number; seconds: number }> {
+  const before = validated;
+  const started = Date.now();
+  await f();
+  let seen = -1;
+  await waitFor('the node to take in what reached it', async () => seen === (seen = validated), { timeoutMs: 30_000, intervalMs: 1_000 });
+  return { count: seen - before, seconds: (Date.now() - started) / 1000 };
+}
+
+describe('gossip relayed to the node', () => {
+  it('by one peer is validated at its rate: past it a message is dropped before gossipsub checks its signature', { timeout: 60_000 }, async () => {
     const COUNT = 6_000;
     const { perPeer } = RATES;
-        // Valid envelopes, signed ahead: the node's validator ignores those past their publisher's
-    // rate without counting them against the peer, so nothing but the relay rate stops the flood
-    // before gossipsub's check (junk would have the peer graylisted within a few hundred).
-    const key = KeyPair.generate();
-    const host = flooder.peerId.toString();
-    const flood = Array.from({ length: COUNT }, () =>
-      Buffer.from(encodeEnvelope(signEnvelopeSync({ to: emptyHandle(), be: '/broadcast/nobody-has-this', from: { id: key.id, did: key.did, addr: { host, inbox: 'g' } }, nonce: nextNonce(), opt: { exp: nowNs() + msToNs(120_000), topic: TOPIC }, msg: encodePayload({}) }, key))),
-    );
-    const started = Date.now();
-    for (const data of flood) await flooder.services.pubsub.publish(TOPIC, data);
-    let seen = -1;
-    await waitFor('the node to take in what reached it', async () => seen === (seen = validated), { timeoutMs: 30_000, intervalMs: 1_000 });
-    const seconds = (Date.now() - started) / 1000;
+    const flooder = await gossiper('127.0.0.8');
+    const { count, seconds } = await validatedDuring(() => flood(flooder, COUNT));
     // Unlimited, all 6,000 were validated (watched failing); five seconds' worth at once, then the rate.
-    expect(validated).toBeGreaterThanOrEqual(perPeer * 5);
-    expect(validated).toBeLessThanOrEqual(perPeer * 5 + perPeer * seconds + 1);
-    expect(validated).toBeLessThan(COUNT);
+    expect(count).toBeGreaterThanOrEqual(perPeer * 5);
+    expect(count).toBeLessThanOrEqual(perPeer * 5 + perPeer * seconds + 1);
+    expect(count).toBeLessThan(COUNT);
+  });
+
+  it('by the peers of one host is validated at the host’s rate, though each relays within its own', { timeout: 60_000 }, async () => {
+    // Each of four peers on one address publishes 1,000, a peer's five seconds' worth: together
+    // past the host's 1,250 at once and 250 a second. Counted per peer alone, all 4,000 are
+    // validated (watched failing).
+    const { perPeer, perHost } = RATES;
+    const crowd: Libp2p<{ pubsub: GossipSub }>[] = [];
+    for (let i = 0; i < 4; i++) crowd.push(await gossiper('127.0.0.10'));
+    const { count, seconds } = await validatedDuring(async () => void (await Promise.all(crowd.map((p) => flood(p, perPeer * 5)))));
+    expect(count).toBeGreaterThanOrEqual(perHost * 5);
+    expect(count).toBeLessThanOrEqual(perHost * 5 + perHost * seconds + 1);
+    expect(count).toBeLessThan(crowd.length * perPeer * 5);
   });
 });

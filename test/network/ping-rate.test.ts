@@ -39,6 +39,22 @@ async function push(from: Identity, chunk: Uint8Array, ms: number): Promise<{ ec
   return { echoed, ended };
 }
 
+/** `count` pings in one write: the bytes echoed back within `ms` (all of them when the node took them). */
+async function pingBurst(from: Identity, count: number, ms: number): Promise<number> {
+  const stream = await from.host.dialProtocol(peerIdFromString(node.peerId), PING);
+  let echoed = 0;
+  const timer = setTimeout(() => stream.abort(new Error('time is up')), ms);
+  stream.send(randomBytes(32 * count));
+  try {
+    for await (const b of stream) if ((echoed += b.byteLength) >= 32 * count) break;
+  } catch {
+    // Reset by the node, or the time is up.
+  }
+  clearTimeout(timer);
+  stream.abort(new Error('done'));
+  return echoed;
+}
+
 /** One ping as libp2p makes it: 32 random bytes, the same 32 back. */
 async function ping(from: Identity): Promise<boolean> {
   const stream = await from.host.dialProtocol(peerIdFromString(node.peerId), PING);
@@ -68,6 +84,28 @@ describe('ping streams', () => {
       expect((await fetch(`${node.url}/health`, { signal: AbortSignal.timeout(5_000) })).status).toBe(200);
     } finally {
       await Promise.all([flooder, honest].map((i) => i?.stop()));
+    }
+  });
+
+  it('carry a host’s pings at its rate, though each of its identities pings within its own', { timeout: 60_000 }, async () => {
+    // 8 identities on one address (4 a second: the most it may open) send 48 pings each in one
+    // write: each within a peer's 50, together past the host's 200. Counted per peer alone,
+    // every identity's 48 are echoed (watched failing).
+    const crowd: Identity[] = [];
+    try {
+      for (let round = 0; round < 2; round++) {
+        const four = await startIdentities(4, { localAddress: '127.0.0.9' });
+        crowd.push(...four);
+        for (const id of four) expect(await id.dial(listenAddr(node))).toBe(true);
+        await new Promise((r) => setTimeout(r, 1_100));
+      }
+      const PINGS = 48;
+      const echoed = await Promise.all(crowd.map((id) => pingBurst(id, PINGS, 5_000)));
+      const whole = echoed.filter((n) => n >= 32 * PINGS).length;
+      expect(whole).toBeGreaterThanOrEqual(1);
+      expect(whole).toBeLessThanOrEqual(4);
+    } finally {
+      await Promise.all(crowd.map((i) => i.stop()));
     }
   });
 });
