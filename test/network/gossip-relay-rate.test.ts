@@ -1,6 +1,6 @@
 /**
  * gossipsub checks each message's publisher signature before anything of the node sees it, so a
- * peer relaying messages as fast as it could cost the node that check on every one (~65 µs),
+ * peer relaying messages as fast as it could cost the node that check on every one (89 µs here),
  * however the node's own validator then refused them. Now one peer may relay 1,000 messages a
  * second to the node and all the peers on one host 2,000, five seconds' worth at once; past that
  * a message is dropped before gossipsub validates it (patches/@libp2p+gossipsub: `acceptMessage`).
