@@ -7,25 +7,14 @@
  * parsed (neither delivered nor relayed). The rate of the peer relaying them, checked before
  * gossipsub's own signature check, is gossip-relay-rate.test.ts's.
  */
-import { noise } from '@chainsafe/libp2p-noise';
-import { gossipsub, type GossipSub } from '@libp2p/gossipsub';
-import { identify } from '@libp2p/identify';
-import { tcp, type TCPSocketOptions } from '@libp2p/tcp';
-import { yamux } from '@libp2p/yamux';
-import type { Libp2p } from '@libp2p/interface';
-import { multiaddr } from '@multiformats/multiaddr';
-import { createLibp2p } from 'libp2p';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyPair } from '../../runtime/crypto/keys.js';
-import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
-import { emptyHandle, encodeEnvelope, encodePayload } from '../../runtime/wire/envelope.js';
-import { signEnvelopeSync } from '../helpers/envelopes.js';
+import { type Gossiper, signedBroadcasts, startGossiper } from '../helpers/gossiper.js';
 import { listenAddr, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, startNode } from '../helpers/node.js';
 
 const TOPIC = '/dms/hello';
 let node: NodeProcess;
-const peers: Libp2p<{ pubsub: GossipSub }>[] = [];
+const peers: Gossiper[] = [];
 
 beforeAll(async () => {
   node = await startNode();
@@ -35,29 +24,12 @@ afterAll(async () => {
   await stopCluster([node].filter(Boolean));
 });
 
-/** A gossipsub peer dialling from `address`, subscribed to the node's hello topic, once it knows the node subscribes too. */
-async function gossiper(address: string): Promise<Libp2p<{ pubsub: GossipSub }>> {
-  const peer = await createLibp2p({
-    transports: [tcp({ dialOpts: { localAddress: address } as TCPSocketOptions })],
-    connectionEncrypters: [noise()],
-    streamMuxers: [yamux()],
-    services: { identify: identify(), pubsub: gossipsub({ allowPublishToZeroTopicPeers: false, emitSelf: false }) },
-  });
+const gossiper = async (address: string): Promise<Gossiper> => {
+  const peer = await startGossiper(listenAddr(node), address, TOPIC);
   peers.push(peer);
-  peer.services.pubsub.subscribe(TOPIC);
-  await peer.dial(multiaddr(listenAddr(node)));
-  await waitFor('the node’s subscription known to the peer', async () => peer.services.pubsub.getSubscribers(TOPIC).length > 0, { timeoutMs: 20_000 });
   return peer;
-}
-
-/** `count` broadcasts to `be` (by default a behavior nobody has), signed ahead by one key, from `peer` as host. */
-function broadcasts(peer: Libp2p, count: number, be = '/broadcast/nobody-has-this'): Buffer[] {
-  const key = KeyPair.generate();
-  const host = peer.peerId.toString();
-  return Array.from({ length: count }, () =>
-    Buffer.from(encodeEnvelope(signEnvelopeSync({ to: emptyHandle(), be, from: { id: key.id, did: key.did, addr: { host, inbox: 'g' } }, nonce: nextNonce(), opt: { exp: nowNs() + msToNs(120_000), topic: TOPIC }, msg: encodePayload({}) }, key))),
-  );
-}
+};
+const broadcasts = (peer: Gossiper, count: number, be?: string) => signedBroadcasts(peer, TOPIC, count, be);
 
 /** Envelopes the node took in for `behavior` with `outcome`, by its metrics. */
 async function envelopes(behavior: string, outcome: string): Promise<number> {

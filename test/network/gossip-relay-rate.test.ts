@@ -6,27 +6,17 @@
  * a message is dropped before gossipsub validates it (patches/@libp2p+gossipsub: `acceptMessage`).
  * Shown here at lower rates, which a flooder sharing this process's event loop goes past.
  */
-import { noise } from '@chainsafe/libp2p-noise';
-import { gossipsub, type GossipSub } from '@libp2p/gossipsub';
-import { identify } from '@libp2p/identify';
-import { tcp, type TCPSocketOptions } from '@libp2p/tcp';
-import { yamux } from '@libp2p/yamux';
-import type { Libp2p } from '@libp2p/interface';
-import { multiaddr } from '@multiformats/multiaddr';
-import { createLibp2p } from 'libp2p';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { silentLogger } from '../../runtime/log.js';
 import { Libp2pTransport } from '../../runtime/network/libp2p-transport.js';
-import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
-import { emptyHandle, encodeEnvelope, encodePayload } from '../../runtime/wire/envelope.js';
-import { signEnvelopeSync } from '../helpers/envelopes.js';
+import { type Gossiper, signedBroadcasts, startGossiper } from '../helpers/gossiper.js';
 import { waitFor } from '../helpers/network.js';
 
 const TOPIC = '/dms/hello';
 const RATES = { perPeer: 200, perHost: 250 };
 let transport: Libp2pTransport;
-const peers: Libp2p<{ pubsub: GossipSub }>[] = [];
+const peers: Gossiper[] = [];
 /** Messages of received RPCs gossipsub went on to validate. */
 let validated = 0;
 
@@ -43,34 +33,19 @@ afterAll(async () => {
   await transport?.stop();
 });
 
-/** A gossipsub peer dialling the node from `address`, once it knows the node subscribes to the topic. */
-async function gossiper(address: string): Promise<Libp2p<{ pubsub: GossipSub }>> {
-  const peer = await createLibp2p({
-    transports: [tcp({ dialOpts: { localAddress: address } as TCPSocketOptions })],
-    connectionEncrypters: [noise()],
-    streamMuxers: [yamux()],
-    services: { identify: identify(), pubsub: gossipsub({ allowPublishToZeroTopicPeers: false, emitSelf: false }) },
-  });
+const gossiper = async (address: string): Promise<Gossiper> => {
+  const peer = await startGossiper(transport.node.getMultiaddrs()[0]!.toString(), address, TOPIC);
   peers.push(peer);
-  peer.services.pubsub.subscribe(TOPIC);
-  await peer.dial(multiaddr(transport.node.getMultiaddrs()[0]!));
-  await waitFor('the node’s subscription known to the peer', async () => peer.services.pubsub.getSubscribers(TOPIC).length > 0, { timeoutMs: 20_000 });
   return peer;
-}
+};
 
 /**
- * `count` valid envelopes published by `peer`, signed ahead. Valid: the node's validator ignores
- * those past their publisher's rate without counting them against the peer, so nothing but the
- * relay rate stops a flood before gossipsub's check (junk would have the peer graylisted within
- * a few hundred).
+ * `count` valid envelopes published by `peer`. Valid: the node's validator ignores those past
+ * their publisher's rate without counting them against the peer, so nothing but the relay rate
+ * stops a flood before gossipsub's check (junk would have the peer graylisted within a few hundred).
  */
-async function flood(peer: Libp2p<{ pubsub: GossipSub }>, count: number): Promise<void> {
-  const key = KeyPair.generate();
-  const host = peer.peerId.toString();
-  const data = Array.from({ length: count }, () =>
-    Buffer.from(encodeEnvelope(signEnvelopeSync({ to: emptyHandle(), be: '/broadcast/nobody-has-this', from: { id: key.id, did: key.did, addr: { host, inbox: 'g' } }, nonce: nextNonce(), opt: { exp: nowNs() + msToNs(120_000), topic: TOPIC }, msg: encodePayload({}) }, key))),
-  );
-  for (const d of data) await peer.services.pubsub.publish(TOPIC, d);
+async function flood(peer: Gossiper, count: number): Promise<void> {
+  for (const d of signedBroadcasts(peer, TOPIC, count)) await peer.services.pubsub.publish(TOPIC, d);
 }
 
 /** Messages validated from now until the count stands still (the node has taken in what reached it), and the seconds that took. */
@@ -100,7 +75,7 @@ describe('gossip relayed to the node', () => {
     // past the host's 1,250 at once and 250 a second. Counted per peer alone, all 4,000 are
     // validated (watched failing).
     const { perPeer, perHost } = RATES;
-    const crowd: Libp2p<{ pubsub: GossipSub }>[] = [];
+    const crowd: Gossiper[] = [];
     for (let i = 0; i < 4; i++) crowd.push(await gossiper('127.0.0.10'));
     const { count, seconds } = await validatedDuring(async () => void (await Promise.all(crowd.map((p) => flood(p, perPeer * 5)))));
     expect(count).toBeGreaterThanOrEqual(perHost * 5);
