@@ -17,6 +17,7 @@ import { GossipValidator, scoreTopic } from './gossip.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
 import { SharedPings } from './pings.js';
 import { GreetedPeers } from './score.js';
+import { libp2pLog, type NetworkLog, withoutStacks } from './network-log.js';
 
 /** The unicast stream protocol (README "Network"). */
 export const ACTOR_PROTOCOL = '/dms/actor/1.0.0';
@@ -25,12 +26,6 @@ const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;
 const CONNECTION_WARN_EVERY_MS = 10_000;
 const DEFAULT_DIAL_TIMEOUT_MS = 5_000;
 const DEFAULT_LOOKUP_TIMEOUT_MS = 5_000;
-
-/** The slice of a pino logger the transport uses; a pino logger fits as is. */
-export interface NetworkLog {
-  warn(fields: Record<string, unknown>, msg: string): void;
-  debug(fields: Record<string, unknown>, msg: string): void;
-}
 
 export interface TransportOptions {
   /** Largest envelope JSON sent or accepted, in bytes (default 1 MiB). */
@@ -574,21 +569,4 @@ function parsePeerId(text: string): PeerId | undefined {
   } catch {
     return undefined;
   }
-}
-
-// libp2p's listen failure embeds each address's stack trace in its message; a start-up error
-// is read by a person, on one line.
-const withoutStacks = (message: string): string =>
-  message
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line && !line.startsWith('at '))
-    .join(' ');
-
-function libp2pLog(node: DmsLibp2p): NetworkLog {
-  const log = node.logger.forComponent('dms:transport');
-  return {
-    warn: (fields, msg) => log.error('%s %o', msg, fields),
-    debug: (fields, msg) => log('%s %o', msg, fields),
-  };
 }

@@ -15,7 +15,7 @@ import { parseUntrustedJson } from '../json.js';
 import { LogGate } from '../log.js';
 import { encodeFrame, takeFrame } from './frames.js';
 import type { DmsLibp2p } from './host.js';
-import type { NetworkLog } from './libp2p-transport.js';
+import type { NetworkLog } from './network-log.js';
 
 export const TUNNEL_PROTOCOL = '/dms/tunnel/1.0.0';
 /** A header or reply is a job id, a port or one error sentence: far under this. */
