@@ -280,7 +280,7 @@ export class ActorSystem {
     for (const topic of this.topics.keys()) transport.subscribe(topic);
     transport.onEnvelope((env, arrival) => {
       this.arrivedFrom.set(env, arrival.peer);
-      this.accept(env, { kind: 'network', arrival }).catch((e) => this.refuseRemote(env, arrival, e));
+      return this.accept(env, { kind: 'network', arrival }).catch((e) => this.refuseRemote(env, arrival, e));
     });
   }
 

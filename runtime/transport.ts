@@ -33,7 +33,11 @@ export interface Transport {
   connect(multiaddr: string): Promise<string>;
   /** Called when a peer connects or disconnects; returns the unsubscribe. Optional: a network that cannot tell has no such events. */
   onPeer?(handler: (event: { peer: string; connected: boolean }) => void): () => void;
-  /** Called for every envelope arriving from the network (already parsed, not yet verified). */
-  onEnvelope(handler: (env: Envelope, arrival: Arrival) => void): void;
+  /**
+   * Called for every envelope arriving from the network (already parsed, not yet verified). A
+   * promise returned says the envelope is still being admitted: a transport may hold back more
+   * of the same peer's envelopes until it settles.
+   */
+  onEnvelope(handler: (env: Envelope, arrival: Arrival) => unknown): void;
   stop(): Promise<void>;
 }

@@ -13,6 +13,8 @@ import { encodeFrame, frameText, utf8Length } from './frames.js';
 import { type PartialEnd, PartialFrames, partialBudget } from './partial-frames.js';
 import { givenUpText, type ServiceStreamGivenUp } from './service-streams.js';
 import { readActorStream } from './actor-stream.js';
+import { FairIntake } from './fair-intake.js';
+import { hostOf } from './inbound-share.js';
 import { GossipValidator, scoreTopic } from './gossip.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
 import { SharedPings } from './pings.js';
@@ -49,7 +51,10 @@ interface HostParts {
   partials?: PartialFrames;
 }
 
-export type EnvelopeHandler = (env: Envelope, arrival: Arrival) => void;
+const isPromiseLike = (x: unknown): x is PromiseLike<unknown> => typeof (x as PromiseLike<unknown> | undefined)?.then === 'function';
+
+/** What it returns is awaited only when a promise: the envelope is still being admitted (transport.ts). */
+export type EnvelopeHandler = (env: Envelope, arrival: Arrival) => unknown;
 
 export interface PeerEvent {
   peer: string;
@@ -102,6 +107,8 @@ export class Libp2pTransport implements Transport {
   private readonly connectionWarnings = new LogGate(CONNECTION_WARN_EVERY_MS);
   /** Lines about streams reset for the partial-frame budget: a flood of them is one attack. */
   private readonly budgetWarnings = new LogGate(CONNECTION_WARN_EVERY_MS);
+  /** Frames read from the actor streams, handed on in turns per host and peer. */
+  private readonly intake = new FairIntake({ deliver: (frame, peer, at) => this.deliver(frame, peer, 'unicast', undefined, at) });
   private readonly pings = new SharedPings((peer, signal) => this.node.services.ping.ping(peerIdFromString(peer), { signal }));
 
   /** Builds the host, wires the transport into it, then starts it. */
@@ -317,6 +324,7 @@ export class Libp2pTransport implements Transport {
     this.node.removeEventListener('peer:disconnect', this.onDisconnect);
     this.node.removeEventListener('peer:reconnect-failure', this.onRedialGiveUp);
     this.node.services.pubsub.removeEventListener('gossipsub:message', this.onGossip);
+    this.intake.stop();
     const reason = new DmsError('unavailable', 'the network transport stopped');
     await Promise.all([...this.channels.values()].map((c) => c.close(reason)));
     this.channels.clear();
@@ -407,11 +415,12 @@ export class Libp2pTransport implements Transport {
 
   private acceptStream(stream: Stream, connection: Connection): void {
     const peer = connection.remotePeer.toString();
+    const host = hostOf(connection.remoteAddr) ?? peer;
     readActorStream(stream, peer, {
       maxFrameBytes: this.maxEnvelopeBytes,
       partials: this.partials,
       banned: () => this.bans.isBanned(peer),
-      frame: (bytes, at) => this.deliver(bytes, peer, 'unicast', undefined, at),
+      frame: (bytes, at) => this.intake.push(peer, host, stream, bytes, at),
       gaveUp: (why, text) => this.partialGivenUp(peer, why, text),
     });
   }
@@ -438,8 +447,11 @@ export class Libp2pTransport implements Transport {
     this.deliver(this.gossip.envelopeOf(msg) ?? msg.data, peer, 'gossip', msg.topic, stageStart());
   };
 
-  /** Delivers an envelope, or the bytes of one, to the handlers; `at` is when it was read, if timed. */
-  private deliver(data: Uint8Array | Envelope, peer: string, via: Arrival['via'], topic?: string, at?: number): void {
+  /**
+   * Delivers an envelope, or the bytes of one, to the handlers; `at` is when it was read, if
+   * timed. Returns what a handler is still admitting, for the intake's bound per peer.
+   */
+  private deliver(data: Uint8Array | Envelope, peer: string, via: Arrival['via'], topic?: string, at?: number): PromiseLike<unknown> | void {
     let env: Envelope;
     if (data instanceof Uint8Array) {
       try {
@@ -467,13 +479,16 @@ export class Libp2pTransport implements Transport {
     stageMark(this.host, 'frame_read', env, at);
     // An envelope handed over parsed is one the gossip validator verified, signature included.
     const arrival: Arrival = data instanceof Uint8Array ? { peer, via } : { peer, via, signatureVerified: true };
+    let admitting: PromiseLike<unknown> | void = undefined;
     for (const handler of this.envelopeHandlers) {
       try {
-        handler(env, arrival);
+        const handled = handler(env, arrival);
+        if (isPromiseLike(handled)) admitting = handled;
       } catch (e) {
         this.log.warn({ peer, via, err: errorText(e) }, 'envelope handler threw');
       }
     }
+    return admitting;
   }
 
   /**
@@ -491,6 +506,7 @@ export class Libp2pTransport implements Transport {
         { peer, strikes: strike.strikes, until: new Date(strike.until).toISOString() },
         `peer sent ${strike.strikes} undecodable frames: disconnected and refused for ${Math.round(banMs / 1000)} s`,
       );
+      this.intake.drop(peer);
       const peerId = parsePeerId(peer);
       if (peerId) this.node.hangUp(peerId).catch((e: unknown) => this.log.debug({ peer, err: errorText(e) }, 'hang-up of a banned peer failed'));
     }
