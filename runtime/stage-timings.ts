@@ -21,7 +21,7 @@ import type { Envelope } from './wire/envelope.js';
  * | net.publish      | a broadcast handed to gossipsub → gossipsub done sending it                |
  * | net.broadcast_reply | a broadcast published → each reply's frame read                         |
  * | gossip.validate  | a gossiped envelope checked before gossipsub delivers or relays it (parse, signature) |
- * | net.parse        | frame read → envelope parsed                                               |
+ * | net.parse        | frame read → its turn (network/fair-intake.ts) → envelope parsed           |
  * | kernel.verify    | signature check of an envelope that entered                               |
  * | kernel.admit     | an envelope from the network: expiry, signature, replay, routed to a mailbox |
  * | mailbox.wait     | queued in an actor's mailbox → its dispatch starts                         |
