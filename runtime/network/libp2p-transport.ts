@@ -7,11 +7,11 @@ import { LogGate } from '../log.js';
 import { stageEnd, stageMark, stageStart } from '../stage-timings.js';
 import type { Arrival, Transport } from '../transport.js';
 import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
-import { type BanPolicy, DEFAULT_BAN_POLICY, PeerBans } from './bans.js';
+import { type BanPolicy, DEFAULT_BAN_POLICY, PeerBans, RATE_RESET_STRIKES } from './bans.js';
 import { OutboundChannel } from './channel.js';
 import { encodeFrame, frameText, utf8Length } from './frames.js';
 import { type PartialEnd, PartialFrames, partialBudget } from './partial-frames.js';
-import { givenUpText, type ServiceStreamGivenUp } from './service-streams.js';
+import { givenUpText, type RateEnd, type ServiceStreamGivenUp } from './service-streams.js';
 import { readActorStream } from './actor-stream.js';
 import { FairIntake } from './fair-intake.js';
 import { hostOf } from './inbound-share.js';
@@ -426,10 +426,11 @@ export class Libp2pTransport implements Transport {
   }
 
   /** A stream of `peer` was reset for what it held of a frame or message not yet whole, or for its rate (DHT, ping). */
-  private partialGivenUp(peer: string, why: PartialEnd | 'unreadable' | 'rate', text: string): void {
+  private partialGivenUp(peer: string, why: PartialEnd | 'unreadable' | RateEnd, text: string): void {
     this.counters.dropped++;
-    // Past the budget an honest peer may be the one holding most, and past a rate it only waits: neither is held against it.
-    if (why !== 'budget' && why !== 'rate') return this.misbehaved(peer, {}, `${text}; resetting the stream`);
+    if (why === 'rate') return this.misbehaved(peer, {}, `${text}; resetting the stream`, RATE_RESET_STRIKES);
+    // Past the budget an honest peer may be the one holding most, and past its host's rate another identity of the host may be: neither is held against it.
+    if (why !== 'budget' && why !== 'host-rate') return this.misbehaved(peer, {}, `${text}; resetting the stream`);
     const unlogged = this.budgetWarnings.pass();
     if (unlogged !== undefined) this.log.warn({ peer, held: this.partials.held, budget: this.partials.budget, ...(unlogged ? { unlogged } : {}) }, text);
   }
@@ -492,19 +493,22 @@ export class Libp2pTransport implements Transport {
   }
 
   /**
-   * One more undecodable frame from `peer`: warned about at most once a minute (with how many
-   * went unlogged), and past the policy's bound the peer is banned and disconnected. Without
-   * this a peer writing garbage in a loop grew the log by megabytes a second.
+   * One more undecodable frame from `peer` (or `weight` of them: a stream reset past the peer's
+   * own rate): warned about at most once a minute (with how many went unlogged), and past the
+   * policy's bound the peer is banned and disconnected. Without this a peer writing garbage in a
+   * loop grew the log by megabytes a second.
    */
-  private misbehaved(peer: string, fields: Record<string, unknown>, msg: string): void {
-    const strike = this.bans.strike(peer);
+  private misbehaved(peer: string, fields: Record<string, unknown>, msg: string, weight = 1): void {
+    const strike = this.bans.strike(peer, Date.now(), weight);
     if (strike.action === 'warn') {
       this.log.warn({ peer, ...fields, strikes: strike.strikes, ...(strike.suppressed ? { unlogged: strike.suppressed } : {}) }, msg);
     } else if (strike.action === 'ban') {
       const { banMs } = this.bans.policy;
       this.log.warn(
         { peer, strikes: strike.strikes, until: new Date(strike.until).toISOString() },
-        `peer sent ${strike.strikes} undecodable frames: disconnected and refused for ${Math.round(banMs / 1000)} s`,
+        weight === RATE_RESET_STRIKES
+          ? `peer went past its own rate on stream after stream (${strike.strikes} strikes, ${RATE_RESET_STRIKES} a stream, an undecodable frame 1): disconnected and refused for ${Math.round(banMs / 1000)} s`
+          : `peer sent ${strike.strikes} undecodable frames: disconnected and refused for ${Math.round(banMs / 1000)} s`,
       );
       this.intake.drop(peer);
       const peerId = parsePeerId(peer);

@@ -66,6 +66,8 @@ export class MessageCounter {
 
 /** Why a stream was reset for its rate, as logged and as the reset says. */
 export const RATE_EXCEEDED = 'past the rate its peer or host may send';
+/** Which rate a stream went past: its peer's own, or its host's (every identity dialling from one address). */
+export type RateEnd = 'rate' | 'host-rate';
 
 /** Messages per second a peer, and every identity dialling from one host, may send on the rated protocols; five seconds' worth at once. */
 export interface MessageRates {
@@ -85,7 +87,13 @@ export class MessageRateLimits {
 
   /** Takes one message's tokens of `peer` and of `host` (none for a connection with no network address, as a relayed one); whether both had one. */
   take(peer: string, host: string | undefined, now = Date.now()): boolean {
-    return this.peers.take(peer, now) === 0 && (host === undefined || this.hosts.take(host, now) === 0);
+    return this.refusal(peer, host, now) === undefined;
+  }
+
+  /** As take: undefined when both had a token, else which rate refused the message. */
+  refusal(peer: string, host: string | undefined, now = Date.now()): RateEnd | undefined {
+    if (this.peers.take(peer, now) > 0) return 'rate';
+    return host === undefined || this.hosts.take(host, now) === 0 ? undefined : 'host-rate';
   }
 }
 
@@ -109,10 +117,11 @@ export interface ServiceStreamOptions {
   rated?: Rated[];
 }
 
-export type ServiceStreamGivenUp = (peer: string, protocol: string, why: PartialEnd | 'rate') => void;
+export type ServiceStreamGivenUp = (peer: string, protocol: string, why: PartialEnd | RateEnd) => void;
 
 /** Why a stream of `protocol` was reset, as logged. */
-export const givenUpText = (protocol: string, why: PartialEnd | 'rate'): string => `inbound ${protocol} ${why === 'rate' ? `messages ${RATE_EXCEEDED}` : `message ${PARTIAL_ENDS[why]}`}`;
+export const givenUpText = (protocol: string, why: PartialEnd | RateEnd): string =>
+  `inbound ${protocol} ${why === 'rate' || why === 'host-rate' ? `messages ${RATE_EXCEEDED} (${why === 'rate' ? 'the peer' : 'its host'})` : `message ${PARTIAL_ENDS[why]}`}`;
 
 /**
  * From now on, inbound streams that the services of `node` register (when it starts) are
@@ -161,9 +170,10 @@ function watch(stream: Stream, peer: string, protocol: string, opts: ServiceStre
     // what it had buffered goes with it, unhandled.
     const due = !rate ? 0 : rate.per === 'message' ? counter.begun : Math.ceil(bytes / rate.per.bytes);
     for (; taken < due; taken++) {
-      if (rate!.limits.take(peer, rate!.host)) continue;
+      const refused = rate!.limits.refusal(peer, rate!.host);
+      if (refused === undefined) continue;
       partial?.close();
-      opts.gaveUp?.(peer, protocol, 'rate');
+      opts.gaveUp?.(peer, protocol, refused);
       stream.abort(new DmsError('overloaded', `${protocol} messages ${RATE_EXCEEDED}`));
       return;
     }

@@ -1,6 +1,6 @@
 /** The undecodable-frame policy (runtime/network/bans.ts), in process, on a clock the test moves. */
 import { describe, expect, it } from 'vitest';
-import { PeerBans } from '../../runtime/network/bans.js';
+import { PeerBans, RATE_RESET_STRIKES } from '../../runtime/network/bans.js';
 
 const policy = { maxStrikes: 5, strikeWindowMs: 10_000, banMs: 60_000, warnIntervalMs: 1_000, maxPeers: 3 };
 
@@ -21,6 +21,12 @@ describe('PeerBans', () => {
     expect(bans.strike('p', 100)).toEqual({ action: 'quiet' });
     expect(bans.isBanned('p', 60_004)).toBe(false);
     expect(bans.isBanned('other', 5)).toBe(false);
+  });
+
+  it('counts a weighted strike (a stream past its peer’s own rate) as that many bad frames', () => {
+    const bans = new PeerBans({ ...policy, maxStrikes: 1_000 });
+    for (let i = 0; i < 49; i++) expect(bans.strike('p', i, RATE_RESET_STRIKES).action).not.toBe('ban');
+    expect(bans.strike('p', 49, RATE_RESET_STRIKES)).toMatchObject({ action: 'ban', strikes: 50 * RATE_RESET_STRIKES });
   });
 
   it('does not ban a peer whose bad frames are spread wider than the window', () => {

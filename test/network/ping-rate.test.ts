@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { peerIdFromString } from '@libp2p/peer-id';
-import { listenAddr, stopCluster } from '../helpers/network.js';
+import { listenAddr, stopCluster, waitFor } from '../helpers/network.js';
 import { type NodeProcess, startNode } from '../helpers/node.js';
 import { type Identity, startIdentities } from '../helpers/identities.js';
 
@@ -87,6 +87,40 @@ describe('ping streams', () => {
     }
   });
 
+  it('disconnect and refuse a peer that goes past its own rate on stream after stream', { timeout: 60_000 }, async () => {
+    const [flooder] = await startIdentities(1, { localAddress: '127.0.0.6' });
+    try {
+      expect(await flooder!.dial(listenAddr(node))).toBe(true);
+      // Each stream pushes 64 KiB, past the peer's 50 pings, and is reset; 50 such streams within
+      // 10 s get the peer banned. Unstruck (watched failing), it went on for the whole 15 s.
+      const chunk = new Uint8Array(64 * 1024);
+      let streams = 0;
+      const until = Date.now() + 15_000;
+      await Promise.all(
+        Array.from({ length: 4 }, async () => {
+          while (flooder!.connected() && Date.now() < until) {
+            try {
+              const stream = await flooder!.host.dialProtocol(peerIdFromString(node.peerId), PING, { signal: AbortSignal.timeout(2_000) });
+              streams++;
+              while (stream.status === 'open' && Date.now() < until) if (!stream.send(chunk)) await stream.onDrain({ signal: AbortSignal.timeout(2_000) });
+            } catch {
+              // Reset by the node, or refused once it hung up.
+            }
+          }
+        }),
+      );
+      expect(flooder!.connected(), `still connected after ${streams} streams`).toBe(false);
+      expect(streams).toBeGreaterThanOrEqual(50);
+      // The node logs the ban before it hangs up; its log reaches this process through a pipe, maybe later.
+      await waitFor("the ban in the node's log", () => node.logs().includes('peer went past its own rate on stream after stream'), { timeoutMs: 10_000, intervalMs: 50 });
+      // Within the ban its reconnect is dropped as soon as Noise names it.
+      await flooder!.dial(listenAddr(node));
+      await waitFor('the node to drop the banned peer', () => !flooder!.connected(), { timeoutMs: 10_000, intervalMs: 50 });
+    } finally {
+      await flooder?.stop();
+    }
+  });
+
   it('carry a host’s pings at its rate, though each of its identities pings within its own', { timeout: 60_000 }, async () => {
     // 8 identities on one address (4 a second: the most it may open) send 48 pings each in one
     // write: each within a peer's 50, together past the host's 200. Counted per peer alone,
@@ -104,6 +138,8 @@ describe('ping streams', () => {
       const whole = echoed.filter((n) => n >= 32 * PINGS).length;
       expect(whole).toBeGreaterThanOrEqual(1);
       expect(whole).toBeLessThanOrEqual(4);
+      // Past only their host's rate, none of them is struck for it.
+      for (const id of crowd) expect(id.connected()).toBe(true);
     } finally {
       await Promise.all(crowd.map((i) => i.stop()));
     }

@@ -54,4 +54,13 @@ describe('MessageRateLimits', () => {
     // Refilled at the rate: a second later the peer has 2 more, the host 3.
     expect(limits.take('a', 'h', at + 1_000)).toBe(true);
   });
+
+  it('says which rate refused a message: its peer’s own, or only its host’s', () => {
+    const limits = new MessageRateLimits({ perPeer: 2, perHost: 3 });
+    const at = 1_000_000;
+    for (let i = 0; i < 10; i++) expect(limits.refusal('a', 'h', at)).toBeUndefined();
+    expect(limits.refusal('a', 'h', at)).toBe('rate');
+    for (let i = 0; i < 5; i++) expect(limits.refusal('b', 'h', at)).toBeUndefined();
+    expect(limits.refusal('b', 'h', at)).toBe('host-rate');
+  });
 });
