@@ -79,11 +79,10 @@ class PeerQueue {
   }
 }
 
-
 export class FairIntake {
   /** Every peer with frames waiting or envelopes in flight. */
   private readonly peers = new Map<string, PeerQueue>();
-  /** Hosts with frames waiting, and theirs peers with frames waiting, each in the order they are next served. */
+  /** Hosts with frames waiting, and their peers with frames waiting, each in the order they are next served. */
   private readonly hosts = new Map<string, Map<string, PeerQueue>>();
   /** Peers with a stream paused here. */
   private readonly pausedPeers = new Set<PeerQueue>();

@@ -428,7 +428,7 @@ export class Libp2pTransport implements Transport {
   /** A stream of `peer` was reset for what it held of a frame or message not yet whole, or for its rate (DHT, ping). */
   private partialGivenUp(peer: string, why: PartialEnd | 'unreadable' | RateEnd, text: string): void {
     this.counters.dropped++;
-    if (why === 'rate') return this.misbehaved(peer, {}, `${text}; resetting the stream`, RATE_RESET_STRIKES);
+    if (why === 'rate') return this.misbehaved(peer, {}, `${text}; resetting the stream`, 'rate');
     // Past the budget an honest peer may be the one holding most, and past its host's rate another identity of the host may be: neither is held against it.
     if (why !== 'budget' && why !== 'host-rate') return this.misbehaved(peer, {}, `${text}; resetting the stream`);
     const unlogged = this.budgetWarnings.pass();
@@ -493,20 +493,20 @@ export class Libp2pTransport implements Transport {
   }
 
   /**
-   * One more undecodable frame from `peer` (or `weight` of them: a stream reset past the peer's
-   * own rate): warned about at most once a minute (with how many went unlogged), and past the
-   * policy's bound the peer is banned and disconnected. Without this a peer writing garbage in a
-   * loop grew the log by megabytes a second.
+   * One more undecodable frame from `peer`, or stream reset past its own rate (worth
+   * RATE_RESET_STRIKES frames): warned about at most once a minute (with how many went unlogged),
+   * and past the policy's bound the peer is banned and disconnected. Without this a peer writing
+   * garbage in a loop grew the log by megabytes a second.
    */
-  private misbehaved(peer: string, fields: Record<string, unknown>, msg: string, weight = 1): void {
-    const strike = this.bans.strike(peer, Date.now(), weight);
+  private misbehaved(peer: string, fields: Record<string, unknown>, msg: string, cause: 'frame' | 'rate' = 'frame'): void {
+    const strike = this.bans.strike(peer, Date.now(), cause === 'rate' ? RATE_RESET_STRIKES : 1);
     if (strike.action === 'warn') {
       this.log.warn({ peer, ...fields, strikes: strike.strikes, ...(strike.suppressed ? { unlogged: strike.suppressed } : {}) }, msg);
     } else if (strike.action === 'ban') {
       const { banMs } = this.bans.policy;
       this.log.warn(
         { peer, strikes: strike.strikes, until: new Date(strike.until).toISOString() },
-        weight === RATE_RESET_STRIKES
+        cause === 'rate'
           ? `peer went past its own rate on stream after stream (${strike.strikes} strikes, ${RATE_RESET_STRIKES} a stream, an undecodable frame 1): disconnected and refused for ${Math.round(banMs / 1000)} s`
           : `peer sent ${strike.strikes} undecodable frames: disconnected and refused for ${Math.round(banMs / 1000)} s`,
       );
