@@ -13,7 +13,10 @@
  *      figure is what a node settles at; the target is the first.
  *  (d) null jobs completed per second from 32 concurrent REST clients (20,000 jobs in rounds
  *      of 5,000, each from its first submission until none is pending), and (e) the node's RSS
- *      once they all ended. The clients are this process's (./lib/api.ts: node:http on kept
+ *      once they all ended, and (f) 60 s after that with nothing to do (BENCH_SETTLE_S): V8 keeps
+ *      the heap a burst grew until its memory reducer sees the node idle (a node measured every
+ *      10 s after 10,000 jobs held 216 MB for 30 s, then 123 MB from 40 s on), so (e) is the
+ *      peak a burst leaves and (f) what the node gives back. The clients are this process's (./lib/api.ts: node:http on kept
  *      connections); their CPU per job is printed beside, since they share the two cores.
  *      Target: >= 1,500 per second.
  * The baseline, in the same run and spawned the same way: a bare node:http process answering
@@ -35,6 +38,7 @@ import { loadAverage } from './lib/load.js';
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const JOBS = Number(process.env.BENCH_JOBS ?? 20_000);
 const ROUND = Math.min(JOBS, 5000);
+const SETTLE_S = Number(process.env.BENCH_SETTLE_S ?? 60);
 const IDLE_MS = 10_000;
 const SETTLED_MS = 30_000;
 const CONCURRENCY = 32;
@@ -195,7 +199,7 @@ const failedCount = (url: string) => count(url, 'failed');
  * completed per second of each round (its first submission to the moment none is pending or
  * running, polled every 20 ms), the median of the rounds; then each node's RSS.
  */
-async function nullJobs(): Promise<Record<string, { jobs_per_s: number; rounds: number[]; client_us_per_job: number; failed: number; rss_after_mb: number }>> {
+async function nullJobs(): Promise<Record<string, { jobs_per_s: number; rounds: number[]; client_us_per_job: number; failed: number; rss_after_mb: number; rss_settled_mb: number }>> {
   const nodes = [];
   for (const b of builds) {
     const home = tempHome('dms-vitals-');
@@ -226,7 +230,10 @@ async function nullJobs(): Promise<Record<string, { jobs_per_s: number; rounds: 
       }
     }
     const out: Awaited<ReturnType<typeof nullJobs>> = {};
-    for (const n of nodes) out[n.b.name] = { jobs_per_s: median(n.rounds), rounds: n.rounds, client_us_per_job: Math.round(median(n.clientUs)), failed: await failedCount(n.node.url), rss_after_mb: rssMb(n.node.proc.pid!) };
+    for (const n of nodes) out[n.b.name] = { jobs_per_s: median(n.rounds), rounds: n.rounds, client_us_per_job: Math.round(median(n.clientUs)), failed: await failedCount(n.node.url), rss_after_mb: rssMb(n.node.proc.pid!), rss_settled_mb: 0 };
+    // Every node idles at once, so the wait is paid once whatever the number of builds.
+    await sleep(SETTLE_S * 1000);
+    for (const n of nodes) out[n.b.name].rss_settled_mb = rssMb(n.node.proc.pid!);
     return out;
   } finally {
     for (const n of nodes) {
@@ -255,6 +262,7 @@ const measured = builds.map((b) => ({
   rounds_per_s: work[b.name].rounds.join(' '),
   client_us_per_job: work[b.name].client_us_per_job,
   rss_after_jobs_mb: work[b.name].rss_after_mb,
+  rss_settled_mb: work[b.name].rss_settled_mb,
   failed: work[b.name].failed,
 }));
 const rows = [{ build: 'bare node:http (baseline)', ...bare }, ...measured];
@@ -266,11 +274,11 @@ console.log(`cold start with no code cache (the first after a build) ${me.cold_n
 console.log(`warm start ${me.warm_median_s} s = ${round(me.warm_median_s / bare.warm_median_s, 1)}× bare node (target <= ${TARGETS.warm_s} s: ${holds(me.warm_median_s <= TARGETS.warm_s)})`);
 console.log(`idle RSS ${me.idle_rss_mb} MB = ${round(me.idle_rss_mb / bare.idle_rss_mb, 1)}× bare node (target <= ${TARGETS.idle_rss_mb} MB: ${holds(me.idle_rss_mb <= TARGETS.idle_rss_mb)}); ${me.idle_rss_30s_mb} MB at 30 s`);
 console.log(
-  `null jobs ${me.null_jobs_per_s}/s at ${CONCURRENCY} clients (target >= ${TARGETS.jobs_per_s}: ${holds(me.null_jobs_per_s >= TARGETS.jobs_per_s)}); RSS after ${JOBS} jobs ${me.rss_after_jobs_mb} MB; the clients' own CPU ${me.client_us_per_job} µs per job`,
+  `null jobs ${me.null_jobs_per_s}/s at ${CONCURRENCY} clients (target >= ${TARGETS.jobs_per_s}: ${holds(me.null_jobs_per_s >= TARGETS.jobs_per_s)}); RSS after ${JOBS} jobs ${me.rss_after_jobs_mb} MB, ${SETTLE_S} s later ${me.rss_settled_mb} MB; the clients' own CPU ${me.client_us_per_job} µs per job`,
 );
 if (other) {
   console.log(
-    `this build / ${other.build}: cold ${round(me.cold_median_s / other.cold_median_s)}, warm ${round(me.warm_median_s / other.warm_median_s)}, idle RSS ${round(me.idle_rss_mb / other.idle_rss_mb)} (at 30 s ${round(me.idle_rss_30s_mb / other.idle_rss_30s_mb)}), jobs/s ${round(me.null_jobs_per_s / other.null_jobs_per_s)}, RSS after jobs ${round(me.rss_after_jobs_mb / other.rss_after_jobs_mb)}`,
+    `this build / ${other.build}: cold ${round(me.cold_median_s / other.cold_median_s)}, warm ${round(me.warm_median_s / other.warm_median_s)}, idle RSS ${round(me.idle_rss_mb / other.idle_rss_mb)} (at 30 s ${round(me.idle_rss_30s_mb / other.idle_rss_30s_mb)}), jobs/s ${round(me.null_jobs_per_s / other.null_jobs_per_s)}, RSS after jobs ${round(me.rss_after_jobs_mb / other.rss_after_jobs_mb)} (settled ${round(me.rss_settled_mb / other.rss_settled_mb)})`,
   );
 }
 console.log(`load average at end: ${loadAverage()}`);
