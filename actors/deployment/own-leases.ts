@@ -13,20 +13,35 @@
 import type { ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { fitsWithin } from '../resources/ledger.js';
 
-interface Lease {
+/** A lease a reserve asked of one node, in the order they were granted there. */
+interface Granted {
+  jobId: string;
   resources: ResourceSpec;
-  /** When the node granted it (Date.now()); undefined while the reserve is under way. */
-  grantedAt?: number;
+  /** When the node granted it (Date.now(), never before the grant listed before it). */
+  at: number;
+  /** Asked again since (the job placed anew there): the newer ask counts instead. */
+  replaced?: boolean;
+}
+
+/** One node's leases: those under way, and those granted within the hold, oldest first. */
+interface NodeLeases {
+  underWay: Map<string, { resources: ResourceSpec }>;
+  granted: Granted[];
+  /** The entry of `granted` for each job, to mark it replaced when the job is asked again. */
+  grantedIds: Map<string, Granted>;
 }
 
 /** Least time between two sweeps for granted leases past their hold. */
 const PRUNE_MS = 100;
 
-/** Whether `lease` was granted at `oldest` or before: past its hold, counted against no bid. */
-const pastHold = (lease: Lease, oldest: number): boolean => lease.grantedAt !== undefined && lease.grantedAt <= oldest;
-
+/**
+ * A placement asks `fits` for each bid at every event while it collects answers, and a requester
+ * placing hundreds of jobs a second holds as many granted leases per node within the hold: so a
+ * bid is checked against the reserves under way (at most those in flight) and the grants since
+ * it came, found from the newest back, never against the whole hold's list.
+ */
 export class OwnLeases {
-  private readonly byNode = new Map<string, Map<string, Lease>>();
+  private readonly byNode = new Map<string, NodeLeases>();
   private pruned = Number.NEGATIVE_INFINITY;
 
   /**
@@ -39,13 +54,23 @@ export class OwnLeases {
   asking(node: string, jobId: string, resources: ResourceSpec): (granted: boolean) => void {
     this.prune();
     let leases = this.byNode.get(node);
-    if (!leases) this.byNode.set(node, (leases = new Map()));
-    const lease: Lease = { resources };
-    leases.set(jobId, lease);
+    if (!leases) this.byNode.set(node, (leases = { underWay: new Map(), granted: [], grantedIds: new Map() }));
+    const earlier = leases.grantedIds.get(jobId);
+    if (earlier) {
+      earlier.replaced = true;
+      leases.grantedIds.delete(jobId);
+    }
+    const ask = { resources };
+    leases.underWay.set(jobId, ask);
     return (granted) => {
-      if (leases.get(jobId) !== lease) return;
-      if (granted) lease.grantedAt = Date.now();
-      else this.forget(node, jobId);
+      if (leases.underWay.get(jobId) !== ask) return;
+      leases.underWay.delete(jobId);
+      if (granted) {
+        const last = leases.granted.at(-1);
+        const lease: Granted = { jobId, resources, at: Math.max(Date.now(), last?.at ?? 0) };
+        leases.granted.push(lease);
+        leases.grantedIds.set(jobId, lease);
+      } else this.dropIfEmpty(node, leases);
     };
   }
 
@@ -56,10 +81,15 @@ export class OwnLeases {
    */
   fits(node: string, jobId: string, resources: ResourceSpec, free: ResourceSpec, bidAt: number): boolean {
     this.prune();
+    const leases = this.byNode.get(node);
+    if (!leases) return true;
     const oldest = Date.now() - this.holdMs;
     const others: ResourceSpec[] = [];
-    for (const [job, lease] of this.byNode.get(node) ?? []) {
-      if (job !== jobId && !pastHold(lease, oldest) && (lease.grantedAt ?? bidAt) >= bidAt) others.push(lease.resources);
+    for (const [job, ask] of leases.underWay) if (job !== jobId) others.push(ask.resources);
+    const { granted } = leases;
+    for (let i = granted.length - 1; i >= 0 && granted[i].at >= bidAt && granted[i].at > oldest; i--) {
+      const lease = granted[i];
+      if (lease.jobId !== jobId && !lease.replaced) others.push(lease.resources);
     }
     return others.length === 0 || fitsWithin(resources, free, others);
   }
@@ -77,12 +107,20 @@ export class OwnLeases {
     const now = Date.now();
     if (now - this.pruned < PRUNE_MS) return;
     this.pruned = now;
-    for (const [node, leases] of this.byNode) for (const [job, lease] of leases) if (pastHold(lease, now - this.holdMs)) this.forget(node, job);
+    const oldest = now - this.holdMs;
+    for (const [node, leases] of this.byNode) {
+      const { granted, grantedIds } = leases;
+      let past = 0;
+      while (past < granted.length && granted[past].at <= oldest) {
+        const lease = granted[past++];
+        if (grantedIds.get(lease.jobId) === lease) grantedIds.delete(lease.jobId);
+      }
+      if (past > 0) granted.splice(0, past);
+      this.dropIfEmpty(node, leases);
+    }
   }
 
-  private forget(node: string, jobId: string): void {
-    const leases = this.byNode.get(node);
-    leases?.delete(jobId);
-    if (leases?.size === 0) this.byNode.delete(node);
+  private dropIfEmpty(node: string, leases: NodeLeases): void {
+    if (leases.underWay.size === 0 && leases.granted.length === 0 && this.byNode.get(node) === leases) this.byNode.delete(node);
   }
 }

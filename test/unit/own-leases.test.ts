@@ -78,4 +78,30 @@ describe('own leases', () => {
     own.asking('node-x', 'job-x', spec(1));
     expect(own.nodes).toBe(1);
   });
+  it('a job asked of the same node again counts once: the newer ask replaces its earlier grant', () => {
+    vi.useFakeTimers();
+    const own = new OwnLeases(2_000);
+    const bidAt = Date.now();
+    own.asking('node-2', 'job-a', spec(600))(true);
+    own.asking('node-2', 'job-a', spec(300));
+    // 300 under way, not 600 + 300: a job of 600 fits beside it in 1 GiB.
+    expect(own.fits('node-2', 'job-b', spec(600), oneGib, bidAt)).toBe(true);
+    expect(own.fits('node-2', 'job-b', spec(800), oneGib, bidAt)).toBe(false);
+  });
+
+  it('of many grants, counts against a bid those since it came, however many the hold keeps', () => {
+    vi.useFakeTimers();
+    const own = new OwnLeases(2_000);
+    for (let i = 0; i < 500; i++) {
+      own.asking('node-2', `job-${i}`, spec(1))(true);
+      vi.advanceTimersByTime(1);
+    }
+    const bidAt = Date.now();
+    for (let i = 500; i < 510; i++) own.asking('node-2', `job-${i}`, spec(100))(true);
+    // The ten since the bid (1,000 MiB) leave no room for 100 more; the 500 before it do not count.
+    expect(own.fits('node-2', 'job-x', spec(24), oneGib, bidAt)).toBe(true);
+    expect(own.fits('node-2', 'job-x', spec(25), oneGib, bidAt)).toBe(false);
+    // A bid from before them all counts every grant still within the hold.
+    expect(own.fits('node-2', 'job-x', spec(24), oneGib, bidAt - 1_000)).toBe(false);
+  });
 });
