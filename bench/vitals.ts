@@ -16,8 +16,9 @@
  *      once they all ended, and (f) 60 s after that with nothing to do (BENCH_SETTLE_S): V8 keeps
  *      the heap a burst grew until its memory reducer sees the node idle (a node measured every
  *      10 s after 10,000 jobs held 216 MB for 30 s, then 123 MB from 40 s on), so (e) is the
- *      peak a burst leaves and (f) what the node gives back. The clients are this process's (./lib/api.ts: node:http on kept
- *      connections); their CPU per job is printed beside, since they share the two cores.
+ *      peak a burst leaves and (f) what the node gives back. The clients are this process's
+ *      (./lib/api.ts: node:http on kept connections); their CPU per job is printed beside, since
+ *      they share the two cores.
  *      Target: >= 1,500 per second.
  * The baseline, in the same run and spawned the same way: a bare node:http process answering
  * /health (the floor of (a), (b), (c): what Node itself costs). The ratio says how far above that

@@ -78,6 +78,7 @@ describe('own leases', () => {
     own.asking('node-x', 'job-x', spec(1));
     expect(own.nodes).toBe(1);
   });
+
   it('a job asked of the same node again counts once: the newer ask replaces its earlier grant', () => {
     vi.useFakeTimers();
     const own = new OwnLeases(2_000);
