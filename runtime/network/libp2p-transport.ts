@@ -511,8 +511,11 @@ export class Libp2pTransport implements Transport {
           : `peer sent ${strike.strikes} undecodable frames: disconnected and refused for ${Math.round(banMs / 1000)} s`,
       );
       this.intake.drop(peer);
+      // Cut off, not closed: a graceful close waits for the peer's streams to end, and a peer
+      // still writing into them kept its connection, and the node's side of them, for as long as
+      // it wrote (test/network/ping-rate.test.ts, 15 s on a slow hour).
       const peerId = parsePeerId(peer);
-      if (peerId) this.node.hangUp(peerId).catch((e: unknown) => this.log.debug({ peer, err: errorText(e) }, 'hang-up of a banned peer failed'));
+      if (peerId) for (const connection of this.node.getConnections(peerId)) connection.abort(new DmsError('forbidden', `peer ${peer} is banned`));
     }
   }
 
