@@ -19,16 +19,12 @@ interface Granted {
   resources: ResourceSpec;
   /** When the node granted it (Date.now(), never before the grant listed before it). */
   at: number;
-  /** Asked again since (the job placed anew there): the newer ask counts instead. */
-  replaced?: boolean;
 }
 
 /** One node's leases: those under way, and those granted within the hold, oldest first. */
 interface NodeLeases {
   underWay: Map<string, { resources: ResourceSpec }>;
   granted: Granted[];
-  /** The entry of `granted` for each job, to mark it replaced when the job is asked again. */
-  grantedIds: Map<string, Granted>;
 }
 
 /** Least time between two sweeps for granted leases past their hold. */
@@ -54,12 +50,11 @@ export class OwnLeases {
   asking(node: string, jobId: string, resources: ResourceSpec): (granted: boolean) => void {
     this.prune();
     let leases = this.byNode.get(node);
-    if (!leases) this.byNode.set(node, (leases = { underWay: new Map(), granted: [], grantedIds: new Map() }));
-    const earlier = leases.grantedIds.get(jobId);
-    if (earlier) {
-      earlier.replaced = true;
-      leases.grantedIds.delete(jobId);
-    }
+    if (!leases) this.byNode.set(node, (leases = { underWay: new Map(), granted: [] }));
+    // The job asked of this node again (placed anew there): the newer ask counts instead. Once a
+    // placement, over the few seconds' grants the hold keeps.
+    const earlier = leases.granted.findIndex((g) => g.jobId === jobId);
+    if (earlier >= 0) leases.granted.splice(earlier, 1);
     const ask = { resources };
     leases.underWay.set(jobId, ask);
     return (granted) => {
@@ -67,9 +62,7 @@ export class OwnLeases {
       leases.underWay.delete(jobId);
       if (granted) {
         const last = leases.granted.at(-1);
-        const lease: Granted = { jobId, resources, at: Math.max(Date.now(), last?.at ?? 0) };
-        leases.granted.push(lease);
-        leases.grantedIds.set(jobId, lease);
+        leases.granted.push({ jobId, resources, at: Math.max(Date.now(), last?.at ?? 0) });
       } else this.dropIfEmpty(node, leases);
     };
   }
@@ -88,8 +81,7 @@ export class OwnLeases {
     for (const [job, ask] of leases.underWay) if (job !== jobId) others.push(ask.resources);
     const { granted } = leases;
     for (let i = granted.length - 1; i >= 0 && granted[i].at >= bidAt && granted[i].at > oldest; i--) {
-      const lease = granted[i];
-      if (lease.jobId !== jobId && !lease.replaced) others.push(lease.resources);
+      if (granted[i].jobId !== jobId) others.push(granted[i].resources);
     }
     return others.length === 0 || fitsWithin(resources, free, others);
   }
@@ -109,12 +101,9 @@ export class OwnLeases {
     this.pruned = now;
     const oldest = now - this.holdMs;
     for (const [node, leases] of this.byNode) {
-      const { granted, grantedIds } = leases;
+      const { granted } = leases;
       let past = 0;
-      while (past < granted.length && granted[past].at <= oldest) {
-        const lease = granted[past++];
-        if (grantedIds.get(lease.jobId) === lease) grantedIds.delete(lease.jobId);
-      }
+      while (past < granted.length && granted[past].at <= oldest) past++;
       if (past > 0) granted.splice(0, past);
       this.dropIfEmpty(node, leases);
     }
