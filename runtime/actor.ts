@@ -6,6 +6,7 @@ import type * as z from 'zod';
 import { errorReply, parseErrorReply, replyToError } from './error-reply.js';
 import { cutText, DmsError, errorText, invalid, notFound } from './errors.js';
 import { createLifecycle, type LifecycleState } from './lifecycle.js';
+import { LogGate } from './log.js';
 import { Mailbox, type MailboxOptions } from './mailbox.js';
 import { stageEnd, stageMark, stageStart } from './stage-timings.js';
 import type { ActorSystem, Verification } from './system.js';
@@ -81,6 +82,7 @@ interface Delivery {
 }
 
 const DEFAULT_TTL_MS = 30_000;
+const REPLY_WARN_EVERY_MS = 10_000;
 /** Characters of another node's error reply kept (Actor.call). */
 export const MAX_PEER_ERROR_TEXT = 2000;
 
@@ -184,6 +186,8 @@ export class Actor {
   readonly key: KeyPair;
   private readonly mailbox: Mailbox<Delivery>;
   private readonly lifecycle = createLifecycle();
+  /** Lines about replies not delivered: at most one per REPLY_WARN_EVERY_MS. */
+  private readonly replyWarnings = new LogGate(REPLY_WARN_EVERY_MS);
 
   constructor(
     readonly system: ActorSystem,
@@ -537,13 +541,25 @@ export class Actor {
       if (!unsigned) stageEnd(host, 'reply.sign', signing);
       const routing = signing === undefined ? undefined : performance.now();
       const routed = this.system.route(env, { kind: 'local' }, { reply: true });
-      if (routed) await routed;
       stageEnd(host, 'reply.route', routing);
+      // Queued for its peer once route returns; not awaited until the peer takes it. A handler
+      // waited for that, holding its slot of this actor: a peer that sent requests and read no
+      // replies held every slot, and then every other sender's envelopes waited in the mailbox
+      // until it was full (test/network/unread-replies). What may wait for a peer is bounded by
+      // its channel (network/channel.ts), which gives up a peer that takes nothing for a while.
+      if (routed) routed.then(undefined, (e: unknown) => this.undelivered(req, e));
     } catch (e) {
-      // A REST client that gave up has closed its inbox; that is routine, not a warning.
-      const level = e instanceof DmsError && e.kind === 'not_found' ? 'debug' : 'warn';
-      this.system.log[level]({ err: errorText(e), be: req.opt.cont, to: req.from.addr }, 'reply not delivered');
+      this.undelivered(req, e);
     }
+  }
+
+  private undelivered(req: Envelope, e: unknown): void {
+    // A REST client that gave up has closed its inbox; that is routine, not a warning. A peer
+    // that reads nothing has every reply refused: one line now and then says so.
+    const routine = e instanceof DmsError && e.kind === 'not_found';
+    const held = routine ? 0 : this.replyWarnings.pass();
+    if (held === undefined) return;
+    this.system.log[routine ? 'debug' : 'warn']({ err: errorText(e), be: req.opt.cont, to: req.from.addr, ...(held ? { unlogged: held } : {}) }, 'reply not delivered');
   }
 
   /**

@@ -12,12 +12,32 @@ interface PendingWrite {
 const MAX_BATCH_BYTES = 256 * 1024;
 // How long a closing stream may take to flush what was already written to it.
 const CLOSE_FLUSH_MS = 1_000;
+/**
+ * How long a stream may take none of what is written to it before it is given up, by default:
+ * a peer that stopped reading otherwise held whatever waited for it, and every caller awaiting
+ * a write to it, for as long as the connection lived. As long as the block exchange's stall.
+ */
+export const DEFAULT_STALL_MS = 10_000;
+
+/**
+ * Bytes waiting over every channel of a transport. Each channel is bounded on its own, but
+ * peers that stopped reading could together hold that bound times the connections (300 × 16
+ * MiB); past this one, only a peer with less than a batch waiting may queue more.
+ */
+export class QueuedBytes {
+  held = 0;
+  constructor(readonly limit: number) {}
+}
 
 export interface ChannelOptions {
   /** Opens a fresh stream to the peer; rejects with a DmsError when the peer cannot be reached. */
   open: () => Promise<Stream>;
   /** Bytes that may wait for this peer before writes are refused as overloaded. */
   maxQueuedBytes: number;
+  /** What waits over every peer, shared by the transport's channels. */
+  total: QueuedBytes;
+  /** How long the stream may take nothing before it is aborted and what waits refused (DEFAULT_STALL_MS). */
+  stallMs?: number;
   /** Called when opening failed and every queued write was rejected: the channel holds nothing. */
   onUnreachable: (channel: OutboundChannel) => void;
 }
@@ -53,11 +73,22 @@ export class OutboundChannel {
         ),
       );
     }
+    const { total } = this.opts;
+    if (total.held + frame.byteLength > total.limit && this.queuedBytes >= MAX_BATCH_BYTES) {
+      return Promise.reject(
+        new DmsError('overloaded', `${total.held} bytes are waiting for peers (limit ${total.limit}), ${this.queuedBytes} of them for peer ${this.peer}`, { retryAfter: 1 }),
+      );
+    }
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ frame, resolve, reject });
-      this.queuedBytes += frame.byteLength;
+      this.count(frame.byteLength);
       if (!this.pumping) void this.pump();
     });
+  }
+
+  private count(bytes: number): void {
+    this.queuedBytes += bytes;
+    this.opts.total.held += bytes;
   }
 
   /** Rejects what is still queued with `reason`, closes the stream and refuses further writes. */
@@ -108,10 +139,25 @@ export class OutboundChannel {
         }
         retried = false;
         for (const w of batch) w.resolve();
-        if (!ready) await stream.onDrain().catch(() => this.dropStream(stream));
+        if (!ready) await this.drained(stream);
       }
     } finally {
       this.pumping = false;
+    }
+  }
+
+  /** Waits until `stream` takes more; one that takes nothing for the stall time is aborted and what waits for it refused. */
+  private async drained(stream: Stream): Promise<void> {
+    const stallMs = this.opts.stallMs ?? DEFAULT_STALL_MS;
+    const stall = AbortSignal.timeout(stallMs);
+    try {
+      await stream.onDrain({ signal: stall });
+    } catch {
+      this.dropStream(stream);
+      if (!stall.aborted) return;
+      const err = new DmsError('unavailable', `peer ${this.peer} took nothing sent to it for ${stallMs} ms`);
+      stream.abort(err);
+      this.rejectQueued(err);
     }
   }
 
@@ -138,21 +184,79 @@ export class OutboundChannel {
       bytes += this.queue[n].frame.byteLength;
       n++;
     }
-    this.queuedBytes -= bytes;
+    this.count(-bytes);
     return this.queue.splice(0, n);
   }
 
   private requeue(batch: PendingWrite[]): void {
     this.queue.unshift(...batch);
-    for (const w of batch) this.queuedBytes += w.frame.byteLength;
+    for (const w of batch) this.count(w.frame.byteLength);
   }
 
   private rejectQueued(err: DmsError): void {
     const pending = this.queue.splice(0);
-    this.queuedBytes = 0;
+    this.count(-this.queuedBytes);
     for (const w of pending) w.reject(err);
   }
 }
 
 const asUnroutable = (e: unknown, peer: string): DmsError =>
   isDmsError(e) ? e : new DmsError('unroutable', `cannot open a stream to peer ${peer}: ${errorText(e)}`, { cause: e });
+
+export interface ChannelLimits {
+  /** Bytes that may wait for one peer (ChannelOptions.maxQueuedBytes). */
+  maxQueuedBytes: number;
+  /** Bytes that may wait over every peer (QueuedBytes). */
+  maxTotalQueuedBytes: number;
+  stallMs?: number;
+}
+
+/**
+ * A transport's channels: one per peer, made on the first send to it and forgotten once it
+ * cannot reach its peer or the peer's connection is gone, all sharing one bound on what waits.
+ */
+export class OutboundChannels {
+  private readonly byPeer = new Map<string, OutboundChannel>();
+  private readonly total: QueuedBytes;
+
+  constructor(private readonly limits: ChannelLimits) {
+    this.total = new QueuedBytes(limits.maxTotalQueuedBytes);
+  }
+
+  /**
+   * The channel to `peer`. `opener` runs only when one is made (it may throw for a peer that
+   * cannot be dialled) and gives what opens a stream to it.
+   */
+  to(peer: string, opener: () => () => Promise<Stream>): OutboundChannel {
+    let channel = this.byPeer.get(peer);
+    if (channel) return channel;
+    channel = new OutboundChannel(peer, {
+      maxQueuedBytes: this.limits.maxQueuedBytes,
+      total: this.total,
+      stallMs: this.limits.stallMs,
+      open: opener(),
+      // Destinations come from callers (REST included): a channel per unreachable peer id would grow the map without bound.
+      onUnreachable: (failed) => this.forget(peer, failed),
+    });
+    this.byPeer.set(peer, channel);
+    return channel;
+  }
+
+  /** Its stream died with the connection: refuses what waits; the next send dials again. */
+  drop(peer: string, reason: DmsError): void {
+    const channel = this.byPeer.get(peer);
+    if (!channel) return;
+    this.forget(peer, channel);
+    void channel.close(reason);
+  }
+
+  async closeAll(reason: DmsError): Promise<void> {
+    const all = [...this.byPeer.values()];
+    this.byPeer.clear();
+    await Promise.all(all.map((c) => c.close(reason)));
+  }
+
+  private forget(peer: string, channel: OutboundChannel): void {
+    if (this.byPeer.get(peer) === channel) this.byPeer.delete(peer);
+  }
+}

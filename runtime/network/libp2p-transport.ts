@@ -8,7 +8,7 @@ import { stageEnd, stageMark, stageStart } from '../stage-timings.js';
 import type { Arrival, Transport } from '../transport.js';
 import { encodeEnvelope, parseEnvelope, type Envelope } from '../wire/envelope.js';
 import { type BanPolicy, DEFAULT_BAN_POLICY, PeerBans, RATE_RESET_STRIKES } from './bans.js';
-import { OutboundChannel } from './channel.js';
+import { OutboundChannels } from './channel.js';
 import { encodeFrame, frameText, utf8Length } from './frames.js';
 import { type PartialEnd, PartialFrames, partialBudget } from './partial-frames.js';
 import { givenUpText, type RateEnd, type ServiceStreamGivenUp } from './service-streams.js';
@@ -25,6 +25,7 @@ import { libp2pLog, type NetworkLog, withoutStacks } from './network-log.js';
 export const ACTOR_PROTOCOL = '/dms/actor/1.0.0';
 export const DEFAULT_MAX_ENVELOPE_BYTES = 1024 * 1024;
 const DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024;
+const DEFAULT_MAX_TOTAL_QUEUED_BYTES = 64 * 1024 * 1024;
 const CONNECTION_WARN_EVERY_MS = 10_000;
 const DEFAULT_DIAL_TIMEOUT_MS = 5_000;
 const DEFAULT_LOOKUP_TIMEOUT_MS = 5_000;
@@ -34,6 +35,10 @@ export interface TransportOptions {
   maxEnvelopeBytes?: number;
   /** Bytes that may wait for one peer before sends to it fail as overloaded (default 16 MiB). */
   maxQueuedBytes?: number;
+  /** Bytes that may wait over every peer before a peer with more than a batch waiting is refused (default 64 MiB: QueuedBytes). */
+  maxTotalQueuedBytes?: number;
+  /** How long a peer may take nothing sent to it before its stream is given up (channel.ts DEFAULT_STALL_MS). */
+  sendStallMs?: number;
   /** Bound on dialling a peer and opening a stream, in ms (default 5 s). */
   dialTimeoutMs?: number;
   /** Bound on a DHT lookup for a peer with no usable address, in ms (default 5 s). */
@@ -90,11 +95,10 @@ export class Libp2pTransport implements Transport {
   private readonly maxEnvelopeBytes: number;
   /** What inbound actor streams hold of frames not yet whole, over every peer. */
   private readonly partials: PartialFrames;
-  private readonly maxQueuedBytes: number;
   private readonly dialTimeoutMs: number;
   private readonly lookupTimeoutMs: number;
   private readonly log: NetworkLog;
-  private readonly channels = new Map<string, OutboundChannel>();
+  private readonly channels: OutboundChannels;
   private readonly envelopeHandlers = new Set<EnvelopeHandler>();
   private readonly peerHandlers = new Set<PeerHandler>();
   private readonly redialHandlers = new Set<(peer: string) => void>();
@@ -150,7 +154,11 @@ export class Libp2pTransport implements Transport {
     this.bans = parts.bans;
     this.maxEnvelopeBytes = opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES;
     this.partials = parts.partials ?? new PartialFrames(partialBudget(this.maxEnvelopeBytes));
-    this.maxQueuedBytes = opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES;
+    this.channels = new OutboundChannels({
+      maxQueuedBytes: opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES,
+      maxTotalQueuedBytes: opts.maxTotalQueuedBytes ?? DEFAULT_MAX_TOTAL_QUEUED_BYTES,
+      stallMs: opts.sendStallMs,
+    });
     this.dialTimeoutMs = opts.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.lookupTimeoutMs = opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS;
     this.log = opts.log ?? libp2pLog(node);
@@ -196,20 +204,12 @@ export class Libp2pTransport implements Transport {
     const host = env.to.addr.host;
     const json = encodeEnvelope(env);
     const size = this.checkSize(json);
-    let channel = this.channels.get(host);
-    if (!channel) {
-      // Parsing a peer id costs tens of µs (it rebuilds the public key); a live channel
-      // already stands for a checked, routable host, so only a new one pays for it.
+    // Parsing a peer id costs tens of µs (it rebuilds the public key); a live channel already
+    // stands for a checked, routable host, so only a new one pays for it.
+    const channel = this.channels.to(host, () => {
       const peerId = this.routablePeer(host);
-      channel = new OutboundChannel(host, {
-        open: () => this.openStream(peerId),
-        maxQueuedBytes: this.maxQueuedBytes,
-        // Destinations come from callers (REST included): a channel per unreachable peer id
-        // would grow the map without bound.
-        onUnreachable: (failed) => this.forget(host, failed),
-      });
-      this.channels.set(host, channel);
-    }
+      return () => this.openStream(peerId);
+    });
     await channel.write(encodeFrame(json, size));
     this.counters.envelopesSent++;
     if (start !== undefined) {
@@ -326,8 +326,7 @@ export class Libp2pTransport implements Transport {
     this.node.services.pubsub.removeEventListener('gossipsub:message', this.onGossip);
     this.intake.stop();
     const reason = new DmsError('unavailable', 'the network transport stopped');
-    await Promise.all([...this.channels.values()].map((c) => c.close(reason)));
-    this.channels.clear();
+    await this.channels.closeAll(reason);
     await this.node.stop();
   }
 
@@ -551,12 +550,7 @@ export class Libp2pTransport implements Transport {
   private readonly onDisconnect = (evt: CustomEvent<PeerId>): void => {
     const peer = evt.detail.toString();
     this.greeted.delete(peer);
-    const channel = this.channels.get(peer);
-    if (channel) {
-      // Its stream died with the connection; a fresh channel will dial again on the next send.
-      this.forget(peer, channel);
-      void channel.close(new DmsError('unroutable', `peer ${peer} disconnected`));
-    }
+    this.channels.drop(peer, new DmsError('unroutable', `peer ${peer} disconnected`));
     this.emitPeer({ peer, connected: false });
   };
 
@@ -570,10 +564,6 @@ export class Libp2pTransport implements Transport {
       }
     }
   };
-
-  private forget(peer: string, channel: OutboundChannel): void {
-    if (this.channels.get(peer) === channel) this.channels.delete(peer);
-  }
 
   private emitPeer(event: PeerEvent): void {
     for (const handler of this.peerHandlers) {

@@ -295,6 +295,74 @@ describe('Libp2pTransport, a peer that stops reading', () => {
   });
 });
 
+describe('Libp2pTransport, peers that read nothing', () => {
+  /** A bare host of the node's stack whose actor streams are paused as they arrive: it reads nothing. */
+  async function deaf() {
+    const host = await createHost({ keyPair: KeyPair.generate(), listen: [LOOPBACK] });
+    const streams: Stream[] = [];
+    await host.handle(ACTOR_PROTOCOL, (stream: Stream) => {
+      stream.pause();
+      streams.push(stream);
+    });
+    await host.start();
+    return { host, streams, peer: host.peerId.toString() };
+  }
+
+  it('have their stream given up after the stall time, and what waited for them refused', { timeout: 30_000 }, async () => {
+    const a = await startNode(undefined, { sendStallMs: 1_000, maxQueuedBytes: 64 * 1024 * 1024 });
+    const b = await deaf();
+    try {
+      await a.transport.connect(b.host.getMultiaddrs()[0].toString());
+      const pad = 'x'.repeat(16 * 1024);
+      const outcomes: Promise<string>[] = [];
+      // Past what the stream takes unread (its window and buffer): the rest waits in the queue.
+      for (let i = 0; i < 2048; i++) outcomes.push(a.transport.send(envelope(a.keyPair, b.peer, { pad })).then(() => 'handed', (e: DmsError) => `${e.kind}: ${e.message}`));
+      const started = Date.now();
+      const settled = await Promise.all(outcomes);
+      const refused = settled.filter((o) => o !== 'handed');
+      expect(refused.length, 'writes still waiting when the stream was given up').toBeGreaterThan(0);
+      expect(refused[0]).toBe(`unavailable: peer ${b.peer} took nothing sent to it for 1000 ms`);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      await waitFor('the stream it read nothing of to be aborted', () => b.streams[0]?.status !== 'open');
+      // The next send opens a fresh stream: the peer may read again.
+      void a.transport.send(envelope(a.keyPair, b.peer, { again: true })).catch(() => undefined);
+      await waitFor('a fresh stream', () => b.streams.length === 2);
+    } finally {
+      await Promise.all([a.transport.stop(), b.host.stop()]);
+    }
+  });
+
+  it('hold no more than the bound over every peer between them, and a peer with nothing waiting still gets its writes', { timeout: 30_000 }, async () => {
+    const KIB = 1024;
+    // Each deaf peer may hold 1 MiB, all of them together 1.5 MiB.
+    const a = await startNode(undefined, { maxQueuedBytes: 1024 * KIB, maxTotalQueuedBytes: 1536 * KIB, sendStallMs: 20_000 });
+    const deafs = [await deaf(), await deaf()];
+    const b = await startNode();
+    try {
+      for (const d of deafs) await a.transport.connect(d.host.getMultiaddrs()[0].toString());
+      await a.transport.connect(b.transport.addrs()[0]);
+      const pad = 'x'.repeat(16 * KIB);
+      /** Writes to `peer` until one is refused (what its stream takes unread, then its queue): the refusal. */
+      const fill = async (peer: string): Promise<string> => {
+        let refused: string | undefined;
+        for (let offered = 0; offered < 64 * 1024 * KIB && refused === undefined; offered += pad.length) {
+          a.transport.send(envelope(a.keyPair, peer, { pad })).catch((e: DmsError) => (refused ??= e.message));
+          await new Promise((r) => setImmediate(r));
+        }
+        return refused ?? 'none refused';
+      };
+      // The first fills its own 1 MiB; the second only what is left of the 1.5 MiB.
+      expect(await fill(deafs[0].peer)).toMatch(/bytes are already waiting for peer .* \(limit 1048576\)$/);
+      expect(await fill(deafs[1].peer)).toMatch(/bytes are waiting for peers \(limit 1572864\), \d+ of them for peer /);
+      // An honest peer with nothing waiting is still written to.
+      await a.transport.send(envelope(a.keyPair, b.transport.host, { honest: true }));
+      await waitFor('the honest peer to receive', () => b.received.length === 1);
+    } finally {
+      await Promise.all([a.transport.stop(), b.transport.stop(), ...deafs.map((d) => d.host.stop())]);
+    }
+  });
+});
+
 describe('Libp2pTransport, connections closed on an error', () => {
   it('are logged, at most one line per 10 s whatever their number', { timeout: 30_000 }, async () => {
     const lines: string[] = [];
