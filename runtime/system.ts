@@ -10,7 +10,7 @@ import { errorReply } from './error-reply.js';
 import { DmsError, errorText, invalid } from './errors.js';
 import type { Logger } from './log.js';
 import { MachineInspector, type Transition } from './machine-inspector.js';
-import type { MailboxOptions } from './mailbox.js';
+import { type MailboxOptions, OWN_SENDER } from './mailbox.js';
 import type { NodeMetrics } from './metrics.js';
 import { stageEnd, stageStart } from './stage-timings.js';
 import { ReplayCache, type ReplayOwner, TRUSTED } from './replay.js';
@@ -43,6 +43,16 @@ function verificationOf(origin: Origin): Verification {
   if (origin.kind === 'local') return 'local';
   if (origin.kind === 'rest') return origin.trusted ? 'node' : 'signature';
   return origin.arrival.signatureVerified ? 'validator' : 'signature';
+}
+
+/**
+ * Whose turn an envelope takes in its actor's mailbox (mailbox.ts): the peer that handed it over
+ * (on gossip, the one that relayed it), the REST client, or the node itself for its own actors.
+ */
+function senderOf(origin: Origin): string {
+  if (origin.kind === 'local') return OWN_SENDER;
+  if (origin.kind === 'rest') return origin.trusted ? 'rest' : `rest:${origin.client ?? 'local'}`;
+  return `peer:${origin.arrival.peer}`;
 }
 
 /** Who handed the system an envelope. Local actors' own envelopes skip verification. */
@@ -397,7 +407,7 @@ export class ActorSystem {
     if (this.watched && origin.kind === 'local') this.emit({ type: 'send', actor: env.from.addr.inbox, env });
     if (isBroadcast(env)) return this.broadcast(env, origin);
     const host = env.to.addr.host;
-    if (this.isHere(host)) return this.deliverLocal(env, opts, verificationOf(origin));
+    if (this.isHere(host)) return this.deliverLocal(env, opts, origin);
     if (!isPeerId(host)) throw invalid(`to.addr.host '${host.slice(0, 80)}' is not a peer id`);
     if (!this.transport) throw new DmsError('unroutable', `cannot reach host ${host}: the network is not running on this node`);
     return this.transport.send(env);
@@ -409,7 +419,7 @@ export class ActorSystem {
    * delivered to an ordinary behavior it would run that behavior with the node's authority
    * (reply reflection), so it is dropped unless a reply waiter expects it.
    */
-  deliverLocal(env: Envelope, opts: RouteOptions = {}, verified: Verification = 'local'): void {
+  deliverLocal(env: Envelope, opts: RouteOptions = {}, origin: Origin = { kind: 'local' }): void {
     const inbox = this.routes.get(env.to.addr.inbox);
     if (!inbox) throw new DmsError('not_found', `no actor with inbox '${env.to.addr.inbox}' on this node`);
     const behavior = inbox.behaviors.get(env.be);
@@ -424,19 +434,20 @@ export class ActorSystem {
       this.deadLetter(env, `reply to ${env.be} from ${env.from.addr.host || this.host} dropped: the request went to ${askedHost || this.host}`);
       return;
     }
-    inbox.actor.deliver(env, inbox, opts.reply, verified);
+    inbox.actor.deliver(env, inbox, opts.reply, verificationOf(origin), senderOf(origin));
   }
 
   private async broadcast(env: Envelope, origin: Origin): Promise<void> {
     const topic = env.opt.topic;
     if (!topic) throw invalid('opt.topic is required for a broadcast');
     const verified = verificationOf(origin);
+    const sender = senderOf(origin);
     let taken = false;
     for (const inbox of this.topics.get(topic) ?? []) {
       if (!inbox.behaviors.has(env.be)) continue;
       taken = true;
       try {
-        inbox.actor.deliver(env, inbox, false, verified);
+        inbox.actor.deliver(env, inbox, false, verified, sender);
       } catch (e) {
         this.deadLetter(env, errorText(e));
       }

@@ -61,6 +61,72 @@ describe('Mailbox', () => {
   });
 });
 
+describe('Mailbox, by sender', () => {
+  /** A mailbox of one slot whose items wait for `release`, recording the order they ran in. */
+  function gated(capacity: number) {
+    const ran: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const mb = new Mailbox<string>('t', { capacity, concurrency: 1 }, async (item) => {
+      ran.push(item);
+      await gate;
+    }, () => {});
+    return { mb, ran, release: () => release() };
+  }
+
+  it('takes senders in turns, each sender in its own order: one with many waiting goes no more often than one with few', async () => {
+    const { mb, ran, release } = gated(64);
+    for (let i = 1; i <= 6; i++) mb.post(`flood-${i}`, 'peer:flood');
+    mb.post('honest-1', 'peer:honest');
+    mb.post('honest-2', 'peer:honest');
+    mb.post('own-1');
+    release();
+    await mb.close();
+    // First come first served, the honest ones ran 7th and 8th.
+    expect(ran).toEqual(['flood-1', 'flood-2', 'honest-1', 'own-1', 'flood-3', 'honest-2', 'flood-4', 'flood-5', 'flood-6']);
+  });
+
+  it('refuses a sender past its share of the capacity while the others still get in, and forgets a sender once it holds nothing', async () => {
+    const { mb, release } = gated(8);
+    expect(mb.perSender).toBe(2);
+    mb.post('a', 'peer:flood');
+    mb.post('b', 'peer:flood');
+    let refused: unknown;
+    try {
+      mb.post('c', 'peer:flood');
+    } catch (e) {
+      refused = e;
+    }
+    expect(refused).toBeInstanceOf(DmsError);
+    expect((refused as DmsError).kind).toBe('overloaded');
+    expect((refused as DmsError).message).toBe('mailbox of actor t holds 2 envelopes from this sender, the most one sender may of its 8; retry later');
+    mb.post('d', 'peer:honest');
+    mb.post('e', 'peer:honest');
+    // The node's own are bounded by the capacity alone.
+    for (const x of ['f', 'g', 'h', 'i']) mb.post(x);
+    expect(() => mb.post('j')).toThrowError(/mailbox of actor t is full \(8 envelopes\)/);
+    expect(mb.size).toBe(8);
+    release();
+    await mb.close();
+    expect(mb.size).toBe(0);
+    expect((mb as unknown as { lanes: Map<string, unknown> }).lanes.size).toBe(0);
+  });
+
+  it('processes every item of many senders exactly once, past the compaction of its turns', async () => {
+    const seen = new Map<string, number[]>();
+    const mb = new Mailbox<[string, number]>('t', { capacity: 100_000, concurrency: 3 }, async ([sender, n]) => {
+      await Promise.resolve();
+      if (!seen.has(sender)) seen.set(sender, []);
+      seen.get(sender)!.push(n);
+    }, () => {});
+    for (let n = 0; n < 3_000; n++) for (const sender of ['a', 'b', 'c']) mb.post([sender, n], `peer:${sender}`);
+    for (let n = 0; n < 500; n++) mb.post(['own', n]);
+    await mb.close();
+    const upTo = (k: number) => Array.from({ length: k }, (_, i) => i);
+    expect(Object.fromEntries(seen)).toEqual({ a: upTo(3_000), b: upTo(3_000), c: upTo(3_000), own: upTo(500) });
+  });
+});
+
 describe('BehaviorRegistry', () => {
   const b = (name: string) => ({ name, handle: () => ({}) });
 
