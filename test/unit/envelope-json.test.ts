@@ -123,9 +123,10 @@ describe('parseJsonLossless on long texts (their long strings read natively)', (
 
   it('reads an envelope of 1 MiB within a few times what JSON.parse takes (lossless-json alone: about 40 times)', () => {
     const text = `{"to":{},"be":"/x","from":{},"nonce":1,"opt":{"exp":2},"msg":"${Buffer.alloc(700_000, 7).toString('base64')}"}`;
-    // Against JSON.parse of the same text in the same moments, the fastest of nine each, taken
+    // Against JSON.parse of the same text in the same moments, the fastest of fifteen each, taken
     // in turns: a shared machine's load slows both alike, where a bound in milliseconds failed
-    // under it (and five of one, then five of the other, failed once in a full suite's run).
+    // under it. About 4 on a quiet machine; the bound, 15, failed neither under two test runs
+    // at once (10 did) and still catches lossless-json alone.
     let ours = Infinity;
     let native = Infinity;
     const time = (fn: () => unknown) => {
@@ -135,11 +136,11 @@ describe('parseJsonLossless on long texts (their long strings read natively)', (
     };
     parseEnvelope(text);
     JSON.parse(text);
-    for (let i = 0; i < 9; i++) {
+    for (let i = 0; i < 15; i++) {
       ours = Math.min(ours, time(() => parseEnvelope(text)));
       native = Math.min(native, time(() => JSON.parse(text)));
     }
-    expect(ours / native).toBeLessThan(10);
+    expect(ours / native).toBeLessThan(15);
   });
 });
 
