@@ -17,6 +17,10 @@ export function isHandle(t: Target): t is Handle {
  */
 export function resolveTarget(to: Target, node: Handle): Handle {
   if (to === 'root') return node;
+  // Typed callers cannot pass another string; a JavaScript one that did went to inbox ''.
+  if (typeof to !== 'object' || to === null || (!isHandle(to) && typeof to.inbox !== 'string')) {
+    throw new TypeError(`a target is 'root', {inbox, host?} or a handle, not ${JSON.stringify(to)}`);
+  }
   if (isHandle(to)) {
     return { id: to.id ?? '', did: to.did ?? '', addr: { host: to.addr.host ?? '', inbox: to.addr.inbox ?? '' } };
   }

@@ -264,9 +264,10 @@ export class Actor {
    * every slot's handler awaiting a call, the replies sat behind newer requests until all of
    * those calls timed out at once (a provider under a burst of placements, 5 s at a time).
    * Only a waiter this actor registered takes one, so they are as many as its calls in flight.
-   * `sender` is whose turn it takes in the mailbox (ActorSystem's senderOf; the node's own by default).
+   * `sender` is whose turn it takes in the mailbox and `group` whose share it counts against
+   * (ActorSystem's senderOf; the node's own by default).
    */
-  deliver(env: Envelope, inbox: Inbox = this.primary, reply = false, verified?: Verification, sender?: string): void {
+  deliver(env: Envelope, inbox: Inbox = this.primary, reply = false, verified?: Verification, sender?: string, group?: string): void {
     if (this.state !== 'running') throw new DmsError('unavailable', `actor ${this.name} is ${this.state}`);
     const delivery: Delivery = { env, inbox, reply, verified, queuedAt: stageStart() };
     const waiter = inbox.behaviors.get(env.be);
@@ -274,7 +275,7 @@ export class Actor {
       this.dispatch(delivery).catch((e: unknown) => this.failedOutsideHandler(e, delivery));
       return;
     }
-    this.mailbox.post(delivery, sender);
+    this.mailbox.post(delivery, sender, group);
   }
 
   private failedOutsideHandler(e: unknown, d: Delivery): void {

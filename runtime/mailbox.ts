@@ -1,5 +1,6 @@
 import { mergeMap, Subject, type Subscription } from 'rxjs';
 import { DmsError } from './errors.js';
+import { Fifo } from './fifo.js';
 
 export interface MailboxOptions {
   /** Most items waiting or in progress; one more is refused, never dropped silently. */
@@ -8,66 +9,64 @@ export interface MailboxOptions {
   concurrency: number;
 }
 
-/** The sender of the node's own items: bounded by the capacity alone. */
+/** The sender of the node's own items, and their group: bounded by the capacity alone. */
 export const OWN_SENDER = '';
-/** One other sender may hold at most this share of the capacity: the rest stays open to everyone else. */
-export const SENDER_SHARE = 1 / 4;
+/** What one group of senders (the peers of one host; any other sender alone) may hold of the capacity. */
+export const GROUP_SHARE = 1 / 4;
+/**
+ * Past half the capacity, a group holding this many or more is refused: groups that each fill
+ * their share cannot fill the rest between them, and a sender with a few items waiting, as an
+ * honest one has, still gets in.
+ */
+export const LIGHT_GROUP = 16;
 
-/** One sender's items, oldest first (an array read from `head`, compacted as it empties). */
-class Lane<T> {
-  private items: (T | undefined)[] = [];
-  private head = 0;
+/** A group of senders: turns go round the groups, then round the senders within each. */
+class Group<T> {
+  /** Its senders with items waiting, in turn order. */
+  readonly lanes = new Fifo<Lane<T>>();
   /** Its items waiting or in progress. */
   held = 0;
 
-  constructor(readonly sender: string) {}
+  constructor(readonly key: string) {}
+}
 
-  get waiting(): number {
-    return this.items.length - this.head;
-  }
+/** One sender's items, in the order posted. */
+class Lane<T> {
+  readonly items = new Fifo<T>();
+  /** Its items waiting or in progress. */
+  held = 0;
 
-  push(item: T): void {
-    this.items.push(item);
-  }
-
-  shift(): T {
-    const item = this.items[this.head]!;
-    this.items[this.head++] = undefined;
-    if (this.head === this.items.length) {
-      this.items = [];
-      this.head = 0;
-    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
-      this.items = this.items.slice(this.head);
-      this.head = 0;
-    }
-    return item;
-  }
+  constructor(
+    readonly sender: string,
+    readonly group: Group<T>,
+  ) {}
 }
 
 /**
  * A bounded RxJS mailbox. `post` either accepts an item, which is then processed exactly
  * once, or throws an `overloaded` DmsError the caller can report; it never drops one.
  *
- * Items are taken in turns by sender (a peer, a REST client, the node itself), each sender's in
- * the order posted: one sender with thousands waiting has the next free slot no more often than
- * any other with one. And no sender but the node may hold more than SENDER_SHARE of the capacity.
- * First come first served, a peer flooding a slow behavior (a plugin's call to an outside
- * service) filled the mailbox, and every other caller, the operator's own included, was refused
- * until it drained (test/network/mailbox-turns.test.ts).
+ * Items are taken in turns: round the groups of senders (the peers of one host, a REST client,
+ * the node itself), and within a group round its senders, each sender's items in the order
+ * posted; one with thousands waiting has the next free slot no more often than one with a
+ * single item. No group but the node's may hold more than GROUP_SHARE of the capacity, nor post
+ * past half of it while it holds LIGHT_GROUP. First come first served, a peer flooding a slow
+ * behavior (a plugin's call to an outside service) filled the mailbox, and every other caller,
+ * the operator's own included, was refused until it drained (test/network/mailbox-turns.test.ts).
  */
 export class Mailbox<T> {
   /** One tick per item posted; each takes, when its turn to run comes, the item whose turn it is. */
   private readonly ticks = new Subject<void>();
   private readonly subscription: Subscription;
   private readonly lanes = new Map<string, Lane<T>>();
-  /** Lanes with items waiting, in turn order (an array read from `turn`). */
-  private turns: Lane<T>[] = [];
-  private turn = 0;
+  private readonly groups = new Map<string, Group<T>>();
+  /** Groups with items waiting, in turn order. */
+  private readonly turns = new Fifo<Group<T>>();
   private pending = 0;
   private closed = false;
   private drained?: () => void;
-  /** Most items one sender other than the node may hold. */
-  readonly perSender: number;
+  /** Most items one group other than the node's may hold. */
+  readonly perGroup: number;
 
   constructor(
     readonly owner: string,
@@ -75,12 +74,14 @@ export class Mailbox<T> {
     process: (item: T) => Promise<void> | void,
     onError: (error: unknown, item: T) => void,
   ) {
-    this.perSender = Math.max(1, Math.floor(options.capacity * SENDER_SHARE));
+    this.perGroup = Math.max(1, Math.floor(options.capacity * GROUP_SHARE));
     this.subscription = this.ticks
       .pipe(
         mergeMap(async () => {
           const lane = this.nextLane();
-          const item = lane.shift();
+          const item = lane.items.shift();
+          if (lane.items.length > 0) lane.group.lanes.push(lane);
+          if (lane.group.lanes.length > 0) this.turns.push(lane.group);
           try {
             await process(item);
           } catch (e) {
@@ -98,49 +99,50 @@ export class Mailbox<T> {
     return this.pending;
   }
 
-  post(item: T, sender: string = OWN_SENDER): void {
+  /**
+   * Accepts `item` from `sender`, one of `group` (by default a group of its own): a sender's
+   * group is the one it had when it had nothing here.
+   */
+  post(item: T, sender: string = OWN_SENDER, group: string = sender): void {
     if (this.closed) throw new DmsError('unavailable', `actor ${this.owner} is not running`);
-    if (this.pending >= this.options.capacity) {
-      throw new DmsError('overloaded', `mailbox of actor ${this.owner} is full (${this.options.capacity} envelopes); retry later`, {
-        retryAfter: 1,
-      });
-    }
+    const { capacity } = this.options;
+    if (this.pending >= capacity) throw overloaded(`mailbox of actor ${this.owner} is full (${capacity} envelopes); retry later`);
     let lane = this.lanes.get(sender);
-    if (lane && sender !== OWN_SENDER && lane.held >= this.perSender) {
-      throw new DmsError('overloaded', `mailbox of actor ${this.owner} holds ${lane.held} envelopes from this sender, the most one sender may of its ${this.options.capacity}; retry later`, {
-        retryAfter: 1,
-      });
+    const held = (lane?.group ?? this.groups.get(group))?.held ?? 0;
+    if ((lane?.group.key ?? group) !== OWN_SENDER) {
+      const whose = (lane?.group.key ?? group) === sender ? 'this sender' : 'the peers of this sender’s host';
+      if (held >= this.perGroup) throw overloaded(`mailbox of actor ${this.owner} holds ${held} envelopes from ${whose}, the most it may of ${capacity}; retry later`);
+      if (this.pending * 2 >= capacity && held >= LIGHT_GROUP) {
+        throw overloaded(`mailbox of actor ${this.owner} is half full (${this.pending} of ${capacity}) and holds ${held} envelopes from ${whose}; retry later`);
+      }
     }
     if (!lane) {
-      lane = new Lane<T>(sender);
-      this.lanes.set(sender, lane);
+      let g = this.groups.get(group);
+      if (!g) this.groups.set(group, (g = new Group<T>(group)));
+      this.lanes.set(sender, (lane = new Lane<T>(sender, g)));
     }
-    if (lane.waiting === 0) this.turns.push(lane);
-    lane.push(item);
+    if (lane.items.length === 0) {
+      if (lane.group.lanes.length === 0) this.turns.push(lane.group);
+      lane.group.lanes.push(lane);
+    }
+    lane.items.push(item);
     lane.held++;
+    lane.group.held++;
     this.pending++;
     this.ticks.next();
   }
 
-  /** The lane whose turn it is; it goes to the back of the turns while it has more waiting. */
+  /** The sender whose turn it is: of the group whose turn it is, the one whose turn it is there. */
   private nextLane(): Lane<T> {
-    const lane = this.turns[this.turn]!;
-    this.turns[this.turn++] = undefined as unknown as Lane<T>;
-    if (lane.waiting > 1) this.turns.push(lane);
-    if (this.turn === this.turns.length) {
-      this.turns = [];
-      this.turn = 0;
-    } else if (this.turn >= 1024 && this.turn * 2 >= this.turns.length) {
-      this.turns = this.turns.slice(this.turn);
-      this.turn = 0;
-    }
-    return lane;
+    return this.turns.shift().lanes.shift();
   }
 
   private done(lane: Lane<T>): void {
     this.pending--;
-    // A sender with nothing here is forgotten: the map holds only senders with items.
-    if (--lane.held === 0 && lane.waiting === 0) this.lanes.delete(lane.sender);
+    lane.group.held--;
+    // Senders and groups with nothing here are forgotten: the maps hold only those with items.
+    if (--lane.held === 0 && lane.items.length === 0) this.lanes.delete(lane.sender);
+    if (lane.group.held === 0) this.groups.delete(lane.group.key);
     if (this.closed && this.pending === 0) this.drained?.();
   }
 
@@ -154,3 +156,5 @@ export class Mailbox<T> {
     });
   }
 }
+
+const overloaded = (message: string) => new DmsError('overloaded', message, { retryAfter: 1 });

@@ -46,13 +46,17 @@ function verificationOf(origin: Origin): Verification {
 }
 
 /**
- * Whose turn an envelope takes in its actor's mailbox (mailbox.ts): the peer that handed it over
- * (on gossip, the one that relayed it), the REST client, or the node itself for its own actors.
+ * Whose turn an envelope takes in its actor's mailbox (mailbox.ts), and the group whose share it
+ * counts against: the peer that handed it over, grouped with the other peers of its host (on
+ * gossip, the publisher alone), the REST client, or the node itself for its own actors and the
+ * operator's unsigned calls.
  */
-function senderOf(origin: Origin): string {
-  if (origin.kind === 'local') return OWN_SENDER;
-  if (origin.kind === 'rest') return origin.trusted ? 'rest' : `rest:${origin.client ?? 'local'}`;
-  return `peer:${origin.arrival.peer}`;
+function senderOf(origin: Origin): [sender: string, group: string] {
+  if (origin.kind === 'local') return [OWN_SENDER, OWN_SENDER];
+  // The operator's unsigned calls, which the node signs, share the node's group: bounded by the capacity alone.
+  if (origin.kind === 'rest') return origin.trusted ? ['rest', OWN_SENDER] : [`rest:${origin.client ?? 'local'}`, `rest:${origin.client ?? 'local'}`];
+  const peer = `peer:${origin.arrival.peer}`;
+  return [peer, origin.arrival.host === undefined ? peer : `host:${origin.arrival.host}`];
 }
 
 /** Who handed the system an envelope. Local actors' own envelopes skip verification. */
@@ -434,20 +438,20 @@ export class ActorSystem {
       this.deadLetter(env, `reply to ${env.be} from ${env.from.addr.host || this.host} dropped: the request went to ${askedHost || this.host}`);
       return;
     }
-    inbox.actor.deliver(env, inbox, opts.reply, verificationOf(origin), senderOf(origin));
+    inbox.actor.deliver(env, inbox, opts.reply, verificationOf(origin), ...senderOf(origin));
   }
 
   private async broadcast(env: Envelope, origin: Origin): Promise<void> {
     const topic = env.opt.topic;
     if (!topic) throw invalid('opt.topic is required for a broadcast');
     const verified = verificationOf(origin);
-    const sender = senderOf(origin);
+    const [sender, group] = senderOf(origin);
     let taken = false;
     for (const inbox of this.topics.get(topic) ?? []) {
       if (!inbox.behaviors.has(env.be)) continue;
       taken = true;
       try {
-        inbox.actor.deliver(env, inbox, false, verified, sender);
+        inbox.actor.deliver(env, inbox, false, verified, sender, group);
       } catch (e) {
         this.deadLetter(env, errorText(e));
       }

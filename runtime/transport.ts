@@ -5,6 +5,8 @@ export interface Arrival {
   /** Peer id of the node that handed us the envelope. */
   peer: string;
   via: 'unicast' | 'gossip';
+  /** The host (an IPv4 address, an IPv6 /64) of the connection it came on; unicast only. */
+  host?: string;
   /** The transport already verified the envelope's signature (gossip validation): the kernel need not again. */
   signatureVerified?: boolean;
 }

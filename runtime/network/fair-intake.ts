@@ -15,6 +15,7 @@
  * peer, any stream that brings more is paused too, until half of that is taken.
  */
 import type { Stream } from '@libp2p/interface';
+import { Fifo } from '../fifo.js';
 
 /** How long one turn hands frames on before the event loop reads and answers anything else. */
 export const TURN_MS = 2;
@@ -28,7 +29,7 @@ export const TOTAL_BYTES = 64 * 1024 * 1024;
 
 export interface FairIntakeOptions {
   /** Hands one frame on: parsed, checked and routed; a promise while it is being admitted. */
-  deliver(frame: Uint8Array, peer: string, at: number | undefined): PromiseLike<unknown> | void;
+  deliver(frame: Uint8Array, peer: string, at: number | undefined, host: string): PromiseLike<unknown> | void;
   turnMs?: number;
   maxInFlight?: number;
   pauseFrames?: number;
@@ -41,10 +42,9 @@ interface Waiting {
   at: number | undefined;
 }
 
-/** One peer's frames, oldest first (an array read from `head`, compacted as it empties). */
+/** One peer's frames, oldest first. */
 class PeerQueue {
-  private frames: (Waiting | undefined)[] = [];
-  private head = 0;
+  private readonly frames = new Fifo<Waiting>();
   bytes = 0;
   inFlight = 0;
   /** Its streams this queue paused. */
@@ -56,7 +56,7 @@ class PeerQueue {
   ) {}
 
   get length(): number {
-    return this.frames.length - this.head;
+    return this.frames.length;
   }
 
   push(w: Waiting): void {
@@ -65,16 +65,8 @@ class PeerQueue {
   }
 
   shift(): Waiting {
-    const w = this.frames[this.head]!;
-    this.frames[this.head++] = undefined;
+    const w = this.frames.shift();
     this.bytes -= w.frame.byteLength;
-    if (this.head === this.frames.length) {
-      this.frames = [];
-      this.head = 0;
-    } else if (this.head >= 1024 && this.head * 2 >= this.frames.length) {
-      this.frames = this.frames.slice(this.head);
-      this.head = 0;
-    }
     return w;
   }
 }
@@ -208,7 +200,7 @@ export class FairIntake {
     }
     let admitting: PromiseLike<unknown> | void = undefined;
     try {
-      admitting = this.opts.deliver(w.frame, q.peer, w.at);
+      admitting = this.opts.deliver(w.frame, q.peer, w.at, q.host);
     } catch {
       // deliver reports its own failures; one that escaped must not stop the turns.
     }

@@ -112,7 +112,7 @@ export class Libp2pTransport implements Transport {
   /** Lines about streams reset for the partial-frame budget: a flood of them is one attack. */
   private readonly budgetWarnings = new LogGate(CONNECTION_WARN_EVERY_MS);
   /** Frames read from the actor streams, handed on in turns per host and peer. */
-  private readonly intake = new FairIntake({ deliver: (frame, peer, at) => this.deliver(frame, peer, 'unicast', undefined, at) });
+  private readonly intake = new FairIntake({ deliver: (frame, peer, at, host) => this.deliver(frame, peer, 'unicast', undefined, at, host) });
   private readonly pings = new SharedPings((peer, signal) => this.node.services.ping.ping(peerIdFromString(peer), { signal }));
 
   /** Builds the host, wires the transport into it, then starts it. */
@@ -451,7 +451,7 @@ export class Libp2pTransport implements Transport {
    * Delivers an envelope, or the bytes of one, to the handlers; `at` is when it was read, if
    * timed. Returns what a handler is still admitting, for the intake's bound per peer.
    */
-  private deliver(data: Uint8Array | Envelope, peer: string, via: Arrival['via'], topic?: string, at?: number): PromiseLike<unknown> | void {
+  private deliver(data: Uint8Array | Envelope, peer: string, via: Arrival['via'], topic?: string, at?: number, host?: string): PromiseLike<unknown> | void {
     let env: Envelope;
     if (data instanceof Uint8Array) {
       try {
@@ -478,7 +478,7 @@ export class Libp2pTransport implements Transport {
     this.counters.envelopesReceived++;
     stageMark(this.host, 'frame_read', env, at);
     // An envelope handed over parsed is one the gossip validator verified, signature included.
-    const arrival: Arrival = data instanceof Uint8Array ? { peer, via } : { peer, via, signatureVerified: true };
+    const arrival: Arrival = data instanceof Uint8Array ? { peer, via, host } : { peer, via, signatureVerified: true };
     let admitting: PromiseLike<unknown> | void = undefined;
     for (const handler of this.envelopeHandlers) {
       try {

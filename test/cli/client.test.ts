@@ -99,6 +99,8 @@ describe('DmsClient envelopes', () => {
     const remote = { id: 'z6Mkx', did: 'did:key:z6Mkx', addr: { host: '12D3KooWother', inbox: 'root' } };
     expect(resolveTarget('root', nodeHandle)).toEqual(nodeHandle);
     expect(resolveTarget({ inbox: 'root' }, nodeHandle)).toEqual(nodeHandle);
+    // A JavaScript caller's string other than 'root' went to inbox '' (404 from the node).
+    expect(() => resolveTarget('open-slow' as 'root', nodeHandle)).toThrowError(`a target is 'root', {inbox, host?} or a handle, not "open-slow"`);
     expect(resolveTarget({ host: '12D3KooWother', inbox: 'jobs' }, nodeHandle)).toEqual({ id: '', did: '', addr: { host: '12D3KooWother', inbox: 'jobs' } });
     expect(resolveTarget(remote, nodeHandle)).toEqual(remote);
   });

@@ -91,7 +91,7 @@ describe('Libp2pTransport, two nodes', () => {
     await a.transport.send(env);
     await waitFor('the envelope at b', () => b.received.length === 1);
     const [{ env: got, arrival }] = b.received;
-    expect(arrival).toEqual({ peer: a.transport.host, via: 'unicast' });
+    expect(arrival).toEqual({ peer: a.transport.host, via: 'unicast', host: '127.0.0.1' });
     expect(encodeEnvelope(got)).toBe(encodeEnvelope(env));
     expect(decodePayload(got.msg)).toEqual({ hello: 'b' });
   });

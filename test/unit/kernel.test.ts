@@ -9,7 +9,7 @@ import { defaultConfig } from '../../runtime/config.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { DmsError } from '../../runtime/errors.js';
 import { silentLogger } from '../../runtime/log.js';
-import { Mailbox } from '../../runtime/mailbox.js';
+import { Mailbox, OWN_SENDER } from '../../runtime/mailbox.js';
 import { ReplayCache } from '../../runtime/replay.js';
 import { ActorSystem, type SystemEvent } from '../../runtime/system.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
@@ -88,28 +88,49 @@ describe('Mailbox, by sender', () => {
 
   it('refuses a sender past its share of the capacity while the others still get in, and forgets a sender once it holds nothing', async () => {
     const { mb, release } = gated(8);
-    expect(mb.perSender).toBe(2);
+    expect(mb.perGroup).toBe(2);
     mb.post('a', 'peer:flood');
     mb.post('b', 'peer:flood');
-    let refused: unknown;
-    try {
-      mb.post('c', 'peer:flood');
-    } catch (e) {
-      refused = e;
-    }
-    expect(refused).toBeInstanceOf(DmsError);
-    expect((refused as DmsError).kind).toBe('overloaded');
-    expect((refused as DmsError).message).toBe('mailbox of actor t holds 2 envelopes from this sender, the most one sender may of its 8; retry later');
+    expect(() => mb.post('c', 'peer:flood')).toThrowError(new DmsError('overloaded', 'mailbox of actor t holds 2 envelopes from this sender, the most it may of 8; retry later', { retryAfter: 1 }));
     mb.post('d', 'peer:honest');
     mb.post('e', 'peer:honest');
-    // The node's own are bounded by the capacity alone.
-    for (const x of ['f', 'g', 'h', 'i']) mb.post(x);
+    // The node's own, and the operator's calls in the node's group, are bounded by the capacity alone.
+    for (const x of ['f', 'g']) mb.post(x);
+    for (const x of ['h', 'i']) mb.post(x, 'rest', OWN_SENDER);
     expect(() => mb.post('j')).toThrowError(/mailbox of actor t is full \(8 envelopes\)/);
     expect(mb.size).toBe(8);
     release();
     await mb.close();
     expect(mb.size).toBe(0);
-    expect((mb as unknown as { lanes: Map<string, unknown> }).lanes.size).toBe(0);
+    const maps = mb as unknown as { lanes: Map<string, unknown>; groups: Map<string, unknown> };
+    expect([maps.lanes.size, maps.groups.size]).toEqual([0, 0]);
+  });
+
+  it('counts the peers of one host against one share, and takes them in the host’s turn', async () => {
+    const { mb, ran, release } = gated(64);
+    // Sixteen identities on one host, 1 each, fill its share: a seventeenth is refused.
+    for (let i = 0; i < 16; i++) mb.post(`sybil-${i}`, `peer:s${i}`, 'host:10.0.0.1');
+    expect(mb.perGroup).toBe(16);
+    expect(() => mb.post('sybil-16', 'peer:s16', 'host:10.0.0.1')).toThrowError(/holds 16 envelopes from the peers of this sender’s host, the most it may of 64/);
+    mb.post('honest', 'peer:h', 'host:10.0.0.2');
+    release();
+    await mb.close();
+    // sybil-0 ran as it came; then the two hosts in turn: the honest peer's one waits for one of the sybils', not fifteen.
+    expect(ran.slice(0, 4)).toEqual(['sybil-0', 'sybil-1', 'honest', 'sybil-2']);
+  });
+
+  it('past half its capacity takes only from groups holding fewer than 16', async () => {
+    const { mb, release } = gated(128);
+    // Two hosts' shares (32 each) fill half of it.
+    for (const host of ['a', 'b']) for (let i = 0; i < 32; i++) mb.post(`${host}-${i}`, `peer:${host}${i}`, `host:${host}`);
+    // A third host gets 16 in, then is refused though within its share.
+    for (let i = 0; i < 16; i++) mb.post(`c-${i}`, `peer:c${i}`, 'host:c');
+    expect(() => mb.post('c-16', 'peer:c16', 'host:c')).toThrowError(new DmsError('overloaded', 'mailbox of actor t is half full (80 of 128) and holds 16 envelopes from the peers of this sender’s host; retry later', { retryAfter: 1 }));
+    // The node's own and a host holding little still get in.
+    mb.post('own');
+    mb.post('e-0', 'peer:e0', 'host:e');
+    release();
+    await mb.close();
   });
 
   it('processes every item of many senders exactly once, past the compaction of its turns', async () => {
