@@ -108,13 +108,15 @@ export class Mailbox<T> {
     const { capacity } = this.options;
     if (this.pending >= capacity) throw overloaded(`mailbox of actor ${this.owner} is full (${capacity} envelopes); retry later`);
     let lane = this.lanes.get(sender);
-    const held = (lane?.group ?? this.groups.get(group))?.held ?? 0;
-    if ((lane?.group.key ?? group) !== OWN_SENDER) {
-      const whose = (lane?.group.key ?? group) === sender ? 'this sender' : 'the peers of this sender’s host';
-      if (held >= this.perGroup) throw overloaded(`mailbox of actor ${this.owner} holds ${held} envelopes from ${whose}, the most it may of ${capacity}; retry later`);
-      if (this.pending * 2 >= capacity && held >= LIGHT_GROUP) {
-        throw overloaded(`mailbox of actor ${this.owner} is half full (${this.pending} of ${capacity}) and holds ${held} envelopes from ${whose}; retry later`);
-      }
+    const key = lane?.group.key ?? group;
+    const held = (lane?.group ?? this.groups.get(key))?.held ?? 0;
+    if (key !== OWN_SENDER && (held >= this.perGroup || (this.pending * 2 >= capacity && held >= LIGHT_GROUP))) {
+      const whose = key === sender ? 'this sender' : 'the peers of this sender’s host';
+      throw overloaded(
+        held >= this.perGroup
+          ? `mailbox of actor ${this.owner} holds ${held} envelopes from ${whose}, the most it may of ${capacity}; retry later`
+          : `mailbox of actor ${this.owner} is half full (${this.pending} of ${capacity}) and holds ${held} envelopes from ${whose}; retry later`,
+      );
     }
     if (!lane) {
       let g = this.groups.get(group);

@@ -1,4 +1,4 @@
-import { afterAll, afterEach } from 'vitest';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { type NodeProcess, removeHome, startNode, type StartOptions, type TestNode } from './node.js';
 
 /**
@@ -23,5 +23,45 @@ export function nodeStarter<N extends TestNode = NodeProcess>(
     const n = await start(config === undefined ? opts : { ...opts, config });
     started.push(n);
     return n;
+  };
+}
+
+/** What a test starts beside its node: a foreign peer, a gossiper, a throwaway identity. */
+interface Stoppable {
+  stop(): unknown;
+}
+
+/** One node process for a test file, and the peers its tests start beside it. */
+export interface NodeWithPeers {
+  /** Started before the file's tests. */
+  readonly node: NodeProcess;
+  /** Keeps `peer` to be stopped after the file's tests, before the node; returns it. */
+  keep<P extends Stoppable>(peer: P): P;
+}
+
+/**
+ * A node process started before a test file's tests; after them, the peers kept are stopped, then
+ * the node, and its home removed. `kill`: the node is killed instead of stopped, so it does not
+ * first serve what a flood left it.
+ */
+export function nodeWithPeers(opts: StartOptions = {}, end: 'stop' | 'kill' = 'stop'): NodeWithPeers {
+  let node: NodeProcess | undefined;
+  const peers: Stoppable[] = [];
+  beforeAll(async () => {
+    node = await startNode(opts);
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(peers.map((p) => p.stop()));
+    if (!node) return;
+    if (end === 'kill') await node.kill();
+    await node.stop();
+    removeHome(node.home);
+  });
+  return {
+    get node() {
+      if (!node) throw new Error('the node is started before the tests');
+      return node;
+    },
+    keep: (peer) => (peers.push(peer), peer),
   };
 }

@@ -8,13 +8,12 @@
  * its queue is full.
  */
 import { peerIdFromString } from '@libp2p/peer-id';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { encodeFrame } from '../../runtime/network/frames.js';
 import { ACTOR_PROTOCOL } from '../../runtime/network/libp2p-transport.js';
 import { encodeEnvelope } from '../../runtime/wire/envelope.js';
-import { stopCluster } from '../helpers/network.js';
-import { type NodeProcess, startNode } from '../helpers/node.js';
 import { ForeignPeer } from '../helpers/peer.js';
+import { nodeWithPeers } from '../helpers/started.js';
 
 /**
  * Signed ahead, so the flood's pace is the node's, not the signing's; written over and over
@@ -23,16 +22,7 @@ import { ForeignPeer } from '../helpers/peer.js';
 const FLOOD = 20_000;
 const HONEST_CALLS = 15;
 
-let node: NodeProcess;
-const peers: ForeignPeer[] = [];
-
-beforeAll(async () => {
-  node = await startNode();
-}, 60_000);
-afterAll(async () => {
-  await Promise.all(peers.map((p) => p.stop()));
-  await stopCluster([node].filter(Boolean));
-});
+const scene = nodeWithPeers();
 
 /** The reply at `be`, looked for every 2 ms (waitReply's 50 ms would be most of what is measured). */
 async function replied(peer: ForeignPeer, be: string): Promise<void> {
@@ -47,9 +37,9 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 describe('a peer flooding the actor stream with valid envelopes', () => {
   it('leaves another peer its invokes and the REST port its answers', { timeout: 120_000 }, async () => {
-    const hostile = await ForeignPeer.connectedTo(node);
-    const honest = await ForeignPeer.connectedTo(node);
-    peers.push(hostile, honest);
+    const { node } = scene;
+    const hostile = scene.keep(await ForeignPeer.connectedTo(node));
+    const honest = scene.keep(await ForeignPeer.connectedTo(node));
     const frames = Array.from({ length: FLOOD }, () => encodeFrame(encodeEnvelope(hostile.envelope(node, { be: '/public/hello', cont: '/private/flood', ttlMs: 120_000 }))));
 
     const stream = await hostile.transport.node.dialProtocol(peerIdFromString(node.peerId), ACTOR_PROTOCOL);

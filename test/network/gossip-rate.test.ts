@@ -7,34 +7,21 @@
  * parsed (neither delivered nor relayed). The rate of the peer relaying them, checked before
  * gossipsub's own signature check, is gossip-relay-rate.test.ts's.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Gossiper, signedBroadcasts, startGossiper } from '../helpers/gossiper.js';
-import { listenAddr, stopCluster, waitFor } from '../helpers/network.js';
-import { type NodeProcess, startNode } from '../helpers/node.js';
+import { listenAddr, waitFor } from '../helpers/network.js';
+import { nodeWithPeers } from '../helpers/started.js';
 
 const TOPIC = '/dms/hello';
 const FLOOD = 12_000;
-let node: NodeProcess;
-const peers: Gossiper[] = [];
+const scene = nodeWithPeers();
 
-beforeAll(async () => {
-  node = await startNode();
-}, 60_000);
-afterAll(async () => {
-  await Promise.all(peers.map((p) => p.stop()));
-  await stopCluster([node].filter(Boolean));
-});
-
-const gossiper = async (address: string): Promise<Gossiper> => {
-  const peer = await startGossiper(listenAddr(node), address, TOPIC);
-  peers.push(peer);
-  return peer;
-};
+const gossiper = async (address: string): Promise<Gossiper> => scene.keep(await startGossiper(listenAddr(scene.node), address, TOPIC));
 const broadcasts = (peer: Gossiper, count: number, be?: string) => signedBroadcasts(peer, TOPIC, count, be);
 
 /** Envelopes the node took in for `behavior` with `outcome`, by its metrics. */
 async function envelopes(behavior: string, outcome: string): Promise<number> {
-  const text = await (await fetch(`${node.url}/metrics`)).text();
+  const text = await (await fetch(`${scene.node.url}/metrics`)).text();
   return Number(new RegExp(`dms_envelopes_total\\{behavior="${behavior.replace(/[()]/g, '\\$&')}",outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
 }
 /** Broadcasts the node parsed, checked and found no actor for. */

@@ -9,7 +9,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { peerIdFromString } from '@libp2p/peer-id';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DmsClient } from '../../client/client.js';
 import { KeyPair } from '../../runtime/crypto/keys.js';
 import { encodeFrame } from '../../runtime/network/frames.js';
@@ -17,10 +17,10 @@ import { ACTOR_PROTOCOL } from '../../runtime/network/libp2p-transport.js';
 import { msToNs, nextNonce, nowNs } from '../../runtime/time.js';
 import { decodePayload, encodeEnvelope, encodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { signEnvelopeSync } from '../helpers/envelopes.js';
-import { type Identity, startIdentities } from '../helpers/identities.js';
-import { listenAddr, stopCluster, waitFor } from '../helpers/network.js';
-import { type NodeProcess, startNode } from '../helpers/node.js';
+import { startIdentities } from '../helpers/identities.js';
+import { listenAddr, waitFor } from '../helpers/network.js';
 import { ForeignPeer } from '../helpers/peer.js';
+import { nodeWithPeers } from '../helpers/started.js';
 
 const plugin = fileURLToPath(new URL('../fixtures/plugins/open-slow.mjs', import.meta.url));
 const INBOX = 'open-slow';
@@ -30,24 +30,13 @@ const WAIT_MS = 500;
 /** Past a host's share (1,024) in two peers' halves, and enough to wait many seconds behind first come first served. */
 const FLOOD = 2_000;
 
-let node: NodeProcess;
-const peers: ForeignPeer[] = [];
-const identities: Identity[] = [];
-
-beforeAll(async () => {
-  node = await startNode({ config: { plugins: { modules: [plugin] } } });
-}, 60_000);
-afterAll(async () => {
-  await Promise.all([...peers, ...identities].map((p) => p.stop()));
-  // Stopped gracefully, the node would first serve what is left of the flood (seconds of it).
-  await node?.kill();
-  await stopCluster([node].filter(Boolean));
-});
+// Killed after the test: stopped gracefully, it would first serve what is left of the flood (seconds of it).
+const scene = nodeWithPeers({ config: { plugins: { modules: [plugin] } } }, 'kill');
 
 /** A signed call of the slow behavior from `peer`'s identity `key`, its reply to `cont`. */
 function call(key: KeyPair, peer: string, cont: string, ttlMs: number): Envelope {
   const env: Envelope = {
-    to: { id: '', did: '', addr: { host: node.peerId, inbox: INBOX } },
+    to: { id: '', did: '', addr: { host: scene.node.peerId, inbox: INBOX } },
     be: BE,
     from: { id: key.id, did: key.did, addr: { host: peer, inbox: 'caller' } },
     nonce: nextNonce(),
@@ -59,7 +48,7 @@ function call(key: KeyPair, peer: string, cont: string, ttlMs: number): Envelope
 
 /** The node's count of envelopes for the slow behavior with `outcome`, and its mailbox's depth. */
 async function observed(outcome: string): Promise<{ count: number; depth: number }> {
-  const text = await (await fetch(`${node.url}/metrics`)).text();
+  const text = await (await fetch(`${scene.node.url}/metrics`)).text();
   const count = Number(new RegExp(`dms_envelopes_total\\{behavior="${BE}",outcome="${outcome}"\\} (\\d+)`).exec(text)?.[1] ?? 0);
   const depth = Number(new RegExp(`dms_mailbox_depth\\{actor="${INBOX}"\\} (\\d+)`).exec(text)?.[1]);
   return { count, depth };
@@ -70,8 +59,8 @@ describe('a peer flooding a slow behavior', () => {
     // Two identities on an address of their own (127.0.0.9), each writing half the flood on the
     // actor stream as fast as the node reads, within a peer's share: together past their host's.
     // They read no replies.
-    const flooders = await startIdentities(2, { localAddress: '127.0.0.9' });
-    identities.push(...flooders);
+    const { node } = scene;
+    const flooders = (await startIdentities(2, { localAddress: '127.0.0.9' })).map((f) => scene.keep(f));
     await Promise.all(
       flooders.map(async (flooder, n) => {
         expect(await flooder.dial(listenAddr(node))).toBe(true);
@@ -93,8 +82,7 @@ describe('a peer flooding a slow behavior', () => {
     expect(refused.depth).toBeLessThanOrEqual(1_024);
 
     // Another peer's calls (from 127.0.0.1), while the flood still waits: each answered in about the call's own time.
-    const honest = await ForeignPeer.connectedTo(node);
-    peers.push(honest);
+    const honest = scene.keep(await ForeignPeer.connectedTo(node));
     const answers: string[] = [];
     for (let i = 0; i < 3; i++) {
       const started = Date.now();

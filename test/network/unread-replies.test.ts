@@ -7,26 +7,17 @@
  * actor a peer may ask, the deployment actor's bids and leases among them.
  */
 import type { Stream } from '@libp2p/interface';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ACTOR_PROTOCOL } from '../../runtime/network/libp2p-transport.js';
 import { decodePayload } from '../../runtime/wire/envelope.js';
-import { listenAddr, stopCluster, waitFor } from '../helpers/network.js';
-import { type NodeProcess, startNode } from '../helpers/node.js';
+import { listenAddr, waitFor } from '../helpers/network.js';
 import { ForeignPeer } from '../helpers/peer.js';
+import { nodeWithPeers } from '../helpers/started.js';
 
 /** Replies to /public/hello are a few hundred bytes: this many fill the stream's window many times over. */
 const REQUESTS = Number(process.env.REQ ?? 5_000);
 
-let node: NodeProcess;
-const peers: ForeignPeer[] = [];
-
-beforeAll(async () => {
-  node = await startNode();
-}, 60_000);
-afterAll(async () => {
-  await Promise.all(peers.map((p) => p.stop()));
-  await stopCluster([node].filter(Boolean));
-});
+const scene = nodeWithPeers();
 
 /** Waits up to `ms` for the reply at `be`: how long it took and what it said, or 'none'. */
 async function replyWithin(peer: ForeignPeer, be: string, ms: number): Promise<string> {
@@ -42,8 +33,8 @@ async function replyWithin(peer: ForeignPeer, be: string, ms: number): Promise<s
 describe('a peer that never reads its replies', () => {
   it('holds none of the actor it asks: another peer is still answered', { timeout: 90_000 }, async () => {
     // Every stream the node opens to it is paused as it arrives: nothing is read, no window credited.
-    const hostile = await ForeignPeer.start();
-    peers.push(hostile);
+    const { node } = scene;
+    const hostile = scene.keep(await ForeignPeer.start());
     const unread: Stream[] = [];
     await hostile.transport.node.unhandle(ACTOR_PROTOCOL);
     await hostile.transport.node.handle(ACTOR_PROTOCOL, (stream: Stream) => {
@@ -53,8 +44,7 @@ describe('a peer that never reads its replies', () => {
     await hostile.transport.connect(listenAddr(node));
     for (let i = 0; i < REQUESTS; i++) await hostile.send(hostile.envelope(node, { be: '/public/hello', cont: '/private/unread', ttlMs: 60_000 }));
 
-    const honest = await ForeignPeer.connectedTo(node);
-    peers.push(honest);
+    const honest = scene.keep(await ForeignPeer.connectedTo(node));
     const took: string[] = [];
     for (let i = 0; i < 5; i++) {
       await honest.send(honest.envelope(node, { be: '/public/hello', cont: `/private/honest-${i}`, ttlMs: 20_000 }));
