@@ -51,8 +51,8 @@ class Lane<T> {
  * posted; one with thousands waiting has the next free slot no more often than one with a
  * single item. No group but the node's may hold more than GROUP_SHARE of the capacity, nor post
  * past half of it while it holds LIGHT_GROUP. First come first served, a peer flooding a slow
- * behavior (a plugin's call to an outside service) filled the mailbox, and every other caller,
- * the operator's own included, was refused until it drained (test/network/mailbox-turns.test.ts).
+ * behavior (a plugin's call to an outside service) had every other caller wait behind its flood,
+ * or, past the capacity, refused until it drained (test/network/mailbox-turns.test.ts).
  */
 export class Mailbox<T> {
   /** One tick per item posted; each takes, when its turn to run comes, the item whose turn it is. */

@@ -1,9 +1,10 @@
 /**
  * One peer flooding a behavior that is slow (an operator's plugin that waits on an outside
  * service, open to everyone) must not shut every other caller out of that actor. First come
- * first served, the flooder's envelopes filled the actor's mailbox at the node's intake rate
- * while the behavior took 128 a second: another peer's calls waited seconds behind them, and a
- * larger flood filled the mailbox (4,096) and had every other caller refused until it drained.
+ * first served, the flooder's envelopes went into the actor's mailbox at the node's intake rate
+ * (thousands a second) while the behavior took 128 a second: another peer's calls waited 4.0 and
+ * 10.9 s behind them (watched), and a flood past 4,096 would fill the mailbox and have every
+ * other caller refused until it drained.
  * Now a mailbox takes its senders in turns, grouped by host, and one host may hold a quarter of
  * it (runtime/mailbox.ts).
  */
