@@ -3,8 +3,9 @@ import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
 // glibc's thresholds are the process's own, so each case runs in a child. What can be seen from
-// outside malloc is where a block lands: above the mmap threshold in a mapping of its own, below
-// it in the heap (`[heap]` in /proc/self/maps, which grows by the block). `gc()` collects the
+// outside malloc is where a block lands: above the mmap threshold in an anonymous mapping of its
+// own, below it in the heap (`[heap]` in /proc/self/maps, which grows by the block unless it has
+// the room already). `gc()` collects the
 // raising block at once instead of at some later collection; V8 may free what a collection found
 // dead on a thread of its own, after gc() returns, and finishes that work when the next
 // collection begins: so each `collect()` is two.
