@@ -219,22 +219,26 @@ export class OutboundChannels {
   private readonly byPeer = new Map<string, OutboundChannel>();
   private readonly total: QueuedBytes;
 
-  constructor(private readonly limits: ChannelLimits) {
+  /**
+   * `opener` runs when a channel to a peer is made (it may throw for a peer that cannot be
+   * dialled) and gives what opens a stream to it.
+   */
+  constructor(
+    private readonly limits: ChannelLimits,
+    private readonly opener: (peer: string) => () => Promise<Stream>,
+  ) {
     this.total = new QueuedBytes(limits.maxTotalQueuedBytes);
   }
 
-  /**
-   * The channel to `peer`. `opener` runs only when one is made (it may throw for a peer that
-   * cannot be dialled) and gives what opens a stream to it.
-   */
-  to(peer: string, opener: () => () => Promise<Stream>): OutboundChannel {
+  /** The channel to `peer`, made on the first send to it: a send on a live one allocates nothing. */
+  to(peer: string): OutboundChannel {
     let channel = this.byPeer.get(peer);
     if (channel) return channel;
     channel = new OutboundChannel(peer, {
       maxQueuedBytes: this.limits.maxQueuedBytes,
       total: this.total,
       stallMs: this.limits.stallMs,
-      open: opener(),
+      open: this.opener(peer),
       // Destinations come from callers (REST included): a channel per unreachable peer id would grow the map without bound.
       onUnreachable: (failed) => this.forget(peer, failed),
     });

@@ -154,11 +154,19 @@ export class Libp2pTransport implements Transport {
     this.bans = parts.bans;
     this.maxEnvelopeBytes = opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES;
     this.partials = parts.partials ?? new PartialFrames(partialBudget(this.maxEnvelopeBytes));
-    this.channels = new OutboundChannels({
-      maxQueuedBytes: opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES,
-      maxTotalQueuedBytes: opts.maxTotalQueuedBytes ?? DEFAULT_MAX_TOTAL_QUEUED_BYTES,
-      stallMs: opts.sendStallMs,
-    });
+    this.channels = new OutboundChannels(
+      {
+        maxQueuedBytes: opts.maxQueuedBytes ?? DEFAULT_MAX_QUEUED_BYTES,
+        maxTotalQueuedBytes: opts.maxTotalQueuedBytes ?? DEFAULT_MAX_TOTAL_QUEUED_BYTES,
+        stallMs: opts.sendStallMs,
+      },
+      // Parsing a peer id costs tens of µs (it rebuilds the public key): only a new channel,
+      // not a send on a live one, which already stands for a checked, routable host.
+      (host) => {
+        const peerId = this.routablePeer(host);
+        return () => this.openStream(peerId);
+      },
+    );
     this.dialTimeoutMs = opts.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     this.lookupTimeoutMs = opts.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS;
     this.log = opts.log ?? libp2pLog(node);
@@ -204,12 +212,7 @@ export class Libp2pTransport implements Transport {
     const host = env.to.addr.host;
     const json = encodeEnvelope(env);
     const size = this.checkSize(json);
-    // Parsing a peer id costs tens of µs (it rebuilds the public key); a live channel already
-    // stands for a checked, routable host, so only a new one pays for it.
-    const channel = this.channels.to(host, () => {
-      const peerId = this.routablePeer(host);
-      return () => this.openStream(peerId);
-    });
+    const channel = this.channels.to(host);
     await channel.write(encodeFrame(json, size));
     this.counters.envelopesSent++;
     if (start !== undefined) {
