@@ -412,11 +412,17 @@ export class DockerExecutor extends StoredOutput implements Executor {
       machine.send({ type: 'lost', reason });
       return;
     }
+    // The verdict's inspection goes while the output's last bytes are read: the end needs both,
+    // neither needs the other, and one after the other they were a round trip to the engine
+    // more on every job's end (bench:jobs b). A cancelled container was killed by us, not by
+    // the OOM killer: nothing to wait for.
+    const verdict = oomVerdict(container, cancelReason() ? 0 : statusCode, this.oom, this.oomSettleMs, this.engine.answerMs);
+    // Awaited below, once the output is in; until then nobody may see it fail.
+    verdict.catch(() => undefined);
     await output.followEnded(followed);
     await output.finish();
     try {
-      // A cancelled container was killed by us, not by the OOM killer: nothing to wait for.
-      const info = await oomVerdict(container, cancelReason() ? 0 : statusCode, this.oom, this.oomSettleMs, this.engine.answerMs);
+      const info = await verdict;
       // Before the end is told: the orchestrator stores the manifest with it, and removes the container after.
       if (this.outputs && run.files?.outputs.length) {
         const { outputs, requester } = run.files;
