@@ -200,6 +200,9 @@ async function startNetwork(system: ActorSystem, config: Config, log: Logger, ke
     throw listenError(e) ?? e;
   }
   system.attachTransport(transport);
+  system.metrics?.gauge('dms_gossip_messages', 'Gossip messages that reached this node since it started, by what became of them: accepted, over_relay_rate or over_publisher_rate (dropped unchecked: a peer past its rate), expired, rejected (invalid)', ['outcome'], (set) => {
+    for (const [outcome, count] of Object.entries(transport.stats().gossip)) set({ outcome }, count);
+  });
   return transport;
 }
 

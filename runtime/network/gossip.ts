@@ -25,6 +25,18 @@ export const GOSSIP_RELAY_RATES: MessageRates = { perPeer: 1_000, perHost: 2_000
 export const GOSSIP_PUBLISHER_RATE = 500;
 
 /**
+ * What became of each gossip message that reached this node before gossipsub delivered it:
+ * accepted (delivered, and relayed); over_relay_rate (the peer or host relaying it was past
+ * GOSSIP_RELAY_RATES: dropped before its signature was checked); over_publisher_rate (its
+ * publisher past GOSSIP_PUBLISHER_RATE: dropped before it was parsed); expired (ignored);
+ * rejected (invalid: counted against the relaying peer's score). A copy of an accepted message
+ * is dropped by gossipsub before any of these and not counted. Read at `/metrics` as
+ * `dms_gossip_messages{outcome}`: a peer flooding the node shows there first.
+ */
+export type GossipTally = Record<'accepted' | 'over_relay_rate' | 'over_publisher_rate' | 'expired' | 'rejected', number>;
+export const gossipTally = (): GossipTally => ({ accepted: 0, over_relay_rate: 0, over_publisher_rate: 0, expired: 0, rejected: 0 });
+
+/**
  * Gossip validation: what a node checks on a broadcast envelope before gossipsub delivers it
  * *or relays it to the mesh*. Without it, every relay forwards whatever it receives and each
  * node's kernel refuses a forgery only after the whole mesh has carried it.
@@ -49,6 +61,8 @@ export class GossipValidator {
     /** This node's peer id, which its stage timings are published under. */
     private readonly host: string,
     publisherRate = GOSSIP_PUBLISHER_RATE,
+    /** Counted into as each message is judged. */
+    readonly tally: GossipTally = gossipTally(),
   ) {
     this.publishers = new RateLimiter(publisherRate, publisherRate * 5);
   }
@@ -63,11 +77,16 @@ export class GossipValidator {
 
   private async check(propagationSource: PeerId, msg: Message): Promise<TopicValidatorResult> {
     const reject = (why: string) => {
+      this.tally.rejected++;
       this.onReject(propagationSource.toString(), msg.topic, why);
       return TopicValidatorResult.Reject;
     };
+    const ignore = (outcome: 'over_publisher_rate' | 'expired') => {
+      this.tally[outcome]++;
+      return TopicValidatorResult.Ignore;
+    };
     // The author whose signature gossipsub checked (this node signs and checks every message).
-    if (this.publishers.take(msg.type === 'signed' ? msg.from.toString() : propagationSource.toString()) > 0) return TopicValidatorResult.Ignore;
+    if (this.publishers.take(msg.type === 'signed' ? msg.from.toString() : propagationSource.toString()) > 0) return ignore('over_publisher_rate');
     if (msg.data.byteLength > this.maxEnvelopeBytes) return reject(`${msg.data.byteLength} bytes, over the ${this.maxEnvelopeBytes}-byte envelope limit`);
     let env: Envelope;
     try {
@@ -76,7 +95,7 @@ export class GossipValidator {
       return reject(`undecodable envelope: ${errorText(e)}`);
     }
     if (env.opt.topic !== msg.topic) return reject(`opt.topic ${env.opt.topic ?? '(none)'} is not the topic it came on`);
-    if (isExpired(env.opt.exp)) return TopicValidatorResult.Ignore;
+    if (isExpired(env.opt.exp)) return ignore('expired');
     try {
       const pending = checkEnvelope(env);
       if (pending) await pending;
@@ -84,6 +103,7 @@ export class GossipValidator {
       return reject(errorText(e));
     }
     this.parsed.set(msg, env);
+    this.tally.accepted++;
     return TopicValidatorResult.Accept;
   }
 

@@ -15,7 +15,7 @@ import { DmsError, errorText, invalid } from '../errors.js';
 import type { PeerBans } from './bans.js';
 import { noiseCrypto } from './noise-cipher.js';
 import { BoundedDatastore, MAX_ENTRIES, MAX_PER_OWNER } from './bounded-datastore.js';
-import { GOSSIP_RELAY_RATES } from './gossip.js';
+import { GOSSIP_RELAY_RATES, type GossipTally } from './gossip.js';
 import { HEADROOM, hostOf, InboundShare, MAX_PENDING } from './inbound-share.js';
 import { boundPeerAddresses } from './peer-addresses.js';
 import { PartialFrames, partialBudget } from './partial-frames.js';
@@ -130,6 +130,8 @@ export interface HostOptions {
   dhtMessageRates?: MessageRates;
   /** Gossip messages a peer, and a host, may relay to this node a second; GOSSIP_RELAY_RATES (./gossip.ts) when absent. */
   gossipRelayRates?: MessageRates;
+  /** Counts the gossip messages dropped for the relay rates (`over_relay_rate`), with the validator's outcomes. */
+  gossipTally?: GossipTally;
 }
 
 export interface DmsServices extends Record<string, unknown> {
@@ -211,7 +213,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
       // hour: loopback, a LAN or one NAT would cut genuine nodes off (score.ts).
       scoreParams: peerScoreParams(opts.greeted ?? new GreetedPeers()),
       // Before a message's signature is checked (patches/@libp2p+gossipsub: gossip.ts says why).
-      acceptMessage: (from) => relayed.take(from.toString(), hostOfPeer(from)),
+      acceptMessage: (from) => relayed.take(from.toString(), hostOfPeer(from)) || (opts.gossipTally && opts.gossipTally.over_relay_rate++, false),
     }),
   };
   // Loaded only when asked for: it is off by default, and its DNS packet code weighs on every start.

@@ -15,7 +15,7 @@ import { givenUpText, type RateEnd, type ServiceStreamGivenUp } from './service-
 import { readActorStream } from './actor-stream.js';
 import { FairIntake } from './fair-intake.js';
 import { hostOf } from './inbound-share.js';
-import { GossipValidator, scoreTopic } from './gossip.js';
+import { gossipTally, type GossipTally, GossipValidator, scoreTopic } from './gossip.js';
 import { BOOTSTRAP_TAG, BOOTSTRAP_TAG_VALUE, createHost, type DmsLibp2p, type HostOptions } from './host.js';
 import { SharedPings } from './pings.js';
 import { GreetedPeers } from './score.js';
@@ -54,6 +54,7 @@ interface HostParts {
   greeted: GreetedPeers;
   bans: PeerBans;
   partials?: PartialFrames;
+  gossipTally?: GossipTally;
 }
 
 const isPromiseLike = (x: unknown): x is PromiseLike<unknown> => typeof (x as PromiseLike<unknown> | undefined)?.then === 'function';
@@ -82,6 +83,8 @@ export interface TransportStats {
   envelopesReceived: number;
   /** Inbound envelopes or frames thrown away: undecodable, oversized, or on the wrong topic. */
   dropped: number;
+  /** What became of the gossip messages that reached this node (./gossip.ts). */
+  gossip: GossipTally;
 }
 
 /**
@@ -102,7 +105,7 @@ export class Libp2pTransport implements Transport {
   private readonly envelopeHandlers = new Set<EnvelopeHandler>();
   private readonly peerHandlers = new Set<PeerHandler>();
   private readonly redialHandlers = new Set<(peer: string) => void>();
-  private readonly counters: TransportStats = { streamsOpened: 0, envelopesSent: 0, envelopesReceived: 0, dropped: 0 };
+  private readonly counters: Omit<TransportStats, 'gossip'> = { streamsOpened: 0, envelopesSent: 0, envelopesReceived: 0, dropped: 0 };
   private readonly gossip: GossipValidator;
   private readonly greeted: GreetedPeers;
   private readonly bans: PeerBans;
@@ -118,7 +121,7 @@ export class Libp2pTransport implements Transport {
   /** Builds the host, wires the transport into it, then starts it. */
   static async create(opts: HostOptions & TransportOptions): Promise<Libp2pTransport> {
     const maxEnvelopeBytes = opts.maxEnvelopeBytes ?? DEFAULT_MAX_ENVELOPE_BYTES;
-    const parts: HostParts = { greeted: new GreetedPeers(), bans: new PeerBans({ ...DEFAULT_BAN_POLICY, ...opts.banPolicy }), partials: new PartialFrames(partialBudget(maxEnvelopeBytes)) };
+    const parts: HostParts = { greeted: new GreetedPeers(), bans: new PeerBans({ ...DEFAULT_BAN_POLICY, ...opts.banPolicy }), partials: new PartialFrames(partialBudget(maxEnvelopeBytes)), gossipTally: gossipTally() };
     // The host's services register their protocols when it starts, after the transport exists.
     let transport: Libp2pTransport | undefined;
     const serviceStreamGivenUp: ServiceStreamGivenUp = (peer, protocol, why) => transport?.partialGivenUp(peer, why, givenUpText(protocol, why));
@@ -172,7 +175,7 @@ export class Libp2pTransport implements Transport {
     this.log = opts.log ?? libp2pLog(node);
     // A rejection is logged at debug only: a peer flooding forgeries must not flood the log as well.
     const rejected = (peer: string, topic: string, why: string) => (this.counters.dropped++, this.log.debug({ peer, topic, why }, 'gossip message rejected before relay'));
-    this.gossip = new GossipValidator(this.maxEnvelopeBytes, rejected, this.host);
+    this.gossip = new GossipValidator(this.maxEnvelopeBytes, rejected, this.host, undefined, parts.gossipTally);
     node.addEventListener('peer:connect', this.onConnect);
     node.addEventListener('connection:open', this.onConnectionOpen);
     node.addEventListener('peer:disconnect', this.onDisconnect);
@@ -203,7 +206,7 @@ export class Libp2pTransport implements Transport {
   }
 
   stats(): TransportStats {
-    return { ...this.counters };
+    return { ...this.counters, gossip: { ...this.gossip.tally } };
   }
 
   async send(env: Envelope): Promise<void> {

@@ -95,7 +95,10 @@ describe('gossip relayed to the node', () => {
     const COUNT = 6_000;
     const { perPeer } = RATES;
     const flooder = await gossiper('127.0.0.8');
+    const droppedBefore = transport.stats().gossip.over_relay_rate;
     const { count, seconds } = await acceptedDuring(() => flood(flooder, COUNT));
+    // Each one dropped is counted (dms_gossip_messages{outcome="over_relay_rate"}).
+    expect(transport.stats().gossip.over_relay_rate - droppedBefore).toBe(COUNT - count);
     // Unlimited, all 6,000 were validated (watched failing); five seconds' worth at once, then the rate.
     expect(count).toBeGreaterThanOrEqual(perPeer * 5);
     expect(count).toBeLessThanOrEqual(perPeer * 5 + perPeer * seconds + 1);
@@ -109,7 +112,9 @@ describe('gossip relayed to the node', () => {
     const { perPeer, perHost } = RATES;
     const crowd: Gossiper[] = [];
     for (let i = 0; i < 4; i++) crowd.push(await gossiper('127.0.0.10'));
+    const droppedBefore = transport.stats().gossip.over_relay_rate;
     const { count, seconds } = await acceptedDuring(async () => void (await Promise.all(crowd.map((p) => flood(p, perPeer * 5)))));
+    expect(transport.stats().gossip.over_relay_rate - droppedBefore).toBe(crowd.length * perPeer * 5 - count);
     expect(count).toBeGreaterThanOrEqual(perHost * 5);
     expect(count).toBeLessThanOrEqual(perHost * 5 + perHost * seconds + 1);
     expect(count).toBeLessThan(crowd.length * perPeer * 5);
