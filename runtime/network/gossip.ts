@@ -29,8 +29,9 @@ export const GOSSIP_PUBLISHER_RATE = 500;
  * accepted (delivered, and relayed); over_relay_rate (the peer or host relaying it was past
  * GOSSIP_RELAY_RATES: dropped before its signature was checked); over_publisher_rate (its
  * publisher past GOSSIP_PUBLISHER_RATE: dropped before it was parsed); expired (ignored);
- * rejected (invalid: counted against the relaying peer's score). A copy of an accepted message
- * is dropped by gossipsub before any of these and not counted. Read at `/metrics` as
+ * rejected (invalid: counted against the relaying peer's score). A copy of a message already
+ * accepted counts against the relay rates like any message (and as over_relay_rate past them);
+ * otherwise gossipsub drops it unjudged, uncounted. Read at `/metrics` as
  * `dms_gossip_messages{outcome}`: a peer flooding the node shows there first.
  */
 export type GossipTally = Record<'accepted' | 'over_relay_rate' | 'over_publisher_rate' | 'expired' | 'rejected', number>;

@@ -213,7 +213,11 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
       // hour: loopback, a LAN or one NAT would cut genuine nodes off (score.ts).
       scoreParams: peerScoreParams(opts.greeted ?? new GreetedPeers()),
       // Before a message's signature is checked (patches/@libp2p+gossipsub: gossip.ts says why).
-      acceptMessage: (from) => relayed.take(from.toString(), hostOfPeer(from)) || (opts.gossipTally && opts.gossipTally.over_relay_rate++, false),
+      acceptMessage: (from) => {
+        if (relayed.take(from.toString(), hostOfPeer(from))) return true;
+        if (opts.gossipTally) opts.gossipTally.over_relay_rate++;
+        return false;
+      },
     }),
   };
   // Loaded only when asked for: it is off by default, and its DNS packet code weighs on every start.
