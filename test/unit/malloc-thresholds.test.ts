@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 const MODULE = new URL('../../runtime/malloc-thresholds.ts', import.meta.url).href;
 const script = (raise: boolean) => `
 import { readFileSync } from 'node:fs';
-import { raiseMallocThresholds } from ${JSON.stringify(MODULE)};
+import { RAISING_BLOCK_BYTES, raiseMallocThresholds } from ${JSON.stringify(MODULE)};
 const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\\n').filter(Boolean).map((l) => {
   const [range, , , , inode, name] = l.split(/ +/);
   const [from, to] = range.split('-').map((h) => parseInt(h, 16));
@@ -21,8 +21,9 @@ const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\\n').filter(B
 const heapMiB = () => maps().filter((m) => m.heap).reduce((a, m) => a + m.mib, 0);
 const apartMiB = () => maps().filter((m) => m.anonymous).reduce((a, m) => a + m.mib, 0);
 const collect = () => { gc(); gc(); };
-// The raising block's own mapping: just under 32 MiB (V8's own are other sizes).
-const raisingMapped = () => maps().some((m) => m.anonymous && m.mib > 31.9 && m.mib < 32);
+// The raising block's own mapping: the block, its chunk header and the page it rounds up to
+// (V8's own mappings are other sizes).
+const raisingMapped = () => maps().some((m) => m.anonymous && m.mib * 1048576 >= RAISING_BLOCK_BYTES && m.mib * 1048576 < RAISING_BLOCK_BYTES + 65536);
 if (${raise}) {
   raiseMallocThresholds();
   raiseMallocThresholds();
