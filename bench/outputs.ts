@@ -4,7 +4,8 @@
  *      block store (UnixFS, CIDv1, raw leaves) and a manifest of it signed, per GiB
  *  (b) transfer: the whole DAG fetched over /dms/blocks/1.0.0 between two libp2p hosts (each
  *      block checked and stored), in MB/s, against
- *  (c) a raw libp2p stream carrying the same bytes one way in 256 KiB frames (target: b ≥ 0.8 × c)
+ *  (c) a raw libp2p stream carrying as many bytes one way in 256 KiB frames: one buffer sent again
+ *      and again, read from no file (target: b ≥ 0.8 × c)
  *  (d) `cp` of the same file on the same disk
  * and the RSS of both sides while (b) runs, above what each was idle before (target < 100 MB).
  * The two hosts are two processes, as two nodes are: the holder (the provider, which imported
@@ -137,7 +138,7 @@ async function main(): Promise<void> {
       return { ms: performance.now() - t0, cpu: { fetcher: cpuMs(process.pid) - fetcher, holder: cpuMs(holderPid) - held } };
     };
 
-    // (c) raw stream floor: the same bytes one way, holder to fetcher, in frames of a block's size.
+    // (c) raw stream floor: as many bytes one way, holder to fetcher, in frames of a block's size.
     const raw = async () => {
       const stream = await b.node.dialProtocol(holderPeer, SOURCE_PROTOCOL);
       let received = 0;
