@@ -11,6 +11,20 @@ import { targetProblem } from './request-target.js';
 
 /** How long a TLS client may take over its handshake. */
 const TLS_HANDSHAKE_MS = 10_000;
+/**
+ * How long a request's line and headers may take to arrive (node:http's own default, which it
+ * drops when the whole-request bound is off, so it is set here).
+ */
+export const HEADERS_TIMEOUT_MS = 60_000;
+/**
+ * node:http's bound on a whole request, body included (300 s by default), is off: an upload
+ * still arriving at 300 s was cut with a 408, however steadily it came (1 GiB, the default
+ * `blocks.max_upload_bytes`, over a link slower than 3.6 MB/s). A body that stops arriving is cut
+ * after `rest.body_idle_timeout_s` (cutWhenStalled), and one that arrives slowest gives its
+ * connection up when the slots are wanted (./connection-slots.ts): those bound what a slow
+ * client holds, not how long an honest one may take.
+ */
+const SERVER_TIMEOUTS = { requestTimeout: 0, headersTimeout: HEADERS_TIMEOUT_MS };
 
 export interface Listening {
   server: Server;
@@ -56,9 +70,9 @@ export async function listen(app: H3, config: Config): Promise<Listening> {
       throw new DmsError('invalid', `tls: cannot read certificate or key (${(e as Error).message})`);
     }
     // A client finishes its handshake in a few round trips; Node waits 120 s for one by default.
-    server = createHttpsServer({ cert, key, handshakeTimeout: TLS_HANDSHAKE_MS }, handler) as unknown as Server;
+    server = createHttpsServer({ cert, key, handshakeTimeout: TLS_HANDSHAKE_MS, ...SERVER_TIMEOUTS }, handler) as unknown as Server;
   } else {
-    server = createHttpServer(handler);
+    server = createHttpServer(SERVER_TIMEOUTS, handler);
   }
   server.keepAliveTimeout = 65_000;
   // Every connection is a file descriptor the node's libp2p, SQLite and containers need too.

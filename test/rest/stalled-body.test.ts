@@ -3,10 +3,14 @@
  * read: three connections that each declared 1 GiB, sent 2 bytes and then nothing held 3 GiB of
  * the share for as long as they stayed open (found by a hostile REST probe of a running node).
  * Now such a body is cut after `rest.body_idle_timeout_s` and its claim released; a body that
- * keeps arriving, however slowly, is not.
+ * keeps arriving, however slowly, is not. node:http itself cut such a body after 300 s (its
+ * bound on a whole request): an upload sending 1 KiB every 5 s was answered 408 at 300 s (found
+ * by a probe of a running node, .scratch; longer than a test may wait, so the bound is checked
+ * where the server is made).
  */
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HEADERS_TIMEOUT_MS } from '../../http/server.js';
 import { type LocalNode, startLocalNode } from '../helpers/local-node.js';
 import { waitFor } from '../helpers/network.js';
 
@@ -40,6 +44,12 @@ describe('a request body that stops arriving', () => {
     expect(cut, 'the node closed the stalled upload within 8 s').toBe(true);
     await waitFor('its claim to be released', async () => (await uploads()) === 0, { timeoutMs: 5_000 });
     expect((await fetch(`${node.url}/health`)).status).toBe(200);
+  });
+
+  it('is not cut for the time the whole request takes, only its head is (node:http cut a steady upload at 300 s)', () => {
+    const { server } = node.node.http;
+    expect(server.requestTimeout, 'no bound on a whole request').toBe(0);
+    expect(server.headersTimeout, 'the request line and headers still have 60 s').toBe(HEADERS_TIMEOUT_MS);
   });
 
   it('control: a body that keeps arriving more slowly than a byte a second ends as an upload', { timeout: 20_000 }, async () => {
