@@ -108,6 +108,7 @@ const NODE = [
   'test/rest/fuzz.test.ts',
   'test/rest/openapi.test.ts',
   'test/rest/stalled-body.test.ts',
+  'test/rest/quiet-streams.test.ts',
   'test/rest/refused-body.test.ts',
   'test/rest/http-edges.test.ts',
   'test/rest/query-params.test.ts',

@@ -47,6 +47,8 @@ export const ConfigSchema = z
         body_limit: positiveInt.default(1_048_576),
         /** A request body that sends nothing for this long is cut: a stalled upload holds storage it claimed. */
         body_idle_timeout_s: positiveInt.max(3600).default(30),
+        /** How long an event stream (a job followed, the dev stream) may say nothing before it writes a keep-alive comment (http/sse.ts). */
+        sse_keepalive_s: positiveInt.max(300).default(15),
         /** Connections the REST server holds at once, so the node keeps file descriptors for its own work; past it the slowest waiting on its client goes (http/connection-slots.ts). */
         max_connections: positiveInt.max(65_536).default(1024),
         /** REST invokes and broadcasts waiting for replies at once (503 above it). */

@@ -14,6 +14,7 @@ import { DmsError } from '../../runtime/errors.js';
 import type { ActorSystem, SystemEvent } from '../../runtime/system.js';
 import { decodePayload, type Envelope } from '../../runtime/wire/envelope.js';
 import { DEV_PAGE, DEV_PAGE_PATH } from '../dev-page.js';
+import { KEEPALIVE, SSE_HEADERS } from '../sse.js';
 import type { RouteModule } from './types.js';
 
 /** Watchers at once: with MAX_QUEUED_BYTES each, what they can make the node hold is bounded. */
@@ -23,12 +24,6 @@ const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 /** The most a watcher waits for an event: short enough to read as live. */
 const FLUSH_MS = 25;
 const FLUSH_BYTES = 64 * 1024;
-const SSE_HEADERS = {
-  'content-type': 'text/event-stream',
-  'cache-control': 'no-store, no-transform',
-  // A proxy in front of the node must not hold events back.
-  'x-accel-buffering': 'no',
-};
 /** How often each actor's mailbox depth is sampled while someone watches. */
 const MAILBOX_SAMPLE_MS = 1000;
 
@@ -90,7 +85,7 @@ export const devRoutes: RouteModule = ({ table, config, system, stages }) => {
         throw new DmsError('overloaded', `the dev stream has ${MAX_WATCHERS} watchers, as many as it takes; close one or retry later`, { retryAfter: 5 });
       }
       watchers++;
-      return watch(system, filters, config.general.dev_payloads, () => watchers--);
+      return watch(system, filters, config.general.dev_payloads, config.rest.sse_keepalive_s * 1000, () => watchers--);
     },
   });
 
@@ -137,7 +132,7 @@ export const devRoutes: RouteModule = ({ table, config, system, stages }) => {
  * of JSON (JSON.stringify escapes line breaks), so an SSE frame is two fixed strings around it,
  * where the general formatter splits each event into lines with a regular expression.
  */
-function watch(system: ActorSystem, filters: DevStreamFilters, payloads: boolean, onClosed: () => void): Response {
+function watch(system: ActorSystem, filters: DevStreamFilters, payloads: boolean, keepaliveMs: number, onClosed: () => void): Response {
   // Events go out in batches, one chunk each, every FLUSH_MS or sooner when FLUSH_BYTES have
   // gathered: a chunk is a stream read, a syscall and a wake-up of the watcher, which under
   // load cost the node and the watcher more than building the events does.
@@ -162,6 +157,7 @@ function watch(system: ActorSystem, filters: DevStreamFilters, payloads: boolean
     },
     new ByteLengthQueuingStrategy({ highWaterMark: MAX_QUEUED_BYTES }),
   );
+  let wrote = Date.now();
   const flush = () => {
     clearTimeout(timer);
     timer = undefined;
@@ -169,6 +165,7 @@ function watch(system: ActorSystem, filters: DevStreamFilters, payloads: boolean
     const chunk = encoder.encode(batch);
     batch = '';
     controller.enqueue(chunk);
+    wrote = Date.now();
   };
   /** Bytes written and not yet taken by the connection, and gathered for the next chunk. */
   const queued = () => MAX_QUEUED_BYTES - (controller.desiredSize ?? 0) + batch.length;
@@ -208,6 +205,11 @@ function watch(system: ActorSystem, filters: DevStreamFilters, payloads: boolean
   });
   const sampler = setInterval(() => {
     for (const e of mailboxSamples(system)) send(e);
+    // A watcher whose filters leave nothing of a quiet node is still told the stream is alive.
+    if (batch === '' && Date.now() - wrote >= keepaliveMs && queued() < MAX_QUEUED_BYTES) {
+      controller.enqueue(encoder.encode(KEEPALIVE));
+      wrote = Date.now();
+    }
   }, MAILBOX_SAMPLE_MS);
   function close() {
     if (closed) return;

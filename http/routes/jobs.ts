@@ -33,6 +33,7 @@ import { refuseNodeOfferingNothing } from './peers.js';
 import type { RouteModule } from './types.js';
 import type { Config } from '../../runtime/config.js';
 import { resolveJobInputs } from './outputs.js';
+import { KEEPALIVE, SSE_HEADERS } from '../sse.js';
 
 /** The REST `viewer` role reads jobs without their environment values (secrets). */
 const forCaller = (event: H3Event) => (principalOf(event)?.role === 'viewer' ? redactJob : (job: Job) => job);
@@ -57,12 +58,6 @@ const FOLLOW_POLL_MS = 5_000;
 export const FOLLOW_PAGE_BYTES = 64 * 1024;
 /** Seconds a follower refused for a full cap is told to wait: a closed follower's slot is free within FOLLOW_POLL_MS. */
 const FOLLOW_RETRY_S = Math.ceil(FOLLOW_POLL_MS / 1000);
-const SSE_HEADERS = {
-  'content-type': 'text/event-stream',
-  'cache-control': 'no-store, no-transform',
-  // A proxy in front of the node must not hold events back.
-  'x-accel-buffering': 'no',
-};
 /** The envelope of a poll outlives its wait, so a reply that comes at the last moment is still taken. */
 const FOLLOW_TTL_MS = MAX_LOGS_WAIT_MS + 10_000;
 
@@ -293,7 +288,7 @@ export const jobRoutes: RouteModule = ({ table, config, system, http, log, volum
     handler: (event, input) => {
       const query = input.query();
       const id = input.param('id');
-      if (query.follow) return followLogs(http, id, query, followers.take(id));
+      if (query.follow) return followLogs(http, id, query, config.rest.sse_keepalive_s * 1000, followers.take(id));
       return call(JobBehaviors.logs, { id, from: query.from ?? 0, limit: query.limit, ...(query.previous ? { previous: true } : {}), ...(query.log ? { log: query.log } : {}) });
     },
   });
@@ -355,7 +350,7 @@ const sse = <K extends keyof typeof FollowEvents>(name: K, data: z.input<(typeof
  * all, holds one page in its socket's buffer, never the log. `release` frees its slot once the
  * stream is over and no poll of it is left waiting.
  */
-async function followLogs(http: HttpApi, id: string, query: z.output<typeof LogsQuery>, release: () => void): Promise<Response> {
+async function followLogs(http: HttpApi, id: string, query: z.output<typeof LogsQuery>, keepaliveMs: number, release: () => void): Promise<Response> {
   const limit = Math.min(query.limit ?? FOLLOW_PAGE_BYTES, FOLLOW_PAGE_BYTES);
   let polling = false;
   let closed = false;
@@ -380,6 +375,7 @@ async function followLogs(http: HttpApi, id: string, query: z.output<typeof Logs
     if (!polling) release();
   };
   const encoder = new TextEncoder();
+  let wrote = Date.now();
   let shownState = '';
   // Each poll reads on from the offset the last one ended at, in the log it was in: the output is
   // never read twice, and a run placed again goes on from its start after the rest of the last.
@@ -404,14 +400,17 @@ async function followLogs(http: HttpApi, id: string, query: z.output<typeof Logs
         try {
           for (;;) {
             // More stored already: no wait.
-            const reply = first ?? (await poll(next, more ? 0 : FOLLOW_POLL_MS, log));
+            const reply = first ?? (await poll(next, more ? 0 : Math.min(FOLLOW_POLL_MS, keepaliveMs), log));
             first = undefined;
             if (closed) return;
             next = reply.next;
             more = reply.more;
             log = reply.log;
-            const text = eventsOf(reply);
-            if (text) controller.enqueue(encoder.encode(text));
+            const text = eventsOf(reply) || (Date.now() - wrote >= keepaliveMs ? KEEPALIVE : '');
+            if (text) {
+              controller.enqueue(encoder.encode(text));
+              wrote = Date.now();
+            }
             if (reply.done) {
               controller.close();
               close();
