@@ -130,15 +130,35 @@ export class RestClient {
     if (!res.body) return;
     const decoder = new TextDecoder();
     let buffered = '';
-    for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buffered += decoder.decode(bytes, { stream: true });
-      let end: number;
-      // Events are separated by a blank line.
-      while ((end = buffered.indexOf('\n\n')) >= 0) {
-        const event = parseEvent(buffered.slice(0, end));
-        buffered = buffered.slice(end + 2);
-        if (event) yield event;
+    const chunks = (res.body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+    let ended = false;
+    try {
+      for (;;) {
+        let next: IteratorResult<Uint8Array>;
+        try {
+          next = await chunks.next();
+        } catch (e) {
+          ended = true;
+          if (opts.signal?.aborted) throw new ClientError({ kind: 'aborted', url, message: `request to ${url} aborted`, cause: e });
+          // fetch's own words were a bare "terminated".
+          throw new ClientError({ kind: 'protocol', url, message: `the event stream from ${url} broke off: ${networkReason(e)}`, cause: e });
+        }
+        if (next.done) {
+          ended = true;
+          return;
+        }
+        buffered += decoder.decode(next.value, { stream: true });
+        let end: number;
+        // Events are separated by a blank line.
+        while ((end = buffered.indexOf('\n\n')) >= 0) {
+          const event = parseEvent(buffered.slice(0, end));
+          buffered = buffered.slice(end + 2);
+          if (event) yield event;
+        }
       }
+    } finally {
+      // A reader that stopped early lets the response go, as leaving a for-await over it would.
+      if (!ended) await chunks.return?.();
     }
   }
 
@@ -219,6 +239,8 @@ export function networkReason(e: unknown): string {
     ECONNRESET: 'connection reset',
     EHOSTUNREACH: 'host unreachable',
     ETIMEDOUT: 'connection timed out',
+    UND_ERR_SOCKET: 'the connection closed',
+    UND_ERR_BODY_TIMEOUT: 'nothing came for 300 s (Node\'s fetch gives up on a quiet answer then)',
   };
   if (code) return known[code] ?? code;
   return typeof cause?.message === 'string' ? cause.message : errorText(e);

@@ -66,4 +66,41 @@ describe('RestClient', () => {
     expect(events).toEqual([{ event: 'log', data: '{"a":1}' }, { event: 'end', data: 'line1\nline2' }]);
     expect(f.seen[0].headers.accept).toBe('text/event-stream');
   });
+
+  it('an event stream that breaks off is a ClientError saying so, not fetch\'s bare "terminated"', async () => {
+    let pulls = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(c) {
+        if (pulls++ === 0) c.enqueue(new TextEncoder().encode('event: log\ndata: {}\n\n'));
+        else c.error(new TypeError('terminated', { cause: Object.assign(new Error('Body Timeout Error'), { code: 'UND_ERR_BODY_TIMEOUT' }) }));
+      },
+    });
+    const rest = new RestClient({ url: 'http://node.test', fetch: fakeFetch(() => new Response(body)).fetch });
+    const events: { event: string; data: string }[] = [];
+    const failed = await (async () => {
+      for await (const ev of rest.events('/api/v1/jobs/j1/logs?follow=true')) events.push(ev);
+    })().catch((e: unknown) => e);
+    expect(events).toEqual([{ event: 'log', data: '{}' }]);
+    expect(failed).toBeInstanceOf(ClientError);
+    expect((failed as ClientError).kind).toBe('protocol');
+    expect((failed as ClientError).message).toBe("the event stream from http://node.test/api/v1/jobs/j1/logs?follow=true broke off: nothing came for 300 s (Node's fetch gives up on a quiet answer then)");
+  });
+
+  it('a reader that stops early lets the stream go', async () => {
+    let cancelled = false;
+    const body = new ReadableStream<Uint8Array>({
+      pull(c) {
+        c.enqueue(new TextEncoder().encode('event: log\ndata: {}\n\n'));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    const rest = new RestClient({ url: 'http://node.test', fetch: fakeFetch(() => new Response(body)).fetch });
+    for await (const ev of rest.events('/x')) {
+      expect(ev.event).toBe('log');
+      break;
+    }
+    expect(cancelled).toBe(true);
+  });
 });
