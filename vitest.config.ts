@@ -109,6 +109,7 @@ const NODE = [
   'test/rest/openapi.test.ts',
   'test/rest/stalled-body.test.ts',
   'test/rest/quiet-streams.test.ts',
+  'test/cli/patient-fetch.test.ts',
   'test/rest/refused-body.test.ts',
   'test/rest/http-edges.test.ts',
   'test/rest/query-params.test.ts',

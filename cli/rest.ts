@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { RestClient } from '../client/rest.js';
 import { restCredentials } from './commands/auth.js';
 import { nodeUrl } from './context.js';
+import { patientFetch } from './patient-fetch.js';
 
 /** The node of the command's home, with the credentials `dms actor` sends too (DMS_API_KEY, DMS_TOKEN). */
-export const restFor = (cmd: Command): RestClient => new RestClient({ url: nodeUrl(cmd), headers: restCredentials() });
+export const restFor = (cmd: Command): RestClient => new RestClient({ url: nodeUrl(cmd), headers: restCredentials(), fetch: patientFetch });

@@ -15,6 +15,7 @@ import { unlockKeys } from '../passphrase.js';
 import { restCredentials } from './auth.js';
 import { keyPath, readToken } from './cap.js';
 import { terminalSafe } from '../terminal.js';
+import { patientFetch } from '../patient-fetch.js';
 
 interface TargetOptions {
   to?: string;
@@ -132,7 +133,7 @@ export function clientFor(cmd: Command): DmsClient {
   const path = keyPath(home, opts.key);
   if (!existsSync(path)) throw new CliError(`no operator key at ${path}; run \`dms init\` to create the home's keys`);
   const provide = [...(opts.cap ?? []).map((c) => readToken(c, '--cap')), ...readAnchors(anchorsPath(home)).provide];
-  return new DmsClient({ url: nodeUrl(cmd), key: readKey(path), provide, headers: restCredentials() });
+  return new DmsClient({ url: nodeUrl(cmd), key: readKey(path), provide, headers: restCredentials(), fetch: patientFetch });
 }
 
 interface KeyOptions {
