@@ -28,6 +28,7 @@ const UNIT = [
   ...testsIn('test/unit').filter((f) => !UNIT_NOT.includes(f)),
   'test/cli/client.test.ts',
   'test/outputs/blocks.test.ts',
+  'test/outputs/durable-blocks.test.ts',
   'test/outputs/manifest.test.ts',
   'test/outputs/cli-files.test.ts',
   'test/outputs/retention.test.ts',

@@ -3,6 +3,12 @@
  * written to a temporary name and renamed, so a killed process leaves no half block). Every
  * block put here from outside is checked against its CID first. The store knows how many bytes
  * it holds: they count against the node's onboarded storage share (the resource manager).
+ *
+ * A block is on the disk before the node says it holds it: each file's data is synced before
+ * its rename, and the directories renamed into are synced before an import is answered (an
+ * upload's CID, a job's signed manifest) or a fetch is done (`syncDirs`). Renamed and not
+ * synced, a block acknowledged could be an empty file after a power cut, held by name: never
+ * fetched again, served wrong to peers, which note this node for it (kubo's flatfs syncs too).
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
@@ -50,6 +56,10 @@ class CountingBlockstore extends FsBlockstore {
   private readonly sharers = new Map<string, Set<symbol>>();
   /** Block files being deleted (drop): not held. */
   private readonly deleting = new Set<string>();
+  /** Directories a block file was renamed into, or a shard directory made in, since they were last synced. */
+  private readonly unsyncedDirs = new Set<string>();
+  /** Syncs of directories under way: a sync asked meanwhile waits for them too (it may need a directory one of them took). */
+  private readonly dirSyncs = new Set<Promise<void>>();
 
   constructor(
     private readonly root: string,
@@ -141,17 +151,39 @@ class CountingBlockstore extends FsBlockstore {
     if (!this.made.has(dir)) {
       await makeDirsAsync(dir);
       this.made.add(dir);
+      // Its entry in the store's root (the shard directories are one level below it).
+      this.unsyncedDirs.add(this.root);
     }
     const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
     const handle = await open(temp, 'w');
     let written = 0;
     try {
       written = (await handle.writev(chunks as Uint8Array[])).bytesWritten;
+      await handle.datasync();
     } finally {
       await handle.close();
     }
     await rename(temp, file);
+    this.unsyncedDirs.add(dir);
     return written;
+  }
+
+  /**
+   * Syncs every directory a block was renamed into since the last sync, and waits for syncs
+   * under way: the blocks written before it resolves are on the disk by name too.
+   */
+  async syncDirs(): Promise<void> {
+    const dirs = [...this.unsyncedDirs];
+    this.unsyncedDirs.clear();
+    if (dirs.length > 0) {
+      const sync = syncEach(dirs);
+      this.dirSyncs.add(sync);
+      sync.then(
+        () => this.dirSyncs.delete(sync),
+        () => this.dirSyncs.delete(sync),
+      );
+    }
+    await Promise.all([...this.dirSyncs]);
   }
 
   /**
@@ -171,6 +203,27 @@ class CountingBlockstore extends FsBlockstore {
     this.needed(file);
     yield await readBlock(file, key);
   }
+}
+
+/** Directories synced at once (each a trip through libuv's pool). */
+const DIR_SYNCS_AT_ONCE = 8;
+
+async function syncEach(dirs: readonly string[]): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < dirs.length) {
+      const handle = await open(dirs[next++], 'r');
+      try {
+        await handle.sync();
+      } catch (e) {
+        // A file system that cannot sync a directory (EINVAL) keeps its names as it keeps them.
+        if ((e as NodeJS.ErrnoException).code !== 'EINVAL') throw e;
+      } finally {
+        await handle.close();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(DIR_SYNCS_AT_ONCE, dirs.length) }, worker));
 }
 
 async function readBlock(file: string, cid: CID): Promise<Uint8Array> {
@@ -299,12 +352,19 @@ export class BlockStore {
     const session = this.importing();
     try {
       const result = await fn(session.store);
+      // On the disk before its CID is answered or signed.
+      await this.fs.syncDirs();
       session.keep();
       return result;
     } catch (e) {
       await session.discard();
       throw e;
     }
+  }
+
+  /** Makes every block written so far durable by name (see the module's comment). */
+  syncDirs(): Promise<void> {
+    return this.fs.syncDirs();
   }
 
   /** Whether an import under way put this block file, written by it or held before (retention leaves it). */

@@ -410,6 +410,8 @@ export class BlockExchange {
       }
       level = next;
     }
+    // On the disk by name before the fetch is done (runtime/blocks/store.ts).
+    await this.store.syncDirs();
     // Held whole now: this node can serve it too.
     this.announce(root);
     return bytes;

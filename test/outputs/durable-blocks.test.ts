@@ -1,0 +1,95 @@
+/**
+ * A block is on the disk before the node says it holds it (runtime/blocks/store.ts). Renamed
+ * into place without a sync, an uploaded file answered with its CID, or a job output whose
+ * manifest was signed, could come back from a power cut as empty files, held by name: never
+ * fetched again, and served wrong. A power cut cannot be made here, so the syncs themselves are
+ * watched: FileHandle's own methods, wrapped to count each call and still called through to
+ * the disk.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { BlockStore } from '../../runtime/blocks/store.js';
+import { importFile } from '../../runtime/blocks/unixfs.js';
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+/** The prototype every FileHandle shares (node:fs/promises does not export the class). */
+async function fileHandlePrototype(): Promise<FileHandle> {
+  const probe = await open(fileURLToPath(import.meta.url), 'r');
+  await probe.close();
+  return Object.getPrototypeOf(probe) as FileHandle;
+}
+
+describe('blocks on the disk before they are acknowledged', () => {
+  it('an import resolves only once each block file’s data and each directory it was renamed into are synced', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'dms-durable-'));
+    dirs.push(root);
+    const store = new BlockStore(join(root, 'blocks'));
+    await store.open();
+    const proto = await fileHandlePrototype();
+    const dataSynced: number[] = [];
+    const dirsSynced: number[] = [];
+    // Counted, then passed on to the real method.
+    const realDatasync = proto.datasync;
+    const realSync = proto.sync;
+    proto.datasync = async function (this: FileHandle) {
+      dataSynced.push(this.fd);
+      return realDatasync.call(this);
+    };
+    proto.sync = async function (this: FileHandle) {
+      dirsSynced.push(this.fd);
+      return realSync.call(this);
+    };
+    let imported;
+    try {
+      // 1 MiB and a little more: five 256 KiB leaves and their root, in several shard directories.
+      imported = await store.importAll((s) => importFile(Readable.from([randomBytes(5 * 256 * 1024 + 7)]), s, { maxBytes: 8 * 1024 * 1024 }));
+    } finally {
+      proto.datasync = realDatasync;
+      proto.sync = realSync;
+    }
+    const files = await store.files();
+    expect(imported.size).toBe(5 * 256 * 1024 + 7);
+    expect(files.length).toBe(7);
+    expect(dataSynced.length, 'each block file written had its data synced').toBe(files.length);
+    const shardDirs = new Set(files.map((f) => dirname(f.path)));
+    // Each shard directory and the store's root (its entries), once each at the least.
+    expect(dirsSynced.length, `directories synced, for ${shardDirs.size} shard directories and the root`).toBeGreaterThanOrEqual(shardDirs.size + 1);
+  });
+
+  it('syncDirs waits for a sync another caller began, of directories it took first', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'dms-durable-'));
+    dirs.push(root);
+    const store = new BlockStore(join(root, 'blocks'));
+    await store.open();
+    await importFile(Readable.from([randomBytes(1000)]), store.fs, { maxBytes: 1 << 20 });
+    const proto = await fileHandlePrototype();
+    const realSync = proto.sync;
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    proto.sync = async function (this: FileHandle) {
+      await held;
+      return realSync.call(this);
+    };
+    try {
+      const first = store.syncDirs();
+      let secondDone = false;
+      // The second finds nothing of its own to sync: it still waits for the first's.
+      const second = store.syncDirs().then(() => (secondDone = true));
+      await new Promise((r) => setTimeout(r, 50));
+      expect(secondDone).toBe(false);
+      release();
+      await Promise.all([first, second]);
+      expect(secondDone).toBe(true);
+    } finally {
+      proto.sync = realSync;
+    }
+  });
+});
