@@ -151,8 +151,10 @@ class CountingBlockstore extends FsBlockstore {
     if (!this.made.has(dir)) {
       await makeDirsAsync(dir);
       this.made.add(dir);
-      // Its entry in the store's root (the shard directories are one level below it).
+      // Its entry in the store's root (the shard directories are one level below it), and the
+      // root's own in its parent: the store made its root when it first opened.
       this.unsyncedDirs.add(this.root);
+      this.unsyncedDirs.add(dirname(this.root));
     }
     const temp = `${file}.${randomBytes(6).toString('hex')}.tmp`;
     const handle = await open(temp, 'w');
