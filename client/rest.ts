@@ -130,24 +130,9 @@ export class RestClient {
     if (!res.body) return;
     const decoder = new TextDecoder();
     let buffered = '';
-    const chunks = (res.body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
-    let ended = false;
     try {
-      for (;;) {
-        let next: IteratorResult<Uint8Array>;
-        try {
-          next = await chunks.next();
-        } catch (e) {
-          ended = true;
-          if (opts.signal?.aborted) throw new ClientError({ kind: 'aborted', url, message: `request to ${url} aborted`, cause: e });
-          // fetch's own words were a bare "terminated".
-          throw new ClientError({ kind: 'protocol', url, message: `the event stream from ${url} broke off: ${networkReason(e)}`, cause: e });
-        }
-        if (next.done) {
-          ended = true;
-          return;
-        }
-        buffered += decoder.decode(next.value, { stream: true });
+      for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buffered += decoder.decode(bytes, { stream: true });
         let end: number;
         // Events are separated by a blank line.
         while ((end = buffered.indexOf('\n\n')) >= 0) {
@@ -156,9 +141,11 @@ export class RestClient {
           if (event) yield event;
         }
       }
-    } finally {
-      // A reader that stopped early lets the response go, as leaving a for-await over it would.
-      if (!ended) await chunks.return?.();
+    } catch (e) {
+      // Only the body's reads throw here: a reader that stops early returns through the yield.
+      if (opts.signal?.aborted) throw new ClientError({ kind: 'aborted', url, message: `request to ${url} aborted`, cause: e });
+      // fetch's own words were a bare "terminated".
+      throw new ClientError({ kind: 'protocol', url, message: `the event stream from ${url} broke off: ${networkReason(e)}`, cause: e });
     }
   }
 
