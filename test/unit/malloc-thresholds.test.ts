@@ -7,14 +7,14 @@ import { describe, expect, it } from 'vitest';
 // own, below it in the heap (`[heap]` in /proc/self/maps, which grows by the block unless it has
 // the room already). `gc()` collects the raising block at once instead of at some later
 // collection. V8 frees what a collection found dead on a thread of its own, after gc() returns,
-// unless it runs with `--single-threaded-gc`, as the child does: waiting for the raising block's
-// mapping to go was not enough, since the kernel may merge a mapping with its neighbours (CI
-// rehearsals 70 and 74 found the 8 MiB block mapped apart, the thresholds not yet raised). Where
-// a node frees the block does not matter to glibc, whose thresholds are the whole process's.
+// unless it runs with `--single-threaded-gc`, as the child does. Waiting instead for the raising
+// block's mapping to go was not enough, since the kernel may merge a mapping with its neighbours
+// (CI rehearsals 70 and 74 found the 8 MiB block mapped apart, the thresholds not yet raised).
+// Where a node frees the block does not matter to glibc, whose thresholds are the whole process's.
 const MODULE = new URL('../../runtime/malloc-thresholds.ts', import.meta.url).href;
 const script = (raise: boolean) => `
 import { readFileSync } from 'node:fs';
-import { RAISING_BLOCK_BYTES, raiseMallocThresholds } from ${JSON.stringify(MODULE)};
+import { raiseMallocThresholds } from ${JSON.stringify(MODULE)};
 const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\\n').filter(Boolean).map((l) => {
   const [range, , , , inode, name] = l.split(/ +/);
   const [from, to] = range.split('-').map((h) => parseInt(h, 16));
@@ -23,20 +23,9 @@ const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\\n').filter(B
 const heapMiB = () => maps().filter((m) => m.heap).reduce((a, m) => a + m.mib, 0);
 const apartMiB = () => maps().filter((m) => m.anonymous).reduce((a, m) => a + m.mib, 0);
 const collect = () => { gc(); gc(); };
-// The raising block's own mapping: the block, its chunk header and the page it rounds up to
-// (V8's own mappings are other sizes).
-const raisingMapped = () => maps().some((m) => m.anonymous && m.mib * 1048576 >= RAISING_BLOCK_BYTES && m.mib * 1048576 < RAISING_BLOCK_BYTES + 65536);
 if (${raise}) {
   raiseMallocThresholds();
   raiseMallocThresholds();
-  // glibc raises its thresholds when the raising block, mapped apart, is freed: waited for until
-  // its mapping is gone. Two gc() calls were not always enough under load (CI rehearsal 70: the
-  // 8 MiB block was mapped apart, the thresholds not yet raised).
-  for (let i = 0; raisingMapped(); i++) {
-    if (i === 500) throw new Error('the raising block was still mapped 5 s after it was dropped');
-    collect();
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 collect();
 const [heap0, apart0] = [heapMiB(), apartMiB()];
