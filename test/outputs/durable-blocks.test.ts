@@ -27,34 +27,51 @@ async function fileHandlePrototype(): Promise<FileHandle> {
   return Object.getPrototypeOf(probe) as FileHandle;
 }
 
+/** An empty block store in a folder of its own, removed after the file's cases. */
+async function openStore(): Promise<BlockStore> {
+  const root = mkdtempSync(join(tmpdir(), 'dms-durable-'));
+  dirs.push(root);
+  const store = new BlockStore(join(root, 'blocks'));
+  await store.open();
+  return store;
+}
+
+type SyncMethod = 'datasync' | 'sync';
+
+/**
+ * Runs `fn` with FileHandle's `method` wrapped: `before` is awaited on each call, which then goes
+ * on to the real method. Put back whatever `fn` does.
+ */
+async function wrapping<T>(method: SyncMethod, before: (handle: FileHandle) => unknown, fn: () => Promise<T>): Promise<T> {
+  const proto = await fileHandlePrototype();
+  const real = proto[method];
+  proto[method] = async function (this: FileHandle) {
+    await before(this);
+    return real.call(this);
+  };
+  try {
+    return await fn();
+  } finally {
+    proto[method] = real;
+  }
+}
+
 describe('blocks on the disk before they are acknowledged', () => {
   it('an import resolves only once each block file’s data and each directory it was renamed into are synced', async () => {
-    const root = mkdtempSync(join(tmpdir(), 'dms-durable-'));
-    dirs.push(root);
-    const store = new BlockStore(join(root, 'blocks'));
-    await store.open();
-    const proto = await fileHandlePrototype();
+    const store = await openStore();
     const dataSynced: number[] = [];
     const dirsSynced: number[] = [];
-    // Counted, then passed on to the real method.
-    const realDatasync = proto.datasync;
-    const realSync = proto.sync;
-    proto.datasync = async function (this: FileHandle) {
-      dataSynced.push(this.fd);
-      return realDatasync.call(this);
-    };
-    proto.sync = async function (this: FileHandle) {
-      dirsSynced.push(this.fd);
-      return realSync.call(this);
-    };
-    let imported;
-    try {
-      // 1 MiB and a little more: five 256 KiB leaves and their root, in several shard directories.
-      imported = await store.importAll((s) => importFile(Readable.from([randomBytes(5 * 256 * 1024 + 7)]), s, { maxBytes: 8 * 1024 * 1024 }));
-    } finally {
-      proto.datasync = realDatasync;
-      proto.sync = realSync;
-    }
+    // 1 MiB and a little more: five 256 KiB leaves and their root, in several shard directories.
+    const imported = await wrapping(
+      'datasync',
+      (h) => dataSynced.push(h.fd),
+      () =>
+        wrapping(
+          'sync',
+          (h) => dirsSynced.push(h.fd),
+          () => store.importAll((s) => importFile(Readable.from([randomBytes(5 * 256 * 1024 + 7)]), s, { maxBytes: 8 * 1024 * 1024 })),
+        ),
+    );
     const files = await store.files();
     expect(imported.size).toBe(5 * 256 * 1024 + 7);
     expect(files.length).toBe(7);
@@ -65,31 +82,24 @@ describe('blocks on the disk before they are acknowledged', () => {
   });
 
   it('syncDirs waits for a sync another caller began, of directories it took first', async () => {
-    const root = mkdtempSync(join(tmpdir(), 'dms-durable-'));
-    dirs.push(root);
-    const store = new BlockStore(join(root, 'blocks'));
-    await store.open();
+    const store = await openStore();
     await importFile(Readable.from([randomBytes(1000)]), store.fs, { maxBytes: 1 << 20 });
-    const proto = await fileHandlePrototype();
-    const realSync = proto.sync;
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
-    proto.sync = async function (this: FileHandle) {
-      await held;
-      return realSync.call(this);
-    };
-    try {
-      const first = store.syncDirs();
-      let secondDone = false;
-      // The second finds nothing of its own to sync: it still waits for the first's.
-      const second = store.syncDirs().then(() => (secondDone = true));
-      await new Promise((r) => setTimeout(r, 50));
-      expect(secondDone).toBe(false);
-      release();
-      await Promise.all([first, second]);
-      expect(secondDone).toBe(true);
-    } finally {
-      proto.sync = realSync;
-    }
+    await wrapping(
+      'sync',
+      () => held,
+      async () => {
+        const first = store.syncDirs();
+        let secondDone = false;
+        // The second finds nothing of its own to sync: it still waits for the first's.
+        const second = store.syncDirs().then(() => (secondDone = true));
+        await new Promise((r) => setTimeout(r, 50));
+        expect(secondDone).toBe(false);
+        release();
+        await Promise.all([first, second]);
+        expect(secondDone).toBe(true);
+      },
+    );
   });
 });
