@@ -26,12 +26,15 @@ interface Known {
   seenAt: number | null;
   /** When it was last asked for, answered or not: a peer that cannot answer is not asked on every read. */
   askedAt: number;
+  /** Which question the kept profile answers: an older question answered later does not replace it. */
+  question: number;
 }
 
 export class PeerProfiles {
   // One entry per connected peer at most: forget() runs on every disconnect.
   private readonly known = new Map<string, Known>();
   private readonly asking = new Map<string, Promise<void>>();
+  private questions = 0;
 
   constructor(private readonly opts: PeerProfilesOptions) {}
 
@@ -45,28 +48,38 @@ export class PeerProfiles {
     this.known.delete(peer);
   }
 
-  /** Asks `peer` now, unless a question to it is already on its way. */
-  refresh(peer: string): Promise<void> {
+  /**
+   * Asks `peer` now, unless a question to it is already on its way and `anew` is not set. A
+   * reader about to act on the answer sets it: a question asked before it began may be answered
+   * with what the peer offered before (a share onboarded since would be refused from it).
+   */
+  refresh(peer: string, anew = false): Promise<void> {
     const pending = this.asking.get(peer);
-    if (pending) return pending;
-    const asked = this.ask(peer).finally(() => this.asking.delete(peer));
+    if (pending && !anew) return pending;
+    const asked = this.ask(peer).finally(() => {
+      if (this.asking.get(peer) === asked) this.asking.delete(peer);
+    });
     this.asking.set(peer, asked);
     return asked;
   }
 
   /**
-   * Refreshes the stale profiles among `peers`, and those of `now` however fresh (a reader about
-   * to act on what one says), waiting at most `waitMs` for the answers.
+   * Refreshes the stale profiles among `peers`, and asks those of `now` anew however fresh (a
+   * reader about to act on what one says), waiting at most `waitMs` for the answers.
    */
   async refreshStale(peers: string[], now: readonly string[] = []): Promise<void> {
     const at = Date.now();
-    const stale = peers.filter((p) => now.includes(p) || at - (this.known.get(p)?.askedAt ?? 0) >= this.opts.freshMs);
-    if (!stale.length) return;
-    await settledWithin(Promise.all(stale.map((p) => this.refresh(p))), this.opts.waitMs, () => undefined);
+    const asks = peers.flatMap((p) => {
+      if (now.includes(p)) return [this.refresh(p, true)];
+      return at - (this.known.get(p)?.askedAt ?? 0) >= this.opts.freshMs ? [this.refresh(p)] : [];
+    });
+    if (!asks.length) return;
+    await settledWithin(Promise.all(asks), this.opts.waitMs, () => undefined);
   }
 
   private async ask(peer: string): Promise<void> {
     const askedAt = Date.now();
+    const question = ++this.questions;
     let profile: NodeProfile | undefined;
     try {
       const parsed = NodeProfile.safeParse(await this.opts.ask(peer));
@@ -77,6 +90,8 @@ export class PeerProfiles {
     }
     if (!this.opts.connected(peer)) return;
     const before = this.known.get(peer);
-    this.known.set(peer, profile ? { profile, seenAt: Date.now(), askedAt } : { profile: before?.profile ?? null, seenAt: before?.seenAt ?? null, askedAt });
+    const latestAsk = Math.max(askedAt, before?.askedAt ?? 0);
+    if (profile && question > (before?.question ?? 0)) this.known.set(peer, { profile, seenAt: Date.now(), askedAt: latestAsk, question });
+    else this.known.set(peer, { profile: before?.profile ?? null, seenAt: before?.seenAt ?? null, askedAt: latestAsk, question: before?.question ?? 0 });
   }
 }

@@ -43,6 +43,7 @@ export async function refuseNodeOfferingNothing(spec: JobSpec, { system, http }:
   const node = spec.placement?.node;
   if (node === undefined || system.isHere(node)) return;
   let reply: PeersDescribeReply;
+  const asked = Date.now();
   try {
     // Asked again now: a share onboarded a moment ago must not be refused from an older copy.
     reply = await describePeers(http, [node]);
@@ -51,8 +52,12 @@ export async function refuseNodeOfferingNothing(spec: JobSpec, { system, http }:
     system.log.debug({ err: errorText(e) }, 'pinned job: peer profiles unavailable, not checked at submission');
     return;
   }
-  const profile = reply.nodes.find((n) => n.id === node)?.profile;
-  if (profile && profile.onboarded === null) {
+  const peer = reply.nodes.find((n) => n.id === node);
+  // Only an answer to this question refuses: a peer slow to answer shows its older profile,
+  // which may predate its share, and the job then waits with the provider's own reason.
+  const answeredNow = peer?.last_seen != null && Date.parse(peer.last_seen) >= asked;
+  const profile = peer?.profile;
+  if (profile && answeredNow && profile.onboarded === null) {
     const name = profile.name ? ` (${profile.name.slice(0, 64)})` : '';
     throw new DmsError('conflict', `placement.node: ${node}${name} offers nothing to the network (no onboarded share; its operator offers one with \`dms onboard\`)`);
   }

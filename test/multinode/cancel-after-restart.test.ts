@@ -37,7 +37,7 @@ describe.skipIf(problem !== null)('a job cancelled while its provider is unreach
 
   it('is stopped on the provider once it is back, though the requester was killed meanwhile', async () => {
     const made = await rest(r, 'POST', '/api/v1/jobs', { name: 'remembered', image: TEST_IMAGE, command: ['sleep', '600'], resources: { cpu: 0.1, memory: '32MiB' }, placement: { node: p.peerId } });
-    expect(made.status).toBe(201);
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
     const id = (made.json as Job).id;
     await waitFor('the job running on the provider', async () => ((await rest(r, 'GET', `/api/v1/jobs/${id}`)).json as Job).status === 'running' || undefined, { timeoutMs: 20_000 });
     await waitFor('its container running', async () => (await containersOf(id)) === 1 || undefined, { timeoutMs: 20_000 });

@@ -39,7 +39,7 @@ describe.skipIf(problem !== null)('a job cancelled while its provider is unreach
 
   it('is stopped on the provider once it is back', async () => {
     const made = await rest(a, 'POST', '/api/v1/jobs', { name: 'missed', image: TEST_IMAGE, command: ['sleep', '600'], resources: { cpu: 0.1, memory: '32MiB' }, placement: { node: b.peerId } });
-    expect(made.status).toBe(201);
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
     const id = (made.json as Job).id;
     await waitFor('the job running on b', async () => ((await rest(a, 'GET', `/api/v1/jobs/${id}`)).json as Job).status === 'running' || undefined, { timeoutMs: 20_000 });
 

@@ -30,7 +30,7 @@ describe('an ensemble across a restart of its requester', { timeout: 90_000 }, (
       name: 'lasting',
       parts: { svc: { image: 'none', executor: 'null', kind: 'service', ports: [7000], resources: { cpu: 0.25, memory: '16MiB' }, environment: { DMS_NULL_DURATION_MS: '120000' }, placement: { node: b.peerId } } },
     });
-    expect(made.status).toBe(201);
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
     const id = (made.json as Ensemble).id;
     await waitFor('the ensemble running', async () => ((await rest(a, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble).status === 'running' || undefined, { timeoutMs: 20_000 });
     a = await restartLocalNode(a, { env: { DMS_NETWORK_BOOTSTRAP_PEERS: listenAddr(b) } });
@@ -56,7 +56,7 @@ describe('a part failed by the recovery of its node', { timeout: 90_000 }, () =>
         name: 'ctrlrec',
         parts: { srv: { image: 'dms-test/busybox:latest', executor: 'null', environment: { DMS_NULL_EXIT_CODE: '1', DMS_NULL_DURATION_MS: '15000' }, restart: { on: 'failure', max: 2 } } },
       });
-      expect(made.status).toBe(201);
+      expect(made.status, JSON.stringify(made.json)).toBe(201);
       const id = (made.json as Ensemble).id;
       const first = await waitFor('the part running', async () => {
         const e = (await rest(node, 'GET', `/api/v1/ensembles/${id}`)).json as Ensemble;

@@ -48,7 +48,7 @@ describe('an ensemble', { timeout: 60_000 }, () => {
         client: nullPart({ environment: { DMS_NULL_DURATION_MS: '1500', DMS_NULL_STDOUT: 'fetched' }, placement: { node: b.peerId } }),
       },
     });
-    expect(made.status).toBe(201);
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
     const id = (made.json as Ensemble).id;
     expect((made.json as Ensemble).parts.map((p) => p.part).sort()).toEqual(['client', 'server']);
     const running = await until(id, 'running');
@@ -118,7 +118,7 @@ describe('an ensemble', { timeout: 60_000 }, () => {
         client: nullPart({ environment: { DMS_NULL_DURATION_MS: '60000' }, near: { part: 'server', max_rtt_ms: 0.001 } }),
       },
     });
-    expect(made.status).toBe(201);
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
     const id = (made.json as Ensemble).id;
     const running = await until(id, 'running');
     expect(partOf(running, 'client').node).toBe(c.peerId);
@@ -201,7 +201,7 @@ describe('an ensemble', { timeout: 60_000 }, () => {
           client: nullPart({ kind: 'service', environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: b.peerId } }),
         },
       });
-      expect(made.status).toBe(201);
+      expect(made.status, JSON.stringify(made.json)).toBe(201);
       const id = (made.json as Ensemble).id;
       const running = await until(id, 'running');
       const first = partOf(running, 'server').node;
@@ -242,7 +242,7 @@ describe('an ensemble', { timeout: 60_000 }, () => {
         two: nullPart({ resources: { cpu: 0.4, memory: '16MiB' }, environment: { DMS_NULL_DURATION_MS: '60000' }, placement: { node: f!.peerId } }),
       },
     });
-    expect(made.status).toBe(201);
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
     const id = (made.json as Ensemble).id;
     const waiting = await waitFor('the ensemble waiting, naming the refused lease', async () => {
       const now = await ensemble(id);

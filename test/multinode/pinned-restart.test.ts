@@ -49,7 +49,7 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
   /** Places `spec` pinned to p and waits until it runs there. */
   async function placeRunning(spec: object): Promise<string> {
     const made = await rest(r, 'POST', '/api/v1/jobs', { ...spec, placement: { node: p.peerId } });
-    expect(made.status).toBe(201);
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
     const id = (made.json as Job).id;
     await waitFor('the job running on the provider', async () => (await onRequester(id)).status === 'running' || undefined, { timeoutMs: 30_000, explain: explain(id) });
     return id;

@@ -57,7 +57,7 @@ describe.skipIf(problem !== null)('a provider asks the requester whether a job i
   /** Places a sleeping container on `p` from `r` and waits until it runs there. */
   async function place(r: NodeProcess, p: NodeProcess, name: string): Promise<string> {
     const made = await rest(r, 'POST', '/api/v1/jobs', { name, image: TEST_IMAGE, command: ['sleep', '600'], resources: { cpu: 0.1, memory: '32MiB' }, placement: { node: p.peerId } });
-    expect(made.status).toBe(201);
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
     const id = (made.json as Job).id;
     await waitFor('the job running on the provider', async () => ((await rest(r, 'GET', `/api/v1/jobs/${id}`)).json as Job).status === 'running' || undefined, { timeoutMs: 20_000 });
     await waitFor('its container running', async () => (await containersOf(id)) === 1 || undefined, { timeoutMs: 20_000 });

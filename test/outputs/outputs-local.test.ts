@@ -274,7 +274,7 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
 
   it('a volume written by one job is read by the next; its snapshot is a CID', async () => {
     const made = await fetch(`${node.url}/api/v1/volumes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'data', size: '1GiB' }) });
-    expect(made.status).toBe(201);
+    expect(made.status, JSON.stringify(made.json)).toBe(201);
     const writer = await run({ name: 'writer', command: 'echo kept > /data/x.txt', inputs: [{ source: 'volume:data', path: '/data', writable: true }] });
     expect(writer.status).toBe('completed');
     const reader = await run({ name: 'reader', command: 'cat /data/x.txt; echo no > /data/y.txt || echo read-only', inputs: [{ source: 'volume:data', path: '/data' }] });

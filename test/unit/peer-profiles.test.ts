@@ -60,3 +60,52 @@ describe('PeerProfiles', () => {
     expect(profiles.get('p').profile).toBeNull();
   });
 });
+
+describe('PeerProfiles: a reader about to act asks after it began', () => {
+  /** An ask whose answer the test releases: each question gets the profile current when it was asked. */
+  function slowPeer() {
+    let current = profile({ onboarded: null });
+    const waiting: (() => void)[] = [];
+    const ask = (_peer: string) => {
+      const answer = current;
+      return new Promise<unknown>((resolve) => waiting.push(() => resolve(answer)));
+    };
+    return {
+      ask,
+      onboard: () => (current = profile()),
+      answerAll: () => waiting.splice(0).forEach((answer) => answer()),
+      asked: () => waiting.length,
+    };
+  }
+
+  it('does not take the answer to a question asked before it began', async () => {
+    const peer = slowPeer();
+    const profiles = new PeerProfiles({ ask: peer.ask, connected: () => true, freshMs: 60_000, waitMs: 5_000, log: () => undefined });
+    // Asked on connect, before the peer onboarded its share; the answer is still on its way.
+    const onConnect = profiles.refresh('p');
+    peer.onboard();
+    const read = profiles.refreshStale(['p'], ['p']);
+    expect(peer.asked()).toBe(2);
+    peer.answerAll();
+    await Promise.all([onConnect, read]);
+    expect(profiles.get('p').profile?.onboarded).toEqual(spec);
+  });
+
+  it('keeps the newer answer when the older question is answered last', async () => {
+    const answers: ((v: unknown) => void)[] = [];
+    const profiles = new PeerProfiles({
+      ask: () => new Promise((resolve) => answers.push(resolve)),
+      connected: () => true,
+      freshMs: 60_000,
+      waitMs: 5_000,
+      log: () => undefined,
+    });
+    const first = profiles.refresh('p');
+    const second = profiles.refreshStale(['p'], ['p']);
+    answers[1]!(profile({ name: 'newer' }));
+    await second;
+    answers[0]!(profile({ name: 'older' }));
+    await first;
+    expect(profiles.get('p').profile?.name).toBe('newer');
+  });
+});
