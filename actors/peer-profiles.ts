@@ -26,15 +26,16 @@ interface Known {
   seenAt: number | null;
   /** When it was last asked for, answered or not: a peer that cannot answer is not asked on every read. */
   askedAt: number;
-  /** Which question the kept profile answers: an older question answered later does not replace it. */
-  question: number;
 }
 
 export class PeerProfiles {
   // One entry per connected peer at most: forget() runs on every disconnect.
   private readonly known = new Map<string, Known>();
-  private readonly asking = new Map<string, Promise<void>>();
-  private questions = 0;
+  /**
+   * The question on its way to each peer, and the one that follows it for readers who came
+   * while it was out (see refresh).
+   */
+  private readonly asking = new Map<string, { answered: Promise<void>; next: Promise<void> | null }>();
 
   constructor(private readonly opts: PeerProfilesOptions) {}
 
@@ -49,18 +50,18 @@ export class PeerProfiles {
   }
 
   /**
-   * Asks `peer` now, unless a question to it is already on its way and `anew` is not set. A
-   * reader about to act on the answer sets it: a question asked before it began may be answered
-   * with what the peer offered before (a share onboarded since would be refused from it).
+   * Asks `peer` now, or shares the question already on its way. A reader about to act on the
+   * answer (`anew`) cannot take that one: it may have been asked before the reader began, and be
+   * answered with what the peer offered then (a share onboarded since would be refused from
+   * it). It takes the question asked once that one is answered, which every such reader
+   * arriving meanwhile shares: at most two questions to a peer, however many readers.
    */
   refresh(peer: string, anew = false): Promise<void> {
     const pending = this.asking.get(peer);
-    if (pending && !anew) return pending;
-    const asked = this.ask(peer).finally(() => {
-      if (this.asking.get(peer) === asked) this.asking.delete(peer);
-    });
-    this.asking.set(peer, asked);
-    return asked;
+    if (!pending) return this.askNow(peer);
+    if (!anew) return pending.answered;
+    pending.next ??= pending.answered.then(() => this.refresh(peer));
+    return pending.next;
   }
 
   /**
@@ -77,9 +78,18 @@ export class PeerProfiles {
     await settledWithin(Promise.all(asks), this.opts.waitMs, () => undefined);
   }
 
+  private askNow(peer: string): Promise<void> {
+    const entry: { answered: Promise<void>; next: Promise<void> | null } = { answered: Promise.resolve(), next: null };
+    // ask() never rejects; the entry goes before anyone waiting on it runs.
+    entry.answered = this.ask(peer).finally(() => {
+      if (this.asking.get(peer) === entry) this.asking.delete(peer);
+    });
+    this.asking.set(peer, entry);
+    return entry.answered;
+  }
+
   private async ask(peer: string): Promise<void> {
     const askedAt = Date.now();
-    const question = ++this.questions;
     let profile: NodeProfile | undefined;
     try {
       const parsed = NodeProfile.safeParse(await this.opts.ask(peer));
@@ -90,8 +100,6 @@ export class PeerProfiles {
     }
     if (!this.opts.connected(peer)) return;
     const before = this.known.get(peer);
-    const latestAsk = Math.max(askedAt, before?.askedAt ?? 0);
-    if (profile && question > (before?.question ?? 0)) this.known.set(peer, { profile, seenAt: Date.now(), askedAt: latestAsk, question });
-    else this.known.set(peer, { profile: before?.profile ?? null, seenAt: before?.seenAt ?? null, askedAt: latestAsk, question: before?.question ?? 0 });
+    this.known.set(peer, profile ? { profile, seenAt: Date.now(), askedAt } : { profile: before?.profile ?? null, seenAt: before?.seenAt ?? null, askedAt });
   }
 }

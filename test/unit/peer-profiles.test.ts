@@ -62,11 +62,13 @@ describe('PeerProfiles', () => {
 });
 
 describe('PeerProfiles: a reader about to act asks after it began', () => {
-  /** An ask whose answer the test releases: each question gets the profile current when it was asked. */
+  /** A peer whose answers the test releases: each question gets the profile current when it was asked. */
   function slowPeer() {
     let current = profile({ onboarded: null });
     const waiting: (() => void)[] = [];
+    let asked = 0;
     const ask = (_peer: string) => {
+      asked++;
       const answer = current;
       return new Promise<unknown>((resolve) => waiting.push(() => resolve(answer)));
     };
@@ -74,38 +76,43 @@ describe('PeerProfiles: a reader about to act asks after it began', () => {
       ask,
       onboard: () => (current = profile()),
       answerAll: () => waiting.splice(0).forEach((answer) => answer()),
-      asked: () => waiting.length,
+      asked: () => asked,
     };
   }
+  const make = (ask: (peer: string) => Promise<unknown>) => new PeerProfiles({ ask, connected: () => true, freshMs: 60_000, waitMs: 5_000, log: () => undefined });
+  const turns = () => new Promise((r) => setImmediate(r));
 
   it('does not take the answer to a question asked before it began', async () => {
     const peer = slowPeer();
-    const profiles = new PeerProfiles({ ask: peer.ask, connected: () => true, freshMs: 60_000, waitMs: 5_000, log: () => undefined });
+    const profiles = make(peer.ask);
     // Asked on connect, before the peer onboarded its share; the answer is still on its way.
     const onConnect = profiles.refresh('p');
     peer.onboard();
     const read = profiles.refreshStale(['p'], ['p']);
+    peer.answerAll();
+    await onConnect;
+    await turns();
     expect(peer.asked()).toBe(2);
     peer.answerAll();
-    await Promise.all([onConnect, read]);
+    await read;
     expect(profiles.get('p').profile?.onboarded).toEqual(spec);
   });
 
-  it('keeps the newer answer when the older question is answered last', async () => {
-    const answers: ((v: unknown) => void)[] = [];
-    const profiles = new PeerProfiles({
-      ask: () => new Promise((resolve) => answers.push(resolve)),
-      connected: () => true,
-      freshMs: 60_000,
-      waitMs: 5_000,
-      log: () => undefined,
-    });
+  it('asks a peer at most twice at a time, however many readers come', async () => {
+    const peer = slowPeer();
+    const profiles = make(peer.ask);
     const first = profiles.refresh('p');
-    const second = profiles.refreshStale(['p'], ['p']);
-    answers[1]!(profile({ name: 'newer' }));
-    await second;
-    answers[0]!(profile({ name: 'older' }));
+    const reads = Array.from({ length: 20 }, () => profiles.refreshStale(['p'], ['p']));
+    peer.answerAll();
     await first;
-    expect(profiles.get('p').profile?.name).toBe('newer');
+    await turns();
+    peer.answerAll();
+    await Promise.all(reads);
+    expect(peer.asked()).toBe(2);
+    // Nothing on its way now: the next reader asks at once.
+    const again = profiles.refreshStale(['p'], ['p']);
+    expect(peer.asked()).toBe(3);
+    peer.answerAll();
+    await again;
   });
 });
