@@ -42,7 +42,9 @@ function tarOf(root: string): { stream: Readable; failure: () => unknown } {
         pack.entry({ name: path, type: 'directory', mode: 0o755 });
         await walk(abs, path);
       } else if (st.isFile()) {
-        await pipeline(createReadStream(abs), pack.entry({ name: path, size: st.size, mode: 0o644 }));
+        // A tar entry declares its size first: a file that claims none is read first, as it may hold some.
+        if (st.size === 0) pack.entry({ name: path, mode: 0o644 }, await readUnsized(abs));
+        else await pipeline(createReadStream(abs), pack.entry({ name: path, size: st.size, mode: 0o644 }));
       } else throw new CliError(`${abs}: only regular files and directories are uploaded (links are not)`);
     }
   };
@@ -54,6 +56,24 @@ function tarOf(root: string): { stream: Readable; failure: () => unknown } {
     },
   );
   return { stream: Readable.from(pack as unknown as AsyncIterable<Buffer>, { objectMode: false }), failure: () => failed };
+}
+
+/**
+ * Most bytes read of a file in a directory that claims to be empty. The files of /proc and /sys
+ * say they are empty and hold a few lines; what holds more is no such file.
+ */
+const MAX_UNSIZED_BYTES = 16 * 1024 * 1024;
+
+/** What a file that claims to be empty holds (at most MAX_UNSIZED_BYTES). */
+async function readUnsized(path: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_UNSIZED_BYTES) throw new CliError(`${path}: it claims to be empty and holds more than ${MAX_UNSIZED_BYTES} bytes; upload it on its own`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
 }
 
 /** Uploads `path` (POST /api/v1/blobs): a file as itself, a directory as a tar. */
@@ -68,20 +88,21 @@ export async function upload(rest: RestClient, path: string): Promise<Uploaded> 
   let failure: () => unknown;
   let body: Readable;
   // A file's size is declared, so the node can refuse one its storage share cannot hold before
-  // any of it is sent; exactly that many bytes are sent, whatever the file does meanwhile.
+  // any of it is sent; exactly that many bytes are sent, whatever the file does meanwhile. A
+  // file that claims to be empty may not be (those of /proc and /sys): it is sent as read, to
+  // its end, its size undeclared, and the node's share bounds it.
   let length: number | undefined;
   if (st.isFile()) {
     let failed: unknown;
-    const size = (length = st.size);
+    const size = st.size;
+    if (size > 0) length = size;
     body = Readable.from(
       (async function* () {
         let read = 0;
         try {
-          if (size > 0) {
-            for await (const chunk of createReadStream(path, { end: size - 1 }) as AsyncIterable<Buffer>) {
-              read += chunk.length;
-              yield chunk;
-            }
+          for await (const chunk of createReadStream(path, size > 0 ? { end: size - 1 } : {}) as AsyncIterable<Buffer>) {
+            read += chunk.length;
+            yield chunk;
           }
         } catch (e) {
           throw (failed = e);

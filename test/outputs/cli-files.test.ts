@@ -80,3 +80,56 @@ describe('dms put of a directory the CLI refuses part-way', () => {
     }
   });
 });
+
+describe('dms put of a file whose size is known only by reading it (/proc, /sys)', () => {
+  /** A node that keeps what it was sent and answers as a node would. */
+  async function recordingNode() {
+    const got: { body: Buffer; length: string | undefined }[] = [];
+    const node = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        got.push({ body: Buffer.concat(chunks), length: req.headers['content-length'] });
+        res.writeHead(201, { 'content-type': 'application/json' }).end('{"cid":"x","size":1,"kind":"file"}');
+      });
+    });
+    await new Promise<void>((r) => node.listen(0, '127.0.0.1', r));
+    return { got, rest: new RestClient({ url: `http://127.0.0.1:${(node.address() as AddressInfo).port}` }), close: () => node.close() };
+  }
+
+  it('sends what the file holds, not the nothing its size claims', async () => {
+    const node = await recordingNode();
+    try {
+      await upload(node.rest, '/proc/version');
+      expect(node.got[0]!.body.toString()).toBe(readFileSync('/proc/version', 'utf8'));
+    } finally {
+      node.close();
+    }
+  });
+
+  it('puts such a file in a directory\'s tar with what it holds', async () => {
+    const node = await recordingNode();
+    try {
+      await upload(node.rest, '/proc/sys/kernel/random');
+      const entries = new Map<string, string>();
+      const extract = tar.extract();
+      extract.on('entry', (header, stream, next) => {
+        const chunks: Buffer[] = [];
+        stream.on('data', (c: unknown) => chunks.push(c as Buffer));
+        stream.on('end', () => {
+          entries.set(header.name, Buffer.concat(chunks).toString());
+          next();
+        });
+      });
+      await new Promise<void>((resolve, reject) => {
+        extract.on('finish', resolve);
+        extract.on('error', reject);
+        extract.end(node.got[0]!.body);
+      });
+      expect(entries.get('poolsize')).toBe(readFileSync('/proc/sys/kernel/random/poolsize', 'utf8'));
+      expect(entries.get('poolsize')).not.toBe('');
+    } finally {
+      node.close();
+    }
+  });
+});
