@@ -15,7 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BlockStore } from '../../runtime/blocks/store.js';
-import { importFile } from '../../runtime/blocks/unixfs.js';
+import * as tar from 'tar-stream';
+import { importFile, importTar } from '../../runtime/blocks/unixfs.js';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -103,3 +104,50 @@ describe('blocks on the disk before they are acknowledged', () => {
     );
   });
 });
+
+/** A tar of `n` small files of different bytes. */
+function tarOfFiles(n: number): Readable {
+  const pack = tar.pack();
+  for (let i = 0; i < n; i++) pack.entry({ name: `out/f${i}` }, `file ${i}\n`);
+  pack.finalize();
+  return pack as unknown as Readable;
+}
+
+describe('an import writing ahead of itself', () => {
+  it('keeps several blocks’ writes under way at once, and resolves only once all are on the disk', async () => {
+    const store = await openStore();
+    let syncing = 0;
+    let most = 0;
+    let done = 0;
+    const imported = await wrapping(
+      'datasync',
+      async () => {
+        most = Math.max(most, ++syncing);
+        await new Promise((r) => setTimeout(r, 20));
+        syncing--;
+        done++;
+      },
+      // Forty small files in a tar, read in order, one entry at a time: one by one, 800 ms of waiting on the syncs alone.
+      () => store.importAll((s) => importTar(tarOfFiles(40), s, { maxBytes: 16 * 1024 * 1024 })),
+    );
+    expect(imported.kind).toBe('directory');
+    expect(most, 'block writes under way at once').toBeGreaterThan(1);
+    expect(done, 'every write finished before the import resolved').toBe((await store.files()).length);
+  });
+
+  it('fails with the first write that failed, and leaves none of its blocks', async () => {
+    const store = await openStore();
+    let calls = 0;
+    const failed = await wrapping(
+      'datasync',
+      () => {
+        if (++calls === 5) throw Object.assign(new Error('ENOSPC: no space left on device, datasync'), { code: 'ENOSPC' });
+      },
+      () => store.importAll((s) => importFile(Readable.from([randomBytes(40 * 256 * 1024)]), s, { maxBytes: 16 * 1024 * 1024 })).then(() => null, (e: unknown) => e as Error),
+    );
+    expect(failed?.message).toContain('ENOSPC');
+    expect(await store.files()).toEqual([]);
+    expect(store.bytes).toBe(0);
+  });
+});
+

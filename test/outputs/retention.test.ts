@@ -66,6 +66,7 @@ describe('block retention', () => {
     // An upload half-way: its first leaves written, its root not yet.
     const upload = store.importing();
     await upload.store.put(CID.createV1(raw.code, await sha256.digest(new Uint8Array([1, 2, 3]))), new Uint8Array([1, 2, 3]));
+    await upload.written();
     await collectGarbage(store, 0, []);
     expect(files(store.dir)).toHaveLength(1);
     // Once it completed its blocks are like any others: unkept, they go.
