@@ -138,7 +138,11 @@ describe('blocks two imports share', () => {
     const [file] = await store.files();
     const upload = store.importing();
     // Retention's delete and the import's write in the same turn: the write must not find the block half-deleted.
-    await Promise.all([store.remove(file), upload.store.put(cid, bytes).then(() => upload.written())]);
+    const write = async () => {
+      await upload.store.put(cid, bytes);
+      await upload.written();
+    };
+    await Promise.all([store.remove(file), write()]);
     expect(await store.has(cid)).toBe(true);
     upload.keep();
   });
