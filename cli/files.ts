@@ -16,6 +16,7 @@ import { ClientError } from '../client/errors.js';
 import { networkReason, notJson, refusalOf, type RestClient, unreachable } from '../client/rest.js';
 import { entryPath, importPath } from '../runtime/blocks/unixfs.js';
 import { CliError } from './context.js';
+import { readBoundedInput } from './read-text.js';
 import { errorText } from '../runtime/errors.js';
 import { makeDirsAsync } from '../runtime/files.js';
 
@@ -43,7 +44,7 @@ function tarOf(root: string): { stream: Readable; failure: () => unknown } {
         await walk(abs, path);
       } else if (st.isFile()) {
         // A tar entry declares its size first: a file that claims none is read first, as it may hold some.
-        if (st.size === 0) pack.entry({ name: path, mode: 0o644 }, await readUnsized(abs));
+        if (st.size === 0) pack.entry({ name: path, mode: 0o644 }, readUnsized(abs));
         else await pipeline(createReadStream(abs), pack.entry({ name: path, size: st.size, mode: 0o644 }));
       } else throw new CliError(`${abs}: only regular files and directories are uploaded (links are not)`);
     }
@@ -65,16 +66,8 @@ function tarOf(root: string): { stream: Readable; failure: () => unknown } {
 const MAX_UNSIZED_BYTES = 16 * 1024 * 1024;
 
 /** What a file that claims to be empty holds (at most MAX_UNSIZED_BYTES). */
-async function readUnsized(path: string): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of createReadStream(path) as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > MAX_UNSIZED_BYTES) throw new CliError(`${path}: it claims to be empty and holds more than ${MAX_UNSIZED_BYTES} bytes; upload it on its own`);
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
-}
+const readUnsized = (path: string): Buffer =>
+  readBoundedInput(path, MAX_UNSIZED_BYTES, () => `${path}: it claims to be empty and holds more than ${MAX_UNSIZED_BYTES} bytes; upload it on its own`);
 
 /** Uploads `path` (POST /api/v1/blobs): a file as itself, a directory as a tar. */
 export async function upload(rest: RestClient, path: string): Promise<Uploaded> {

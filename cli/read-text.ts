@@ -10,6 +10,11 @@ import { CliError } from './context.js';
 export const MAX_TEXT_INPUT_BYTES = 16 * 1024 * 1024;
 
 export function readTextInput(file: string, limit = MAX_TEXT_INPUT_BYTES): string {
+  return readBoundedInput(file, limit, (what) => `${what} is larger than ${limit} bytes: not a spec, an envelope or a token`).toString('utf8');
+}
+
+/** The bytes of `file` (`-`: standard input), read in pieces and refused with `tooLarge`'s message past `limit`. */
+export function readBoundedInput(file: string, limit: number, tooLarge: (what: string) => string): Buffer {
   const fd = file === '-' ? 0 : openSync(file, 'r');
   try {
     const chunks: Buffer[] = [];
@@ -27,10 +32,10 @@ export function readTextInput(file: string, limit = MAX_TEXT_INPUT_BYTES): strin
       }
       if (n === 0) break;
       size += n;
-      if (size > limit) throw new CliError(`${file === '-' ? 'standard input' : file} is larger than ${limit} bytes: not a spec, an envelope or a token`);
+      if (size > limit) throw new CliError(tooLarge(file === '-' ? 'standard input' : file));
       chunks.push(Buffer.from(piece.subarray(0, n)));
     }
-    return Buffer.concat(chunks, size).toString('utf8');
+    return Buffer.concat(chunks, size);
   } finally {
     if (fd !== 0) closeSync(fd);
   }
