@@ -28,6 +28,12 @@ interface Known {
   askedAt: number;
 }
 
+/** A question on its way to a peer, and the one asked once it is answered (PeerProfiles.refresh). */
+interface Asking {
+  answered: Promise<void>;
+  next: Promise<void> | null;
+}
+
 export class PeerProfiles {
   // One entry per connected peer at most: forget() runs on every disconnect.
   private readonly known = new Map<string, Known>();
@@ -35,7 +41,7 @@ export class PeerProfiles {
    * The question on its way to each peer, and the one that follows it for readers who came
    * while it was out (see refresh).
    */
-  private readonly asking = new Map<string, { answered: Promise<void>; next: Promise<void> | null }>();
+  private readonly asking = new Map<string, Asking>();
 
   constructor(private readonly opts: PeerProfilesOptions) {}
 
@@ -79,11 +85,13 @@ export class PeerProfiles {
   }
 
   private askNow(peer: string): Promise<void> {
-    const entry: { answered: Promise<void>; next: Promise<void> | null } = { answered: Promise.resolve(), next: null };
-    // ask() never rejects; the entry goes before anyone waiting on it runs.
-    entry.answered = this.ask(peer).finally(() => {
-      if (this.asking.get(peer) === entry) this.asking.delete(peer);
-    });
+    const entry: Asking = {
+      // ask() never rejects; the entry goes before anyone waiting on it runs.
+      answered: this.ask(peer).finally(() => {
+        if (this.asking.get(peer) === entry) this.asking.delete(peer);
+      }),
+      next: null,
+    };
     this.asking.set(peer, entry);
     return entry.answered;
   }
