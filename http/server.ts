@@ -6,6 +6,7 @@ import { type H3, toNodeHandler } from 'h3';
 import type { Config } from '../runtime/config.js';
 import { DmsError } from '../runtime/errors.js';
 import { ConnectionSlots } from './connection-slots.js';
+import { overflowAnswer } from './header-overflow.js';
 import { takeTurn } from './connection-turns.js';
 import { targetProblem } from './request-target.js';
 
@@ -194,17 +195,16 @@ function answerJson(res: ServerResponse, status: number, message: string): void 
  * node:http's own answer was a bare `400 Bad Request`. The connection closes after it: where
  * the next request would start is not known.
  */
-function answerClientError(err: NodeJS.ErrnoException & { reason?: string }, socket: Socket): void {
+function answerClientError(err: NodeJS.ErrnoException & { reason?: string; rawPacket?: Buffer }, socket: Socket): void {
   // Nothing to answer on a connection gone, or one already answering an earlier request.
   const answering = (socket as Socket & { _httpMessage?: ServerResponse })._httpMessage;
   if (err.code === 'ECONNRESET' || !socket.writable || answering?.headersSent) return void socket.destroy();
-  const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-  const message =
-    status === 431
-      ? 'request line and headers are larger than this node reads (16 KiB)'
-      : status === 408
-        ? 'the request did not arrive whole in time'
-        : `malformed HTTP request: ${err.reason ?? err.code ?? err.message}`;
+  const { status, message } =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? overflowAnswer(err.rawPacket)
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? { status: 408, message: 'the request did not arrive whole in time' }
+        : { status: 400, message: `malformed HTTP request: ${err.reason ?? err.code ?? err.message}` };
   const body = JSON.stringify({ error: message });
   socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }

@@ -9,6 +9,7 @@
  * - `Transfer-Encoding: gzip, chunked` was read as if the body were not compressed;
  * - bytes that are not UTF-8 in a JSON body became U+FFFD and were stored;
  * - HTTP that node:http cannot parse was answered with a bare 400 and no word of what was wrong;
+ *   one over the header bound with a 431 that did not say whether its URL or a header was long;
  * - an envelope nested 100,000 deep was refused with the engine's "Maximum call stack size
  *   exceeded", and one holding a `__proto__` key was accepted.
  */
@@ -190,6 +191,38 @@ describe('request bodies', () => {
       expect(statuses(text)[0], text).toBe(400);
       expect(errorOf(text)).toMatch(/^malformed HTTP request: \S/);
     }
+  });
+
+  it('says whether a request over the header bound was too long in its URL or in a header', async () => {
+    const url = await exchange(`GET /api/v1/jobs?ids=${'a'.repeat(20_000)} HTTP/1.1\r\nHost: ${host}\r\n\r\n`, 3_000);
+    expect(statuses(url.text)[0], url.text).toBe(414);
+    expect(errorOf(url.text)).toMatch(/^the URL is longer than this node reads \(16 KiB, with the headers\): it is 19\.\d KiB, starting "\/api\/v1\/jobs\?ids=aaa/);
+    // Its line not yet ended: what came is all that can be said.
+    const unended = await exchange(`GET /api/v1/jobs?ids=${'a'.repeat(20_000)}`, 3_000);
+    expect(statuses(unended.text)[0], unended.text).toBe(414);
+    expect(errorOf(unended.text)).toMatch(/: at least 19\.\d KiB of it came, starting "\/api\/v1\/jobs\?ids=aaa/);
+    const header = await exchange(`GET /health HTTP/1.1\r\nHost: ${host}\r\nX-Dms-Grant: ${'g'.repeat(20_000)}\r\n\r\n`, 3_000);
+    expect(statuses(header.text)[0], header.text).toBe(431);
+    expect(errorOf(header.text)).toMatch(/^the headers are larger than this node reads \(16 KiB, with the request line\); the longest, "x-dms-grant", is 19\.\d KiB$/);
+    expect(header.closed).toBe(true);
+  });
+
+  it('says it cannot tell which when the request came in many small writes', async () => {
+    const text = await new Promise<string>((resolve) => {
+      let got = '';
+      const socket = connect(port, '127.0.0.1', async () => {
+        socket.write(`GET /health HTTP/1.1\r\nHost: ${host}\r\n`);
+        for (let i = 0; i < 40 && !socket.destroyed; i++) {
+          socket.write(`X-${i}: ${'h'.repeat(1_000)}\r\n`);
+          await new Promise((r) => setTimeout(r, 2));
+        }
+      });
+      socket.on('data', (d) => (got += d.toString('latin1')));
+      socket.on('close', () => resolve(got));
+      socket.on('error', () => undefined);
+    });
+    expect(statuses(text)[0], text).toBe(431);
+    expect(errorOf(text)).toBe('request line and headers are larger than this node reads (16 KiB in all)');
   });
 });
 
