@@ -81,6 +81,11 @@ interface DockerRun {
   files?: { outputs: OutputSpec[]; requester: string | null };
   /** A part of an ensemble, whose networks are given back when its container goes. */
   part?: boolean;
+  /**
+   * Whether the job has a network of its own (jobNetworkName) to remove with it: known for a run
+   * this process started or picked up; a run it knows nothing of has its removal tried.
+   */
+  network?: boolean;
 }
 
 /** An error from the engine: dockerode puts the engine's message on it (and the HTTP status: ./engine.ts statusOf). */
@@ -218,6 +223,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     }
     let container: Docker.Container | undefined;
     const isPart = Boolean(job.ensemble && job.part);
+    let network = false;
     try {
       let part: PartNetworks | undefined;
       if (isPart) {
@@ -225,7 +231,8 @@ export class DockerExecutor extends StoredOutput implements Executor {
         part = await this.ensembles.attach(job);
       }
       const spec = containerSpec(job, this.nodeId, this.limits, binds, part);
-      if (spec.HostConfig?.NetworkMode === jobNetworkName(job.id)) await this.createJobNetwork(job.id);
+      network = spec.HostConfig?.NetworkMode === jobNetworkName(job.id);
+      if (network) await this.createJobNetwork(job.id);
       const made = await this.createFor(spec, job.image, opts.onProgress);
       container = made;
       // A container is created on one network; the ensemble's other slots are joined before it runs.
@@ -241,13 +248,13 @@ export class DockerExecutor extends StoredOutput implements Executor {
       // failure is what the job is told, not the clean-up's.
       const left = (e: unknown) => this.log?.warn({ job: job.id, err: errorText(e) }, 'what a failed start made is not removed');
       if (container) await this.remove(container, job.id).catch(left);
-      await this.removeJobNetwork(job.id).catch(left);
+      if (network) await this.removeJobNetwork(job.id).catch(left);
       if (isPart) await this.ensembles?.detach(job.id).catch(() => undefined);
       throw failed(new DmsError('unavailable', message, { cause: e }));
     }
     machine.send({ type: 'created', id: container.id });
     const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: container.id };
-    const run: DockerRun = { container, machine, ready: Promise.resolve(), files: { outputs: job.outputs ?? [], requester: job.requester }, part: isPart };
+    const run: DockerRun = { container, machine, ready: Promise.resolve(), files: { outputs: job.outputs ?? [], requester: job.requester }, part: isPart, network };
     this.runs.set(handle.id, run);
     this.follow(handle, run, writer);
     return handle;
@@ -295,8 +302,9 @@ export class DockerExecutor extends StoredOutput implements Executor {
   async cleanup(handle: ExecutionHandle): Promise<void> {
     await this.remove(this.docker.getContainer(handle.id), handle.job_id);
     await this.inputs?.release(handle.job_id);
-    await this.removeJobNetwork(handle.job_id);
     const run = this.runs.get(handle.id);
+    // Most jobs have none: asking the engine to remove one anyway was a refused call a job.
+    if (run?.network !== false) await this.removeJobNetwork(handle.job_id);
     // Unknown to this process (left by an earlier one): the actor knows whether it was a part.
     if (!run || run.part) await this.ensembles?.detach(handle.job_id);
     if (run) {
@@ -369,6 +377,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
         const labels = info.Config.Labels ?? {};
         run.files = filesOf(labels);
         run.part = PART_LABEL in labels;
+        run.network = info.HostConfig?.NetworkMode === jobNetworkName(handle.job_id);
         // Docker keeps the whole output, so re-capturing from the start gives a complete log
         // even for what was written while no node was watching.
         writer = await this.logStore.create(handle.job_id);
@@ -518,7 +527,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     }
   }
 
-  /** Tried for every job (one engine call): after a restart nothing says which jobs had one. */
+  /** The job's own network, if the engine still has it. */
   private async removeJobNetwork(jobId: string): Promise<void> {
     // One still in use stays: its job's clean-up, or the next start-up's reconcile, takes it.
     await removeNetwork(this.engine, jobNetworkName(jobId));

@@ -14,6 +14,8 @@ import Docker from 'dockerode';
 interface StandInContainer {
   id: string;
   labels: Record<string, string>;
+  /** The network it was created on (HostConfig.NetworkMode), as the engine reports it back. */
+  networkMode: string;
   exitCode: number | null;
   /** Waits answered and held until the container exits: each then gets the exit code. */
   waits: Set<ServerResponse>;
@@ -88,8 +90,8 @@ export class StandInEngine {
     if (req.method === 'POST' && path === '/images/create') return this.pull(res);
     if (req.method === 'POST' && path === '/containers/create') {
       const id = `standin${String(++this.made).padStart(57, '0')}`;
-      const spec = JSON.parse(body || '{}') as { Labels?: Record<string, string> };
-      this.containers.set(id, { id, labels: spec.Labels ?? {}, exitCode: null, waits: new Set(), follows: new Set() });
+      const spec = JSON.parse(body || '{}') as { Labels?: Record<string, string>; HostConfig?: { NetworkMode?: string } };
+      this.containers.set(id, { id, labels: spec.Labels ?? {}, networkMode: spec.HostConfig?.NetworkMode ?? 'bridge', exitCode: null, waits: new Set(), follows: new Set() });
       return json(201, { Id: id, Warnings: [] });
     }
     if (path.startsWith('/networks/')) return req.method === 'DELETE' ? json(404, { message: 'no such network' }) : json(201, { Id: 'stand-in-network' });
@@ -103,7 +105,7 @@ export class StandInEngine {
           Id: c.id,
           Config: { Labels: c.labels },
           State: { Status: c.exitCode === null ? 'running' : 'exited', ExitCode: c.exitCode ?? 0, OOMKilled: false, StartedAt: new Date().toISOString() },
-          HostConfig: { Memory: 0 },
+          HostConfig: { Memory: 0, NetworkMode: c.networkMode },
         });
       case 'POST wait':
         if (c.exitCode !== null) return json(200, { StatusCode: c.exitCode });
