@@ -22,7 +22,9 @@ export class NodeMetrics {
   readonly placements: Counter<'outcome'>;
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'dms_' });
+    // The event-loop delay histogram samples on a timer of its own: at prom-client's default
+    // (10 ms) an idle node woke ~100 times a second for it (test/cli/idle-node.test.ts).
+    collectDefaultMetrics({ register: this.registry, prefix: 'dms_', eventLoopMonitoringPrecision: 1000 });
     // prom-client names three gauges *_total, which Prometheus reserves for counters (promtool
     // refuses them); the handle and request counts they give are of little use here.
     for (const m of this.registry.getMetricsAsArray()) {
