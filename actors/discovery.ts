@@ -3,7 +3,9 @@ import { multiaddr } from '@multiformats/multiaddr';
 import {
   ConnectPayload,
   type ConnectReply,
+  DescribeChangedPayload,
   DescribePayload,
+  DISCOVERY_INBOX,
   DiscoveryBehaviors,
   type NodeProfile,
   PeerListPayload,
@@ -14,6 +16,7 @@ import {
   type PeersDescribeReply,
   PingPayload,
   type PingReply,
+  SelfChangedPayload,
 } from '../behaviors/discovery.js';
 import { HelloReply, NodeBehaviors } from '../behaviors/root.js';
 import type { Actor } from '../runtime/actor.js';
@@ -29,7 +32,7 @@ import { describeSelf, type ProfileSource } from './profile.js';
 import { at } from '../runtime/wire/envelope.js';
 import { msUntil } from '../runtime/time.js';
 
-export const DISCOVERY_INBOX = 'discovery';
+export { DISCOVERY_INBOX };
 
 /** What discovery needs from the network; the libp2p transport fits as is, and tests can fake it. */
 export type PeerNetwork = Pick<Libp2pTransport, 'addrs' | 'peers' | 'ping' | 'connect' | 'onPeer' | 'onReconnectFailure'> &
@@ -265,6 +268,25 @@ function createDiscovery({ actor, system, log, deps, machine }: ActorContext<Dis
       // stay until its own mailbox drains. Discovery's are dropped when discovery stops, and a
       // handler on root waiting on one would hold root's stop for ever.
       handle: ({ actor: running }): Promise<NodeProfile> => describeSelf(running, source),
+    }),
+    defineBehavior({
+      name: DiscoveryBehaviors.describeChanged,
+      payload: DescribeChangedPayload,
+      description: 'a peer says its profile changed: the copy kept of it is asked for again by the next reader',
+      // The sender's own copy only: from a peer, from.addr.host is the peer it came from (the kernel checked).
+      handle: ({ env }) => {
+        if (env.from.addr.host !== system.host) profiles.outdated(env.from.addr.host);
+      },
+    }),
+    defineBehavior({
+      name: DiscoveryBehaviors.selfChanged,
+      payload: SelfChangedPayload,
+      description: "this node's settings changed: every greeted peer is told, so its next read of this node's profile asks again",
+      handle: () => {
+        for (const peer of Object.keys(knownDids())) {
+          actor.tell(rootOf(peer), DiscoveryBehaviors.describeChanged, {}).catch((e: unknown) => log.debug({ peer, err: errorText(e) }, 'peer not told that this profile changed'));
+        }
+      },
     }),
     defineBehavior({
       name: DiscoveryBehaviors.peersSelf,

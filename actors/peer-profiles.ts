@@ -26,6 +26,9 @@ interface Known {
   seenAt: number | null;
   /** When it was last asked for, answered or not: a peer that cannot answer is not asked on every read. */
   askedAt: number;
+  /** The turn (PeerProfiles.turn) of that question, and of the peer's last word that its profile changed. */
+  question: number;
+  changed?: number;
 }
 
 /** A question on its way to a peer, and the one asked once it is answered (PeerProfiles.refresh). */
@@ -42,6 +45,8 @@ export class PeerProfiles {
    * while it was out (see refresh).
    */
   private readonly asking = new Map<string, Asking>();
+  /** Orders questions and a peer's word that it changed: two in the same millisecond are still one after the other. */
+  private turn = 0;
 
   constructor(private readonly opts: PeerProfilesOptions) {}
 
@@ -53,6 +58,15 @@ export class PeerProfiles {
 
   forget(peer: string): void {
     this.known.delete(peer);
+  }
+
+  /**
+   * `peer` says its profile changed: the next reader asks it again, with a question asked after
+   * now (one already on its way may bring the profile from before the change).
+   */
+  outdated(peer: string): void {
+    const k = this.known.get(peer);
+    if (k) k.changed = ++this.turn;
   }
 
   /**
@@ -77,8 +91,9 @@ export class PeerProfiles {
   async refreshStale(peers: string[], now: readonly string[] = []): Promise<void> {
     const at = Date.now();
     const asks = peers.flatMap((p) => {
-      if (now.includes(p)) return [this.refresh(p, true)];
-      return at - (this.known.get(p)?.askedAt ?? 0) >= this.opts.freshMs ? [this.refresh(p)] : [];
+      const k = this.known.get(p);
+      if (now.includes(p) || (k?.changed !== undefined && k.question < k.changed)) return [this.refresh(p, true)];
+      return at - (k?.askedAt ?? 0) >= this.opts.freshMs ? [this.refresh(p)] : [];
     });
     if (!asks.length) return;
     await settledWithin(Promise.all(asks), this.opts.waitMs, () => undefined);
@@ -98,6 +113,7 @@ export class PeerProfiles {
 
   private async ask(peer: string): Promise<void> {
     const askedAt = Date.now();
+    const question = ++this.turn;
     let profile: NodeProfile | undefined;
     try {
       const parsed = NodeProfile.safeParse(await this.opts.ask(peer));
@@ -108,6 +124,7 @@ export class PeerProfiles {
     }
     if (!this.opts.connected(peer)) return;
     const before = this.known.get(peer);
-    this.known.set(peer, profile ? { profile, seenAt: Date.now(), askedAt } : { profile: before?.profile ?? null, seenAt: before?.seenAt ?? null, askedAt });
+    const changed = before?.changed;
+    this.known.set(peer, profile ? { profile, seenAt: Date.now(), askedAt, question, changed } : { profile: before?.profile ?? null, seenAt: before?.seenAt ?? null, askedAt, question, changed });
   }
 }

@@ -18,7 +18,18 @@ export const DiscoveryBehaviors = {
   peersDescribe: '/dms/node/peers/describe',
   /** This node's published profile: open to anyone (`/public`), so it holds only what an operator would publish. */
   describe: '/public/describe',
+  /**
+   * A peer says its profile changed (its operator onboarded, offboarded, relabelled or renamed
+   * it), so the copy kept of it is asked for again by the next reader. Open to anyone: it only
+   * ever outdates the copy of the peer that sent it.
+   */
+  describeChanged: '/public/describe/changed',
+  /** This node's own settings changed: its peers are told (sent by its resource manager). */
+  selfChanged: '/dms/node/profile/changed',
 } as const;
+
+/** The inbox of the discovery actor. */
+export const DISCOVERY_INBOX = 'discovery';
 
 export const PeerListPayload = EmptyPayload;
 /**
@@ -105,6 +116,8 @@ export const NodeProfile = z
 export type NodeProfile = z.infer<typeof NodeProfile>;
 
 export const DescribePayload = EmptyPayload;
+export const DescribeChangedPayload = EmptyPayload;
+export const SelfChangedPayload = EmptyPayload;
 /**
  * `fresh`: peers whose profile is asked for again now, however recently it came (a caller about
  * to act on what it says, e.g. refusing a job pinned there); the others as usual.

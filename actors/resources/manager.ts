@@ -7,6 +7,7 @@
  * the last of a resource.
  */
 import { randomUUID } from 'node:crypto';
+import { DISCOVERY_INBOX, DiscoveryBehaviors } from '../../behaviors/discovery.js';
 import { JobBehaviors, ORCHESTRATOR_INBOX } from '../../behaviors/jobs/jobs.js';
 import {
   AllocatePayload,
@@ -370,6 +371,10 @@ class ResourceManager {
     this.settings = next;
     this.ledger.offer(next.onboarded ?? this.opts.capacity);
     if (grew) this.resourcesFreed();
+    // Peers keep this node's profile for a few seconds: told, they ask again on their next read.
+    this.actor.tell(this.actor.local(DISCOVERY_INBOX), DiscoveryBehaviors.selfChanged, {}).catch((e: unknown) => {
+      this.log.debug({ err: errorText(e) }, 'discovery not told that the settings changed');
+    });
     return next;
   }
 

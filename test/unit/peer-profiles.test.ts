@@ -115,4 +115,50 @@ describe('PeerProfiles: a reader about to act asks after it began', () => {
     peer.answerAll();
     await again;
   });
+
+  it('asks a peer that said its profile changed again on the next read, however fresh the copy', async () => {
+    const peer = slowPeer();
+    const profiles = make(peer.ask);
+    const first = profiles.refresh('p');
+    peer.answerAll();
+    await first;
+    // Fresh for a minute: an ordinary read does not ask.
+    await profiles.refreshStale(['p']);
+    expect(peer.asked()).toBe(1);
+    peer.onboard();
+    profiles.outdated('p');
+    const read = profiles.refreshStale(['p']);
+    expect(peer.asked()).toBe(2);
+    peer.answerAll();
+    await read;
+    expect(profiles.get('p').profile?.onboarded).toEqual(spec);
+    // Answered after the change: fresh again.
+    await profiles.refreshStale(['p']);
+    expect(peer.asked()).toBe(2);
+  });
+
+  it('does not take a question on its way when the peer said its profile changed as the reader came', async () => {
+    const peer = slowPeer();
+    const profiles = make(peer.ask);
+    await Promise.all([profiles.refresh('p'), Promise.resolve().then(peer.answerAll)]);
+    // Another reader's question is out, asked before the change; then the peer says it changed.
+    const before = profiles.refresh('p');
+    peer.onboard();
+    profiles.outdated('p');
+    const read = profiles.refreshStale(['p']);
+    peer.answerAll();
+    await before;
+    await turns();
+    expect(peer.asked()).toBe(3);
+    peer.answerAll();
+    await read;
+    expect(profiles.get('p').profile?.onboarded).toEqual(spec);
+  });
+
+  it('takes word of a change only for a peer it keeps a copy of', async () => {
+    const peer = slowPeer();
+    const profiles = make(peer.ask);
+    profiles.outdated('unknown');
+    expect(profiles.get('unknown')).toEqual({ profile: null, last_seen: null });
+  });
 });
