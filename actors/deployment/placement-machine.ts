@@ -68,6 +68,8 @@ export type NodeBid = Bid & { node: string; at: number };
 interface PlacementContext extends PlacementInput {
   bids: NodeBid[];
   declines: { node: string; declined: string }[];
+  /** Nodes in `exclude` that bid for it anyway (declines too): what the job could have had. */
+  avoided: string[];
   /** Bidders not yet asked to reserve, best first. */
   candidates: NodeBid[];
   chosen: string | null;
@@ -192,6 +194,7 @@ export const placementMachine = setup({
     ...input,
     bids: [],
     declines: [],
+    avoided: [],
     candidates: [],
     chosen: null,
     startOutcome: {},
@@ -216,7 +219,7 @@ export const placementMachine = setup({
             if (context.bids.some((b) => b.node === node) || context.declines.some((d) => d.node === node)) return {};
             if ('declined' in answer) return { declines: [...context.declines, { node, declined: answer.declined }] };
             // A bidder this job must avoid counts as having answered.
-            if (context.exclude.includes(node)) return { declines: [...context.declines, { node, declined: 'failed this job before' }] };
+            if (context.exclude.includes(node)) return { declines: [...context.declines, { node, declined: 'failed this job before' }], avoided: [...context.avoided, node] };
             const refused = context.vet?.(node) ?? farFrom(context.near, answer);
             if (refused) return { declines: [...context.declines, { node, declined: refused }] };
             return { bids: [...context.bids, { ...answer, node, at: Date.now() }] };
@@ -298,5 +301,8 @@ export const placementMachine = setup({
     placed: { type: 'final' },
     unplaced: { type: 'final' },
   },
-  output: ({ context }) => (context.chosen ? { node: context.chosen, ...context.startOutcome } : { waiting: context.reason ?? 'not placed' }),
+  output: ({ context }) =>
+    context.chosen
+      ? { node: context.chosen, ...context.startOutcome }
+      : { waiting: context.reason ?? 'not placed', ...(context.avoided.length > 0 && context.bids.length === 0 ? { only_avoided: true as const } : {}) },
 });

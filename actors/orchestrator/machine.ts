@@ -18,7 +18,7 @@
  *
  *   starting ──started──▶ running ──exited──▶ completed | failed
  *      │  ▲                 │  ▲
- *      │  └─ fault, placed on another node with placements left ─▶ pending (that node excluded)
+ *      │  └─ fault, placed on another node with placements left ─▶ pending (that node avoided while another bids)
  *      │ fault              │  └─ reattached (from pending, after a restart)
  *      ▼                    ▼ cancel / timeout
  *   failed ◀──exited / fault── stopping          pending ──cancel / fault──▶ failed
@@ -97,7 +97,7 @@ export type Route = 'here' | 'here-first' | 'network' | 'ensemble';
  * carried the job's start says how that went (StartOutcome): the `start` that follows then only
  * passes it on.
  */
-export type PlaceOutcome = ({ node: string; here: boolean } & StartOutcome) | { waiting: string };
+export type PlaceOutcome = ({ node: string; here: boolean } & StartOutcome) | { waiting: string; only_avoided?: true };
 
 export interface JobMachineContext {
   jobId: string;
@@ -353,6 +353,17 @@ export const jobMachine = setup({
                 actions: [
                   assign(({ context, event }) => ({ node: nodeOf(event.output), placedStart: startOf(event.output), placements: context.placements + 1, backoffMs: 0, nextOfferAt: 0 })),
                   { type: 'placedOn', params: ({ event }) => ({ node: nodeOf(event.output) }) },
+                ],
+              },
+              // Only the nodes that failed it bid: they are asked again at its next offer, its
+              // placements bounding how often; avoided for good, it waited for a node that never came.
+              {
+                guard: ({ event }) => 'waiting' in event.output && event.output.only_avoided === true,
+                target: 'unplaced',
+                actions: [
+                  'backOff',
+                  assign({ exclude: [] }),
+                  { type: 'noteWaiting', params: ({ event }) => ({ reason: `waiting for a node: ${'waiting' in event.output ? event.output.waiting : ''}; no other node bid, so those are asked again at its next offer` }) },
                 ],
               },
               {

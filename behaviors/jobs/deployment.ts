@@ -242,8 +242,11 @@ export const PlaceReply = z.union([
    * when the provider leased but would not start it; neither when it is to be started as usual.
    */
   z.object({ node: PeerIdSchema, started: z.literal(true).optional(), start_refused: z.string().optional() }),
-  /** Nobody can hold it now, and why. */
-  z.object({ waiting: z.string() }),
+  /**
+   * Nobody can hold it now, and why. `only_avoided`: the only bids came from nodes the request
+   * excluded (they failed this job before), so excluding them is all that keeps it waiting.
+   */
+  z.object({ waiting: z.string(), only_avoided: z.literal(true).optional() }),
 ]);
 export type PlaceReply = z.output<typeof PlaceReply>;
 

@@ -94,6 +94,28 @@ describe('placement as one statechart', () => {
     expect(j.effects).toContain('replace(b, lost)');
   });
 
+  it('asks the node it lost again when no other node bids, its placements bounding how often', async () => {
+    const j = job({ maxAttempts: 2, route: 'network' }, [
+      { node: 'b', here: false },
+      { waiting: 'no node can hold it now (b: failed this job before)', only_avoided: true },
+      { node: 'b', here: false },
+    ]);
+    await advance();
+    j.actor.send({ type: 'started', handle });
+    j.actor.send({ type: 'fault', reason: 'node b unreachable for 10 s' });
+    await advance();
+    // Avoided at the next offer; only b bid, so b is asked again at the one after, once the back-off is over.
+    expect(j.effects).toContain('waiting(waiting for a node: no node can hold it now (b: failed this job before); no other node bid, so those are asked again at its next offer)');
+    expect(j.context().exclude).toEqual([]);
+    await advance(1_000);
+    expect(j.offers.map((o) => o.exclude)).toEqual([[], ['b'], []]);
+    expect(j.value()).toBe('starting');
+    expect(j.context()).toMatchObject({ node: 'b', placements: 2 });
+    // Lost there again with no placement left: it fails naming it, rather than waiting on.
+    j.actor.send({ type: 'fault', reason: 'node b unreachable for 10 s' });
+    expect(j.value()).toBe('failed');
+  });
+
   it('fails once its placements are used, naming the node that refused the last start', async () => {
     const j = job({ maxAttempts: 1, route: 'network' }, [{ node: 'b', here: false }]);
     await advance();

@@ -14,6 +14,7 @@ const resources = { cpu: { cores: 1 }, memory: { size: 1024 }, storage: { size: 
 
 function start(opts: {
   expected: number;
+  exclude?: string[];
   suspect?: string[];
   refuse?: string[];
   vet?: (node: string) => string | null;
@@ -46,7 +47,7 @@ function start(opts: {
       resources,
       executor: 'null',
       placement: null,
-      exclude: [],
+      exclude: opts.exclude ?? [],
       self: SELF,
       suspect: new Set(opts.suspect ?? []),
       ...(opts.vet ? { vet: opts.vet } : {}),
@@ -100,6 +101,30 @@ describe('placement machine: collecting bids', () => {
     m.bid('honest', 0.7);
     expect(await output).toEqual({ node: 'honest' });
     expect(m.reserved).toEqual(['honest']);
+  });
+
+  it('a node the job must avoid is not reserved on, and when only such nodes bid the answer says so', async () => {
+    const avoided = start({ expected: 2, exclude: ['lost-it'] });
+    const waiting = avoided.done();
+    avoided.bid('lost-it', 0);
+    avoided.decline('small');
+    expect(await waiting).toEqual({ waiting: expect.stringContaining('failed this job before'), only_avoided: true });
+    expect(avoided.reserved).toEqual([]);
+
+    // Another node bid too: that one is taken, and the avoided one never asked.
+    const other = start({ expected: 2, exclude: ['lost-it'] });
+    const placed = other.done();
+    other.bid('lost-it', 0);
+    other.bid('fresh', 0.5);
+    expect(await placed).toEqual({ node: 'fresh' });
+    expect(other.asked).toEqual(['fresh']);
+
+    // Another node bid and then refused to reserve: the job waits, still avoiding the first.
+    const refused = start({ expected: 2, exclude: ['lost-it'], refuse: ['fresh'] });
+    const still = refused.done();
+    refused.bid('lost-it', 0);
+    refused.bid('fresh', 0.5);
+    expect(await still).toEqual({ waiting: expect.stringContaining('not enough memory') });
   });
 
   it('with only refused bids the job waits, naming why each was refused', async () => {
