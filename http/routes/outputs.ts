@@ -478,8 +478,9 @@ export const outputRoutes =
         200: { description: 'application/x-tar for a directory, application/octet-stream for a file', content: { 'application/x-tar': { description: 'the directory' }, 'application/octet-stream': { description: 'the file' } } },
         206: { description: 'part of the file (Range: one range of bytes; several, or another unit, get the whole file)' },
         416: { description: 'a Range starting past the end of the file; `Content-Range: bytes */<size>`' },
-        404: { description: 'no such job or output, or a block no node gave' },
+        404: { description: 'no such job or output, or a block the nodes asked said they do not hold' },
         409: { description: 'the output could not be collected (its error says why)' },
+        500: { description: 'no node that may hold a block answered (down or unreachable: asked again once it is back), or the node failed' },
       },
       handler: async (event, input) => {
         const { manifest, peers } = await readable(event, input.param('id'), input.query().from);

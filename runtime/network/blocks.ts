@@ -370,7 +370,8 @@ export class BlockExchange {
       try {
         await this.fetchAll(missing, peers, signal);
       } catch (e) {
-        if (!(e instanceof DmsError && e.kind === 'not_found') || signal?.aborted) throw e;
+        // Not held by the nodes asked, or none of them reachable: the DHT may name another holder.
+        if (!(e instanceof DmsError && (e.kind === 'not_found' || e.kind === 'unavailable')) || signal?.aborted) throw e;
         found ??= await this.holders(root, peers, signal);
         if (found.length === 0) throw e;
         await this.fetchAll(await this.missing(missing), found, signal);
@@ -461,6 +462,8 @@ export class BlockExchange {
   private async fetchAll(cids: CID[], peers: readonly string[], signal?: AbortSignal): Promise<void> {
     let left = cids;
     const errors: string[] = [];
+    /** Peers that answered and lacked some of what was asked. */
+    const lacking: string[] = [];
     // In the order given, those that stalled an exchange last.
     const order = [...peers.filter((p) => !this.isSlow(p)), ...peers.filter((p) => this.isSlow(p))];
     for (const peer of order) {
@@ -495,6 +498,7 @@ export class BlockExchange {
           throw e;
         }
         left = stillMissing;
+        if (stillMissing.length > 0) lacking.push(peer);
       } catch (e) {
         if (signal?.aborted) throw e;
         errors.push(`${peer}: ${errorText(e)}`);
@@ -503,7 +507,11 @@ export class BlockExchange {
       }
     }
     if (left.length > 0) {
-      throw new DmsError('not_found', `block ${left[0]}${left.length > 1 ? ` and ${left.length - 1} more` : ''} not found on ${peers.length ? peers.join(', ') : 'any node'}${errors.length ? ` (${errors.join('; ')})` : ''}`);
+      const what = `block ${left[0]}${left.length > 1 ? ` and ${left.length - 1} more` : ''}`;
+      const why = [...lacking.map((p) => `${p}: does not hold it`), ...errors].join('; ');
+      // No node asked said it lacks them: they may well be there, on a node that is down now.
+      if (lacking.length === 0 && errors.length > 0) throw new DmsError('unavailable', `${what} could not be fetched: no node that may hold it answered (${why})`);
+      throw new DmsError('not_found', `${what} not found on ${peers.length ? 'the nodes asked' : 'any node'}${why ? ` (${why})` : ''}`);
     }
   }
 }

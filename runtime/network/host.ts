@@ -192,6 +192,11 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
       // The default mapper drops private and loopback addresses, which are exactly the
       // addresses of a LAN or single-machine network.
       peerInfoMapper: passthroughMapper,
+      // With no DHT peer, a lookup finds nothing at once instead of waiting for one: a dial by
+      // peer id of a node whose address is not known here (down since this node started) waited
+      // out its caller's whole timeout in the lookup, `dms jobs get` of a job whose provider is
+      // down 65 s, `dms peers ping` of a node that is down 30 s.
+      allowQueryWithZeroPeers: true,
     }),
     pubsub: gossipsub({
       // A lone node (or the first of a network) must still be able to broadcast.

@@ -10,6 +10,7 @@ import { importFile, rootEntry, fileContent } from '../../runtime/blocks/unixfs.
 import type { SingleKadDHT } from '@libp2p/kad-dht';
 import { waitFor } from '../helpers/network.js';
 import { BlockHosts } from '../helpers/block-hosts.js';
+import { DmsError } from '../../runtime/errors.js';
 
 const hosts = new BlockHosts();
 afterAll(() => hosts.stop());
@@ -62,7 +63,28 @@ describe('/dms/blocks/1.0.0', async () => {
 
   it('names the block no peer has', async () => {
     const absent = CID.createV1(0x55, await sha256.digest(Buffer.from('nobody has this')));
-    await expect(b.ex.fetchDag(absent, [a.t.host])).rejects.toThrow(new RegExp(`block ${absent} not found on ${a.t.host}`));
+    await expect(b.ex.fetchDag(absent, [a.t.host])).rejects.toThrow(new RegExp(`^block ${absent} not found on the nodes asked \\(${a.t.host}: does not hold it\\)$`));
+  });
+
+  it('says a block could not be fetched, not that it is nowhere, when no node asked answered', async () => {
+    const gone = await side();
+    const host = gone.t.host;
+    await b.t.node.dial(gone.t.node.getMultiaddrs());
+    await gone.t.stop();
+    const block = CID.createV1(0x55, await sha256.digest(Buffer.from('held by a node that is down')));
+    const failure = await b.ex.fetchDag(block, [host]).catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(DmsError);
+    expect((failure as DmsError).kind).toBe('unavailable');
+    expect((failure as DmsError).message).toMatch(new RegExp(`^block ${block} could not be fetched: no node that may hold it answered \\(${host}: `));
+
+    // Asked by a node that never knew where it was, and that has no DHT peer to ask: at once,
+    // not after the exchange's timeout (10 s here) spent waiting in the DHT for a peer to ask.
+    const stranger = await side();
+    const began = performance.now();
+    const lookup = await stranger.ex.fetchDag(block, [host]).catch((e: unknown) => e);
+    expect(performance.now() - began).toBeLessThan(3_000);
+    expect((lookup as DmsError).kind).toBe('unavailable');
+    expect((lookup as DmsError).message).toContain('no valid addresses');
   });
 
   it('drops a wrong block and notes its sender, then stops asking it', async () => {
