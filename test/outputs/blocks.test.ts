@@ -1,13 +1,11 @@
-import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import * as tar from 'tar-stream';
 import { CID } from 'multiformats/cid';
 import { sha256, sha512 } from 'multiformats/hashes/sha2';
-import { BlockStore } from '../../runtime/blocks/store.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
 import * as dagPb from '@ipld/dag-pb';
 import { UnixFS } from 'ipfs-unixfs';
@@ -15,14 +13,10 @@ import * as raw from 'multiformats/codecs/raw';
 import { exportTar, importFile, importPath, importTar, MAX_PATH_DEPTH } from '../../runtime/blocks/unixfs.js';
 import { block } from '../helpers/dag.js';
 import { tarEntries } from '../helpers/tar.js';
+import { tempStores } from '../helpers/temp-stores.js';
 
-const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-const tmp = () => {
-  const d = mkdtempSync(join(tmpdir(), 'dms-blocks-'));
-  dirs.push(d);
-  return d;
-};
+const temp = tempStores('dms-blocks-');
+const tmp = temp.folder;
 
 type Entry = { name: string; type?: 'file' | 'directory' | 'symlink' | 'link' | 'fifo'; body?: Buffer; linkname?: string };
 /** A tar made here entry by entry, hostile names included. */
@@ -40,8 +34,7 @@ async function makeTar(entries: Entry[]): Promise<Buffer> {
 }
 
 describe('block store and UnixFS', async () => {
-  const store = new BlockStore(join(tmp(), 'blocks'));
-  await store.open();
+  const store = await temp.store();
   const big = randomBytes(3 * 1024 * 1024 + 17);
 
   it('imports a tar as a CIDv1 sha2-256 raw-leaves directory and exports the same files', async () => {

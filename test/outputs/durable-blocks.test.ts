@@ -6,35 +6,23 @@
  * watched: FileHandle's own methods, wrapped to count each call and still called through to
  * the disk.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import * as tar from 'tar-stream';
-import { afterAll, describe, expect, it } from 'vitest';
-import { BlockStore } from '../../runtime/blocks/store.js';
+import { describe, expect, it } from 'vitest';
 import { importFile, importTar } from '../../runtime/blocks/unixfs.js';
+import { tempStores } from '../helpers/temp-stores.js';
 
-const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const openStore = tempStores('dms-durable-').store;
 
 /** The prototype every FileHandle shares (node:fs/promises does not export the class). */
 async function fileHandlePrototype(): Promise<FileHandle> {
   const probe = await open(fileURLToPath(import.meta.url), 'r');
   await probe.close();
   return Object.getPrototypeOf(probe) as FileHandle;
-}
-
-/** An empty block store in a folder of its own, removed after the file's cases. */
-async function openStore(): Promise<BlockStore> {
-  const root = mkdtempSync(join(tmpdir(), 'dms-durable-'));
-  dirs.push(root);
-  const store = new BlockStore(join(root, 'blocks'));
-  await store.open();
-  return store;
 }
 
 type SyncMethod = 'datasync' | 'sync';

@@ -1,27 +1,22 @@
-import { mkdtempSync, rmSync, utimesSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { utimesSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
-import { afterAll, describe, expect, it } from 'vitest';
-import { BlockStore } from '../../runtime/blocks/store.js';
+import { describe, expect, it } from 'vitest';
 import { fileContent, importFile, rootEntry } from '../../runtime/blocks/unixfs.js';
 import { collectGarbage } from '../../runtime/blocks/retention.js';
 import { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
 import { sha256 } from 'multiformats/hashes/sha2';
+import { tempStores } from '../helpers/temp-stores.js';
 
-const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const freshStore = tempStores('dms-gc-').store;
 
 const files = (dir: string) => readdirSync(dir, { recursive: true }).filter((f) => String(f).endsWith('.data'));
 
 describe('block retention', () => {
   it('deletes blocks no kept root reaches, oldest first, only while over the bound', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'dms-gc-'));
-    dirs.push(dir);
-    const store = new BlockStore(join(dir, 'blocks'));
-    await store.open();
+    const store = await freshStore();
     const MiB = 1024 * 1024;
     // Three files of 1 MiB (4 leaves and a root each): kept, old, new.
     const kept = await importFile(Readable.from([randomBytes(MiB)]), store.fs, { maxBytes: MiB });
@@ -59,10 +54,7 @@ describe('block retention', () => {
   });
 
   it('keeps the blocks an import under way has written, whose root does not exist yet', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'dms-gc-'));
-    dirs.push(dir);
-    const store = new BlockStore(join(dir, 'blocks'));
-    await store.open();
+    const store = await freshStore();
     // An upload half-way: its first leaves written, its root not yet.
     const upload = store.importing();
     await upload.store.put(CID.createV1(raw.code, await sha256.digest(new Uint8Array([1, 2, 3]))), new Uint8Array([1, 2, 3]));

@@ -4,30 +4,21 @@
  * block files. A failed import deletes what it wrote, and retention deletes what no root keeps:
  * neither may take a block another import, under way or completed, still needs.
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync, utimesSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { CID } from 'multiformats/cid';
 import * as raw from 'multiformats/codecs/raw';
-import { BlockStore } from '../../runtime/blocks/store.js';
+import type { BlockStore } from '../../runtime/blocks/store.js';
 import { fileContent, importFile, rootEntry } from '../../runtime/blocks/unixfs.js';
 import { collectGarbage } from '../../runtime/blocks/retention.js';
 import { block } from '../helpers/dag.js';
+import { tempStores } from '../helpers/temp-stores.js';
 
-const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const freshStore = tempStores('dms-shared-').store;
 
 const MiB = 1024 * 1024;
-
-async function freshStore(): Promise<BlockStore> {
-  const dir = mkdtempSync(join(tmpdir(), 'dms-shared-'));
-  dirs.push(dir);
-  const store = new BlockStore(join(dir, 'blocks'));
-  await store.open();
-  return store;
-}
 
 const blockFiles = (store: BlockStore) => readdirSync(store.dir, { recursive: true }).filter((f) => String(f).endsWith('.data')).length;
 
