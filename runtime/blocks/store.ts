@@ -316,13 +316,14 @@ export class BlockStore {
     const fs = this.fs;
     const put = new Set<string>();
     // The writes under way, and the bytes they hold: a put returns once its write is under way
-    // and the import goes on, waiting only while too many are (see WRITES_AHEAD).
+    // and the import goes on, waiting only while too many are (see WRITES_AHEAD). Each is held
+    // as a promise that settles, never rejecting, once the write is over and counted out.
     const inFlight = new Set<Promise<void>>();
     let bytesInFlight = 0;
     // The first write that failed: the import fails with it, at its next put or at its end.
-    const failures: unknown[] = [];
+    let failed: { error: unknown } | undefined;
     const rethrow = () => {
-      if (failures.length > 0) throw failures[0];
+      if (failed) throw failed.error;
     };
     let discarded = false;
     return {
@@ -335,22 +336,25 @@ export class BlockStore {
             put.add(file);
             fs.share(file, session);
           }
-          const write = fs.putChunks(key, [val], true);
-          inFlight.add(write);
           bytesInFlight += val.byteLength;
-          write
-            .catch((error: unknown) => void failures.push(error))
+          const over: Promise<void> = fs
+            .putChunks(key, [val], true)
+            .then(
+              () => undefined,
+              (error: unknown) => void (failed ??= { error }),
+            )
             .finally(() => {
-              inFlight.delete(write);
+              inFlight.delete(over);
               bytesInFlight -= val.byteLength;
             });
-          while (inFlight.size > WRITES_AHEAD.count || bytesInFlight > WRITES_AHEAD.bytes) await Promise.race(inFlight).catch(() => undefined);
+          inFlight.add(over);
+          while (inFlight.size > WRITES_AHEAD.count || bytesInFlight > WRITES_AHEAD.bytes) await Promise.race(inFlight);
           rethrow();
           return key;
         },
       },
       written: async () => {
-        await Promise.allSettled([...inFlight]);
+        await Promise.all(inFlight);
         rethrow();
       },
       keep: () => {
@@ -362,7 +366,7 @@ export class BlockStore {
       },
       discard: async () => {
         discarded = true;
-        await Promise.allSettled([...inFlight]);
+        await Promise.all(inFlight);
         for (const file of put) {
           if (!fs.unshare(file, session)) continue;
           fs.needed(file);
