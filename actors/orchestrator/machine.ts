@@ -189,6 +189,8 @@ const deadlineFrom = (context: JobMachineContext, since: number): number | null 
 
 const nodeOf = (output: PlaceOutcome): string => ('node' in output ? output.node : '');
 const startOf = (output: PlaceOutcome): StartOutcome | null => ('node' in output ? startOutcomeOf(output) : null);
+/** Why an offer placed the job nowhere ('' when it placed it). */
+const waitingOf = (output: PlaceOutcome): string => ('waiting' in output ? output.waiting : '');
 
 const refusedBy = (context: JobMachineContext, reason: string) => `node ${context.node} could not start it: ${reason}`;
 
@@ -358,17 +360,17 @@ export const jobMachine = setup({
               // Only the nodes that failed it bid: they are asked again at its next offer, its
               // placements bounding how often; avoided for good, it waited for a node that never came.
               {
-                guard: ({ event }) => 'waiting' in event.output && event.output.only_avoided === true,
+                guard: ({ event }) => 'only_avoided' in event.output && event.output.only_avoided === true,
                 target: 'unplaced',
                 actions: [
                   'backOff',
                   assign({ exclude: [] }),
-                  { type: 'noteWaiting', params: ({ event }) => ({ reason: `waiting for a node: ${'waiting' in event.output ? event.output.waiting : ''}; no other node bid, so those are asked again at its next offer` }) },
+                  { type: 'noteWaiting', params: ({ event }) => ({ reason: `waiting for a node: ${waitingOf(event.output)}; no other node bid, so those are asked again at its next offer` }) },
                 ],
               },
               {
                 target: 'unplaced',
-                actions: ['backOff', { type: 'noteWaiting', params: ({ event }) => ({ reason: `waiting for a node: ${'waiting' in event.output ? event.output.waiting : ''}` }) }],
+                actions: ['backOff', { type: 'noteWaiting', params: ({ event }) => ({ reason: `waiting for a node: ${waitingOf(event.output)}` }) }],
               },
             ],
             onError: {
