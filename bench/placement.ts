@@ -30,7 +30,7 @@ import { startCluster, stopCluster } from '../test/helpers/network.js';
 import type { NodeProcess } from '../test/helpers/node.js';
 import { printStages, resetStages, stagesOf } from './lib/stages.js';
 import { call } from './lib/api.js';
-import { loadAverage } from './lib/load.js';
+import { loadAverage, median } from './lib/load.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 200);
 const JOBS = Number(process.env.BENCH_JOBS ?? 1000);
@@ -44,7 +44,6 @@ const remoteSpec: JobSpecInput = { name: 'bench', image: 'none', executor: 'null
 const localSpec: JobSpecInput = { ...remoteSpec, resources: { cpu: 0.001, memory: '1KiB' }, placement: { local: true } };
 
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
