@@ -13,7 +13,7 @@
 import '../runtime/polyfills.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import Docker from 'dockerode';
-import { probeDocker } from '../actors/executors/docker.js';
+import { probeDocker } from '../actors/executors/engine.js';
 import type { Job, JobSpecInput } from '../behaviors/jobs/schema.js';
 import { removeHome, startNode } from '../test/helpers/node.js';
 

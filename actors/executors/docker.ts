@@ -19,7 +19,8 @@ import type { OutputSpec } from '../../behaviors/jobs/files.js';
 import { OomEvents, oomVerdict } from './oom-events.js';
 import { ContainerOutput } from './container-output.js';
 import { Leftovers } from './leftovers.js';
-import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
+import { catchesStopSignal } from './stop-signal.js';
+import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
   ExecutionHandle,
@@ -88,15 +89,6 @@ interface DockerRun {
   network?: boolean;
 }
 
-/** An error from the engine: dockerode puts the engine's message on it (and the HTTP status: ./engine.ts statusOf). */
-interface EngineError {
-  json?: { message?: string } | null;
-  message: string;
-}
-/** The engine's own words; on streamed requests docker-modem only has them inside its "(HTTP code …) … - " text. */
-const engineMessage = (e: unknown): string =>
-  ((e as EngineError).json?.message ?? String((e as EngineError).message ?? e).replace(/^\(HTTP code \d+\) [^-]*- /, '')).trim();
-
 /** A tar of `output.path` in the container; not_found when the container has nothing there. */
 async function archiveOf(engine: Engine, container: Docker.Container, output: OutputSpec): Promise<OutputContent> {
   const what = `reading ${output.path} from the container`;
@@ -107,16 +99,6 @@ async function archiveOf(engine: Engine, container: Docker.Container, output: Ou
   } catch (e) {
     if (statusOf(e) === 404) throw new DmsError('not_found', `${output.path} does not exist in the container`);
     throw new DmsError('unavailable', engineMessage(e).slice(0, 500), { cause: e });
-  }
-}
-
-/** Whether an engine answers, and if not why: for start-up decisions and for tests to skip. */
-export async function probeDocker(docker: Docker = new Docker()): Promise<{ ok: true; version: string } | { ok: false; reason: string }> {
-  try {
-    const version = await docker.version();
-    return { ok: true, version: version.Version };
-  } catch (e) {
-    return { ok: false, reason: `no Docker engine answers (${engineMessage(e)})` };
   }
 }
 
@@ -280,8 +262,9 @@ export class DockerExecutor extends StoredOutput implements Executor {
       .then(() => this.remove(run.container, handle.job_id))
       .finally(() => run.machine.send({ type: 'stopped' }));
     try {
+      const grace = await this.graceOf(run.container);
       // The engine answers a stop once the grace period is over and the container gone.
-      await answered({ answerMs: this.stopGraceSeconds * 1000 + this.engine.answerMs }, 'stopping the container', (abortSignal) => run.container.stop({ t: this.stopGraceSeconds, abortSignal }));
+      await answered({ answerMs: grace * 1000 + this.engine.answerMs }, 'stopping the container', (abortSignal) => run.container.stop({ t: grace, abortSignal }));
     } catch (e) {
       if (e instanceof EngineSilent) {
         // Whether it still runs, only the engine knows: the run is given up, saying why, and its
@@ -297,6 +280,14 @@ export class DockerExecutor extends StoredOutput implements Executor {
       }
     }
     await over;
+  }
+
+  /** A stop's grace: none for a container whose first process would never see the gentle signal (stop-signal.ts). */
+  private async graceOf(container: Docker.Container): Promise<number> {
+    if (this.stopGraceSeconds === 0) return 0;
+    const info = await answered(this.engine, 'inspecting the container', (abortSignal) => container.inspect({ abortSignal }));
+    const caught = info.State.Running ? await catchesStopSignal({ pid: info.State.Pid, containerId: info.Id, stopSignal: (info.Config as { StopSignal?: string }).StopSignal }) : undefined;
+    return caught === false ? 0 : this.stopGraceSeconds;
   }
 
   async cleanup(handle: ExecutionHandle): Promise<void> {

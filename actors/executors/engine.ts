@@ -131,3 +131,22 @@ export async function removeNetwork(engine: Engine, name: string): Promise<boole
     throw e;
   }
 }
+
+/** An error from the engine: dockerode puts the engine's message on it (and the HTTP status: statusOf). */
+interface EngineError {
+  json?: { message?: string } | null;
+  message: string;
+}
+/** The engine's own words; on streamed requests docker-modem only has them inside its "(HTTP code …) … - " text. */
+export const engineMessage = (e: unknown): string =>
+  ((e as EngineError).json?.message ?? String((e as EngineError).message ?? e).replace(/^\(HTTP code \d+\) [^-]*- /, '')).trim();
+
+/** Whether an engine answers, and if not why: for start-up decisions and for tests to skip. */
+export async function probeDocker(docker: Docker): Promise<{ ok: true; version: string } | { ok: false; reason: string }> {
+  try {
+    const version = await docker.version();
+    return { ok: true, version: version.Version };
+  } catch (e) {
+    return { ok: false, reason: `no Docker engine answers (${engineMessage(e)})` };
+  }
+}

@@ -1,6 +1,6 @@
 import Docker from 'dockerode';
 import { expect, it } from 'vitest';
-import { probeDocker } from '../../actors/executors/docker.js';
+import { probeDocker } from '../../actors/executors/engine.js';
 import { dockerSkipLine } from '../support/docker-skips.js';
 import { stopCluster } from './network.js';
 import { type NodeProcess, removeHome, type TestNode } from './node.js';

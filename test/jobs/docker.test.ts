@@ -133,3 +133,36 @@ describe.skipIf(problem !== null)('docker jobs on a node', () => {
     expect((await after.get('/api/v1/resources/usage')).body.allocated.cpu.cores).toBe(0);
   });
 });
+
+// With the stop grace a node has by default (jobs.stop_grace_s, 10 s), not the 1 s of the tests above.
+describe.skipIf(problem !== null)('stopping a container with the default grace', () => {
+  let node: NodeProcess;
+  let rest: Rest;
+
+  beforeAll(async () => {
+    node = await startJobNode({ jobs: { stop_grace_s: 10 } });
+    rest = new Rest(node.url);
+  });
+
+  afterAll(() => stopDockerNodes(docker, [node]));
+
+  // A `sleep` run as a container's first process has no handler for SIGTERM, which the kernel
+  // then drops: the stop used to wait out the whole grace before its SIGKILL.
+  it('ends at once a job whose first process would never see the stop signal', async () => {
+    const job = await rest.submit(container(['sleep', '600']));
+    await rest.waitFor(job.id, ['running']);
+    const t0 = Date.now();
+    const cancelled = await rest.delete<Job>(`/api/v1/jobs/${job.id}`);
+    const took = Date.now() - t0;
+    expect(cancelled.body).toMatchObject({ status: 'failed', error: 'cancelled' });
+    expect(took, `the cancel took ${took} ms`).toBeLessThan(5_000);
+  });
+
+  it('gives the grace to a job that handles the stop signal, which ends on its own terms', async () => {
+    const job = await rest.submit(container(['sh', '-c', 'trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.1; done']));
+    await until('the job to say it is ready', async () => textOf((await rest.get(`/api/v1/jobs/${job.id}/logs`)).body.chunks ?? []).includes('ready'));
+    const cancelled = await rest.delete<Job>(`/api/v1/jobs/${job.id}`);
+    expect(cancelled.body).toMatchObject({ status: 'failed', error: 'cancelled' });
+    expect(textOf((await rest.get(`/api/v1/jobs/${job.id}/logs`)).body.chunks)).toBe('ready\ngot TERM\n');
+  });
+});
