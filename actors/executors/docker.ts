@@ -184,7 +184,6 @@ export class DockerExecutor extends StoredOutput implements Executor {
       machine.send({ type: 'failed', error: errorText(e) });
       return e;
     };
-    let writer: LogWriter;
     let binds: string[] = [];
     try {
       // A run's output is its own: what a run of the job before left is kept as the previous
@@ -196,13 +195,16 @@ export class DockerExecutor extends StoredOutput implements Executor {
         binds = await this.inputs.prepare(job, (status) => opts.onProgress?.({ status, stage: 'inputs' }));
       }
       machine.send({ type: 'pulled' });
-      // The log exists before the container does, so not one byte of output can be missed and
-      // an unwritable logs directory stops the job before it runs.
-      writer = await this.logStore.create(job.id);
     } catch (e) {
       if (job.inputs?.length) await this.inputs?.release(job.id).catch(() => undefined);
       throw failed(e);
     }
+    // The log is made while the engine makes the container (a few ms of every job's start, one
+    // after the other) and exists before the container runs: not one byte of output can be
+    // missed, and a log that cannot be made stops the job before it runs.
+    const logged = this.logStore.create(job.id);
+    logged.catch(() => undefined);
+    let writer: LogWriter | undefined;
     let container: Docker.Container | undefined;
     const isPart = Boolean(job.ensemble && job.part);
     let network = false;
@@ -221,17 +223,20 @@ export class DockerExecutor extends StoredOutput implements Executor {
       for (const name of part?.networks.slice(1) ?? []) {
         await answered(this.engine, `joining network ${name}`, (abortSignal) => this.docker.getNetwork(name).connect({ Container: made.id, abortSignal } as Docker.NetworkConnectOptions));
       }
+      writer = await logged;
       await answered(this.engine, 'starting the container', (abortSignal) => made.start({ abortSignal }));
     } catch (e) {
+      writer ??= await logged.catch(() => undefined);
       const message = `job ${job.id} could not start: ${e instanceof DmsError ? e.message : engineMessage(e)}`;
-      writer.append('stderr', `[dms] ${message}\n`);
-      await writer.close();
+      writer?.append('stderr', `[dms] ${message}\n`);
+      await writer?.close();
       // What could not be taken back now is the start-up reconcile's to remove: the start's own
       // failure is what the job is told, not the clean-up's.
       const left = (e: unknown) => this.log?.warn({ job: job.id, err: errorText(e) }, 'what a failed start made is not removed');
       if (container) await this.remove(container, job.id).catch(left);
       if (network) await this.removeJobNetwork(job.id).catch(left);
       if (isPart) await this.ensembles?.detach(job.id).catch(() => undefined);
+      if (job.inputs?.length) await this.inputs?.release(job.id).catch(left);
       throw failed(new DmsError('unavailable', message, { cause: e }));
     }
     machine.send({ type: 'created', id: container.id });

@@ -2,13 +2,15 @@
 // Without an engine these tests skip with the reason, unless DMS_REQUIRE_DOCKER=1 makes
 // its absence a failure, as in CI.
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerForTests, OVER_ITS_MEMORY, TEST_IMAGE } from '../helpers/docker.js';
 import { containerSpec, DEFAULT_CONTAINER_LIMITS, JOB_LABEL, NODE_LABEL } from '../../actors/executors/container-spec.js';
 import { DockerExecutor } from '../../actors/executors/docker.js';
+import type { InputMounter } from '../../actors/executors/inputs.js';
+import type { Job } from '../../behaviors/jobs/schema.js';
 import { outcome } from '../../behaviors/jobs/execution.js';
 import { waitFor } from '../helpers/network.js';
 import { collect, followLive, jobOf, text } from './helpers.js';
@@ -256,6 +258,24 @@ describe.skipIf(problem !== null)('docker executor', () => {
     const handle = { executor: 'docker', job_id: job.id, id: 'none' };
     expect(text(await collect(executor, handle), 'stderr')).toMatch(/^\[dms\] job .* could not start/);
     expect(await docker.listContainers({ all: true, filters: { label: [`${JOB_LABEL}=${job.id}`] } })).toEqual([]);
+  });
+
+  it('stops a job whose log cannot be made before it runs, and leaves no container', async () => {
+    // Made while the engine makes the container: the container it made is taken back.
+    await writeFile(join(dir, 'a-file'), '');
+    const unlogged = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'a-file', 'logs'), stopGraceSeconds: 1 });
+    const job = dockerJob(['echo', 'never']);
+    await expect(unlogged.start(job)).rejects.toThrow(/could not start: .*(ENOTDIR|not a directory)/);
+    expect(await docker.listContainers({ all: true, filters: { label: [`${JOB_LABEL}=${job.id}`] } })).toEqual([]);
+  });
+
+  it('gives back what it wrote of a job\'s inputs when the job does not start', async () => {
+    const released: string[] = [];
+    const inputs = { prepare: async () => [], release: async (id: string) => void released.push(id) } as unknown as InputMounter;
+    const withInputs = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-inputs'), stopGraceSeconds: 1, inputs });
+    const job = { ...dockerJob(['no-such-program']), inputs: [{ source: 'volume:none', path: '/in' }] } as Job;
+    await expect(withInputs.start(job)).rejects.toThrow(/could not start: .*no-such-program/);
+    expect(released).toEqual([job.id]);
   });
 
   it('asks the engine for an image once, and pulls one removed since a job of it ran here', async () => {
