@@ -6,8 +6,8 @@
  *
  * A tar is a stranger's: an entry naming an absolute path or `..`, a path deeper than
  * MAX_PATH_DEPTH, a path another entry has as a file where this one needs a directory (or the
- * reverse), a link (symbolic or hard) leaving the archive's root, or anything but a regular file
- * or a directory is refused with its name, and the whole import with it.
+ * reverse), a link (symbolic or hard) leaving the archive's root, a name that is not UTF-8, or
+ * anything but a regular file or a directory is refused with its name, and the whole import with it.
  */
 import { lstat, readdir } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
@@ -62,11 +62,18 @@ const IMPORT: ImporterOptions = {
 
 const shown = (s: string) => (s.length > 200 ? `${s.slice(0, 200)}…` : s);
 
+/** What a UTF-8 decoder puts in place of bytes that are not UTF-8. */
+const REPLACED = '\uFFFD';
+
 /**
  * The entry's path inside the archive, normalised ('' for the root itself); refuses an
  * absolute path or one climbing out with `..`.
  */
 export function entryPath(name: string): string {
+  // The archive's bytes were read as UTF-8 (tar-stream reads a PAX path no other way): a name
+  // that is not UTF-8 came out with U+FFFD in place of its bytes, and stored so it would come back
+  // as another name, or as the name of another entry, whose bytes it no longer tells apart.
+  if (name.includes(REPLACED)) throw invalid(`tar entry '${shown(name)}': its name is not UTF-8 text, and UnixFS names are`);
   if (name.startsWith('/') || /^[A-Za-z]:[\\/]/.test(name)) throw invalid(`tar entry '${shown(name)}': absolute paths are refused`);
   const parts: string[] = [];
   for (const part of name.split('/')) {
@@ -236,6 +243,7 @@ export async function importPath(path: string, store: WritableStore, limits: Imp
       }
       const name = top.names[top.next++];
       const abs = join(top.dir, name);
+      if (name.includes(REPLACED)) throw invalid(`${abs}: its name is not UTF-8 text, and UnixFS names are`);
       const p = top.rel ? `${top.rel}/${name}` : name;
       const s = await lstat(abs);
       budget.entry();

@@ -33,6 +33,15 @@ async function makeTar(entries: Entry[]): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
+/** Writes `bytes` over the start of the USTAR name of the header at `offset` of `tar`, and sets its checksum again. */
+function rawName(tar: Buffer, offset: number, bytes: number[]): void {
+  tar.set(bytes, offset);
+  tar.fill(0x20, offset + 148, offset + 156);
+  let sum = 0;
+  for (let i = offset; i < offset + 512; i++) sum += tar[i];
+  tar.write(`${sum.toString(8).padStart(6, '0')}\0 `, offset + 148, 'latin1');
+}
+
 describe('block store and UnixFS', async () => {
   const store = await temp.store();
   const big = randomBytes(3 * 1024 * 1024 + 17);
@@ -137,6 +146,25 @@ describe('block store and UnixFS', async () => {
     rmSync(join(deep, 'f'));
     writeFileSync(join(deep, '..', 'f'), 'x');
     expect((await importPath(dir, store.fs, { maxBytes: 100 })).kind).toBe('directory');
+  });
+
+  it('refuses an entry whose name is not UTF-8, in a tar (its USTAR name or its PAX path) and on disk, naming it', async () => {
+    // Read as UTF-8, the bytes 0xFF and 0xFE were both U+FFFD: one such name was stored changed,
+    // and two files under them were one name twice.
+    const ustar = await makeTar([{ name: 'ok.txt', body: Buffer.from('1') }, { name: 'XX.txt', body: Buffer.from('2') }]);
+    rawName(ustar, 512 * 2, [0xff, 0xfe]);
+    await expect(importTar(Readable.from([ustar]), store.fs, { maxBytes: 100 })).rejects.toThrow(/^tar entry '\uFFFD\uFFFD\.txt': its name is not UTF-8 text, and UnixFS names are$/);
+    // A PAX path record, as Docker's archive writes a name that is not ASCII.
+    const long = `p/${'q'.repeat(120)}XX`;
+    const pax = await makeTar([{ name: long, body: Buffer.from('3') }]);
+    const at = pax.indexOf(Buffer.from(long));
+    pax[at + long.length - 2] = 0xff;
+    pax[at + long.length - 1] = 0xfe;
+    await expect(importTar(Readable.from([pax]), store.fs, { maxBytes: 100 })).rejects.toThrow(/its name is not UTF-8 text/);
+    const dir = tmp();
+    writeFileSync(join(dir, 'ok.txt'), '1');
+    writeFileSync(Buffer.concat([Buffer.from(`${dir}/`), Buffer.from([0xff])]), '2');
+    await expect(importPath(dir, store.fs, { maxBytes: 100 })).rejects.toThrow(/\/\uFFFD: its name is not UTF-8 text/);
   });
 
   it('refuses to export a DAG deeper than any import makes (a stranger\'s), without overflowing the stack', async () => {
