@@ -99,6 +99,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       maxLogBytes: jobs.max_log_bytes,
       stopGraceSeconds: jobs.stop_grace_s,
       oomSettleMs: jobs.oom_settle_ms,
+      storageCheckMs: jobs.storage_check_ms,
       limits: {
         defaultCores: jobs.default_resources.cores,
         defaultMemoryBytes: jobs.default_resources.memory_bytes,
@@ -107,6 +108,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
         allowNetwork: jobs.allow_network,
         user: jobs.container_user,
         readOnlyRoot: jobs.read_only_root,
+        storageBytes: jobs.default_resources.storage_bytes,
       },
       inputs: blocks && new InputMounter({ blocks: blocks.store, exchange: blocks.exchange, dir: join(paths.data, 'inputs'), volumes: blocks.volumes, maxBytes: blocks.limits.max_input_bytes }),
       outputs: collector,

@@ -268,6 +268,8 @@ export const ConfigSchema = z
          * exit. Long enough for a loaded engine; tests that kill containers set it short.
          */
         oom_settle_ms: z.number().int().min(50).max(60_000).default(10_000),
+        /** How often a running Docker job's writes into its container are measured against what it may write. */
+        storage_check_ms: z.number().int().min(100).max(3_600_000).default(5_000),
         /** What a job gets when its spec asks for zero cores or zero memory (a limit always applies). */
         default_resources: z
           .object({
@@ -275,6 +277,8 @@ export const ConfigSchema = z
             // At most a job's own bound (behaviors/jobs/schema.ts MAX_CORES): past it the engine's nanocores overflow.
             cores: z.number().min(0.01).max(1_000_000).default(1),
             memory_bytes: positiveInt.min(6 * 1024 * 1024).default(512 * 1024 * 1024),
+            /** What a Docker job that reserves no storage may write into its container; not held from the share (actors/executors/storage-watch.ts). */
+            storage_bytes: positiveInt.default(1024 * 1024 * 1024),
           })
           .strict()
           .prefault({}),

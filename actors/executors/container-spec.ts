@@ -3,7 +3,9 @@
  * the node's settings alone (no engine), so the mapping can be checked without Docker.
  */
 import type Docker from 'dockerode';
+import type { OutputSpec } from '../../behaviors/jobs/files.js';
 import { type Job, millicoresOf, RESOURCE_FLOOR, runEnvironment } from '../../behaviors/jobs/schema.js';
+import { STORAGE_LABEL, storageBound } from './storage-watch.js';
 
 export const JOB_LABEL = 'dms.job';
 export const NODE_LABEL = 'dms.node';
@@ -41,6 +43,8 @@ export interface ContainerLimits {
   user: string;
   /** Whether the container's root filesystem is read-only (`jobs.read_only_root`); /tmp is then a small tmpfs. */
   readOnlyRoot: boolean;
+  /** What a job that reserves no storage may write into its container (`jobs.default_resources.storage_bytes`; ./storage-watch.ts). */
+  storageBytes: number;
 }
 
 export const DEFAULT_CONTAINER_LIMITS: ContainerLimits = {
@@ -51,6 +55,7 @@ export const DEFAULT_CONTAINER_LIMITS: ContainerLimits = {
   allowNetwork: false,
   user: '',
   readOnlyRoot: false,
+  storageBytes: 1024 * 1024 * 1024,
 };
 
 /** The writable /tmp a read-only root gets; tmpfs pages count against the job's memory limit. */
@@ -76,6 +81,7 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
       [JOB_LABEL]: job.id,
       [NODE_LABEL]: nodeId,
       ...(part && job.ensemble && job.part ? { [ENSEMBLE_LABEL]: job.ensemble, [PART_LABEL]: job.part } : {}),
+      [STORAGE_LABEL]: String(storageBound(job.resources.storage.size, limits.storageBytes)),
       ...(job.outputs?.length ? { [OUTPUTS_LABEL]: JSON.stringify(job.outputs.map(({ name, path }) => ({ name, path }))), [REQUESTER_LABEL]: job.requester ?? '' } : {}),
     },
     User: limits.user || undefined,
@@ -124,4 +130,14 @@ export async function containerAddress(docker: Docker, containerId: string): Pro
   const info = await docker.getContainer(containerId).inspect();
   for (const net of Object.values(info.NetworkSettings?.Networks ?? {})) if (net?.IPAddress) return net.IPAddress;
   return undefined;
+}
+
+/** The outputs a container's labels say to collect, and for whom; none when they say nothing readable. */
+export function filesOf(labels: Record<string, string>): { outputs: OutputSpec[]; requester: string | null } | undefined {
+  try {
+    const outputs = JSON.parse(labels[OUTPUTS_LABEL] ?? '[]') as OutputSpec[];
+    return Array.isArray(outputs) ? { outputs, requester: labels[REQUESTER_LABEL] || null } : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
-import { type ContainerLimits, containerSpec, DEFAULT_CONTAINER_LIMITS, JOB_LABEL, jobNetworkName, NODE_LABEL, OUTPUTS_LABEL, PART_LABEL, type PartNetworks, REQUESTER_LABEL } from './container-spec.js';
+import { type ContainerLimits, containerSpec, DEFAULT_CONTAINER_LIMITS, filesOf, JOB_LABEL, jobNetworkName, NODE_LABEL, PART_LABEL, type PartNetworks } from './container-spec.js';
 import { formatBytes } from '../../runtime/bytes.js';
 import { DmsError, errorText, invalid, notFound } from '../../runtime/errors.js';
 import type { Logger } from '../../runtime/log.js';
@@ -20,6 +20,7 @@ import { OomEvents, oomVerdict } from './oom-events.js';
 import { ContainerOutput } from './container-output.js';
 import { Leftovers } from './leftovers.js';
 import { catchesStopSignal } from './stop-signal.js';
+import { StorageWatch, storageBound, storageBoundOf } from './storage-watch.js';
 import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
@@ -59,6 +60,8 @@ export interface DockerExecutorOptions {
   ensembles?: EnsembleAttacher;
   /** How long one answer of the engine is waited for (./engine.ts); default ENGINE_ANSWER_MS. */
   engineAnswerMs?: number;
+  /** How often a running container's writes are measured against its bound (./storage-watch.ts; default 5 s). */
+  storageCheckMs?: number;
   /** How long a pull may go without a word from the engine, before its first and between two; default PULL_QUIET_MS. */
   pullQuietMs?: number;
   /** When a container the engine did not remove is asked again (default LEFTOVER_RETRY: 30 s, doubling to 10 min). */
@@ -87,6 +90,8 @@ interface DockerRun {
    * this process started or picked up; a run it knows nothing of has its removal tried.
    */
   network?: boolean;
+  /** What it may write into its container (./storage-watch.ts; none known for a container older than the bound), and why it was stopped when it wrote more. */
+  storage: { bound?: number; killed?: string };
 }
 
 /** A tar of `output.path` in the container; not_found when the container has nothing there. */
@@ -114,6 +119,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private readonly nodeId: string;
   private readonly stopGraceSeconds: number;
   private readonly oomSettleMs: number | undefined;
+  private readonly storageCheckMs: number;
   private readonly limits: ContainerLimits;
   private readonly machines: MachineFactory;
   private readonly jobScope: <T>(jobId: string, fn: () => T) => T;
@@ -143,6 +149,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     this.nodeId = opts.nodeId;
     this.stopGraceSeconds = opts.stopGraceSeconds ?? 10;
     this.oomSettleMs = opts.oomSettleMs;
+    this.storageCheckMs = opts.storageCheckMs ?? 5_000;
     this.limits = { ...DEFAULT_CONTAINER_LIMITS, ...opts.limits };
     this.machines = opts.machine ?? plainMachines;
     this.jobScope = opts.jobScope ?? ((_, fn) => fn());
@@ -241,7 +248,8 @@ export class DockerExecutor extends StoredOutput implements Executor {
     }
     machine.send({ type: 'created', id: container.id });
     const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: container.id };
-    const run: DockerRun = { container, machine, ready: Promise.resolve(), files: { outputs: job.outputs ?? [], requester: job.requester }, part: isPart, network };
+    const storage = { bound: storageBound(job.resources.storage.size, this.limits.storageBytes) };
+    const run: DockerRun = { container, machine, ready: Promise.resolve(), files: { outputs: job.outputs ?? [], requester: job.requester }, part: isPart, network, storage };
     this.runs.set(handle.id, run);
     this.follow(handle, run, writer);
     return handle;
@@ -365,7 +373,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private reattach(handle: ExecutionHandle): DockerRun {
     const container = this.docker.getContainer(handle.id);
     const machine = newRun(this.machines, handle.job_id, 'attaching', handle.id);
-    const run: DockerRun = { container, machine, ready: Promise.resolve() };
+    const run: DockerRun = { container, machine, ready: Promise.resolve(), storage: {} };
     run.ready = (async () => {
       let writer: LogWriter;
       try {
@@ -374,6 +382,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
         run.files = filesOf(labels);
         run.part = PART_LABEL in labels;
         run.network = info.HostConfig?.NetworkMode === jobNetworkName(handle.job_id);
+        run.storage.bound = storageBoundOf(labels);
         // Docker keeps the whole output, so re-capturing from the start gives a complete log
         // even for what was written while no node was watching.
         writer = await this.logStore.create(handle.job_id);
@@ -396,7 +405,11 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private follow(handle: ExecutionHandle, run: DockerRun, writer: LogWriter): void {
     this.jobScope(handle.job_id, () => {
       const output = new ContainerOutput(run.container, this.docker.modem, writer, engineMessage, this.engine.answerMs);
-      void this.watch(handle, run, output, output.follow());
+      const { bound } = run.storage;
+      // Stopped as a cancel is, its error saying why instead.
+      const over = (reason: string) => void ((run.storage.killed = reason), this.cancel(handle, reason).catch(() => undefined));
+      const writes = bound === undefined ? undefined : new StorageWatch(this.engine, run.container, bound, this.storageCheckMs, over);
+      void this.watch(handle, run, output, output.follow()).finally(() => writes?.stop());
     });
   }
 
@@ -433,7 +446,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
         const { outputs, requester } = run.files;
         await this.outputs.collect((output) => archiveOf(this.engine, container, output), { jobId: handle.job_id, requester, outputs, exitCode: info.State.ExitCode, logPath: this.logStore.path(handle.job_id) });
       }
-      machine.send({ type: 'exited', result: exitResult(info, cancelReason()) });
+      machine.send({ type: 'exited', result: exitResult(info, cancelReason(), run.storage.killed) });
     } catch (e) {
       if (statusOf(e) !== 404) {
         machine.send({ type: 'lost', reason: engineMessage(e) });
@@ -573,18 +586,9 @@ const RECONCILE_ANSWER_MS = 20_000;
  */
 const PULL_QUIET_MS = 60_000;
 
-/** The outputs a container's labels say to collect; none when they say nothing readable. */
-function filesOf(labels: Record<string, string>): DockerRun['files'] {
-  try {
-    const outputs = JSON.parse(labels[OUTPUTS_LABEL] ?? '[]') as OutputSpec[];
-    return Array.isArray(outputs) ? { outputs, requester: labels[REQUESTER_LABEL] || null } : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | undefined): ExitResult {
+function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | undefined, killed?: string): ExitResult {
   const result: ExitResult = { exit_code: info.State.ExitCode, oom_killed: info.State.OOMKilled };
+  if (killed) return { ...result, error: `killed: ${killed}` };
   if (cancelReason) return { ...result, error: `cancelled: ${cancelReason}` };
   if (info.State.OOMKilled) {
     const limit = info.HostConfig.Memory;

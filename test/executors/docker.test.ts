@@ -278,6 +278,17 @@ describe.skipIf(problem !== null)('docker executor', () => {
     expect(released).toEqual([job.id]);
   });
 
+  it('stops a container that writes more than it may, after a restart too, by the bound it was made with', async () => {
+    const writes = ['sh', '-c', 'echo started; dd if=/dev/zero of=/big bs=1048576 count=32 2>/dev/null; sleep 60'];
+    // The first process measures too seldom to see it: the one after the restart does, by the container's label.
+    const before = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-storage'), stopGraceSeconds: 1, storageCheckMs: 3_600_000, limits: { ...DEFAULT_CONTAINER_LIMITS, storageBytes: 8 * MiB } });
+    const handle = await before.start(dockerJob(writes));
+    await waitFor('the job to start writing', async () => text(await collect(before, handle), 'stdout') === 'started\n');
+    const after = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-storage-after'), stopGraceSeconds: 1, storageCheckMs: 100 });
+    expect(await after.wait(handle)).toMatchObject({ oom_killed: false, error: expect.stringMatching(/^killed: wrote \d+(\.\d+)? MiB into its container, more than the 8 MiB it may/) });
+    await after.cleanup(handle);
+  });
+
   it('asks the engine for an image once, and pulls one removed since a job of it ran here', async () => {
     const repo = `dms-test/known-${randomUUID().slice(0, 8)}`;
     const image = `${repo}:latest`;

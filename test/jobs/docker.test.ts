@@ -166,3 +166,30 @@ describe.skipIf(problem !== null)('stopping a container with the default grace',
     expect(textOf((await rest.get(`/api/v1/jobs/${job.id}/logs`)).body.chunks)).toBe('ready\ngot TERM\n');
   });
 });
+
+// What a job may write into its container: the engine bounds it only on file systems this
+// machine lacks, so the node measures it (actors/executors/storage-watch.ts).
+describe.skipIf(problem !== null)('a job writing into its container', () => {
+  let node: NodeProcess;
+  let rest: Rest;
+
+  beforeAll(async () => {
+    node = await startJobNode({ jobs: { storage_check_ms: 200, default_resources: { storage_bytes: 8 * MiB } } });
+    rest = new Rest(node.url);
+  });
+
+  afterAll(() => stopDockerNodes(docker, [node]));
+
+  it('is stopped once it wrote more than it may, and its error says how much', async () => {
+    const job = await rest.submit(container(['sh', '-c', 'dd if=/dev/zero of=/big bs=1048576 count=32 2>/dev/null; echo written; sleep 60']));
+    const failed = await rest.waitFor(job.id, ['completed', 'failed'], 30_000);
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toMatch(/^killed: wrote \d+(\.\d+)? MiB into its container, more than the 8 MiB it may \(resources\.storage; jobs\.default_resources\.storage_bytes when it reserves none\)$/);
+  });
+
+  it('runs to its end when it writes what it reserved', async () => {
+    const spec = { ...container(['sh', '-c', 'dd if=/dev/zero of=/big bs=1048576 count=32 2>/dev/null; sleep 1; echo done']), resources: { cpu: { cores: 0.5 }, memory: { size: 64 * MiB }, storage: { size: 64 * MiB } } };
+    const job = await rest.submit(spec);
+    expect(await rest.waitFor(job.id)).toMatchObject({ status: 'completed', exit_code: 0 });
+  });
+});
