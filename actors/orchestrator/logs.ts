@@ -15,8 +15,21 @@ export interface LogSource {
   handle: ExecutionHandle;
 }
 
+/**
+ * What a reader of a job's output needs of the job: its state, and where its output is. What
+ * the job ran (its command and environment: up to a request body's size, 1 MiB) is not: 256
+ * ended jobs kept whole held 300 MB of a node's heap.
+ */
+export type JobState = Pick<Job, 'id' | 'status' | 'exit_code' | 'error' | 'pending_reason' | 'executor' | 'node' | 'requester' | 'container_id'>;
+
+/** The state of `job` alone. */
+export function stateOf(job: Job): JobState {
+  const { id, status, exit_code, error, pending_reason, executor, node, requester, container_id } = job;
+  return { id, status, exit_code, error, pending_reason, executor, node, requester, container_id };
+}
+
 /** The job's state as it was read, with a page of its output. */
-function answer(job: Job, page: Pick<LogsReply, 'chunks' | 'next' | 'log'>, more: boolean, done: boolean): LogsReply {
+function answer(job: JobState, page: Pick<LogsReply, 'chunks' | 'next' | 'log'>, more: boolean, done: boolean): LogsReply {
   const { id, status, exit_code, error, pending_reason } = job;
   return { id, status, exit_code, error, pending_reason, chunks: page.chunks, next: page.next, more, done, log: page.log };
 }
@@ -32,11 +45,11 @@ export class OutputReader {
   constructor(
     /** Jobs not yet finished, by id (the orchestrator's). */
     private readonly runs: ReadonlyMap<string, JobRun>,
-    /** The final records of jobs that ended lately, by id. */
-    private readonly ended: ReadonlyMap<string, Job>,
+    /** The final states of jobs that ended lately, by id. */
+    private readonly ended: ReadonlyMap<string, JobState>,
     private readonly storage: Storage,
     /** Where a job's output is read from now; null when nothing can read it. */
-    private readonly source: (job: Job, run: JobRun | undefined) => LogSource | null,
+    private readonly source: (job: JobState, run: JobRun | undefined) => LogSource | null,
   ) {}
 
   /**

@@ -27,7 +27,7 @@ import { REMOTE_EXECUTOR } from '../executors/remote.js';
 import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import { ExecutorClient } from './executors.js';
 import { JobJournal } from './journal.js';
-import { type LogSource, OutputReader } from './logs.js';
+import { type JobState, type LogSource, OutputReader, stateOf } from './logs.js';
 import {
   DEFAULT_OFFER_BACKOFF,
   type JobMachineContext,
@@ -80,7 +80,7 @@ export interface OrchestratorDeps {
 const PLACE_TTL_MS = 30_000;
 /** Most job ids one release message carries. */
 const MAX_RELEASE = 5000;
-/** Final records kept after the end (a few hundred KiB): the follower's last read comes within moments. */
+/** Final states kept after the end (./logs.ts JobState: a few hundred bytes each): the follower's last read comes within moments. */
 const JUST_ENDED = 256;
 
 export const OrchestratorActor = defineActor({
@@ -138,7 +138,7 @@ class Orchestrator {
    * short job (another node's, polling its output) comes just after the end, and would read the
    * record back from the database. A final record no longer changes (behaviors/jobs/transitions.ts).
    */
-  private readonly justEnded = new Map<string, Job>();
+  private readonly justEnded = new Map<string, JobState>();
   private readonly manifests: ManifestFiles | undefined;
 
   constructor({ actor, system, log, deps, machine }: ActorContext<OrchestratorDeps>) {
@@ -287,7 +287,7 @@ class Orchestrator {
     return this.output.read(p);
   }
 
-  private logSource(job: Job, run: JobRun | undefined): LogSource | null {
+  private logSource(job: JobState, run: JobRun | undefined): LogSource | null {
     if (this.remotely(job)) return { executor: this.remote!, handle: run?.handle ?? { executor: REMOTE_EXECUTOR, job_id: job.id, id: job.node! } };
     if (!this.executors.has(job.executor)) return null;
     const handle: ExecutionHandle = run?.handle ?? { executor: job.executor, job_id: job.id, id: job.container_id ?? job.id };
@@ -345,7 +345,7 @@ class Orchestrator {
   }
 
   /** Placed on another node (this node follows it there). */
-  private remotely(job: Job): boolean {
+  private remotely(job: Pick<Job, 'node' | 'requester'>): boolean {
     return this.remote !== null && job.node !== null && job.requester === null && !this.actor.system.isHere(job.node);
   }
 
@@ -446,7 +446,7 @@ class Orchestrator {
     this.journal.change(ctx.jobId, change).then(
       (job) => {
         this.runs.delete(ctx.jobId);
-        rememberNewest(this.justEnded, job.id, job, JUST_ENDED);
+        rememberNewest(this.justEnded, job.id, stateOf(job), JUST_ENDED);
         run.end({ job });
         this.changed(run, job);
         // Only now: removing the container before the end is stored could make a crash in

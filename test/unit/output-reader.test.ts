@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
 import type { ExecutorClient } from '../../actors/orchestrator/executors.js';
-import { type LogSource, OutputReader } from '../../actors/orchestrator/logs.js';
+import { type JobState, type LogSource, OutputReader } from '../../actors/orchestrator/logs.js';
 import { JobRun } from '../../actors/orchestrator/run.js';
 import type { Storage } from '../../storage/index.js';
 import { jobOf } from '../executors/helpers.js';
@@ -24,8 +24,8 @@ function setup(stored: Job | null) {
     waitForLogs: async () => false,
   } as unknown as ExecutorClient;
   const runs = new Map<string, JobRun>();
-  const ended = new Map<string, Job>();
-  const source = (job: Job): LogSource => ({ executor, handle: { executor: 'null', job_id: job.id, id: job.id } });
+  const ended = new Map<string, JobState>();
+  const source = (job: JobState): LogSource => ({ executor, handle: { executor: 'null', job_id: job.id, id: job.id } });
   return { reads, runs, ended, reader: new OutputReader(runs, ended, storage, source) };
 }
 
