@@ -72,7 +72,7 @@ const NODE = [
   'test/outputs/input-bounds.test.ts',
   'test/jobs/attacks.test.ts',
   'test/jobs/docker-hung-engine.test.ts',
-  'test/jobs/ended-memory.test.ts',
+  'test/jobs/held-jobs.test.ts',
   'test/jobs/journal.test.ts',
   'test/jobs/null-jobs.test.ts',
   'test/jobs/recovery.test.ts',

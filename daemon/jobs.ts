@@ -151,6 +151,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       ...(network ? { peers: () => network.peers().length, onPeerJoined: (fn: () => void) => network.onPeer?.((e) => e.connected && fn()) ?? (() => {}) } : {}),
       offerBackoff: { firstMs: config.deployment.offer_retry_ms, maxMs: config.deployment.max_offer_backoff_ms },
       manifests: blocks?.manifests,
+      unfinished: { jobs: jobs.max_unfinished, bytes: jobs.max_unfinished_bytes },
     }),
   );
   const d = config.deployment;

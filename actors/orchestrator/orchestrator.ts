@@ -44,6 +44,7 @@ import { recoverJobs } from './recovery.js';
 import { closeAttempt, type JobMachine, JobRun } from './run.js';
 import { Scheduler } from './scheduler.js';
 import { Admission, DEFAULT_RESOURCES } from './admission.js';
+import { type UnfinishedLimits, UnfinishedJobs } from './unfinished.js';
 import { orchestratorBehaviors } from './behaviors.js';
 import { at, type Envelope, type Handle } from '../../runtime/wire/envelope.js';
 import { JobReports } from './reports.js';
@@ -74,6 +75,8 @@ export interface OrchestratorDeps {
   offerBackoff?: { firstMs: number; maxMs: number };
   /** Signed result manifests written by the executors, stored with a job's end (actors/outputs). */
   manifests?: ManifestFiles;
+  /** What submissions may bring the jobs not yet ended to (`jobs.max_unfinished`, `jobs.max_unfinished_bytes`; ./unfinished.ts). */
+  unfinished?: UnfinishedLimits;
 }
 
 /** Longest a placement (offer, bids, reservation) may take. */
@@ -133,18 +136,16 @@ class Orchestrator {
   readonly trusted: (env: Envelope) => boolean;
   private readonly admission: Admission;
   private readonly output: OutputReader;
-  /**
-   * The final records of the jobs that ended last, oldest first: a follower's last read of a
-   * short job (another node's, polling its output) comes just after the end, and would read the
-   * record back from the database. A final record no longer changes (behaviors/jobs/transitions.ts).
-   */
+  /** The final states of the jobs that ended last, oldest first: a follower's last read of a short job comes just after its end, and would read the database. */
   private readonly justEnded = new Map<string, JobState>();
   private readonly manifests: ManifestFiles | undefined;
+  private readonly unfinished: UnfinishedJobs;
 
   constructor({ actor, system, log, deps, machine }: ActorContext<OrchestratorDeps>) {
     this.actor = actor;
     this.storage = deps.storage;
     this.manifests = deps.manifests;
+    this.unfinished = new UnfinishedJobs(deps.unfinished);
     this.log = log;
     this.reports = new JobReports(actor, log);
     this.makeMachine = machine;
@@ -225,11 +226,13 @@ class Orchestrator {
 
   async submit(spec: JobSpec, part?: { ensemble: string; part: string; job_id: string }): Promise<Job> {
     if (this.stopping) throw new DmsError('unavailable', 'the node is stopping');
-    const resources = await this.admission.submitted(spec);
-    // Stored with the defaults filled in: what the job holds, and is limited to, is on its record.
-    const job = await this.journal.create({ ...spec, resources }, part ? { id: part.job_id, ensemble: { id: part.ensemble, part: part.part } } : undefined);
-    this.track(job);
-    return job;
+    return this.unfinished.admit(spec, async () => {
+      const resources = await this.admission.submitted(spec);
+      // Stored with the defaults filled in: what the job holds, and is limited to, is on its record.
+      const job = await this.journal.create({ ...spec, resources }, part ? { id: part.job_id, ensemble: { id: part.ensemble, part: part.part } } : undefined);
+      this.track(job);
+      return job;
+    });
   }
 
   /** A held part of an ensemble goes to `node`, where its ensemble reserved its share. */
@@ -319,6 +322,7 @@ class Orchestrator {
     const run = new JobRun({ ...job, resources: this.admission.withDefaults(job.resources, job.executor) }, machine);
     if (opts.secrets) run.secrets = opts.secrets;
     this.runs.set(job.id, run);
+    this.unfinished.held(job, opts.secrets);
     return run.start();
   }
 
@@ -443,6 +447,8 @@ class Orchestrator {
     if (run.job.requester) {
       void this.actor.tell(this.actor.local(DEPLOYMENT_INBOX), DeploymentBehaviors.ended, { job_id: ctx.jobId }).catch(() => undefined);
     }
+    // Ending: it no longer counts against what submissions may add, however its end is stored.
+    this.unfinished.ended(ctx.jobId);
     this.journal.change(ctx.jobId, change).then(
       (job) => {
         this.runs.delete(ctx.jobId);
@@ -462,9 +468,7 @@ class Orchestrator {
   }
 
   private cleanup(run: JobRun, handle: ExecutionHandle): void {
-    this.executorOf(run)
-      .cleanup(handle)
-      .catch((e: unknown) => this.log.warn({ job: run.id, err: errorText(e) }, 'run not cleaned up'));
+    this.executorOf(run).cleanup(handle).catch((e: unknown) => this.log.warn({ job: run.id, err: errorText(e) }, 'run not cleaned up'));
   }
 
   // --- placement (the machine's `pending` states, ./machine.ts) --------------------------
