@@ -19,7 +19,7 @@ import type { OutputSpec } from '../../behaviors/jobs/files.js';
 import { OomEvents, oomVerdict } from './oom-events.js';
 import { ContainerOutput } from './container-output.js';
 import { Leftovers } from './leftovers.js';
-import { catchesStopSignal } from './stop-signal.js';
+import { graceFor } from './stop-signal.js';
 import { StorageWatch, storageBound, storageBoundOf } from './storage-watch.js';
 import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
@@ -275,7 +275,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       .then(() => this.remove(run.container, handle.job_id))
       .finally(() => run.machine.send({ type: 'stopped' }));
     try {
-      const grace = await this.graceOf(run.container);
+      const grace = await graceFor(this.engine, run.container, this.stopGraceSeconds);
       // The engine answers a stop once the grace period is over and the container gone.
       await answered({ answerMs: grace * 1000 + this.engine.answerMs }, 'stopping the container', (abortSignal) => run.container.stop({ t: grace, abortSignal }));
     } catch (e) {
@@ -293,14 +293,6 @@ export class DockerExecutor extends StoredOutput implements Executor {
       }
     }
     await over;
-  }
-
-  /** A stop's grace: none for a container whose first process would never see the gentle signal (stop-signal.ts). */
-  private async graceOf(container: Docker.Container): Promise<number> {
-    if (this.stopGraceSeconds === 0) return 0;
-    const info = await answered(this.engine, 'inspecting the container', (abortSignal) => container.inspect({ abortSignal }));
-    const caught = info.State.Running ? await catchesStopSignal({ pid: info.State.Pid, containerId: info.Id, stopSignal: (info.Config as { StopSignal?: string }).StopSignal }) : undefined;
-    return caught === false ? 0 : this.stopGraceSeconds;
   }
 
   async cleanup(handle: ExecutionHandle): Promise<void> {
@@ -407,7 +399,10 @@ export class DockerExecutor extends StoredOutput implements Executor {
       const output = new ContainerOutput(run.container, this.docker.modem, writer, engineMessage, this.engine.answerMs);
       const { bound } = run.storage;
       // Stopped as a cancel is, its error saying why instead.
-      const over = (reason: string) => void ((run.storage.killed = reason), this.cancel(handle, reason).catch(() => undefined));
+      const over = (reason: string) => {
+        run.storage.killed = reason;
+        this.cancel(handle, reason).catch((e: unknown) => this.log?.warn({ job: handle.job_id, err: errorText(e) }, 'a container past its storage bound not stopped'));
+      };
       const writes = bound === undefined ? undefined : new StorageWatch(this.engine, run.container, bound, this.storageCheckMs, over);
       void this.watch(handle, run, output, output.follow()).finally(() => writes?.stop());
     });

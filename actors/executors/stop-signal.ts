@@ -13,6 +13,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import { constants } from 'node:os';
+import type Docker from 'dockerode';
+import { answered, type Engine } from './engine.js';
 
 const SIGNALS = constants.signals as Record<string, number | undefined>;
 
@@ -65,4 +67,13 @@ export async function catchesStopSignal(target: StopTarget, proc = '/proc'): Pro
   const caught = field('SigCgt');
   if (!caught || !/^[0-9a-f]{1,32}$/i.test(caught)) return undefined;
   return maskHolds(caught, signal);
+}
+
+/** A stop's grace: `grace` seconds, or none for a running container whose first process would never see the gentle signal. */
+export async function graceFor(engine: Engine, container: Docker.Container, grace: number): Promise<number> {
+  if (grace === 0) return 0;
+  const info = await answered(engine, 'inspecting the container', (abortSignal) => container.inspect({ abortSignal }));
+  const stopSignal = (info.Config as { StopSignal?: string }).StopSignal;
+  const caught = info.State.Running ? await catchesStopSignal({ pid: info.State.Pid, containerId: info.Id, stopSignal }) : undefined;
+  return caught === false ? 0 : grace;
 }
