@@ -80,6 +80,7 @@ const NODE = [
   'test/jobs/resource-manager.test.ts',
   'test/jobs/transitions.test.ts',
   'test/multinode/pinned.test.ts',
+  'test/multinode/late-join.test.ts',
   'test/multinode/lost-and-back.test.ts',
   'test/multinode/profile-changed.test.ts',
   'test/multinode/late-answers.test.ts',

@@ -17,6 +17,7 @@ import { noiseCrypto } from './noise-cipher.js';
 import { BoundedDatastore, MAX_ENTRIES, MAX_PER_OWNER } from './bounded-datastore.js';
 import { GOSSIP_RELAY_RATES, type GossipTally } from './gossip.js';
 import { HEADROOM, hostOf, InboundShare, MAX_PENDING } from './inbound-share.js';
+import { lookUpSelfOnJoining } from './self-lookup.js';
 import { boundPeerAddresses } from './peer-addresses.js';
 import { PartialFrames, partialBudget } from './partial-frames.js';
 import { GreetedPeers, peerScoreParams } from './score.js';
@@ -195,7 +196,8 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
       // With no DHT peer, a lookup finds nothing at once instead of waiting for one: a dial by
       // peer id of a node whose address is not known here (down since this node started) waited
       // out its caller's whole timeout in the lookup, `dms jobs get` of a job whose provider is
-      // down 65 s, `dms peers ping` of a node that is down 30 s.
+      // down 65 s, `dms peers ping` of a node that is down 30 s. The DHT's first lookup of this
+      // node's own id, which waited for a peer too, is made again once one comes (./self-lookup.ts).
       allowQueryWithZeroPeers: true,
     }),
     pubsub: gossipsub({
@@ -277,6 +279,7 @@ export async function createHost(opts: HostOptions): Promise<DmsLibp2p> {
     ],
   });
   boundPeerAddresses(node.peerStore);
+  lookUpSelfOnJoining(node, dhtProtocol);
   if (node.services.mdns) dialDiscovered(node, node.services.mdns);
   return node;
 }
