@@ -272,7 +272,7 @@ export const ConfigSchema = z
         max_unfinished: positiveInt.max(10_000_000).default(10_000),
         /** Bytes of commands, environments and secrets of jobs not yet ended past which a submission is refused (503). */
         max_unfinished_bytes: positiveInt.default(256 * 1024 * 1024),
-        /** How often a running Docker job's writes into its container are measured against what it may write. */
+        /** How often a running Docker job's writes into its container and into the volumes it mounts writable are measured against what it may write. */
         storage_check_ms: z.number().int().min(100).max(3_600_000).default(5_000),
         /** What a job gets when its spec asks for zero cores or zero memory (a limit always applies). */
         default_resources: z

@@ -1,11 +1,13 @@
 /**
  * Volumes (README "Job outputs"): named directories under `<home>/data/volumes/<name>` that jobs
  * on this node mount (`inputs: [{source: "volume:<name>", path, writable: true}]`), so what one
- * job writes the next reads. A volume lives on the node it was made on; its size is what the
- * operator set aside for it, recorded and listed, not a quota the kernel enforces.
+ * job writes the next reads. A volume lives on the node it was made on and holds its size of the
+ * node's storage share from its creation; what jobs write into it is measured against that size
+ * (diskUsage, actors/executors/storage-watch.ts), as the kernel enforces no quota on a directory.
  */
 import { chmodSync, existsSync, readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { lstat, opendir } from 'node:fs/promises';
+import { join, relative } from 'node:path';
 import { DmsError, notFound } from './errors.js';
 import { makeDirs, writeJsonAtomic } from './files.js';
 
@@ -97,4 +99,67 @@ export class Volumes {
     if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
     return v;
   }
+}
+
+/**
+ * What each file, directory or link costs besides its blocks (about an inode and a directory
+ * entry): a million empty files would otherwise cost nothing.
+ */
+export const ENTRY_BYTES = 4096;
+
+/** How many entries are measured at once: enough to keep libuv's threads busy, few enough to hold little. */
+const STAT_BATCH = 32;
+
+/** The disk a directory takes (diskUsage): its bytes, or the first path in it the node could not read. */
+export interface DiskUsage {
+  bytes: number;
+  /** Relative to the directory: a job made it unreadable, so what it holds cannot be counted. */
+  unreadable?: string;
+}
+
+/**
+ * The disk `dir` takes: each entry's allocated blocks, at least ENTRY_BYTES, a file with several
+ * links once. Counting stops once past `stopAbove`, so a walk costs at most `stopAbove /
+ * ENTRY_BYTES` entries whatever a job wrote, and entries are read as the directory gives them,
+ * never a whole listing at once. What vanishes during the walk is not counted.
+ */
+export async function diskUsage(dir: string, stopAbove: number): Promise<DiskUsage> {
+  let bytes = 0;
+  const linked = new Set<string>();
+  const dirs = [dir];
+  const count = async (paths: string[]) => {
+    const stats = await Promise.all(paths.map((p) => lstat(p).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? undefined : Promise.reject(e)))));
+    stats.forEach((st, i) => {
+      if (!st) return;
+      if (st.isDirectory()) dirs.push(paths[i]!);
+      else if (st.nlink > 1) {
+        const key = `${st.dev}:${st.ino}`;
+        if (linked.has(key)) return;
+        linked.add(key);
+      }
+      bytes += Math.max(st.blocks * 512, ENTRY_BYTES);
+    });
+  };
+  while (dirs.length > 0 && bytes <= stopAbove) {
+    const at = dirs.pop()!;
+    try {
+      const listing = await opendir(at, { bufferSize: STAT_BATCH });
+      let batch: string[] = [];
+      // Leaving the loop early closes the directory.
+      for await (const entry of listing) {
+        batch.push(join(at, entry.name));
+        if (batch.length < STAT_BATCH) continue;
+        await count(batch);
+        batch = [];
+        if (bytes > stopAbove) break;
+      }
+      await count(batch);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') continue;
+      if (code === 'EACCES' || code === 'EPERM') return { bytes, unreadable: relative(dir, at) || '.' };
+      throw e;
+    }
+  }
+  return { bytes };
 }

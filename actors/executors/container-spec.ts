@@ -5,7 +5,7 @@
 import type Docker from 'dockerode';
 import type { OutputSpec } from '../../behaviors/jobs/files.js';
 import { type Job, millicoresOf, RESOURCE_FLOOR, runEnvironment } from '../../behaviors/jobs/schema.js';
-import { STORAGE_LABEL, storageBound } from './storage-watch.js';
+import { STORAGE_LABEL, storageBound, VOLUMES_LABEL, type WatchedVolume } from './storage-watch.js';
 
 export const JOB_LABEL = 'dms.job';
 export const NODE_LABEL = 'dms.node';
@@ -62,7 +62,7 @@ export const DEFAULT_CONTAINER_LIMITS: ContainerLimits = {
 const READ_ONLY_TMP = 'rw,nosuid,nodev,size=64m';
 
 /** The container a job becomes. Exported so its mapping of resources can be checked without an engine. */
-export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS, binds: string[] = [], part?: PartNetworks): Docker.ContainerCreateOptions {
+export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits = DEFAULT_CONTAINER_LIMITS, binds: string[] = [], part?: PartNetworks, volumes: readonly WatchedVolume[] = []): Docker.ContainerCreateOptions {
   const { gpu } = job.resources;
   // The orchestrator stores jobs with defaults filled in; a job stored before that still gets them.
   // Never 0 (the engine's "unlimited") and never below what the engine accepts, whatever reached
@@ -82,6 +82,7 @@ export function containerSpec(job: Job, nodeId: string, limits: ContainerLimits 
       [NODE_LABEL]: nodeId,
       ...(part && job.ensemble && job.part ? { [ENSEMBLE_LABEL]: job.ensemble, [PART_LABEL]: job.part } : {}),
       [STORAGE_LABEL]: String(storageBound(job.resources.storage.size, limits.storageBytes)),
+      ...(volumes.length ? { [VOLUMES_LABEL]: JSON.stringify(volumes) } : {}),
       ...(job.outputs?.length ? { [OUTPUTS_LABEL]: JSON.stringify(job.outputs.map(({ name, path }) => ({ name, path }))), [REQUESTER_LABEL]: job.requester ?? '' } : {}),
     },
     User: limits.user || undefined,

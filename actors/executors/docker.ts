@@ -20,7 +20,7 @@ import { OomEvents, oomVerdict } from './oom-events.js';
 import { ContainerOutput } from './container-output.js';
 import { Leftovers } from './leftovers.js';
 import { graceFor } from './stop-signal.js';
-import { StorageWatch, storageBound, storageBoundOf } from './storage-watch.js';
+import { StorageWatch, storageBound, storageBoundOf, volumeOver, volumesOf, type WatchedVolume } from './storage-watch.js';
 import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
@@ -90,8 +90,8 @@ interface DockerRun {
    * this process started or picked up; a run it knows nothing of has its removal tried.
    */
   network?: boolean;
-  /** What it may write into its container (./storage-watch.ts; none known for a container older than the bound), and why it was stopped when it wrote more. */
-  storage: { bound?: number; killed?: string };
+  /** What it may write into its container and its writable volumes (./storage-watch.ts; no bound known for a container older than it), and why it was stopped when it wrote more. */
+  storage: { bound?: number; volumes?: WatchedVolume[]; killed?: string };
 }
 
 /** A tar of `output.path` in the container; not_found when the container has nothing there. */
@@ -192,6 +192,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       return e;
     };
     let binds: string[] = [];
+    let volumes: WatchedVolume[] = [];
     try {
       // A run's output is its own: what a run of the job before left is kept as the previous
       // run's before anything can fail.
@@ -199,7 +200,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       if (!this.knownImages.has(job.image)) await this.ensureImage(job.image, opts.onProgress);
       if (job.inputs?.length) {
         if (!this.inputs) throw new DmsError('unavailable', `job ${job.id} has inputs and this node cannot mount any`);
-        binds = await this.inputs.prepare(job, (status) => opts.onProgress?.({ status, stage: 'inputs' }));
+        ({ binds, volumes } = await this.inputs.prepare(job, (status) => opts.onProgress?.({ status, stage: 'inputs' })));
       }
       machine.send({ type: 'pulled' });
     } catch (e) {
@@ -221,7 +222,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
         if (!this.ensembles) throw new DmsError('unavailable', `job ${job.id} is part ${job.part} of an ensemble and this node cannot give it the others' names`);
         part = await this.ensembles.attach(job);
       }
-      const spec = containerSpec(job, this.nodeId, this.limits, binds, part);
+      const spec = containerSpec(job, this.nodeId, this.limits, binds, part, volumes);
       network = spec.HostConfig?.NetworkMode === jobNetworkName(job.id);
       if (network) await this.createJobNetwork(job.id);
       const made = await this.createFor(spec, job.image, opts.onProgress);
@@ -248,7 +249,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     }
     machine.send({ type: 'created', id: container.id });
     const handle: ExecutionHandle = { executor: this.name, job_id: job.id, id: container.id };
-    const storage = { bound: storageBound(job.resources.storage.size, this.limits.storageBytes) };
+    const storage = { bound: storageBound(job.resources.storage.size, this.limits.storageBytes), volumes };
     const run: DockerRun = { container, machine, ready: Promise.resolve(), files: { outputs: job.outputs ?? [], requester: job.requester }, part: isPart, network, storage };
     this.runs.set(handle.id, run);
     this.follow(handle, run, writer);
@@ -374,7 +375,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
         run.files = filesOf(labels);
         run.part = PART_LABEL in labels;
         run.network = info.HostConfig?.NetworkMode === jobNetworkName(handle.job_id);
-        run.storage.bound = storageBoundOf(labels);
+        run.storage = { bound: storageBoundOf(labels), volumes: volumesOf(labels) };
         // Docker keeps the whole output, so re-capturing from the start gives a complete log
         // even for what was written while no node was watching.
         writer = await this.logStore.create(handle.job_id);
@@ -397,13 +398,13 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private follow(handle: ExecutionHandle, run: DockerRun, writer: LogWriter): void {
     this.jobScope(handle.job_id, () => {
       const output = new ContainerOutput(run.container, this.docker.modem, writer, engineMessage, this.engine.answerMs);
-      const { bound } = run.storage;
+      const { bound, volumes = [] } = run.storage;
       // Stopped as a cancel is, its error saying why instead.
       const over = (reason: string) => {
         run.storage.killed = reason;
         this.cancel(handle, reason).catch((e: unknown) => this.log?.warn({ job: handle.job_id, err: errorText(e) }, 'a container past its storage bound not stopped'));
       };
-      const writes = bound === undefined ? undefined : new StorageWatch(this.engine, run.container, bound, this.storageCheckMs, over);
+      const writes = bound === undefined && volumes.length === 0 ? undefined : new StorageWatch(this.engine, run.container, bound, volumes, this.storageCheckMs, over);
       void this.watch(handle, run, output, output.follow()).finally(() => writes?.stop());
     });
   }
@@ -441,6 +442,9 @@ export class DockerExecutor extends StoredOutput implements Executor {
         const { outputs, requester } = run.files;
         await this.outputs.collect((output) => archiveOf(this.engine, container, output), { jobId: handle.job_id, requester, outputs, exitCode: info.State.ExitCode, logPath: this.logStore.path(handle.job_id) });
       }
+      // What it wrote into a volume outlives its container: a job that went past a volume's size
+      // between two checks fails for it all the same.
+      if (!run.storage.killed && run.storage.volumes?.length) run.storage.killed = await volumeOver(run.storage.volumes);
       machine.send({ type: 'exited', result: exitResult(info, cancelReason(), run.storage.killed) });
     } catch (e) {
       if (statusOf(e) !== 404) {

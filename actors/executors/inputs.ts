@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { type InputSpec, volumeSource } from '../../behaviors/jobs/files.js';
-import type { Volumes } from '../../runtime/volumes.js';
+// Each file or directory written costs about an inode and a block besides its content, as in a volume.
+import { ENTRY_BYTES, type Volumes } from '../../runtime/volumes.js';
 import { parseCid } from '../../runtime/blocks/cid.js';
 import type { BlockStore } from '../../runtime/blocks/store.js';
 import type { UnixFSEntry } from 'ipfs-unixfs-exporter';
@@ -19,6 +20,7 @@ import { fileContent, isFileEntry, rootEntry, walk } from '../../runtime/blocks/
 import { DmsError, errorText } from '../../runtime/errors.js';
 import type { BlockExchange } from '../../runtime/network/blocks.js';
 import { makeDirsAsync } from '../../runtime/files.js';
+import type { WatchedVolume } from './storage-watch.js';
 
 export interface InputMounterOptions {
   blocks: BlockStore;
@@ -40,6 +42,12 @@ export interface InputsOf {
   inputs: readonly InputSpec[];
 }
 
+/** What a job's container mounts: binds (`host:container[:ro]`), and the volumes it writes, which its run measures (./storage-watch.ts). */
+export interface Mounts {
+  binds: string[];
+  volumes: WatchedVolume[];
+}
+
 export class InputMounter {
   constructor(private readonly opts: InputMounterOptions) {}
 
@@ -48,12 +56,13 @@ export class InputMounter {
     return join(this.opts.dir, jobId);
   }
 
-  /** Fetches and writes out every input; the engine's bind mounts (`host:container:ro`). */
-  async prepare(job: InputsOf, progress: (status: string) => void): Promise<string[]> {
-    if (job.inputs.length === 0) return [];
+  /** Fetches and writes out every input: the engine's bind mounts, and the volumes among them the job writes. */
+  async prepare(job: InputsOf, progress: (status: string) => void): Promise<Mounts> {
+    const binds: string[] = [];
+    const volumes: WatchedVolume[] = [];
+    if (job.inputs.length === 0) return { binds, volumes };
     const root = this.dirOf(job.id);
     await rm(root, { recursive: true, force: true });
-    const binds: string[] = [];
     // Shared by the job's inputs: what each fetches and writes comes off one bound.
     const budget = { left: this.opts.maxBytes };
     const over = (named: string) => new DmsError('too_large', `input ${named} holds more than ${formatBytes(this.opts.maxBytes)} (blocks.max_input_bytes)`);
@@ -61,7 +70,9 @@ export class InputMounter {
       const volume = volumeSource(input.source);
       if (volume !== null) {
         if (!this.opts.volumes) throw new DmsError('not_found', `input ${input.source}: this node has no volumes`);
-        binds.push(`${this.opts.volumes.path(volume)}:${input.path}${input.writable ? '' : ':ro'}`);
+        const dir = this.opts.volumes.path(volume);
+        binds.push(`${dir}:${input.path}${input.writable ? '' : ':ro'}`);
+        if (input.writable) volumes.push({ name: volume, dir, size: this.opts.volumes.get(volume).size });
         continue;
       }
       const named = input.source === (input.cid ?? input.source) ? input.source : `${input.source} (${input.cid})`;
@@ -81,7 +92,7 @@ export class InputMounter {
       await this.write(cid, host, budget).catch((e: unknown) => Promise.reject(e === OVER ? over(named) : e));
       binds.push(`${host}:${input.path}:ro`);
     }
-    return binds;
+    return { binds, volumes };
   }
 
   async release(jobId: string): Promise<void> {
@@ -116,11 +127,6 @@ export class InputMounter {
 
 /** Thrown by a write that would take its inputs past their bound. */
 const OVER = new Error('over blocks.max_input_bytes');
-/**
- * What each file or directory written costs of the bound besides its content (about an inode
- * and a block): empty files repeated through links would otherwise cost nothing.
- */
-const ENTRY_BYTES = 4096;
 
 const take = (budget: { left: number }, bytes: number) => {
   budget.left -= bytes;

@@ -2,6 +2,7 @@
 // Without an engine these tests skip with the reason, unless DMS_REQUIRE_DOCKER=1 makes
 // its absence a failure, as in CI.
 import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -271,7 +272,7 @@ describe.skipIf(problem !== null)('docker executor', () => {
 
   it('gives back what it wrote of a job\'s inputs when the job does not start', async () => {
     const released: string[] = [];
-    const inputs = { prepare: async () => [], release: async (id: string) => void released.push(id) } as unknown as InputMounter;
+    const inputs = { prepare: async () => ({ binds: [], volumes: [] }), release: async (id: string) => void released.push(id) } as unknown as InputMounter;
     const withInputs = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-inputs'), stopGraceSeconds: 1, inputs });
     const job = { ...dockerJob(['no-such-program']), inputs: [{ source: 'volume:none', path: '/in' }] } as Job;
     await expect(withInputs.start(job)).rejects.toThrow(/could not start: .*no-such-program/);
@@ -286,6 +287,19 @@ describe.skipIf(problem !== null)('docker executor', () => {
     await waitFor('the job to start writing', async () => text(await collect(before, handle), 'stdout') === 'started\n');
     const after = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-storage-after'), stopGraceSeconds: 1, storageCheckMs: 100 });
     expect(await after.wait(handle)).toMatchObject({ oom_killed: false, error: expect.stringMatching(/^killed: wrote \d+(\.\d+)? MiB into its container, more than the 8 MiB it may/) });
+    await after.cleanup(handle);
+  });
+
+  it('stops a container whose writable volume holds more than its size, after a restart too, by the volumes its labels name', async () => {
+    const volume = { name: 'v', dir: join(dir, 'volume-v'), size: 2 * MiB };
+    mkdirSync(volume.dir, { recursive: true });
+    const inputs = { prepare: async () => ({ binds: [`${volume.dir}:/v`], volumes: [volume] }), release: async () => undefined } as unknown as InputMounter;
+    const before = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-volume'), stopGraceSeconds: 1, storageCheckMs: 3_600_000, inputs });
+    const job = { ...dockerJob(['sh', '-c', 'echo started; dd if=/dev/zero of=/v/big bs=1048576 count=8 2>/dev/null; sleep 60']), inputs: [{ source: 'volume:v', path: '/v', writable: true }] } as Job;
+    const handle = await before.start(job);
+    await waitFor('the job to start writing', async () => text(await collect(before, handle), 'stdout') === 'started\n');
+    const after = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-volume-after'), stopGraceSeconds: 1, storageCheckMs: 100 });
+    expect(await after.wait(handle)).toMatchObject({ error: expect.stringMatching(/^killed: wrote into volume v until it held more than its size, 2 MiB/) });
     await after.cleanup(handle);
   });
 

@@ -192,4 +192,40 @@ describe.skipIf(problem !== null)('a job writing into its container', () => {
     const job = await rest.submit(spec);
     expect(await rest.waitFor(job.id)).toMatchObject({ status: 'completed', exit_code: 0 });
   });
+
+  it('is stopped once a volume it writes holds more than the volume\'s size, and one within it runs to its end', async () => {
+    expect((await rest.post('/api/v1/volumes', { name: 'small', size: '4MiB' })).status).toBe(201);
+    const writes = (mib: number, then: string) => ({ ...container(['sh', '-c', `dd if=/dev/zero of=/v/f${mib} bs=1048576 count=${mib} 2>/dev/null; ${then}`]), inputs: [{ source: 'volume:small', path: '/v', writable: true }] });
+    const within = await rest.submit(writes(2, 'sleep 1; echo done'));
+    expect(await rest.waitFor(within.id)).toMatchObject({ status: 'completed', exit_code: 0 });
+    // Past the size, the job sleeps on: only the periodic measure can end it.
+    const past = await rest.submit(writes(8, 'echo written; sleep 60'));
+    const failed = await rest.waitFor(past.id, ['completed', 'failed'], 30_000);
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toMatch(/^killed: wrote into volume small until it held more than its size, 4 MiB \(at least \d+(\.\d+)? MiB counted\)$/);
+  });
+});
+
+// A volume's writes outlive the container: one that passed its size between two measures is
+// measured once more when the job ends (actors/executors/storage-watch.ts).
+describe.skipIf(problem !== null)('a job that fills a volume and exits before it is measured', () => {
+  let node: NodeProcess;
+  let rest: Rest;
+
+  beforeAll(async () => {
+    node = await startJobNode({ jobs: { storage_check_ms: 3_600_000 } });
+    rest = new Rest(node.url);
+  });
+
+  afterAll(() => stopDockerNodes(docker, [node]));
+
+  it('fails, naming the volume and its size', async () => {
+    expect((await rest.post('/api/v1/volumes', { name: 'small', size: '2MiB' })).status).toBe(201);
+    const spec = { ...container(['sh', '-c', 'dd if=/dev/zero of=/v/big bs=1048576 count=6 2>/dev/null; echo written']), inputs: [{ source: 'volume:small', path: '/v', writable: true }] };
+    const job = await rest.submit(spec);
+    const ended = await rest.waitFor(job.id, ['completed', 'failed'], 30_000);
+    expect(ended).toMatchObject({ status: 'failed', exit_code: 0 });
+    expect(ended.error).toMatch(/^killed: wrote into volume small until it held more than its size, 2 MiB \(at least \d+(\.\d+)? MiB counted\)$/);
+    expect(textOf((await rest.get(`/api/v1/jobs/${job.id}/logs`)).body.chunks)).toBe('written\n');
+  });
 });
