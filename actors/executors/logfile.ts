@@ -12,10 +12,11 @@
  * --previous`): a lost run's output is often why it was lost.
  */
 import { EventEmitter, once } from 'node:events';
-import { open, rename, stat, type FileHandle } from 'node:fs/promises';
+import { open, rename, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
-import { existsSync, type WriteStream } from 'node:fs';
+import { promisify } from 'node:util';
+import { closeSync, existsSync, fstatSync, openSync, read, readSync, type WriteStream } from 'node:fs';
 import { DmsError, invalid } from '../../runtime/errors.js';
 import type { LogChunk, LogPage } from '../../behaviors/jobs/execution.js';
 import { makeDirsAsync } from '../../runtime/files.js';
@@ -203,17 +204,28 @@ export class JobLogs {
   }
 }
 
+/**
+ * Reads of at most this many bytes stay on the event loop. A log being followed was just
+ * written and is in the page cache, and a page read through libuv's pool took four trips there
+ * (open, stat, read, close), each waiting behind whatever else the pool ran: 1–4 ms per page at a
+ * Docker job's end, when the job's final commit holds the pool too, on the path to its follower's
+ * `end`. Larger reads, whose data may not be cached, go to the pool.
+ */
+const SYNC_READ_BYTES = 64 * 1024;
+const readAsync = promisify(read);
+
 /** A page of the log at `path` (JobLogs.readPage says how); null when there is no such file. */
 async function readPageOf(path: string, from: number, limit: number): Promise<LogPage | null> {
-  let file: FileHandle;
+  let file: number;
   try {
-    file = await open(path, 'r');
+    // Metadata of a file in use: cheap where it is, and opened here it cannot be swapped before the read.
+    file = openSync(path, 'r');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw e;
   }
   try {
-    const stats = await file.stat({ bigint: true });
+    const stats = fstatSync(file, { bigint: true });
     const size = Number(stats.size);
     // The file's own identity: a rename (retire) keeps it, a new run's log has another.
     const log = `${stats.ino}.${stats.birthtimeNs}`;
@@ -242,27 +254,27 @@ async function readPageOf(path: string, from: number, limit: number): Promise<Lo
     }
     return { chunks, next: start + end + 1, size, log };
   } finally {
-    await file.close();
+    closeSync(file);
   }
 }
 
-async function readAt(file: FileHandle, position: number, length: number): Promise<Buffer> {
+async function readAt(file: number, position: number, length: number): Promise<Buffer> {
   const buffer = Buffer.alloc(length);
   let filled = 0;
   while (filled < length) {
-    const { bytesRead } = await file.read(buffer, filled, length - filled, position + filled);
+    const bytesRead = length <= SYNC_READ_BYTES ? readSync(file, buffer, filled, length - filled, position + filled) : (await readAsync(file, buffer, filled, length - filled, position + filled)).bytesRead;
     if (bytesRead === 0) break;
     filled += bytesRead;
   }
   return buffer.subarray(0, filled);
 }
 
-async function byteAt(file: FileHandle, position: number): Promise<number> {
+async function byteAt(file: number, position: number): Promise<number> {
   return (await readAt(file, position, 1))[0];
 }
 
 /** Offset of the first newline at or after `from`, -1 if none before `size`. */
-async function findNewline(file: FileHandle, from: number, size: number): Promise<number> {
+async function findNewline(file: number, from: number, size: number): Promise<number> {
   for (let position = from; position < size; position += 64 * 1024) {
     const block = await readAt(file, position, Math.min(64 * 1024, size - position));
     const i = block.indexOf(0x0a);

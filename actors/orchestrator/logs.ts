@@ -40,6 +40,19 @@ export function aborted(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }
 
+/** Resolves once `run`'s final state is committed (or could not be), or at `deadline`. */
+async function settledBy(run: JobRun, deadline: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, deadline - Date.now())));
+  try {
+    await Promise.race([run.settled.then(noop, noop), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const noop = () => undefined;
+
 /** Reads jobs' output in pages for /dms/job/logs, waiting for news when asked to. */
 export class OutputReader {
   constructor(
@@ -65,6 +78,14 @@ export class OutputReader {
     let followed: JobRun | undefined;
     for (;;) {
       const run = this.runs.get(p.id);
+      // Ended, its end being committed: its output is all stored (an executor reports an end only
+      // after), so a reader that may wait has it with the end in one answer once the commit is
+      // in, rather than now and the end on its next poll.
+      if (run?.finished && !run.final && deadline > Date.now()) {
+        await settledBy(run, deadline);
+        followed = run;
+        continue;
+      }
       // A run holds its job as last committed, and one that ended while we waited hands over its
       // final state: the database is read only for a job this node no longer follows. Read
       // there, a poll queued behind the very commit of the job's end (one connection).

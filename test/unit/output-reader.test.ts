@@ -12,8 +12,8 @@ import { jobOf } from '../executors/helpers.js';
 // end (one connection), 2-4 ms on a Docker job's path (bench/RESULTS.md, bench:jobs).
 
 /** The machine a JobRun observes, of a run started (`handle`) or not yet: only subscribe and the snapshot are used while nothing starts it. */
-const machineOf = (handle: ExecutionHandle | null) =>
-  ({ subscribe: () => ({ unsubscribe() {} }), getSnapshot: () => ({ status: 'active', context: { handle } }) }) as unknown as JobRun['machine'];
+const machineOf = (handle: ExecutionHandle | null, status: 'active' | 'done' = 'active') =>
+  ({ subscribe: () => ({ unsubscribe() {} }), getSnapshot: () => ({ status, context: { handle } }) }) as unknown as JobRun['machine'];
 const idleMachine = machineOf({ executor: 'null', job_id: 'j', id: 'j' });
 
 function setup(stored: Job | null) {
@@ -61,6 +61,29 @@ describe('OutputReader', () => {
     // Asked afresh once the run is gone: the stored record is what there is.
     expect(await reader.read({ id: running.id, from: 3, limit: 1024, wait_ms: 0 })).toMatchObject({ status: 'completed', done: true });
     expect(reads.db).toBe(1);
+  });
+
+  it('gives a follower of a run whose end is being committed the rest of its output and the end in one answer', async () => {
+    const running: Job = { ...jobOf({ executor: 'null', image: 'none' }), status: 'running' };
+    const ended: Job = { ...running, status: 'completed', exit_code: 0 };
+    const { reads, runs, reader } = setup(null);
+    const run = new JobRun(running, machineOf({ executor: 'null', job_id: running.id, id: running.id }, 'done'));
+    runs.set(running.id, run);
+    let answered = false;
+    const waiting = reader.read({ id: running.id, from: 0, limit: 1024, wait_ms: 5_000 }).finally(() => (answered = true));
+    await new Promise((r) => setTimeout(r, 20));
+    // Its output is all in, but the answer waits for the end rather than send the end on a poll of its own.
+    expect(answered).toBe(false);
+    runs.delete(running.id);
+    run.end({ job: ended });
+    const page = await waiting;
+    expect(page).toMatchObject({ status: 'completed', exit_code: 0, done: true });
+    expect(page.chunks.map((c) => c.data)).toEqual(['hi\n']);
+    expect(reads.db).toBe(0);
+    // A reader that may not wait is answered at once, its end or not.
+    const other = new JobRun({ ...running, id: 'other' }, machineOf({ executor: 'null', job_id: 'other', id: 'other' }, 'done'));
+    runs.set('other', other);
+    expect(await reader.read({ id: 'other', from: 0, limit: 1024, wait_ms: 0 })).toMatchObject({ status: 'running', done: false, next: 3 });
   });
 
   it('answers a job that ended a moment ago from its final record, without reading the database', async () => {
