@@ -110,11 +110,20 @@ export const ENTRY_BYTES = 4096;
 /** How many entries are measured at once: enough to keep libuv's threads busy, few enough to hold little. */
 const STAT_BATCH = 32;
 
-/** The disk a directory takes (diskUsage): its bytes, or the first path in it the node could not read. */
+/**
+ * Most files and directories one walk measures: what it holds (directories to visit, linked
+ * files seen) and its time stay bounded whatever the volume's size. A volume holding more
+ * cannot be measured, and so counts as past its size.
+ */
+export const MAX_WALK_ENTRIES = 250_000;
+
+/** The disk a directory takes (diskUsage): its bytes, or why it could not all be counted. */
 export interface DiskUsage {
   bytes: number;
   /** Relative to the directory: a job made it unreadable, so what it holds cannot be counted. */
   unreadable?: string;
+  /** It holds more than MAX_WALK_ENTRIES files and directories: what is past them was not counted. */
+  tooMany?: true;
 }
 
 /**
@@ -123,12 +132,14 @@ export interface DiskUsage {
  * ENTRY_BYTES` entries whatever a job wrote, and entries are read as the directory gives them,
  * never a whole listing at once. What vanishes during the walk is not counted.
  */
-export async function diskUsage(dir: string, stopAbove: number): Promise<DiskUsage> {
+export async function diskUsage(dir: string, stopAbove: number, maxEntries = MAX_WALK_ENTRIES): Promise<DiskUsage> {
   let bytes = 0;
+  let entries = 0;
   const linked = new Set<string>();
   const dirs = [dir];
   const count = async (paths: string[]) => {
     const stats = await Promise.all(paths.map((p) => lstat(p).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? undefined : Promise.reject(e)))));
+    entries += paths.length;
     stats.forEach((st, i) => {
       if (!st) return;
       if (st.isDirectory()) dirs.push(paths[i]!);
@@ -140,7 +151,7 @@ export async function diskUsage(dir: string, stopAbove: number): Promise<DiskUsa
       bytes += Math.max(st.blocks * 512, ENTRY_BYTES);
     });
   };
-  while (dirs.length > 0 && bytes <= stopAbove) {
+  while (dirs.length > 0 && bytes <= stopAbove && entries < maxEntries) {
     const at = dirs.pop()!;
     try {
       const listing = await opendir(at, { bufferSize: STAT_BATCH });
@@ -151,15 +162,16 @@ export async function diskUsage(dir: string, stopAbove: number): Promise<DiskUsa
         if (batch.length < STAT_BATCH) continue;
         await count(batch);
         batch = [];
-        if (bytes > stopAbove) break;
+        if (bytes > stopAbove || entries >= maxEntries) break;
       }
       await count(batch);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') continue;
+      // Gone, or no longer a directory, since it was listed: a job may change what it writes while it is measured.
+      if (code === 'ENOENT' || code === 'ENOTDIR') continue;
       if (code === 'EACCES' || code === 'EPERM') return { bytes, unreadable: relative(dir, at) || '.' };
       throw e;
     }
   }
-  return { bytes };
+  return entries >= maxEntries && bytes <= stopAbove ? { bytes, tooMany: true } : { bytes };
 }

@@ -258,11 +258,11 @@ async function readPageOf(path: string, from: number, limit: number): Promise<Lo
   }
 }
 
-async function readAt(file: number, position: number, length: number): Promise<Buffer> {
+async function readAt(file: number, position: number, length: number, sync = length <= SYNC_READ_BYTES): Promise<Buffer> {
   const buffer = Buffer.alloc(length);
   let filled = 0;
   while (filled < length) {
-    const bytesRead = length <= SYNC_READ_BYTES ? readSync(file, buffer, filled, length - filled, position + filled) : (await readAsync(file, buffer, filled, length - filled, position + filled)).bytesRead;
+    const bytesRead = sync ? readSync(file, buffer, filled, length - filled, position + filled) : (await readAsync(file, buffer, filled, length - filled, position + filled)).bytesRead;
     if (bytesRead === 0) break;
     filled += bytesRead;
   }
@@ -273,10 +273,10 @@ async function byteAt(file: number, position: number): Promise<number> {
   return (await readAt(file, position, 1))[0];
 }
 
-/** Offset of the first newline at or after `from`, -1 if none before `size`. */
+/** Offset of the first newline at or after `from`, -1 if none before `size`; through the pool, as a long chunk may take many blocks. */
 async function findNewline(file: number, from: number, size: number): Promise<number> {
   for (let position = from; position < size; position += 64 * 1024) {
-    const block = await readAt(file, position, Math.min(64 * 1024, size - position));
+    const block = await readAt(file, position, Math.min(64 * 1024, size - position), false);
     const i = block.indexOf(0x0a);
     if (i >= 0) return position + i;
   }

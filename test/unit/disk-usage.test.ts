@@ -56,6 +56,15 @@ describe('diskUsage', () => {
     expect(bytes).toBeLessThanOrEqual(64 * ENTRY_BYTES);
   });
 
+  it('says when it holds more files and directories than a walk measures, rather than counting only those it saw', async () => {
+    mkdirSync(join(dir, 'a/b'), { recursive: true });
+    for (let i = 0; i < 100; i++) writeFileSync(join(dir, 'a/b', `e${i}`), '');
+    expect(await diskUsage(dir, Number.MAX_SAFE_INTEGER, 50)).toMatchObject({ tooMany: true });
+    expect(await diskUsage(dir, Number.MAX_SAFE_INTEGER, 500)).toEqual({ bytes: 102 * ENTRY_BYTES });
+    // Past its size before it ran out of entries: the size is what it says.
+    expect((await diskUsage(dir, 10 * ENTRY_BYTES, 50)).tooMany).toBeUndefined();
+  });
+
   it('counts nothing for a directory that is gone', async () => {
     expect(await diskUsage(join(dir, 'never-made'), MiB)).toEqual({ bytes: 0 });
   });
