@@ -122,7 +122,7 @@ export interface DiskUsage {
   bytes: number;
   /** Relative to the directory: a job made it unreadable, so what it holds cannot be counted. */
   unreadable?: string;
-  /** It holds more than MAX_WALK_ENTRIES files and directories: what is past them was not counted. */
+  /** It holds more than MAX_WALK_ENTRIES files and directories, and was within `stopAbove` when they ran out: what is past them was not counted. */
   tooMany?: true;
 }
 

@@ -56,7 +56,7 @@ export async function volumeOver(volumes: readonly WatchedVolume[]): Promise<str
       return `volume ${v.name} could not be measured against its size: ${errorText(e)}`;
     }
     if (usage.unreadable) return `volume ${v.name} holds ${usage.unreadable}, which the node cannot read: what a job writes into a volume is measured against its size`;
-    if (usage.tooMany && usage.bytes <= v.size) return `volume ${v.name} holds more than ${MAX_WALK_ENTRIES} files and directories, more than the node measures against its size`;
+    if (usage.tooMany) return `volume ${v.name} holds more than ${MAX_WALK_ENTRIES} files and directories, more than the node measures against its size`;
     if (usage.bytes > v.size) return `wrote into volume ${v.name} until it held more than its size, ${formatBytes(v.size)} (at least ${formatBytes(usage.bytes)} counted)`;
   }
   return undefined;

@@ -6,6 +6,7 @@ import type { ExecutionHandle } from '../../behaviors/jobs/execution.js';
 import type { LogsReply } from '../../behaviors/jobs/jobs.js';
 import { isTerminal, type Job } from '../../behaviors/jobs/schema.js';
 import { notFound } from '../../runtime/errors.js';
+import { settledWithin } from '../../runtime/deadline.js';
 import type { Storage } from '../../storage/index.js';
 import type { ExecutorClient } from './executors.js';
 import type { JobRun } from './run.js';
@@ -40,19 +41,6 @@ export function aborted(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
 }
 
-/** Resolves once `run`'s final state is committed (or could not be), or at `deadline`. */
-async function settledBy(run: JobRun, deadline: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, deadline - Date.now())));
-  try {
-    await Promise.race([run.settled.then(noop, noop), late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-const noop = () => undefined;
-
 /** Reads jobs' output in pages for /dms/job/logs, waiting for news when asked to. */
 export class OutputReader {
   constructor(
@@ -82,7 +70,8 @@ export class OutputReader {
       // after), so a reader that may wait has it with the end in one answer once the commit is
       // in, rather than now and the end on its next poll.
       if (run?.finished && !run.final && deadline > Date.now()) {
-        await settledBy(run, deadline);
+        // Committed, or not (its error is the end's to report), or the wait is over: read on either way.
+        await settledWithin(run.settled.catch(() => undefined), deadline - Date.now(), () => undefined);
         followed = run;
         continue;
       }
