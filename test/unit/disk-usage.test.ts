@@ -1,15 +1,35 @@
 // What a volume's directory takes on disk (runtime/volumes.ts diskUsage), which bounds what jobs
 // write into it (actors/executors/storage-watch.ts): blocks allocated, every entry at least
-// ENTRY_BYTES, a file linked twice once, a walk that stops once past its bound, and a directory
-// the node cannot read named rather than passed over. On a real temporary directory.
+// ENTRY_BYTES, a file linked twice once, a walk that stops once past its bound, a directory
+// swapped for a file mid-walk passed over, and a directory the node cannot read named rather than
+// passed over. On a real temporary directory.
 import { execFile } from 'node:child_process';
 import { chmodSync, linkSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { diskUsage, ENTRY_BYTES } from '../../runtime/volumes.js';
+
+/**
+ * Directories a job turns into files just as the walk opens them: the moment between the walk's
+ * lstat and its opendir, which a real job can only hit by chance. Every other opendir is the
+ * real one, and so is the swap's: the file system answers ENOTDIR itself.
+ */
+const swapToFile = vi.hoisted(() => new Set<string>());
+vi.mock('node:fs/promises', async (importOriginal) => {
+  const real = await importOriginal<typeof import('node:fs/promises')>();
+  const { rmSync: rm, writeFileSync: write } = await import('node:fs');
+  const opendir: typeof real.opendir = async (path, options) => {
+    if (swapToFile.delete(String(path))) {
+      rm(path, { recursive: true });
+      write(path, 'a file now');
+    }
+    return real.opendir(path, options);
+  };
+  return { ...real, opendir };
+});
 import { VOLUMES_LABEL, volumeOver, volumesOf } from '../../actors/executors/storage-watch.js';
 
 const MiB = 1024 * 1024;
@@ -63,6 +83,19 @@ describe('diskUsage', () => {
     expect(await diskUsage(dir, Number.MAX_SAFE_INTEGER, 500)).toEqual({ bytes: 102 * ENTRY_BYTES });
     // Past its size before it ran out of entries: the size is what it says.
     expect((await diskUsage(dir, 10 * ENTRY_BYTES, 50)).tooMany).toBeUndefined();
+  });
+
+  it('passes over a directory that became a file after it was listed, and counts the rest', async () => {
+    mkdirSync(join(dir, 'swapped'), { recursive: true });
+    writeFileSync(join(dir, 'swapped/inside'), Buffer.alloc(MiB, 1));
+    writeFileSync(join(dir, 'kept'), Buffer.alloc(MiB, 1));
+    swapToFile.add(join(dir, 'swapped'));
+    const usage = await diskUsage(dir, Number.MAX_SAFE_INTEGER);
+    expect(swapToFile.size).toBe(0);
+    expect(usage.unreadable).toBeUndefined();
+    // kept's MiB and swapped's entry as its lstat found it (a directory); what it held is gone.
+    expect(usage.bytes).toBeGreaterThanOrEqual(MiB + ENTRY_BYTES);
+    expect(usage.bytes).toBeLessThan(MiB + 4 * ENTRY_BYTES);
   });
 
   it('counts nothing for a directory that is gone', async () => {
