@@ -15,9 +15,10 @@
  *  Each node compiles its hot code as it serves: a cluster's CPU per cross-node job falls by
  *  about 40 % over its first ~3,000 (bench/RESULTS.md, forty-second session); the requester's
  *  V8 threads (compiler and GC helpers) took 1.4 ms a job in the first thousand, 0.4 ms in the
- *  fourth. (b) is what the
- *  nodes do once warm, as bench:vitals' jobs/s is; the first round after the warm-up is printed
- *  beside it, so a change to how fast a node warms up shows there.
+ *  fourth. (a) and (b) are what the nodes do once warm, as bench:vitals' jobs/s is: they follow
+ *  BENCH_WARM_ROUNDS (default 2) rounds of (b) that are not counted, whose rates are printed
+ *  beside, so a change to how fast a node warms up shows there. With a warm-up of 200 jobs,
+ *  seven rounds in a row ran 161 227 269 264 262 243 269/s: the first two were the warm-up's.
  *  (c) where a placement's time goes: a fresh cluster of five with stage timings on
  *      (runtime/stage-timings.ts) places jobs one after another, and the requester's and one
  *      provider's stages are printed. Separate nodes, so the timing code is never in (a), (b).
@@ -30,13 +31,14 @@ import { startCluster, stopCluster } from '../test/helpers/network.js';
 import type { NodeProcess } from '../test/helpers/node.js';
 import { printStages, resetStages, stagesOf } from './lib/stages.js';
 import { call } from './lib/api.js';
-import { loadAverage, median } from './lib/load.js';
+import { cpuSeconds, loadAverage, median } from './lib/load.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 200);
 const JOBS = Number(process.env.BENCH_JOBS ?? 1000);
 const CONCURRENCY = 32;
 const TIMED = Number(process.env.BENCH_TIMED ?? 60);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const WARM_ROUNDS = Number(process.env.BENCH_WARM_ROUNDS ?? 2);
 const TARGET_P50_MS = 25;
 const TARGET_PER_S = 250;
 
@@ -65,11 +67,20 @@ async function endedCount(node: NodeProcess): Promise<number> {
  * took a share of node 1's CPU that the figures then charged to placement.
  */
 async function settled(node: NodeProcess, ids: Set<string>, endedBefore: number): Promise<Job[]> {
+  await allEnded(node, ids, endedBefore);
+  return readEnded(node, ids);
+}
+
+async function allEnded(node: NodeProcess, ids: Set<string>, endedBefore: number): Promise<void> {
   const deadline = Date.now() + 180_000;
   while ((await endedCount(node)) < endedBefore + ids.size) {
     if (Date.now() > deadline) throw new Error(`the ${ids.size} jobs did not all end within 180 s`);
     await sleep(200);
   }
+}
+
+/** The ended jobs `ids`, read in pages of 1,000. */
+async function readEnded(node: NodeProcess, ids: Set<string>): Promise<Job[]> {
   const done: Job[] = [];
   for (const status of ['completed', 'failed']) {
     // Newest first: this run's jobs are on the first pages.
@@ -111,10 +122,21 @@ async function latency(node: NodeProcess, spec: JobSpecInput, n: number): Promis
   return { p50: quantile(times, 0.5), p99: quantile(times, 0.99), elsewhere };
 }
 
+interface Rate {
+  per_s: number;
+  failed: number;
+  elsewhere: number;
+  /** CPU milliseconds per job (every thread, the scheduler's account) of node 1 and of the others together, submission to last completion. */
+  cpu_ms: { requester: number; providers: number };
+}
+
 /** `n` jobs from CONCURRENCY callers: completed per second, first submission to last completion. */
-async function throughput(node: NodeProcess, spec: JobSpecInput, n: number): Promise<{ per_s: number; failed: number; elsewhere: number }> {
+async function throughput(node: NodeProcess, spec: JobSpecInput, n: number): Promise<Rate> {
   const submitted = new Set<string>();
   const endedBefore = await endedCount(node);
+  const others = nodes.filter((o) => o !== node);
+  const cpuOf = (ns: NodeProcess[]) => ns.reduce((sum, o) => sum + cpuSeconds(o.pid), 0);
+  const cpuBefore = { requester: cpuOf([node]), providers: cpuOf(others) };
   let next = 0;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -124,7 +146,12 @@ async function throughput(node: NodeProcess, spec: JobSpecInput, n: number): Pro
       }
     }),
   );
-  const done = await settled(node, submitted, endedBefore);
+  await allEnded(node, submitted, endedBefore);
+  // Read once every job has ended, before the jobs are read back (node 1's work for the bench,
+  // not for placing them); the polls of the wait are a few a second.
+  const cpuMs = (now: number, before: number) => Math.round(((now - before) * 1e6) / n) / 1000;
+  const cpu_ms = { requester: cpuMs(cpuOf([node]), cpuBefore.requester), providers: cpuMs(cpuOf(others), cpuBefore.providers) };
+  const done = await readEnded(node, submitted);
   const created = done.map((j) => Date.parse(j.created_at));
   const ended = done.map((j) => Date.parse(j.updated_at));
   const span = (Math.max(...ended) - Math.min(...created)) / 1000;
@@ -132,6 +159,7 @@ async function throughput(node: NodeProcess, spec: JobSpecInput, n: number): Pro
     per_s: Math.round(done.length / span),
     failed: done.filter((j) => j.status !== 'completed').length,
     elsewhere: done.filter((j) => j.node !== null && j.node !== node.peerId).length,
+    cpu_ms,
   };
 }
 
@@ -154,20 +182,30 @@ try {
   const [requester] = nodes;
   await prepare(nodes);
   // Warm-up: connections, JIT, the first database pages, gossip meshes.
-  await throughput(requester, remoteSpec, 100);
-  await throughput(requester, localSpec, 100);
+  const warmRounds: { remote: number[]; local: number[] } = { remote: [], local: [] };
+  const warmCpu: Rate['cpu_ms'][] = [];
+  let failed = 0;
+  for (let i = 0; i < WARM_ROUNDS; i++) {
+    const local = await throughput(requester, localSpec, JOBS);
+    const remote = await throughput(requester, remoteSpec, JOBS);
+    warmRounds.local.push(local.per_s);
+    warmRounds.remote.push(remote.per_s);
+    warmCpu.push(remote.cpu_ms);
+    failed += local.failed + remote.failed;
+  }
 
   const localLatency = await latency(requester, localSpec, SEQUENTIAL);
   const remoteLatency = await latency(requester, remoteSpec, SEQUENTIAL);
   const localRounds: number[] = [];
   const remoteRounds: number[] = [];
-  let failed = 0;
+  const remoteCpu: Rate['cpu_ms'][] = [];
   for (let i = 0; i < ROUNDS; i++) {
     const local = await throughput(requester, localSpec, JOBS);
     const remote = await throughput(requester, remoteSpec, JOBS);
     if (remote.elsewhere !== JOBS) throw new Error(`not every job left node 1: ${remote.elsewhere}/${JOBS} in round ${i + 1}`);
     localRounds.push(local.per_s);
     remoteRounds.push(remote.per_s);
+    remoteCpu.push(remote.cpu_ms);
     failed += local.failed + remote.failed;
   }
   if (remoteLatency.elsewhere !== SEQUENTIAL) throw new Error(`not every job left node 1: ${remoteLatency.elsewhere}/${SEQUENTIAL}`);
@@ -186,13 +224,17 @@ try {
       local: localRate.per_s,
       ratio: Number((remoteRate.per_s / localRate.per_s).toFixed(3)),
       rounds: { remote: remoteRounds, local: localRounds },
+      warm_up_rounds: warmRounds,
+      cpu_ms_per_job: { rounds: remoteCpu, warm_up_rounds: warmCpu },
       failed,
       target: TARGET_PER_S,
       holds: remoteRate.per_s >= TARGET_PER_S,
     },
   };
   console.log(`submit → running, ${SEQUENTIAL} jobs one by one: on another node p50 ${remoteLatency.p50} ms, p99 ${remoteLatency.p99} ms; here p50 ${localLatency.p50} ms, p99 ${localLatency.p99} ms (target p50 <= ${TARGET_P50_MS} ms: ${results.submit_to_running_ms.holds ? 'holds' : 'MISSED'})`);
-  console.log(`${JOBS} jobs, ${CONCURRENCY} callers, median of ${ROUNDS} rounds: ${remoteRate.per_s} cross-node completed/s against ${localRate.per_s} here, ratio ${results.completed_per_s.ratio} (target >= ${TARGET_PER_S}/s: ${results.completed_per_s.holds ? 'holds' : 'MISSED'}); by round, cross-node ${remoteRounds.join(' ')}, here ${localRounds.join(' ')}${failed ? `; ${failed} jobs FAILED` : ''}`);
+  console.log(`${JOBS} jobs, ${CONCURRENCY} callers, median of ${ROUNDS} rounds: ${remoteRate.per_s} cross-node completed/s against ${localRate.per_s} here, ratio ${results.completed_per_s.ratio} (target >= ${TARGET_PER_S}/s: ${results.completed_per_s.holds ? 'holds' : 'MISSED'}); by round, cross-node ${remoteRounds.join(' ')}, here ${localRounds.join(' ')}${failed ? `; ${failed} jobs FAILED` : ''}; the ${WARM_ROUNDS} warm-up rounds before them (not counted), cross-node ${warmRounds.remote.join(' ')}, here ${warmRounds.local.join(' ')}`);
+  const cpuText = (c: Rate['cpu_ms'][]) => c.map((r) => `${r.requester.toFixed(2)} + ${r.providers.toFixed(2)}`).join(', ');
+  console.log(`CPU per cross-node job, node 1 + nodes 2–5 (ms, every thread): by round ${cpuText(remoteCpu)}; warm-up rounds ${cpuText(warmCpu)}`);
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   writeFileSync(new URL('./results/placement.json', import.meta.url), JSON.stringify({ at: new Date().toISOString(), ...results }, null, 2));
 } finally {
