@@ -17,8 +17,9 @@
  *  V8 threads (compiler and GC helpers) took 1.4 ms a job in the first thousand, 0.4 ms in the
  *  fourth. (a) and (b) are what the nodes do once warm, as bench:vitals' jobs/s is: they follow
  *  BENCH_WARM_ROUNDS (default 2) rounds of (b) that are not counted, whose rates are printed
- *  beside, so a change to how fast a node warms up shows there. With a warm-up of 200 jobs,
- *  seven rounds in a row ran 161 227 269 264 262 243 269/s: the first two were the warm-up's.
+ *  beside, so a change to how fast a node warms up shows there. With the warm-up before
+ *  (100 jobs of each kind, then (a)'s 200 of each), seven rounds in a row ran 161 227 269 264
+ *  262 243 269/s: the first two were the warm-up's.
  *  (c) where a placement's time goes: a fresh cluster of five with stage timings on
  *      (runtime/stage-timings.ts) places jobs one after another, and the requester's and one
  *      provider's stages are printed. Separate nodes, so the timing code is never in (a), (b).
