@@ -43,7 +43,17 @@ describe('a reply whose signature does not verify', () => {
     const exp = nowNs() + msToNs(15_000);
     const body = `{"to":{"addr":{"host":"${asked.host}","inbox":"root"}},"be":"/public/hello","from":{"addr":{"host":"${node.peerId}","inbox":"caller"}},"nonce":${nextNonce()},"opt":{"exp":${exp},"cont":"${cont}"},"msg":"e30="}`;
     const call = post(`${node.url}/api/v1/actor/invoke`, body);
-    const req = await waitFor('the request at the asked peer', () => asked.arrived.find((e) => e.opt.cont === cont), { timeoutMs: 10_000, intervalMs: 20 });
+    // What the invoke answered and who is connected to whom, should the request not come: about
+    // one run in 10-25 the invoke answers 500, "cannot reach peer … no connection and no known
+    // address", though when the wait ends each side lists the other as connected (not yet
+    // understood; the forty-fifth session's note).
+    let answered = 'the invoke has not answered';
+    void call.then((r) => (answered = `the invoke answered ${r.status}: ${r.text.slice(0, 300)}`), (e: unknown) => (answered = `the invoke failed: ${String(e)}`));
+    const explain = async () => {
+      const nodePeers = await fetch(`${node.url}/api/v1/peers`).then((r) => r.text(), (e: unknown) => `(unreadable: ${String(e)})`);
+      return `${answered}; the asked peer (${asked.host}) received ${asked.arrived.map((e) => e.be).join(', ') || 'nothing'} and is connected to ${asked.transport.peers().join(', ') || 'nobody'}; the node (${node.peerId}) lists as peers ${nodePeers.slice(0, 600)}`;
+    };
+    const req = await waitFor('the request at the asked peer', () => asked.arrived.find((e) => e.opt.cont === cont), { timeoutMs: 10_000, intervalMs: 20, explain });
     // From the peer that was asked, to the right waiter, in time: only the signature is wrong.
     await asked.send(tampered(replyTo(req, { did: 'did:key:genuine' }), { did: 'did:key:forged' }));
     // Time for the forged reply to be taken, were it taken, before the genuine one is sent.
