@@ -32,7 +32,7 @@ import { startCluster, stopCluster } from '../test/helpers/network.js';
 import type { NodeProcess } from '../test/helpers/node.js';
 import { printStages, resetStages, stagesOf } from './lib/stages.js';
 import { call } from './lib/api.js';
-import { cpuSeconds, loadAverage, median } from './lib/load.js';
+import { cpuSecondsOf, loadAverage, median } from './lib/load.js';
 
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 200);
 const JOBS = Number(process.env.BENCH_JOBS ?? 1000);
@@ -62,16 +62,17 @@ async function endedCount(node: NodeProcess): Promise<number> {
   return total;
 }
 
-/**
- * Waits until the jobs `ids` have all ended, then reads them. While waiting it only counts
- * (one row read a poll): reading every ended job each time, thousands by the end of a run,
- * took a share of node 1's CPU that the figures then charged to placement.
- */
+/** The ended jobs `ids` once every one has ended. */
 async function settled(node: NodeProcess, ids: Set<string>, endedBefore: number): Promise<Job[]> {
   await allEnded(node, ids, endedBefore);
   return readEnded(node, ids);
 }
 
+/**
+ * Waits until the jobs `ids` have all ended. While waiting it only counts
+ * (one row read a poll): reading every ended job each time, thousands by the end of a run,
+ * took a share of node 1's CPU that the figures then charged to placement.
+ */
 async function allEnded(node: NodeProcess, ids: Set<string>, endedBefore: number): Promise<void> {
   const deadline = Date.now() + 180_000;
   while ((await endedCount(node)) < endedBefore + ids.size) {
@@ -136,7 +137,7 @@ async function throughput(node: NodeProcess, spec: JobSpecInput, n: number): Pro
   const submitted = new Set<string>();
   const endedBefore = await endedCount(node);
   const others = nodes.filter((o) => o !== node);
-  const cpuOf = (ns: NodeProcess[]) => ns.reduce((sum, o) => sum + cpuSeconds(o.pid), 0);
+  const cpuOf = (ns: NodeProcess[]) => cpuSecondsOf(ns.map((o) => o.pid));
   const cpuBefore = { requester: cpuOf([node]), providers: cpuOf(others) };
   let next = 0;
   await Promise.all(

@@ -31,7 +31,7 @@ export interface Figures {
  */
 export async function measure(name: string, opts: Options, seconds: number, warmupSeconds = 2, cpuOf: number[] = []): Promise<Figures> {
   await autocannon({ ...opts, duration: warmupSeconds });
-  const cpu = () => cpuOf.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+  const cpu = () => cpuSecondsOf(cpuOf);
   const before = cpu();
   const r: Result = await autocannon({ ...opts, duration: seconds });
   const cpuUs = ((cpu() - before) / Math.max(1, r.requests.total)) * 1e6;
@@ -66,6 +66,9 @@ export function cpuSeconds(pid: number): number {
   }
   return ns / 1e9;
 }
+
+/** `cpuSeconds` of several processes together. */
+export const cpuSecondsOf = (pids: readonly number[]): number => pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
 
 /** One node under load in a side-by-side comparison: its process and the load it takes. */
 export interface Side {

@@ -11,6 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { diskUsage, ENTRY_BYTES } from '../../runtime/volumes.js';
+import { VOLUMES_LABEL, volumeOver, volumesOf } from '../../actors/executors/storage-watch.js';
 
 /**
  * Directories a job turns into files just as the walk opens them: the moment between the walk's
@@ -30,7 +31,6 @@ vi.mock('node:fs/promises', async (importOriginal) => {
   };
   return { ...real, opendir };
 });
-import { VOLUMES_LABEL, volumeOver, volumesOf } from '../../actors/executors/storage-watch.js';
 
 const MiB = 1024 * 1024;
 let dir: string;
