@@ -43,10 +43,7 @@ describe('a reply whose signature does not verify', () => {
     const exp = nowNs() + msToNs(15_000);
     const body = `{"to":{"addr":{"host":"${asked.host}","inbox":"root"}},"be":"/public/hello","from":{"addr":{"host":"${node.peerId}","inbox":"caller"}},"nonce":${nextNonce()},"opt":{"exp":${exp},"cont":"${cont}"},"msg":"e30="}`;
     const call = post(`${node.url}/api/v1/actor/invoke`, body);
-    // What the invoke answered and who is connected to whom, should the request not come: about
-    // one run in 10-25 the invoke answers 500, "cannot reach peer … no connection and no known
-    // address", though when the wait ends each side lists the other as connected (not yet
-    // understood; the forty-fifth session's note).
+    // What the invoke answered and who is connected to whom, should the request not come.
     let answered = 'the invoke has not answered';
     void call.then((r) => (answered = `the invoke answered ${r.status}: ${r.text.slice(0, 300)}`), (e: unknown) => (answered = `the invoke failed: ${String(e)}`));
     const explain = async () => {
