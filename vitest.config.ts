@@ -21,6 +21,8 @@ const UNIT_NOT = [
   'test/unit/config-file-trust.test.ts',
   // Real libp2p hosts: in node.
   'test/unit/discovery-peers.test.ts',
+  // Counts what the process read from the disk, which other files' threads would add to: in node, a process of its own.
+  'test/unit/block-reads.test.ts',
   // Builds a variant of dist/: in process.
   'test/unit/bench-variants.test.ts',
 ];
@@ -59,6 +61,7 @@ const UNIT = [
 ];
 const NODE = [
   'test/unit/discovery-peers.test.ts',
+  'test/unit/block-reads.test.ts',
   ...testsIn('test/executors'),
   'test/outputs/block-exchange.test.ts',
   'test/outputs/slow-holder.test.ts',

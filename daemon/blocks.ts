@@ -40,6 +40,10 @@ export async function startBlocks(system: ActorSystem, config: Config, home: str
   const data = homePaths(home).data;
   const store = new BlockStore(join(data, 'blocks'));
   await store.open();
+  system.metrics?.gauge('dms_block_reads', 'Block files read since the node started: on the event loop while the disk answered from memory, through the thread pool for a while after a read waited for the disk', ['via'], (set) => {
+    set({ via: 'event_loop' }, store.reads.counts.direct);
+    set({ via: 'pool' }, store.reads.counts.pooled);
+  });
   const exchange = transport ? new BlockExchange(transport.node, store, { inFlight: config.blocks.fetch_in_flight, stallMs: config.blocks.exchange_stall_ms, serveBufferBytes: config.blocks.serve_buffer_bytes, log }) : undefined;
   await exchange?.start();
   if (exchange) {

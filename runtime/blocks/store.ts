@@ -11,7 +11,7 @@
  * fetched again, served wrong to peers, which note this node for it (kubo's flatfs syncs too).
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { FsBlockstore } from 'blockstore-fs';
@@ -19,6 +19,7 @@ import { NextToLast } from 'blockstore-fs/sharding';
 import type { Blockstore } from 'interface-blockstore';
 import type { CID } from 'multiformats/cid';
 import { DmsError } from '../errors.js';
+import { BlockReads } from './block-reads.js';
 import { chunksMatch } from './cid.js';
 import { makeDirsAsync } from '../files.js';
 
@@ -64,6 +65,7 @@ class CountingBlockstore extends FsBlockstore {
   constructor(
     private readonly root: string,
     private readonly added: (bytes: number) => void,
+    readonly reads: BlockReads,
   ) {
     super(root);
   }
@@ -189,9 +191,9 @@ class CountingBlockstore extends FsBlockstore {
   }
 
   /**
-   * Looked up and read synchronously: a look-up is one stat of a cached directory entry and a
-   * read at most 1 MiB from the page cache, cheaper than the promise API's round trip through
-   * the thread pool (bench:outputs: 100-300 µs of the event loop each under load).
+   * Looked up synchronously: one stat of a cached directory entry, cheaper than the promise
+   * API's round trip through the thread pool (bench:outputs: 100-300 µs of the event loop each
+   * under load). Read as BlockReads decides: on the event loop while the disk answers from memory.
    */
   override async has(key: CID): Promise<boolean> {
     const file = this.fileOf(key);
@@ -203,7 +205,7 @@ class CountingBlockstore extends FsBlockstore {
   override async *get(key: CID): AsyncGenerator<Uint8Array> {
     const file = this.fileOf(key);
     this.needed(file);
-    yield await readBlock(file, key);
+    yield await readBlock(this.reads, file, key);
   }
 }
 
@@ -228,9 +230,9 @@ async function syncEach(dirs: readonly string[]): Promise<void> {
   await Promise.all(Array.from({ length: Math.min(DIR_SYNCS_AT_ONCE, dirs.length) }, worker));
 }
 
-async function readBlock(file: string, cid: CID): Promise<Uint8Array> {
+async function readBlock(reads: BlockReads, file: string, cid: CID): Promise<Uint8Array> {
   try {
-    return readFileSync(file);
+    return await reads.read(file);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new DmsError('not_found', `block ${cid} is not held here`);
     throw e;
@@ -264,8 +266,12 @@ export class BlockStore {
   /** Bytes of the block files held, measured at open and kept since by what is written and deleted. */
   private held = 0;
 
-  constructor(readonly dir: string) {
-    this.fs = new CountingBlockstore(dir, (n) => (this.held += n));
+  /** @param reads how block files are read (BlockReads' defaults unless a test says otherwise) */
+  constructor(
+    readonly dir: string,
+    readonly reads = new BlockReads(),
+  ) {
+    this.fs = new CountingBlockstore(dir, (n) => (this.held += n), reads);
   }
 
   open(): Promise<void> {
@@ -429,7 +435,7 @@ export class BlockStore {
 
   /** The block's bytes; not_found when it is not held. */
   get(cid: CID): Promise<Uint8Array> {
-    return readBlock(this.fileOf(cid), cid);
+    return readBlock(this.reads, this.fileOf(cid), cid);
   }
 
   /**

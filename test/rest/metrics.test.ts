@@ -52,6 +52,9 @@ describe('GET /metrics', () => {
     expect(value(text, 'dms_executor_run_duration_seconds_count{executor="null",outcome="completed"}')).toBe(1);
     expect(value(text, 'dms_placements_total{outcome="placed"}')).toBe(1);
     expect(value(text, 'dms_process_resident_memory_bytes')).toBeGreaterThan(0);
+    // Where the block store read its files (runtime/blocks/block-reads.ts): both series, from the start.
+    expect(value(text, 'dms_block_reads{via="event_loop"}')).toBeGreaterThanOrEqual(0);
+    expect(value(text, 'dms_block_reads{via="pool"}')).toBeGreaterThanOrEqual(0);
   });
 
   it('checks the signatures of a burst off its event loop, on the verify thread, with the verdicts of a check inline, and counts where', async () => {

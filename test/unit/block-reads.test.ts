@@ -1,0 +1,91 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CID } from 'multiformats/cid';
+import * as raw from 'multiformats/codecs/raw';
+import { sha256 } from 'multiformats/hashes/sha2';
+import { BlockReads } from '../../runtime/blocks/block-reads.js';
+import { BlockStore } from '../../runtime/blocks/store.js';
+
+/**
+ * A block read that went to the disk sends the reads after it through the thread pool for a
+ * while, so a peer asking for blocks no one read lately cannot hold the event loop; reads from
+ * memory stay on the event loop, where they cost least. Real files; where a case says so, the
+ * clock and the device's read count are the test's.
+ */
+
+// Under the home directory, not /tmp: /tmp may be a tmpfs, which never reads from a device.
+const dir = mkdtempSync(join(process.env.HOME && process.env.HOME !== '/' ? process.env.HOME : tmpdir(), '.dms-block-reads-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const file = join(dir, 'block');
+const bytes = Buffer.from(new Uint8Array(256 * 1024).map((_, i) => i % 251));
+writeFileSync(file, bytes);
+
+/** Drops the file's pages from the page cache (posix_fadvise DONTNEED, through GNU dd), as if nobody had read it lately. */
+function evict(path: string): void {
+  execFileSync('dd', [`if=${path}`, 'iflag=nocache', 'count=0', 'status=none']);
+}
+
+describe('block reads', () => {
+  it('reads from memory stay on the event loop', async () => {
+    readFileSync(file);
+    const reads = new BlockReads();
+    for (let i = 0; i < 5; i++) expect(await reads.read(file)).toEqual(bytes);
+    expect(reads.counts).toEqual({ direct: 5, pooled: 0 });
+  });
+
+  it('a read the disk served sends the reads after it through the pool, on the real disk', async () => {
+    execFileSync('sync');
+    evict(file);
+    const before = process.resourceUsage().fsRead;
+    readFileSync(file);
+    // The fixture's own check that this file system and kernel count a read from the device at all.
+    expect(process.resourceUsage().fsRead - before, `no device read counted for a file just evicted from the page cache under ${dir}`).toBeGreaterThan(0);
+    evict(file);
+    const reads = new BlockReads();
+    expect(await reads.read(file)).toEqual(bytes);
+    expect(await reads.read(file)).toEqual(bytes);
+    expect(reads.counts).toEqual({ direct: 1, pooled: 1 });
+  });
+
+  it('through the pool until the window ends; then the event loop is tried again', async () => {
+    let t = 1_000;
+    let device = 0;
+    const reads = new BlockReads({ pooledForMs: 2_000, now: () => t, deviceReads: () => device });
+    expect(await reads.read(file)).toEqual(bytes);
+    expect(reads.pooled).toBe(false);
+    device += 512;
+    const cold = new BlockReads({ pooledForMs: 2_000, now: () => t, deviceReads: () => (device += 512) });
+    expect(await cold.read(file)).toEqual(bytes);
+    for (let i = 0; i < 3; i++) expect(await cold.read(file)).toEqual(bytes);
+    expect(cold.counts).toEqual({ direct: 1, pooled: 3 });
+    t += 1_999;
+    expect(cold.pooled).toBe(true);
+    t += 1;
+    expect(cold.pooled).toBe(false);
+    expect(await cold.read(file)).toEqual(bytes);
+    expect(await cold.read(file)).toEqual(bytes);
+    expect(cold.counts).toEqual({ direct: 2, pooled: 4 });
+  });
+
+  it("a store's blocks read through the pool are the same bytes, and a block not held is not_found either way", async () => {
+    const block = Buffer.from('a block read through the pool');
+    const cid = CID.createV1(raw.code, await sha256.digest(block));
+    const missing = CID.createV1(raw.code, await sha256.digest(new TextEncoder().encode('never stored')));
+    let device = 0;
+    const store = new BlockStore(join(dir, 'store'), new BlockReads({ now: () => 0, deviceReads: () => (device += 1) }));
+    await store.open();
+    expect(await store.putVerifiedChunks(cid, [block])).toBe(true);
+    expect(await store.get(cid)).toEqual(block);
+    expect(await store.get(cid)).toEqual(block);
+    expect(store.reads.counts).toEqual({ direct: 1, pooled: 1 });
+    await expect(store.get(missing)).rejects.toMatchObject({ kind: 'not_found' });
+    expect(store.reads.counts.pooled).toBe(2);
+    const direct = new BlockStore(join(dir, 'store'), new BlockReads({ deviceReads: () => 0 }));
+    await direct.open();
+    await expect(direct.get(missing)).rejects.toMatchObject({ kind: 'not_found' });
+    expect(direct.reads.counts).toEqual({ direct: 1, pooled: 0 });
+  });
+});
