@@ -16,9 +16,9 @@ const script = (raise: boolean) => `
 import { readFileSync } from 'node:fs';
 import { raiseMallocThresholds } from ${JSON.stringify(MODULE)};
 const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\\n').filter(Boolean).map((l) => {
-  const [range, , , , inode, name] = l.split(/ +/);
+  const [range, perms, , , inode, name] = l.split(/ +/);
   const [from, to] = range.split('-').map((h) => parseInt(h, 16));
-  return { mib: (to - from) / 1048576, heap: name === '[heap]', anonymous: inode === '0' && !name };
+  return { mib: (to - from) / 1048576, heap: name === '[heap]', anonymous: inode === '0' && !name && perms === 'rw-p' };
 });
 const heapMiB = () => maps().filter((m) => m.heap).reduce((a, m) => a + m.mib, 0);
 const apartMiB = () => maps().filter((m) => m.anonymous).reduce((a, m) => a + m.mib, 0);
@@ -52,8 +52,14 @@ describe.skipIf(!glibc)('glibc malloc thresholds', () => {
     // From the heap: no mapping of its own. Whether the heap grew by it depends on the room the
     // raising block left there (under load, freed on V8's thread after gc() returned, the heap
     // once held it already and grew by 0), so the mapping apart is what is asserted.
-    const { apart, kept } = run(true);
-    expect(apart).toBeLessThan(1);
+    // Other threads of the child map memory of their own meanwhile (a new malloc arena's
+    // writable part, V8's pages: 9 and 64 MiB "apart" in 3 of 40 runs beside a busy suite), so
+    // a child whose count is off is run again, up to three in all; unraised, every one maps the
+    // block apart (the case before).
+    const runs = [run(true)];
+    while (runs.length < 3 && !(runs.at(-1)!.apart < 1)) runs.push(run(true));
+    const { apart, kept } = runs.at(-1)!;
+    expect(apart, `mapped apart in each of ${runs.length} children: ${runs.map((r) => r.apart).join(', ')} MiB`).toBeLessThan(1);
     // Returned to the kernel, the heap would shrink by the block.
     expect(kept).toBeGreaterThan(-1);
   });
