@@ -104,7 +104,7 @@ async function holder(dir: string): Promise<void> {
   process.stdout.write(JSON.stringify(ready) + '\n');
   process.stdin.resume();
   await new Promise((r) => process.stdin.once('end', r));
-  // A read that waited for the disk sends reads through the pool for a while (runtime/blocks/block-reads.ts), which costs the event loop more.
+  // A read that went to the disk sends the reads after it through the thread pool for a while (runtime/blocks/block-reads.ts): a fetch read from memory should show none.
   process.stderr.write(`holder's block reads: ${store.reads.counts.direct} on the event loop, ${store.reads.counts.pooled} through the thread pool\n`);
   await a.stop();
 }

@@ -40,7 +40,7 @@ export async function startBlocks(system: ActorSystem, config: Config, home: str
   const data = homePaths(home).data;
   const store = new BlockStore(join(data, 'blocks'));
   await store.open();
-  system.metrics?.gauge('dms_block_reads', 'Block files read since the node started: on the event loop while the disk answered from memory, through the thread pool for a while after a read waited for the disk', ['via'], (set) => {
+  system.metrics?.gauge('dms_block_reads', 'Block files read since the node started: on the event loop while the disk answered from memory, through the thread pool for 2 s after a read went to the disk (runtime/blocks/block-reads.ts)', ['via'], (set) => {
     set({ via: 'event_loop' }, store.reads.counts.direct);
     set({ via: 'pool' }, store.reads.counts.pooled);
   });
