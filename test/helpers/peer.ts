@@ -269,7 +269,7 @@ export async function sybilVisit(nodes: TestNode[], topics: string[], timeoutMs 
 async function nodeLists(node: TestNode, peer: string): Promise<void> {
   await waitFor(
     `node ${node.peerId} to list peer ${peer} as connected`,
-    async () => ((await (await fetch(`${node.url}/api/v1/peers`)).json()) as { peers?: string[] }).peers?.includes(peer),
+    async () => ((await (await fetch(`${node.url}/api/v1/peers`, { signal: AbortSignal.timeout(2_000) })).json()) as { peers?: string[] }).peers?.includes(peer),
     { timeoutMs: 5_000, intervalMs: 5 },
   );
 }
