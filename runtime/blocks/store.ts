@@ -65,7 +65,7 @@ class CountingBlockstore extends FsBlockstore {
   constructor(
     private readonly root: string,
     private readonly added: (bytes: number) => void,
-    readonly reads: BlockReads,
+    private readonly reads: BlockReads,
   ) {
     super(root);
   }

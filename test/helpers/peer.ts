@@ -264,7 +264,9 @@ export async function sybilVisit(nodes: TestNode[], topics: string[], timeoutMs 
  * Waits until `node` lists `peer` among its connections. A dial ends on the dialler's side
  * before the node has finished its half of the upgrade (the node's listing lagged the dial by
  * 16-30 ms in 26 of 30 tries): a test that asked the node to reach the peer at once was
- * answered "no connection and no known address" about one run in ten.
+ * answered "no connection and no known address" about one run in ten. Asked with a GET, not
+ * DmsClient.peers(): that is an invoke, whose envelope takes a place in the node's replay table,
+ * and test/security/replay.test.ts counts those places.
  */
 async function nodeLists(node: TestNode, peer: string): Promise<void> {
   await waitFor(
