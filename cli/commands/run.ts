@@ -6,7 +6,7 @@ import { parsePairs } from '../pairs.js';
 import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
 import { restFor } from '../rest.js';
-import { inputsOf } from '../inputs.js';
+import { inputsOf, volumeInput } from '../inputs.js';
 
 /** What a job gets when `run` is not told: enough for a small tool, and said in --help. */
 const DEFAULT_CORES = 1;
@@ -24,6 +24,7 @@ interface RunOptions extends PlacementFlags {
   idOnly?: boolean;
   wait?: boolean;
   input?: string[];
+  volume?: string[];
   output?: string[];
 }
 
@@ -49,7 +50,8 @@ export function registerRunCommand(program: Command): void {
     .option('--timeout <seconds>', 'stop the job, failed, after this many seconds (SIGTERM, then SIGKILL after jobs.stop_grace_s; default: no limit)')
     .option('--executor <name>', "executor to run it with: docker, null, or a plugin's (default: the node's, docker)")
     .option('--name <name>', 'a name for the job (default: the image)')
-    .option('-i, --input <source:path>', 'mount read-only at path (in the container) a local file or directory (uploaded first), a CID, or job:<id>/<output> (repeatable)', collect)
+    .option('-i, --input <source:path>', 'mount read-only at path (in the container) a local file or directory (uploaded first), a CID, job:<id>/<output>, or volume:<name> (repeatable)', collect)
+    .option('-v, --volume <name:path>', "mount this node's volume name (dms volume create) at path, writable; name:/path:ro mounts it read-only. The job then runs on this node (repeatable)", collect)
     .option('-o, --output <name:path>', 'collect path (in the container) as output name when the job ends; `dms jobs get` fetches it (repeatable)', collect)
     .addOption(new Option('-d, --detach', 'submit, print the job id, and return').conflicts('wait'))
     .option('-q, --id-only', 'print only the job id (and return, unless --wait)')
@@ -72,7 +74,7 @@ export function registerRunCommand(program: Command): void {
         ...(opts.executor ? { executor: opts.executor } : {}),
         ...(opts.timeout !== undefined ? { timeout_s: seconds(opts.timeout) } : {}),
         ...(opts.output?.length ? { outputs: opts.output.map(outputOf) } : {}),
-        ...(opts.input?.length ? { inputs: await inputsOf(restFor(cmd), opts.input) } : {}),
+        ...(opts.input?.length || opts.volume?.length ? { inputs: await inputsOf(restFor(cmd), opts.input ?? [], opts.volume ?? []) } : {}),
       };
       const detach = opts.detach || (opts.idOnly && !opts.wait);
       await submitJob(cmd, withPlacement(spec, opts), { idOnly: opts.idOnly, wait: opts.wait, follow: !detach && !opts.wait });

@@ -23,4 +23,16 @@ describe.skipIf(problem !== null)('dms run with the Docker executor', () => {
     expect(r.stderr).toContain('oops\n');
     expect(r.stderr).toMatch(/failed \(exit code 3\)/);
   });
+  it('mounts a volume of the node with -v NAME:/path, writable, and read-only with :ro, as docker run -v does', async () => {
+    const made = await runCli(['--home', node.home, 'volume', 'create', 'cli-data', '--size', '8MiB']);
+    expect(made.code, made.stderr).toBe(0);
+    const writer = await runCli(['--home', node.home, 'run', '-v', 'cli-data:/data', TEST_IMAGE, 'sh', '-c', 'echo kept > /data/x']);
+    expect(writer.code, writer.stderr).toBe(0);
+    const reader = await runCli(['--home', node.home, 'run', '-v', 'cli-data:/data:ro', TEST_IMAGE, 'sh', '-c', 'cat /data/x; echo no > /data/y || echo read-only']);
+    expect(reader.code, reader.stderr).toBe(0);
+    expect(reader.stdout).toBe('kept\nread-only\n');
+    const missing = await runCli(['--home', node.home, 'run', '-v', 'nope:/data', TEST_IMAGE, 'true']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('volume nope does not exist on this node');
+  });
 });
