@@ -100,6 +100,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       stopGraceSeconds: jobs.stop_grace_s,
       oomSettleMs: jobs.oom_settle_ms,
       storageCheckMs: jobs.storage_check_ms,
+      images: { file: join(paths.data, 'images.json'), maxBytes: jobs.max_images_bytes },
       limits: {
         defaultCores: jobs.default_resources.cores,
         defaultMemoryBytes: jobs.default_resources.memory_bytes,

@@ -290,6 +290,12 @@ export const ConfigSchema = z
         pids_limit: positiveInt.default(1024),
         /** Output kept per job, in bytes; the log is cut there and the cut is marked. */
         max_log_bytes: positiveInt.default(64 * 1024 * 1024),
+        /**
+         * Bytes the images this node pulled for jobs may hold together: past it, those used longest
+         * ago that no container uses are removed, and a job whose image cannot fit fails
+         * (actors/executors/image-cache.ts). Images the engine already had are not counted.
+         */
+        max_images_bytes: positiveInt.min(1024 * 1024).default(20 * 1024 * 1024 * 1024),
         /** Registry hosts (host[:port]) on loopback, link-local or private ranges that images may come from. */
         allowed_registries: z.array(z.string().min(1)).default([]),
         /**

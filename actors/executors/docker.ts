@@ -21,7 +21,8 @@ import { ContainerOutput } from './container-output.js';
 import { Leftovers } from './leftovers.js';
 import { graceFor } from './stop-signal.js';
 import { StorageWatch, storageBound, storageBoundOf, volumeOver, volumesOf, type WatchedVolume } from './storage-watch.js';
-import { answered, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
+import { answered, archiveOf, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
+import { ImageCache, type ImageCacheOptions } from './image-cache.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
   ExecutionHandle,
@@ -62,6 +63,8 @@ export interface DockerExecutorOptions {
   engineAnswerMs?: number;
   /** How often a running container's writes are measured against its bound (./storage-watch.ts; default 5 s). */
   storageCheckMs?: number;
+  /** Where the images this node pulls are recorded, and the bound on them (`jobs.max_images_bytes`, ./image-cache.ts); without, pulls are not bounded. */
+  images?: Omit<ImageCacheOptions, 'engine' | 'log'>;
   /** How long a pull may go without a word from the engine, before its first and between two; default PULL_QUIET_MS. */
   pullQuietMs?: number;
   /** When a container the engine did not remove is asked again (default LEFTOVER_RETRY: 30 s, doubling to 10 min). */
@@ -94,19 +97,6 @@ interface DockerRun {
   storage: { bound?: number; volumes?: WatchedVolume[]; killed?: string };
 }
 
-/** A tar of `output.path` in the container; not_found when the container has nothing there. */
-async function archiveOf(engine: Engine, container: Docker.Container, output: OutputSpec): Promise<OutputContent> {
-  const what = `reading ${output.path} from the container`;
-  try {
-    const tar = await answered(engine, what, (abortSignal) => container.getArchive({ path: output.path, abortSignal }));
-    // The engine names the archived path's last component first: that is the output's root.
-    return { tar: heard(tar as unknown as AsyncIterable<Uint8Array>, engine.answerMs, what), strip: 1 };
-  } catch (e) {
-    if (statusOf(e) === 404) throw new DmsError('not_found', `${output.path} does not exist in the container`);
-    throw new DmsError('unavailable', engineMessage(e).slice(0, 500), { cause: e });
-  }
-}
-
 export class DockerExecutor extends StoredOutput implements Executor {
   readonly name = 'docker';
   /** Its outputs are collected in watch(), before the end is told: a restarted node finds them by the container's labels. */
@@ -136,6 +126,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   private readonly knownImages = new Set<string>();
   private readonly outputs: OutputCollector | undefined;
   private readonly inputs: InputMounter | undefined;
+  private readonly images: ImageCache | undefined;
   private readonly ensembles: EnsembleAttacher | undefined;
   /** Containers the engine did not remove when asked, asked again (./leftovers.ts). */
   private readonly leftovers: Leftovers;
@@ -156,6 +147,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
     this.oom = new OomEvents(this.docker, `${NODE_LABEL}=${this.nodeId}`, opts.log, this.engine.answerMs);
     this.outputs = opts.outputs;
     this.inputs = opts.inputs;
+    this.images = opts.images && new ImageCache({ ...opts.images, engine: this.engine, log: opts.log });
     this.ensembles = opts.ensembles;
     this.leftovers = new Leftovers((id, jobId) => this.removeLeftover(id, jobId), opts.log, opts.leftoverRetry);
   }
@@ -193,17 +185,21 @@ export class DockerExecutor extends StoredOutput implements Executor {
     };
     let binds: string[] = [];
     let volumes: WatchedVolume[] = [];
+    // From its pull until its container uses it, no other job's pull removes the image.
+    const releaseImage = this.images?.hold(job.image) ?? (() => undefined);
     try {
       // A run's output is its own: what a run of the job before left is kept as the previous
       // run's before anything can fail.
       await this.logStore.retire(job.id);
       if (!this.knownImages.has(job.image)) await this.ensureImage(job.image, opts.onProgress);
+      this.images?.used(job.image);
       if (job.inputs?.length) {
         if (!this.inputs) throw new DmsError('unavailable', `job ${job.id} has inputs and this node cannot mount any`);
         ({ binds, volumes } = await this.inputs.prepare(job, (status) => opts.onProgress?.({ status, stage: 'inputs' })));
       }
       machine.send({ type: 'pulled' });
     } catch (e) {
+      releaseImage();
       if (job.inputs?.length) await this.inputs?.release(job.id).catch(() => undefined);
       throw failed(e);
     }
@@ -227,6 +223,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       if (network) await this.createJobNetwork(job.id);
       const made = await this.createFor(spec, job.image, opts.onProgress);
       container = made;
+      releaseImage();
       // A container is created on one network; the ensemble's other slots are joined before it runs.
       for (const name of part?.networks.slice(1) ?? []) {
         await answered(this.engine, `joining network ${name}`, (abortSignal) => this.docker.getNetwork(name).connect({ Container: made.id, abortSignal } as Docker.NetworkConnectOptions));
@@ -234,6 +231,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       writer = await logged;
       await answered(this.engine, 'starting the container', (abortSignal) => made.start({ abortSignal }));
     } catch (e) {
+      releaseImage();
       writer ??= await logged.catch(() => undefined);
       const message = `job ${job.id} could not start: ${e instanceof DmsError ? e.message : engineMessage(e)}`;
       writer?.append('stderr', `[dms] ${message}\n`);
@@ -505,7 +503,6 @@ export class DockerExecutor extends StoredOutput implements Executor {
           // The engine reports a failed pull inside the stream with a 200 status.
           const failure = err ? engineMessage(err) : events.find((ev) => ev.error)?.error;
           if (failure) return reject(cannotPull(failure));
-          this.know(image);
           resolve();
         },
         (ev: PullEvent) => {
@@ -514,6 +511,9 @@ export class DockerExecutor extends StoredOutput implements Executor {
         },
       );
     });
+    // Before it is known: an image past the bound is removed again, and its job fails saying why.
+    await this.images?.pulled(image);
+    this.know(image);
   }
 
   private know(image: string): void {

@@ -11,6 +11,8 @@
 import type Docker from 'dockerode';
 import { settledWithin } from '../../runtime/deadline.js';
 import { DmsError } from '../../runtime/errors.js';
+import type { OutputSpec } from '../../behaviors/jobs/files.js';
+import type { OutputContent } from '../../behaviors/jobs/execution.js';
 
 /** What the engine's client takes for one request (docker-modem's, through dockerode's types). */
 type DialOptions = Parameters<Docker['modem']['dial']>[0];
@@ -95,6 +97,19 @@ export function inspectImage(engine: Engine, image: string): Promise<Docker.Imag
   // The client's own image by that name, as its other image calls have it (its types call the name `id`).
   const { name } = engine.docker.getImage(image) as unknown as { name: string };
   return dialed(engine, `inspecting image ${image}`, { path: `/images/${name}/json`, method: 'GET', statusCodes: { 200: true, 404: 'no such image', 500: 'server error' } });
+}
+
+/** A tar of `output.path` in the container; not_found when the container has nothing there. */
+export async function archiveOf(engine: Engine, container: Docker.Container, output: OutputSpec): Promise<OutputContent> {
+  const what = `reading ${output.path} from the container`;
+  try {
+    const tar = await answered(engine, what, (abortSignal) => container.getArchive({ path: output.path, abortSignal }));
+    // The engine names the archived path's last component first: that is the output's root.
+    return { tar: heard(tar as unknown as AsyncIterable<Uint8Array>, engine.answerMs, what), strip: 1 };
+  } catch (e) {
+    if (statusOf(e) === 404) throw new DmsError('not_found', `${output.path} does not exist in the container`);
+    throw new DmsError('unavailable', engineMessage(e).slice(0, 500), { cause: e });
+  }
 }
 
 /**

@@ -1,0 +1,184 @@
+/**
+ * The images this node pulled for jobs, and the bound on the disk they hold
+ * (`jobs.max_images_bytes`; README "Images"). A job's image is its requester's choice: any node
+ * that may place jobs here could otherwise have this one pull image after image, each as large
+ * as a registry serves, until its disk is full, outside the share its operator onboarded.
+ *
+ * Only images this node pulled are counted and removed: one the engine already had is its
+ * operator's. They are kept in `<home>/data/images.json` with when each last started a job, so
+ * a restarted node still knows them. After a pull that takes them past the bound, those used
+ * longest ago that no container uses are removed (their names untagged: the engine deletes an
+ * image once nothing names it, and refuses while a container, even a stopped one, uses it); a
+ * job whose image cannot fit fails naming the sizes, and its image is removed again.
+ *
+ * An image's size is the engine's `Size`, its layers shared with other images counted in each:
+ * the sum is at least what the images hold on disk, so the bound is kept, at worst with room to spare.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { formatBytes } from '../../runtime/bytes.js';
+import { DmsError, errorText } from '../../runtime/errors.js';
+import { writeJsonAtomic } from '../../runtime/files.js';
+import type { Logger } from '../../runtime/log.js';
+import { answered, type Engine, engineMessage, inspectImage, statusOf } from './engine.js';
+
+/** Most images kept on record: past it the oldest record is removed as if over the bound. */
+export const MAX_IMAGE_RECORDS = 10_000;
+
+const RecordSchema = z.object({
+  /** The engine's image id (`sha256:…`). */
+  id: z.string().min(1).max(200),
+  /** The names jobs asked for it by. */
+  refs: z.array(z.string().min(1).max(1024)).max(64),
+  size: z.number().int().nonnegative(),
+  /** ms since the epoch: its pull, or the last job started on it. */
+  used_at: z.number().int().nonnegative(),
+});
+type ImageRecord = z.infer<typeof RecordSchema>;
+const FileSchema = z.object({ images: z.array(RecordSchema).max(MAX_IMAGE_RECORDS) });
+
+export interface ImageCacheOptions {
+  engine: Engine;
+  /** Where the records are kept; none: in memory only (tests of one process). */
+  file?: string;
+  /** Bytes the pulled images may hold together. */
+  maxBytes: number;
+  log?: Logger;
+  now?: () => number;
+}
+
+export class ImageCache {
+  /** By image id. */
+  private readonly records = new Map<string, ImageRecord>();
+  /** Names a job is between its pull and its container's creation with: not removed meanwhile. */
+  private readonly starting = new Map<string, number>();
+  /** One pull's bookkeeping and removals at a time: two at once would each count the other's image as removable. */
+  private turn: Promise<unknown> = Promise.resolve();
+  private readonly now: () => number;
+
+  constructor(private readonly opts: ImageCacheOptions) {
+    this.now = opts.now ?? Date.now;
+    this.load();
+  }
+
+  /** Bytes the recorded images hold, as the engine last measured them. */
+  get heldBytes(): number {
+    let sum = 0;
+    for (const r of this.records.values()) sum += r.size;
+    return sum;
+  }
+
+  /** The names of the images on record, oldest use first. */
+  get images(): string[] {
+    return this.oldestFirst().flatMap((r) => r.refs);
+  }
+
+  /** Keeps `image` from removal until the returned function is called (a job's start: pull, then create). */
+  hold(image: string): () => void {
+    this.starting.set(image, (this.starting.get(image) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.starting.get(image) ?? 1) - 1;
+      if (left > 0) this.starting.set(image, left);
+      else this.starting.delete(image);
+    };
+  }
+
+  /** A job starts on `image`: it becomes the most recently used. */
+  used(image: string): void {
+    for (const r of this.records.values()) {
+      if (!r.refs.includes(image)) continue;
+      r.used_at = this.now();
+      this.save();
+      return;
+    }
+  }
+
+  /**
+   * `image` was just pulled: it is put on record, and images used longest ago are removed until
+   * the records fit the bound. Fails, with `image` removed unless something else holds it, when
+   * it cannot fit: larger than the bound itself, or beside images in use that leave it no room.
+   */
+  pulled(image: string): Promise<void> {
+    const next = this.turn.then(() => this.record(image));
+    this.turn = next.catch(() => undefined);
+    return next;
+  }
+
+  private async record(image: string): Promise<void> {
+    const info = await inspectImage(this.opts.engine, image);
+    const known = this.records.get(info.Id);
+    const entry: ImageRecord = known ?? { id: info.Id, refs: [], size: info.Size, used_at: 0 };
+    if (!entry.refs.includes(image)) entry.refs = [...entry.refs.slice(-63), image];
+    entry.size = info.Size;
+    entry.used_at = this.now();
+    this.records.set(entry.id, entry);
+    const max = this.opts.maxBytes;
+    // Removing others cannot make room for an image larger than the bound.
+    if (entry.size <= max) await this.fit(entry.id);
+    if (this.heldBytes <= max) return this.save();
+    const why =
+      entry.size > max
+        ? `image ${image} is ${formatBytes(entry.size)}, more than the ${formatBytes(max)} of images this node keeps (jobs.max_images_bytes)`
+        : `image ${image} (${formatBytes(entry.size)}) does not fit beside the ${formatBytes(this.heldBytes - entry.size)} of images in use here: this node keeps ${formatBytes(max)} of images (jobs.max_images_bytes)`;
+    if (!this.starting.has(image) || (this.starting.get(image) ?? 0) <= 1) await this.remove(entry);
+    this.save();
+    throw new DmsError('unavailable', why);
+  }
+
+  /** Removes the images used longest ago, other than `keep` and those starting a job, until the records fit. */
+  private async fit(keep: string): Promise<void> {
+    const max = this.opts.maxBytes;
+    for (const r of this.oldestFirst()) {
+      if (this.heldBytes <= max && this.records.size <= MAX_IMAGE_RECORDS) return;
+      if (r.id === keep || r.refs.some((ref) => this.starting.has(ref))) continue;
+      await this.remove(r);
+    }
+  }
+
+  /** Untags each name of `r`; the record goes once the engine no longer has the image. A container using it keeps it (409). */
+  private async remove(r: ImageRecord): Promise<void> {
+    const kept: string[] = [];
+    for (const ref of r.refs) {
+      try {
+        await answered(this.opts.engine, `removing image ${ref}`, (abortSignal) => this.opts.engine.docker.getImage(ref).remove({ abortSignal } as object));
+        this.opts.log?.info({ image: ref, size: r.size }, 'image removed: pulled images past jobs.max_images_bytes');
+      } catch (e) {
+        const status = statusOf(e);
+        if (status === 404) continue;
+        if (status !== 409) this.opts.log?.warn({ image: ref, err: errorText(e) }, 'could not remove a pulled image');
+        else this.opts.log?.debug({ image: ref, why: engineMessage(e) }, 'pulled image in use: kept');
+        kept.push(ref);
+      }
+    }
+    if (kept.length === 0) this.records.delete(r.id);
+    else r.refs = kept;
+  }
+
+  private oldestFirst(): ImageRecord[] {
+    return [...this.records.values()].sort((a, b) => a.used_at - b.used_at);
+  }
+
+  private load(): void {
+    const file = this.opts.file;
+    if (!file || !existsSync(file)) return;
+    try {
+      const parsed = FileSchema.parse(JSON.parse(readFileSync(file, 'utf8')));
+      for (const r of parsed.images) this.records.set(r.id, r);
+    } catch (e) {
+      // Not the node's to refuse starting over: what it forgets it no longer removes, as before the bound.
+      this.opts.log?.warn({ file, err: errorText(e) }, 'the record of pulled images is unreadable: starting a new one');
+    }
+  }
+
+  private save(): void {
+    if (!this.opts.file) return;
+    try {
+      writeJsonAtomic(this.opts.file, { images: this.oldestFirst() });
+    } catch (e) {
+      this.opts.log?.warn({ file: this.opts.file, err: errorText(e) }, 'could not write the record of pulled images');
+    }
+  }
+}

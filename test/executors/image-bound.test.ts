@@ -1,0 +1,101 @@
+// The images a node pulls for jobs, kept within jobs.max_images_bytes (actors/executors/image-cache.ts),
+// against a real Docker engine pulling from a registry on 127.0.0.1 (test/helpers/registry.ts).
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dockerForTests, TEST_IMAGE } from '../helpers/docker.js';
+import { startRegistry, type TestRegistry } from '../helpers/registry.js';
+import { NODE_LABEL } from '../../actors/executors/container-spec.js';
+import { DockerExecutor } from '../../actors/executors/docker.js';
+import { jobOf } from './helpers.js';
+
+const MiB = 1024 * 1024;
+/** Three images of 5 MiB of filler (and the test image's ~2 MiB each) fit in 16 MiB two at a time. */
+const BOUND = 16 * MiB;
+const { docker, problem } = await dockerForTests('pulled images bound tests');
+
+describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', () => {
+  const nodeId = `test-${randomUUID()}`;
+  let dir: string;
+  let registry: TestRegistry;
+  let executor: DockerExecutor;
+  const made: string[] = [];
+  const executorOf = (file: string) => new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs'), stopGraceSeconds: 1, images: { file, maxBytes: BOUND } });
+  const image = async (name: string, fillerBytes = 5 * MiB) => {
+    const ref = await registry.add(`dms-test/${name}-${randomUUID().slice(0, 8)}`, fillerBytes);
+    made.push(ref);
+    return ref;
+  };
+  const present = (ref: string) => docker.getImage(ref).inspect().then(() => true, () => false);
+  const run = async (on: DockerExecutor, ref: string, command = ['true']) => {
+    const handle = await on.start(jobOf({ executor: 'docker', image: ref, command }));
+    const result = await on.wait(handle);
+    await on.cleanup(handle);
+    return result;
+  };
+  const recorded = (file: string) => (JSON.parse(readFileSync(file, 'utf8')) as { images: { refs: string[] }[] }).images.flatMap((r) => r.refs);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'dms-images-'));
+    registry = await startRegistry(docker, TEST_IMAGE);
+    executor = executorOf(join(dir, 'images.json'));
+  });
+
+  afterAll(async () => {
+    executor?.close();
+    const left = await docker.listContainers({ all: true, filters: { label: [`${NODE_LABEL}=${nodeId}`] } });
+    await Promise.all(left.map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
+    await Promise.all(made.map((ref) => docker.getImage(ref).remove({ force: true }).catch(() => undefined)));
+    await registry?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('removes the pulled image used longest ago once a pull takes them past the bound; the images the engine had are not counted', async () => {
+    const [a, b, c] = [await image('a'), await image('b'), await image('c')];
+    expect(await run(executor, a)).toEqual({ exit_code: 0, oom_killed: false });
+    expect(await run(executor, b)).toEqual({ exit_code: 0, oom_killed: false });
+    // a is used again, so b is the one used longest ago when c's pull goes past the bound.
+    expect(await run(executor, a)).toEqual({ exit_code: 0, oom_killed: false });
+    expect(await run(executor, c, ['sh', '-c', 'test -s /filler.bin'])).toEqual({ exit_code: 0, oom_killed: false });
+    expect({ a: await present(a), b: await present(b), c: await present(c), test: await present(TEST_IMAGE) }).toEqual({ a: true, b: false, c: true, test: true });
+    expect(recorded(join(dir, 'images.json'))).toEqual([a, c]);
+    expect(registry.pulls.get(a.split('/').slice(1).join('/').replace(/:latest$/, ''))).toBe(1);
+  });
+
+  it('fails a job whose image alone is past the bound, naming both sizes, and removes that image, not the others', async () => {
+    const kept = recorded(join(dir, 'images.json'));
+    const huge = await image('huge', 20 * MiB);
+    await expect(executor.start(jobOf({ executor: 'docker', image: huge, command: ['true'] }))).rejects.toThrow(
+      new RegExp(`^image ${huge.replace(/[.]/g, '\\.')} is 2\\d\\.\\d MiB, more than the 16 MiB of images this node keeps \\(jobs\\.max_images_bytes\\)$`),
+    );
+    expect(await present(huge)).toBe(false);
+    // Found on a running node: the pulled images were all removed to make room that could not be made.
+    expect(recorded(join(dir, 'images.json'))).toEqual(kept);
+    for (const ref of kept) expect(await present(ref), ref).toBe(true);
+  });
+
+  it('keeps an image a container still uses, and a node started again goes on from the record', async () => {
+    const [d, e] = [await image('d'), await image('e')];
+    const file = join(dir, 'images.json');
+    const before = recorded(file);
+    // d runs on while e's pull goes past the bound: the engine keeps d (in use), the others go.
+    const running = await executor.start(jobOf({ executor: 'docker', image: d, command: ['sleep', '30'] }));
+    expect(await run(executor, e)).toEqual({ exit_code: 0, oom_killed: false });
+    expect(await present(d)).toBe(true);
+    for (const ref of before) expect(await present(ref), ref).toBe(false);
+    await executor.cancel(running, 'test over');
+    await executor.wait(running).catch(() => undefined);
+    await executor.cleanup(running);
+    expect(recorded(file)).toEqual([d, e]);
+
+    // Another process with the same record: its first pull removes what the last one pulled.
+    executor.close();
+    executor = executorOf(file);
+    const f = await image('f');
+    expect(await run(executor, f)).toEqual({ exit_code: 0, oom_killed: false });
+    expect({ d: await present(d), e: await present(e), f: await present(f) }).toEqual({ d: false, e: true, f: true });
+  });
+});
