@@ -163,6 +163,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
   }
 
   close(): void {
+    this.images?.close();
     this.oom.close();
     this.leftovers.close();
   }

@@ -22,6 +22,8 @@ import { writeJsonAtomic } from '../../runtime/files.js';
 import type { Logger } from '../../runtime/log.js';
 import { answered, type Engine, engineMessage, inspectImage, statusOf } from './engine.js';
 
+/** How soon a job's use of an image is written: one write for the jobs of a burst, not one each. */
+const SAVE_USE_MS = 1_000;
 /** Most images kept on record: past it the oldest record is removed as if over the bound. */
 export const MAX_IMAGE_RECORDS = 10_000;
 
@@ -55,6 +57,7 @@ export class ImageCache {
   /** One pull's bookkeeping and removals at a time: two at once would each count the other's image as removable. */
   private turn: Promise<unknown> = Promise.resolve();
   private readonly now: () => number;
+  private saveTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: ImageCacheOptions) {
     this.now = opts.now ?? Date.now;
@@ -86,14 +89,19 @@ export class ImageCache {
     };
   }
 
-  /** A job starts on `image`: it becomes the most recently used. */
+  /** A job starts on `image`: it becomes the most recently used (written within SAVE_USE_MS: a lost use only ages an image). */
   used(image: string): void {
     for (const r of this.records.values()) {
       if (!r.refs.includes(image)) continue;
       r.used_at = this.now();
-      this.save();
+      this.saveTimer ??= setTimeout(() => this.save(), SAVE_USE_MS).unref();
       return;
     }
+  }
+
+  /** Writes what is not yet written (the executor's close). */
+  close(): void {
+    if (this.saveTimer) this.save();
   }
 
   /**
@@ -174,6 +182,8 @@ export class ImageCache {
   }
 
   private save(): void {
+    clearTimeout(this.saveTimer);
+    this.saveTimer = undefined;
     if (!this.opts.file) return;
     try {
       writeJsonAtomic(this.opts.file, { images: this.oldestFirst() });

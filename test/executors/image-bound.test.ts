@@ -77,8 +77,8 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
     for (const ref of kept) expect(await present(ref), ref).toBe(true);
   });
 
-  it('keeps an image a container still uses, and a node started again goes on from the record', async () => {
-    const [d, e] = [await image('d'), await image('e')];
+  it('keeps an image a container still uses, refuses one that cannot fit beside it, and a node started again goes on from the record', async () => {
+    const [d, e, g] = [await image('d'), await image('e'), await image('g', 10 * MiB)];
     const file = join(dir, 'images.json');
     const before = recorded(file);
     // d runs on while e's pull goes past the bound: the engine keeps d (in use), the others go.
@@ -86,16 +86,22 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
     expect(await run(executor, e)).toEqual({ exit_code: 0, oom_killed: false });
     expect(await present(d)).toBe(true);
     for (const ref of before) expect(await present(ref), ref).toBe(false);
+    // g fits the bound alone, not beside d: refused, and removed again (e went to make room).
+    await expect(executor.start(jobOf({ executor: 'docker', image: g, command: ['true'] }))).rejects.toThrow(
+      /^image .* \(1\d\.\d MiB\) does not fit beside the 6\.\d MiB of images in use here: this node keeps 16 MiB of images \(jobs\.max_images_bytes\)$/,
+    );
+    expect({ d: await present(d), e: await present(e), g: await present(g) }).toEqual({ d: true, e: false, g: false });
     await executor.cancel(running, 'test over');
     await executor.wait(running).catch(() => undefined);
     await executor.cleanup(running);
-    expect(recorded(file)).toEqual([d, e]);
+    expect(recorded(file)).toEqual([d]);
 
-    // Another process with the same record: its first pull removes what the last one pulled.
+    // Another process with the same record: its first pull past the bound removes what the last one pulled.
     executor.close();
     executor = executorOf(file);
-    const f = await image('f');
+    const f = await image('f', 10 * MiB);
     expect(await run(executor, f)).toEqual({ exit_code: 0, oom_killed: false });
-    expect({ d: await present(d), e: await present(e), f: await present(f) }).toEqual({ d: false, e: true, f: true });
+    expect({ d: await present(d), f: await present(f) }).toEqual({ d: false, f: true });
+    expect(recorded(file)).toEqual([f]);
   });
 });
