@@ -3,7 +3,6 @@
  * labels naming the job and the node, which is all a restarted node needs to find its work
  * again: nothing about a run lives only in this process's memory.
  */
-import { Readable } from 'node:stream';
 import Docker from 'dockerode';
 import { parseImageReference } from '../../behaviors/jobs/image-ref.js';
 import type { Job } from '../../behaviors/jobs/schema.js';
@@ -22,7 +21,8 @@ import { Leftovers } from './leftovers.js';
 import { graceFor } from './stop-signal.js';
 import { StorageWatch, storageBound, storageBoundOf, volumeOver, volumesOf, type WatchedVolume } from './storage-watch.js';
 import { answered, archiveOf, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
-import { ImageCache, type ImageCacheOptions } from './image-cache.js';
+import { ImageCache, type ImageCacheOptions, ImageOverBound } from './image-cache.js';
+import { PULL_QUIET_MS, pullImage } from './pull.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
   ExecutionHandle,
@@ -485,33 +485,13 @@ export class DockerExecutor extends StoredOutput implements Executor {
     } catch (e) {
       if (statusOf(e) !== 404) throw e;
     }
-    const cannotPull = (reason: string) =>
-      new DmsError('unavailable', `image ${image} is not present and could not be pulled: ${reason}`);
-    // A pull rightly lasts minutes; what is bounded is the engine's silence, which a registry
-    // slow to answer it also makes (the engine's first words come once the image is found).
-    const what = `pulling image ${image}`;
-    const quiet = { answerMs: this.pullQuietMs };
-    let stream: NodeJS.ReadableStream;
     try {
-      stream = await answered(quiet, what, (abortSignal) => this.docker.pull(image, { abortSignal }));
+      await pullImage(this.docker, image, { quietMs: this.pullQuietMs, onProgress, guard: this.images?.pullGuard(image) });
     } catch (e) {
-      throw cannotPull(engineMessage(e));
+      // Cut short by the bound: a pull whose end outran the cut leaves a whole image, which goes too.
+      if (e instanceof ImageOverBound) await this.images?.forget(image);
+      throw e;
     }
-    await new Promise<void>((resolve, reject) => {
-      this.docker.modem.followProgress(
-        Readable.from(heard(stream as AsyncIterable<Buffer>, quiet.answerMs, what)),
-        (err: unknown, events: PullEvent[]) => {
-          // The engine reports a failed pull inside the stream with a 200 status.
-          const failure = err ? engineMessage(err) : events.find((ev) => ev.error)?.error;
-          if (failure) return reject(cannotPull(failure));
-          resolve();
-        },
-        (ev: PullEvent) => {
-          if (!onProgress || ev.error) return;
-          onProgress({ status: ev.status ?? '', id: ev.id, current: ev.progressDetail?.current, total: ev.progressDetail?.total });
-        },
-      );
-    });
     // Before it is known: an image past the bound is removed again, and its job fails saying why.
     await this.images?.pulled(image);
     this.know(image);
@@ -568,23 +548,10 @@ export class DockerExecutor extends StoredOutput implements Executor {
   }
 }
 
-interface PullEvent {
-  status?: string;
-  id?: string;
-  progressDetail?: { current?: number; total?: number };
-  error?: string;
-}
-
 /** Images remembered as present (DockerExecutor.knownImages): a node runs jobs of far fewer. */
 const KNOWN_IMAGES = 256;
 /** How long the engine may take to list this node's containers at start-up (reconcile). */
 const RECONCILE_ANSWER_MS = 20_000;
-/**
- * How long a pull may go without a word from the engine. Longer than one answer's bound: the
- * engine says nothing until the registry named the image, and its own dial of a registry gives
- * up after 30 s, which is the engine's answer to give.
- */
-const PULL_QUIET_MS = 60_000;
 
 function exitResult(info: Docker.ContainerInspectInfo, cancelReason: string | undefined, killed?: string): ExitResult {
   const result: ExitResult = { exit_code: info.State.ExitCode, oom_killed: info.State.OOMKilled };

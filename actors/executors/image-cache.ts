@@ -49,6 +49,20 @@ export interface ImageCacheOptions {
   now?: () => number;
 }
 
+/** A pull or an image past the bound: the job fails with it, and what the pull left is removed. */
+export class ImageOverBound extends DmsError {
+  constructor(message: string) {
+    super('unavailable', message);
+  }
+}
+
+/** The progress line of a pull that says how large a layer's download is. */
+interface PullLine {
+  status?: string;
+  id?: string;
+  progressDetail?: { total?: number };
+}
+
 export class ImageCache {
   /** By image id. */
   private readonly records = new Map<string, ImageRecord>();
@@ -105,6 +119,34 @@ export class ImageCache {
   }
 
   /**
+   * What ends a pull of `image` once the layers it downloads are past the bound on their own:
+   * the engine tells each layer's size as its download starts, so an image larger than the bound
+   * does not fill the disk before its size is known. Layers the engine has already are not
+   * downloaded, nor counted here; what is pulled is measured whole after (pulled()).
+   */
+  pullGuard(image: string): (line: PullLine) => ImageOverBound | undefined {
+    const downloads = new Map<string, number>();
+    const max = this.opts.maxBytes;
+    return (line) => {
+      const total = line.progressDetail?.total;
+      if (line.status !== 'Downloading' || !line.id || !total || downloads.get(line.id) === total) return undefined;
+      downloads.set(line.id, total);
+      let sum = 0;
+      for (const bytes of downloads.values()) sum += bytes;
+      if (sum <= max) return undefined;
+      return new ImageOverBound(`image ${image} has at least ${formatBytes(sum)} of layers to download, more than the ${formatBytes(max)} of images this node keeps (jobs.max_images_bytes)`);
+    };
+  }
+
+  /** Removes what a pull cut short by the bound left of `image` (the whole image, when it landed before the cut), unless another job is starting on it. */
+  async forget(image: string): Promise<void> {
+    if ((this.starting.get(image) ?? 0) > 1) return;
+    const known = [...this.records.values()].find((r) => r.refs.includes(image));
+    await this.remove(known ?? { id: '', refs: [image], size: 0, used_at: 0 });
+    this.save();
+  }
+
+  /**
    * `image` was just pulled: it is put on record, and images used longest ago are removed until
    * the records fit the bound. Fails, with `image` removed unless something else holds it, when
    * it cannot fit: larger than the bound itself, or beside images in use that leave it no room.
@@ -133,7 +175,7 @@ export class ImageCache {
         : `image ${image} (${formatBytes(entry.size)}) does not fit beside the ${formatBytes(this.heldBytes - entry.size)} of images in use here: this node keeps ${formatBytes(max)} of images (jobs.max_images_bytes)`;
     if (!this.starting.has(image) || (this.starting.get(image) ?? 0) <= 1) await this.remove(entry);
     this.save();
-    throw new DmsError('unavailable', why);
+    throw new ImageOverBound(why);
   }
 
   /** Removes the images used longest ago, other than `keep` and those starting a job, until the records fit. */

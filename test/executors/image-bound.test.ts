@@ -11,6 +11,7 @@ import { startRegistry, type TestRegistry } from '../helpers/registry.js';
 import { NODE_LABEL } from '../../actors/executors/container-spec.js';
 import { DockerExecutor } from '../../actors/executors/docker.js';
 import { jobOf } from './helpers.js';
+import { waitFor } from '../helpers/network.js';
 
 const MiB = 1024 * 1024;
 /** Three images of 5 MiB of filler (and the test image's ~2 MiB each) fit in 16 MiB two at a time. */
@@ -23,11 +24,12 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
   let registry: TestRegistry;
   let executor: DockerExecutor;
   const made: string[] = [];
-  const executorOf = (file: string) => new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs'), stopGraceSeconds: 1, images: { file, maxBytes: BOUND } });
-  const image = async (name: string, fillerBytes = 5 * MiB) => {
-    const ref = await registry.add(`dms-test/${name}-${randomUUID().slice(0, 8)}`, fillerBytes);
-    made.push(ref);
-    return ref;
+  const executorOf = (file: string, maxBytes = BOUND) => new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs'), stopGraceSeconds: 1, images: { file, maxBytes } });
+  const image = async (name: string, fillerBytes = 5 * MiB) => (await served(name, fillerBytes)).ref;
+  const served = async (name: string, fillerBytes: number, opts?: { bytesPerSecond?: number }) => {
+    const added = await registry.add(`dms-test/${name}-${randomUUID().slice(0, 8)}`, fillerBytes, opts);
+    made.push(added.ref);
+    return added;
   };
   const present = (ref: string) => docker.getImage(ref).inspect().then(() => true, () => false);
   const run = async (on: DockerExecutor, ref: string, command = ['true']) => {
@@ -65,16 +67,44 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
     expect(registry.pulls.get(a.split('/').slice(1).join('/').replace(/:latest$/, ''))).toBe(1);
   });
 
-  it('fails a job whose image alone is past the bound, naming both sizes, and removes that image, not the others', async () => {
+  it('ends the pull of an image whose layers to download are past the bound, naming both sizes, and removes nothing else', async () => {
     const kept = recorded(join(dir, 'images.json'));
-    const huge = await image('huge', 20 * MiB);
-    await expect(executor.start(jobOf({ executor: 'docker', image: huge, command: ['true'] }))).rejects.toThrow(
-      new RegExp(`^image ${huge.replace(/[.]/g, '\\.')} is 2\\d\\.\\d MiB, more than the 16 MiB of images this node keeps \\(jobs\\.max_images_bytes\\)$`),
+    // 20 MiB at 4 MiB/s: five seconds to pull whole, so a pull that was not cut shows.
+    const huge = await served('huge', 20 * MiB, { bytesPerSecond: 4 * MiB });
+    await expect(executor.start(jobOf({ executor: 'docker', image: huge.ref, command: ['true'] }))).rejects.toThrow(
+      new RegExp(`^image ${huge.ref.replace(/[.]/g, '\\.')} has at least 20\\.0 MiB of layers to download, more than the 16 MiB of images this node keeps \\(jobs\\.max_images_bytes\\)$`),
     );
-    expect(await present(huge)).toBe(false);
+    expect(await present(huge.ref)).toBe(false);
+    // Cut at its first progress line: the engine let go of the layer long before its end.
+    let last = -1;
+    const sent = await waitFor(
+      'the layer to stop being sent',
+      async () => {
+        await new Promise((r) => setTimeout(r, 300));
+        const now = registry.served.get(huge.filler.digest) ?? 0;
+        const still = now > 0 && now === last;
+        last = now;
+        return still && now;
+      },
+      { timeoutMs: 4_000 },
+    );
+    expect(sent).toBeLessThan(huge.filler.size / 2);
     // Found on a running node: the pulled images were all removed to make room that could not be made.
     expect(recorded(join(dir, 'images.json'))).toEqual(kept);
     for (const ref of kept) expect(await present(ref), ref).toBe(true);
+  });
+
+  it('fails a job whose image, measured once pulled, is past the bound (the layers the engine had count in it too), and removes it', async () => {
+    const kept = recorded(join(dir, 'images.json'));
+    const big = executorOf(join(dir, 'small-bound.json'), 8 * MiB);
+    try {
+      const ref = await image('unpacked', 7 * MiB);
+      await expect(big.start(jobOf({ executor: 'docker', image: ref, command: ['true'] }))).rejects.toThrow(/^image .* is 8\.\d MiB, more than the 8 MiB of images this node keeps \(jobs\.max_images_bytes\)$/);
+      expect(await present(ref)).toBe(false);
+    } finally {
+      big.close();
+    }
+    expect(recorded(join(dir, 'images.json'))).toEqual(kept);
   });
 
   it('keeps an image a container still uses, refuses one that cannot fit beside it, and a node started again goes on from the record', async () => {

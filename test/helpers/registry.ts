@@ -17,10 +17,15 @@ const digestOf = (bytes: Buffer) => `sha256:${createHash('sha256').update(bytes)
 export interface TestRegistry {
   /** `127.0.0.1:<port>`, the registry part of its images' names. */
   host: string;
-  /** Serves `<host>/<name>:<tag>`: the base image's layers and `extraBytes` of random bytes. Returns the image's name. */
-  add(name: string, extraBytes: number): Promise<string>;
+  /**
+   * Serves `<host>/<name>:latest`: the base image's layers and `extraBytes` of random bytes, that
+   * layer sent at `bytesPerSecond` when given. Returns the image's name and that layer's digest and size.
+   */
+  add(name: string, extraBytes: number, opts?: { bytesPerSecond?: number }): Promise<{ ref: string; filler: { digest: string; size: number } }>;
   /** Manifests asked for, by name: how often the engine pulled each. */
   pulls: Map<string, number>;
+  /** Bytes of each blob sent, by digest. */
+  served: Map<string, number>;
   close(): Promise<void>;
 }
 
@@ -61,6 +66,8 @@ export async function startRegistry(docker: Docker, baseImage: string): Promise<
   const blobs = new Map<string, Buffer>();
   const manifests = new Map<string, Buffer>();
   const pulls = new Map<string, number>();
+  const served = new Map<string, number>();
+  const rates = new Map<string, number>();
   const server: Server = createServer((req, res) => {
     const path = new URL(req.url ?? '/', 'http://x').pathname;
     if (path === '/v2/' || path === '/v2') {
@@ -80,7 +87,26 @@ export async function startRegistry(docker: Docker, baseImage: string): Promise<
       'docker-content-digest': digestOf(body),
       'docker-distribution-api-version': 'registry/2.0',
     });
-    res.end(req.method === 'HEAD' ? undefined : body);
+    if (req.method === 'HEAD') return res.end();
+    const rate = m[2] === 'blobs' ? rates.get(m[3]) : undefined;
+    if (!rate) {
+      served.set(m[3], (served.get(m[3]) ?? 0) + body.length);
+      return res.end(body);
+    }
+    // A piece every 20 ms, until the body is sent or the engine lets go of it.
+    const piece = Math.max(1, Math.round(rate / 50));
+    let at = 0;
+    const timer = setInterval(() => {
+      if (res.destroyed || at >= body.length) {
+        clearInterval(timer);
+        return res.end();
+      }
+      const next = body.subarray(at, at + piece);
+      at += next.length;
+      served.set(m[3], (served.get(m[3]) ?? 0) + next.length);
+      res.write(next);
+    }, 20);
+    res.on('close', () => clearInterval(timer));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -92,7 +118,8 @@ export async function startRegistry(docker: Docker, baseImage: string): Promise<
   return {
     host,
     pulls,
-    async add(name, extraBytes) {
+    served,
+    async add(name, extraBytes, opts = {}) {
       const layers = [...base, await randomLayer(extraBytes)];
       const config = Buffer.from(
         JSON.stringify({
@@ -111,8 +138,10 @@ export async function startRegistry(docker: Docker, baseImage: string): Promise<
           layers: layers.map((l) => ({ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', ...blob(gzipSync(l, { level: 1 })) })),
         }),
       );
+      const filler = (JSON.parse(manifest.toString()) as { layers: { digest: string; size: number }[] }).layers.at(-1)!;
+      if (opts.bytesPerSecond) rates.set(filler.digest, opts.bytesPerSecond);
       manifests.set(`${name}:latest`, manifest);
-      return `${host}/${name}:latest`;
+      return { ref: `${host}/${name}:latest`, filler: { digest: filler.digest, size: filler.size } };
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
