@@ -1,7 +1,7 @@
 import { extname } from 'node:path';
 import { type Command, Option } from 'commander';
 import type { Job } from '../../behaviors/jobs/schema.js';
-import { JOB_STATUSES } from '../../behaviors/jobs/schema.js';
+import { isTerminal, JOB_STATUSES } from '../../behaviors/jobs/schema.js';
 import { type JobEventsReply, type JobListReply, type LogsReply, MAX_LIST_LIMIT } from '../../behaviors/jobs/jobs.js';
 import { formatBytes } from '../../client/sizes.js';
 import { isDmsError } from '../../runtime/errors.js';
@@ -323,6 +323,8 @@ function describe(job: Job, events: JobEventsReply['events']): string {
  */
 function containerOf(job: Job): string | null {
   if (job.container_id === null || job.container_id !== job.node || job.requester !== null) return job.container_id;
+  // Once ended, that node has removed it too.
+  if (isTerminal(job.status)) return `none here: it ran on …${job.node.slice(-8)}`;
   return `none here: it runs on …${job.node.slice(-8)} (\`dms jobs describe\` on that node shows its container)`;
 }
 

@@ -105,7 +105,8 @@ describe("an operator's first day", { timeout: 120_000 }, () => {
     const id = /submitted job (\S+)/.exec(r.stderr)![1];
     const described = await dms(n1, 'jobs', 'describe', id);
     const container = described.stdout.split('\n').find((l) => l.startsWith('container'));
-    expect(container).toBe(`container    none here: it runs on …${n3.peerId.slice(-8)} (\`dms jobs describe\` on that node shows its container)`);
+    // Ended: no container is left there either (it said "runs on", pointing there, for a completed job).
+    expect(container).toBe(`container    none here: it ran on …${n3.peerId.slice(-8)}`);
   });
 
   it('dms run --node <a peer offering nothing> fails at once, naming why', async () => {
