@@ -20,7 +20,7 @@ import { ContainerOutput } from './container-output.js';
 import { Leftovers } from './leftovers.js';
 import { graceFor } from './stop-signal.js';
 import { StorageWatch, storageBound, storageBoundOf, volumeOver, volumesOf, type WatchedVolume } from './storage-watch.js';
-import { answered, archiveOf, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, heard, inspectImage, removeNetwork, statusOf } from './engine.js';
+import { answered, archiveOf, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, inspectImage, removeNetwork, statusOf } from './engine.js';
 import { ImageCache, type ImageCacheOptions, ImageOverBound } from './image-cache.js';
 import { PULL_QUIET_MS, pullImage } from './pull.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';

@@ -79,15 +79,10 @@ export class ImageCache {
   }
 
   /** Bytes the recorded images hold, as the engine last measured them. */
-  get heldBytes(): number {
+  private get heldBytes(): number {
     let sum = 0;
     for (const r of this.records.values()) sum += r.size;
     return sum;
-  }
-
-  /** The names of the images on record, oldest use first. */
-  get images(): string[] {
-    return this.oldestFirst().flatMap((r) => r.refs);
   }
 
   /** Keeps `image` from removal until the returned function is called (a job's start: pull, then create). */

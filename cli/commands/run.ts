@@ -6,7 +6,7 @@ import { parsePairs } from '../pairs.js';
 import { type PlacementFlags, placementOptions, withPlacement } from '../placement.js';
 import { submitJob } from '../submit.js';
 import { restFor } from '../rest.js';
-import { inputsOf, volumeInput } from '../inputs.js';
+import { inputsOf } from '../inputs.js';
 
 /** What a job gets when `run` is not told: enough for a small tool, and said in --help. */
 const DEFAULT_CORES = 1;
