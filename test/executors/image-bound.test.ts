@@ -11,6 +11,7 @@ import { startRegistry, type TestRegistry } from '../helpers/registry.js';
 import { NODE_LABEL } from '../../actors/executors/container-spec.js';
 import { DockerExecutor } from '../../actors/executors/docker.js';
 import { jobOf } from './helpers.js';
+import { jobNodeScene, startLocalJobNode } from '../jobs/helpers.js';
 import { waitFor } from '../helpers/network.js';
 
 const MiB = 1024 * 1024;
@@ -133,5 +134,19 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
     expect(await run(executor, f)).toEqual({ exit_code: 0, oom_killed: false });
     expect({ d: await present(d), f: await present(f) }).toEqual({ d: false, f: true });
     expect(recorded(file)).toEqual([f]);
+  });
+
+  it('a node takes its bound from jobs.max_images_bytes: a job submitted there with an image past it fails naming it', async () => {
+    const ref = await image('node', 9 * MiB);
+    const scene = await jobNodeScene(() => startLocalJobNode({ jobs: { max_images_bytes: 8 * MiB, allowed_registries: [registry.host] } }));
+    try {
+      const submitted = await scene.rest.submit({ name: 'too-big', image: ref, command: ['true'], executor: 'docker' });
+      const ended = await scene.rest.waitFor(submitted.id);
+      expect(ended.status).toBe('failed');
+      expect(ended.error).toMatch(/has at least 9\.\d MiB of layers to download, more than the 8 MiB of images this node keeps \(jobs\.max_images_bytes\)/);
+      expect(await present(ref)).toBe(false);
+    } finally {
+      await scene.stop();
+    }
   });
 });
