@@ -92,6 +92,11 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   // Every executor but Docker hands its outputs back to its actor, which collects them with this.
   const logPaths = new JobLogs(logsDir);
   const outputCollection = collector && { collector, logPath: (jobId: string) => logPaths.path(jobId) };
+  let pulledImages = { bytes: 0, images: 0 };
+  system.metrics?.gauge('dms_pulled_images', `What the images this node pulled for jobs hold (bytes; at most jobs.max_images_bytes, ${jobs.max_images_bytes}) and how many there are (images), as last measured (actors/executors/image-cache.ts)`, ['measure'], (set) => {
+    set({ measure: 'bytes' }, pulledImages.bytes);
+    set({ measure: 'images' }, pulledImages.images);
+  });
   await order.component(executorInbox('docker'), () =>
     makeActor(system, DockerExecutorActor, {
       nodeId: system.host,
@@ -100,7 +105,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       stopGraceSeconds: jobs.stop_grace_s,
       oomSettleMs: jobs.oom_settle_ms,
       storageCheckMs: jobs.storage_check_ms,
-      images: { file: join(paths.data, 'images.json'), maxBytes: jobs.max_images_bytes },
+      images: { file: join(paths.data, 'images.json'), maxBytes: jobs.max_images_bytes, report: (held) => (pulledImages = held) },
       limits: {
         defaultCores: jobs.default_resources.cores,
         defaultMemoryBytes: jobs.default_resources.memory_bytes,

@@ -45,6 +45,8 @@ export interface ImageCacheOptions {
   file?: string;
   /** Bytes the pulled images may hold together. */
   maxBytes: number;
+  /** Told what the recorded images hold, at start and after each change (`dms_pulled_images` on /metrics). */
+  report?: (held: { bytes: number; images: number }) => void;
   log?: Logger;
   now?: () => number;
 }
@@ -76,6 +78,11 @@ export class ImageCache {
   constructor(private readonly opts: ImageCacheOptions) {
     this.now = opts.now ?? Date.now;
     this.load();
+    this.told();
+  }
+
+  private told(): void {
+    this.opts.report?.({ bytes: this.heldBytes, images: this.records.size });
   }
 
   /** Bytes the recorded images hold, as the engine last measured them. */
@@ -221,6 +228,7 @@ export class ImageCache {
   private save(): void {
     clearTimeout(this.saveTimer);
     this.saveTimer = undefined;
+    this.told();
     if (!this.opts.file) return;
     try {
       writeJsonAtomic(this.opts.file, { images: this.oldestFirst() });

@@ -136,7 +136,7 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
     expect(recorded(file)).toEqual([f]);
   });
 
-  it('a node takes its bound from jobs.max_images_bytes: a job submitted there with an image past it fails naming it', async () => {
+  it('a node takes its bound from jobs.max_images_bytes: a job submitted there with an image past it fails naming it; /metrics says what the pulled images hold', async () => {
     const ref = await image('node', 9 * MiB);
     const scene = await jobNodeScene(() => startLocalJobNode({ jobs: { max_images_bytes: 8 * MiB, allowed_registries: [registry.host] } }));
     try {
@@ -145,6 +145,14 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
       expect(ended.status).toBe('failed');
       expect(ended.error).toMatch(/has at least 9\.\d MiB of layers to download, more than the 8 MiB of images this node keeps \(jobs\.max_images_bytes\)/);
       expect(await present(ref)).toBe(false);
+      // One that fits runs, and /metrics says what the pulled images hold.
+      const small = await image('node-small', 1 * MiB);
+      const ran = await scene.rest.waitFor((await scene.rest.submit({ name: 'fits', image: small, command: ['true'], executor: 'docker' })).id);
+      expect(ran.status, ran.error ?? '').toBe('completed');
+      const metrics = await (await fetch(`${scene.node.url}/metrics`)).text();
+      const held = Number(/^dms_pulled_images\{measure="bytes"\} (\d+)$/m.exec(metrics)?.[1]);
+      expect(held).toBe((await docker.getImage(small).inspect()).Size);
+      expect(metrics).toMatch(/^dms_pulled_images\{measure="images"\} 1$/m);
     } finally {
       await scene.stop();
     }
