@@ -147,6 +147,22 @@ export async function removeNetwork(engine: Engine, name: string): Promise<boole
   }
 }
 
+/**
+ * Removes one name of an image (the engine deletes the image once nothing names it); gone
+ * already is as good. One a container uses, even a stopped one, stays (409), and false says so.
+ */
+export async function removeImage(engine: Engine, ref: string): Promise<boolean> {
+  try {
+    await answered(engine, `removing image ${ref}`, (abortSignal) => engine.docker.getImage(ref).remove({ abortSignal } as object));
+    return true;
+  } catch (e) {
+    const s = statusOf(e);
+    if (s === 404) return true;
+    if (s === 409) return false;
+    throw e;
+  }
+}
+
 /** An error from the engine: dockerode puts the engine's message on it (and the HTTP status: statusOf). */
 interface EngineError {
   json?: { message?: string } | null;

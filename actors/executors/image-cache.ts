@@ -20,7 +20,8 @@ import { formatBytes } from '../../runtime/bytes.js';
 import { DmsError, errorText } from '../../runtime/errors.js';
 import { writeJsonAtomic } from '../../runtime/files.js';
 import type { Logger } from '../../runtime/log.js';
-import { answered, type Engine, engineMessage, inspectImage, statusOf } from './engine.js';
+import { type Engine, inspectImage, removeImage } from './engine.js';
+import type { PullEvent } from './pull.js';
 
 /** How soon a job's use of an image is written: one write for the jobs of a burst, not one each. */
 const SAVE_USE_MS = 1_000;
@@ -56,13 +57,6 @@ export class ImageOverBound extends DmsError {
   constructor(message: string) {
     super('unavailable', message);
   }
-}
-
-/** The progress line of a pull that says how large a layer's download is. */
-interface PullLine {
-  status?: string;
-  id?: string;
-  progressDetail?: { total?: number };
 }
 
 export class ImageCache {
@@ -126,7 +120,7 @@ export class ImageCache {
    * does not fill the disk before its size is known. Layers the engine has already are not
    * downloaded, nor counted here; what is pulled is measured whole after (pulled()).
    */
-  pullGuard(image: string): (line: PullLine) => ImageOverBound | undefined {
+  pullGuard(image: string): (line: PullEvent) => ImageOverBound | undefined {
     const downloads = new Map<string, number>();
     const max = this.opts.maxBytes;
     return (line) => {
@@ -142,10 +136,16 @@ export class ImageCache {
 
   /** Removes what a pull cut short by the bound left of `image` (the whole image, when it landed before the cut), unless another job is starting on it. */
   async forget(image: string): Promise<void> {
-    if ((this.starting.get(image) ?? 0) > 1) return;
+    if (this.heldByAnother(image)) return;
     const known = [...this.records.values()].find((r) => r.refs.includes(image));
-    await this.remove(known ?? { id: '', refs: [image], size: 0, used_at: 0 });
+    if (known) await this.remove(known);
+    else await this.untag([image]);
     this.save();
+  }
+
+  /** Whether a job other than the one asking is between its pull of `image` and its container. */
+  private heldByAnother(image: string): boolean {
+    return (this.starting.get(image) ?? 0) > 1;
   }
 
   /**
@@ -175,7 +175,7 @@ export class ImageCache {
       entry.size > max
         ? `image ${image} is ${formatBytes(entry.size)}, more than the ${formatBytes(max)} of images this node keeps (jobs.max_images_bytes)`
         : `image ${image} (${formatBytes(entry.size)}) does not fit beside the ${formatBytes(this.heldBytes - entry.size)} of images in use here: this node keeps ${formatBytes(max)} of images (jobs.max_images_bytes)`;
-    if (!this.starting.has(image) || (this.starting.get(image) ?? 0) <= 1) await this.remove(entry);
+    if (!this.heldByAnother(image)) await this.remove(entry);
     this.save();
     throw new ImageOverBound(why);
   }
@@ -190,23 +190,29 @@ export class ImageCache {
     }
   }
 
-  /** Untags each name of `r`; the record goes once the engine no longer has the image. A container using it keeps it (409). */
+  /** Untags each name of `r`; the record goes once the engine no longer has the image. A container using it keeps it. */
   private async remove(r: ImageRecord): Promise<void> {
-    const kept: string[] = [];
-    for (const ref of r.refs) {
-      try {
-        await answered(this.opts.engine, `removing image ${ref}`, (abortSignal) => this.opts.engine.docker.getImage(ref).remove({ abortSignal } as object));
-        this.opts.log?.info({ image: ref, size: r.size }, 'image removed: pulled images past jobs.max_images_bytes');
-      } catch (e) {
-        const status = statusOf(e);
-        if (status === 404) continue;
-        if (status !== 409) this.opts.log?.warn({ image: ref, err: errorText(e) }, 'could not remove a pulled image');
-        else this.opts.log?.debug({ image: ref, why: engineMessage(e) }, 'pulled image in use: kept');
-        kept.push(ref);
-      }
-    }
+    const kept = await this.untag(r.refs, r.size);
     if (kept.length === 0) this.records.delete(r.id);
     else r.refs = kept;
+  }
+
+  /** Removes each name; returns those the engine kept (in use, or an error it gave, logged). */
+  private async untag(refs: readonly string[], size?: number): Promise<string[]> {
+    const kept: string[] = [];
+    for (const ref of refs) {
+      try {
+        if (await removeImage(this.opts.engine, ref)) {
+          this.opts.log?.info({ image: ref, size }, 'pulled image removed (jobs.max_images_bytes)');
+          continue;
+        }
+        this.opts.log?.debug({ image: ref }, 'pulled image in use: kept');
+      } catch (e) {
+        this.opts.log?.warn({ image: ref, err: errorText(e) }, 'could not remove a pulled image');
+      }
+      kept.push(ref);
+    }
+    return kept;
   }
 
   private oldestFirst(): ImageRecord[] {

@@ -129,19 +129,20 @@ export async function startRegistry(docker: Docker, baseImage: string): Promise<
           rootfs: { type: 'layers', diff_ids: layers.map(digestOf) },
         }),
       );
+      // Level 1: the random bytes do not compress, and the engine only needs gzip's framing.
+      const sent = layers.map((l) => blob(gzipSync(l, { level: 1 })));
       const manifest = Buffer.from(
         JSON.stringify({
           schemaVersion: 2,
           mediaType: MANIFEST_TYPE,
           config: { mediaType: 'application/vnd.docker.container.image.v1+json', ...blob(config) },
-          // Level 1: the random bytes do not compress, and the engine only needs gzip's framing.
-          layers: layers.map((l) => ({ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', ...blob(gzipSync(l, { level: 1 })) })),
+          layers: sent.map((b) => ({ mediaType: 'application/vnd.docker.image.rootfs.diff.tar.gzip', ...b })),
         }),
       );
-      const filler = (JSON.parse(manifest.toString()) as { layers: { digest: string; size: number }[] }).layers.at(-1)!;
+      const filler = sent.at(-1)!;
       if (opts.bytesPerSecond) rates.set(filler.digest, opts.bytesPerSecond);
       manifests.set(`${name}:latest`, manifest);
-      return { ref: `${host}/${name}:latest`, filler: { digest: filler.digest, size: filler.size } };
+      return { ref: `${host}/${name}:latest`, filler };
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
