@@ -485,13 +485,16 @@ export class DockerExecutor extends StoredOutput implements Executor {
     } catch (e) {
       if (statusOf(e) !== 404) throw e;
     }
+    const watch = this.images?.pulling(image);
     try {
-      await pullImage(this.docker, image, { quietMs: this.pullQuietMs, onProgress, guard: this.images?.pullGuard(image) });
+      await pullImage(this.docker, image, { quietMs: this.pullQuietMs, onProgress, guard: watch?.guard });
     } catch (e) {
+      watch?.end();
       // Cut short by the bound: a pull whose end outran the cut leaves a whole image, which goes too.
       if (e instanceof ImageOverBound) await this.images?.forget(image);
       throw e;
     }
+    watch?.end();
     // Before it is known: an image past the bound is removed again, and its job fails saying why.
     await this.images?.pulled(image);
     this.know(image);

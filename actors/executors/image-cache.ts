@@ -64,6 +64,8 @@ export class ImageCache {
   private readonly records = new Map<string, ImageRecord>();
   /** Names a job is between its pull and its container's creation with: not removed meanwhile. */
   private readonly starting = new Map<string, number>();
+  /** The layers the pulls running now download, by the engine's layer id: the room they will take, and how many pulls share each. */
+  private readonly downloading = new Map<string, { bytes: number; pulls: number }>();
   /** One pull's bookkeeping and removals at a time: two at once would each count the other's image as removable. */
   private turn: Promise<unknown> = Promise.resolve();
   private readonly now: () => number;
@@ -115,23 +117,54 @@ export class ImageCache {
   }
 
   /**
-   * What ends a pull of `image` once the layers it downloads are past the bound on their own:
-   * the engine tells each layer's size as its download starts, so an image larger than the bound
-   * does not fill the disk before its size is known. Layers the engine has already are not
-   * downloaded, nor counted here; what is pulled is measured whole after (pulled()).
+   * Watches one pull of `image`: its guard ends the pull once the layers it downloads, beside
+   * those the other pulls running now download, are past the bound. The engine tells each layer's
+   * size as its download starts, so an image larger than the bound does not fill the disk before
+   * its size is known, and jobs started at once cannot each take the bound's room (a layer two
+   * pulls share is counted once). Layers the engine has already are not downloaded, nor counted
+   * here; what is pulled is measured whole after (pulled()). `end` is called as the pull ends,
+   * however it ends: its layers are then the engine's, counted in the records.
    */
-  pullGuard(image: string): (line: PullEvent) => ImageOverBound | undefined {
-    const downloads = new Map<string, number>();
+  pulling(image: string): { guard: (line: PullEvent) => ImageOverBound | undefined; end: () => void } {
+    const mine = new Map<string, number>();
     const max = this.opts.maxBytes;
-    return (line) => {
+    let ended = false;
+    const guard = (line: PullEvent): ImageOverBound | undefined => {
       const total = line.progressDetail?.total;
-      if (line.status !== 'Downloading' || !line.id || !total || downloads.get(line.id) === total) return undefined;
-      downloads.set(line.id, total);
-      let sum = 0;
-      for (const bytes of downloads.values()) sum += bytes;
-      if (sum <= max) return undefined;
-      return new ImageOverBound(`image ${image} has at least ${formatBytes(sum)} of layers to download, more than the ${formatBytes(max)} of images this node keeps (jobs.max_images_bytes)`);
+      // A line the engine's stream still held when the pull ended is no download of this pull's.
+      if (ended || line.status !== 'Downloading' || !line.id || !total || mine.get(line.id) === total) return undefined;
+      const had = mine.get(line.id);
+      mine.set(line.id, total);
+      const shared = this.downloading.get(line.id);
+      if (!shared) this.downloading.set(line.id, { bytes: total, pulls: 1 });
+      else if (had === undefined) shared.pulls += 1;
+      if (shared) shared.bytes = Math.max(shared.bytes, total);
+      let own = 0;
+      for (const bytes of mine.values()) own += bytes;
+      const all = this.downloadingBytes;
+      if (all <= max) return undefined;
+      return new ImageOverBound(
+        own > max
+          ? `image ${image} has at least ${formatBytes(own)} of layers to download, more than the ${formatBytes(max)} of images this node keeps (jobs.max_images_bytes)`
+          : `image ${image} has at least ${formatBytes(own)} of layers to download, which do not fit beside the ${formatBytes(all - own)} the pulls running here are downloading: this node keeps ${formatBytes(max)} of images (jobs.max_images_bytes)`,
+      );
     };
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      for (const id of mine.keys()) {
+        const shared = this.downloading.get(id);
+        if (shared && --shared.pulls <= 0) this.downloading.delete(id);
+      }
+    };
+    return { guard, end };
+  }
+
+  /** Bytes the layers of the pulls running now will hold. */
+  private get downloadingBytes(): number {
+    let sum = 0;
+    for (const layer of this.downloading.values()) sum += layer.bytes;
+    return sum;
   }
 
   /** Removes what a pull cut short by the bound left of `image` (the whole image, when it landed before the cut), unless another job is starting on it. */

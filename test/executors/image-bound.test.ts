@@ -136,6 +136,30 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
     expect(recorded(file)).toEqual([f]);
   });
 
+  it('pulls running at once share the bound: of two images that each fit it alone but not together, the one whose download would pass it is cut', async () => {
+    // 10 MiB each at 4 MiB/s: both downloads are under way at once.
+    const [p, q] = [await served('p', 10 * MiB, { bytesPerSecond: 4 * MiB }), await served('q', 10 * MiB, { bytesPerSecond: 4 * MiB })];
+    const outcomes = await Promise.allSettled([p, q].map((img) => run(executor, img.ref)));
+    const ran = outcomes.flatMap((o, i) => (o.status === 'fulfilled' ? [[p, q][i]!.ref] : []));
+    const cut = outcomes.flatMap((o, i) => (o.status === 'rejected' ? [{ ref: [p, q][i]!.ref, error: (o.reason as Error).message }] : []));
+    expect(ran).toHaveLength(1);
+    expect(cut).toEqual([
+      {
+        ref: expect.any(String),
+        error: expect.stringMatching(/ has at least 10\.0 MiB of layers to download, which do not fit beside the 10\.0 MiB the pulls running here are downloading: this node keeps 16 MiB of images \(jobs\.max_images_bytes\)$/),
+      },
+    ]);
+    expect(cut[0]!.error.startsWith(`image ${cut[0]!.ref} `)).toBe(true);
+    expect({ ran: await present(ran[0]!), cut: await present(cut[0]!.ref) }).toEqual({ ran: true, cut: false });
+    // Cut as its download started, not refused once landed: the other's 2.5 s of download left most of it unsent.
+    const cutFiller = [p, q].find((img) => img.ref === cut[0]!.ref)!.filler;
+    expect(registry.served.get(cutFiller.digest) ?? 0).toBeLessThan(cutFiller.size / 2);
+    // The cut pull's layers no longer count: the next image of the same size pulls.
+    const r = await image('r', 10 * MiB);
+    expect(await run(executor, r)).toEqual({ exit_code: 0, oom_killed: false });
+    expect(recorded(join(dir, 'images.json'))).toEqual([r]);
+  });
+
   it('a node takes its bound from jobs.max_images_bytes: a job submitted there with an image past it fails naming it; /metrics says what the pulled images hold', async () => {
     const ref = await image('node', 9 * MiB);
     const scene = await jobNodeScene(() => startLocalJobNode({ jobs: { max_images_bytes: 8 * MiB, allowed_registries: [registry.host] } }));
