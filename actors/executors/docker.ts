@@ -22,6 +22,7 @@ import { graceFor } from './stop-signal.js';
 import { StorageWatch, storageBound, storageBoundOf, volumeOver, volumesOf, type WatchedVolume } from './storage-watch.js';
 import { answered, archiveOf, type Engine, ENGINE_ANSWER_MS, EngineSilent, engineMessage, exitOf, inspectImage, removeNetwork, statusOf } from './engine.js';
 import { ImageCache, type ImageCacheOptions, ImageOverBound } from './image-cache.js';
+import { makeOutputDirs } from './output-dirs.js';
 import { PULL_QUIET_MS, pullImage } from './pull.js';
 import { endOf, type MachineFactory, newRun, outcomeKnown, plainMachines, type RunMachine } from '../../behaviors/jobs/run-machine.js';
 import type {
@@ -225,6 +226,7 @@ export class DockerExecutor extends StoredOutput implements Executor {
       const made = await this.createFor(spec, job.image, opts.onProgress);
       container = made;
       releaseImage();
+      if (job.outputs?.length) await makeOutputDirs(this.engine, made, job.outputs, this.log);
       // A container is created on one network; the ensemble's other slots are joined before it runs.
       for (const name of part?.networks.slice(1) ?? []) {
         await answered(this.engine, `joining network ${name}`, (abortSignal) => this.docker.getNetwork(name).connect({ Container: made.id, abortSignal } as Docker.NetworkConnectOptions));

@@ -19,7 +19,7 @@
 import { posix } from 'node:path';
 import * as tar from 'tar-stream';
 import { z } from 'zod';
-import { ContainerPathSchema, type OutputSpec } from '../../behaviors/jobs/files.js';
+import { ContainerPathSchema, namesAFile, type OutputSpec } from '../../behaviors/jobs/files.js';
 import { runEnvironment, type Job } from '../../behaviors/jobs/schema.js';
 import { parseWith } from '../../runtime/issues.js';
 import { DmsError, notFound } from '../../runtime/errors.js';
@@ -139,7 +139,8 @@ export class NullExecutor extends StoredOutput implements Executor {
 
   /**
    * The files the run left at `output.path`, as a tar named from the path's last component (as
-   * Docker's archive is): the file itself, or every file below the directory.
+   * Docker's archive is): the file itself, or every file below the directory; an empty directory
+   * when the run left nothing there and the path names one (actors/executors/output-dirs.ts).
    */
   async readOutput(handle: ExecutionHandle, output: OutputSpec): Promise<OutputContent> {
     const { files } = this.run(handle);
@@ -149,8 +150,10 @@ export class NullExecutor extends StoredOutput implements Executor {
       if (path === root) return [[base, content]];
       return path.startsWith(`${root}/`) ? [[`${base}/${path.slice(root.length + 1)}`, content]] : [];
     });
-    if (entries.length === 0) throw notFound(`${output.path} does not exist in the run`);
+    // As in a container, where the Docker executor makes an output's directory before the job starts.
+    if (entries.length === 0 && namesAFile(root)) throw notFound(`${output.path} does not exist in the run`);
     const pack = tar.pack();
+    if (entries.length === 0) pack.entry({ name: `${base}/`, type: 'directory', mode: 0o777 });
     for (const [name, content] of entries) pack.entry({ name, mode: 0o644 }, content);
     pack.finalize();
     return { tar: pack as unknown as AsyncIterable<Uint8Array>, strip: 1 };

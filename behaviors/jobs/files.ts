@@ -25,6 +25,13 @@ export const ContainerPathSchema = z
 export const normalPath = (path: string): string => path.replace(/\/+/g, '/').replace(/\/$/, '');
 
 /**
+ * Whether an output's path names a file rather than a directory: its last name has an extension
+ * (a dot past its first character: `model.bin`, `result.txt`; not `outputs`, not `.cache`). A
+ * directory is made for the job before it starts when the image has none there.
+ */
+export const namesAFile = (path: string): boolean => /^.[^/]*\.[^/]*$/.test(normalPath(path).split('/').pop() ?? '');
+
+/**
  * Paths the container's kernel filesystems take. runc refuses a mount inside /proc at the
  * container's start, and /sys and /dev are mounted over the image (the engine's /dev/shm as
  * well): what a job mounted or left there would be hidden, or fail its start, and is gone once it ends.

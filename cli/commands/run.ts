@@ -52,7 +52,7 @@ export function registerRunCommand(program: Command): void {
     .option('--name <name>', 'a name for the job (default: the image)')
     .option('-i, --input <source:path>', 'mount read-only at path (in the container) a local file or directory (uploaded first), a CID, job:<id>/<output>, or volume:<name> (repeatable)', collect)
     .option('-v, --volume <name:path>', "mount this node's volume name (dms volume create) at path, writable; name:/path:ro mounts it read-only. The job then runs on this node (repeatable)", collect)
-    .option('-o, --output <name:path>', 'collect path (in the container) as output name when the job ends; `dms jobs get` fetches it (repeatable)', collect)
+    .option('-o, --output <name:path>', 'collect path (in the container) as output name when the job ends; `dms jobs get` fetches it. A directory (made empty if the image has none) unless its last name has an extension, e.g. /out/model.bin (repeatable)', collect)
     .addOption(new Option('-d, --detach', 'submit, print the job id, and return').conflicts('wait'))
     .option('-q, --id-only', 'print only the job id (and return, unless --wait)')
     .option('--wait', "wait for the end without printing the job's output; exit 0 if it completed, non-zero if it failed")

@@ -242,7 +242,7 @@ describe("a job's history", () => {
     const files = JSON.stringify({ '/outputs/a.txt': 'left behind' });
     const r = await dms(
       'run', 'none', '--executor', 'null', '--cpu', '0.25', '--memory', '32MiB', '--wait', '--id-only',
-      '-i', `${cid}:/inputs/in.txt`, '-o', 'out:/outputs', '-o', 'gone:/nowhere', '--secret', 'TOKEN=hunter2', '-e', `DMS_NULL_FILES=${files}`,
+      '-i', `${cid}:/inputs/in.txt`, '-o', 'out:/outputs', '-o', 'gone:/nowhere.txt', '--secret', 'TOKEN=hunter2', '-e', `DMS_NULL_FILES=${files}`,
     );
     expect(r.code, r.stderr).toBe(0);
     const id = r.stdout.trim();
@@ -253,7 +253,7 @@ describe("a job's history", () => {
     expect(d.code, d.stderr).toBe(0);
     expect(d.stdout).toMatch(new RegExp(`^inputs\\s+${cid} → /inputs/in.txt$`, 'm'));
     expect(d.stdout).toMatch(new RegExp(`^outputs\\s+out ← /outputs: ${out.cid}, ${out.size} B$`, 'm'));
-    expect(d.stdout).toMatch(/^\s+gone ← \/nowhere: not collected: .+$/m);
+    expect(d.stdout).toMatch(/^\s+gone ← \/nowhere\.txt: not collected: .+$/m);
     expect(d.stdout).toMatch(/^secrets\s+TOKEN \(value not shown\)$/m);
     expect(d.stdout).not.toContain('hunter2');
     expect(d.stdout).toMatch(/^manifest\s+signed by the node that ran it/m);

@@ -60,7 +60,7 @@ describe('a null job with outputs', () => {
     const files = { '/outputs/a.txt': 'alpha\n', '/outputs/sub/b.txt': 'beta\n', '/single.txt': 'one\n', '/elsewhere/x': 'not asked' };
     const job = await run({
       environment: { DMS_NULL_FILES: JSON.stringify(files), DMS_NULL_STDOUT: 'done' },
-      outputs: [{ name: 'out', path: '/outputs' }, { name: 'one', path: '/single.txt' }, { name: 'gone', path: '/nowhere' }],
+      outputs: [{ name: 'out', path: '/outputs' }, { name: 'one', path: '/single.txt' }, { name: 'gone', path: '/nowhere.txt' }, { name: 'empty', path: '/empty' }],
     });
     expect(job.status).toBe('completed');
     const manifest = openManifest(job.manifest!, { job: job.id, node: node.peerId });
@@ -68,7 +68,9 @@ describe('a null job with outputs', () => {
     expect(manifest.outputs).toEqual([
       { name: 'out', path: '/outputs', cid: expect.stringMatching(/^bafy/), size: 11 },
       { name: 'one', path: '/single.txt', cid: expect.stringMatching(/^bafk/), size: 4 },
-      { name: 'gone', path: '/nowhere', error: '/nowhere does not exist in the run' },
+      { name: 'gone', path: '/nowhere.txt', error: '/nowhere.txt does not exist in the run' },
+      // As a Docker job's: a directory it never wrote to is an empty output.
+      { name: 'empty', path: '/empty', cid: expect.stringMatching(/^bafy/), size: 0 },
     ]);
     const out = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/out`);
     expect(out.headers.get('content-type')).toBe('application/x-tar');

@@ -136,14 +136,16 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
     const job = await run({
       name: 'writes',
       command: 'mkdir -p /outputs/sub && head -c 1048577 /dev/urandom > /outputs/a.bin && echo hi > /outputs/sub/b.txt && echo one > /single.txt && echo done',
-      outputs: [{ name: 'out', path: '/outputs' }, { name: 'one', path: '/single.txt' }, { name: 'gone', path: '/nowhere' }],
+      outputs: [{ name: 'out', path: '/outputs' }, { name: 'one', path: '/single.txt' }, { name: 'gone', path: '/nowhere.txt' }, { name: 'empty', path: '/empty' }],
     });
     expect(job.status).toBe('completed');
     const manifest = openManifest(job.manifest!, { job: job.id, node: node.peerId });
     expect(manifest).toMatchObject({ requester: null, exit_code: 0, logs: { cid: expect.any(String), size: expect.any(Number) } });
     expect(job.outputs).toEqual(manifest.outputs);
     expect(manifest.outputs[0]).toMatchObject({ name: 'out', path: '/outputs', cid: expect.stringMatching(/^bafy/), size: 1048577 + 3 });
-    expect(manifest.outputs[2]).toEqual({ name: 'gone', path: '/nowhere', error: '/nowhere does not exist in the container' });
+    expect(manifest.outputs[2]).toEqual({ name: 'gone', path: '/nowhere.txt', error: '/nowhere.txt does not exist in the container' });
+    // A directory the job never wrote to was made for it before it started: an empty output, not a missing one.
+    expect(manifest.outputs[3]).toMatchObject({ name: 'empty', path: '/empty', cid: expect.stringMatching(/^bafy/), size: 0 });
 
     const got = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs`);
     expect(await got.json()).toMatchObject({ job: job.id, node: node.peerId, signed: job.manifest });
@@ -165,7 +167,7 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
 
     const missing = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/nope`);
     expect(missing.status).toBe(404);
-    expect(((await missing.json()) as { error: string }).error).toBe(`job ${job.id} has no output named nope (it has: out, one, gone)`);
+    expect(((await missing.json()) as { error: string }).error).toBe(`job ${job.id} has no output named nope (it has: out, one, gone, empty)`);
     const notCollected = await fetch(`${node.url}/api/v1/jobs/${job.id}/outputs/gone`);
     expect(notCollected.status).toBe(409);
   });
@@ -200,11 +202,12 @@ describe.skipIf(problem !== null)('a Docker job with outputs', { timeout: 120_00
   it('refuses an output that is a symlink to /etc, or holds one leaving it', async () => {
     const job = await run({
       name: 'links',
-      command: 'ln -s /etc /escape && mkdir -p /o && ln -s /etc/passwd /o/passwd && echo ok',
-      outputs: [{ name: 'escape', path: '/escape' }, { name: 'inside', path: '/o' }],
+      // A name with an extension names a file, so no directory is made there before the job runs.
+      command: 'ln -s /etc /escape.lnk && mkdir -p /o && ln -s /etc/passwd /o/passwd && echo ok',
+      outputs: [{ name: 'escape', path: '/escape.lnk' }, { name: 'inside', path: '/o' }],
     });
     expect(job.outputs).toEqual([
-      { name: 'escape', path: '/escape', error: "/escape: tar entry 'escape': symlink to '/etc' leaves the archive's root" },
+      { name: 'escape', path: '/escape.lnk', error: "/escape.lnk: tar entry 'escape.lnk': symlink to '/etc' leaves the archive's root" },
       { name: 'inside', path: '/o', error: "/o: tar entry 'o/passwd': symlink to '/etc/passwd' leaves the archive's root" },
     ]);
   });

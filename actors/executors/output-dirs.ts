@@ -1,0 +1,56 @@
+/**
+ * The directories a job's outputs are written to, made in its container before it starts. A
+ * user of `dms run -o out:/outputs busybox sh -c 'echo hi > /outputs/x'` expects /outputs to be
+ * there, as Bacalhau's result paths and Docker's `-v` are; an image rarely has it, and without it
+ * the job failed `can't create '/outputs/x': No such file or directory` and its output was not
+ * collected. An output's path names a directory unless its last name has an extension (a dot
+ * past its first character: `/out/model.bin`), which names a file: then only the directory it
+ * is in is made. A path the image has already is left as the image has it; one made here is
+ * empty and writable by any user the image runs as (mode 0777), and the directories above it
+ * that are missing are made as the engine makes them (root's, 0755).
+ */
+import type Docker from 'dockerode';
+import * as tar from 'tar-stream';
+import { namesAFile, normalPath, type OutputSpec } from '../../behaviors/jobs/files.js';
+import { errorText } from '../../runtime/errors.js';
+import type { Logger } from '../../runtime/log.js';
+import { answered, type Engine, statusOf } from './engine.js';
+
+/** The directory each output needs, as a container path; the root needs no making. */
+export function outputDirs(outputs: readonly OutputSpec[]): string[] {
+  const dirs = outputs.map(({ path }) => {
+    const normal = normalPath(path);
+    return namesAFile(normal) ? normal.slice(0, normal.lastIndexOf('/')) : normal;
+  });
+  return [...new Set(dirs.filter((dir) => dir !== ''))];
+}
+
+/**
+ * Makes in `container` (created, not started) each output directory the image does not have.
+ * A directory that cannot be made is logged, not the start's failure: the job may make it
+ * itself, and an output it does not write is reported missing as before.
+ */
+export async function makeOutputDirs(engine: Engine, container: Docker.Container, outputs: readonly OutputSpec[], log?: Logger): Promise<void> {
+  const missing: string[] = [];
+  for (const dir of outputDirs(outputs)) {
+    try {
+      await answered(engine, `looking for ${dir} in the container`, (abortSignal) => container.infoArchive({ path: dir, abortSignal }));
+    } catch (e) {
+      if (statusOf(e) === 404) missing.push(dir);
+      else log?.warn({ path: dir, err: errorText(e) }, 'could not look for an output directory in the container');
+    }
+  }
+  if (missing.length === 0) return;
+  const pack = tar.pack();
+  // The engine makes an entry's missing parents itself, and never changes one that exists.
+  for (const dir of missing) pack.entry({ name: `${dir.slice(1)}/`, type: 'directory', mode: 0o777, mtime: new Date() });
+  pack.finalize();
+  const chunks: Buffer[] = [];
+  for await (const chunk of pack) chunks.push(chunk as Buffer);
+  const archive = Buffer.concat(chunks);
+  try {
+    await answered(engine, 'making the output directories', (abortSignal) => container.putArchive(archive, { path: '/', abortSignal }));
+  } catch (e) {
+    log?.warn({ paths: missing, err: errorText(e) }, 'could not make the output directories in the container');
+  }
+}
