@@ -127,6 +127,8 @@ function address(addrs: string[], id: string, wide: boolean): string {
 
 function figures(r: ResourceSpec): string {
   const parts = [`${r.cpu.cores} cpu`, formatBytes(r.memory.size)];
+  // A job asking for storage, or mounting a volume, is placed by it as by cores and memory.
+  if (r.storage.size > 0) parts.push(`${formatBytes(r.storage.size)} disk`);
   if (r.gpu) parts.push(`${r.gpu.count} gpu`);
   return parts.join(', ');
 }

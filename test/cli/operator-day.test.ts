@@ -88,7 +88,8 @@ describe("an operator's first day", { timeout: 120_000 }, () => {
 
     const row = await rowOn(n1, n3, "node 3's share, labels and region on node 1", (l) => l.includes('zone=lab'));
     expect(row).toContain('node-three');
-    expect(row).toContain('1 cpu, 256 MiB');
+    // The disk it offers too: a job asking for storage is placed by it.
+    expect(row).toContain('1 cpu, 256 MiB, 1 GiB disk');
     expect(row).toContain('zone=lab,tier=gold');
     expect(row).toContain('eu-west');
     const resources = await dms(n3, 'resources', 'show');
