@@ -75,7 +75,7 @@ export function storageBoundOf(labels: Record<string, string>): number | undefin
 
 /** Why a job past its bound was stopped, as its error says after `killed: `. */
 export function overStorage(written: number, bound: number): string {
-  return `wrote ${formatBytes(written)} into its container, more than the ${formatBytes(bound)} it may (resources.storage; jobs.default_resources.storage_bytes when it reserves none)`;
+  return `wrote ${formatBytes(written)} into its container, more than the ${formatBytes(bound)} it may (resources.storage, dms run --disk; jobs.default_resources.storage_bytes when it reserves none)`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import type { Usage } from '../../behaviors/jobs/resources.js';
 import type { Allocation, ResourceSpec } from '../../behaviors/jobs/schema.js';
 import { formatBytes } from '../../client/sizes.js';
@@ -12,6 +12,7 @@ import { coresText, shareText } from './onboard.js';
 interface CreateOptions {
   cpu: string;
   memory: string;
+  disk?: string;
   storage?: string;
   gpus?: string;
   job?: string;
@@ -59,14 +60,16 @@ export function registerResourceCommands(program: Command): void {
     .description('reserve resources; refused (409) naming the resource that is short')
     .requiredOption('--cpu <cores>', 'cores, e.g. 0.5')
     .requiredOption('--memory <size>', 'memory with its unit: 512MiB, 2GiB (powers of 1024) or 500MB, 2GB (powers of 1000)')
-    .option('--storage <size>', 'disk with its unit, e.g. 10GiB')
+    .option('--disk <size>', 'disk with its unit, e.g. 10GiB (as `dms onboard --disk` offers it)')
+    // The name it had before `dms onboard` and `dms run` called it --disk.
+    .addOption(new Option('--storage <size>').hideHelp())
     .option('--gpus <n>', 'number of GPUs')
     .option('--job <id>', 'the job this allocation is for (id or unique prefix): it runs on it, and releases it when it ends')
     .action(async (opts: CreateOptions, cmd: Command) => {
       const resources: ResourceSpec = {
         cpu: { cores: number('--cpu', opts.cpu) },
         memory: { size: sizeArg('--memory', opts.memory) },
-        storage: { size: opts.storage ? sizeArg('--storage', opts.storage) : 0 },
+        storage: { size: opts.disk ? sizeArg('--disk', opts.disk) : opts.storage ? sizeArg('--storage', opts.storage) : 0 },
       };
       if (opts.gpus) resources.gpu = { count: number('--gpus', opts.gpus) };
       const rest = restFor(cmd);

@@ -15,6 +15,7 @@ const DEFAULT_MEMORY = '512MiB';
 interface RunOptions extends PlacementFlags {
   cpu?: string;
   memory?: string;
+  disk?: string;
   env?: string[];
   secret?: string[];
   timeout?: string;
@@ -45,6 +46,7 @@ export function registerRunCommand(program: Command): void {
     .argument('[command...]', "the command and its arguments (default: the image's own); put it after -- if it has flags run also has")
     .option('--cpu <cores>', `cores, e.g. 0.5 (default ${DEFAULT_CORES})`)
     .option('--memory <size>', `memory, e.g. 256MiB or 2GB (default ${DEFAULT_MEMORY})`)
+    .option('--disk <size>', "disk to reserve, e.g. 10GiB: what the job may write into its container, placed on a node with that much free (default: none reserved, and the node's jobs.default_resources.storage_bytes, 1 GiB, may be written)")
     .option('-e, --env <NAME=value>', 'environment variable for the job; goes to whichever node runs it (repeatable)', collect)
     .option('--secret <NAME=value>', 'environment variable sent only to nodes this node trusts (placement.trust) and shown redacted (repeatable)', collect)
     .option('--timeout <seconds>', 'stop the job, failed, after this many seconds (SIGTERM, then SIGKILL after jobs.stop_grace_s; default: no limit)')
@@ -70,6 +72,7 @@ export function registerRunCommand(program: Command): void {
         resources: {
           cpu: { cores: cores(opts.cpu ?? String(DEFAULT_CORES)) },
           memory: { size: sizeArg('--memory', opts.memory ?? DEFAULT_MEMORY) },
+          ...(opts.disk !== undefined ? { storage: { size: sizeArg('--disk', opts.disk) } } : {}),
         },
         ...(opts.executor ? { executor: opts.executor } : {}),
         ...(opts.timeout !== undefined ? { timeout_s: seconds(opts.timeout) } : {}),

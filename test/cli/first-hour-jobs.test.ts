@@ -66,6 +66,14 @@ describe('job specs people can write', () => {
     expect((await rest.waitFor(job.id)).status).toBe('completed');
   });
 
+  it('dms run --disk reserves the disk a job may write, in the units --memory takes', async () => {
+    const r = await dms('run', '--executor', 'null', '--cpu', '0.25', '--memory', '32MiB', '--disk', '64MiB', '--wait', '--id-only', 'none');
+    expect(r.code, r.stderr).toBe(0);
+    expect((await rest.job(r.stdout.trim())).resources).toEqual({ cpu: { cores: 0.25 }, memory: { size: 32 * MiB }, storage: { size: 64 * MiB } });
+    const bare = await dms('run', '--executor', 'null', '--disk', '64', 'none');
+    expect({ code: bare.code, stderr: bare.stderr.trim() }).toEqual({ code: 1, stderr: 'dms: --disk: 64 has no unit; write 64MiB or 64MB' });
+  });
+
   it('names the field and the accepted forms when a spec is wrong', async () => {
     const bad = async (spec: unknown) => {
       const answer = await rest.post('/api/v1/jobs', spec);

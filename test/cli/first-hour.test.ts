@@ -105,14 +105,14 @@ describe('usage and --json errors', () => {
 describe('sizes on the command line', () => {
   it('refuses a bare number for memory or storage, with the units to add', async () => {
     expect(oneLineFailure(await dms('allocations', 'create', '--cpu', '1', '--memory', '512'))).toBe('dms: --memory: 512 has no unit; write 512MiB or 512MB');
-    expect(oneLineFailure(await dms('allocations', 'create', '--cpu', '1', '--memory', '1MiB', '--storage', '10'))).toBe(
-      'dms: --storage: 10 has no unit; write 10MiB or 10MB',
+    expect(oneLineFailure(await dms('allocations', 'create', '--cpu', '1', '--memory', '1MiB', '--disk', '10'))).toBe(
+      'dms: --disk: 10 has no unit; write 10MiB or 10MB',
     );
     expect(oneLineFailure(await dms(...NULL_RUN.slice(0, -1), '512'))).toBe('dms: --memory: 512 has no unit; write 512MiB or 512MB');
   });
 
   it('reads decimal and binary units and prints sizes in the units it reads', async () => {
-    const created = await dms('--json', 'allocations', 'create', '--cpu', '0.1', '--memory', '0.5gib', '--storage', '1GB');
+    const created = await dms('--json', 'allocations', 'create', '--cpu', '0.1', '--memory', '0.5gib', '--disk', '1GB');
     expect(created.code, created.stderr).toBe(0);
     const allocation = JSON.parse(created.stdout) as Allocation;
     expect(allocation.resources).toMatchObject({ memory: { size: 512 * MiB }, storage: { size: 1e9 } });

@@ -135,6 +135,7 @@ describe('dms resources and allocations', () => {
     expect(shown.stdout).toMatch(/\ncapacity\s+\d+(\.\d+)? cores\s+/);
     expect(shown.stdout).toMatch(/\nfree\s+/);
 
+    // --storage: the name --disk had before; scripts written then still work.
     const created = await dms('allocations', 'create', '--cpu', '0.5', '--memory', '64MiB', '--storage', '1GiB');
     expect(created.code, created.stderr).toBe(0);
     expect(created.stdout).toMatch(new RegExp(`^allocation (${UUID.source}): 0.5 cores, 64 MiB, 1 GiB, -\\n$`));
