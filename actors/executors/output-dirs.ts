@@ -26,31 +26,39 @@ export function outputDirs(outputs: readonly OutputSpec[]): string[] {
 }
 
 /**
- * Makes in `container` (created, not started) each output directory the image does not have.
- * A directory that cannot be made is logged, not the start's failure: the job may make it
- * itself, and an output it does not write is reported missing as before.
+ * Makes in `container` (created, not started) each output directory the image does not have,
+ * one at a time, shallowest first: one that cannot be made (under a read-only input mount) is
+ * logged, not the start's failure nor the others', since the job may make it itself, and an
+ * output it does not write is reported missing as before.
  */
 export async function makeOutputDirs(engine: Engine, container: Docker.Container, outputs: readonly OutputSpec[], log?: Logger): Promise<void> {
-  const missing: string[] = [];
-  for (const dir of outputDirs(outputs)) {
+  for (const dir of outputDirs(outputs).sort()) {
     try {
-      await answered(engine, `looking for ${dir} in the container`, (abortSignal) => container.infoArchive({ path: dir, abortSignal }));
+      // A HEAD's answer has no body; read to its end, it gives its connection back.
+      const head = await answered(engine, `looking for ${dir} in the container`, (abortSignal) => container.infoArchive({ path: dir, abortSignal }));
+      (head as { resume?: () => void }).resume?.();
+      continue;
     } catch (e) {
-      if (statusOf(e) === 404) missing.push(dir);
-      else log?.warn({ path: dir, err: errorText(e) }, 'could not look for an output directory in the container');
+      if (statusOf(e) !== 404) {
+        log?.warn({ path: dir, err: errorText(e) }, 'could not look for an output directory in the container');
+        continue;
+      }
+    }
+    try {
+      const archive = await directoryTar(dir);
+      await answered(engine, `making ${dir} in the container`, (abortSignal) => container.putArchive(archive, { path: '/', abortSignal }));
+    } catch (e) {
+      log?.warn({ path: dir, err: errorText(e) }, 'could not make an output directory in the container');
     }
   }
-  if (missing.length === 0) return;
+}
+
+/** A tar of the one directory `dir`, empty and writable by all; the engine makes its missing parents itself. */
+async function directoryTar(dir: string): Promise<Buffer> {
   const pack = tar.pack();
-  // The engine makes an entry's missing parents itself, and never changes one that exists.
-  for (const dir of missing) pack.entry({ name: `${dir.slice(1)}/`, type: 'directory', mode: 0o777, mtime: new Date() });
+  pack.entry({ name: `${dir.slice(1)}/`, type: 'directory', mode: 0o777, mtime: new Date() });
   pack.finalize();
   const chunks: Buffer[] = [];
   for await (const chunk of pack) chunks.push(chunk as Buffer);
-  const archive = Buffer.concat(chunks);
-  try {
-    await answered(engine, 'making the output directories', (abortSignal) => container.putArchive(archive, { path: '/', abortSignal }));
-  } catch (e) {
-    log?.warn({ paths: missing, err: errorText(e) }, 'could not make the output directories in the container');
-  }
+  return Buffer.concat(chunks);
 }

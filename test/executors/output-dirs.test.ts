@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dockerForTests } from '../helpers/docker.js';
 import { NODE_LABEL } from '../../actors/executors/container-spec.js';
 import { DockerExecutor } from '../../actors/executors/docker.js';
+import type { InputMounter } from '../../actors/executors/inputs.js';
+import type { Job } from '../../behaviors/jobs/schema.js';
 import { collect, jobOf, text } from './helpers.js';
 
 const { docker, problem } = await dockerForTests('output directory tests');
@@ -44,6 +46,17 @@ describe.skipIf(problem !== null)("a job's output directories", { timeout: 30_00
     );
     expect({ result, stderr }).toEqual({ result: { exit_code: 0, oom_killed: false }, stderr: '' });
     expect(stdout.trim().split('\n')).toEqual(['0', '777 0', '777 0', '755 0', '777 0']);
+  });
+
+  it('one that cannot be made is left to the job, and the others are made', async () => {
+    // Under a read-only mount the engine refuses it; the job still starts, and /zzz is there for it.
+    const inputs = { prepare: async () => ({ binds: [`${dir}:/ro:ro`], volumes: [] }), release: async () => undefined } as unknown as InputMounter;
+    const withInputs = new DockerExecutor({ docker, nodeId, logsDir: join(dir, 'logs-inputs'), stopGraceSeconds: 1, inputs });
+    const job = jobOf({ executor: 'docker', command: ['sh', '-c', 'test -d /zzz && echo made; test -e /ro/out || echo absent'], outputs: [{ name: 'ro', path: '/ro/out' }, { name: 'z', path: '/zzz' }] });
+    const handle = await withInputs.start({ ...job, inputs: [{ source: 'volume:none', path: '/ro' }] } as Job);
+    expect(await withInputs.wait(handle)).toEqual({ exit_code: 0, oom_killed: false });
+    expect(text(await collect(withInputs, handle), 'stdout').trim().split('\n')).toEqual(['made', 'absent']);
+    await withInputs.cleanup(handle);
   });
 
   it("leave what the image has at a path as it is: a directory's mode, a file", async () => {
