@@ -145,7 +145,14 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   }
   const capacity = await order.step('capacity', () => measureCapacity({ dataDir: paths.data }));
   await order.component(RESOURCES_INBOX, () =>
-    makeActor(system, ResourceManagerActor, { storage, capacity, defaultName: config.general.name || hostname(), blocks: blocks?.store, volumes: blocks?.volumes }),
+    makeActor(system, ResourceManagerActor, {
+      storage,
+      capacity,
+      defaultName: config.general.name || hostname(),
+      blocks: blocks?.store,
+      volumes: blocks?.volumes,
+      images: () => ({ bytes: pulledImages.bytes, count: pulledImages.images, max_bytes: jobs.max_images_bytes }),
+    }),
   );
   await order.component(ORCHESTRATOR_INBOX, () =>
     makeActor(system, OrchestratorActor, {

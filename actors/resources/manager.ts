@@ -57,6 +57,8 @@ export interface ResourceManagerDeps {
   blocks?: { readonly bytes: number };
   /** The node's volumes: made and removed here, each holding its size of the storage share. */
   volumes?: Volumes;
+  /** What the images the Docker executor pulled hold now, and their bound: told, not held from the share. */
+  images?: () => Usage['images'];
 }
 
 const NO_SETTINGS: DeviceSettings = { name: '', location: {}, labels: {}, onboarded: null };
@@ -129,6 +131,7 @@ class ResourceManager {
     const stored = this.stored();
     return {
       stored,
+      images: this.opts.images?.() ?? null,
       capacity: this.opts.capacity,
       onboarded: this.ledger.offering,
       allocated: this.ledger.allocated(),

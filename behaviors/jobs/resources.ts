@@ -116,6 +116,13 @@ export const UsageReply = z.object({
   offered: z.boolean(),
   /** Of `allocated`, the storage the node's own content holds: blocks, volumes, uploads under way. */
   stored: StoredSchema,
+  /**
+   * The images this node pulled for jobs, as last measured: outside the share, kept within
+   * jobs.max_images_bytes (README "Pulled images are bounded"); null on a node without the Docker executor's record.
+   */
+  images: z
+    .object({ bytes: z.number().int().nonnegative(), count: z.number().int().nonnegative(), max_bytes: z.number().int().nonnegative() })
+    .nullable(),
 });
 export type Usage = z.output<typeof UsageReply>;
 

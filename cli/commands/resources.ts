@@ -34,11 +34,14 @@ export function registerResourceCommands(program: Command): void {
         ['allocated', usage.allocated],
         ['free', usage.free],
       ];
+      // Outside the share, so not in the table: said apart, with the bound that keeps them.
+      const i = usage.images;
+      const images = i ? `\npulled images: ${formatBytes(i.bytes)} of ${formatBytes(i.max_bytes)} (${i.count} ${i.count === 1 ? 'image' : 'images'}; jobs.max_images_bytes, outside the share)` : '';
       const offered = usage.offered ? `offered to the network: ${shareText(usage.onboarded)}` : 'offered to the network: nothing (run `dms onboard`)';
       // Blocks, volumes and uploads hold storage of the share as jobs do: said apart, so a full disk column explains itself.
       const s = usage.stored;
       const stored = `storage held by content: blocks ${formatBytes(s.blocks)}, volumes ${formatBytes(s.volumes)}${s.uploads ? `, uploads under way ${formatBytes(s.uploads)}` : ''} (in allocated)`;
-      output(cmd, usage, `${grid(['', 'CPU', 'MEMORY', 'STORAGE', 'GPU'], rows.map(([name, r]) => [name, ...cells(r)]))}\n\n${stored}\n${offered}`);
+      output(cmd, usage, `${grid(['', 'CPU', 'MEMORY', 'STORAGE', 'GPU'], rows.map(([name, r]) => [name, ...cells(r)]))}\n\n${stored}${images}\n${offered}`);
     });
 
   const allocations = program.command('allocations').description('reservations of this node\'s resources');

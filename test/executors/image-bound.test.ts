@@ -177,6 +177,9 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
       const held = Number(/^dms_pulled_images\{measure="bytes"\} (\d+)$/m.exec(metrics)?.[1]);
       expect(held).toBe((await docker.getImage(small).inspect()).Size);
       expect(metrics).toMatch(/^dms_pulled_images\{measure="images"\} 1$/m);
+      // ...as the node's usage does, beside the share (dms resources show).
+      const usage = (await (await fetch(`${scene.node.url}/api/v1/resources/usage`)).json()) as { images: unknown };
+      expect(usage.images).toEqual({ bytes: held, count: 1, max_bytes: 8 * MiB });
     } finally {
       await scene.stop();
     }

@@ -132,6 +132,8 @@ describe('dms resources and allocations', () => {
     const shown = await dms('resources', 'show');
     expect(shown.code).toBe(0);
     expect(shown.stdout).toMatch(/^\s+CPU\s+MEMORY\s+STORAGE\s+GPU\n/);
+    // Outside the share, said apart with their bound (jobs.max_images_bytes, 20 GiB by default).
+    expect(shown.stdout).toMatch(/^pulled images: \d+(\.\d+)? [KMG]?i?B of 20 GiB \(\d+ images?; jobs\.max_images_bytes, outside the share\)$/m);
     expect(shown.stdout).toMatch(/\ncapacity\s+\d+(\.\d+)? cores\s+/);
     expect(shown.stdout).toMatch(/\nfree\s+/);
 
