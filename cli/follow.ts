@@ -49,6 +49,7 @@ export async function followJob(rest: RestClient, id: string, opts: FollowOption
 
 async function stream(rest: RestClient, id: string, opts: FollowOptions): Promise<number> {
   let placed = !opts.placement;
+  let last: unknown;
   for await (const ev of rest.events(`/api/v1/jobs/${encodeURIComponent(id)}/logs?follow=true`)) {
     const data = JSON.parse(ev.data) as Record<string, unknown>;
     if (ev.event === 'log') {
@@ -57,6 +58,14 @@ async function stream(rest: RestClient, id: string, opts: FollowOptions): Promis
       if (opts.json) process.stdout.write(JSON.stringify({ event: 'log', stream: chunk.stream, data: chunk.data }) + '\n');
       else (chunk.stream === 'stderr' ? process.stderr : process.stdout).write(chunk.data);
     } else if (ev.event === 'status') {
+      // Back to pending from running: its node was lost, or failed it with a placement left. The
+      // output that follows is a new run's, from its start: said, and where that run goes.
+      if (opts.placement && last === 'running' && data.status === 'pending') {
+        placed = false;
+        const left = await leftRun(rest, await jobRecord(rest, id));
+        if (left) process.stderr.write(terminalSafe(`[dms] job ${id} ${left}; placing it again (its output starts over)\n`));
+      }
+      last = data.status;
       // Where it went, once it left pending, before what it did there.
       if (!placed && data.status !== 'pending') {
         placed = true;
@@ -98,7 +107,17 @@ const jobRecord = (rest: RestClient, id: string): Promise<Job | undefined> => re
  */
 async function placedOn(rest: RestClient, job: Job | undefined): Promise<string | undefined> {
   if (!job || job.node === null) return undefined;
-  const node = job.node;
+  return nodeName(rest, job.node);
+}
+
+/** How the run a job was taken back from ended, and where: `left …X (vm): lost track of its run: …`. */
+async function leftRun(rest: RestClient, job: Job | undefined): Promise<string | undefined> {
+  const run = job?.attempts.at(-1);
+  if (!run?.ended_at) return undefined;
+  return `left ${await nodeName(rest, run.node)}${run.reason ? `: ${run.reason}` : ''}`;
+}
+
+async function nodeName(rest: RestClient, node: string): Promise<string> {
   const peers = await rest.get<{ self?: string; nodes: { id: string; profile: { name: string } | null }[] }>('/api/v1/peers').catch(() => undefined);
   if (peers?.self === node) return `this node (…${node.slice(-8)})`;
   const name = peers?.nodes.find((n) => n.id === node)?.profile?.name;

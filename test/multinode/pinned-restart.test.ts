@@ -187,6 +187,34 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
     expect((await rest(r, 'DELETE', `/api/v1/jobs/${id}`)).status).toBe(200);
   });
 
+  it('dms run, following across the loss, says the run left its node and why, before the new run\'s output from its start', async () => {
+    const following = runCli(
+      ['--home', r.home, 'run', '--node', p.peerId, '--executor', 'null', '--cpu', '0.5', '--memory', '64MiB', '--name', 'pinned-run', '-e', 'DMS_NULL_DURATION_MS=600000', '-e', 'DMS_NULL_STDOUT=same line', 'none'],
+      {},
+      undefined,
+      90_000,
+    );
+    const id = await waitFor('the job dms run submitted running on the provider', async () => {
+      const job = ((await rest(r, 'GET', '/api/v1/jobs')).json as (Job & { name: string })[]).find((j) => j.name === 'pinned-run');
+      return job?.status === 'running' ? job.id : undefined;
+    }, { timeoutMs: 30_000 });
+    process.kill(p.pid, 'SIGSTOP');
+    try {
+      await givenUp(id);
+    } finally {
+      process.kill(p.pid, 'SIGCONT');
+    }
+    await runningAgain(id, 40_000);
+    await waitFor('the new run\'s line on the requester', async () => (await rest(r, 'GET', `/api/v1/jobs/${id}/logs`)).json.chunks.length > 0 || undefined, { timeoutMs: 15_000 });
+    expect((await rest(r, 'DELETE', `/api/v1/jobs/${id}`)).status).toBe(200);
+    const followed = await following;
+    expect([followed.stdout, followed.code], followed.stderr).toEqual(['same line\nsame line\n', 143]);
+    // Found following a job whose provider was killed: the second run's output followed the first's with no word between.
+    const where = `…${p.peerId.slice(-8)}`;
+    expect(followed.stderr).toMatch(new RegExp(`\\[dms\\] job ${id} left ${where}[^:]*: lost track of its run: .+; placing it again \\(its output starts over\\)\\n`));
+    expect(followed.stderr.split(`[dms] job ${id} runs on ${where}`)).toHaveLength(3);
+  });
+
   it.skipIf(problem !== null)('a container that outlived its node is stopped there first, and the new run shows its own output only', async () => {
     let firstLine: string | undefined;
     const id = await runLoseRestart({
