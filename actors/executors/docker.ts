@@ -353,6 +353,8 @@ export class DockerExecutor extends StoredOutput implements Executor {
     for (const jobId of knownJobIds) {
       if (!claimed.has(jobId)) report.missing.push({ job_id: jobId, reason: 'its container no longer exists' });
     }
+    // A bound lowered since the last start is kept now; the node's start does not wait on the engine's removals.
+    void this.images?.trim().catch((e: unknown) => this.log?.warn({ err: errorText(e) }, 'could not fit the pulled images to jobs.max_images_bytes'));
     return report;
   }
 

@@ -213,6 +213,21 @@ export class ImageCache {
     throw new ImageOverBound(why);
   }
 
+  /**
+   * Removes the images used longest ago until the records fit the bound, as after a pull: at the
+   * executor's start, so a bound lowered since the last run (an operator freeing disk) is kept
+   * at once rather than at the next pull.
+   */
+  trim(): Promise<void> {
+    const next = this.turn.then(async () => {
+      if (this.heldBytes <= this.opts.maxBytes && this.records.size <= MAX_IMAGE_RECORDS) return;
+      await this.fit('');
+      this.save();
+    });
+    this.turn = next.catch(() => undefined);
+    return next;
+  }
+
   /** Removes the images used longest ago, other than `keep` and those starting a job, until the records fit. */
   private async fit(keep: string): Promise<void> {
     const max = this.opts.maxBytes;

@@ -160,6 +160,19 @@ describe.skipIf(problem !== null)('pulled images within jobs.max_images_bytes', 
     expect(recorded(join(dir, 'images.json'))).toEqual([r]);
   });
 
+  it('a bound lowered since the last start is kept at the next start, before any pull', async () => {
+    const file = join(dir, 'images.json');
+    const [kept] = recorded(file);
+    expect(await present(kept!)).toBe(true);
+    executor.close();
+    // The image on record (~12 MiB) is past a bound of 4 MiB: removed as the executor starts.
+    executor = executorOf(file, 4 * MiB);
+    await executor.reconcile([]);
+    await waitFor('the image past the lowered bound removed, and its record', async () => (!(await present(kept!)) && recorded(file).length === 0) || undefined, { timeoutMs: 10_000 });
+    executor.close();
+    executor = executorOf(file);
+  });
+
   it('a node takes its bound from jobs.max_images_bytes: a job submitted there with an image past it fails naming it; /metrics says what the pulled images hold', async () => {
     const ref = await image('node', 9 * MiB);
     const scene = await jobNodeScene(() => startLocalJobNode({ jobs: { max_images_bytes: 8 * MiB, allowed_registries: [registry.host] } }));
