@@ -221,15 +221,15 @@ export class ImageCache {
   trim(): Promise<void> {
     const next = this.turn.then(async () => {
       if (this.heldBytes <= this.opts.maxBytes && this.records.size <= MAX_IMAGE_RECORDS) return;
-      await this.fit('');
+      await this.fit();
       this.save();
     });
     this.turn = next.catch(() => undefined);
     return next;
   }
 
-  /** Removes the images used longest ago, other than `keep` and those starting a job, until the records fit. */
-  private async fit(keep: string): Promise<void> {
+  /** Removes the images used longest ago, other than `keep` (the image just pulled) and those starting a job, until the records fit. */
+  private async fit(keep?: string): Promise<void> {
     const max = this.opts.maxBytes;
     for (const r of this.oldestFirst()) {
       if (this.heldBytes <= max && this.records.size <= MAX_IMAGE_RECORDS) return;
