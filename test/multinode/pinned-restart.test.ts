@@ -92,6 +92,18 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
     return again;
   }
 
+  /** Freezes p until r gives the job's run up, thaws it, and waits until the job runs there again. */
+  async function frozenPastPatience(id: string): Promise<void> {
+    // Not a restart: the provider's run goes on, unseen, while the requester gives it up.
+    process.kill(p.pid, 'SIGSTOP');
+    try {
+      await givenUp(id);
+    } finally {
+      process.kill(p.pid, 'SIGCONT');
+    }
+    await runningAgain(id, 40_000);
+  }
+
   it('runs there again, a second attempt on the same node, and can be cancelled there', async () => {
     const id = await runLoseRestart(
       { name: 'pinned-again', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '600000', DMS_NULL_STDOUT: 'run 1' } },
@@ -171,40 +183,21 @@ describe('a job pinned to a node that lost its run and came back', { timeout: 12
     expect((await rest(r, 'DELETE', `/api/v1/jobs/${id}`)).status).toBe(200);
   });
 
-  it('a node frozen past the requester\'s patience and thawed: the run given up is stopped there first, then the job runs there again', async () => {
-    const id = await placeRunning({ name: 'pinned-frozen', image: 'none', executor: 'null', resources: { cpu: 0.5, memory: '64MiB' }, environment: { DMS_NULL_DURATION_MS: '600000' } });
-    // Not a restart: the provider's run goes on, unseen, while the requester gives it up.
-    process.kill(p.pid, 'SIGSTOP');
-    try {
-      await givenUp(id);
-    } finally {
-      process.kill(p.pid, 'SIGCONT');
-    }
-    await runningAgain(id, 40_000);
-    const { events } = (await rest(p, 'GET', `/api/v1/jobs/${id}/events`)).json as { events: { to: string; reason: string }[] };
-    // The run given up ended there before the new one began.
-    expect(events.map((e) => e.to), JSON.stringify(events)).toEqual(['pending', 'running', 'failed', 'pending', 'running']);
-    expect((await rest(r, 'DELETE', `/api/v1/jobs/${id}`)).status).toBe(200);
-  });
-
-  it('dms run, following across the loss, says the run left its node and why, before the new run\'s output from its start', async () => {
+  it('a node frozen past the requester\'s patience and thawed: the run given up is stopped there first, then the job runs there again; dms run following it says why', async () => {
     const following = runCli(
-      ['--home', r.home, 'run', '--node', p.peerId, '--executor', 'null', '--cpu', '0.5', '--memory', '64MiB', '--name', 'pinned-run', '-e', 'DMS_NULL_DURATION_MS=600000', '-e', 'DMS_NULL_STDOUT=same line', 'none'],
+      ['--home', r.home, 'run', '--node', p.peerId, '--executor', 'null', '--cpu', '0.5', '--memory', '64MiB', '--name', 'pinned-frozen', '-e', 'DMS_NULL_DURATION_MS=600000', '-e', 'DMS_NULL_STDOUT=same line', 'none'],
       {},
       undefined,
       90_000,
     );
     const id = await waitFor('the job dms run submitted running on the provider', async () => {
-      const job = ((await rest(r, 'GET', '/api/v1/jobs')).json as (Job & { name: string })[]).find((j) => j.name === 'pinned-run');
+      const job = ((await rest(r, 'GET', '/api/v1/jobs')).json as (Job & { name: string })[]).find((j) => j.name === 'pinned-frozen');
       return job?.status === 'running' ? job.id : undefined;
     }, { timeoutMs: 30_000 });
-    process.kill(p.pid, 'SIGSTOP');
-    try {
-      await givenUp(id);
-    } finally {
-      process.kill(p.pid, 'SIGCONT');
-    }
-    await runningAgain(id, 40_000);
+    await frozenPastPatience(id);
+    const { events } = (await rest(p, 'GET', `/api/v1/jobs/${id}/events`)).json as { events: { to: string; reason: string }[] };
+    // The run given up ended there before the new one began.
+    expect(events.map((e) => e.to), JSON.stringify(events)).toEqual(['pending', 'running', 'failed', 'pending', 'running']);
     await waitFor('the new run\'s line on the requester', async () => (await rest(r, 'GET', `/api/v1/jobs/${id}/logs`)).json.chunks.length > 0 || undefined, { timeoutMs: 15_000 });
     expect((await rest(r, 'DELETE', `/api/v1/jobs/${id}`)).status).toBe(200);
     const followed = await following;
