@@ -184,7 +184,7 @@ describe.skipIf(problem !== null)('a job writing into its container', () => {
     const job = await rest.submit(container(['sh', '-c', 'dd if=/dev/zero of=/big bs=1048576 count=32 2>/dev/null; echo written; sleep 60']));
     const failed = await rest.waitFor(job.id, ['completed', 'failed'], 30_000);
     expect(failed.status).toBe('failed');
-    expect(failed.error).toMatch(/^killed: wrote \d+(\.\d+)? MiB into its container, more than the 8 MiB it may \(resources\.storage; jobs\.default_resources\.storage_bytes when it reserves none\)$/);
+    expect(failed.error).toMatch(/^killed: wrote \d+(\.\d+)? MiB into its container, more than the 8 MiB it may \(resources\.storage, dms run --disk; jobs\.default_resources\.storage_bytes when it reserves none\)$/);
   });
 
   it('runs to its end when it writes what it reserved', async () => {
