@@ -92,10 +92,10 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
   // Every executor but Docker hands its outputs back to its actor, which collects them with this.
   const logPaths = new JobLogs(logsDir);
   const outputCollection = collector && { collector, logPath: (jobId: string) => logPaths.path(jobId) };
-  let pulledImages = { bytes: 0, images: 0 };
+  let pulledImages = { bytes: 0, count: 0 };
   system.metrics?.gauge('dms_pulled_images', `What the images this node pulled for jobs hold (bytes; at most jobs.max_images_bytes, ${jobs.max_images_bytes}) and how many there are (images), as last measured (actors/executors/image-cache.ts)`, ['measure'], (set) => {
     set({ measure: 'bytes' }, pulledImages.bytes);
-    set({ measure: 'images' }, pulledImages.images);
+    set({ measure: 'images' }, pulledImages.count);
   });
   await order.component(executorInbox('docker'), () =>
     makeActor(system, DockerExecutorActor, {
@@ -151,7 +151,7 @@ export async function startJobs({ system, config, home, log, authority, pluginEx
       defaultName: config.general.name || hostname(),
       blocks: blocks?.store,
       volumes: blocks?.volumes,
-      images: () => ({ bytes: pulledImages.bytes, count: pulledImages.images, max_bytes: jobs.max_images_bytes }),
+      images: () => ({ ...pulledImages, max_bytes: jobs.max_images_bytes }),
     }),
   );
   await order.component(ORCHESTRATOR_INBOX, () =>

@@ -47,7 +47,7 @@ export interface ImageCacheOptions {
   /** Bytes the pulled images may hold together. */
   maxBytes: number;
   /** Told what the recorded images hold, at start and after each change (`dms_pulled_images` on /metrics). */
-  report?: (held: { bytes: number; images: number }) => void;
+  report?: (held: { bytes: number; count: number }) => void;
   log?: Logger;
   now?: () => number;
 }
@@ -78,7 +78,7 @@ export class ImageCache {
   }
 
   private told(): void {
-    this.opts.report?.({ bytes: this.heldBytes, images: this.records.size });
+    this.opts.report?.({ bytes: this.heldBytes, count: this.records.size });
   }
 
   /** Bytes the recorded images hold, as the engine last measured them. */
@@ -133,12 +133,11 @@ export class ImageCache {
       const total = line.progressDetail?.total;
       // A line the engine's stream still held when the pull ended is no download of this pull's.
       if (ended || line.status !== 'Downloading' || !line.id || !total || mine.get(line.id) === total) return undefined;
-      const had = mine.get(line.id);
+      const shared = this.downloading.get(line.id) ?? { bytes: 0, pulls: 0 };
+      if (!mine.has(line.id)) shared.pulls += 1;
+      shared.bytes = Math.max(shared.bytes, total);
+      this.downloading.set(line.id, shared);
       mine.set(line.id, total);
-      const shared = this.downloading.get(line.id);
-      if (!shared) this.downloading.set(line.id, { bytes: total, pulls: 1 });
-      else if (had === undefined) shared.pulls += 1;
-      if (shared) shared.bytes = Math.max(shared.bytes, total);
       let own = 0;
       for (const bytes of mine.values()) own += bytes;
       const all = this.downloadingBytes;
@@ -187,7 +186,12 @@ export class ImageCache {
    * it cannot fit: larger than the bound itself, or beside images in use that leave it no room.
    */
   pulled(image: string): Promise<void> {
-    const next = this.turn.then(() => this.record(image));
+    return this.inTurn(() => this.record(image));
+  }
+
+  /** Runs `work` once the bookkeeping before it has ended, however that ended. */
+  private inTurn(work: () => Promise<void>): Promise<void> {
+    const next = this.turn.then(work);
     this.turn = next.catch(() => undefined);
     return next;
   }
@@ -219,20 +223,22 @@ export class ImageCache {
    * at once rather than at the next pull.
    */
   trim(): Promise<void> {
-    const next = this.turn.then(async () => {
-      if (this.heldBytes <= this.opts.maxBytes && this.records.size <= MAX_IMAGE_RECORDS) return;
+    return this.inTurn(async () => {
+      if (this.fits) return;
       await this.fit();
       this.save();
     });
-    this.turn = next.catch(() => undefined);
-    return next;
+  }
+
+  /** Whether the records are within the bound and the most records kept. */
+  private get fits(): boolean {
+    return this.heldBytes <= this.opts.maxBytes && this.records.size <= MAX_IMAGE_RECORDS;
   }
 
   /** Removes the images used longest ago, other than `keep` (the image just pulled) and those starting a job, until the records fit. */
   private async fit(keep?: string): Promise<void> {
-    const max = this.opts.maxBytes;
     for (const r of this.oldestFirst()) {
-      if (this.heldBytes <= max && this.records.size <= MAX_IMAGE_RECORDS) return;
+      if (this.fits) return;
       if (r.id === keep || r.refs.some((ref) => this.starting.has(ref))) continue;
       await this.remove(r);
     }
